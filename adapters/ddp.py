@@ -1,0 +1,14 @@
+"""Plain PyTorch DistributedDataParallel: gloo on CPU, NCCL on CUDA."""
+
+from __future__ import annotations
+
+from advisor.adapters import Capabilities, torchrun_command
+
+
+class DDPAdapter:
+    name = "ddp"
+    summary = "torch DistributedDataParallel via torchrun (gloo on CPU, NCCL on CUDA)"
+    capabilities = Capabilities(supports_accumulation=True, supports_lamb=False)
+
+    def command(self, job_path: str, nproc: int) -> list[str]:
+        return torchrun_command("advisor_adapters.ddp_worker", job_path, nproc)

@@ -1,0 +1,29 @@
+"""Errors the user sees: one paragraph that names the problem and the fix."""
+
+
+class AdvisorError(Exception):
+    """A problem the user can act on. ``str(err)`` is the whole message."""
+
+    exit_code = 2
+
+
+class RecipeError(AdvisorError):
+    """A recipe file is missing, malformed, or fails validation."""
+
+    def __init__(self, message: str, path: str | None = None, line: int | None = None, key: str | None = None):
+        self.path = path
+        self.line = line
+        self.key = key
+        super().__init__(message)
+
+
+class WorkloadError(AdvisorError):
+    """A workload spec cannot be resolved into a usable Workload."""
+
+
+class AdapterError(AdvisorError):
+    """An adapter is unknown, failed to import, or does not satisfy the protocol."""
+
+
+class TrialError(AdvisorError):
+    """A launched trial crashed, hung, or was interrupted."""

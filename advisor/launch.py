@@ -1,0 +1,194 @@
+"""Launch an adapter's workers, stream their events, and never leave a process behind.
+
+Workers run in their own session (process group), so a timeout, an OOM on one
+rank, or Ctrl-C ends every one of them with a single ``killpg``.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import queue
+import re
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .errors import TrialError
+from .job import OOM_EXIT_CODE, TrialJob, decode_event
+
+OOM_GRACE_S = 5.0  # after one rank reports OOM, how long the others get to report before the group is ended
+_EXITCODE_RE = re.compile(r"exitcode\s*:\s*(-?\d+)")
+_ROOT_RANK_RE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank")
+
+
+@dataclass
+class JobOutcome:
+    status: str  # "ok" | "oom"
+    events: list[dict] = field(default_factory=list)
+    seconds: float = 0.0
+    output_tail: list[str] = field(default_factory=list)
+
+    def first(self, kind: str) -> dict | None:
+        return next((e for e in self.events if e.get("event") == kind), None)
+
+    def all(self, kind: str) -> list[dict]:
+        return [e for e in self.events if e.get("event") == kind]
+
+
+def _reader(stream, sink: queue.Queue) -> None:
+    for line in iter(stream.readline, ""):
+        sink.put(line.rstrip("\n"))
+    sink.put(None)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+        # torchrun may be gone while a worker lingers in the group: make sure of it.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        return
+
+
+def _worker_env(job: TrialJob) -> dict:
+    env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env.setdefault("DS_ACCELERATOR", "cpu" if job.device == "cpu" else "cuda")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (job.workdir, env.get("PYTHONPATH", "")) if p)
+    # torchrun warns about OMP_NUM_THREADS; the message is noise for our users.
+    env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+    return env
+
+
+def run_job(
+    command_for: Callable[[str, int], list[str]],
+    job: TrialJob,
+    nproc: int,
+    timeout_s: float,
+    idle_timeout_s: float | None = None,
+    on_event: Callable[[dict], None] | None = None,
+    label: str = "trial",
+) -> JobOutcome:
+    """Run ``job`` on ``nproc`` workers; return their events, or raise TrialError with the cause."""
+    with tempfile.TemporaryDirectory(prefix="advisor-job-") as tmp:
+        job_path = Path(tmp) / "job.json"
+        job_path.write_text(job.to_json())
+        argv = command_for(str(job_path), nproc)
+        started = time.monotonic()
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                text=True, errors="replace", bufsize=1, env=_worker_env(job), cwd=job.workdir,
+                                start_new_session=True)
+        lines: queue.Queue = queue.Queue()
+        threading.Thread(target=_reader, args=(proc.stdout, lines), daemon=True).start()
+        outcome = JobOutcome(status="ok")
+        tail: collections.deque[str] = collections.deque(maxlen=60)
+        last_activity = started
+        oom_deadline = None
+        ended = False
+        try:
+            while True:
+                now = time.monotonic()
+                if now - started > timeout_s:
+                    raise TrialError(_hung_message(label, outcome, nproc, f"did not finish within {timeout_s:.0f} s",
+                                                   "raise --trial-timeout if the model is just slow"))
+                if idle_timeout_s and now - last_activity > idle_timeout_s:
+                    raise TrialError(_hung_message(label, outcome, nproc,
+                                                   f"made no progress for {idle_timeout_s:.0f} s",
+                                                   "a rank is stuck (a deadlock, a blocked collective or a "
+                                                   "data loader that never returns)"))
+                if oom_deadline and now > oom_deadline:
+                    break  # the other ranks are blocked in a collective; the trial's answer is already known
+                try:
+                    line = lines.get(timeout=0.2)
+                except queue.Empty:
+                    continue
+                if line is None:
+                    ended = True
+                    break
+                event = decode_event(line)
+                if event is None:
+                    tail.append(line)
+                    continue
+                last_activity = time.monotonic()
+                outcome.events.append(event)
+                if event["event"] in ("oom",) or (event["event"] == "probe" and event.get("status") == "oom"):
+                    outcome.status = "oom"
+                    oom_deadline = oom_deadline or time.monotonic() + OOM_GRACE_S
+                if on_event:
+                    on_event(event)
+            if ended:
+                try:
+                    proc.wait(timeout=max(1.0, timeout_s - (time.monotonic() - started)))
+                except subprocess.TimeoutExpired:
+                    raise TrialError(_hung_message(label, outcome, nproc, "closed its output but did not exit",
+                                                   "a worker is stuck at shutdown")) from None
+        except KeyboardInterrupt:
+            _kill_group(proc)
+            raise TrialError(f"The {label} was interrupted (Ctrl-C); every worker process was stopped. "
+                             "Nothing was written.") from None
+        finally:
+            _kill_group(proc)
+        outcome.seconds = time.monotonic() - started
+        outcome.output_tail = list(tail)
+        if outcome.status == "oom":
+            return outcome
+        errors = outcome.all("error")
+        if errors:
+            first = errors[0]
+            raise TrialError(
+                f"The {label} failed on rank {first.get('rank')}: {first.get('error')}: {first.get('message')}\n"
+                + "\n".join("    " + l for l in first.get("traceback", [])[-6:])
+                + "\nFix the error in the workload (run its model on one batch by hand to check), then run again."
+            )
+        if proc.returncode not in (0, None):
+            raise TrialError(_crash_message(label, proc.returncode, tail, nproc))
+        return outcome
+
+
+def _hung_message(label: str, outcome: JobOutcome, nproc: int, what: str, hint: str) -> str:
+    started = {e.get("rank") for e in outcome.all("started")}
+    progress = outcome.all("progress")
+    where = f"; the last progress was step {progress[-1]['step']}" if progress else ""
+    missing = sorted(set(range(nproc)) - started)
+    ranks = f"; ranks that never started: {missing}" if missing else ""
+    return (f"The {label} {what} ({nproc} process(es){where}{ranks}): {hint}. "
+            "Every worker process was stopped and nothing was written.")
+
+
+def _crash_message(label: str, returncode: int, tail, nproc: int) -> str:
+    text = "\n".join(tail)
+    codes = [int(c) for c in _EXITCODE_RE.findall(text)]
+    rank_match = _ROOT_RANK_RE.search(text)
+    rank = f" rank {rank_match.group(1)}" if rank_match else " a worker"
+    code = next((c for c in codes if c != 0), returncode)
+    if code == OOM_EXIT_CODE:
+        cause = "ran out of memory"
+    elif code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        cause = f"was killed by {name}"
+        if -code == signal.SIGKILL:
+            cause += " (the kernel's OOM killer sends SIGKILL when host memory runs out; so does `kill -9`)"
+    else:
+        cause = f"exited with code {code}"
+    last = "\n".join("    " + l for l in list(tail)[-8:])
+    return (f"The {label} failed:{rank}{cause}; the other {nproc - 1} worker(s) were stopped. "
+            f"Check host memory (dmesg) and the worker output below, then run again.\n{last}")

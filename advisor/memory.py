@@ -1,0 +1,81 @@
+"""Peak-memory measurement and budget enforcement inside a worker process.
+
+On CUDA: ``torch.cuda.max_memory_allocated`` and
+``set_per_process_memory_fraction`` (so a user can plan for a smaller card).
+On CPU, torch has no memory stats: ``MemTracker`` counts the tensor bytes of a
+training step (parameters, gradients, activations, optimizer state), and
+``RLIMIT_DATA`` makes exceeding the budget a real allocator failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import resource
+
+OOM_MARKERS = (
+    "out of memory",
+    "can't allocate memory",
+    "not enough memory",
+    "could not create a primitive",  # oneDNN under an address-space limit: an OOM too
+    "cublas_status_alloc_failed",
+)
+
+
+def is_oom(exc: BaseException) -> bool:
+    import torch
+
+    if isinstance(exc, getattr(torch, "OutOfMemoryError", ())) or isinstance(exc, MemoryError):
+        return True
+    return isinstance(exc, RuntimeError) and any(m in str(exc).lower() for m in OOM_MARKERS)
+
+
+def data_segment_bytes() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmData:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("VmData not found in /proc/self/status")
+
+
+def apply_budget(device: str, budget_bytes: int | None) -> dict:
+    """Make allocations past ``budget_bytes`` fail for real; returns what was set."""
+    if not budget_bytes:
+        return {"enforced": False}
+    if device == "cuda":
+        import torch
+
+        total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+        fraction = min(1.0, budget_bytes / total)
+        torch.cuda.set_per_process_memory_fraction(fraction)
+        return {"enforced": True, "how": "set_per_process_memory_fraction", "fraction": fraction,
+                "device_total_bytes": total}
+    base = data_segment_bytes()
+    limit = base + budget_bytes
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, resource.getrlimit(resource.RLIMIT_DATA)[1]))
+    return {"enforced": True, "how": "RLIMIT_DATA", "base_bytes": base, "limit_bytes": limit}
+
+
+@contextlib.contextmanager
+def measure_peak(device: str, model, optimizer):
+    """Yield a dict whose ``peak_bytes`` holds the step's peak tensor memory once the block ends."""
+    out: dict = {"peak_bytes": None, "how": None, "breakdown": {}}
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        yield out
+        torch.cuda.synchronize()
+        out.update(peak_bytes=int(torch.cuda.max_memory_allocated()), how="torch.cuda.max_memory_allocated")
+        return
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    tracker = MemTracker()
+    tracker.track_external(model, optimizer)
+    with tracker:
+        yield out
+    peaks = tracker.get_tracker_snapshot("peak")
+    cpu = next(iter(peaks.values()), {})
+    out["peak_bytes"] = int(cpu.get("Total", 0))
+    out["how"] = "MemTracker (tensor bytes)"
+    out["breakdown"] = {getattr(k, "value", str(k)): int(v) for k, v in cpu.items() if k != "Total"}

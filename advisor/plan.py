@@ -1,0 +1,151 @@
+"""Data-parallel planning: per-device batch, accumulation, and the warnings of DOMAIN section 3."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .errors import AdvisorError
+from .tasks import BN_SENSITIVE_TASKS, IMAGE_TASKS, task_profile
+
+MAX_SENSIBLE_ACCUMULATION = 8
+SMALL_MICRO_BATCH = 16
+
+
+@dataclass
+class Warning_:
+    code: str
+    message: str
+
+
+@dataclass
+class Plan:
+    per_device: int
+    world_size: int
+    accumulation_steps: int
+    global_batch: int
+    target_global: int
+    reason: str
+    warnings: list[Warning_] = field(default_factory=list)
+    sync_batchnorm: bool = False
+    normalization_advice: str = ""
+    precision: str = "fp32"
+    precision_advice: str = ""
+
+
+def plan_data_parallel(
+    target_global: int,
+    world_size: int,
+    ceiling: int,
+    task: str,
+    num_classes: int | None = None,
+    has_batchnorm: bool = False,
+    device_type: str = "cpu",
+    precision: str = "fp32",
+    amp_available: bool = False,
+) -> Plan:
+    """Split a global batch target over ``world_size`` identical devices under a memory ceiling."""
+    if world_size < 1:
+        raise AdvisorError(f"World size must be at least 1, got {world_size}.")
+    if ceiling < 1:
+        raise AdvisorError(
+            "Not even one sample per device fits in memory. Enable mixed precision, shrink the model or its "
+            "input, or plan for a device with more memory (--device-memory)."
+        )
+    if target_global < 1:
+        raise AdvisorError(f"The global batch target must be at least 1, got {target_global}.")
+    profile = task_profile(task)
+    reference = math.ceil(target_global / world_size)
+    if reference <= ceiling:
+        per_device, accumulation = reference, 1
+        reason = (f"Global target {target_global} / {world_size} device(s) = {reference} per device, "
+                  f"within the memory ceiling of {ceiling}.")
+    else:
+        per_device = ceiling
+        accumulation = math.ceil(target_global / (per_device * world_size))
+        reason = (f"Global target {target_global} / {world_size} device(s) = {reference} per device exceeds the "
+                  f"ceiling of {ceiling}: per-device = {ceiling}, accumulation = ceil({target_global} / "
+                  f"({ceiling} x {world_size})) = {accumulation}.")
+    global_batch = per_device * world_size * accumulation
+    plan = Plan(per_device, world_size, accumulation, global_batch, target_global, reason, precision=precision)
+    if global_batch != target_global:
+        plan.warnings.append(Warning_(
+            "global-rounded",
+            f"Identical per-device batches give a global batch of {global_batch}, not exactly {target_global}; "
+            "the LR is scaled for the real global batch."))
+    if accumulation > MAX_SENSIBLE_ACCUMULATION:
+        plan.warnings.append(Warning_(
+            "accumulation-high",
+            f"{accumulation} accumulation steps (> {MAX_SENSIBLE_ACCUMULATION}) cost clear throughput in sync "
+            "overhead. Use devices with more memory, more devices, or a smaller global target."))
+    if accumulation > 1 and precision == "fp32":
+        plan.warnings.append(Warning_(
+            "amp-before-shrinking",
+            "Memory is short: try mixed precision (bf16/fp16 AMP) first; it roughly halves activation memory "
+            "and may remove the need for accumulation. Under AMP, step the optimizer and the scaler only every "
+            f"{accumulation} micro-steps."))
+    lower = max(profile.min_global if task in IMAGE_TASKS else 0, (num_classes or 0) + 1)
+    if task in IMAGE_TASKS and global_batch < 16:
+        plan.warnings.append(Warning_(
+            "global-too-small", f"Global batch {global_batch} is below 16, the floor for image tasks."))
+    if num_classes and global_batch <= num_classes:
+        plan.warnings.append(Warning_(
+            "global-below-classes",
+            f"Global batch {global_batch} does not exceed the {num_classes} classes: most classes are absent from "
+            "each step. Raise it (accumulation, more devices) to at least " + str(lower) + "."))
+    if per_device <= 2 and global_batch < 32:
+        plan.warnings.append(Warning_(
+            "tiny-batch", f"Per-device batch {per_device} with a global batch of {global_batch} is unlikely to converge."))
+    if has_batchnorm and (per_device < SMALL_MICRO_BATCH or accumulation > 1):
+        sensitive = " Detection and segmentation are the most sensitive." if task in BN_SENSITIVE_TASKS else ""
+        why = (f"BatchNorm computes statistics per micro-batch of {per_device}"
+               + (", and accumulation does not enlarge them" if accumulation > 1 else "") + ".")
+        if world_size > 1 and device_type == "cuda":
+            plan.sync_batchnorm = True
+            plan.normalization_advice = why + " Convert to SyncBatchNorm (torch.nn.SyncBatchNorm.convert_sync_batchnorm)." + sensitive
+        elif world_size > 1:
+            plan.sync_batchnorm = True
+            plan.normalization_advice = (why + " Use SyncBatchNorm on the GPUs (it does not run on CPU, so the "
+                                         "advisor did not run it here), or GroupNorm/LayerNorm." + sensitive)
+        else:
+            plan.normalization_advice = why + " On one device use GroupNorm or LayerNorm instead." + sensitive
+        plan.warnings.append(Warning_("batchnorm-small-micro-batch", plan.normalization_advice))
+    elif has_batchnorm:
+        plan.normalization_advice = f"BatchNorm sees {per_device} samples per device: plain BatchNorm is fine."
+    else:
+        plan.normalization_advice = "The model has no BatchNorm layers."
+    if precision == "fp32":
+        plan.precision_advice = ("Mixed precision (bf16 AMP) on a Tensor-Core GPU is faster and halves activation "
+                                 "memory: try it before shrinking the batch." if amp_available or device_type != "cuda"
+                                 else "fp32: this device has no fast mixed precision.")
+    else:
+        plan.precision_advice = f"{precision} mixed precision."
+    if profile.name == "contrastive" and global_batch < 4096:
+        plan.warnings.append(Warning_(
+            "contrastive-small-batch",
+            f"Contrastive learning with a global batch of {global_batch} (SimCLR used 4096-8192): use a MoCo-style "
+            "queue of negatives instead of a giant batch."))
+    return plan
+
+
+def check_uneven_batches(per_device_batches: list[int]) -> Warning_ | None:
+    """Uneven per-device batches bias the synchronised gradient; allow a difference of at most 1."""
+    if per_device_batches and max(per_device_batches) - min(per_device_batches) > 1:
+        return Warning_(
+            "uneven-batches",
+            f"Per-device batches {per_device_batches} differ by more than 1: the averaged gradient over-weights "
+            "the samples on small-batch devices. Keep batches identical (use the smallest device's ceiling "
+            "everywhere) or balance the load explicitly.")
+    return None
+
+
+def identical_batch_for(ceilings: list[int]) -> tuple[int, Warning_ | None]:
+    """With heterogeneous devices, the identical per-device batch is the smallest ceiling."""
+    batch = min(ceilings)
+    note = None
+    if max(ceilings) - batch > 1:
+        note = Warning_(
+            "heterogeneous-devices",
+            f"Device ceilings differ ({ceilings}); every device uses {batch} so batches stay identical. "
+            "The larger devices have idle memory: balance the load explicitly if that matters.")
+    return batch, note
