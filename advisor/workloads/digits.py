@@ -34,10 +34,9 @@ class DigitsCNN(nn.Module):
             nn.Conv2d(1, width, 3, padding=1), nn.ReLU(),
             nn.Conv2d(width, width, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
             nn.Conv2d(width, 2 * width, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(2 * width, 2 * width, 3, padding=1), nn.ReLU(),
-            nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+            nn.Flatten(),
         )
-        self.head = nn.Linear(2 * width, num_classes)
+        self.head = nn.Linear(2 * width * 8 * 8, num_classes)
 
     def forward(self, x):
         return self.head(self.features(x))
@@ -48,7 +47,7 @@ def digits_cnn() -> Workload:
     return Workload(
         name="digits-cnn", build_model=DigitsCNN, train_data=train, val_data=val,
         loss_fn=nn.functional.cross_entropy, task="image-classification", num_classes=10,
-        optimizer="sgd", current_batch_size=64, current_lr=0.05,
+        optimizer="sgd", current_batch_size=64, current_lr=0.02,
         description="CNN on scikit-learn's handwritten digits, upsampled to 32x32",
     )
 

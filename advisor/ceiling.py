@@ -1,0 +1,151 @@
+"""Step 1 of the method: the per-device memory ceiling.
+
+Fit memory(b) = fixed + per_sample x b from two small real probes, predict the
+largest batch under the budget, then find the real out-of-memory edge with real
+probes (grow until OOM, bisect the band between the last fit and the first OOM).
+The ceiling keeps ``headroom`` of memory free below that edge: on a GPU the edge
+sits at the budget; on CPU allocator overhead puts it lower, and the headroom is
+kept against what really fits, not against the nominal budget.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .errors import AdvisorError
+
+DEFAULT_HEADROOM = 0.15
+FIT_BATCHES = (2, 8)
+GROWTH = 1.5
+DEFAULT_RESOLUTION = 0.05  # stop bisecting when the band is within 5% of the batch (or one sample)
+
+
+@dataclass
+class ProbeTrial:
+    batch: int
+    status: str  # "ok" | "oom"
+    peak_bytes: int | None
+    seconds: float
+    purpose: str = ""
+    message: str = ""
+
+
+@dataclass
+class MemoryFit:
+    fixed_bytes: float
+    per_sample_bytes: float
+
+    def bytes_at(self, batch: float) -> float:
+        return self.fixed_bytes + self.per_sample_bytes * batch
+
+    def batch_for(self, memory_bytes: float) -> int:
+        return max(0, math.floor((memory_bytes - self.fixed_bytes) / self.per_sample_bytes))
+
+
+@dataclass
+class CeilingResult:
+    per_device_max: int
+    budget_bytes: int
+    headroom: float
+    fit: MemoryFit
+    largest_ok: int  # the largest batch a real probe ran under the budget
+    smallest_oom: int | None  # the smallest batch that met a real OOM (None: none met up to max_batch)
+    usable_bytes: float  # memory that really fits: the budget, or less where the OOM edge says so
+    trials: list[ProbeTrial] = field(default_factory=list)
+    reason: str = ""
+
+    @property
+    def estimated_peak_bytes(self) -> float:
+        return self.fit.bytes_at(self.per_device_max)
+
+
+def fit_linear(trials: list[ProbeTrial]) -> MemoryFit:
+    """Least-squares line through the successful probes' peaks."""
+    points = [(t.batch, t.peak_bytes) for t in trials if t.status == "ok" and t.peak_bytes]
+    if len({b for b, _ in points}) < 2:
+        raise AdvisorError("Need two successful probes at different batch sizes to fit memory against batch.")
+    n = len(points)
+    mean_b = sum(b for b, _ in points) / n
+    mean_m = sum(m for _, m in points) / n
+    var = sum((b - mean_b) ** 2 for b, _ in points)
+    slope = sum((b - mean_b) * (m - mean_m) for b, m in points) / var
+    slope = max(slope, 1.0)  # a model whose memory does not grow with batch still needs a finite answer
+    return MemoryFit(fixed_bytes=mean_m - slope * mean_b, per_sample_bytes=slope)
+
+
+def search_ceiling(
+    probe: Callable[[int, str], ProbeTrial],
+    budget_bytes: int,
+    headroom: float = DEFAULT_HEADROOM,
+    max_batch: int = 65536,
+    resolution: float = DEFAULT_RESOLUTION,
+    on_trial: Callable[[ProbeTrial], None] | None = None,
+) -> CeilingResult:
+    """Find the largest per-device batch that fits with ``headroom`` of memory to spare.
+
+    ``probe(batch, purpose)`` runs one real step at ``batch`` in a fresh process under the budget.
+    """
+    if not 0 <= headroom < 1:
+        raise AdvisorError(f"Headroom must be a fraction in [0, 1), got {headroom}.")
+    trials: list[ProbeTrial] = []
+
+    def run(batch: int, purpose: str) -> ProbeTrial:
+        trial = probe(batch, purpose)
+        trials.append(trial)
+        if on_trial:
+            on_trial(trial)
+        return trial
+
+    for batch in FIT_BATCHES:
+        trial = run(batch, "fit")
+        if trial.status != "ok":
+            if batch == FIT_BATCHES[0] and run(1, "fit").status != "ok":
+                raise AdvisorError(
+                    f"Even a batch of 1 runs out of memory under the budget of {budget_bytes / 2**20:.0f} MiB. "
+                    "Enable mixed precision, shrink the model or its input, or plan for a larger device "
+                    "(--device-memory)."
+                )
+            break
+    ok = [t for t in trials if t.status == "ok"]
+    if len(ok) < 2:
+        # The budget is so tight that the fit batches do not fit: probe downwards one by one.
+        largest = max(t.batch for t in ok)
+        return CeilingResult(largest, budget_bytes, headroom, MemoryFit(0, budget_bytes), largest,
+                             min(t.batch for t in trials if t.status != "ok"), budget_bytes, trials,
+                             "Only tiny batches fit: the ceiling is the largest that ran.")
+    fit = fit_linear(trials)
+    largest_ok = max(t.batch for t in ok)
+    smallest_oom: int | None = None
+    guess = min(max_batch, max(largest_ok + 1, fit.batch_for(budget_bytes)))
+    while True:
+        trial = run(guess, "edge")
+        if trial.status == "ok":
+            largest_ok = max(largest_ok, guess)
+        else:
+            smallest_oom = guess if smallest_oom is None else min(smallest_oom, guess)
+        if smallest_oom is None:
+            if largest_ok >= max_batch:
+                break  # everything up to the cap fits
+            guess = min(max_batch, math.ceil(largest_ok * GROWTH))  # grow until OOM
+            continue
+        band = smallest_oom - largest_ok
+        if band <= max(1, math.floor(largest_ok * resolution)):
+            break
+        guess = (largest_ok + smallest_oom) // 2
+    # Refit with every measured point: the large probes pin the slope down.
+    fit = fit_linear(trials)
+    usable = budget_bytes if smallest_oom is None else min(budget_bytes, fit.bytes_at(largest_ok))
+    target_bytes = (1 - headroom) * usable
+    by_memory = fit.batch_for(target_bytes)
+    ceiling = max(1, min(largest_ok, by_memory))
+    reason = (f"Fit: {fit.fixed_bytes / 2**20:.1f} MiB fixed + {fit.per_sample_bytes / 2**20:.3f} MiB per sample. "
+              + (f"Real OOM edge between {largest_ok} (ran) and {smallest_oom} (OOM). " if smallest_oom
+                 else f"No OOM up to the cap of {max_batch}. ")
+              + f"Keeping {headroom:.0%} headroom below {usable / 2**20:.0f} MiB that really fits gives {ceiling}.")
+    if ceiling not in {t.batch for t in trials if t.status == "ok"}:
+        # Confirm the answer itself with a real probe; near the edge OOM is a band, not a line.
+        while ceiling > 1 and run(ceiling, "confirm").status != "ok":
+            ceiling = max(1, math.floor(ceiling * 0.9))
+    return CeilingResult(ceiling, budget_bytes, headroom, fit, largest_ok, smallest_oom, usable, trials, reason)

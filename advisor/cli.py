@@ -1,0 +1,222 @@
+"""Command line: `advisor plan`, `advisor check`, `advisor workloads`, `advisor adapters`.
+
+Heavy imports (torch) happen inside the commands that need them, so `--help`
+and `check` start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from . import __version__
+from .errors import AdvisorError, TrialError
+
+
+class StderrProgress:
+    """Progress on stderr: a live bar on a terminal, a few plain lines in a log."""
+
+    def __init__(self, stream=sys.stderr):
+        self.stream = stream
+        self.tty = stream.isatty()
+        self._last_quarter = -1
+
+    def __call__(self, kind: str, payload: dict) -> None:
+        if kind == "step":
+            self._line(f"== {payload['name']}")
+        elif kind == "info":
+            self._line(f"   {payload['message']}")
+        elif kind == "trial":
+            self._line("   " + self._trial_text(payload))
+        elif kind == "progress":
+            self._bar(payload)
+
+    def _trial_text(self, t: dict) -> str:
+        from .units import format_bytes
+
+        if t["phase"] == "ceiling":
+            peak = f", peak {format_bytes(t['peak_bytes'])}" if t.get("peak_bytes") else ""
+            return f"probe {t['batch']:>6}: {t['status'].upper()}{peak} ({t['seconds']:.1f} s)"
+        if t["status"] != "ok":
+            return f"{t['phase']} {t['per_device']} per device: OOM"
+        val = f", val acc {t['val_metric']:.3f}" if t.get("val_metric") is not None else (
+            f", val loss {t['val_loss']:.4f}" if t.get("val_loss") is not None else "")
+        return (f"{t['phase']} {t['per_device']} per device: {t['throughput']:.0f} samples/s, "
+                f"peak {format_bytes(t.get('peak_bytes'))}, loss {t.get('final_loss', float('nan')):.4f}{val} "
+                f"({t['seconds']:.1f} s)")
+
+    def _bar(self, p: dict) -> None:
+        done, total = p["step"], p["steps"]
+        if self.tty:
+            width = 30
+            filled = int(width * done / total)
+            self.stream.write(f"\r   [{'#' * filled}{'.' * (width - filled)}] {done}/{total} loss {p['loss']:.4f}")
+            if done == total:
+                self.stream.write("\r" + " " * 70 + "\r")
+            self.stream.flush()
+        else:
+            quarter = 4 * done // total
+            if quarter != self._last_quarter and quarter in (1, 2, 3):
+                self._line(f"   step {done}/{total} loss {p['loss']:.4f}")
+            self._last_quarter = quarter
+
+    def _line(self, text: str) -> None:
+        self.stream.write(("\r" if self.tty else "") + text + "\n")
+        self.stream.flush()
+
+
+def _detect_device(requested: str | None) -> tuple[str, int]:
+    import torch
+
+    has_cuda = torch.cuda.is_available()
+    if requested == "cuda" and not has_cuda:
+        raise AdvisorError("--device cuda was asked for, but torch sees no CUDA GPU here (torch.cuda.is_available() "
+                           "is False). Check the driver and that torch is a CUDA build, or use --device cpu.")
+    device = requested or ("cuda" if has_cuda else "cpu")
+    return device, torch.cuda.device_count() if device == "cuda" else 0
+
+
+def cmd_plan(args) -> int:
+    from .adapters import load_adapter
+    from .method import MethodSettings, run_method
+    from .recipe import write_recipe
+    from .report import build_recipe, human_summary, json_summary
+    from .units import parse_size
+    from .workload import resolve_workload
+
+    out = Path(args.out) if args.out else None
+    if out and out.exists() and not args.force:
+        raise AdvisorError(f"{out}: a recipe already exists there. Pass --force to replace it (the old one is kept "
+                           "as a .bak file) or choose another --out path. Nothing was run.")
+    adapter = load_adapter(args.adapter)
+    resolve_workload(args.workload)  # fail on a bad workload before launching anything
+    device, gpus = _detect_device(args.device)
+    if args.device_memory:
+        budget = parse_size(args.device_memory)
+    elif device == "cuda":
+        import torch
+
+        budget = torch.cuda.get_device_properties(0).total_memory
+    else:
+        raise AdvisorError("No GPU here, so there is no device memory to measure against. Pass --device-memory "
+                           "SIZE (for example --device-memory 1GiB) to plan for a device of that size; each "
+                           "process then gets a real memory limit of that size.")
+    nproc = args.nproc or (gpus if device == "cuda" else 2)
+    if device == "cuda" and nproc > gpus:
+        raise AdvisorError(f"--nproc {nproc} asks for more processes than the {gpus} GPU(s) here.")
+    if nproc > 1 and not adapter.capabilities.multi_process:
+        raise AdvisorError(f"The adapter {adapter.name!r} runs a single process only; use --nproc 1.")
+    if args.precision != "fp32" and not getattr(adapter.capabilities, f"supports_{args.precision}", False):
+        raise AdvisorError(f"The adapter {adapter.name!r} does not support {args.precision}.")
+    settings = MethodSettings(
+        workload=args.workload, adapter_name=adapter.name, nproc=nproc, device=device, memory_budget_bytes=budget,
+        headroom=args.headroom, trial_steps=args.trial_steps, sweep_steps=args.sweep_steps,
+        subset_sweep=args.subset_sweep, global_batch=args.global_batch, base_lr=args.base_lr,
+        base_batch=args.base_batch, precision=args.precision, trial_timeout_s=args.trial_timeout,
+        idle_timeout_s=args.idle_timeout, workdir=os.getcwd())
+    progress = StderrProgress()
+    started = time.monotonic()
+    result = run_method(adapter, settings, progress)
+    recipe = build_recipe(result, ["advisor"] + sys.argv[1:])
+    backup = write_recipe(recipe, out, force=args.force) if out else None
+    if backup:
+        progress._line(f"   the previous recipe was kept as {backup}")
+    progress._line(f"== done in {time.monotonic() - started:.0f} s")
+    if args.json:
+        print(json.dumps(json_summary(result, str(out) if out else None), indent=2))
+    else:
+        print(human_summary(result, str(out) if out else None))
+    return 0
+
+
+def cmd_check(args) -> int:
+    from .recipe import check_recipe
+
+    data = check_recipe(args.recipe)
+    b, lr = data["batch"], data["lr"]
+    print(f"{args.recipe}: OK (schema {data['schema_version']}): {b['per_device']} per device x {b['world_size']} x "
+          f"{b['accumulation_steps']} accumulation = global {b['global']}, lr {lr['value']:g} ({lr['rule']}), "
+          f"warmup {data['warmup']['steps']} steps")
+    return 0
+
+
+def cmd_workloads(args) -> int:
+    from .workload import builtin_names
+
+    print("Built-in workloads (use --workload NAME, or your own 'module:function' / 'file.py:function'):")
+    for name, desc in builtin_names().items():
+        print(f"  {name:<24} {desc}")
+    return 0
+
+
+def cmd_adapters(args) -> int:
+    from .adapters import describe_adapters
+
+    for name, summary in describe_adapters():
+        print(f"  {name:<12} {summary}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="advisor", description="Choose the batch size for data-parallel PyTorch training.")
+    parser.add_argument("--version", action="version", version=f"batch-advisor {__version__}")
+    sub = parser.add_subparsers(dest="command")
+
+    plan = sub.add_parser("plan", help="run the four-step method for real and write a recipe")
+    plan.add_argument("--workload", default="digits-cnn",
+                      help="built-in name, 'package.module:function' or 'path/file.py:function' (default digits-cnn)")
+    plan.add_argument("--adapter", default="ddp", help="data-parallel flavour (see `advisor adapters`; default ddp)")
+    plan.add_argument("--nproc", type=int, help="data-parallel processes (default: every GPU; 2 on CPU)")
+    plan.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when a GPU is visible")
+    plan.add_argument("--device-memory", help="memory per device to plan for, e.g. 1GiB (default: the GPU's own)")
+    plan.add_argument("--headroom", type=float, default=0.15, help="memory left free below the OOM edge (0.10-0.20)")
+    plan.add_argument("--trial-steps", type=int, default=40, help="iterations of each short trial (30-50)")
+    plan.add_argument("--sweep-steps", type=int, default=200, help="steps of each comparison-sweep run")
+    plan.add_argument("--subset-sweep", action="store_true", help="sweep 8,16,32,64,128 instead of half/chosen/double")
+    plan.add_argument("--global-batch", type=int, help="a global batch target to plan for (accumulation fills gaps)")
+    plan.add_argument("--base-lr", type=float, help="the LR used today (default: the workload's)")
+    plan.add_argument("--base-batch", type=int, help="the global batch that LR was tuned for")
+    plan.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32")
+    plan.add_argument("--trial-timeout", type=float, default=900.0, help="seconds one trial may take in all")
+    plan.add_argument("--idle-timeout", type=float, default=180.0, help="seconds without progress before a trial is "
+                                                                        "declared hung")
+    plan.add_argument("--out", help="recipe path to write (never overwritten without --force)")
+    plan.add_argument("--force", action="store_true", help="replace an existing recipe, keeping a .bak backup")
+    plan.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    plan.set_defaults(func=cmd_plan)
+
+    check = sub.add_parser("check", help="validate a recipe (exit 0 valid, 2 invalid)")
+    check.add_argument("recipe")
+    check.set_defaults(func=cmd_check)
+
+    sub.add_parser("workloads", help="list the built-in workloads").set_defaults(func=cmd_workloads)
+    sub.add_parser("adapters", help="list the installed adapters").set_defaults(func=cmd_adapters)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()  # the TUI will open here once it exists
+        return 0
+    try:
+        return args.func(args)
+    except TrialError as exc:
+        print(f"advisor: {exc}", file=sys.stderr)
+        return 130 if "interrupted" in str(exc) else 1
+    except AdvisorError as exc:
+        print(f"advisor: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("advisor: interrupted; nothing was written.", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

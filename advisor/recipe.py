@@ -1,0 +1,238 @@
+"""Recipe I/O: the TOML file people commit next to their training code.
+
+A recipe is data. Reading or checking one never imports or runs anything it
+names. Writes are atomic (temp file + rename in the same directory); an
+existing recipe is only replaced with ``force``, and then a backup is kept.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+import tomli_w
+
+from .errors import RecipeError
+
+SCHEMA_VERSION = 1
+LR_RULES = ("unchanged", "linear", "sqrt")
+
+# (table, key) -> allowed types; the minimum other tools rely on.
+REQUIRED: dict[tuple[str, str], tuple[type, ...]] = {
+    ("batch", "per_device"): (int,),
+    ("batch", "world_size"): (int,),
+    ("batch", "accumulation_steps"): (int,),
+    ("batch", "global"): (int,),
+    ("lr", "value"): (int, float),
+    ("lr", "base"): (int, float),
+    ("lr", "base_global_batch"): (int,),
+    ("lr", "rule"): (str,),
+    ("warmup", "steps"): (int,),
+}
+
+
+@dataclass(frozen=True)
+class BatchSettings:
+    per_device: int
+    world_size: int
+    accumulation_steps: int
+    global_: int
+
+
+@dataclass(frozen=True)
+class LRSettings:
+    value: float
+    base: float
+    base_global_batch: int
+    rule: str
+
+
+@dataclass(frozen=True)
+class WarmupSettings:
+    steps: int
+    epochs: float | None
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The numbers training code needs, plus the whole document in ``data``."""
+
+    path: str
+    batch: BatchSettings
+    lr: LRSettings
+    warmup: WarmupSettings
+    precision: str
+    sync_batchnorm: bool
+    data: dict
+
+
+def _line_of(text: str, table: str | None, key: str | None) -> int | None:
+    """1-based line of ``key`` inside ``[table]`` (or of the table header), for error messages."""
+    lines = text.splitlines()
+    in_table = table is None
+    header_line = None
+    for number, line in enumerate(lines, 1):
+        stripped = line.strip()
+        if stripped.startswith("["):
+            name = stripped.strip("[]").strip()
+            in_table = name == table
+            if in_table:
+                header_line = number
+            continue
+        if in_table and key and re.match(rf"^{re.escape(key)}\s*=", stripped):
+            return number
+    return header_line
+
+
+def _fail(path: str, text: str, message: str, table: str | None = None, key: str | None = None):
+    line = _line_of(text, table, key)
+    where = f"{path}" + (f", line {line}" if line else "")
+    dotted = ".".join(p for p in (table, key) if p)
+    raise RecipeError(f"{where}: {message} Fix the value of '{dotted}' (or regenerate the recipe with `advisor plan`)."
+                      if dotted else f"{where}: {message}", path=path, line=line, key=dotted or None)
+
+
+def validate(data: dict, path: str = "<recipe>", text: str = "") -> None:
+    """Raise RecipeError naming the first bad key and its line."""
+    version = data.get("schema_version")
+    if version is None:
+        _fail(path, text, "the recipe has no 'schema_version'; it may not be a batch-advisor recipe.", None,
+              "schema_version")
+    if not isinstance(version, int) or version < 1:
+        _fail(path, text, f"'schema_version' must be a positive integer, not {version!r}.", None, "schema_version")
+    if version > SCHEMA_VERSION:
+        _fail(path, text, f"schema_version {version} is newer than this advisor understands ({SCHEMA_VERSION}); "
+                          "upgrade batch-advisor.", None, "schema_version")
+    for (table, key), types in REQUIRED.items():
+        section = data.get(table)
+        if not isinstance(section, dict):
+            _fail(path, text, f"the table [{table}] is missing.", table, None)
+        if key not in section:
+            _fail(path, text, f"the key '{key}' is missing from [{table}].", table, None)
+        value = section[key]
+        if isinstance(value, bool) or not isinstance(value, types):
+            wanted = " or ".join(t.__name__ for t in types)
+            _fail(path, text, f"'{table}.{key}' must be {wanted}, not {type(value).__name__} {value!r}.", table, key)
+    batch, lr, warmup = data["batch"], data["lr"], data["warmup"]
+    for key in ("per_device", "world_size", "accumulation_steps", "global"):
+        if batch[key] < 1:
+            _fail(path, text, f"'batch.{key}' must be at least 1, not {batch[key]}.", "batch", key)
+    product = batch["per_device"] * batch["world_size"] * batch["accumulation_steps"]
+    if product != batch["global"]:
+        _fail(path, text, f"'batch.global' is {batch['global']} but per_device x world_size x accumulation_steps = "
+                          f"{batch['per_device']} x {batch['world_size']} x {batch['accumulation_steps']} = {product}.",
+              "batch", "global")
+    for key in ("value", "base"):
+        if not lr[key] > 0:
+            _fail(path, text, f"'lr.{key}' must be positive, not {lr[key]}.", "lr", key)
+    if lr["base_global_batch"] < 1:
+        _fail(path, text, f"'lr.base_global_batch' must be at least 1.", "lr", "base_global_batch")
+    if lr["rule"] not in LR_RULES:
+        _fail(path, text, f"'lr.rule' must be one of {', '.join(LR_RULES)}, not {lr['rule']!r}.", "lr", "rule")
+    if warmup["steps"] < 0:
+        _fail(path, text, f"'warmup.steps' must not be negative.", "warmup", "steps")
+
+
+def read_recipe_data(path: str | os.PathLike) -> tuple[dict, str]:
+    path = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise RecipeError(f"{path}: no such recipe file. Create one with `advisor plan --out {path}`.", path=path) from None
+    except OSError as exc:
+        raise RecipeError(f"{path}: cannot read the recipe ({exc.strerror}).", path=path) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RecipeError(f"{path}: not a text file (invalid UTF-8); a recipe is TOML text.", path=path) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        match = re.search(r"line (\d+)", str(exc))
+        line = int(match.group(1)) if match else None
+        raise RecipeError(f"{path}: not valid TOML: {exc}. Fix the syntax there (or regenerate the recipe).",
+                          path=path, line=line) from None
+    return data, text
+
+
+def check_recipe(path: str | os.PathLike) -> dict:
+    """Parse and validate; return the document."""
+    data, text = read_recipe_data(path)
+    validate(data, str(path), text)
+    return data
+
+
+def load_recipe(path: str | os.PathLike) -> Recipe:
+    """The numbers for training code, in one call: ``load_recipe('recipe.toml').batch.per_device``."""
+    data = check_recipe(path)
+    b, lr, w = data["batch"], data["lr"], data["warmup"]
+    return Recipe(
+        path=str(path),
+        batch=BatchSettings(b["per_device"], b["world_size"], b["accumulation_steps"], b["global"]),
+        lr=LRSettings(float(lr["value"]), float(lr["base"]), lr["base_global_batch"], lr["rule"]),
+        warmup=WarmupSettings(w["steps"], w.get("epochs")),
+        precision=data.get("precision", {}).get("mode", "fp32"),
+        sync_batchnorm=bool(data.get("normalization", {}).get("sync_batchnorm", False)),
+        data=data,
+    )
+
+
+def _clean(value: Any) -> Any:
+    """TOML has no null: drop None values recursively."""
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_clean(v) for v in value if v is not None]
+    return value
+
+
+def dumps_recipe(data: dict) -> str:
+    validate(data)
+    return tomli_w.dumps(_clean(data))
+
+
+def write_recipe(data: dict, path: str | os.PathLike, force: bool = False) -> Path | None:
+    """Write atomically. Returns the backup path when an existing recipe was replaced."""
+    target = Path(path)
+    text = dumps_recipe(data)
+    if target.exists() and not force:
+        raise RecipeError(f"{target}: a recipe already exists there and was left untouched. Pass --force to replace "
+                          "it (the old one is kept as a .bak file) or choose another --out path.", path=str(target))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    backup = None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if target.exists():
+            backup = target.with_name(target.name + ".bak")
+            shutil.copy2(target, backup)
+            os.replace(tmp, target)
+        else:
+            try:
+                os.link(tmp, target)  # fails if someone created the file meanwhile: never clobber
+            except FileExistsError:
+                raise RecipeError(f"{target}: a file appeared there while writing; it was left untouched.",
+                                  path=str(target)) from None
+            except OSError:  # a filesystem without hard links
+                os.replace(tmp, target)
+            else:
+                os.unlink(tmp)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return backup

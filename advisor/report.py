@@ -1,0 +1,139 @@
+"""Turn a MethodResult into the recipe document, the JSON summary, and the human summary."""
+
+from __future__ import annotations
+
+import datetime
+import platform
+import shlex
+from dataclasses import asdict
+
+from . import __version__
+from .method import MethodResult
+from .recipe import SCHEMA_VERSION
+from .units import format_bytes
+
+MAX_CURVE_POINTS = 50
+
+
+def _hardware(device: str) -> dict:
+    import torch
+
+    info = {"device": device, "host": platform.node(), "cpu": platform.processor() or platform.machine()}
+    if device == "cuda" and torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        info.update(gpu=props.name, gpu_memory_bytes=props.total_memory, gpu_count=torch.cuda.device_count())
+    return info
+
+
+def _thin(values: list[float]) -> list[float]:
+    if len(values) <= MAX_CURVE_POINTS:
+        return [round(v, 5) for v in values]
+    stride = len(values) / MAX_CURVE_POINTS
+    return [round(values[int(i * stride)], 5) for i in range(MAX_CURVE_POINTS)]
+
+
+def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
+    import torch
+
+    s, w, c, p = result.settings, result.workload, result.ceiling, result.plan
+    ledger = []
+    for row in result.ledger:
+        entry = row.to_dict()
+        if "losses" in entry:
+            entry["loss_curve"] = _thin(entry.pop("losses"))
+        ledger.append(entry)
+    launch = ["torchrun", f"--nproc-per-node={p.world_size}", "train.py",
+              f"--batch-size={p.per_device}", f"--accumulation-steps={p.accumulation_steps}",
+              f"--lr={result.lr.value:.6g}", f"--warmup-steps={result.warmup.steps}"]
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "batch": {"per_device": p.per_device, "world_size": p.world_size,
+                  "accumulation_steps": p.accumulation_steps, "global": p.global_batch, "reason": p.reason},
+        "lr": {"value": result.lr.value, "base": result.lr.base, "base_global_batch": result.lr.base_global_batch,
+               "rule": result.lr.rule, "scale": result.lr.scale, "cap": result.lr.cap, "capped": result.lr.capped,
+               "optimizer": w.optimizer, "base_source": w.base_source, "reason": result.lr.reason,
+               "layerwise_optimizer": result.lr.suggest_layerwise},
+        "warmup": {"steps": result.warmup.steps, "epochs": result.warmup.epochs,
+                   "steps_per_epoch": result.warmup.steps_per_epoch, "reason": result.warmup.reason},
+        "precision": {"mode": p.precision, "advice": p.precision_advice},
+        "normalization": {"sync_batchnorm": p.sync_batchnorm, "has_batchnorm": w.has_batchnorm,
+                          "advice": p.normalization_advice},
+        "method": {
+            "start_value": result.start_value, "start_reason": result.start_reason,
+            "trial_choice": result.trial_choice, "trial_reason": result.trial_reason,
+            "sweep_choice": result.sweep_choice, "sweep_reason": result.sweep_reason,
+            "noise_scale": round(result.noise_scale, 1) if result.noise_scale else None,
+            "noise_reason": result.noise_reason,
+            "step_seconds": {t.name: round(t.seconds, 2) for t in result.timings},
+        },
+        "ceiling": {"per_device_max": c.per_device_max, "budget_bytes": c.budget_bytes, "headroom": c.headroom,
+                    "fixed_bytes": round(c.fit.fixed_bytes), "per_sample_bytes": round(c.fit.per_sample_bytes),
+                    "largest_ok": c.largest_ok, "smallest_oom": c.smallest_oom, "usable_bytes": round(c.usable_bytes),
+                    "trials": len(c.trials), "reason": c.reason,
+                    "estimate_note": "memory(b) is a linear fit to measured peaks; per_device_max was confirmed by "
+                                     "a real probe"},
+        "warnings": [{"code": wn.code, "message": wn.message} for wn in p.warnings]
+                    + [{"code": "lr", "message": m} for m in result.lr.warnings],
+        "workload": {"spec": s.workload, "name": w.name, "task": w.task, "num_classes": w.num_classes,
+                     "optimizer": w.optimizer, "train_size": w.train_size, "parameters": w.parameters},
+        "inputs": {"adapter": s.adapter_name, "nproc": s.nproc, "device": s.device,
+                   "device_memory_bytes": s.memory_budget_bytes, "headroom": s.headroom,
+                   "trial_steps": s.trial_steps, "sweep_steps": s.sweep_steps, "global_batch": s.global_batch,
+                   "base_lr": w.base_lr, "base_batch": w.base_global_batch, "precision": s.precision},
+        "launch": {"example": shlex.join(launch),
+                   "note": "Adapt the flag names to your script; load_recipe() gives the same numbers in Python."},
+        "provenance": {"tool": "batch-advisor", "tool_version": __version__, "torch_version": torch.__version__,
+                       "python_version": platform.python_version(),
+                       "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                       "hardware": _hardware(s.device),
+                       "command": shlex.join(argv) if argv else None},
+        "ledger": ledger,
+    }
+
+
+def json_summary(result: MethodResult, recipe_path: str | None) -> dict:
+    p = result.plan
+    return {
+        "per_device_batch": p.per_device, "world_size": p.world_size, "accumulation_steps": p.accumulation_steps,
+        "global_batch": p.global_batch, "lr": result.lr.value, "lr_rule": result.lr.rule,
+        "warmup_steps": result.warmup.steps, "precision": p.precision, "sync_batchnorm": p.sync_batchnorm,
+        "ceiling": {"per_device_max": result.ceiling.per_device_max, "trials": len(result.ceiling.trials),
+                    "largest_ok": result.ceiling.largest_ok, "smallest_oom": result.ceiling.smallest_oom},
+        "noise_scale": result.noise_scale,
+        "warnings": [asdict(wn) for wn in p.warnings],
+        "step_seconds": {t.name: round(t.seconds, 2) for t in result.timings},
+        "recipe": recipe_path,
+    }
+
+
+def human_summary(result: MethodResult, recipe_path: str | None) -> str:
+    p, c = result.plan, result.ceiling
+    lines = [
+        f"Workload {result.workload.name} ({result.workload.task}), {p.world_size} x {result.settings.device}, "
+        f"budget {format_bytes(c.budget_bytes)} per device",
+        "",
+        f"  per-device batch    {p.per_device}",
+        f"  world size          {p.world_size}",
+        f"  accumulation steps  {p.accumulation_steps}",
+        f"  global batch        {p.global_batch}",
+        f"  learning rate       {result.lr.value:.4g}  ({result.lr.rule}; base {result.lr.base:g} at "
+        f"{result.lr.base_global_batch})",
+        f"  warmup              {result.warmup.steps} steps ({result.warmup.epochs:g} epochs)",
+        f"  precision           {p.precision}",
+        "",
+        f"1. Ceiling: {c.per_device_max} per device after {len(c.trials)} probes. {c.reason}",
+        f"2. Start: {result.start_reason}",
+        f"3. Trial: {result.trial_choice}. {result.trial_reason}",
+        f"4. Sweep: {result.sweep_choice}. {result.sweep_reason}",
+        f"   {result.noise_reason}",
+    ]
+    if p.warnings or result.lr.warnings:
+        lines.append("")
+        lines.append("Warnings:")
+        lines += [f"  - {wn.message}" for wn in p.warnings]
+        lines += [f"  - {m}" for m in result.lr.warnings]
+    lines.append("")
+    lines.append("Time: " + ", ".join(f"{t.name} {t.seconds:.0f} s ({t.trials} runs)" for t in result.timings))
+    if recipe_path:
+        lines.append(f"Recipe written to {recipe_path}")
+    return "\n".join(lines)
