@@ -86,14 +86,11 @@ def cmd_plan(args) -> int:
     from .recipe import write_recipe
     from .report import build_recipe, human_summary, json_summary
     from .units import parse_size
-    from .workload import resolve_workload
-
     out = Path(args.out) if args.out else None
     if out and out.exists() and not args.force:
         raise AdvisorError(f"{out}: a recipe already exists there. Pass --force to replace it (the old one is kept "
                            "as a .bak file) or choose another --out path. Nothing was run.")
     adapter = load_adapter(args.adapter)
-    resolve_workload(args.workload)  # fail on a bad workload before launching anything
     device, gpus = _detect_device(args.device)
     if args.device_memory:
         budget = parse_size(args.device_memory)

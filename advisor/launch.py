@@ -24,6 +24,7 @@ from .job import OOM_EXIT_CODE, TrialJob, decode_event
 
 OOM_GRACE_S = 5.0  # after one rank reports OOM, how long the others get to report before the group is ended
 _EXITCODE_RE = re.compile(r"exitcode\s*:\s*(-?\d+)")
+_FAILURE_RE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank[^\n]*\n[^\n]*exitcode\s*:\s*(-?\d+)")
 _ROOT_RANK_RE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank")
 
 
@@ -69,6 +70,10 @@ def _worker_env(job: TrialJob) -> dict:
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("OMP_NUM_THREADS", "1")
+    if job.device == "cpu":
+        # A fixed mmap threshold returns freed activations to the OS at once; glibc's sliding threshold
+        # otherwise fragments the heap and makes the RLIMIT_DATA edge wander from run to run.
+        env.setdefault("MALLOC_MMAP_THRESHOLD_", "65536")
     env.setdefault("DS_ACCELERATOR", "cpu" if job.device == "cpu" else "cuda")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (job.workdir, env.get("PYTHONPATH", "")) if p)
     # torchrun warns about OMP_NUM_THREADS; the message is noise for our users.
@@ -149,15 +154,25 @@ def run_job(
         if outcome.status == "oom":
             return outcome
         errors = outcome.all("error")
+        root_rank, root_code = _root_cause(tail)
+        errored = {e.get("rank") for e in errors}
+        # torchrun ends the survivors with SIGTERM: those are not the cause.
+        silent_deaths = sorted(((r, c) for r, c in _failures(tail) if c < 0 and r not in errored),
+                               key=lambda rc: rc[1] == -signal.SIGTERM)
+        if silent_deaths:  # killed by a signal without a word: that is the cause, not its peers' errors
+            root_rank, root_code = silent_deaths[0]
+        if root_rank is not None and root_rank not in errored:
+            # Another rank died first (a signal, a hard crash): errors on the rest are only its echo.
+            raise TrialError(_crash_message(label, root_rank, root_code, tail, nproc))
         if errors:
-            first = errors[0]
+            first = next((e for e in errors if e.get("rank") == root_rank), errors[0])
             raise TrialError(
                 f"The {label} failed on rank {first.get('rank')}: {first.get('error')}: {first.get('message')}\n"
                 + "\n".join("    " + l for l in first.get("traceback", [])[-6:])
                 + "\nFix the error in the workload (run its model on one batch by hand to check), then run again."
             )
         if proc.returncode not in (0, None):
-            raise TrialError(_crash_message(label, proc.returncode, tail, nproc))
+            raise TrialError(_crash_message(label, root_rank, root_code or proc.returncode, tail, nproc))
         return outcome
 
 
@@ -171,12 +186,26 @@ def _hung_message(label: str, outcome: JobOutcome, nproc: int, what: str, hint: 
             "Every worker process was stopped and nothing was written.")
 
 
-def _crash_message(label: str, returncode: int, tail, nproc: int) -> str:
+def _failures(tail) -> list[tuple[int, int]]:
+    """(rank, exit code) of every failed worker torchrun listed."""
     text = "\n".join(tail)
-    codes = [int(c) for c in _EXITCODE_RE.findall(text)]
-    rank_match = _ROOT_RANK_RE.search(text)
-    rank = f" rank {rank_match.group(1)}" if rank_match else " a worker"
-    code = next((c for c in codes if c != 0), returncode)
+    return [(int(m.group(1)), int(m.group(2))) for m in _FAILURE_RE.finditer(text)]
+
+
+def _root_cause(tail) -> tuple[int | None, int | None]:
+    """(rank, exit code) of torchrun's 'Root Cause (first observed failure)' block, if it printed one."""
+    text = "\n".join(tail)
+    start = text.find("Root Cause")
+    if start < 0:
+        return None, None
+    block = text[start:]
+    rank = _ROOT_RANK_RE.search(block)
+    code = _EXITCODE_RE.search(block)
+    return (int(rank.group(1)) if rank else None), (int(code.group(1)) if code else None)
+
+
+def _crash_message(label: str, rank: int | None, code: int, tail, nproc: int) -> str:
+    who = f"rank {rank}" if rank is not None else "a worker"
     if code == OOM_EXIT_CODE:
         cause = "ran out of memory"
     elif code < 0:
@@ -189,6 +218,6 @@ def _crash_message(label: str, returncode: int, tail, nproc: int) -> str:
             cause += " (the kernel's OOM killer sends SIGKILL when host memory runs out; so does `kill -9`)"
     else:
         cause = f"exited with code {code}"
-    last = "\n".join("    " + l for l in list(tail)[-8:])
-    return (f"The {label} failed:{rank}{cause}; the other {nproc - 1} worker(s) were stopped. "
+    last = "\n".join("    " + l for l in list(tail)[-8:] if l.strip())
+    return (f"The {label} failed: {who} {cause}; the other {nproc - 1} worker(s) were stopped. "
             f"Check host memory (dmesg) and the worker output below, then run again.\n{last}")

@@ -58,7 +58,7 @@ def apply_budget(device: str, budget_bytes: int | None) -> dict:
 @contextlib.contextmanager
 def measure_peak(device: str, model, optimizer):
     """Yield a dict whose ``peak_bytes`` holds the step's peak tensor memory once the block ends."""
-    out: dict = {"peak_bytes": None, "how": None, "breakdown": {}}
+    out: dict = {"peak_bytes": None, "how": None, "breakdown": {}, "next_call": lambda: None}
     if device == "cuda":
         import torch
 
@@ -72,6 +72,8 @@ def measure_peak(device: str, model, optimizer):
 
     tracker = MemTracker()
     tracker.track_external(model, optimizer)
+    # Accumulation runs several forwards in one tracked step; MemTracker needs its module stats reset between them.
+    out["next_call"] = tracker.reset_mod_stats
     with tracker:
         yield out
     peaks = tracker.get_tracker_snapshot("peak")

@@ -165,10 +165,7 @@ class Runner:
         return record
 
 
-def _workload_info(settings: MethodSettings, model_info: dict) -> WorkloadInfo:
-    from .workload import resolve_workload
-
-    w = resolve_workload(settings.workload)
+def _workload_info(settings: MethodSettings, w, model_info: dict) -> WorkloadInfo:
     base_global = settings.base_batch or w.current_batch_size or task_profile(w.task).start_per_device
     base_lr = settings.base_lr or w.current_lr
     if base_lr is None:
@@ -275,7 +272,10 @@ def _noise_summary(rows: list[TrialRecord]) -> tuple[float | None, str]:
 
 
 def run_method(adapter: Adapter, settings: MethodSettings, progress: Progress | None = None) -> MethodResult:
+    from .workload import resolve_workload
+
     progress = progress or (lambda kind, payload: None)
+    workload = resolve_workload(settings.workload)  # a bad workload fails here, before any process starts
     runner = Runner(adapter, settings, progress)
     timings: list[StepTiming] = []
 
@@ -286,7 +286,7 @@ def run_method(adapter: Adapter, settings: MethodSettings, progress: Progress | 
     t0, n0 = step("1. memory ceiling")
     ceiling = search_ceiling(runner.probe, settings.memory_budget_bytes, settings.headroom, settings.max_batch)
     timings.append(StepTiming("memory ceiling", time.monotonic() - t0, len(runner.ledger) - n0))
-    info = _workload_info(settings, runner.model_info or {})
+    info = _workload_info(settings, workload, runner.model_info or {})
     profile = task_profile(info.task)
 
     t0, n0 = step("2. starting value")

@@ -186,6 +186,8 @@ def run_training(job, workload, strategy, model, optimizer):
                 micro_losses = []
                 for micro in range(job.accumulation_steps):
                     sync = micro == job.accumulation_steps - 1
+                    if micro and step == 1:
+                        peak["next_call"]()
                     micro_losses.append(_train_step(job, workload, strategy, model, optimizer, next(stream), sync))
                 strategy.optimizer_step(model, optimizer)
             if strategy.device == "cuda":

@@ -1,0 +1,148 @@
+"""Real 2-process gloo jobs through the DDP adapter: results, OOM, crashes, hangs, kills, Ctrl-C."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from advisor.ceiling import search_ceiling
+from advisor.errors import TrialError
+from advisor.job import TrialJob
+from advisor.launch import run_job
+from advisor.method import MethodSettings, Runner
+from conftest import REPO, advisor_processes, workload_spec
+
+pytestmark = [pytest.mark.distributed, pytest.mark.usefixtures("no_leftover_processes")]
+
+
+def job(**kw):
+    defaults = dict(kind="train", workload="digits-mlp", per_device_batch=16, steps=12, lr=1e-3,
+                    memory_budget_bytes=512 * 2**20, workdir=str(REPO), collective_timeout_s=60)
+    defaults.update(kw)
+    return TrialJob(**defaults)
+
+
+def test_two_process_training_reports_from_every_rank(ddp):
+    outcome = run_job(ddp.command, job(evaluate=True), 2, timeout_s=120)
+    results = {r["rank"]: r for r in outcome.all("result")}
+    assert outcome.status == "ok" and set(results) == {0, 1}
+    lead = results[0]
+    assert lead["world_size"] == 2 and lead["global_batch"] == 32
+    assert len(lead["losses"]) == 12 and lead["peak_bytes"] > 0 and lead["step_seconds"] > 0
+    assert 0 <= lead["val_metric"] <= 1 and lead["val_loss"] > 0
+    assert lead["noise"]["b_small"] == 16 and lead["noise"]["b_big"] == 32
+    # all-reduced gradients are averages: never larger in norm than the local ones on average
+    assert lead["noise"]["g_big_sq"] <= lead["noise"]["g_small_sq"]
+
+
+def test_accumulation_runs_real_micro_steps(ddp):
+    outcome = run_job(ddp.command, job(accumulation_steps=3, steps=4), 2, timeout_s=120)
+    lead = next(r for r in outcome.all("result") if r["rank"] == 0)
+    assert lead["global_batch"] == 16 * 2 * 3 and lead["noise"]["b_small"] == 48
+
+
+def test_peak_memory_grows_linearly_with_batch(ddp):
+    peaks = {}
+    for batch in (64, 128, 256):
+        outcome = run_job(ddp.command, job(kind="probe", workload="digits-cnn", per_device_batch=batch), 1, 120)
+        peaks[batch] = outcome.first("probe")["peak_bytes"]
+    slope_low = (peaks[128] - peaks[64]) / 64
+    slope_high = (peaks[256] - peaks[128]) / 128
+    assert slope_high == pytest.approx(slope_low, rel=0.02)
+
+
+def test_oom_in_training_is_a_result_not_a_crash(ddp):
+    outcome = run_job(ddp.command, job(workload="digits-cnn", per_device_batch=2048, memory_budget_bytes=64 * 2**20),
+                      2, timeout_s=120)
+    assert outcome.status == "oom"
+    oom = outcome.first("oom")
+    assert "allocate" in oom["message"] or "primitive" in oom["message"]
+
+
+def test_ceiling_search_meets_a_real_oom_and_lands_within_one_bisection_step():
+    settings = MethodSettings(workload="digits-mlp", adapter_name="ddp", nproc=1, device="cpu",
+                              memory_budget_bytes=64 * 2**20, workdir=str(REPO))
+    from advisor.adapters import load_adapter
+
+    runner = Runner(load_adapter("ddp"), settings, lambda kind, payload: None)
+    result = search_ceiling(runner.probe, settings.memory_budget_bytes, headroom=0.0)
+    assert any(t.status == "oom" for t in result.trials), "the search never met a real OOM"
+    step = result.smallest_oom - result.largest_ok
+    assert 0 < step <= max(1, 0.05 * result.largest_ok)
+    assert result.per_device_max == result.largest_ok  # no headroom asked for
+    # Independent probes in fresh processes: the true edge lies within one bisection step of the answer.
+    assert runner.probe(result.largest_ok - step, "check").status == "ok"
+    assert runner.probe(result.smallest_oom + step, "check").status == "oom"
+    # With headroom, the ceiling keeps that share of the really usable memory free.
+    with_headroom = search_ceiling(runner.probe, settings.memory_budget_bytes, headroom=0.15)
+    assert with_headroom.estimated_peak_bytes <= 0.85 * with_headroom.usable_bytes + with_headroom.fit.per_sample_bytes
+    assert with_headroom.per_device_max < with_headroom.largest_ok
+
+
+def test_a_crash_in_the_model_names_rank_and_error(ddp):
+    with pytest.raises(TrialError) as err:
+        run_job(ddp.command, job(workload=workload_spec("crash_in_forward")), 2, timeout_s=120)
+    text = str(err.value)
+    assert "RuntimeError" in text and "rank" in text and "view" in text
+
+
+def test_a_killed_worker_ends_in_a_clear_error(ddp):
+    pids = {}
+
+    def on_event(event):
+        if event["event"] == "started":
+            pids[event["rank"]] = event["pid"]
+        if event["event"] == "progress" and event["step"] >= 2 and 1 in pids:
+            os.kill(pids.pop(1), signal.SIGKILL)
+
+    started = time.monotonic()
+    with pytest.raises(TrialError) as err:
+        run_job(ddp.command, job(workload=workload_spec("slow_linear"), steps=400), 2, timeout_s=120,
+                idle_timeout_s=60, on_event=on_event)
+    assert time.monotonic() - started < 60
+    assert "SIGKILL" in str(err.value) and "OOM killer" in str(err.value)
+
+
+def test_a_hung_worker_is_stopped_within_the_idle_timeout(ddp):
+    started = time.monotonic()
+    with pytest.raises(TrialError) as err:
+        run_job(ddp.command, job(workload=workload_spec("hang_on_rank1"), steps=50, collective_timeout_s=600),
+                2, timeout_s=120, idle_timeout_s=8)
+    elapsed = time.monotonic() - started
+    assert elapsed < 30
+    assert "no progress for 8 s" in str(err.value) and "stopped" in str(err.value)
+
+
+def test_the_whole_trial_timeout_stops_a_slow_job(ddp):
+    started = time.monotonic()
+    with pytest.raises(TrialError, match="did not finish within 6 s"):
+        run_job(ddp.command, job(workload=workload_spec("slow_linear"), steps=10_000), 2, timeout_s=6)
+    assert time.monotonic() - started < 20
+
+
+def test_ctrl_c_stops_every_worker_and_writes_nothing(tmp_path):
+    out = tmp_path / "recipe.toml"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "advisor.cli", "plan", "--workload", workload_spec("slow_linear"), "--nproc", "2",
+         "--device-memory", "256MiB", "--out", str(out)],
+        stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
+    seen = []
+
+    def watch():
+        for line in proc.stderr:
+            seen.append(line)
+
+    threading.Thread(target=watch, daemon=True).start()
+    deadline = time.monotonic() + 60
+    while not advisor_processes() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=30) == 130
+    time.sleep(0.5)
+    assert not out.exists()
+    assert "interrupted" in "".join(seen) and "Traceback" not in "".join(seen)

@@ -1,0 +1,134 @@
+"""Recipe round trip, atomic no-clobber writes, and `advisor check` on broken recipes."""
+
+import subprocess
+import sys
+
+import pytest
+
+import advisor
+from advisor.cli import main
+from advisor.errors import RecipeError
+from advisor.recipe import check_recipe, dumps_recipe, load_recipe, write_recipe
+
+
+def minimal(**batch):
+    data = {
+        "schema_version": 1,
+        "batch": {"per_device": 16, "world_size": 4, "accumulation_steps": 2, "global": 128},
+        "lr": {"value": 0.1, "base": 0.1, "base_global_batch": 128, "rule": "unchanged"},
+        "warmup": {"steps": 50, "epochs": 1.0},
+        "precision": {"mode": "bf16"},
+        "normalization": {"sync_batchnorm": True},
+        "workload": {"spec": "mypkg.train:workload"},
+        "ledger": [{"phase": "trial", "per_device": 16, "status": "ok", "loss_curve": [2.3, 1.2]}],
+    }
+    data["batch"].update(batch)
+    return data
+
+
+def test_round_trip(tmp_path):
+    path = tmp_path / "r.toml"
+    write_recipe(minimal(), path)
+    recipe = advisor.load_recipe(path)
+    assert (recipe.batch.per_device, recipe.batch.world_size, recipe.batch.accumulation_steps,
+            recipe.batch.global_) == (16, 4, 2, 128)
+    assert recipe.lr.value == 0.1 and recipe.lr.rule == "unchanged" and recipe.warmup.steps == 50
+    assert recipe.precision == "bf16" and recipe.sync_batchnorm
+    assert recipe.data["ledger"][0]["loss_curve"] == [2.3, 1.2]
+
+
+def test_existing_recipe_is_never_overwritten_without_force(tmp_path):
+    path = tmp_path / "r.toml"
+    write_recipe(minimal(), path)
+    before = path.read_text()
+    with pytest.raises(RecipeError, match="--force"):
+        write_recipe(minimal(per_device=8, accumulation_steps=4), path)
+    assert path.read_text() == before
+    backup = write_recipe(minimal(per_device=8, accumulation_steps=4), path, force=True)
+    assert backup.read_text() == before
+    assert load_recipe(path).batch.per_device == 8
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_an_invalid_recipe_is_not_written(tmp_path):
+    path = tmp_path / "r.toml"
+    with pytest.raises(RecipeError, match="batch.global"):
+        write_recipe(minimal(**{"global": 100}), path)
+    assert not path.exists() and not list(tmp_path.iterdir())
+
+
+def test_loading_never_imports_what_the_recipe_names(tmp_path):
+    marker = tmp_path / "imported"
+    (tmp_path / "evil_workload.py").write_text(f"open({str(marker)!r}, 'w').write('x')\ndef workload(): pass\n")
+    data = minimal()
+    data["workload"]["spec"] = f"{tmp_path / 'evil_workload.py'}:workload"
+    path = tmp_path / "r.toml"
+    path.write_text(dumps_recipe(data))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        load_recipe(path)
+        assert main(["check", str(path)]) == 0
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert not marker.exists()
+
+
+BROKEN = {
+    "syntax": ("schema_version = 1\n[batch]\nper_device = 16\nworld_size = = 4\n", "line 4"),
+    "missing key": ("schema_version = 1\n[batch]\nper_device = 16\nworld_size = 4\nglobal = 64\n"
+                    "[lr]\nvalue = 0.1\nbase = 0.1\nbase_global_batch = 64\nrule = 'unchanged'\n"
+                    "[warmup]\nsteps = 0\n", "accumulation_steps"),
+    "wrong type": ("schema_version = 1\n[batch]\nper_device = '16'\nworld_size = 4\naccumulation_steps = 1\n"
+                   "global = 64\n[lr]\nvalue = 0.1\nbase = 0.1\nbase_global_batch = 64\nrule = 'unchanged'\n"
+                   "[warmup]\nsteps = 0\n", "line 3"),
+    "inconsistent": ("schema_version = 1\n[batch]\nper_device = 16\nworld_size = 4\naccumulation_steps = 1\n"
+                     "global = 128\n[lr]\nvalue = 0.1\nbase = 0.1\nbase_global_batch = 64\nrule = 'linear'\n"
+                     "[warmup]\nsteps = 0\n", "line 6"),
+    "bad rule": ("schema_version = 1\n[batch]\nper_device = 16\nworld_size = 4\naccumulation_steps = 1\n"
+                 "global = 64\n[lr]\nvalue = 0.1\nbase = 0.1\nbase_global_batch = 64\nrule = 'cubic'\n"
+                 "[warmup]\nsteps = 0\n", "lr.rule"),
+    "no version": ("[batch]\nper_device = 1\n", "schema_version"),
+    "future version": ("schema_version = 99\n", "upgrade"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_check_reports_the_bad_key_and_line(tmp_path, capsys, case):
+    text, expected = BROKEN[case]
+    path = tmp_path / "broken.toml"
+    path.write_text(text)
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and str(path) in err
+    assert "Traceback" not in err and err.count("\n") <= 2
+
+
+def test_check_binary_and_missing_files(tmp_path, capsys):
+    binary = tmp_path / "bin.toml"
+    binary.write_bytes(b"\x89PNG\x00\xff\xfe")
+    assert main(["check", str(binary)]) == 2
+    assert main(["check", str(tmp_path / "nope.toml")]) == 2
+    err = capsys.readouterr().err
+    assert "not a text file" in err and "no such recipe" in err
+
+
+def test_committed_example_recipe_is_valid():
+    from pathlib import Path
+
+    recipes = sorted((Path(__file__).parents[1] / "recipes").glob("*.toml"))
+    assert recipes, "recipes/ should hold at least one generated recipe"
+    for path in recipes:
+        data = check_recipe(path)
+        assert data["provenance"]["tool"] == "batch-advisor" and data["ledger"]
+
+
+def test_engine_imports_no_ui():
+    code = ("import sys, advisor, advisor.method, advisor.recipe, advisor.plan, advisor.lr, advisor.ceiling, "
+            "advisor.cli; assert not any(m.split('.')[0] in ('textual', 'rich') for m in sys.modules), "
+            "[m for m in sys.modules if m.startswith(('textual', 'rich'))]")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_recipe_reader_does_not_import_torch():
+    code = "import sys, advisor; advisor.load_recipe; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,75 @@
+"""Workloads that misbehave on purpose, for the failure-path tests."""
+
+import os
+import time
+
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+from advisor import Workload
+
+
+def _data(n=256):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, 16, generator=g)
+    y = (x[:, 0] > 0).long()
+    return TensorDataset(x, y)
+
+
+class HangsOnRank1(nn.Module):
+    """Rank 1 stops responding after a few steps, as a deadlocked data loader would."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(16, 2)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        if os.environ.get("RANK") == "1" and self.calls > 4:
+            time.sleep(3600)
+        return self.net(x)
+
+
+def _workload(build, name):
+    return Workload(name=name, build_model=build, train_data=_data(), val_data=_data(64),
+                    loss_fn=nn.functional.cross_entropy, task="regression", num_classes=2, optimizer="sgd",
+                    current_batch_size=16, current_lr=0.1)
+
+
+def hang_on_rank1():
+    return _workload(HangsOnRank1, "hangs")
+
+
+def slow_linear():
+    class Slow(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Linear(16, 2)
+
+        def forward(self, x):
+            time.sleep(0.05)
+            return self.net(x)
+
+    return _workload(Slow, "slow")
+
+
+def crash_in_forward():
+    class Crashes(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Linear(16, 2)
+
+        def forward(self, x):
+            return self.net(x.view(-1, 3))  # a shape bug
+
+    return _workload(Crashes, "crashes")
+
+
+def not_a_workload():
+    return {"model": "oops"}
+
+
+def raises_inside():
+    raise ValueError("dataset path /data/train not found")
