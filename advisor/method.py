@@ -182,6 +182,13 @@ def _lr_for(info: WorkloadInfo, global_batch: int) -> LRDecision:
     return scale_lr(info.base_lr, info.base_global_batch, global_batch, info.optimizer)
 
 
+def _lr_and_warmup(info: WorkloadInfo, global_batch: int, steps: int) -> tuple[float, int]:
+    """The scaled LR for a short run, with the planned warmup squeezed into its first quarter."""
+    lr = _lr_for(info, global_batch)
+    warmup = plan_warmup(lr.scale, info.train_size, global_batch).steps
+    return lr.value, min(warmup, steps // 4)
+
+
 def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, info: WorkloadInfo
                 ) -> tuple[int, str, list[TrialRecord]]:
     """Step 3: run at ``start``; double while memory stays under 60% of the ceiling's; halve on OOM."""
@@ -189,7 +196,7 @@ def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, 
     batch, rows, notes = start, [], []
     tried: dict[int, TrialRecord] = {}
     while batch >= 1 and batch not in tried:
-        record = runner.train("trial", batch, steps, _lr_for(info, batch * runner.s.nproc).value)
+        record = runner.train("trial", batch, steps, *_lr_and_warmup(info, batch * runner.s.nproc, steps))
         tried[batch] = record
         rows.append(record)
         if record.status == "oom":
@@ -232,10 +239,8 @@ def comparison_sweep(runner: Runner, chosen: int, ceiling: CeilingResult, steps:
         candidates = [b for b in (chosen // 2, chosen, chosen * 2) if 1 <= b <= ceiling.per_device_max]
     rows = []
     for batch in sorted(set(candidates)):
-        global_batch = batch * runner.s.nproc
-        lr = _lr_for(info, global_batch)
-        warmup = plan_warmup(lr.scale, info.train_size, global_batch).steps
-        rows.append(runner.train("sweep", batch, steps, lr.value, min(warmup, steps // 4), evaluate=True))
+        rows.append(runner.train("sweep", batch, steps, *_lr_and_warmup(info, batch * runner.s.nproc, steps),
+                                 evaluate=True))
     ok = [r for r in rows if r.status == "ok"]
     if not ok:
         return chosen, "Every sweep run ran out of memory; keeping the trial's choice.", rows
@@ -261,12 +266,15 @@ def comparison_sweep(runner: Runner, chosen: int, ceiling: CeilingResult, steps:
 
 
 def _noise_summary(rows: list[TrialRecord]) -> tuple[float | None, str]:
-    estimates = [r.noise_scale for r in rows if r.noise_scale and r.noise_scale > 0]
+    # A run whose loss rose has gradients dominated by the blow-up, not by sampling noise.
+    healthy = [r for r in rows if r.status == "ok" and r.losses and r.losses[-1] < r.losses[0]]
+    estimates = [r.noise_scale for r in healthy if r.noise_scale and r.noise_scale > 0]
     if not estimates:
         return None, ("Gradient noise scale: not estimated (needs 2+ processes and gradients whose noise "
                       "dominates; the estimate came out non-positive).")
     value = statistics.median(estimates)
-    return value, (f"Estimated gradient noise scale B_simple ~ {value:.0f} (median of {len(estimates)} runs, from "
+    return value, (f"Estimated gradient noise scale B_simple ~ {value:.0f} (median of {len(estimates)} runs whose "
+                   "loss fell, from "
                    "per-process vs all-reduced gradient norms; McCandlish et al. 2018). Past it, a bigger global "
                    "batch buys little. This is an estimate from short, noisy runs.")
 

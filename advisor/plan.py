@@ -120,6 +120,12 @@ def plan_data_parallel(
                                  else "fp32: this device has no fast mixed precision.")
     else:
         plan.precision_advice = f"{precision} mixed precision."
+    if profile.global_range and global_batch < profile.global_range[0]:
+        low, high = profile.global_range
+        plan.warnings.append(Warning_(
+            "below-task-range",
+            f"Global batch {global_batch} is below the usual {low}-{high} for {profile.label}. Fine when the "
+            "comparison sweep chose it (small data sets favour 32-64); on million-sample data expect 128-256+."))
     if profile.name == "contrastive" and global_batch < 4096:
         plan.warnings.append(Warning_(
             "contrastive-small-batch",

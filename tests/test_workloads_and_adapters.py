@@ -1,0 +1,110 @@
+"""Workload specs and the adapter registry: every bad input gives one clear message."""
+
+import json
+import subprocess
+import sys
+import types
+
+import pytest
+
+from advisor.adapters import Adapter, available_adapters, load_adapter
+from advisor.cli import main
+from advisor.errors import AdapterError, WorkloadError
+from advisor.workload import builtin_names, resolve_workload
+from conftest import REPO, workload_spec
+
+
+@pytest.mark.parametrize("name", sorted(builtin_names()))
+def test_every_builtin_builds_and_runs_a_batch(name):
+    w = resolve_workload(name)
+    model = w.build_model()
+    x, y = w.train_data[0:4]
+    loss = w.loss_fn(model(x), y)
+    assert loss.ndim == 0 and len(w.val_data) > 0 and w.current_lr and w.current_batch_size
+
+
+def test_file_spec_and_module_spec(tmp_path, monkeypatch):
+    assert resolve_workload(workload_spec("slow_linear")).name == "slow"
+    monkeypatch.syspath_prepend(str(REPO / "tests" / "workloads"))
+    assert resolve_workload("faulty:hang_on_rank1").name == "hangs"
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ("no-such-builtin", "Unknown workload"),
+    ("not_a_module_anywhere:fn", "Cannot import the workload module"),
+    ("/nowhere/file.py:fn", "does not exist"),
+    (workload_spec("missing_function"), "has no function 'missing_function'"),
+    (workload_spec("not_a_workload"), "returned dict, not advisor.Workload"),
+    (workload_spec("raises_inside"), "ValueError: dataset path /data/train not found"),
+])
+def test_bad_workload_specs(spec, expected):
+    with pytest.raises(WorkloadError, match=expected.replace("(", r"\(").replace(")", r"\)")):
+        resolve_workload(spec)
+
+
+def test_workload_with_a_syntax_error(tmp_path):
+    bad = tmp_path / "broken.py"
+    bad.write_text("def workload(:\n")
+    with pytest.raises(WorkloadError, match="SyntaxError"):
+        resolve_workload(f"{bad}:workload")
+
+
+def test_invalid_workload_fields(tmp_path):
+    src = tmp_path / "w.py"
+    src.write_text("from advisor import Workload\n"
+                   "def workload():\n"
+                   "    return Workload(name='x', build_model=None, train_data=[], val_data=[1], loss_fn=len,"
+                   " task='poetry', optimizer='magic')\n")
+    with pytest.raises(WorkloadError) as err:
+        resolve_workload(f"{src}:workload")
+    text = str(err.value)
+    for part in ("build_model", "train_data is empty", "task 'poetry'", "optimizer 'magic'"):
+        assert part in text
+
+
+def test_registry_lists_without_importing_and_loads_ddp():
+    assert available_adapters()["ddp"] == "advisor_adapters.ddp:DDPAdapter"
+    adapter = load_adapter("ddp")
+    assert isinstance(adapter, Adapter) and adapter.capabilities.supports_accumulation
+    assert "torch.distributed.run" in adapter.command("/tmp/job.json", 2)
+
+
+def test_unknown_adapter_names_the_installed_ones(capsys):
+    with pytest.raises(AdapterError, match="Unknown adapter 'horovod'.*ddp"):
+        load_adapter("horovod")
+    assert main(["plan", "--adapter", "horovod", "--device-memory", "1GiB"]) == 2
+    err = capsys.readouterr().err
+    assert "Unknown adapter" in err and "Traceback" not in err
+
+
+def test_a_broken_plugin_warns_and_the_rest_keep_working(monkeypatch, capsys):
+    import advisor.adapters as registry
+
+    broken = types.SimpleNamespace(name="broken", value="no_such_pkg:Adapter",
+                                   load=lambda: (_ for _ in ()).throw(ImportError("no module named no_such_pkg")))
+    real = list(registry.entry_points(group=registry.ENTRY_POINT_GROUP))
+    monkeypatch.setattr(registry, "entry_points", lambda group: real + [broken])
+    rows = dict(registry.describe_adapters())
+    assert "ddp" in rows and "broken" not in rows
+    assert "failed to import" in capsys.readouterr().err
+
+
+def test_cli_listings_and_bare_help():
+    run = lambda *a: subprocess.run([sys.executable, "-m", "advisor.cli", *a], capture_output=True, text=True)
+    workloads = run("workloads")
+    assert workloads.returncode == 0 and "digits-cnn" in workloads.stdout and "synthetic-transformer" in workloads.stdout
+    adapters = run("adapters")
+    assert adapters.returncode == 0 and "ddp" in adapters.stdout
+    bare = run()
+    assert bare.returncode == 0 and "plan" in bare.stdout and "check" in bare.stdout
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--device-memory", "lots"], "Cannot read the memory size"),
+    ([], "Pass --device-memory"),
+    (["--device-memory", "1GiB", "--workload", "nope"], "Unknown workload"),
+])
+def test_plan_argument_errors_are_one_paragraph(capsys, args, expected):
+    assert main(["plan", *args]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err
