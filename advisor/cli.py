@@ -158,6 +158,68 @@ def cmd_adapters(args) -> int:
     return 0
 
 
+def _format_evidence(evidence: dict) -> list[str]:
+    lines = []
+    for key, value in evidence.items():
+        if key == "quote":
+            lines.append(f"      > {value}")
+        elif isinstance(value, dict):
+            lines.append(f"      {key}: " + ", ".join(f"{k} {v}" for k, v in value.items()))
+        else:
+            lines.append(f"      {key}: {value}")
+    return lines
+
+
+def _unreadable_reason(stats) -> str:
+    if stats.skipped_binary_lines and stats.skipped_binary_lines >= stats.lines - 1:
+        return "it looks binary, not a text log"
+    if stats.lines <= 1 and not stats.parsed_lines and not stats.skipped_binary_lines:
+        return "it is empty"
+    return f"none of its {stats.lines} lines is in a known format"
+
+
+def cmd_diagnose(args) -> int:
+    from .diagnose import Context, diagnose, known_formats
+
+    context = None
+    if args.recipe:
+        from .recipe import check_recipe
+
+        context = Context.from_recipe(check_recipe(args.recipe))
+    result = diagnose(args.logs, args.format, context)
+    unreadable = [r for r in result.reports if not r.readable]
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, default=str))
+    else:
+        for report in result.reports:
+            if not report.readable:
+                continue  # explained once on stderr below
+            stats = report.stats
+            formats = ", ".join(f"{k} ({v})" for k, v in stats.formats.items()) or "nothing recognised"
+            series = ", ".join(f"{k} {v} points" for k, v in stats.series_lengths.items()) or "no metric series"
+            print(f"{report.source}: {stats.lines} lines; read as {formats}; {series}.")
+            for note in stats.notes:
+                print(f"  note: {note}")
+            if not report.findings and report.readable:
+                print("  No problem found: the curves look healthy.")
+            for number, finding in enumerate(report.findings, 1):
+                print(f"\n  [{finding.severity}] {finding.kind}: {finding.summary}")
+                print("    Evidence:")
+                print("\n".join(_format_evidence(finding.evidence)))
+                print("    What to do, in this order:")
+                for index, action in enumerate(finding.actions, 1):
+                    print(f"      {index}. {action}")
+            print()
+    if len(unreadable) == len(result.reports):
+        names = ", ".join(known_formats())
+        why = "; ".join(f"{r.source}: {_unreadable_reason(r.stats)}" for r in unreadable)
+        print(f"advisor: nothing readable ({why}). A log needs training metrics, an out-of-memory error or a "
+              f"failure line in a known format: {names}. Force one with --format if the auto-detection missed "
+              "yours.", file=sys.stderr)
+        return 2
+    return 1 if result.findings else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="advisor", description="Choose the batch size for data-parallel PyTorch training.")
@@ -190,6 +252,15 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="validate a recipe (exit 0 valid, 2 invalid)")
     check.add_argument("recipe")
     check.set_defaults(func=cmd_check)
+
+    diag = sub.add_parser("diagnose", help="read training logs; find OOM, oscillation, slow validation loss, "
+                                          "divergence; exit 0 none, 1 findings, 2 unreadable")
+    diag.add_argument("logs", nargs="+", help="log files ('-' reads standard input); trainer_state.json and "
+                                              "metrics.csv work too")
+    diag.add_argument("--json", action="store_true", help="one JSON object: findings and what was read")
+    diag.add_argument("--recipe", help="a recipe that adds the batch/LR context the log lacks")
+    diag.add_argument("--format", help="force one reader (see the list in the error for unreadable logs)")
+    diag.set_defaults(func=cmd_diagnose)
 
     sub.add_parser("workloads", help="list the built-in workloads").set_defaults(func=cmd_workloads)
     sub.add_parser("adapters", help="list the installed adapters").set_defaults(func=cmd_adapters)

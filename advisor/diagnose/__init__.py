@@ -1,0 +1,90 @@
+"""`advisor diagnose`: read training logs, find what went wrong, say what to do (DOMAIN section 5)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import BinaryIO
+
+from ..errors import AdvisorError
+from .detectors import Context, run_detectors
+from .readers import known_formats
+from .records import Finding, ReadStats
+from .scan import read_source
+
+KINDS = ("oom", "oscillation-jitter", "oscillation-periodic", "overfitting", "slow-convergence", "diverged")
+
+
+@dataclass
+class SourceReport:
+    source: str
+    stats: ReadStats
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def readable(self) -> bool:
+        return bool(self.stats.series_lengths) or bool(self.findings) or bool(self.stats.formats)
+
+
+@dataclass
+class Diagnosis:
+    reports: list[SourceReport]
+
+    @property
+    def findings(self) -> list[Finding]:
+        return [f for r in self.reports for f in r.findings]
+
+    def to_dict(self) -> dict:
+        return {
+            "findings": [{"source": r.source, **f.to_dict()} for r in self.reports for f in r.findings],
+            "read": [{"source": r.source, **asdict(r.stats)} for r in self.reports],
+        }
+
+
+def _open(path: str) -> BinaryIO:
+    if path == "-":
+        return sys.stdin.buffer
+    if os.path.isdir(path):
+        raise AdvisorError(f"{path} is a directory; pass the log file inside it (for example {path}/train.log).")
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise AdvisorError(f"{path}: no such log file. Check the path (use '-' to read standard input).") from None
+    except OSError as exc:
+        raise AdvisorError(f"{path}: cannot read the log ({exc.strerror}).") from None
+
+
+def diagnose_source(path: str, forced_format: str | None = None, context: Context | None = None) -> SourceReport:
+    if forced_format and forced_format not in known_formats():
+        raise AdvisorError(f"Unknown format {forced_format!r}. Known formats: {', '.join(known_formats())}.")
+    stream = _open(path)
+    try:
+        collected = read_source(stream, "<stdin>" if path == "-" else path, forced_format)
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+    ctx = Context(**vars(context)) if context else Context()
+    ctx.merge_log(collected.context)
+    stats = collected.stats
+    if stats.skipped_binary_lines:
+        stats.notes.append(f"skipped {stats.skipped_binary_lines} binary or undecodable line(s)")
+    if stats.truncated_lines:
+        stats.notes.append(f"cut {stats.truncated_lines} line(s) longer than 64 KiB")
+    if stats.sampling_stride > 1:
+        stats.notes.append(f"a long log: ordinary lines were sampled 1 in {stats.sampling_stride}; every line with "
+                           "a failure, a non-finite value or a validation metric was read")
+    findings = run_detectors(collected.series, collected.events, collected.event_counts, ctx)
+    crashes = collected.event_counts.get("crash", 0)
+    if crashes and not any(f.kind == "oom" for f in findings):
+        first = next(e for e in collected.events if e.kind == "crash")
+        stats.notes.append(f"the log shows a crash that is not an out-of-memory error (line {first.line}: "
+                           f"{first.text[:120]}); read its traceback")
+    return SourceReport(stats.sources[0] if stats.sources else path, stats, findings)
+
+
+def diagnose(paths: list[str], forced_format: str | None = None, context: Context | None = None) -> Diagnosis:
+    return Diagnosis([diagnose_source(p, forced_format, context) for p in paths])
+
+
+__all__ = ["Context", "Diagnosis", "Finding", "KINDS", "diagnose", "diagnose_source", "known_formats"]
