@@ -14,14 +14,15 @@ from dataclasses import dataclass
 from .records import TRAIN_LOSS, VAL_LOSS, Finding, LogEvent, Point
 
 MIN_POINTS = 20
-JITTER_SCORE = 0.30  # residual noise / loss scale above which step-to-step jitter is a problem
-JITTER_SCORE_EVEN_IF_FALLING = 0.60
+JITTER_SCORE = 0.15  # step-to-step noise / starting loss: above it, jitter is a problem even if the loss falls
+JITTER_SCORE_STALLED = 0.08  # ... and above this when the loss has stopped falling
 PERIODIC_ACF = 0.35
 PERIODIC_AMPLITUDE = 0.15
 SLOW_DROP = 0.25  # a run whose loss fell less than this share of its start is slow
 HEALTHY_TRAIN_DROP = 0.30
 VAL_RISE = 0.05
 MAX_ANALYSIS_POINTS = 2000
+SLOW_MIN_POINTS = 50  # fewer points than this is the start of a run, too early to call it slow
 
 
 @dataclass
@@ -94,6 +95,16 @@ def _where(points: list[Point], index: int) -> dict:
     if p.epoch is not None:
         out["epoch"] = round(p.epoch, 3)
     return out
+
+
+def _describe(where: dict) -> str:
+    parts = []
+    if "step" in where:
+        parts.append(f"step {where['step']:g}")
+    elif "epoch" in where:
+        parts.append(f"epoch {where['epoch']:g}")
+    parts.append(f"line {where['line']}")
+    return " ".join(parts[:1]) + (f" (line {where['line']})" if len(parts) > 1 else parts[0])
 
 
 def _span(points: list[Point], start: int, end: int) -> dict:
@@ -196,18 +207,21 @@ def detect_diverged(series: dict[str, list[Point]], events: list[LogEvent], coun
                         "last_finite": before[-1] if before else None,
                         "max_before": max(before) if before else None}
             return [Finding("diverged", "error",
-                            f"{name} became {points[bad].value} at line {points[bad].line}: training diverged.",
+                            f"{name} became {points[bad].value} at {_describe(_where(points, bad))}: training diverged.",
                             evidence, _diverged_actions(ctx))]
     train = [p for p in series.get(TRAIN_LOSS, []) if math.isfinite(p.value)]
     if len(train) >= MIN_POINTS:
         values = _values(train)
         k = max(3, len(values) // 10)
         early_min = min(_median(values[i:i + 3]) for i in range(0, k))
+        start = _median(values[:3])
         late = _median(values[-k:])
-        if late > 3 * early_min and late > _median(values[:k]) * 1.5:
+        if late > 3 * early_min and late > 1.5 * start:  # ended far above where it started
             return [Finding("diverged", "error",
-                            f"The training loss rose from {early_min:.4g} to {late:.4g}: training diverged.",
-                            {"series": TRAIN_LOSS, "early_min": early_min, "late_median": late,
+                            f"The training loss started at {start:.4g} and ends around {late:.4g} (peak "
+                            f"{max(values):.4g}): training diverged.",
+                            {"series": TRAIN_LOSS, "start": start, "early_min": early_min, "late_median": late,
+                             "peak": max(values),
                              **_span(train, 0, len(train) - 1)}, _diverged_actions(ctx))]
     overflows = counts.get("overflow", 0)
     at_min = any(e.details.get("at_minimum") for e in events if e.kind == "overflow")
@@ -251,20 +265,21 @@ def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]
     if len(train) < MIN_POINTS:
         return []
     values = _values(train)
-    start_level = _median(values[:max(3, len(values) // 20)])
+    # Noise is judged against the loss the run started from: near convergence a healthy small-batch loss
+    # has a large noise-to-level ratio, yet it is tiny against the distance the run has come.
+    start_level = max(abs(_median(values[:max(3, len(values) // 20)])), 1e-8)
     half = len(values) // 2
     tail = values[half:]
     trend, noise = _trend_and_noise(tail)
     level = _median(trend)
-    scale = max(level, 0.1 * start_level, 1e-8)
-    score = noise / scale
-    # How much the trend still falls across the analysed half, in units of the noise.
+    score = noise / start_level
     fall = (_median(trend[:max(1, len(trend) // 10)]) - _median(trend[-max(1, len(trend) // 10):]))
-    clearly_falling = noise > 0 and fall > 3 * noise
-    if score < JITTER_SCORE or (clearly_falling and score < JITTER_SCORE_EVEN_IF_FALLING):
+    clearly_falling = noise > 0 and fall > noise
+    converging = _relative_drop(values) > 0.5
+    if score < JITTER_SCORE and not (score >= JITTER_SCORE_STALLED and not clearly_falling and not converging):
         return []
     evidence = {"series": TRAIN_LOSS, "noise_sigma": round(noise, 5), "loss_level": round(level, 5),
-                "jitter_score": round(score, 3), "threshold": JITTER_SCORE, "points": len(tail),
+                "jitter_score": round(score, 3), "starting_loss": round(start_level, 5), "points": len(tail),
                 **_span(train, half, len(train) - 1)}
     if ctx.per_device is not None:
         evidence["per_device_batch"] = ctx.per_device
@@ -287,7 +302,8 @@ def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]
                    "Pass --recipe RECIPE so the advisor can tell which case applies."]
     return [Finding("oscillation-jitter", "warning",
                     f"The training loss jitters step to step by ~{noise:.3g} around a level of {level:.3g} "
-                    f"(score {score:.2f} > {JITTER_SCORE}) and the trend is not clearly falling.",
+                    f"({score:.0%} of the starting loss {start_level:.3g})"
+                    + ("." if clearly_falling else " and has stopped falling."),
                     evidence, actions)]
 
 
@@ -316,7 +332,8 @@ def detect_periodic(series: dict[str, list[Point]], ctx: Context) -> list[Findin
              and acf[lag] >= acf[lag - 1] and acf[lag] >= acf[lag + 1]]
     if not peaks:
         return []
-    period = max(peaks, key=lambda lag: acf[lag])
+    strongest = max(acf[lag] for lag in peaks)
+    period = min(lag for lag in peaks if acf[lag] >= 0.9 * strongest)  # the fundamental, not a multiple
     ordered = sorted(residual)
     amplitude = (ordered[int(0.95 * (n - 1))] - ordered[int(0.05 * (n - 1))]) / 2
     level = max(_median(trend[start:]), 0.1 * _median(values[:max(3, len(values) // 20)]), 1e-8)
@@ -375,7 +392,7 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
                         "val_last": round(values[-1], 5), "val_last_at": _where(val, len(val) - 1),
                         "train_drop": round(train_drop, 3), "train_val_gap": round(gap, 5),
                         "val_points": len(val)}
-            summary = (f"Validation loss bottomed at {values[best]:.4g} ({_where(val, best)}) and rose to "
+            summary = (f"Validation loss bottomed at {values[best]:.4g} at {_describe(_where(val, best))} and rose to "
                        f"{values[-1]:.4g} while the training loss kept falling: overfitting."
                        if rising else
                        f"Validation loss is flat ({val_tail_drop:+.1%} over the second half) while the training "
@@ -391,7 +408,7 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
             findings.append(Finding("overfitting", "warning", summary, evidence, actions))
             return findings
     # Slow convergence: both curves fall slowly (or do not fall).
-    if train_drop is not None and len(train) >= MIN_POINTS:
+    if train_drop is not None and len(train) >= SLOW_MIN_POINTS:
         values = _values(train)
         val_drop = _relative_drop(_values(val)) if len(val) >= 4 else None
         val_slow = val_drop is None or val_drop < SLOW_DROP
@@ -426,8 +443,9 @@ def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts
     diverged = detect_diverged(series, events, counts, ctx)
     findings += diverged
     if not diverged:  # a diverged curve jitters and plateaus too; one finding says it
-        findings += detect_periodic(series, ctx)
-        if not any(f.kind == "oscillation-periodic" for f in findings):
-            findings += detect_jitter(series, ctx)
-        findings += detect_validation(series, ctx)
+        oscillation = detect_periodic(series, ctx) or detect_jitter(series, ctx)
+        findings += oscillation
+        validation = detect_validation(series, ctx)
+        # An oscillating loss also falls slowly: the oscillation is the cause, one finding says it.
+        findings += [f for f in validation if not (oscillation and f.kind == "slow-convergence")]
     return findings
