@@ -98,13 +98,11 @@ def _where(points: list[Point], index: int) -> dict:
 
 
 def _describe(where: dict) -> str:
-    parts = []
     if "step" in where:
-        parts.append(f"step {where['step']:g}")
-    elif "epoch" in where:
-        parts.append(f"epoch {where['epoch']:g}")
-    parts.append(f"line {where['line']}")
-    return " ".join(parts[:1]) + (f" (line {where['line']})" if len(parts) > 1 else parts[0])
+        return f"step {where['step']:g} (line {where['line']})"
+    if "epoch" in where:
+        return f"epoch {where['epoch']:g} (line {where['line']})"
+    return f"line {where['line']}"
 
 
 def _span(points: list[Point], start: int, end: int) -> dict:
@@ -139,12 +137,16 @@ def detect_oom(events: list[LogEvent], counts: dict, ctx: Context) -> list[Findi
                 evidence[key] = d[key]
         if "gpu" in d:
             evidence["gpu"] = int(d["gpu"])
+        if "rank" in d:
+            evidence["rank"] = d["rank"]
         sizes = ""
         if "tried_bytes" in d:
             sizes = f" while allocating {_fmt_bytes(d['tried_bytes'])}"
             if "total_bytes" in d:
                 sizes += f" on a {_fmt_bytes(d['total_bytes'])} GPU with {_fmt_bytes(d.get('free_bytes'))} free"
         where = "CPU" if d.get("device") == "cpu" else f"GPU {d.get('gpu', '?')}"
+        if "rank" in d:
+            where += f" (rank {d['rank']})"
         fragmented = ("reserved_unallocated_bytes" in d and d.get("tried_bytes")
                       and d["reserved_unallocated_bytes"] > d["tried_bytes"])
         findings.append(Finding("oom", "error", f"Out of memory on {where}{sizes} (line {first.line}).", evidence,

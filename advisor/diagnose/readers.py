@@ -230,8 +230,9 @@ class LightningBarReader(LineReader):
         pairs = [(k, v) for k, v in self.PAIRS.findall(rest) if k != "v_num"]
         points = _points_from_pairs(pairs, line, epoch=epoch)
         for p in points:
-            # Steps restart each epoch in a bar: order by (epoch, step) through a fractional epoch.
-            if step is not None and step_match and float(step_match.group("total")) > 0:
+            # Step-level values move with the bar: order them by a fractional epoch. Epoch-level values
+            # (val_loss, *_epoch) are redrawn on every frame: keep the whole epoch so repeats collapse.
+            if p.name == TRAIN_LOSS and step is not None and float(step_match.group("total")) > 0:
                 p.step = None
                 p.epoch = epoch + step / float(step_match.group("total"))
         return points

@@ -13,6 +13,7 @@ import csv
 import io
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
@@ -20,6 +21,7 @@ from .readers import (FAILURE_READERS, METRIC_READERS, RANK_PREFIX, LineReader, 
                       trainer_state_points)
 from .records import LogEvent, Point, ReadStats
 
+ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07]*\x07|[@-Z\\-_])")
 BLOCK_BYTES = 4 << 20
 MAX_LINE_CHARS = 64 << 10
 SERIES_CAP = 20_000
@@ -83,13 +85,22 @@ class Scanner:
         stats = self.collected.stats
         parsed = False
         for frame in text.split("\r") if "\r" in text else (text,):
-            frame = RANK_PREFIX.sub("", frame)
+            prefix = RANK_PREFIX.match(frame)
+            rank = None
+            if prefix:
+                digits = "".join(ch for ch in prefix.group(0) if ch.isdigit())
+                rank = int(digits) if digits else None
+                frame = frame[prefix.end():]
+            if "\x1b" in frame:
+                frame = ANSI_ESCAPE.sub("", frame)
             if not frame.strip():
                 continue
             for reader in self.failure_readers:
                 records = reader.read(frame, line_no)
                 if records is not None:
                     for event in records:
+                        if rank is not None:
+                            event.details.setdefault("rank", rank)
                         self.collected.add_event(event)
                     stats.formats[reader.name] = stats.formats.get(reader.name, 0) + 1
                     parsed = True
