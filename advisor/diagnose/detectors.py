@@ -16,6 +16,7 @@ from .records import TRAIN_LOSS, VAL_LOSS, Finding, LogEvent, Point
 MIN_POINTS = 20
 JITTER_SCORE = 0.15  # step-to-step noise / starting loss: above it, jitter is a problem even if the loss falls
 JITTER_SCORE_STALLED = 0.08  # ... and above this when the loss has stopped falling
+STALLED_NOISE_TO_LEVEL = 0.6
 PERIODIC_ACF = 0.35
 PERIODIC_AMPLITUDE = 0.15
 SLOW_DROP = 0.25  # a run whose loss fell less than this share of its start is slow
@@ -226,9 +227,9 @@ def detect_diverged(series: dict[str, list[Point]], events: list[LogEvent], coun
                              "peak": max(values),
                              **_span(train, 0, len(train) - 1)}, _diverged_actions(ctx))]
     overflows = counts.get("overflow", 0)
-    at_min = any(e.details.get("at_minimum") for e in events if e.kind == "overflow")
+    at_min = counts.get("loss-scale-floor", 0) > 0
     if at_min or overflows >= 20:
-        first = next(e for e in events if e.kind == "overflow")
+        first = next(e for e in events if e.kind in ("overflow", "loss-scale-floor"))
         return [Finding("diverged", "error",
                         f"fp16 loss scaling overflowed {overflows} times" + (" and hit its minimum" if at_min else "")
                         + ": gradients are non-finite, steps are being skipped.",
@@ -278,7 +279,10 @@ def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]
     fall = (_median(trend[:max(1, len(trend) // 10)]) - _median(trend[-max(1, len(trend) // 10):]))
     clearly_falling = noise > 0 and fall > noise
     converging = _relative_drop(values) > 0.5
-    if score < JITTER_SCORE and not (score >= JITTER_SCORE_STALLED and not clearly_falling and not converging):
+    # Stalled: the trend no longer falls, and the noise either dwarfs the level or the run never converged.
+    stalled_noisy = (score >= JITTER_SCORE_STALLED and not clearly_falling
+                     and (not converging or noise >= STALLED_NOISE_TO_LEVEL * max(level, 1e-8)))
+    if score < JITTER_SCORE and not stalled_noisy:
         return []
     evidence = {"series": TRAIN_LOSS, "noise_sigma": round(noise, 5), "loss_level": round(level, 5),
                 "jitter_score": round(score, 3), "starting_loss": round(start_level, 5), "points": len(tail),

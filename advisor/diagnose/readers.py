@@ -16,7 +16,7 @@ from typing import Iterable
 from .records import TRAIN_LOSS, VAL_LOSS, LogEvent, Point
 
 NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|NaN|inf|Inf|-inf)"
-SIZE = r"[\d.]+\s*[KMGT]?i?B"
+SIZE = r"[\d.]+\s*(?:[KMGT]?i?B|bytes)"
 RANK_PREFIX = re.compile(r"^\s*(?:\[(?:rank|default)\d+\]:\s*)+")
 
 _TRAIN_NAMES = {
@@ -69,7 +69,8 @@ def parse_size(text: str | None) -> int | None:
         return None
     m = re.match(r"([\d.]+)\s*([KMGT]?)(i?)B", text.strip())
     if not m:
-        return None
+        bare = re.match(r"([\d.]+)\s*bytes", text.strip())
+        return int(float(bare.group(1))) if bare else None
     base = 1024 if m.group(3) or m.group(2) else 1000
     return int(float(m.group(1)) * base ** " KMGT".index(m.group(2) or " "))
 
@@ -80,10 +81,10 @@ class OOMReader(LineReader):
     LEGACY = re.compile(
         rf"CUDA out of memory\. Tried to allocate (?P<tried>{SIZE}) \(GPU (?P<gpu>\d+); (?P<total>{SIZE}) total "
         rf"capacity; (?P<allocated>{SIZE}) already allocated; (?P<free>{SIZE}) free;"
-        rf"(?: (?P<limit>{SIZE}) allowed;)? (?P<reserved>{SIZE}) reserved in total by PyTorch\)")
+        rf"(?: (?P<limit>{SIZE}) allowed;)? (?P<reserved>{SIZE}) (?:reserved in total by PyTorch|cached)\)?")
     MODERN = re.compile(
         rf"(?:CUDA|HIP|XPU|MPS)? ?out of memory\. Tried to allocate (?P<tried>{SIZE})\. GPU (?P<gpu>\d+) has a total "
-        rf"capa[c]?ity of (?P<total>{SIZE}) of which (?P<free>{SIZE}) is free\.(?:.*?this process has "
+        rf"capaci?ty of (?P<total>{SIZE}) of which (?P<free>{SIZE}) is free\.(?:.*?this process has "
         rf"(?P<in_use>{SIZE}) memory in use\.)?(?:.*?(?P<allocated>{SIZE}) is allocated by PyTorch,"
         rf" and (?P<reserved_unallocated>{SIZE}) is reserved by PyTorch but unallocated)?")
     CPU = re.compile(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate "
@@ -170,7 +171,8 @@ def _points_from_pairs(pairs: Iterable[tuple[str, str]], line: int, step=None, e
 class HFDictReader(LineReader):
     name = "hf-trainer"
     description = "HF Transformers Trainer dict lines: {'loss': ..., 'learning_rate': ..., 'epoch': ...}"
-    PAIR = re.compile(rf"'(?P<key>[\w/.\-]+)':\s*(?P<value>{NUMBER})")
+    # transformers >= 5 prints the values as strings: {'loss': '9.277', ...}
+    PAIR = re.compile(rf"'(?P<key>[\w/.\-]+)':\s*'?(?P<value>{NUMBER})'?")
 
     def read(self, text, line):
         start = text.find("{'")
@@ -206,7 +208,7 @@ class DeepSpeedReader(LineReader):
             details = {k: float(v) for k, v in m.groupdict().items() if v}
             return [LogEvent(line, "overflow", text.strip()[:300], details)]
         if "Current loss scale already at minimum" in text:
-            return [LogEvent(line, "overflow", text.strip()[:300], {"at_minimum": True})]
+            return [LogEvent(line, "loss-scale-floor", text.strip()[:300], {})]
         if self.TIMER.search(text):
             return []
         return None

@@ -57,8 +57,7 @@ class Collected:
                 return False
         series.append(point)
         if len(series) > SERIES_CAP:
-            for name, values in self.series.items():
-                self.series[name] = values[::2]
+            self.series[point.name] = series[::2]  # only the series that overflowed: val stays whole
             return True
         return False
 
@@ -214,8 +213,11 @@ def sniff_file_format(head: bytes, name: str) -> str | None:
     stripped = head.lstrip()
     if stripped.startswith(b"{") and b'"log_history"' in head:
         return "trainer-state"
-    first = head.split(b"\n", 1)[0].decode("utf-8", errors="replace").lower()
-    if "," in first and ("loss" in first) and ("step" in first or "epoch" in first) and "=" not in first:
+    first = head.split(b"\n", 1)[0].decode("utf-8", errors="replace").strip().lower()
+    fields = [f.strip() for f in first.split(",")]
+    # A metrics header: identifier-like column names, one of them step/epoch, one a loss.
+    if (len(fields) >= 2 and all(re.fullmatch(r"[\w./\-]+", f) for f in fields)
+            and {"step", "epoch", "global_step"} & set(fields) and any("loss" in f for f in fields)):
         return "csv"
     return None
 

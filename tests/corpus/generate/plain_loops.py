@@ -38,6 +38,16 @@ def digits(n_train=None, sort_by_class=False, noisy_block=False, input_scale=1.0
     return xt, yt, x[val], y[val]
 
 
+def deep_tanh(depth=8, gain=0.6):
+    # Small initial weights through many tanh layers: the loss sits on a plateau before it drops.
+    layers = []
+    for _ in range(depth):
+        linear = nn.Linear(64, 64)
+        nn.init.xavier_uniform_(linear.weight, gain=gain)
+        layers += [linear, nn.Tanh()]
+    return nn.Sequential(*layers, nn.Linear(64, 10))
+
+
 def mlp(width=128, depth=2):
     layers, d = [], 64
     for _ in range(depth):
@@ -54,10 +64,10 @@ def evaluate(model, xv, yv):
 
 def train(log, *, batch, lr, epochs, opt="sgd", n_train=None, sort_by_class=False, shuffle=True, width=128,
           depth=2, fmt="brackets", eval_every=None, seed=0, print_every=1, max_steps=None, noisy_block=False,
-          input_scale=1.0):
+          input_scale=1.0, model="mlp"):
     torch.manual_seed(seed)
     xt, yt, xv, yv = digits(n_train, sort_by_class, noisy_block, input_scale)
-    model = mlp(width, depth)
+    model = deep_tanh() if model == "deep-tanh" else mlp(width, depth)
     if opt == "sgd":
         optim = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     elif opt == "sgd-plain":
@@ -180,5 +190,6 @@ if __name__ == "__main__":
     # Unnormalised inputs (raw 0-16 pixels) with a large plain-SGD step: the loss overflows to nan.
     scenario("plain_diverged_nan.log", batch=32, lr=0.5, epochs=2, opt="sgd-plain", width=1024, input_scale=160.0)
     scenario("plain_diverged_explode_jsonl.log", batch=32, lr=20.0, epochs=3, fmt="jsonl")
+    scenario("plain_plateau_then_drop.log", batch=32, lr=0.05, epochs=14, model="deep-tanh", fmt="iter")
     oom_scenario("plain_oom_cpu_rlimit.log")
     crash_scenario("plain_crash_shape_not_oom.log")
