@@ -274,3 +274,39 @@ def test_a_long_log_is_sampled_but_keeps_every_failure_and_validation_line(tmp_p
     diverged = next(f for f in report.findings if f.kind == "diverged")
     # 333,333 loss lines and 16 val lines come before the nan line
     assert diverged.evidence["first_non_finite"]["line"] == 333_333 + 333_333 // 20_000 + 1
+
+
+@pytest.mark.parametrize("head, block", [(7, 13), (64, 100), (1000, 5000)])
+@pytest.mark.parametrize("size_hint", [None, 5_000_000])
+def test_block_boundaries_never_lose_or_misnumber_a_line(monkeypatch, head, block, size_hint):
+    """Tiny blocks cut lines everywhere; a size hint forces sampling. Must-read lines and numbering hold."""
+    import random
+
+    from advisor.diagnose import scan
+
+    rng = random.Random(1)
+    lines = []
+    for i in range(5000):
+        r = rng.random()
+        if r < 0.01:
+            lines.append(f"step {i}: train loss 1.0, val loss {i / 1000:.3f}")
+        elif r < 0.012:
+            lines.append("RuntimeError: CUDA error: out of memory")
+        elif r < 0.02:
+            lines.append("x" * rng.randint(0, 300))
+        else:
+            lines.append(f"Epoch [1/1] Step [{i}/5000] Loss: {1 / (i + 1):.5f}")
+    monkeypatch.setattr(scan, "HEAD_BYTES", head)
+    monkeypatch.setattr(scan, "BLOCK_BYTES", block)
+    scanner = scan.Scanner()
+    scanner.scan_stream(io.BytesIO("\n".join(lines).encode()), size_hint)
+    collected = scanner.collected
+    assert collected.stats.lines == 5000
+    assert {p.line: p.value for p in collected.series["val_loss"]} == {
+        n + 1: float(l.split("val loss ")[1]) for n, l in enumerate(lines) if "val loss" in l}
+    assert [e.line for e in collected.events if e.kind == "oom"] == [
+        n + 1 for n, l in enumerate(lines) if "out of memory" in l][:50]
+    for point in collected.series["train_loss"]:
+        text = lines[point.line - 1]
+        expected = 1 / (int(text.split("Step [")[1].split("/")[0]) + 1) if "Step [" in text else 1.0
+        assert point.value == pytest.approx(expected, abs=1e-5)

@@ -74,7 +74,7 @@ def diagnose_source(path: str, forced_format: str | None = None, context: Contex
     if stats.sampling_stride > 1:
         stats.notes.append(f"a long log: ordinary lines were sampled 1 in {stats.sampling_stride}; every line with "
                            "a failure, a non-finite value or a validation metric was read")
-    findings = run_detectors(collected.series, collected.events, collected.event_counts, ctx)
+    findings = run_detectors(collected.series, collected.events, collected.event_counts, ctx, collected.non_finite)
     crashes = collected.event_counts.get("crash", 0)
     if crashes and not any(f.kind == "oom" for f in findings):
         first = next(e for e in collected.events if e.kind == "crash")

@@ -200,17 +200,17 @@ def _oom_actions(ctx: Context, fragmented: bool) -> list[str]:
 # ------------------------------------------------------------------ divergence
 
 def detect_diverged(series: dict[str, list[Point]], events: list[LogEvent], counts: dict,
-                    ctx: Context) -> list[Finding]:
+                    ctx: Context, non_finite: dict[str, Point] | None = None) -> list[Finding]:
     for name in (TRAIN_LOSS, VAL_LOSS, "train_loss_epoch"):
-        points = series.get(name, [])
-        bad = next((i for i, p in enumerate(points) if math.isnan(p.value) or math.isinf(p.value)), None)
+        bad = (non_finite or {}).get(name)
         if bad is not None:
-            before = [p.value for p in points[:bad] if math.isfinite(p.value)]
-            evidence = {"series": name, "first_non_finite": _where(points, bad), "value": str(points[bad].value),
+            before = [p.value for p in series.get(name, []) if p.line < bad.line and math.isfinite(p.value)]
+            where = _where([bad], 0)
+            evidence = {"series": name, "first_non_finite": where, "value": str(bad.value),
                         "last_finite": before[-1] if before else None,
                         "max_before": max(before) if before else None}
             return [Finding("diverged", "error",
-                            f"{name} became {points[bad].value} at {_describe(_where(points, bad))}: training diverged.",
+                            f"{name} became {bad.value} at {_describe(where)}: training diverged.",
                             evidence, _diverged_actions(ctx))]
     train = [p for p in series.get(TRAIN_LOSS, []) if math.isfinite(p.value)]
     if len(train) >= MIN_POINTS:
@@ -443,10 +443,10 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
     return findings
 
 
-def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts: dict, ctx: Context
-                  ) -> list[Finding]:
+def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts: dict, ctx: Context,
+                  non_finite: dict[str, Point] | None = None) -> list[Finding]:
     findings = detect_oom(events, counts, ctx)
-    diverged = detect_diverged(series, events, counts, ctx)
+    diverged = detect_diverged(series, events, counts, ctx, non_finite)
     findings += diverged
     if not diverged:  # a diverged curve jitters and plateaus too; one finding says it
         oscillation = detect_periodic(series, ctx) or detect_jitter(series, ctx)

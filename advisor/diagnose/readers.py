@@ -93,6 +93,8 @@ class OOMReader(LineReader):
                        r"|CUDA out of memory|RuntimeError: \[enforce fail at alloc_cpu\.cpp")
 
     def read(self, text, line):
+        if "memory" not in text and "ALLOC" not in text and "OutOfMemory" not in text:
+            return None  # every message this reader knows has one of these words
         for pattern, where in ((self.LEGACY, "cuda"), (self.MODERN, "cuda"), (self.CPU, "cpu")):
             m = pattern.search(text)
             if m:
@@ -117,8 +119,11 @@ class TorchrunReader(LineReader):
     EXITCODE = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+) \(pid: (?P<pid>\d+)\)")
     SIGNAL = re.compile(r"Signal (?P<sig>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)")
     KILLED = re.compile(r"^(?:.*: )?Killed\s*$|Out of memory: Killed process (?P<pid>\d+)")
+    WORDS = ("exitcode", "Signal", "Killed", "Error", "Exception")
 
     def read(self, text, line):
+        if not any(word in text for word in self.WORDS):
+            return None
         m = self.FAILED.search(text) or self.EXITCODE.search(text)
         if m:
             code = int(m.group("code"))

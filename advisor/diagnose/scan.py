@@ -13,6 +13,7 @@ import csv
 import io
 import json
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from typing import BinaryIO
@@ -23,12 +24,18 @@ from .records import LogEvent, Point, ReadStats
 
 ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07]*\x07|[@-Z\\-_])")
 BLOCK_BYTES = 4 << 20
+HEAD_BYTES = 256 << 10  # read first, whole: it sets the line length that sizes the sampling stride
 MAX_LINE_CHARS = 64 << 10
-SERIES_CAP = 20_000
+SERIES_CAP = 4_000
 EVENTS_KEPT_PER_KIND = 50
-# Substrings of lines that must never be skipped by sampling.
-ALWAYS_PARSE = (b"nan", b"inf", b"memory", b"exitcode", b"Killed", b"OVERFLOW", b"rror", b"val", b"Signal",
-                b"Test set", b"ALLOC")
+# Words whose lines are never skipped by sampling: errors (OOM and crash tracebacks all carry "...Error"),
+# validation metrics, non-finite values. Each is a separate literal pattern: sre finds one literal at several
+# GB/s, an alternation of them ten times slower.
+ERROR_WORD = re.compile(b"rror")
+MUST_READ = (ERROR_WORD, re.compile(b"val"), re.compile(b"nan"))
+FREQUENT_HITS = 64  # past this many in a block, sampling sees the word often enough
+CONTEXT_AFTER_ERROR = 40  # a traceback's tail and torchrun's exit-code lines follow the error line
+TAIL_BYTES = 256 << 10  # the end of a log (where runs fail) is always read whole
 _CONTEXT_KEYS = {
     "Instantaneous batch size per device": "per_device",
     "Total train batch size (w. parallel, distributed & accumulation)": "global_batch",
@@ -42,10 +49,14 @@ class Collected:
     events: list[LogEvent] = field(default_factory=list)
     event_counts: dict[str, int] = field(default_factory=dict)
     context: dict = field(default_factory=dict)
+    non_finite: dict[str, Point] = field(default_factory=dict)  # series name -> its first nan/inf point
     stats: ReadStats = field(default_factory=ReadStats)
 
     def add_point(self, point: Point) -> bool:
         """Add a point; True when a series hit the cap (the caller then doubles the stride)."""
+        if not math.isfinite(point.value) and point.name not in self.non_finite:
+            # Thinning may drop this point later; the first non-finite value of a series must survive.
+            self.non_finite[point.name] = point
         series = self.series.setdefault(point.name, [])
         if series:
             last = series[-1]
@@ -77,6 +88,8 @@ class Scanner:
         else:
             self.metric_readers = list(METRIC_READERS)
         self.stride = 1
+        self.line_bytes = 80.0
+        self.line_bytes_known = False
         self.collected = Collected()
 
     # -- one line (one \r-frame at a time)
@@ -137,75 +150,120 @@ class Scanner:
                     self.collected.context[key] = int(tail)
 
     # -- a block of whole lines
-    def parse_block(self, block: bytes, first_line: int) -> None:
-        stats = self.collected.stats
-        lines = block.split(b"\n")
-        count = len(lines)
-        stats.lines += count
-        flagged: set[int] = set()
-        everything = self.stride == 1
-        if not everything:
-            positions = []
-            limit = count // 16 + 8
-            for word in ALWAYS_PARSE:
-                hits = block.count(word)
-                if hits > limit:  # the word is on most lines: parse them all
-                    everything = True
-                    break
-                pos = block.find(word)
-                while pos >= 0:
-                    positions.append(pos)
-                    pos = block.find(word, pos + 1)
-            if not everything and positions:
-                positions.sort()
-                index, last = 0, 0
-                for pos in positions:
-                    index += block.count(b"\n", last, pos)
-                    last = pos
-                    flagged.add(index)
-        if everything:
-            indices = range(count)
-        else:
-            offset = (-first_line) % self.stride
-            indices = sorted(flagged.union(range(offset, count, self.stride)))
-        for index in indices:
-            raw = lines[index]
-            if not raw:
-                continue
-            if b"\x00" in raw:
-                stats.skipped_binary_lines += 1
-                continue
-            if len(raw) > MAX_LINE_CHARS:
-                stats.truncated_lines += 1
-                raw = raw[:MAX_LINE_CHARS]
-            text = raw.decode("utf-8", errors="replace")
-            if text.count("\ufffd") > max(8, len(text) // 4):
-                stats.skipped_binary_lines += 1
-                continue
-            self.parse_line(text, first_line + index)
-        stats.sampling_stride = self.stride
+    def parse_block(self, data: bytes, first_line: int, last: bool = False, lo: int = 0, hi: int | None = None
+                    ) -> int:
+        """Parse the whole lines in ``data[lo:hi]`` (no copy), numbered from ``first_line``.
 
-    def scan_stream(self, stream: BinaryIO) -> None:
-        carry = b""
+        Returns the first line number after them.
+        """
+        hi = len(data) if hi is None else hi
+        stats = self.collected.stats
+        if self.stride == 1:
+            lines = data[lo:hi].split(b"\n")
+            stats.lines += len(lines)
+            self._learn_line_length(hi - lo, len(lines))
+            for index, raw in enumerate(lines):
+                if self.stride == 1 or index % self.stride == 0 or any(p.search(raw) for p in MUST_READ):
+                    self._parse_raw(raw, first_line + index)
+            stats.sampling_stride = self.stride
+            return first_line + len(lines)
+        # Sampled: parse the lines at every ``byte_stride`` bytes, every line a must-read word is on (with the
+        # lines after an error: the rest of a traceback, torchrun's exit codes), and the tail of the log.
+        wanted: list[tuple[int, int]] = []
+        for pattern in MUST_READ:
+            for hits, match in enumerate(pattern.finditer(data, lo, hi)):
+                if hits >= FREQUENT_HITS:
+                    break  # the word is on many lines: the sample sees enough of them
+                wanted.append((match.start(), CONTEXT_AFTER_ERROR if pattern is ERROR_WORD else 0))
+        byte_stride = max(1, int(self.line_bytes * self.stride))
+        wanted += [(offset, 0) for offset in range(lo, hi, byte_stride)]
+        if last:
+            tail = max(lo, hi - TAIL_BYTES)
+            wanted.append((tail, data.count(b"\n", tail, hi) + 1))
+        wanted.sort()
+        line_no, counted_to, parsed_to = first_line, lo, lo - 1
+        for position, extra in wanted:
+            start = data.rfind(b"\n", lo, position) + 1 or lo
+            if start <= parsed_to and extra == 0:
+                continue
+            line_no += data.count(b"\n", counted_to, start)
+            counted_to = start
+            current = line_no
+            for _ in range(extra + 1):
+                if start >= hi:
+                    break
+                stop = data.find(b"\n", start, hi)
+                stop = hi if stop < 0 else stop
+                if start > parsed_to:
+                    self._parse_raw(data[start:stop], current)
+                    parsed_to = start
+                start, current = stop + 1, current + 1
+        line_no += data.count(b"\n", counted_to, hi) + 1
+        stats.lines += line_no - first_line
+        stats.sampling_stride = self.stride
+        return line_no
+
+    def _learn_line_length(self, size: int, lines: int) -> None:
+        if lines and not self.line_bytes_known:
+            self.line_bytes = max(1.0, size / lines)
+            self.line_bytes_known = True
+
+    def _parse_raw(self, raw: bytes, line_no: int) -> None:
+        stats = self.collected.stats
+        if not raw:
+            return
+        if b"\x00" in raw:
+            stats.skipped_binary_lines += 1
+            return
+        if len(raw) > MAX_LINE_CHARS:
+            stats.truncated_lines += 1
+            raw = raw[:MAX_LINE_CHARS]
+        text = raw.decode("utf-8", errors="replace")
+        if text.count("\ufffd") > max(8, len(text) // 4):
+            stats.skipped_binary_lines += 1
+            return
+        self.parse_line(text, line_no)
+
+    def scan_stream(self, stream: BinaryIO, size_hint: int | None = None) -> None:
+        carry = b""  # a line cut by the block boundary
         line_no = 1
+        pending: tuple[bytes, int, int] | None = None  # one block of look-ahead, so the last is known as such
+        first = True
         while True:
-            block = stream.read(BLOCK_BYTES)
+            block = stream.read(HEAD_BYTES if first else BLOCK_BYTES)
             if not block:
                 break
-            data = carry + block if carry else block
-            cut = data.rfind(b"\n")
-            if cut < 0:
-                if len(data) > 4 * MAX_LINE_CHARS:  # one enormous line: cut it, count it truncated
-                    self.parse_block(data[:MAX_LINE_CHARS], line_no)
-                    carry = b""
-                else:
-                    carry = data
+            if first and size_hint and size_hint > 2 * HEAD_BYTES:
+                # Size the stride from the file's size now rather than thinning a full series many times.
+                lines = max(1, block.count(b"\n"))
+                expected = size_hint / (len(block) / lines)
+                self.stride = max(1, 2 ** int(math.log2(max(1.0, expected / (SERIES_CAP / 2)))))
+                self.line_bytes, self.line_bytes_known = len(block) / lines, True
+            first = False
+            head_end = block.find(b"\n")
+            if head_end < 0:  # no line ends in this block
+                carry += block
+                if len(carry) > 4 * MAX_LINE_CHARS:  # one enormous line: keep its start, count it truncated
+                    carry = carry[:MAX_LINE_CHARS + 1]
                 continue
-            whole, carry = data[:cut], data[cut + 1:]
-            self.parse_block(whole, line_no)
-            line_no += whole.count(b"\n") + 1
+            if pending is not None:
+                line_no = self.parse_block(pending[0], line_no, lo=pending[1], hi=pending[2])
+                pending = None
+            if carry:  # finish the cut line on its own; the block itself is never copied
+                line_no = self.parse_block(carry + block[:head_end], line_no)
+                start = head_end + 1
+            else:
+                start = 0
+            cut = block.rfind(b"\n")
+            if cut >= start:
+                pending = (block, start, cut)
+                carry = block[cut + 1:]
+            else:  # the only line end was the one that finished the cut line
+                carry = block[start:]
+        if pending is not None:
+            line_no = self.parse_block(pending[0], line_no, last=not carry, lo=pending[1], hi=pending[2])
         if carry:
-            self.parse_block(carry, line_no)
+            self.parse_block(carry, line_no, last=True)
 
 
 def sniff_file_format(head: bytes, name: str) -> str | None:
@@ -254,7 +312,11 @@ def read_source(stream: BinaryIO, name: str, forced_format: str | None = None) -
         scan_file_format(kind, stream, collected)
     else:
         scanner = Scanner(forced_format)
-        scanner.scan_stream(stream)
+        try:
+            size = os.fstat(stream.fileno()).st_size if hasattr(stream, "fileno") else None
+        except (OSError, io.UnsupportedOperation):
+            size = None
+        scanner.scan_stream(stream, size)
         collected = scanner.collected
     collected.stats.sources.append(name)
     collected.stats.series_lengths = {k: len(v) for k, v in collected.series.items()}

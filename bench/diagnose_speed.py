@@ -1,0 +1,85 @@
+"""Parse speed and peak memory of `advisor diagnose` on a large log, against a bare Python line loop.
+
+    python bench/diagnose_speed.py [--size-mb 1024] [--keep PATH]
+
+Both contenders run in fresh subprocesses over the same file, in the same run; the bare loop only counts
+lines (`for line in f`). Goal: diagnose at >= 0.5x the bare loop's speed, in bounded memory.
+Ends with: RESULT diagnose_speed vs_bare_loop=<ratio> peak_mib=<n>
+"""
+
+import argparse
+import math
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+BARE = """
+import sys
+n = 0
+with open(sys.argv[1], "rb") as f:
+    for line in f:
+        n += 1
+print(n)
+"""
+
+ADVISOR = """
+import sys
+from advisor.diagnose import diagnose_source
+report = diagnose_source(sys.argv[1])
+print(report.stats.lines, sorted(f.kind for f in report.findings), report.stats.sampling_stride)
+"""
+
+
+def make_log(path: str, size_mb: int) -> None:
+    """A plain training log: a falling, noisy loss, a val line every 2,000 steps, a nan near the end."""
+    target = size_mb * 2**20
+    step = 0
+    with open(path, "w") as log:
+        while log.tell() < target:
+            lines = []
+            for _ in range(20_000):
+                step += 1
+                loss = 2.3 * math.exp(-step / 3e6) + 0.05 * ((step * 7919) % 13) / 13
+                lines.append(f"2026-11-29 12:00:00,000 INFO train.py:88 Epoch [{step // 50_000 + 1}/400] "
+                             f"Step [{step % 50_000}/50000] Loss: {loss:.4f} lr: 0.1 grad_norm: 1.23\n")
+                if step % 2_000 == 0:
+                    lines.append(f"step {step}: train loss {loss:.4f}, val loss {loss + 0.1:.4f}\n")
+            log.write("".join(lines))
+        log.write("Epoch [400/400] Step [1/50000] Loss: nan lr: 0.1 grad_norm: nan\n")
+
+
+def timed(code: str, path: str) -> tuple[float, float, str]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, check=True).stdout
+    elapsed = time.perf_counter() - start
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return elapsed, max(peak_kib, before) / 1024, out.strip()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--size-mb", type=int, default=1024)
+    parser.add_argument("--keep", help="reuse (or create) the log at this path")
+    args = parser.parse_args()
+    path = args.keep or os.path.join(tempfile.mkdtemp(), "big.log")
+    if not os.path.exists(path):
+        print(f"writing a {args.size_mb} MiB log to {path} ...", flush=True)
+        make_log(path, args.size_mb)
+    size_mib = os.path.getsize(path) / 2**20
+    timed(BARE, path)  # warm the page cache so both read from memory
+    bare_s, bare_mib, bare_out = timed(BARE, path)
+    adv_s, adv_mib, adv_out = timed(ADVISOR, path)
+    print(f"file: {size_mib:.0f} MiB, {bare_out} lines")
+    print(f"bare line loop : {bare_s:6.2f} s  {size_mib / bare_s:7.1f} MiB/s")
+    print(f"advisor diagnose: {adv_s:6.2f} s  {size_mib / adv_s:7.1f} MiB/s  peak RSS {adv_mib:.0f} MiB  ({adv_out})")
+    if not args.keep:
+        os.remove(path)
+    print(f"RESULT diagnose_speed vs_bare_loop={bare_s / adv_s:.2f} peak_mib={adv_mib:.0f}")
+
+
+if __name__ == "__main__":
+    main()
