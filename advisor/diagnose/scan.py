@@ -20,7 +20,7 @@ from typing import BinaryIO
 
 from .readers import (FAILURE_READERS, METRIC_READERS, RANK_PREFIX, LineReader, csv_points, known_formats,
                       trainer_state_points)
-from .records import LogEvent, Point, ReadStats
+from .records import VAL_LOSS, LogEvent, Point, ReadStats
 
 ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07]*\x07|[@-Z\\-_])")
 BLOCK_BYTES = 4 << 20
@@ -68,8 +68,9 @@ class Collected:
                 return False
         series.append(point)
         if len(series) > SERIES_CAP:
-            self.series[point.name] = series[::2]  # only the series that overflowed: val stays whole
-            return True
+            self.series[point.name] = series[::2]  # only the series that overflowed
+            # Validation lines are always read, whatever the stride: thinning them must not coarsen the sample.
+            return point.name != VAL_LOSS
         return False
 
     def add_event(self, event: LogEvent) -> None:
