@@ -22,7 +22,7 @@ class DDPStrategy(WorkerStrategy):
             self.device = f"cuda:{local_rank}"
         dist.init_process_group(backend, timeout=datetime.timedelta(seconds=job.collective_timeout_s))
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
-        self._noise = {"local_sq": 0.0, "global_sq": 0.0, "steps": 0}
+        self._noise = {"local_sq": 0.0, "global_sq": 0.0, "steps": 0, "active": True}
         self._measure_noise = False
 
     @property
@@ -46,6 +46,9 @@ class DDPStrategy(WorkerStrategy):
 
     def measured_module(self, model):
         return model
+
+    def sample_noise(self, active):
+        self._noise["active"] = active
 
     def noise_stats(self):
         """Gradient noise scale from local (batch b) vs all-reduced (batch b x N) gradients (McCandlish et al. 2018)."""
@@ -78,15 +81,18 @@ def _null():
 def _noise_allreduce_hook(state, bucket):
     """Average gradients like DDP's default hook, recording |g|^2 before and after the all-reduce."""
     buffer = bucket.buffer()
-    state["local_sq"] += float(buffer.double().pow(2).sum())
+    active = state["active"]
+    if active:
+        state["local_sq"] += float(buffer.double().pow(2).sum())
     buffer.div_(dist.get_world_size())
     future = dist.all_reduce(buffer, async_op=True).get_future()
 
     def done(fut):
         averaged = fut.value()[0]
-        state["global_sq"] += float(averaged.double().pow(2).sum())
-        if bucket.is_last():
-            state["steps"] += 1
+        if active:
+            state["global_sq"] += float(averaged.double().pow(2).sum())
+            if bucket.is_last():
+                state["steps"] += 1
         return averaged
 
     return future.then(done)

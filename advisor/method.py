@@ -274,7 +274,7 @@ def _noise_summary(rows: list[TrialRecord]) -> tuple[float | None, str]:
                       "dominates; the estimate came out non-positive).")
     value = statistics.median(estimates)
     return value, (f"Estimated gradient noise scale B_simple ~ {value:.0f} (median of {len(estimates)} runs whose "
-                   "loss fell, from "
+                   "loss fell, over the second half of each run, from "
                    "per-process vs all-reduced gradient norms; McCandlish et al. 2018). Past it, a bigger global "
                    "batch buys little. This is an estimate from short, noisy runs.")
 

@@ -51,6 +51,9 @@ class WorkerStrategy:
     def noise_stats(self) -> dict | None:
         return None
 
+    def sample_noise(self, active: bool) -> None:
+        """Whether the coming steps count towards the gradient-noise estimate."""
+
     def measured_module(self, model):
         return model
 
@@ -179,6 +182,8 @@ def run_training(job, workload, strategy, model, optimizer):
                     group["lr"] = job.lr * factor
             if strategy.device == "cuda":
                 torch.cuda.synchronize()
+            # The noise scale grows as training settles; the first steps' huge gradients would dominate it.
+            strategy.sample_noise(step >= job.steps // 2)
             started = time.perf_counter()
             measure = measure_peak(strategy.device, strategy.measured_module(model), optimizer) if step == 1 \
                 else contextlib.nullcontext({})
