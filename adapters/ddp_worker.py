@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 
@@ -38,7 +39,7 @@ class DDPStrategy(WorkerStrategy):
         return ddp, optimizer
 
     def sync_context(self, model, sync):
-        return model.no_sync() if not sync else _null()
+        return model.no_sync() if not sync else contextlib.nullcontext()
 
     def all_reduce_sum(self, tensor):
         dist.all_reduce(tensor)
@@ -70,12 +71,6 @@ class DDPStrategy(WorkerStrategy):
     def shutdown(self):
         if dist.is_initialized():
             dist.destroy_process_group()
-
-
-def _null():
-    import contextlib
-
-    return contextlib.nullcontext()
 
 
 def _noise_allreduce_hook(state, bucket):

@@ -69,7 +69,12 @@ def load_adapter(name: str) -> Adapter:
             f"The adapter {name!r} ({ep.value}) failed to import: {type(exc).__name__}: {exc}. "
             "Install its dependencies or choose another adapter with --adapter."
         ) from None
-    adapter = factory() if isinstance(factory, type) or callable(factory) and not isinstance(factory, Adapter) else factory
+    # A class is instantiated; an instance is used as is; any other callable is a factory function.
+    # (A class object passes the Protocol's attribute check too, so test for it first.)
+    if isinstance(factory, type) or (callable(factory) and not isinstance(factory, Adapter)):
+        adapter = factory()
+    else:
+        adapter = factory
     if not isinstance(adapter, Adapter):
         raise AdapterError(
             f"The adapter {name!r} ({ep.value}) does not implement the adapter protocol "

@@ -27,11 +27,11 @@ class StderrProgress:
 
     def __call__(self, kind: str, payload: dict) -> None:
         if kind == "step":
-            self._line(f"== {payload['name']}")
+            self.line(f"== {payload['name']}")
         elif kind == "info":
-            self._line(f"   {payload['message']}")
+            self.line(f"   {payload['message']}")
         elif kind == "trial":
-            self._line("   " + self._trial_text(payload))
+            self.line("   " + self._trial_text(payload))
         elif kind == "progress":
             self._bar(payload)
 
@@ -61,10 +61,10 @@ class StderrProgress:
         else:
             quarter = 4 * done // total
             if quarter != self._last_quarter and quarter in (1, 2, 3):
-                self._line(f"   step {done}/{total} loss {p['loss']:.4f}")
+                self.line(f"   step {done}/{total} loss {p['loss']:.4f}")
             self._last_quarter = quarter
 
-    def _line(self, text: str) -> None:
+    def line(self, text: str) -> None:
         self.stream.write(("\r" if self.tty else "") + text + "\n")
         self.stream.flush()
 
@@ -121,8 +121,8 @@ def cmd_plan(args) -> int:
     recipe = build_recipe(result, ["advisor"] + sys.argv[1:])
     backup = write_recipe(recipe, out, force=args.force) if out else None
     if backup:
-        progress._line(f"   the previous recipe was kept as {backup}")
-    progress._line(f"== done in {time.monotonic() - started:.0f} s")
+        progress.line(f"   the previous recipe was kept as {backup}")
+    progress.line(f"== done in {time.monotonic() - started:.0f} s")
     if args.json:
         print(json.dumps(json_summary(result, str(out) if out else None), indent=2))
     else:

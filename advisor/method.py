@@ -215,8 +215,8 @@ def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, 
     ok = sorted((b, r) for b, r in tried.items() if r.status == "ok")
     if not ok:
         raise AdvisorError(f"Every trial batch down to 1 ran out of memory, although the ceiling probes fit "
-                           f"{ceiling.per_device_max}. Multi-process training needs more memory per device than "
-                           "one process: lower --headroom's complement (raise --headroom) or --device-memory.")
+                           f"{ceiling.per_device_max}. Multi-process training can need more memory per device than "
+                           "one process: raise --headroom, or plan for a device with more --device-memory.")
     chosen = ok[0][0]
     for (small, small_rec), (big, big_rec) in zip(ok, ok[1:]):
         gain = big_rec.throughput / small_rec.throughput

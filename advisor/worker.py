@@ -130,8 +130,6 @@ def run_probe(job, workload, strategy, model, optimizer):
     from .memory import apply_budget, is_oom, measure_peak
 
     gen_seed = job.seed + 1000 * strategy.rank
-    import torch
-
     warm = BatchStream(workload.train_data, 2, strategy.rank, strategy.world_size, gen_seed)
     _train_step(job, workload, strategy, model, optimizer, next(warm), sync=True)  # allocate optimizer state
     budget = apply_budget(strategy.device, job.memory_budget_bytes)
@@ -151,7 +149,6 @@ def run_probe(job, workload, strategy, model, optimizer):
         return
     emit("probe", rank=strategy.rank, batch=job.per_device_batch, status="ok", peak_bytes=peak["peak_bytes"],
          measured_by=peak["how"], breakdown=peak["breakdown"], seconds=time.perf_counter() - started, budget=budget)
-    del torch
 
 
 def _train_step(job, workload, strategy, model, optimizer, batch, sync: bool):
