@@ -47,6 +47,12 @@ def test_plan_with_a_global_target_that_needs_accumulation(tmp_path):
     assert again.returncode == 2 and "already exists" in again.stderr and "Nothing was run" in again.stderr
     assert load_recipe(out).batch.per_device == recipe.batch.per_device
 
+    import shlex
+
+    launch = shlex.split(recipe.data["launch"]["example"])  # generated commands are shell-quoted
+    assert launch[0] == "torchrun" and f"--batch-size={recipe.batch.per_device}" in launch
+    assert shlex.split(recipe.data["provenance"]["command"])[:2] == ["advisor", "plan"]
+
     check = subprocess.run([sys.executable, "-m", "advisor.cli", "check", str(out)], capture_output=True, text=True)
     assert check.returncode == 0 and "OK" in check.stdout
 

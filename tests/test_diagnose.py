@@ -310,3 +310,16 @@ def test_block_boundaries_never_lose_or_misnumber_a_line(monkeypatch, head, bloc
         text = lines[point.line - 1]
         expected = 1 / (int(text.split("Step [")[1].split("/")[0]) + 1) if "Step [" in text else 1.0
         assert point.value == pytest.approx(expected, abs=1e-5)
+
+
+def test_every_reader_reads_real_output_in_the_corpus():
+    from advisor.diagnose.readers import known_formats
+
+    seen = {}
+    for name in LABELS:
+        for fmt, count in diagnose_source(str(CORPUS / "logs" / name)).stats.formats.items():
+            seen[fmt] = seen.get(fmt, 0) + count
+    assert set(known_formats()) <= set(seen), set(known_formats()) - set(seen)
+    deepspeed = read_source(open(CORPUS / "logs" / "deepspeed_healthy.log", "rb"), "ds")
+    assert [p.value for p in deepspeed.series["lr"]][:2] == [0.003, 0.003]
+    assert deepspeed.series["lr"][0].step == 20
