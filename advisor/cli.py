@@ -107,6 +107,9 @@ def cmd_plan(args) -> int:
         raise AdvisorError(f"--nproc {nproc} asks for more processes than the {gpus} GPU(s) here.")
     if nproc > 1 and not adapter.capabilities.multi_process:
         raise AdvisorError(f"The adapter {adapter.name!r} runs a single process only; use --nproc 1.")
+    if args.precision == "fp16" and device == "cpu":
+        raise AdvisorError("fp16 mixed precision needs a CUDA GPU (loss scaling, fp16 kernels); on CPU use "
+                           "--precision bf16 or fp32.")
     if args.precision != "fp32" and not getattr(adapter.capabilities, f"supports_{args.precision}", False):
         raise AdvisorError(f"The adapter {adapter.name!r} does not support {args.precision}.")
     settings = MethodSettings(

@@ -38,11 +38,18 @@ class WorkerStrategy:
     def sync_context(self, model, sync: bool):
         return contextlib.nullcontext()
 
+    scaler = None  # a GradScaler under fp16 (CUDA only): set by the worker loop
+
     def backward(self, loss, model, optimizer) -> None:
-        loss.backward()
+        (self.scaler.scale(loss) if self.scaler else loss).backward()
 
     def optimizer_step(self, model, optimizer) -> None:
-        optimizer.step()
+        # Under AMP with accumulation, the optimizer and the scaler step once per `accumulation` micro-steps.
+        if self.scaler:
+            self.scaler.step(optimizer)
+            self.scaler.update()
+        else:
+            optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
     def all_reduce_sum(self, tensor):
@@ -283,6 +290,9 @@ def worker_main(strategy: WorkerStrategy, argv: list[str] | None = None) -> None
                  val_size=len(workload.val_data))
         optimizer = workload.make_optimizer(model.parameters(), job.lr)
         model, optimizer = strategy.wrap(model, optimizer, job)
+        if job.precision == "fp16" and strategy.device.startswith("cuda"):
+            # fp16 gradients underflow without loss scaling (not exercised on the CPU-only test machine).
+            strategy.scaler = torch.amp.GradScaler("cuda")
         if job.kind == "probe":
             run_probe(job, workload, strategy, model, optimizer)
         else:
