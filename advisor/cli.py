@@ -92,12 +92,19 @@ def cmd_plan(args) -> int:
                            "as a .bak file) or choose another --out path. Nothing was run.")
     adapter = load_adapter(args.adapter)
     device, gpus = _detect_device(args.device)
+    memories = None
     if args.device_memory:
         budget = parse_size(args.device_memory)
     elif device == "cuda":
         import torch
 
-        budget = torch.cuda.get_device_properties(0).total_memory
+        # Plan for the smallest card so one identical per-device batch fits every one of them.
+        memories = [torch.cuda.get_device_properties(i).total_memory for i in range(args.nproc or gpus)]
+        smallest = min(range(len(memories)), key=memories.__getitem__)
+        budget = memories[smallest]
+        if smallest != 0:
+            raise AdvisorError(f"GPU {smallest} has the least memory; probes run on GPU 0. Reorder the GPUs with "
+                               f"CUDA_VISIBLE_DEVICES so the smallest comes first, or pass --device-memory.")
     else:
         raise AdvisorError("No GPU here, so there is no device memory to measure against. Pass --device-memory "
                            "SIZE (for example --device-memory 1GiB) to plan for a device of that size; each "
@@ -117,7 +124,7 @@ def cmd_plan(args) -> int:
         headroom=args.headroom, trial_steps=args.trial_steps, sweep_steps=args.sweep_steps,
         subset_sweep=args.subset_sweep, global_batch=args.global_batch, base_lr=args.base_lr,
         base_batch=args.base_batch, precision=args.precision, trial_timeout_s=args.trial_timeout,
-        idle_timeout_s=args.idle_timeout, workdir=os.getcwd())
+        idle_timeout_s=args.idle_timeout, workdir=os.getcwd(), device_memories=memories)
     progress = StderrProgress()
     started = time.monotonic()
     result = run_method(adapter, settings, progress)
@@ -134,9 +141,11 @@ def cmd_plan(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from .recipe import check_recipe
+    from .recipe import check_recipe, recipe_warnings
 
     data = check_recipe(args.recipe)
+    for warning in recipe_warnings(data):
+        print(f"{args.recipe}: warning: {warning}", file=sys.stderr)
     b, lr = data["batch"], data["lr"]
     print(f"{args.recipe}: OK (schema {data['schema_version']}): {b['per_device']} per device x {b['world_size']} x "
           f"{b['accumulation_steps']} accumulation = global {b['global']}, lr {lr['value']:g} ({lr['rule']}), "

@@ -22,7 +22,7 @@ from .job import TrialJob
 from .launch import JobOutcome, run_job
 from .ledger import TrialRecord
 from .lr import LRDecision, WarmupDecision, plan_warmup, scale_lr
-from .plan import Plan, plan_data_parallel
+from .plan import Plan, identical_batch_for, plan_data_parallel
 from .tasks import task_profile
 
 HIGH_WATER = 0.60  # below this share of the ceiling's memory, double the trial batch
@@ -49,6 +49,7 @@ class MethodSettings:
     idle_timeout_s: float = 180.0
     collective_timeout_s: float = 120.0
     max_batch: int = 65536
+    device_memories: list[int] | None = None  # every device's memory, when they differ (heterogeneous GPUs)
     workdir: str = field(default_factory=os.getcwd)
     base_warmup_epochs: float = 1.0
 
@@ -265,6 +266,15 @@ def comparison_sweep(runner: Runner, chosen: int, ceiling: CeilingResult, steps:
     return winner.per_device, why, rows
 
 
+def heterogeneous_devices_note(ceiling: CeilingResult, device_memories: list[int] | None):
+    """With cards of different sizes, say what identical batches leave unused (probes ran on the smallest)."""
+    if not device_memories or len(set(device_memories)) < 2:
+        return None
+    usable_share = ceiling.usable_bytes / ceiling.budget_bytes
+    ceilings = [ceiling.fit.batch_for((1 - ceiling.headroom) * usable_share * m) for m in device_memories]
+    return identical_batch_for(ceilings)[1]
+
+
 def _noise_summary(rows: list[TrialRecord]) -> tuple[float | None, str]:
     # A run whose loss rose has gradients dominated by the blow-up, not by sampling noise.
     healthy = [r for r in rows if r.status == "ok" and r.losses and r.losses[-1] < r.losses[0]]
@@ -321,6 +331,9 @@ def run_method(adapter: Adapter, settings: MethodSettings, progress: Progress | 
         plan.per_device = sweep_choice  # the validated value; target == sweep_choice x nproc, so no accumulation
         plan.reason = (f"The sweep's winner, {sweep_choice} per device x {settings.nproc} device(s) = global "
                        f"{plan.global_batch}; it fits the ceiling, so no accumulation. " + plan.reason)
+    note = heterogeneous_devices_note(ceiling, settings.device_memories)
+    if note:
+        plan.warnings.append(note)
     lr = _lr_for(info, plan.global_batch)
     warmup = plan_warmup(lr.scale, info.train_size, plan.global_batch, settings.base_warmup_epochs)
     noise, noise_reason = _noise_summary([r for r in runner.ledger if r.phase in ("trial", "sweep")])

@@ -144,6 +144,23 @@ def validate(data: dict, path: str = "<recipe>", text: str = "") -> None:
         _fail(path, text, f"'warmup.steps' must not be negative.", "warmup", "steps")
 
 
+def recipe_warnings(data: dict) -> list[str]:
+    """Valid but suspicious: what a hand edit of a generated recipe can get wrong."""
+    from .lr import check_lr_change
+
+    batch, lr = data["batch"], data["lr"]
+    found = []
+    flagged = check_lr_change(lr["base"], lr["base_global_batch"], lr["value"], batch["global"],
+                              batch["accumulation_steps"])
+    if flagged:
+        found.append(flagged)
+    if batch["global"] != lr["base_global_batch"] and lr["rule"] == "unchanged":
+        found.append(f"lr.rule is 'unchanged' but the global batch ({batch['global']}) differs from the one the "
+                     f"base LR was tuned for ({lr['base_global_batch']}): scale the LR (linear for SGD, square "
+                     "root for Adam) or regenerate the recipe.")
+    return found
+
+
 def read_recipe_data(path: str | os.PathLike) -> tuple[dict, str]:
     path = str(path)
     try:

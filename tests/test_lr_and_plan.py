@@ -105,3 +105,16 @@ def test_contrastive_small_batch_suggests_a_queue():
 def test_nothing_fits():
     with pytest.raises(AdvisorError, match="mixed precision"):
         plan_data_parallel(128, world_size=2, ceiling=0, task="image-classification")
+
+
+def test_heterogeneous_gpus_get_identical_batches_and_a_note():
+    from advisor.ceiling import CeilingResult, MemoryFit
+    from advisor.method import heterogeneous_devices_note
+
+    gib = 2**30
+    fit = MemoryFit(fixed_bytes=1 * gib, per_sample_bytes=0.1 * gib)
+    ceiling = CeilingResult(per_device_max=76, budget_bytes=10 * gib, headroom=0.15, fit=fit, largest_ok=90,
+                            smallest_oom=95, usable_bytes=10 * gib)
+    note = heterogeneous_devices_note(ceiling, [10 * gib, 10 * gib, 40 * gib])
+    assert note.code == "heterogeneous-devices" and "every device uses 75" in note.message
+    assert heterogeneous_devices_note(ceiling, [10 * gib, 10 * gib]) is None

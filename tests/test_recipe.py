@@ -132,3 +132,21 @@ def test_engine_imports_no_ui():
 def test_recipe_reader_does_not_import_torch():
     code = "import sys, advisor; advisor.load_recipe; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_check_warns_when_a_hand_edit_changed_the_lr_but_kept_the_global_batch(tmp_path, capsys):
+    data = minimal()
+    data["lr"]["value"] = 0.05  # accumulation kept global 128, yet the LR was changed
+    path = tmp_path / "edited.toml"
+    path.write_text(dumps_recipe(data))
+    assert main(["check", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert "classic error" in err and "keep the LR at 0.1" in err
+
+
+def test_check_warns_when_the_batch_changed_but_the_lr_rule_says_unchanged(tmp_path, capsys):
+    data = minimal(per_device=32, accumulation_steps=2, **{"global": 256})
+    path = tmp_path / "edited.toml"
+    path.write_text(dumps_recipe(data))
+    assert main(["check", str(path)]) == 0
+    assert "scale the LR" in capsys.readouterr().err

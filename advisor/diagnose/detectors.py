@@ -11,6 +11,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from ..units import format_bytes
 from .records import TRAIN_LOSS, VAL_LOSS, Finding, LogEvent, Point
 
 MIN_POINTS = 20
@@ -111,14 +112,8 @@ def _span(points: list[Point], start: int, end: int) -> dict:
     return {"from": a, "to": b}
 
 
-def _fmt_bytes(n: int | None) -> str:
-    if not n:
-        return "?"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"
-        n /= 1024
-    return ""
+def _finite(points: list[Point]) -> list[Point]:
+    return [p for p in points if math.isfinite(p.value)]
 
 
 # ------------------------------------------------------------------ OOM
@@ -142,9 +137,9 @@ def detect_oom(events: list[LogEvent], counts: dict, ctx: Context) -> list[Findi
             evidence["rank"] = d["rank"]
         sizes = ""
         if "tried_bytes" in d:
-            sizes = f" while allocating {_fmt_bytes(d['tried_bytes'])}"
+            sizes = f" while allocating {format_bytes(d['tried_bytes'])}"
             if "total_bytes" in d:
-                sizes += f" on a {_fmt_bytes(d['total_bytes'])} GPU with {_fmt_bytes(d.get('free_bytes'))} free"
+                sizes += f" on a {format_bytes(d['total_bytes'])} GPU with {format_bytes(d.get('free_bytes'))} free"
         where = "CPU" if d.get("device") == "cpu" else f"GPU {d.get('gpu', '?')}"
         if "rank" in d:
             where += f" (rank {d['rank']})"
@@ -212,7 +207,7 @@ def detect_diverged(series: dict[str, list[Point]], events: list[LogEvent], coun
             return [Finding("diverged", "error",
                             f"{name} became {bad.value} at {_describe(where)}: training diverged.",
                             evidence, _diverged_actions(ctx))]
-    train = [p for p in series.get(TRAIN_LOSS, []) if math.isfinite(p.value)]
+    train = _finite(series.get(TRAIN_LOSS, []))
     if len(train) >= MIN_POINTS:
         values = _values(train)
         k = max(3, len(values) // 10)
@@ -264,7 +259,7 @@ def _trend_and_noise(values: list[float]) -> tuple[list[float], float]:
 
 
 def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
-    train = [p for p in series.get(TRAIN_LOSS, []) if math.isfinite(p.value)]
+    train = _finite(series.get(TRAIN_LOSS, []))
     if len(train) < MIN_POINTS:
         return []
     values = _values(train)
@@ -319,7 +314,7 @@ def _autocorrelation(values: list[float], lag: int, mean: float, var: float) -> 
 
 
 def detect_periodic(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
-    train = [p for p in series.get(TRAIN_LOSS, []) if math.isfinite(p.value)]
+    train = _finite(series.get(TRAIN_LOSS, []))
     if len(train) < 3 * MIN_POINTS:
         return []
     raw = _values(train)
@@ -377,8 +372,8 @@ def _relative_drop(values: list[float]) -> float:
 
 
 def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
-    train = [p for p in series.get(TRAIN_LOSS, []) or series.get("train_loss_epoch", []) if math.isfinite(p.value)]
-    val = [p for p in series.get(VAL_LOSS, []) if math.isfinite(p.value)]
+    train = _finite(series.get(TRAIN_LOSS, []) or series.get("train_loss_epoch", []))
+    val = _finite(series.get(VAL_LOSS, []))
     findings = []
     train_drop = _relative_drop(_values(train)) if len(train) >= MIN_POINTS else None
     if len(val) >= 4 and train_drop is not None and train_drop > HEALTHY_TRAIN_DROP:

@@ -9,7 +9,6 @@ Failure readers (OOM, torchrun) always run: failures look the same in any log.
 from __future__ import annotations
 
 import json
-import math
 import re
 from typing import Iterable
 
@@ -292,7 +291,7 @@ class JSONLineReader(LineReader):
         if not (stripped.startswith("{") and stripped.endswith("}")) or '"' not in stripped:
             return None
         try:
-            obj = json.loads(stripped.replace("NaN", "NaN"))
+            obj = json.loads(stripped)  # json accepts NaN and Infinity as Python writes them
         except ValueError:
             return None
         if not isinstance(obj, dict):
@@ -348,6 +347,3 @@ def csv_points(header: list[str], rows: Iterable[tuple[int, list[str]]]) -> list
         points += _points_from_pairs(pairs, line)
     return points
 
-
-def is_finite(value: float) -> bool:
-    return not (math.isnan(value) or math.isinf(value))

@@ -324,8 +324,5 @@ def read_source(stream: BinaryIO, name: str, forced_format: str | None = None) -
     return collected
 
 
-def finite(points: list[Point]) -> list[Point]:
-    return [p for p in points if not (math.isnan(p.value) or math.isinf(p.value))]
 
-
-__all__ = ["Collected", "Scanner", "known_formats", "read_source", "finite"]
+__all__ = ["Collected", "Scanner", "known_formats", "read_source"]
