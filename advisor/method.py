@@ -328,7 +328,6 @@ def run_method(adapter: Adapter, settings: MethodSettings, progress: Progress | 
                               info.has_batchnorm, settings.device, settings.precision,
                               amp_available=settings.device == "cuda")
     if not settings.global_batch:
-        plan.per_device = sweep_choice  # the validated value; target == sweep_choice x nproc, so no accumulation
         plan.reason = (f"The sweep's winner, {sweep_choice} per device x {settings.nproc} device(s) = global "
                        f"{plan.global_batch}; it fits the ceiling, so no accumulation. " + plan.reason)
     note = heterogeneous_devices_note(ceiling, settings.device_memories)

@@ -137,11 +137,11 @@ def validate(data: dict, path: str = "<recipe>", text: str = "") -> None:
         if not lr[key] > 0:
             _fail(path, text, f"'lr.{key}' must be positive, not {lr[key]}.", "lr", key)
     if lr["base_global_batch"] < 1:
-        _fail(path, text, f"'lr.base_global_batch' must be at least 1.", "lr", "base_global_batch")
+        _fail(path, text, "'lr.base_global_batch' must be at least 1.", "lr", "base_global_batch")
     if lr["rule"] not in LR_RULES:
         _fail(path, text, f"'lr.rule' must be one of {', '.join(LR_RULES)}, not {lr['rule']!r}.", "lr", "rule")
     if warmup["steps"] < 0:
-        _fail(path, text, f"'warmup.steps' must not be negative.", "warmup", "steps")
+        _fail(path, text, "'warmup.steps' must not be negative.", "warmup", "steps")
 
 
 def recipe_warnings(data: dict) -> list[str]:

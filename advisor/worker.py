@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import os
 import statistics
 import sys
@@ -73,7 +72,6 @@ def emit(kind: str, **payload) -> None:
 
 
 def _batch(dataset, indices):
-    import torch
     from torch.utils.data import TensorDataset, default_collate
 
     if isinstance(dataset, TensorDataset):

@@ -1,6 +1,5 @@
 """Workload specs and the adapter registry: every bad input gives one clear message."""
 
-import json
 import subprocess
 import sys
 import types

@@ -223,7 +223,6 @@ class LightningBarReader(LineReader):
     description = "PyTorch Lightning tqdm and rich progress bars (TTY or not), train_loss_step / val_loss"
     EPOCH = re.compile(r"^\s*(?:Epoch|Validation|Training)\s+(?P<epoch>\d+)(?:/\d+)?\b")
     STEP = re.compile(r"(?P<step>\d+)/(?P<total>\d+)")
-    PAIRS = re.compile(rf"(?P<key>[A-Za-z_][\w/.\-]*)\s*[=:]\s*(?P<value>{NUMBER})(?![\w.])")
 
     def read(self, text, line):
         m = self.EPOCH.search(text)
@@ -233,7 +232,7 @@ class LightningBarReader(LineReader):
         rest = text[m.end():]
         step_match = self.STEP.search(rest)
         step = float(step_match.group("step")) if step_match else None
-        pairs = [(k, v) for k, v in self.PAIRS.findall(rest) if k != "v_num"]
+        pairs = [(k, v) for k, v in _KV.findall(rest) if k != "v_num"]
         points = _points_from_pairs(pairs, line, epoch=epoch)
         for p in points:
             # Step-level values move with the bar: order them by a fractional epoch. Epoch-level values

@@ -6,7 +6,6 @@ A tiny BERT built from a config (no download) classifies synthetic token sequenc
 """
 
 import glob
-import json
 import os
 import shutil
 import subprocess
