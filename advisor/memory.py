@@ -12,21 +12,7 @@ from __future__ import annotations
 import contextlib
 import resource
 
-OOM_MARKERS = (
-    "out of memory",
-    "can't allocate memory",
-    "not enough memory",
-    "could not create a primitive",  # oneDNN under an address-space limit: an OOM too
-    "cublas_status_alloc_failed",
-)
-
-
-def is_oom(exc: BaseException) -> bool:
-    import torch
-
-    if isinstance(exc, getattr(torch, "OutOfMemoryError", ())) or isinstance(exc, MemoryError):
-        return True
-    return isinstance(exc, RuntimeError) and any(m in str(exc).lower() for m in OOM_MARKERS)
+from .oom import is_oom_exception as is_oom  # noqa: F401 - the one classifier, re-exported for workers
 
 
 def data_segment_bytes() -> int:
