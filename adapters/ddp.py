@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from advisor.adapters import Capabilities, torchrun_command
+from advisor.adapters import AdapterBase, Capabilities, torchrun_command
 
 
-class DDPAdapter:
+class DDPAdapter(AdapterBase):
     name = "ddp"
     summary = "torch DistributedDataParallel via torchrun (gloo on CPU, NCCL on CUDA)"
-    capabilities = Capabilities(supports_accumulation=True, supports_lamb=False)
+    capabilities = Capabilities(supports_accumulation=True, supports_lamb=False, measures_gradient_noise=True)
 
     def command(self, job_path: str, nproc: int) -> list[str]:
         return torchrun_command("advisor_adapters.ddp_worker", job_path, nproc)

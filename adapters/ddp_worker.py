@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import os
 
@@ -10,28 +9,28 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from advisor.noise import GradNormSample
 from advisor.worker import WorkerStrategy, worker_main
 
 
 class DDPStrategy(WorkerStrategy):
     def setup(self, job):
-        self.device = "cuda" if job.device == "cuda" else "cpu"
-        backend = "nccl" if self.device == "cuda" else "gloo"
         local_rank = int(os.environ.get("LOCAL_RANK", 0))
-        if self.device == "cuda":
-            torch.cuda.set_device(local_rank)
-            self.device = f"cuda:{local_rank}"
+        if job.device.startswith("cuda"):
+            self.device = torch.device("cuda", local_rank)
+            torch.cuda.set_device(self.device)
+            backend = "nccl"
+        else:
+            self.device = torch.device("cpu")
+            backend = "gloo"
         dist.init_process_group(backend, timeout=datetime.timedelta(seconds=job.collective_timeout_s))
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         self._noise = {"local_sq": 0.0, "global_sq": 0.0, "steps": 0, "active": True}
         self._measure_noise = False
 
-    @property
-    def device_type(self):
-        return self.device.split(":")[0]
-
-    def wrap(self, model, optimizer, job):
-        ddp = DistributedDataParallel(model, device_ids=None if self.device_type == "cpu" else [self.device])
+    def prepare(self, model, optimizer, job):
+        model, optimizer = super().prepare(model, optimizer, job)
+        ddp = DistributedDataParallel(model, device_ids=None if self.device.type == "cpu" else [self.device])
         if self.world_size > 1 and job.kind == "train":
             self._measure_noise = True
             self._batch_small = job.per_device_batch * job.accumulation_steps
@@ -39,34 +38,40 @@ class DDPStrategy(WorkerStrategy):
         return ddp, optimizer
 
     def sync_context(self, model, sync):
-        return model.no_sync() if not sync else contextlib.nullcontext()
+        return model.no_sync() if not sync else super().sync_context(model, sync)
+
+    def eval_model(self, model):
+        return model.module  # no gradient sync or buffer broadcast needed to evaluate
+
+    def extra_memory(self, model) -> dict[str, int]:
+        # DDP's reducer keeps flat all-reduce buckets the size of the gradients (gradient_as_bucket_view=False,
+        # the default), allocated at wrap time, so a tensor tracker entered later does not see them.
+        if getattr(model, "gradient_as_bucket_view", False):
+            return {}
+        size = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+        return {"ddp_buckets (parameter-sized, computed)": int(size)}
 
     def all_reduce_sum(self, tensor):
         dist.all_reduce(tensor)
         return tensor
 
-    def measured_module(self, model):
-        return model
-
     def sample_noise(self, active):
         self._noise["active"] = active
 
-    def noise_stats(self):
-        """Gradient noise scale from local (batch b) vs all-reduced (batch b x N) gradients (McCandlish et al. 2018)."""
-        if not self._measure_noise or not self._noise["steps"]:
+    def gradient_norms(self):
+        """Mean |g|^2 per step before (batch b) and after (batch b x N) the all-reduce, over every rank."""
+        if not self._measure_noise:
             return None
         stats = torch.tensor([self._noise["local_sq"], self._noise["global_sq"], self._noise["steps"]],
-                             dtype=torch.float64)
+                             dtype=torch.float64, device=self.device)
         dist.all_reduce(stats)
-        steps = stats[2] / self.world_size
-        g_small_sq = float(stats[0] / self.world_size / steps)
-        g_big_sq = float(stats[1] / self.world_size / steps)
-        b_small, b_big = self._batch_small, self._batch_small * self.world_size
-        true_sq = (b_big * g_big_sq - b_small * g_small_sq) / (b_big - b_small)
-        trace = (g_small_sq - g_big_sq) / (1 / b_small - 1 / b_big)
-        return {"g_small_sq": g_small_sq, "g_big_sq": g_big_sq, "b_small": b_small, "b_big": b_big,
-                "g_true_sq": true_sq, "trace_sigma": trace,
-                "b_simple": trace / true_sq if true_sq > 0 else None, "steps": int(steps)}
+        stats = stats.cpu()
+        steps = float(stats[2]) / self.world_size
+        if not steps:
+            return None
+        return GradNormSample(small_sq=float(stats[0]) / self.world_size / steps,
+                              big_sq=float(stats[1]) / self.world_size / steps,
+                              b_small=self._batch_small, b_big=self._batch_small * self.world_size, steps=int(steps))
 
     def shutdown(self):
         if dist.is_initialized():

@@ -10,7 +10,7 @@ prints one warning and the others keep working.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Protocol, runtime_checkable
 
@@ -26,10 +26,15 @@ class Capabilities:
     supports_bf16: bool = True
     supports_fp16: bool = True
     multi_process: bool = True
+    measures_gradient_noise: bool = False  # reports per-replica and all-reduced gradient norms
+    needs_cuda: bool = False
+    optimizers: frozenset[str] | None = None  # the optimizers it can run; None: every one the workload names
 
 
 @runtime_checkable
 class Adapter(Protocol):
+    """The minimum a plugin implements; ``AdapterBase`` supplies the rest (see below)."""
+
     name: str
     summary: str
     capabilities: Capabilities
@@ -39,10 +44,105 @@ class Adapter(Protocol):
         ...
 
 
+# On CPU, glibc's sliding mmap threshold fragments the heap, so the largest batch that fits a memory limit
+# wanders from run to run; a fixed threshold returns freed activations to the OS at once. The probes run
+# with it, so the user's training must too: the recipe's [launch.env], its launch line and every export
+# carry it, and load_recipe() applies it.
+CPU_ALLOCATOR_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536"}
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """What a launch line for the user's training needs to say."""
+
+    nproc_per_node: int
+    nodes: int
+    per_device: int
+    accumulation_steps: int
+    lr: float
+    warmup_steps: int
+    precision: str
+    env: dict = field(default_factory=dict)
+    script: str = "train.py"
+
+
+class AdapterBase:
+    """Defaults for everything beyond the minimal protocol; built-in adapters subclass it.
+
+    An adapter owns how many processes a probe needs, the environment its workers and the user's
+    training need, the launch line the recipe carries, its options and the recipe extras they produce.
+    """
+
+    name = ""
+    summary = ""
+    capabilities = Capabilities()
+
+    def command(self, job_path: str, nproc: int) -> list[str]:
+        raise NotImplementedError
+
+    def unavailable_reason(self) -> str | None:
+        """Why this adapter cannot run here (a missing package, no CUDA), or None."""
+        return None
+
+    def probe_processes(self, nproc: int, options: dict) -> int:
+        """Processes a ceiling probe needs: 1, unless per-device memory depends on the world size."""
+        return 1
+
+    def environment(self, device_type: str) -> dict[str, str]:
+        """Variables the workers run with and the user's training must run with too."""
+        return dict(CPU_ALLOCATOR_ENV) if device_type == "cpu" else {}
+
+    def validate_options(self, options: dict) -> dict:
+        if options:
+            from .errors import SetupError
+
+            raise SetupError(f"The adapter {self.name!r} takes no options, but got {sorted(options)}. "
+                             "Remove them, or choose an adapter that has them.")
+        return {}
+
+    def recipe_extras(self, options: dict) -> dict:
+        """Adapter settings the recipe records (e.g. a ZeRO stage)."""
+        return {}
+
+    def launch_command(self, spec: LaunchSpec) -> list[str]:
+        return torchrun_launch_line(spec)
+
+
+class _WithDefaults(AdapterBase):
+    """A minimal third-party adapter, with AdapterBase's defaults for whatever it does not define."""
+
+    def __init__(self, inner):
+        self._inner = inner
+        self.name, self.summary, self.capabilities = inner.name, inner.summary, inner.capabilities
+
+    def __getattribute__(self, attr):
+        if not attr.startswith("_") and attr not in ("name", "summary", "capabilities"):
+            inner = object.__getattribute__(self, "_inner")
+            if hasattr(inner, attr):
+                return getattr(inner, attr)
+        return object.__getattribute__(self, attr)
+
+
 def torchrun_command(worker_module: str, job_path: str, nproc: int) -> list[str]:
     """torch's own launcher on one node; --standalone picks a free rendezvous port."""
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
             f"--nproc-per-node={nproc}", "--max-restarts=0", "-m", worker_module, "--job", job_path]
+
+
+def env_prefix(env: dict) -> list[str]:
+    """``env K=V ...`` in front of a command, so a copied launch line carries the settings."""
+    return ["env", *(f"{k}={v}" for k, v in sorted(env.items()))] if env else []
+
+
+def torchrun_launch_line(spec: LaunchSpec) -> list[str]:
+    if spec.nodes > 1:
+        where = [f"--nnodes={spec.nodes}", "--node-rank=$NODE_RANK", "--rdzv-backend=c10d",
+                 "--rdzv-endpoint=$MASTER_ADDR:29500"]
+    else:
+        where = ["--standalone", "--nnodes=1"]
+    return [*env_prefix(spec.env), "torchrun", *where, f"--nproc-per-node={spec.nproc_per_node}", spec.script,
+            f"--batch-size={spec.per_device}", f"--accumulation-steps={spec.accumulation_steps}",
+            f"--lr={spec.lr:.6g}", f"--warmup-steps={spec.warmup_steps}", f"--precision={spec.precision}"]
 
 
 def available_adapters() -> dict[str, str]:
@@ -80,7 +180,7 @@ def load_adapter(name: str) -> Adapter:
             f"The adapter {name!r} ({ep.value}) does not implement the adapter protocol "
             "(name, summary, capabilities, command(job_path, nproc))."
         )
-    return adapter
+    return adapter if isinstance(adapter, AdapterBase) else _WithDefaults(adapter)
 
 
 def describe_adapters() -> list[tuple[str, str]]:

@@ -30,6 +30,8 @@ class ProbeTrial:
     seconds: float
     purpose: str = ""
     message: str = ""
+    breakdown: dict = field(default_factory=dict)  # what the peak held: parameters, gradients, optimizer state, ...
+    measured_by: str = ""
 
 
 @dataclass
@@ -49,16 +51,36 @@ class CeilingResult:
     per_device_max: int
     budget_bytes: int
     headroom: float
-    fit: MemoryFit
+    fit: MemoryFit | None  # None when fewer than two batch sizes fit: no line was measured, none is written
     largest_ok: int  # the largest batch a real probe ran under the budget
     smallest_oom: int | None  # the smallest batch that met a real OOM (None: none met up to max_batch)
     usable_bytes: float  # memory that really fits: the budget, or less where the OOM edge says so
     trials: list[ProbeTrial] = field(default_factory=list)
     reason: str = ""
 
+    capped_by: str = ""  # why the search stopped growing without an OOM (the cap's reason), if it did
+
     @property
-    def estimated_peak_bytes(self) -> float:
+    def estimated_peak_bytes(self) -> float | None:
+        if self.fit is None:
+            return None
         return self.fit.bytes_at(self.per_device_max)
+
+    def split(self) -> dict[str, int]:
+        """Fixed vs growing memory at the largest probe that ran, from the tracker's breakdown (when there is one)."""
+        ok = [t for t in self.trials if t.status == "ok" and t.breakdown]
+        if not ok:
+            return {}
+        largest = max(ok, key=lambda t: t.batch)
+        fixed = sum(v for k, v in largest.breakdown.items() if not _grows_with_batch(k))
+        grows = sum(v for k, v in largest.breakdown.items() if _grows_with_batch(k))
+        return {"at_batch": largest.batch, "fixed_bytes": fixed, "batch_dependent_bytes": grows,
+                **{k: v for k, v in largest.breakdown.items() if v}}
+
+
+def _grows_with_batch(kind: str) -> bool:
+    # Activations and temporaries scale with the batch; parameters, gradients, optimizer state and buckets do not.
+    return kind.lower().startswith(("activation", "temp", "other"))
 
 
 def fit_linear(trials: list[ProbeTrial]) -> MemoryFit:
@@ -82,6 +104,7 @@ def search_ceiling(
     max_batch: int = 65536,
     resolution: float = DEFAULT_RESOLUTION,
     on_trial: Callable[[ProbeTrial], None] | None = None,
+    cap_reason: str = "",
 ) -> CeilingResult:
     """Find the largest per-device batch that fits with ``headroom`` of memory to spare.
 
@@ -99,6 +122,8 @@ def search_ceiling(
         return trial
 
     for batch in FIT_BATCHES:
+        if batch > max_batch:
+            break
         trial = run(batch, "fit")
         if trial.status != "ok":
             if batch == FIT_BATCHES[0] and run(1, "fit").status != "ok":
@@ -109,12 +134,8 @@ def search_ceiling(
                 )
             break
     ok = [t for t in trials if t.status == "ok"]
-    if len(ok) < 2:
-        # The budget is so tight that the fit batches do not fit: probe downwards one by one.
-        largest = max(t.batch for t in ok)
-        return CeilingResult(largest, budget_bytes, headroom, MemoryFit(0, budget_bytes), largest,
-                             min(t.batch for t in trials if t.status != "ok"), budget_bytes, trials,
-                             "Only tiny batches fit: the ceiling is the largest that ran.")
+    if len({t.batch for t in ok}) < 2 or max(t.batch for t in ok) >= max_batch:
+        return _small_ceiling(run, trials, budget_bytes, headroom, max_batch, cap_reason)
     fit = fit_linear(trials)
     largest_ok = max(t.batch for t in ok)
     smallest_oom: int | None = None
@@ -142,10 +163,50 @@ def search_ceiling(
     ceiling = max(1, min(largest_ok, by_memory))
     reason = (f"Fit: {fit.fixed_bytes / 2**20:.1f} MiB fixed + {fit.per_sample_bytes / 2**20:.3f} MiB per sample. "
               + (f"Real OOM edge between {largest_ok} (ran) and {smallest_oom} (OOM). " if smallest_oom
-                 else f"No OOM up to the cap of {max_batch}. ")
+                 else f"No OOM up to the cap of {max_batch}{' (' + cap_reason + ')' if cap_reason else ''}. ")
               + f"Keeping {headroom:.0%} headroom below {usable / 2**20:.0f} MiB that really fits gives {ceiling}.")
     if ceiling not in {t.batch for t in trials if t.status == "ok"}:
         # Confirm the answer itself with a real probe; near the edge OOM is a band, not a line.
         while ceiling > 1 and run(ceiling, "confirm").status != "ok":
             ceiling = max(1, math.floor(ceiling * 0.9))
-    return CeilingResult(ceiling, budget_bytes, headroom, fit, largest_ok, smallest_oom, usable, trials, reason)
+    return CeilingResult(ceiling, budget_bytes, headroom, fit, largest_ok, smallest_oom, usable, trials, reason,
+                         capped_by=cap_reason if smallest_oom is None else "")
+
+
+def _small_ceiling(run, trials, budget_bytes, headroom, max_batch, cap_reason) -> CeilingResult:
+    """Only small batches fit (or the cap is tiny): probe every size between the largest that ran and the
+    first OOM, fit a line only if two sizes ran, and keep the headroom only where a fit measures it."""
+    largest_ok = max(t.batch for t in trials if t.status == "ok")
+    ooms = [t.batch for t in trials if t.status != "ok"]
+    smallest_oom = min(ooms) if ooms else None
+    if smallest_oom is None and largest_ok < max_batch:
+        if run(max_batch, "edge").status == "ok":
+            largest_ok = max_batch
+        else:
+            smallest_oom = max_batch
+    while smallest_oom is not None and smallest_oom - largest_ok > 1:
+        guess = (largest_ok + smallest_oom) // 2
+        if run(guess, "edge").status == "ok":
+            largest_ok = guess
+        else:
+            smallest_oom = guess
+    ok = [t for t in trials if t.status == "ok"]
+    if len({t.batch for t in ok}) < 2:
+        reason = (f"Only a batch of {largest_ok} fits under {budget_bytes / 2**20:.0f} MiB"
+                  + (f" ({smallest_oom} ran out of memory)" if smallest_oom else f" (the cap: {cap_reason})")
+                  + ". With one size measured there is no memory line to fit, so no headroom could be kept: "
+                    "the ceiling is the largest batch that ran. Try mixed precision or a larger device.")
+        return CeilingResult(largest_ok, budget_bytes, headroom, None, largest_ok, smallest_oom, budget_bytes,
+                             trials, reason, capped_by="" if smallest_oom else cap_reason)
+    fit = fit_linear(trials)
+    usable = budget_bytes if smallest_oom is None else min(budget_bytes, fit.bytes_at(largest_ok))
+    ceiling = max(1, min(largest_ok, fit.batch_for((1 - headroom) * usable)))
+    while ceiling > 1 and ceiling not in {t.batch for t in trials if t.status == "ok"} \
+            and run(ceiling, "confirm").status != "ok":
+        ceiling -= 1
+    edge = (f"Real OOM edge between {largest_ok} (ran) and {smallest_oom} (OOM), probed one by one. " if smallest_oom
+            else f"No OOM up to the cap of {max_batch} ({cap_reason}). ")
+    reason = (f"Fit: {fit.fixed_bytes / 2**20:.1f} MiB fixed + {fit.per_sample_bytes / 2**20:.3f} MiB per sample. "
+              + edge + f"Keeping {headroom:.0%} headroom below {usable / 2**20:.0f} MiB gives {ceiling}.")
+    return CeilingResult(ceiling, budget_bytes, headroom, fit, largest_ok, smallest_oom, usable, trials, reason,
+                         capped_by="" if smallest_oom else cap_reason)

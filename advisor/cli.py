@@ -14,54 +14,68 @@ import time
 from pathlib import Path
 
 from . import __version__
-from .errors import AdvisorError, TrialError
+from .errors import AdvisorError
 
 
 class StderrProgress:
-    """Progress on stderr: a live bar on a terminal, a few plain lines in a log."""
+    """The session's typed events on stderr: a live bar on a terminal, a few plain lines in a log."""
 
     def __init__(self, stream=sys.stderr):
         self.stream = stream
         self.tty = stream.isatty()
         self._last_quarter = -1
 
-    def __call__(self, kind: str, payload: dict) -> None:
-        if kind == "step":
-            self.line(f"== {payload['name']}")
-        elif kind == "info":
-            self.line(f"   {payload['message']}")
-        elif kind == "trial":
-            self.line("   " + self._trial_text(payload))
-        elif kind == "progress":
-            self._bar(payload)
+    def __call__(self, event) -> None:
+        from . import events as ev
 
-    def _trial_text(self, t: dict) -> str:
+        if isinstance(event, ev.StepStarted):
+            self.line(f"== {event.step}. {event.title.lower()}")
+        elif isinstance(event, ev.Note):
+            self.line(f"   {event.message}")
+        elif isinstance(event, ev.Decision) and event.step == 3:
+            self.line(f"   -> {event.message}")
+        elif isinstance(event, ev.RunStarted):
+            self.line(f"   {event.phase}: {event.world_size} x {event.per_device} for {event.steps} steps"
+                      + (f" ({event.precision})" if event.precision != "fp32" else ""))
+        elif isinstance(event, ev.ProbeFinished):
+            self.line("   " + self._probe_text(event.trial))
+        elif isinstance(event, ev.TrialFinished):
+            self.line("   " + self._trial_text(event.record))
+        elif isinstance(event, ev.TrialProgress):
+            self._bar(event)
+
+    @staticmethod
+    def _probe_text(t) -> str:
         from .units import format_bytes
 
-        if t["phase"] == "ceiling":
-            peak = f", peak {format_bytes(t['peak_bytes'])}" if t.get("peak_bytes") else ""
-            return f"probe {t['batch']:>6}: {t['status'].upper()}{peak} ({t['seconds']:.1f} s)"
-        if t["status"] != "ok":
-            return f"{t['phase']} {t['per_device']} per device: OOM"
-        val = f", val acc {t['val_metric']:.3f}" if t.get("val_metric") is not None else (
-            f", val loss {t['val_loss']:.4f}" if t.get("val_loss") is not None else "")
-        return (f"{t['phase']} {t['per_device']} per device: {t['throughput']:.0f} samples/s, "
-                f"peak {format_bytes(t.get('peak_bytes'))}, loss {t.get('final_loss', float('nan')):.4f}{val} "
-                f"({t['seconds']:.1f} s)")
+        peak = f", peak {format_bytes(t.peak_bytes)}" if t.peak_bytes else ""
+        return f"probe {t.batch:>6}: {t.status.upper()}{peak} ({t.seconds:.1f} s)"
 
-    def _bar(self, p: dict) -> None:
-        done, total = p["step"], p["steps"]
+    @staticmethod
+    def _trial_text(r) -> str:
+        from .units import format_bytes
+
+        if r.status != "ok":
+            return f"{r.phase} {r.per_device} per device: OOM ({r.precision})"
+        val = f", val acc {r.val_metric:.3f}" if r.val_metric is not None else (
+            f", val loss {r.val_loss:.4f}" if r.val_loss is not None else "")
+        loss = r.final_loss if r.final_loss is not None else float("nan")
+        return (f"{r.phase} {r.per_device} per device: {r.throughput:.0f} samples/s, "
+                f"peak {format_bytes(r.peak_bytes)}, loss {loss:.4f}{val} ({r.seconds:.1f} s)")
+
+    def _bar(self, p) -> None:
+        done, total = p.step, p.steps
         if self.tty:
             width = 30
             filled = int(width * done / total)
-            self.stream.write(f"\r   [{'#' * filled}{'.' * (width - filled)}] {done}/{total} loss {p['loss']:.4f}")
+            self.stream.write(f"\r   [{'#' * filled}{'.' * (width - filled)}] {done}/{total} loss {p.loss:.4f}")
             if done == total:
                 self.stream.write("\r" + " " * 70 + "\r")
             self.stream.flush()
         else:
             quarter = 4 * done // total
             if quarter != self._last_quarter and quarter in (1, 2, 3):
-                self.line(f"   step {done}/{total} loss {p['loss']:.4f}")
+                self.line(f"   step {done}/{total} loss {p.loss:.4f}")
             self._last_quarter = quarter
 
     def line(self, text: str) -> None:
@@ -69,37 +83,17 @@ class StderrProgress:
         self.stream.flush()
 
 
-def _detect_device(requested: str | None) -> tuple[str, int]:
-    import torch
-
-    has_cuda = torch.cuda.is_available()
-    if requested == "cuda" and not has_cuda:
-        raise AdvisorError("--device cuda was asked for, but torch sees no CUDA GPU here (torch.cuda.is_available() "
-                           "is False). Check the driver and that torch is a CUDA build, or use --device cpu.")
-    device = requested or ("cuda" if has_cuda else "cpu")
-    return device, torch.cuda.device_count() if device == "cuda" else 0
-
-
-def cmd_plan(args) -> int:
-    from .adapters import load_adapter
-    from .method import MethodSettings, run_method
-    from .recipe import write_recipe
-    from .report import build_recipe, human_summary, json_summary
+def settings_from_args(args, host):
+    """MethodSettings from `advisor plan` arguments and the detected host (shared with the TUI's CLI flags)."""
+    from .method import MethodSettings
     from .units import parse_size
-    out = Path(args.out) if args.out else None
-    if out and out.exists() and not args.force:
-        raise AdvisorError(f"{out}: a recipe already exists there. Pass --force to replace it (the old one is kept "
-                           "as a .bak file) or choose another --out path. Nothing was run.")
-    adapter = load_adapter(args.adapter)
-    device, gpus = _detect_device(args.device)
+
     memories = None
     if args.device_memory:
         budget = parse_size(args.device_memory)
-    elif device == "cuda":
-        import torch
-
+    elif host.type == "cuda":
         # Plan for the smallest card so one identical per-device batch fits every one of them.
-        memories = [torch.cuda.get_device_properties(i).total_memory for i in range(args.nproc or gpus)]
+        memories = host.memories[: args.nproc or len(host.memories)]
         smallest = min(range(len(memories)), key=memories.__getitem__)
         budget = memories[smallest]
         if smallest != 0:
@@ -109,34 +103,47 @@ def cmd_plan(args) -> int:
         raise AdvisorError("No GPU here, so there is no device memory to measure against. Pass --device-memory "
                            "SIZE (for example --device-memory 1GiB) to plan for a device of that size; each "
                            "process then gets a real memory limit of that size.")
-    nproc = args.nproc or (gpus if device == "cuda" else 2)
-    if device == "cuda" and nproc > gpus:
-        raise AdvisorError(f"--nproc {nproc} asks for more processes than the {gpus} GPU(s) here.")
-    if nproc > 1 and not adapter.capabilities.multi_process:
-        raise AdvisorError(f"The adapter {adapter.name!r} runs a single process only; use --nproc 1.")
-    if args.precision == "fp16" and device == "cpu":
-        raise AdvisorError("fp16 mixed precision needs a CUDA GPU (loss scaling, fp16 kernels); on CPU use "
-                           "--precision bf16 or fp32.")
-    if args.precision != "fp32" and not getattr(adapter.capabilities, f"supports_{args.precision}", False):
-        raise AdvisorError(f"The adapter {adapter.name!r} does not support {args.precision}.")
-    settings = MethodSettings(
-        workload=args.workload, adapter_name=adapter.name, nproc=nproc, device=device, memory_budget_bytes=budget,
-        headroom=args.headroom, trial_steps=args.trial_steps, sweep_steps=args.sweep_steps,
-        subset_sweep=args.subset_sweep, global_batch=args.global_batch, base_lr=args.base_lr,
-        base_batch=args.base_batch, precision=args.precision, trial_timeout_s=args.trial_timeout,
-        idle_timeout_s=args.idle_timeout, workdir=os.getcwd(), device_memories=memories)
+    nproc = args.nproc if args.nproc is not None else (host.count if host.type == "cuda" else 2)
+    return MethodSettings(
+        workload=args.workload, adapter_name=args.adapter, nproc=nproc, device=host.type,
+        memory_budget_bytes=budget, headroom=args.headroom, trial_steps=args.trial_steps,
+        sweep_steps=args.sweep_steps, subset_sweep=args.subset_sweep, global_batch=args.global_batch,
+        base_lr=args.base_lr, base_batch=args.base_batch, precision=args.precision,
+        trial_timeout_s=args.trial_timeout, idle_timeout_s=args.idle_timeout, workdir=os.getcwd(),
+        device_memories=memories, optimizer=args.optimizer)
+
+
+def cmd_plan(args) -> int:
+    from .adapters import load_adapter
+    from .device import detect
+    from .recipe import check_output_path, save_recipe
+    from .report import build_recipe, human_summary, json_summary
+    from .session import Session, validate_setup
+
+    out = Path(args.out) if args.out else None
+    if out:
+        check_output_path(out, args.force)
+    adapter = load_adapter(args.adapter)
+    host = detect(args.device)
+    settings = settings_from_args(args, host)
+    setup = validate_setup(settings, adapter, host)
     progress = StderrProgress()
     started = time.monotonic()
-    result = run_method(adapter, settings, progress)
+    result = Session(adapter, settings, setup, progress).run_all()
     recipe = build_recipe(result, ["advisor"] + sys.argv[1:])
-    backup = write_recipe(recipe, out, force=args.force) if out else None
-    if backup:
-        progress.line(f"   the previous recipe was kept as {backup}")
+    saved = save_recipe(recipe, out, force=args.force) if out else None
+    if saved and saved.backup:
+        progress.line(f"   the previous recipe was kept as {saved.backup}")
     progress.line(f"== done in {time.monotonic() - started:.0f} s")
+    where = str(saved.path) if saved else None
     if args.json:
-        print(json.dumps(json_summary(result, str(out) if out else None), indent=2))
+        print(json.dumps(json_summary(result, where), indent=2))
     else:
-        print(human_summary(result, str(out) if out else None))
+        print(human_summary(result, where))
+    if saved and saved.fallback_reason:
+        print(f"advisor: the recipe could not be written where asked ({saved.fallback_reason}). The finished "
+              f"run was saved to {saved.path} instead: move it where you want it.", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -252,7 +259,10 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--global-batch", type=int, help="a global batch target to plan for (accumulation fills gaps)")
     plan.add_argument("--base-lr", type=float, help="the LR used today (default: the workload's)")
     plan.add_argument("--base-batch", type=int, help="the global batch that LR was tuned for")
-    plan.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32")
+    plan.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto",
+                      help="auto (default): fp32, and mixed precision before halving when a trial runs out of "
+                           "memory; or fix one")
+    plan.add_argument("--optimizer", help="the optimizer training runs (default: the workload's)")
     plan.add_argument("--trial-timeout", type=float, default=900.0, help="seconds one trial may take in all")
     plan.add_argument("--idle-timeout", type=float, default=180.0, help="seconds without progress before a trial is "
                                                                         "declared hung")
@@ -287,9 +297,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         return args.func(args)
-    except TrialError as exc:
-        print(f"advisor: {exc}", file=sys.stderr)
-        return 130 if "interrupted" in str(exc) else 1
     except AdvisorError as exc:
         print(f"advisor: {exc}", file=sys.stderr)
         return exc.exit_code

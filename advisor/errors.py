@@ -27,3 +27,19 @@ class AdapterError(AdvisorError):
 
 class TrialError(AdvisorError):
     """A launched trial crashed, hung, or was interrupted."""
+
+    exit_code = 1
+
+
+class SetupError(AdvisorError):
+    """The inputs of a plan are inconsistent or impossible; found before any process starts."""
+
+
+class CancelledError(TrialError):
+    """The user cancelled a running step; every worker process was stopped."""
+
+    exit_code = 130
+
+
+class ExportError(AdvisorError):
+    """A recipe cannot be expressed in the asked-for launcher's configuration."""

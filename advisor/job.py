@@ -23,12 +23,13 @@ class TrialJob:
     lr: float = 0.01
     warmup_steps: int = 0
     precision: str = "fp32"  # "fp32" | "bf16" | "fp16"
-    device: str = "cpu"  # "cpu" | "cuda"
+    device: str = "cpu"  # "cpu" | "cuda" | "cuda:N"; workers normalise it with torch.device
     memory_budget_bytes: int | None = None
     collective_timeout_s: float = 60.0
     seed: int = 0
     evaluate: bool = False
     loss_every: int = 1
+    eval_points: int = 1  # validation checkpoints in a training run (the last one at the end)
     workdir: str = "."
     extra: dict = field(default_factory=dict)  # adapter-specific settings, e.g. a DeepSpeed ZeRO stage
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .errors import TrialError
+from .errors import CancelledError, TrialError
 from .job import OOM_EXIT_CODE, TrialJob, decode_event
 
 OOM_GRACE_S = 5.0  # after one rank reports OOM, how long the others get to report before the group is ended
@@ -66,15 +66,29 @@ def _kill_group(proc: subprocess.Popen) -> None:
         return
 
 
-def _worker_env(job: TrialJob) -> dict:
+class CancelToken:
+    """Set from any thread (a UI's Cancel button); a running job notices within a fraction of a second."""
+
+    def __init__(self):
+        self._event = threading.Event()
+
+    def cancel(self) -> None:
+        self._event.set()
+
+    def reset(self) -> None:
+        self._event.clear()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+
+def _worker_env(job: TrialJob, adapter_env: dict | None) -> dict:
     env = dict(os.environ)
+    # The adapter's variables are the ones the user's training must run with too (the recipe carries them).
+    env.update(adapter_env or {})
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("OMP_NUM_THREADS", "1")
-    if job.device == "cpu":
-        # A fixed mmap threshold returns freed activations to the OS at once; glibc's sliding threshold
-        # otherwise fragments the heap and makes the RLIMIT_DATA edge wander from run to run.
-        env.setdefault("MALLOC_MMAP_THRESHOLD_", "65536")
-    env.setdefault("DS_ACCELERATOR", "cpu" if job.device == "cpu" else "cuda")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (job.workdir, env.get("PYTHONPATH", "")) if p)
     # torchrun warns about OMP_NUM_THREADS; the message is noise for our users.
     env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
@@ -89,6 +103,8 @@ def run_job(
     idle_timeout_s: float | None = None,
     on_event: Callable[[dict], None] | None = None,
     label: str = "trial",
+    env: dict | None = None,
+    cancel: CancelToken | None = None,
 ) -> JobOutcome:
     """Run ``job`` on ``nproc`` workers; return their events, or raise TrialError with the cause."""
     with tempfile.TemporaryDirectory(prefix="advisor-job-") as tmp:
@@ -97,7 +113,7 @@ def run_job(
         argv = command_for(str(job_path), nproc)
         started = time.monotonic()
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                text=True, errors="replace", bufsize=1, env=_worker_env(job), cwd=job.workdir,
+                                text=True, errors="replace", bufsize=1, env=_worker_env(job, env), cwd=job.workdir,
                                 start_new_session=True)
         lines: queue.Queue = queue.Queue()
         threading.Thread(target=_reader, args=(proc.stdout, lines), daemon=True).start()
@@ -109,6 +125,10 @@ def run_job(
         try:
             while True:
                 now = time.monotonic()
+                if cancel is not None and cancel.cancelled:
+                    _kill_group(proc)
+                    raise CancelledError(f"The {label} was cancelled; every worker process was stopped. "
+                                         "Nothing was written.")
                 if now - started > timeout_s:
                     raise TrialError(_hung_message(label, outcome, nproc, f"did not finish within {timeout_s:.0f} s",
                                                    "raise --trial-timeout if the model is just slow"))
@@ -145,8 +165,8 @@ def run_job(
                                                    "a worker is stuck at shutdown")) from None
         except KeyboardInterrupt:
             _kill_group(proc)
-            raise TrialError(f"The {label} was interrupted (Ctrl-C); every worker process was stopped. "
-                             "Nothing was written.") from None
+            raise CancelledError(f"The {label} was interrupted (Ctrl-C); every worker process was stopped. "
+                                 "Nothing was written.") from None
         finally:
             _kill_group(proc)
         outcome.seconds = time.monotonic() - started

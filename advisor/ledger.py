@@ -25,8 +25,10 @@ class TrialRecord:
     val_loss: float | None = None
     val_metric: float | None = None
     noise_scale: float | None = None
+    train_seconds: float | None = None  # training time of the run, evaluation excluded
     note: str = ""
     losses: list[float] = field(default_factory=list)
+    evals: list[dict] = field(default_factory=list)  # validation checkpoints: step, train_seconds, val_loss, ...
 
     def to_dict(self) -> dict:
         # TOML has no null: drop what was not measured.

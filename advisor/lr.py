@@ -23,7 +23,7 @@ class LRDecision:
     base: float
     base_global_batch: int
     global_batch: int
-    rule: str  # "unchanged" | "linear" | "sqrt"
+    rule: str  # "unchanged" | "linear" | "sqrt" | "linear-sqrt" (linear to the threshold, sqrt past it)
     scale: float
     capped: bool
     cap: float
@@ -65,17 +65,22 @@ def scale_lr(
         rule = "linear"
         reason = (f"{optimizer} is SGD-style: linear scaling rule (Goyal et al. 2017), "
                   f"lr x {global_batch}/{base_global_batch}; it assumes the base LR was not already too high.")
+    factor = s if rule == "linear" else math.sqrt(s)
     if global_batch > large_batch_threshold:
         layerwise = "lars" if optimizer in SGD_OPTIMIZERS else "lamb"
         if rule == "linear":
-            rule = "sqrt"
-            reason = (f"The global batch {global_batch} is past ~{large_batch_threshold}, where linear scaling breaks: "
-                      f"square-root scaling instead, with a longer warmup.")
+            # Continuous: linear up to the threshold, square root from there on (no jump at 4096 -> 4104).
+            knee = max(large_batch_threshold, base_global_batch)
+            factor = (knee / base_global_batch) * math.sqrt(global_batch / knee)
+            rule = "linear-sqrt" if knee > base_global_batch else "sqrt"
+            reason = (f"Past a global batch of ~{large_batch_threshold} linear scaling breaks (Goyal et al. 2017): "
+                      f"linear from {base_global_batch} to {knee} (x{knee / base_global_batch:.3g}), then square "
+                      f"root from {knee} to {global_batch} (x{math.sqrt(global_batch / knee):.3g}), "
+                      f"lr x {factor:.4g}. The warmup is planned from the batch scale s = {s:.3g}.")
         warnings.append(
             f"Global batch {global_batch} > {large_batch_threshold}: use a layer-wise adaptive optimizer "
             f"({layerwise.upper()}) or a constant LR with a longer warmup; they keep convergence at 4k-64k batches."
         )
-    factor = s if rule == "linear" else math.sqrt(s)
     value = base_lr * factor
     capped = value > cap
     if capped:

@@ -23,18 +23,15 @@ def data_segment_bytes() -> int:
     raise RuntimeError("VmData not found in /proc/self/status")
 
 
-def apply_budget(device: str, budget_bytes: int | None) -> dict:
+def apply_budget(device, budget_bytes: int | None) -> dict:
     """Make allocations past ``budget_bytes`` fail for real; returns what was set."""
+    from .device import cap_memory, normalize
+
     if not budget_bytes:
         return {"enforced": False}
-    if device == "cuda":
-        import torch
-
-        total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
-        fraction = min(1.0, budget_bytes / total)
-        torch.cuda.set_per_process_memory_fraction(fraction)
-        return {"enforced": True, "how": "set_per_process_memory_fraction", "fraction": fraction,
-                "device_total_bytes": total}
+    dev = normalize(device)
+    if dev.type == "cuda":
+        return cap_memory(dev, budget_bytes)
     base = data_segment_bytes()
     limit = base + budget_bytes
     resource.setrlimit(resource.RLIMIT_DATA, (limit, resource.getrlimit(resource.RLIMIT_DATA)[1]))
@@ -42,17 +39,16 @@ def apply_budget(device: str, budget_bytes: int | None) -> dict:
 
 
 @contextlib.contextmanager
-def measure_peak(device: str, model, optimizer):
-    """Yield a dict whose ``peak_bytes`` holds the step's peak tensor memory once the block ends."""
-    out: dict = {"peak_bytes": None, "how": None, "breakdown": {}, "next_call": lambda: None}
-    if device == "cuda":
-        import torch
+def measure_peak(device, model, optimizer):
+    """Yield a dict whose ``peak_bytes`` holds the step's peak memory once the block ends."""
+    from .device import normalize, peak_allocated, reset_peak
 
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
+    out: dict = {"peak_bytes": None, "how": None, "breakdown": {}, "next_call": lambda: None}
+    dev = normalize(device)
+    if dev.type == "cuda":
+        reset_peak(dev)
         yield out
-        torch.cuda.synchronize()
-        out.update(peak_bytes=int(torch.cuda.max_memory_allocated()), how="torch.cuda.max_memory_allocated")
+        out.update(peak_bytes=peak_allocated(dev), how="torch.cuda.max_memory_allocated")
         return
     from torch.distributed._tools.mem_tracker import MemTracker
 

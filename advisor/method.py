@@ -1,9 +1,9 @@
-"""The four-step start method, end to end, through any adapter.
+"""The decisions of the four-step start method, as pure functions over an injected runner.
 
-1. memory ceiling (real probes in fresh processes), 2. starting value from the
-task table, 3. short trial with doubling/halving, 4. comparison sweep of half /
-chosen / double with the LR scaled for each. Then the data-parallel plan, LR and
-warmup. Progress goes to a callback, so the CLI and the TUI render it their way.
+Step 3 (short trial: double / halve / stop, mixed precision before halving) and step 4
+(comparison sweep: the pick, its tie-break and the chance check) decide from what a runner
+measured, so they are tested against a stub runner in milliseconds; ``advisor.session``
+drives them with the real runner. Every answer carries its reason.
 """
 
 from __future__ import annotations
@@ -11,23 +11,22 @@ from __future__ import annotations
 import math
 import os
 import statistics
-import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Protocol
 
-from .adapters import Adapter
-from .ceiling import DEFAULT_HEADROOM, CeilingResult, ProbeTrial, search_ceiling
+from .ceiling import DEFAULT_HEADROOM, CeilingResult, ProbeTrial
 from .errors import AdvisorError
-from .job import TrialJob
-from .launch import JobOutcome, run_job
 from .ledger import TrialRecord
 from .lr import LRDecision, WarmupDecision, plan_warmup, scale_lr
-from .plan import Plan, identical_batch_for, plan_data_parallel
+from .plan import Plan, Warning_, identical_batch_for, plan_data_parallel
 from .tasks import task_profile
 
 HIGH_WATER = 0.60  # below this share of the ceiling's memory, double the trial batch
 WORTH_DOUBLING = 1.10  # doubling must buy >= 10% more samples/s to be worth it
-METRIC_TIE = 0.005  # validation metrics within this are a tie; then the faster one wins
+METRIC_TIE = 0.005  # validation metrics within this are a tie; then the one that got there first wins
+SWEEP_EVAL_POINTS = 4  # validation checkpoints per sweep run, to time when each reached the metric
+SUBSET_SWEEP = (8, 16, 32, 64, 128)
+NOISE_MARGIN = 2.0  # a global batch past this multiple of the noise scale buys little
 
 
 @dataclass
@@ -44,7 +43,7 @@ class MethodSettings:
     global_batch: int | None = None  # a global target the user insists on; else the sweep decides
     base_lr: float | None = None
     base_batch: int | None = None
-    precision: str = "fp32"
+    precision: str = "auto"  # "auto": fp32, and mixed precision before halving on OOM; or fixed fp32/bf16/fp16
     trial_timeout_s: float = 900.0
     idle_timeout_s: float = 180.0
     collective_timeout_s: float = 120.0
@@ -52,6 +51,18 @@ class MethodSettings:
     device_memories: list[int] | None = None  # every device's memory, when they differ (heterogeneous GPUs)
     workdir: str = field(default_factory=os.getcwd)
     base_warmup_epochs: float = 1.0
+    adapter_options: dict = field(default_factory=dict)  # e.g. a DeepSpeed ZeRO stage
+    optimizer: str | None = None  # overrides the workload's optimizer
+    nodes: int = 1  # the target cluster: nodes x nproc processes (probes run on this host)
+    target_world_size: int | None = None  # the target cluster's processes; default nodes x nproc
+
+    @property
+    def world_size(self) -> int:
+        return self.target_world_size or self.nodes * self.nproc
+
+    @property
+    def start_precision(self) -> str:
+        return "fp32" if self.precision == "auto" else self.precision
 
 
 @dataclass
@@ -69,149 +80,102 @@ class WorkloadInfo:
     base_source: str
 
 
-@dataclass
-class StepTiming:
-    name: str
-    seconds: float
-    trials: int
+class Runner(Protocol):
+    """What the decisions need from whoever runs the jobs (the real launcher, or a stub in tests)."""
 
+    nproc: int
 
-@dataclass
-class MethodResult:
-    settings: MethodSettings
-    workload: WorkloadInfo
-    ceiling: CeilingResult
-    start_value: int
-    start_reason: str
-    trial_choice: int
-    trial_reason: str
-    sweep_choice: int
-    sweep_reason: str
-    plan: Plan
-    lr: LRDecision
-    warmup: WarmupDecision
-    ledger: list[TrialRecord]
-    timings: list[StepTiming]
-    noise_scale: float | None
-    noise_reason: str
-
-
-Progress = Callable[[str, dict], None]  # (kind, payload): "step", "trial", "progress", "info"
-
-
-class Runner:
-    """Runs jobs through one adapter and turns outcomes into ledger rows."""
-
-    def __init__(self, adapter: Adapter, settings: MethodSettings, progress: Progress):
-        self.adapter, self.s, self.progress = adapter, settings, progress
-        self.ledger: list[TrialRecord] = []
-        self.model_info: dict | None = None
-
-    def _job(self, **kw) -> TrialJob:
-        return TrialJob(workload=self.s.workload, device=self.s.device, memory_budget_bytes=self.s.memory_budget_bytes,
-                        collective_timeout_s=self.s.collective_timeout_s, precision=self.s.precision,
-                        workdir=self.s.workdir, **kw)
-
-    def _run(self, job: TrialJob, nproc: int, label: str) -> JobOutcome:
-        def relay(event):
-            if event["event"] == "model" and self.model_info is None:
-                self.model_info = event
-            elif event["event"] == "progress":
-                self.progress("progress", event)
-
-        return run_job(self.adapter.command, job, nproc, self.s.trial_timeout_s, self.s.idle_timeout_s, relay, label)
-
-    def probe(self, batch: int, purpose: str) -> ProbeTrial:
-        outcome = self._run(self._job(kind="probe", per_device_batch=batch, steps=2), 1,
-                            f"ceiling probe at batch {batch}")
-        event = outcome.first("probe") or {}
-        trial = ProbeTrial(batch, "ok" if outcome.status == "ok" and event.get("status") == "ok" else "oom",
-                           event.get("peak_bytes"), outcome.seconds, purpose, event.get("message", ""))
-        self.ledger.append(TrialRecord("ceiling", batch, 1, 1, batch, trial.status, round(outcome.seconds, 3),
-                                       precision=self.s.precision, peak_bytes=trial.peak_bytes,
-                                       note=f"{purpose} probe" + (f": {trial.message}" if trial.message else "")))
-        self.progress("trial", {"phase": "ceiling", "batch": batch, "status": trial.status,
-                                "peak_bytes": trial.peak_bytes, "seconds": outcome.seconds, "purpose": purpose})
-        return trial
+    def probe(self, batch: int, purpose: str) -> ProbeTrial: ...
 
     def train(self, phase: str, per_device: int, steps: int, lr: float, warmup_steps: int = 0,
-              accumulation: int = 1, evaluate: bool = False) -> TrialRecord:
-        job = self._job(kind="train", per_device_batch=per_device, steps=steps, lr=lr, warmup_steps=warmup_steps,
-                        accumulation_steps=accumulation, evaluate=evaluate, loss_every=max(1, steps // 20))
-        self.progress("info", {"message": f"{phase}: {self.s.nproc} x {per_device} for {steps} steps"})
-        outcome = self._run(job, self.s.nproc, f"{phase} at {per_device} per device")
-        global_batch = per_device * self.s.nproc * accumulation
-        if outcome.status == "oom":
-            oom = outcome.first("oom") or {}
-            record = TrialRecord(phase, per_device, self.s.nproc, accumulation, global_batch, "oom",
-                                 round(outcome.seconds, 3), lr=lr, warmup_steps=warmup_steps,
-                                 precision=self.s.precision, steps=steps, note=oom.get("message", "out of memory"))
-        else:
-            results = outcome.all("result")
-            if not results:
-                raise AdvisorError(f"The {phase} at {per_device} per device ended without a result. "
-                                   "Worker output:\n" + "\n".join(outcome.output_tail[-10:]))
-            lead = next((r for r in results if r.get("rank") == 0), results[0])
-            peak = max((r.get("peak_bytes") or 0) for r in results) or None
-            noise = (lead.get("noise") or {}).get("b_simple")
-            record = TrialRecord(phase, per_device, self.s.nproc, accumulation, global_batch, "ok",
-                                 round(outcome.seconds, 3), lr=lr, warmup_steps=warmup_steps,
-                                 precision=self.s.precision, steps=steps, peak_bytes=peak,
-                                 step_seconds=statistics.median(r["step_seconds"] for r in results),
-                                 throughput=min(r["throughput"] for r in results), final_loss=lead.get("final_loss"),
-                                 val_loss=lead.get("val_loss"), val_metric=lead.get("val_metric"),
-                                 noise_scale=noise, losses=lead.get("losses") or [])
-        self.ledger.append(record)
-        self.progress("trial", {"phase": phase, **record.to_dict()})
-        return record
+              accumulation: int = 1, evaluate: bool = False, precision: str = "fp32",
+              eval_points: int = 1) -> TrialRecord: ...
 
 
-def _workload_info(settings: MethodSettings, w, model_info: dict) -> WorkloadInfo:
-    base_global = settings.base_batch or w.current_batch_size or task_profile(w.task).start_per_device
-    base_lr = settings.base_lr or w.current_lr
-    if base_lr is None:
-        raise AdvisorError(f"The workload {settings.workload!r} gives no learning rate. Pass --base-lr (the LR "
-                           "you use today) and --base-batch (the global batch it was tuned for).")
-    source = ("--base-lr/--base-batch" if settings.base_lr or settings.base_batch
-              else "the workload's current_lr/current_batch_size")
-    return WorkloadInfo(w.name, w.task, w.num_classes, w.optimizer, len(w.train_data), len(w.val_data),
-                        model_info.get("parameters", 0), bool(model_info.get("has_batchnorm")), base_lr, base_global,
-                        source)
+Decide = Callable[[str], None]  # a decision, said as it is made (the UI shows them live)
 
 
-def _lr_for(info: WorkloadInfo, global_batch: int) -> LRDecision:
+@dataclass
+class TrialOutcome:
+    chosen: int
+    reason: str
+    precision: str  # what the trial ended up running: mixed precision if it was needed to fit
+    rows: list[TrialRecord]
+    decisions: list[str]
+
+
+@dataclass
+class SweepOutcome:
+    chosen: int
+    reason: str
+    rows: list[TrialRecord]
+    candidates: list[int]
+
+
+def lr_for(info: WorkloadInfo, global_batch: int) -> LRDecision:
     return scale_lr(info.base_lr, info.base_global_batch, global_batch, info.optimizer)
 
 
-def _lr_and_warmup(info: WorkloadInfo, global_batch: int, steps: int) -> tuple[float, int]:
+def lr_and_warmup(info: WorkloadInfo, global_batch: int, steps: int) -> tuple[float, int]:
     """The scaled LR for a short run, with the planned warmup squeezed into its first quarter."""
-    lr = _lr_for(info, global_batch)
+    lr = lr_for(info, global_batch)
     warmup = plan_warmup(lr.scale, info.train_size, global_batch).steps
     return lr.value, min(warmup, steps // 4)
 
 
-def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, info: WorkloadInfo
-                ) -> tuple[int, str, list[TrialRecord]]:
-    """Step 3: run at ``start``; double while memory stays under 60% of the ceiling's; halve on OOM."""
+def data_cap(train_size: int, world_size: int) -> int:
+    """A per-device batch never exceeds one device's share of the training set."""
+    return max(1, train_size // world_size)
+
+
+def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, info: WorkloadInfo,
+                precision: str, mixed: str | None, decide: Decide = lambda message: None,
+                cap: int | None = None, cap_reason: str = "") -> TrialOutcome:
+    """Step 3: run at ``start``; double while memory stays under 60% of the ceiling's; on OOM try ``mixed``
+    precision at the same batch (when the user left the precision open), then halve. Doubling never passes
+    ``cap`` (default: the ceiling), whose reason is said when it binds."""
     ceiling_bytes = ceiling.estimated_peak_bytes
+    cap = ceiling.per_device_max if cap is None else cap
     batch, rows, notes = start, [], []
     tried: dict[int, TrialRecord] = {}
+    decisions: list[str] = []
+
+    def say(message: str) -> None:
+        decisions.append(message)
+        decide(message)
+
     while batch >= 1 and batch not in tried:
-        record = runner.train("trial", batch, steps, *_lr_and_warmup(info, batch * runner.s.nproc, steps))
-        tried[batch] = record
+        lr, warmup = lr_and_warmup(info, batch * runner.nproc, steps)
+        record = runner.train("trial", batch, steps, lr, warmup, precision=precision)
         rows.append(record)
+        if record.status == "oom" and mixed and precision == "fp32":
+            say(f"{batch}: out of memory in fp32; re-running it in {mixed} mixed precision before halving "
+                "(DOMAIN 3: AMP before shrinking)")
+            retry = runner.train("trial", batch, steps, lr, warmup, precision=mixed)
+            rows.append(retry)
+            if retry.status == "ok":
+                precision = mixed
+                record = retry
+                notes.append(f"{batch}: OOM in fp32, fits in {mixed}: switched to {mixed}")
+        tried[batch] = record
         if record.status == "oom":
             notes.append(f"{batch}: OOM, halving")
+            say(f"{batch}: out of memory in {precision}: halving to {batch // 2}")
             batch //= 2
             continue
-        share = (record.peak_bytes or 0) / ceiling_bytes if ceiling_bytes else 1
+        share = (record.peak_bytes or 0) / ceiling_bytes if ceiling_bytes else 1.0
         notes.append(f"{batch}: {share:.0%} of the ceiling's memory, {record.throughput:.0f} samples/s")
         previous = tried.get(batch // 2)
         if previous and previous.status == "ok" and record.throughput < previous.throughput * WORTH_DOUBLING:
-            break  # doubling stopped paying: no point in doubling again
-        if share < HIGH_WATER and batch * 2 <= ceiling.per_device_max:
+            say(f"{batch}: {record.throughput:.0f} samples/s, under +10% over {batch // 2}: stop doubling")
+            break
+        if share < HIGH_WATER and batch * 2 <= cap:
+            say(f"{batch}: {share:.0%} of the ceiling's memory (< 60%): doubling to {batch * 2}")
             batch *= 2
         else:
+            why = (f"{share:.0%} of the ceiling's memory" if share >= HIGH_WATER
+                   else f"doubling would pass the cap of {cap} ({cap_reason or 'the memory ceiling'})")
+            say(f"{batch}: {why}: stop")
             break
     ok = sorted((b, r) for b, r in tried.items() if r.status == "ok")
     if not ok:
@@ -228,119 +192,129 @@ def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, 
             notes.append(f"{small} -> {big} bought only {gain - 1:+.0%} throughput: the bigger batch is not worth "
                          "it (bandwidth-bound)")
             break
-    return chosen, "; ".join(notes), rows
+    return TrialOutcome(chosen, "; ".join(notes), precision, rows, decisions)
 
 
-def comparison_sweep(runner: Runner, chosen: int, ceiling: CeilingResult, steps: int, info: WorkloadInfo,
-                     subset: bool) -> tuple[int, str, list[TrialRecord]]:
-    """Step 4: half / chosen / double (or the 8..128 subset sweep) for the same steps; best validation wins."""
+def sweep_candidates(chosen: int, cap: int, subset: bool) -> tuple[list[int], str]:
+    """The per-device batches step 4 compares, and a note when the asked-for set had to change."""
     if subset:
-        candidates = [b for b in (8, 16, 32, 64, 128) if b <= ceiling.per_device_max]
+        fitting = [b for b in SUBSET_SWEEP if b <= cap]
+        if len(fitting) >= 2:
+            return fitting, ""
+        note = (f"The subset sweep ({', '.join(map(str, SUBSET_SWEEP))}) needs a ceiling of at least 16; it is "
+                f"{cap}, so half / chosen / double is compared instead.")
     else:
-        candidates = [b for b in (chosen // 2, chosen, chosen * 2) if 1 <= b <= ceiling.per_device_max]
-    rows = []
-    for batch in sorted(set(candidates)):
-        rows.append(runner.train("sweep", batch, steps, *_lr_and_warmup(info, batch * runner.s.nproc, steps),
-                                 evaluate=True))
+        note = ""
+    candidates = sorted({b for b in (chosen // 2, chosen, chosen * 2) if 1 <= b <= cap})
+    return candidates, note
+
+
+def _score(record: TrialRecord, higher_is_better: bool) -> float:
+    if higher_is_better:
+        return record.val_metric
+    return -(record.val_loss if record.val_loss is not None else math.inf)
+
+
+def time_to_reach(record: TrialRecord, target: float, higher_is_better: bool) -> float:
+    """Training seconds until the run's validation first reached ``target`` (its end if only measured there)."""
+    for point in record.evals:
+        value = point.get("val_metric") if higher_is_better else point.get("val_loss")
+        if value is not None and (value >= target if higher_is_better else value <= target):
+            return point["train_seconds"]
+    return record.train_seconds if record.train_seconds is not None else math.inf
+
+
+def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, steps: int,
+                 noise_scale: float | None = None, world_size: int = 1) -> tuple[int, str]:
+    """Step 4's pick: best validation wins; a tie goes to the run inside the noise scale that reached the
+    tied metric in the least training time (not the most samples/s at equal steps)."""
     ok = [r for r in rows if r.status == "ok"]
+    if not rows:
+        return chosen, "No sweep run could be made (no candidate batch fits); keeping the trial's choice."
     if not ok:
-        return chosen, "Every sweep run ran out of memory; keeping the trial's choice.", rows
-    higher_is_better = ok[0].val_metric is not None
-
-    def score(r: TrialRecord) -> float:
-        return r.val_metric if higher_is_better else -(r.val_loss if r.val_loss is not None else math.inf)
-
-    if higher_is_better and info.num_classes and max(r.val_metric for r in ok) < 1.5 / info.num_classes:
-        return chosen, (f"No sweep run got clearly above chance (1/{info.num_classes}) in {steps} steps, so the "
+        return chosen, "Every sweep run ran out of memory; keeping the trial's choice."
+    higher_is_better = all(r.val_metric is not None for r in ok)
+    if higher_is_better and num_classes and max(r.val_metric for r in ok) < 1.5 / num_classes:
+        return chosen, (f"No sweep run got clearly above chance (1/{num_classes}) in {steps} steps, so the "
                         "comparison says nothing: keeping the trial's choice. Run a longer sweep (--sweep-steps) "
-                        "or check the base LR."), rows
-    best = max(score(r) for r in ok)
-    tied = [r for r in ok if best - score(r) <= (METRIC_TIE if higher_is_better else METRIC_TIE * abs(best))]
-    winner = max(tied, key=lambda r: r.throughput or 0)
+                        "or check the base LR.")
+    best = max(_score(r, higher_is_better) for r in ok)
+    tolerance = METRIC_TIE if higher_is_better else METRIC_TIE * abs(best)
+    tied = [r for r in ok if best - _score(r, higher_is_better) <= tolerance]
+    target = (best - tolerance) if higher_is_better else -(best - tolerance)
     metric = "validation accuracy" if higher_is_better else "validation loss"
     table = ", ".join(f"{r.per_device}: {('%.3f' % r.val_metric) if higher_is_better else ('%.4f' % r.val_loss)}"
                       for r in ok)
-    why = (f"By {metric} after {steps} steps ({table}), {winner.per_device} per device"
-           + (f" ties the best within {METRIC_TIE} and is the fastest ({winner.throughput:.0f} samples/s)."
-              if len(tied) > 1 else " is best."))
-    return winner.per_device, why, rows
+    if len(tied) == 1:
+        return tied[0].per_device, f"By {metric} after {steps} steps ({table}), {tied[0].per_device} per device is best."
+    pool, noise_note = tied, ""
+    if noise_scale:
+        inside = [r for r in tied if r.per_device * world_size <= NOISE_MARGIN * noise_scale]
+        if inside and len(inside) < len(tied):
+            pool = inside
+            noise_note = (f" Only runs with a global batch within {NOISE_MARGIN:g}x the estimated noise scale "
+                          f"(~{noise_scale:.0f}) were kept among the tied.")
+    timed = {r.per_device: time_to_reach(r, target, higher_is_better) for r in pool}
+    winner = min(pool, key=lambda r: (timed[r.per_device], r.per_device))
+    reached = ", ".join(f"{b}: {s:.2f} s" for b, s in sorted(timed.items()))
+    return winner.per_device, (
+        f"By {metric} after {steps} steps ({table}), {len(tied)} runs tie within {METRIC_TIE:g}.{noise_note} "
+        f"The tie goes to the one that reached {abs(target):.3f} in the least training time ({reached}): "
+        f"{winner.per_device} per device.")
+
+
+def noise_summary(rows: list[TrialRecord]) -> tuple[float | None, str]:
+    # A run whose loss rose has gradients dominated by the blow-up, not by sampling noise.
+    healthy = [r for r in rows if r.status == "ok" and r.losses and r.losses[-1] < r.losses[0]]
+    estimates = [r.noise_scale for r in healthy if r.noise_scale and r.noise_scale > 0]
+    if not estimates:
+        return None, ("Gradient noise scale: not estimated (needs 2+ processes, an adapter that reports "
+                      "per-replica and all-reduced gradient norms, and gradients whose noise dominates).")
+    value = statistics.median(estimates)
+    return value, (f"Estimated gradient noise scale B_simple ~ {value:.0f} (median of {len(estimates)} runs whose "
+                   "loss fell, over the second half of each run, from per-process vs all-reduced gradient norms; "
+                   "McCandlish et al. 2018). Past it, a bigger global batch buys little. This is an estimate "
+                   "from short, noisy runs.")
 
 
 def heterogeneous_devices_note(ceiling: CeilingResult, device_memories: list[int] | None):
     """With cards of different sizes, say what identical batches leave unused (probes ran on the smallest)."""
-    if not device_memories or len(set(device_memories)) < 2:
+    if not device_memories or len(set(device_memories)) < 2 or ceiling.fit is None:
         return None
     usable_share = ceiling.usable_bytes / ceiling.budget_bytes
     ceilings = [ceiling.fit.batch_for((1 - ceiling.headroom) * usable_share * m) for m in device_memories]
     return identical_batch_for(ceilings)[1]
 
 
-def _noise_summary(rows: list[TrialRecord]) -> tuple[float | None, str]:
-    # A run whose loss rose has gradients dominated by the blow-up, not by sampling noise.
-    healthy = [r for r in rows if r.status == "ok" and r.losses and r.losses[-1] < r.losses[0]]
-    estimates = [r.noise_scale for r in healthy if r.noise_scale and r.noise_scale > 0]
-    if not estimates:
-        return None, ("Gradient noise scale: not estimated (needs 2+ processes and gradients whose noise "
-                      "dominates; the estimate came out non-positive).")
-    value = statistics.median(estimates)
-    return value, (f"Estimated gradient noise scale B_simple ~ {value:.0f} (median of {len(estimates)} runs whose "
-                   "loss fell, over the second half of each run, from "
-                   "per-process vs all-reduced gradient norms; McCandlish et al. 2018). Past it, a bigger global "
-                   "batch buys little. This is an estimate from short, noisy runs.")
-
-
-def run_method(adapter: Adapter, settings: MethodSettings, progress: Progress | None = None) -> MethodResult:
-    from .workload import resolve_workload
-
-    progress = progress or (lambda kind, payload: None)
-    workload = resolve_workload(settings.workload)  # a bad workload fails here, before any process starts
-    runner = Runner(adapter, settings, progress)
-    timings: list[StepTiming] = []
-
-    def step(name: str):
-        progress("step", {"name": name})
-        return time.monotonic(), len(runner.ledger)
-
-    t0, n0 = step("1. memory ceiling")
-    ceiling = search_ceiling(runner.probe, settings.memory_budget_bytes, settings.headroom, settings.max_batch)
-    timings.append(StepTiming("memory ceiling", time.monotonic() - t0, len(runner.ledger) - n0))
-    info = _workload_info(settings, workload, runner.model_info or {})
-    profile = task_profile(info.task)
-
-    t0, n0 = step("2. starting value")
-    start = min(profile.start_per_device, ceiling.per_device_max)
-    start_reason = (f"{profile.label}: start at {profile.start_per_device} per device ({profile.source})"
-                    + (f", capped by the ceiling of {ceiling.per_device_max}." if start < profile.start_per_device
-                       else "."))
-    timings.append(StepTiming("starting value", time.monotonic() - t0, 0))
-
-    t0, n0 = step("3. short trial")
-    trial_choice, trial_reason, _ = short_trial(runner, start, ceiling, settings.trial_steps, info)
-    timings.append(StepTiming("short trial", time.monotonic() - t0, len(runner.ledger) - n0))
-
-    t0, n0 = step("4. comparison sweep")
-    sweep_choice, sweep_reason, _ = comparison_sweep(runner, trial_choice, ceiling, settings.sweep_steps, info,
-                                                     settings.subset_sweep)
-    timings.append(StepTiming("comparison sweep", time.monotonic() - t0, len(runner.ledger) - n0))
-
-    target = settings.global_batch or sweep_choice * settings.nproc
-    plan = plan_data_parallel(target, settings.nproc, ceiling.per_device_max, info.task, info.num_classes,
-                              info.has_batchnorm, settings.device, settings.precision,
-                              amp_available=settings.device == "cuda")
+def make_plan(settings: MethodSettings, info: WorkloadInfo, per_device_cap: int, sweep_choice: int,
+              sweep_reason: str, precision: str, noise: float | None, amp_available: bool
+              ) -> tuple[Plan, LRDecision, WarmupDecision]:
+    """The data-parallel plan for the target cluster, its LR and warmup, and the warnings that go with them."""
+    world = settings.world_size
+    target = settings.global_batch or sweep_choice * world
+    plan = plan_data_parallel(target, world, per_device_cap, info.task, info.num_classes, info.has_batchnorm,
+                              settings.device, precision, amp_available=amp_available, train_size=info.train_size)
     if not settings.global_batch:
-        plan.reason = (f"The sweep's winner, {sweep_choice} per device x {settings.nproc} device(s) = global "
-                       f"{plan.global_batch}; it fits the ceiling, so no accumulation. " + plan.reason)
-    note = heterogeneous_devices_note(ceiling, settings.device_memories)
-    if note:
-        plan.warnings.append(note)
-    lr = _lr_for(info, plan.global_batch)
+        plan.reason = (f"The sweep's winner, {sweep_choice} per device x {world} device(s) = global "
+                       f"{target}. " + plan.reason)
+    lr = lr_for(info, plan.global_batch)
     warmup = plan_warmup(lr.scale, info.train_size, plan.global_batch, settings.base_warmup_epochs)
-    noise, noise_reason = _noise_summary([r for r in runner.ledger if r.phase in ("trial", "sweep")])
-    if noise and plan.global_batch > 2 * noise:
-        from .plan import Warning_
+    if noise and plan.global_batch > NOISE_MARGIN * noise:
+        why = (f"It stands because you asked for a global batch of {settings.global_batch} (--global-batch)."
+               if settings.global_batch else
+               f"It stands because the comparison sweep chose it on validation, not on the noise scale: "
+               f"{sweep_reason} Compare a smaller global batch before a long run.")
+        plan.warnings.append(Warning_(
+            "beyond-noise-scale",
+            f"Global batch {plan.global_batch} is over {NOISE_MARGIN:g}x the estimated gradient noise scale "
+            f"(~{noise:.0f}): more batch buys little statistical progress. {why}"))
+    return plan, lr, warmup
 
-        plan.warnings.append(Warning_("beyond-noise-scale",
-                                      f"Global batch {plan.global_batch} is over twice the estimated gradient noise "
-                                      f"scale (~{noise:.0f}): more batch buys little statistical progress."))
-    return MethodResult(settings, info, ceiling, start, start_reason, trial_choice, trial_reason, sweep_choice,
-                        sweep_reason, plan, lr, warmup, runner.ledger, timings, noise, noise_reason)
+
+def start_value(task: str, cap: int) -> tuple[int, str]:
+    """Step 2: the task table's per-device starting value, capped by the ceiling."""
+    profile = task_profile(task)
+    start = min(profile.start_per_device, cap)
+    reason = (f"{profile.label}: start at {profile.start_per_device} per device ({profile.source})"
+              + (f", capped by the ceiling of {cap}." if start < profile.start_per_device else "."))
+    return start, reason

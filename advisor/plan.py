@@ -10,6 +10,7 @@ from .tasks import BN_SENSITIVE_TASKS, IMAGE_TASKS, task_profile
 
 MAX_SENSIBLE_ACCUMULATION = 8
 SMALL_MICRO_BATCH = 16
+MIN_STEPS_PER_EPOCH = 10  # fewer optimizer steps than this per epoch leave too few updates to learn from
 
 
 @dataclass
@@ -43,6 +44,7 @@ def plan_data_parallel(
     device_type: str = "cpu",
     precision: str = "fp32",
     amp_available: bool = False,
+    train_size: int | None = None,
 ) -> Plan:
     """Split a global batch target over ``world_size`` identical devices under a memory ceiling."""
     if world_size < 1:
@@ -61,27 +63,32 @@ def plan_data_parallel(
         reason = (f"Global target {target_global} / {world_size} device(s) = {reference} per device, "
                   f"within the memory ceiling of {ceiling}.")
     else:
-        per_device = ceiling
-        accumulation = math.ceil(target_global / (per_device * world_size))
+        accumulation = math.ceil(target_global / (ceiling * world_size))
+        # Once the accumulation count is known, the smallest per-device batch that reaches the target:
+        # 256 on 2 devices under a ceiling of 100 is 64 x 2 x 2, not 100 x 2 x 2 = 400.
+        per_device = math.ceil(target_global / (world_size * accumulation))
         reason = (f"Global target {target_global} / {world_size} device(s) = {reference} per device exceeds the "
-                  f"ceiling of {ceiling}: per-device = {ceiling}, accumulation = ceil({target_global} / "
-                  f"({ceiling} x {world_size})) = {accumulation}.")
+                  f"ceiling of {ceiling}: accumulation = ceil({target_global} / ({ceiling} x {world_size})) = "
+                  f"{accumulation}, and per-device = ceil({target_global} / ({world_size} x {accumulation})) = "
+                  f"{per_device}, the smallest that reaches the target.")
     global_batch = per_device * world_size * accumulation
     plan = Plan(per_device, world_size, accumulation, global_batch, target_global, reason, precision=precision)
     if global_batch != target_global:
+        over = global_batch - target_global
         plan.warnings.append(Warning_(
             "global-rounded",
-            f"Identical per-device batches give a global batch of {global_batch}, not exactly {target_global}; "
-            "the LR is scaled for the real global batch."))
+            f"Identical per-device batches give a global batch of {global_batch}, not exactly {target_global} "
+            f"({over:+d} samples, {over / target_global:+.1%}); the LR is scaled for the real global batch."))
     if accumulation > MAX_SENSIBLE_ACCUMULATION:
         plan.warnings.append(Warning_(
             "accumulation-high",
             f"{accumulation} accumulation steps (> {MAX_SENSIBLE_ACCUMULATION}) cost clear throughput in sync "
             "overhead. Use devices with more memory, more devices, or a smaller global target."))
+    amp_name = "bf16/fp16 AMP" if device_type == "cuda" else "bf16 autocast (fp16 needs a CUDA GPU)"
     if accumulation > 1 and precision == "fp32":
         plan.warnings.append(Warning_(
             "amp-before-shrinking",
-            "Memory is short: try mixed precision (bf16/fp16 AMP) first; it roughly halves activation memory "
+            f"Memory is short: try mixed precision ({amp_name}) first; it roughly halves activation memory "
             "and may remove the need for accumulation. Under AMP, step the optimizer and the scaler only every "
             f"{accumulation} micro-steps."))
     lower = max(profile.min_global if task in IMAGE_TASKS else 0, (num_classes or 0) + 1)
@@ -96,9 +103,10 @@ def plan_data_parallel(
     if per_device <= 2 and global_batch < 32:
         plan.warnings.append(Warning_(
             "tiny-batch", f"Per-device batch {per_device} with a global batch of {global_batch} is unlikely to converge."))
-    if has_batchnorm and (per_device < SMALL_MICRO_BATCH or accumulation > 1):
+    # BatchNorm statistics come from each micro-batch: what matters is the micro-batch, not the accumulation.
+    if has_batchnorm and per_device < SMALL_MICRO_BATCH:
         sensitive = " Detection and segmentation are the most sensitive." if task in BN_SENSITIVE_TASKS else ""
-        why = (f"BatchNorm computes statistics per micro-batch of {per_device}"
+        why = (f"BatchNorm computes statistics per micro-batch of {per_device} (< {SMALL_MICRO_BATCH})"
                + (", and accumulation does not enlarge them" if accumulation > 1 else "") + ".")
         if world_size > 1 and device_type == "cuda":
             plan.sync_batchnorm = True
@@ -115,9 +123,13 @@ def plan_data_parallel(
     else:
         plan.normalization_advice = "The model has no BatchNorm layers."
     if precision == "fp32":
-        plan.precision_advice = ("Mixed precision (bf16 AMP) on a Tensor-Core GPU is faster and halves activation "
-                                 "memory: try it before shrinking the batch." if amp_available or device_type != "cuda"
-                                 else "fp32: this device has no fast mixed precision.")
+        if device_type == "cuda":
+            plan.precision_advice = ("Mixed precision (bf16 AMP, or fp16 with a GradScaler) on a Tensor-Core GPU is "
+                                     "faster and halves activation memory: try it before shrinking the batch."
+                                     if amp_available else "fp32: this device has no fast mixed precision.")
+        else:
+            plan.precision_advice = ("On CPU, bf16 autocast cuts activation memory (fp16 needs a CUDA GPU); on "
+                                     "Tensor-Core GPUs use bf16 AMP: try it before shrinking the batch.")
     else:
         plan.precision_advice = f"{precision} mixed precision."
     if profile.global_range and global_batch < profile.global_range[0]:
@@ -126,6 +138,14 @@ def plan_data_parallel(
             "below-task-range",
             f"Global batch {global_batch} is below the usual {low}-{high} for {profile.label}. Fine when the "
             "comparison sweep chose it (small data sets favour 32-64); on million-sample data expect 128-256+."))
+    if train_size:
+        steps_per_epoch = train_size // global_batch
+        if steps_per_epoch < MIN_STEPS_PER_EPOCH:
+            plan.warnings.append(Warning_(
+                "few-steps-per-epoch",
+                f"{train_size} training samples / global batch {global_batch} = {steps_per_epoch} optimizer "
+                f"step(s) per epoch (< {MIN_STEPS_PER_EPOCH}): too few updates to learn from. Use a smaller "
+                "global batch (fewer devices or a smaller per-device batch) or more data."))
     if profile.name == "contrastive" and global_batch < 4096:
         plan.warnings.append(Warning_(
             "contrastive-small-batch",

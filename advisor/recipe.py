@@ -26,7 +26,7 @@ import tomli_w
 from .errors import RecipeError
 
 SCHEMA_VERSION = 1
-LR_RULES = ("unchanged", "linear", "sqrt")
+LR_RULES = ("unchanged", "linear", "sqrt", "linear-sqrt")
 
 # (table, key) -> allowed types; the minimum other tools rely on.
 REQUIRED: dict[tuple[str, str], tuple[type, ...]] = {
@@ -75,6 +75,15 @@ class Recipe:
     precision: str
     sync_batchnorm: bool
     data: dict
+    launch_env: dict
+
+    def apply_env(self) -> list[str]:
+        """Set [launch.env] for this process and its children; returns what could not take effect here.
+
+        Variables a process reads only at start-up are also applied where the running process allows it:
+        glibc's mmap threshold through ``mallopt``. The others need the launch line's ``env`` prefix.
+        """
+        return apply_launch_env(self.launch_env)
 
 
 def _line_of(text: str, table: str | None, key: str | None) -> int | None:
@@ -142,6 +151,16 @@ def validate(data: dict, path: str = "<recipe>", text: str = "") -> None:
         _fail(path, text, f"'lr.rule' must be one of {', '.join(LR_RULES)}, not {lr['rule']!r}.", "lr", "rule")
     if warmup["steps"] < 0:
         _fail(path, text, "'warmup.steps' must not be negative.", "warmup", "steps")
+    launch = data.get("launch", {})
+    if not isinstance(launch, dict):
+        _fail(path, text, "[launch] must be a table.", "launch", None)
+    env = launch.get("env", {})
+    if not isinstance(env, dict):
+        _fail(path, text, "[launch.env] must be a table of NAME = \"value\" strings.", "launch", "env")
+    for name, value in env.items():
+        if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            _fail(path, text, f"[launch.env] entry {name!r} must be a variable name set to a string, not "
+                              f"{type(value).__name__} {value!r}.", "launch.env", name)
 
 
 def recipe_warnings(data: dict) -> list[str]:
@@ -190,10 +209,37 @@ def check_recipe(path: str | os.PathLike) -> dict:
     return data
 
 
-def load_recipe(path: str | os.PathLike) -> Recipe:
-    """The numbers for training code, in one call: ``load_recipe('recipe.toml').batch.per_device``."""
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number
+
+
+def apply_launch_env(env: dict) -> list[str]:
+    """Export ``env`` (a variable the user set already wins) and apply what glibc reads at start-up."""
+    missed = []
+    for name, value in env.items():
+        os.environ.setdefault(name, value)
+        if name == "MALLOC_MMAP_THRESHOLD_" and os.environ[name] == value:
+            try:
+                import ctypes
+
+                libc = ctypes.CDLL("libc.so.6")
+                if libc.mallopt(_M_MMAP_THRESHOLD, int(value)) != 1:
+                    missed.append(name)
+            except (OSError, AttributeError, ValueError):
+                missed.append(name)  # not glibc: the variable means nothing here, or must be set at launch
+    return missed
+
+
+def load_recipe(path: str | os.PathLike, apply_env: bool = True) -> Recipe:
+    """The numbers for training code, in one call: ``load_recipe('recipe.toml').batch.per_device``.
+
+    With ``apply_env`` (the default) the recipe's [launch.env] is applied to this process: the ceiling
+    was measured with those settings and holds only with them.
+    """
     data = check_recipe(path)
     b, lr, w = data["batch"], data["lr"], data["warmup"]
+    launch_env = dict(data.get("launch", {}).get("env", {}))
+    if apply_env:
+        apply_launch_env(launch_env)
     return Recipe(
         path=str(path),
         batch=BatchSettings(b["per_device"], b["world_size"], b["accumulation_steps"], b["global"]),
@@ -202,6 +248,7 @@ def load_recipe(path: str | os.PathLike) -> Recipe:
         precision=data.get("precision", {}).get("mode", "fp32"),
         sync_batchnorm=bool(data.get("normalization", {}).get("sync_batchnorm", False)),
         data=data,
+        launch_env=launch_env,
     )
 
 
@@ -253,3 +300,48 @@ def write_recipe(data: dict, path: str | os.PathLike, force: bool = False) -> Pa
             os.unlink(tmp)
         raise
     return backup
+
+
+def check_output_path(path: str | os.PathLike, force: bool = False) -> None:
+    """Before any work: the recipe can be written there (and would not clobber one without ``force``)."""
+    target = Path(path)
+    if target.is_dir():
+        raise RecipeError(f"{target} is a directory. Give --out a file path such as {target / 'recipe.toml'}. "
+                          "Nothing was run.", path=str(target))
+    if target.exists() and not force:
+        raise RecipeError(f"{target}: a recipe already exists there. Pass --force to replace it (the old one is "
+                          "kept as a .bak file) or choose another --out path. Nothing was run.", path=str(target))
+    parent = target.parent
+    existing = next((p for p in (parent, *parent.parents) if p.exists()), None)
+    if existing is None or not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise RecipeError(f"{target}: cannot write there ({existing or parent} is not a writable directory). "
+                          "Choose another --out path. Nothing was run.", path=str(target))
+    if target.exists() and not os.access(target, os.W_OK):
+        raise RecipeError(f"{target}: the existing file is not writable. Choose another --out path. Nothing was "
+                          "run.", path=str(target))
+
+
+@dataclass(frozen=True)
+class SaveOutcome:
+    path: Path  # where the recipe is now
+    backup: Path | None  # the replaced recipe, kept
+    fallback_reason: str | None  # set when the recipe could not go where asked and was saved elsewhere
+
+
+def save_recipe(data: dict, path: str | os.PathLike, force: bool = False) -> SaveOutcome:
+    """Write the recipe; if that fails after a finished run, keep the measurements in a fallback file."""
+    try:
+        return SaveOutcome(Path(path), write_recipe(data, path, force), None)
+    except (OSError, RecipeError) as exc:
+        reason = str(exc) if isinstance(exc, RecipeError) else f"{path}: {exc.strerror or exc}"
+    text = dumps_recipe(data)
+    target = Path(path)
+    for folder in (target.parent, Path(tempfile.gettempdir())):
+        try:
+            fd, fallback = tempfile.mkstemp(prefix=f"{target.stem}-", suffix=".toml", dir=folder)
+        except OSError:
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        return SaveOutcome(Path(fallback), None, reason)
+    raise RecipeError(f"{reason} No fallback location was writable either; the run's results are lost.")

@@ -8,11 +8,14 @@ import shlex
 from dataclasses import asdict
 
 from . import __version__
-from .method import MethodResult
+from .session import MethodResult
 from .recipe import SCHEMA_VERSION
 from .units import format_bytes
 
 MAX_CURVE_POINTS = 50
+ENV_REASON = ("The probes measured the ceiling with these variables set (on CPU a fixed glibc mmap threshold "
+              "returns freed activations to the OS at once; without it the heap fragments and a batch at the "
+              "ceiling can run out of memory). Train with them set, or the ceiling does not hold.")
 
 
 def _hardware(device: str) -> dict:
@@ -42,9 +45,24 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
         if "losses" in entry:
             entry["loss_curve"] = _thin(entry.pop("losses"))
         ledger.append(entry)
-    launch = ["torchrun", f"--nproc-per-node={p.world_size}", "train.py",
-              f"--batch-size={p.per_device}", f"--accumulation-steps={p.accumulation_steps}",
-              f"--lr={result.lr.value:.6g}", f"--warmup-steps={result.warmup.steps}"]
+    ceiling = {"per_device_max": c.per_device_max, "budget_bytes": c.budget_bytes, "headroom": c.headroom,
+               "largest_ok": c.largest_ok, "smallest_oom": c.smallest_oom, "usable_bytes": round(c.usable_bytes),
+               "trials": len(c.trials), "reason": c.reason}
+    if c.fit is not None:  # no line is written that was not measured
+        ceiling.update(fixed_bytes=round(c.fit.fixed_bytes), per_sample_bytes=round(c.fit.per_sample_bytes),
+                       estimate_note="memory(b) = fixed_bytes + per_sample_bytes x b is a linear fit to measured "
+                                     "peaks (an estimate); per_device_max was confirmed by a real probe")
+    else:
+        ceiling["estimate_note"] = "fewer than two batch sizes fit, so no memory line was fitted"
+    split = c.split()
+    if split:
+        ceiling["breakdown"] = split
+    if result.per_device_cap < c.per_device_max:
+        ceiling["data_cap"] = result.per_device_cap
+        ceiling["data_cap_reason"] = result.cap_reason
+    measured_by = next((t.measured_by for t in c.trials if t.measured_by), None)
+    if measured_by:
+        ceiling["measured_by"] = measured_by
     return {
         "schema_version": SCHEMA_VERSION,
         "batch": {"per_device": p.per_device, "world_size": p.world_size,
@@ -55,7 +73,7 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
                "layerwise_optimizer": result.lr.suggest_layerwise},
         "warmup": {"steps": result.warmup.steps, "epochs": result.warmup.epochs,
                    "steps_per_epoch": result.warmup.steps_per_epoch, "reason": result.warmup.reason},
-        "precision": {"mode": p.precision, "advice": p.precision_advice},
+        "precision": {"mode": p.precision, "advice": p.precision_advice, "reason": result.precision_reason},
         "normalization": {"sync_batchnorm": p.sync_batchnorm, "has_batchnorm": w.has_batchnorm,
                           "advice": p.normalization_advice},
         "method": {
@@ -66,22 +84,22 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
             "noise_reason": result.noise_reason,
             "step_seconds": {t.name: round(t.seconds, 2) for t in result.timings},
         },
-        "ceiling": {"per_device_max": c.per_device_max, "budget_bytes": c.budget_bytes, "headroom": c.headroom,
-                    "fixed_bytes": round(c.fit.fixed_bytes), "per_sample_bytes": round(c.fit.per_sample_bytes),
-                    "largest_ok": c.largest_ok, "smallest_oom": c.smallest_oom, "usable_bytes": round(c.usable_bytes),
-                    "trials": len(c.trials), "reason": c.reason,
-                    "estimate_note": "memory(b) is a linear fit to measured peaks; per_device_max was confirmed by "
-                                     "a real probe"},
+        "ceiling": ceiling,
         "warnings": [{"code": wn.code, "message": wn.message} for wn in p.warnings]
                     + [{"code": "lr", "message": m} for m in result.lr.warnings],
         "workload": {"spec": s.workload, "name": w.name, "task": w.task, "num_classes": w.num_classes,
                      "optimizer": w.optimizer, "train_size": w.train_size, "parameters": w.parameters},
+        "adapter": {"name": s.adapter_name, **result.adapter_extras},
         "inputs": {"adapter": s.adapter_name, "nproc": s.nproc, "device": s.device,
                    "device_memory_bytes": s.memory_budget_bytes, "headroom": s.headroom,
                    "trial_steps": s.trial_steps, "sweep_steps": s.sweep_steps, "global_batch": s.global_batch,
-                   "base_lr": w.base_lr, "base_batch": w.base_global_batch, "precision": s.precision},
-        "launch": {"example": shlex.join(launch),
-                   "note": "Adapt the flag names to your script; load_recipe() gives the same numbers in Python."},
+                   "base_lr": w.base_lr, "base_batch": w.base_global_batch, "precision": s.precision,
+                   "nodes": s.nodes, "world_size": s.world_size, "optimizer": s.optimizer},
+        "launch": {"example": shlex.join(result.launch_command),
+                   "note": "Adapt the flag names to your script; load_recipe() gives the same numbers in Python "
+                           "and applies [launch.env].",
+                   "env": dict(result.launch_env),
+                   "env_reason": (ENV_REASON if result.launch_env else None)},
         "provenance": {"tool": "batch-advisor", "tool_version": __version__, "torch_version": torch.__version__,
                        "python_version": platform.python_version(),
                        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -126,6 +144,7 @@ def human_summary(result: MethodResult, recipe_path: str | None) -> str:
         f"3. Trial: {result.trial_choice}. {result.trial_reason}",
         f"4. Sweep: {result.sweep_choice}. {result.sweep_reason}",
         f"   {result.noise_reason}",
+        f"   Precision: {result.precision_reason}",
     ]
     if p.warnings or result.lr.warnings:
         lines.append("")
@@ -134,6 +153,7 @@ def human_summary(result: MethodResult, recipe_path: str | None) -> str:
         lines += [f"  - {m}" for m in result.lr.warnings]
     lines.append("")
     lines.append("Time: " + ", ".join(f"{t.name} {t.seconds:.0f} s ({t.trials} runs)" for t in result.timings))
+    lines.append("Launch: " + shlex.join(result.launch_command))
     if recipe_path:
         lines.append(f"Recipe written to {recipe_path}")
     return "\n".join(lines)

@@ -69,6 +69,11 @@ class Workload:
         self.optimizer = self.optimizer.lower()
         return self
 
+    def batch_loss(self, model, batch):
+        """The loss of one mini-batch. Tuples are ``(input, target)``; richer batches can override this."""
+        inputs, targets = batch
+        return self.loss_fn(model(inputs), targets)
+
     def make_optimizer(self, params, lr: float):
         import torch
 

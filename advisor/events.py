@@ -1,0 +1,77 @@
+"""Typed events a session reports while it works; the CLI prints them, the TUI turns them into messages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .ceiling import ProbeTrial
+from .ledger import TrialRecord
+
+
+@dataclass(frozen=True)
+class StepStarted:
+    step: int  # 1 ceiling, 2 starting value, 3 short trial, 4 sweep
+    title: str
+
+
+@dataclass(frozen=True)
+class StepFinished:
+    step: int
+    title: str
+    seconds: float
+    runs: int
+
+
+@dataclass(frozen=True)
+class ProbeFinished:
+    trial: ProbeTrial
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    phase: str  # "trial" | "sweep"
+    per_device: int
+    world_size: int
+    accumulation: int
+    steps: int
+    precision: str
+    lr: float
+
+
+@dataclass(frozen=True)
+class TrialProgress:
+    phase: str
+    per_device: int
+    step: int
+    steps: int
+    loss: float
+    seconds: float  # this step's wall time
+
+
+@dataclass(frozen=True)
+class EvalPoint:
+    phase: str
+    per_device: int
+    step: int
+    train_seconds: float
+    val_loss: float | None
+    val_metric: float | None
+
+
+@dataclass(frozen=True)
+class TrialFinished:
+    record: TrialRecord
+
+
+@dataclass(frozen=True)
+class Decision:
+    step: int
+    message: str  # e.g. "64: 31% of the ceiling's memory (< 60%): doubling to 128"
+
+
+@dataclass(frozen=True)
+class Note:
+    message: str
+
+
+Event = StepStarted | StepFinished | ProbeFinished | RunStarted | TrialProgress | EvalPoint | TrialFinished | Decision | Note

@@ -1,0 +1,103 @@
+"""The real runner: jobs through one adapter's launcher, outcomes into ledger rows and typed events."""
+
+from __future__ import annotations
+
+import statistics
+
+from .adapters import Adapter
+from .ceiling import ProbeTrial
+from .errors import AdvisorError
+from .events import EvalPoint, ProbeFinished, RunStarted, TrialFinished, TrialProgress
+from .job import TrialJob
+from .launch import CancelToken, JobOutcome, run_job
+from .ledger import TrialRecord
+from .method import MethodSettings
+
+
+class JobRunner:
+    """Runs probes and short trainings through one adapter; every run lands in the ledger."""
+
+    def __init__(self, adapter: Adapter, settings: MethodSettings, emit, cancel: CancelToken):
+        self.adapter, self.s, self.emit, self.cancel = adapter, settings, emit, cancel
+        self.nproc = settings.nproc
+        self.ledger: list[TrialRecord] = []
+        self.model_info: dict | None = None
+        self.env = adapter.environment("cuda" if settings.device.startswith("cuda") else "cpu")
+        self.options = adapter.validate_options(dict(settings.adapter_options))
+        self.probe_nproc = adapter.probe_processes(settings.nproc, self.options)
+        self.probe_precision = settings.start_precision
+
+    def _job(self, **kw) -> TrialJob:
+        return TrialJob(workload=self.s.workload, device=self.s.device, memory_budget_bytes=self.s.memory_budget_bytes,
+                        collective_timeout_s=self.s.collective_timeout_s, workdir=self.s.workdir,
+                        extra={"adapter_options": self.options, "optimizer": self.s.optimizer}, **kw)
+
+    def _run(self, job: TrialJob, nproc: int, label: str, on_event=None) -> JobOutcome:
+        def relay(event):
+            if event["event"] == "model" and self.model_info is None:
+                self.model_info = event
+            elif on_event:
+                on_event(event)
+
+        return run_job(self.adapter.command, job, nproc, self.s.trial_timeout_s, self.s.idle_timeout_s, relay, label,
+                       env=self.env, cancel=self.cancel)
+
+    def probe(self, batch: int, purpose: str) -> ProbeTrial:
+        precision = self.probe_precision
+        outcome = self._run(self._job(kind="probe", per_device_batch=batch, steps=2, precision=precision),
+                            self.probe_nproc, f"ceiling probe at batch {batch}")
+        events = outcome.all("probe")
+        fitted = outcome.status == "ok" and events and all(e.get("status") == "ok" for e in events)
+        worst = max(events, key=lambda e: e.get("peak_bytes") or 0) if events else {}
+        oom = next((e for e in events if e.get("status") == "oom"), {})
+        trial = ProbeTrial(batch, "ok" if fitted else "oom", worst.get("peak_bytes") if fitted else None,
+                           outcome.seconds, purpose, oom.get("message", ""), worst.get("breakdown") or {},
+                           worst.get("measured_by") or "")
+        self.ledger.append(TrialRecord("ceiling", batch, self.probe_nproc, 1, batch * self.probe_nproc, trial.status,
+                                       round(outcome.seconds, 3), precision=precision, peak_bytes=trial.peak_bytes,
+                                       step_seconds=worst.get("step_seconds") if fitted else None,
+                                       note=f"{purpose} probe" + (f": {trial.message}" if trial.message else "")))
+        self.emit(ProbeFinished(trial))
+        return trial
+
+    def train(self, phase: str, per_device: int, steps: int, lr: float, warmup_steps: int = 0,
+              accumulation: int = 1, evaluate: bool = False, precision: str = "fp32",
+              eval_points: int = 1) -> TrialRecord:
+        job = self._job(kind="train", per_device_batch=per_device, steps=steps, lr=lr, warmup_steps=warmup_steps,
+                        accumulation_steps=accumulation, evaluate=evaluate, loss_every=max(1, steps // 20),
+                        precision=precision, eval_points=eval_points if evaluate else 1)
+        self.emit(RunStarted(phase, per_device, self.nproc, accumulation, steps, precision, lr))
+
+        def on_event(event):
+            if event["event"] == "progress":
+                self.emit(TrialProgress(phase, per_device, event["step"], event["steps"], event["loss"],
+                                        event["seconds"]))
+            elif event["event"] == "eval":
+                self.emit(EvalPoint(phase, per_device, event["step"], event["train_seconds"], event.get("val_loss"),
+                                    event.get("val_metric")))
+
+        outcome = self._run(job, self.nproc, f"{phase} at {per_device} per device", on_event)
+        global_batch = per_device * self.nproc * accumulation
+        common = dict(lr=lr, warmup_steps=warmup_steps, precision=precision, steps=steps)
+        if outcome.status == "oom":
+            oom = outcome.first("oom") or {}
+            record = TrialRecord(phase, per_device, self.nproc, accumulation, global_batch, "oom",
+                                 round(outcome.seconds, 3), note=oom.get("message", "out of memory"), **common)
+        else:
+            results = outcome.all("result")
+            if not results:
+                raise AdvisorError(f"The {phase} at {per_device} per device ended without a result. "
+                                   "Worker output:\n" + "\n".join(outcome.output_tail[-10:]))
+            lead = next((r for r in results if r.get("rank") == 0), results[0])
+            peak = max((r.get("peak_bytes") or 0) for r in results) or None
+            noise = (lead.get("noise") or {}).get("b_simple")
+            record = TrialRecord(phase, per_device, self.nproc, accumulation, global_batch, "ok",
+                                 round(outcome.seconds, 3), peak_bytes=peak,
+                                 step_seconds=statistics.median(r["step_seconds"] for r in results),
+                                 throughput=min(r["throughput"] for r in results), final_loss=lead.get("final_loss"),
+                                 val_loss=lead.get("val_loss"), val_metric=lead.get("val_metric"),
+                                 noise_scale=noise, train_seconds=lead.get("train_seconds"),
+                                 losses=lead.get("losses") or [], evals=lead.get("evals") or [], **common)
+        self.ledger.append(record)
+        self.emit(TrialFinished(record))
+        return record

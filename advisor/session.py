@@ -1,0 +1,415 @@
+"""The four-step method one step at a time: a Session a UI (or the CLI's loop) drives.
+
+Each step is a call that returns a typed result and reports typed events as it works; an
+earlier step's new answer invalidates the later ones; ``cancel()`` from any thread stops the
+running job's process group within a second and raises ``CancelledError``. Set-up is checked
+here, before the first process starts, so every front end gets the same answers.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .adapters import Adapter, AdapterBase
+from .ceiling import CeilingResult, ProbeTrial, search_ceiling
+from .device import HostDevices
+from .errors import AdvisorError, SetupError
+from .events import Decision, Event, Note, StepFinished, StepStarted
+from .launch import CancelToken
+from .ledger import TrialRecord
+from .lr import KNOWN_OPTIMIZERS, LRDecision, WarmupDecision
+from .method import (SWEEP_EVAL_POINTS, MethodSettings, SweepOutcome, TrialOutcome, WorkloadInfo, data_cap,
+                     decide_sweep, heterogeneous_devices_note, lr_and_warmup, make_plan, noise_summary,
+                     short_trial, start_value, sweep_candidates)
+from .plan import Plan
+from .tasks import task_profile
+
+STEP_TITLES = {1: "Memory ceiling", 2: "Starting value", 3: "Trial run", 4: "Sweep"}
+MIN_STEPS = 4  # a short run's first two steps pay one-time and tracking costs; time at least two more
+
+
+@dataclass
+class StepTiming:
+    name: str
+    seconds: float
+    trials: int
+
+
+@dataclass
+class StartChoice:
+    per_device: int
+    reason: str
+
+
+@dataclass
+class MethodResult:
+    settings: MethodSettings
+    workload: WorkloadInfo
+    ceiling: CeilingResult
+    start_value: int
+    start_reason: str
+    trial_choice: int
+    trial_reason: str
+    sweep_choice: int
+    sweep_reason: str
+    plan: Plan
+    lr: LRDecision
+    warmup: WarmupDecision
+    ledger: list[TrialRecord]
+    timings: list[StepTiming]
+    noise_scale: float | None
+    noise_reason: str
+    precision_reason: str = ""
+    launch_env: dict = field(default_factory=dict)
+    launch_command: list[str] = field(default_factory=list)
+    adapter_extras: dict = field(default_factory=dict)
+    per_device_cap: int = 0
+    cap_reason: str = ""
+
+
+@dataclass
+class Setup:
+    """What was checked before any process started."""
+
+    workload: object  # advisor.Workload, resolved in this process
+    host: HostDevices
+    base_lr: float
+    base_global_batch: int
+    base_source: str
+    optimizer: str
+    notes: list[str] = field(default_factory=list)
+
+
+def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices) -> Setup:
+    """Every input checked up front: one SetupError naming each problem and its fix (exit 2)."""
+    from .workload import resolve_workload
+
+    problems: list[str] = []
+    notes: list[str] = []
+    s = settings
+    caps = adapter.capabilities
+    reason = adapter.unavailable_reason() if isinstance(adapter, AdapterBase) else None
+    if reason:
+        problems.append(f"the adapter {adapter.name!r} cannot run here: {reason}")
+    if s.nproc < 1:
+        problems.append(f"--nproc must be at least 1, not {s.nproc}")
+    elif host.type == "cuda" and s.nproc > host.count:
+        problems.append(f"--nproc {s.nproc} asks for more processes than the {host.count} GPU(s) here; "
+                        f"use --nproc {host.count} or fewer (and --nodes for a bigger target cluster)")
+    elif host.type == "cpu" and s.nproc > host.cpu_count:
+        notes.append(f"{s.nproc} processes on {host.cpu_count} CPU core(s): they share cores, so step times are "
+                     "slower than on separate devices.")
+    if s.nproc > 1 and not caps.multi_process:
+        problems.append(f"the adapter {adapter.name!r} runs a single process only; use --nproc 1")
+    if caps.needs_cuda and host.type != "cuda":
+        problems.append(f"the adapter {adapter.name!r} needs a CUDA GPU and this host has none")
+    if s.nodes < 1:
+        problems.append(f"--nodes must be at least 1, not {s.nodes}")
+    if s.target_world_size is not None and s.target_world_size < 1:
+        problems.append(f"the target world size must be at least 1, not {s.target_world_size}")
+    if not s.memory_budget_bytes or s.memory_budget_bytes <= 0:
+        problems.append("the device memory budget must be larger than zero (--device-memory SIZE)")
+    elif host.type == "cuda" and host.memories and s.memory_budget_bytes > min(host.memories):
+        from .units import format_bytes
+
+        problems.append(f"--device-memory {format_bytes(s.memory_budget_bytes)} is more than the smallest GPU here "
+                        f"has ({format_bytes(min(host.memories))}); a probe cannot measure memory the card lacks")
+    if not 0 <= s.headroom < 1:
+        problems.append(f"--headroom must be a fraction in [0, 1) (0.10-0.20 is the method's range), not {s.headroom}")
+    for name, steps in (("--trial-steps", s.trial_steps), ("--sweep-steps", s.sweep_steps)):
+        if steps < MIN_STEPS:
+            problems.append(f"{name} must be at least {MIN_STEPS} (the first two steps pay one-time costs), "
+                            f"not {steps}")
+    for name, seconds in (("--trial-timeout", s.trial_timeout_s), ("--idle-timeout", s.idle_timeout_s)):
+        if not seconds > 0:
+            problems.append(f"{name} must be a positive number of seconds, not {seconds}")
+    if s.global_batch is not None and s.global_batch < 1:
+        problems.append(f"--global-batch must be at least 1, not {s.global_batch}")
+    if s.base_lr is not None and not s.base_lr > 0:
+        problems.append(f"--base-lr must be positive, not {s.base_lr}")
+    if s.base_batch is not None and s.base_batch < 1:
+        problems.append(f"--base-batch must be at least 1, not {s.base_batch}")
+    if s.precision not in ("auto", "fp32", "bf16", "fp16"):
+        problems.append(f"--precision must be auto, fp32, bf16 or fp16, not {s.precision!r}")
+    elif s.precision == "fp16" and host.type != "cuda":
+        problems.append("fp16 mixed precision needs a CUDA GPU (loss scaling, fp16 kernels); on CPU use "
+                        "--precision bf16 or fp32")
+    elif s.precision in ("bf16", "fp16") and not getattr(caps, f"supports_{s.precision}", False):
+        problems.append(f"the adapter {adapter.name!r} does not support {s.precision}")
+    elif s.precision == "bf16" and host.type == "cuda" and not host.bf16:
+        problems.append("this GPU has no bf16 support; use --precision fp16 or fp32")
+    try:
+        adapter.validate_options(dict(s.adapter_options))
+    except AdvisorError as exc:
+        problems.append(str(exc).rstrip("."))
+    workload = None
+    try:
+        workload = resolve_workload(s.workload)  # a bad workload fails here, before any process starts
+    except AdvisorError as exc:
+        problems.append(str(exc).rstrip("."))
+    optimizer = (s.optimizer or (workload.optimizer if workload else "sgd")).lower()
+    if optimizer not in KNOWN_OPTIMIZERS:
+        problems.append(f"--optimizer {optimizer!r} is not one of {', '.join(sorted(KNOWN_OPTIMIZERS))}")
+    elif caps.optimizers is not None and optimizer not in caps.optimizers:
+        problems.append(f"the adapter {adapter.name!r} cannot run the optimizer {optimizer!r} "
+                        f"(it runs {', '.join(sorted(caps.optimizers))}); choose another --optimizer or adapter")
+    base_lr = base_batch = None
+    source = ""
+    if workload is not None:
+        try:
+            base_batch = s.base_batch or workload.current_batch_size or task_profile(workload.task).start_per_device
+        except AdvisorError as exc:
+            problems.append(str(exc).rstrip("."))
+        base_lr = s.base_lr or workload.current_lr
+        if base_lr is None:
+            problems.append(f"the workload {s.workload!r} gives no learning rate: pass --base-lr (the LR you use "
+                            "today) and --base-batch (the global batch it was tuned for)")
+        source = ("--base-lr/--base-batch" if s.base_lr or s.base_batch
+                  else "the workload's current_lr/current_batch_size")
+    if problems:
+        raise SetupError("Cannot start the plan: " + "; ".join(problems) + ". Nothing was run.")
+    return Setup(workload, host, base_lr, base_batch, source, optimizer, notes)
+
+
+class Session:
+    """The four steps over one adapter. Call ``ceiling()``, ``choose_start()``, ``trial()``, ``sweep()``,
+    ``finish()`` in order; redo any of them; ``cancel()`` from another thread stops the running one."""
+
+    def __init__(self, adapter: Adapter, settings: MethodSettings, setup: Setup,
+                 on_event: Callable[[Event], None] | None = None):
+        from .device import mixed_precision_for
+        from .runner import JobRunner
+
+        self.adapter, self.settings, self.setup = adapter, settings, setup
+        self.on_event = on_event or (lambda event: None)
+        self.cancel_token = CancelToken()
+        self.runner = JobRunner(adapter, settings, self._emit, self.cancel_token)
+        self.mixed = mixed_precision_for(settings.device) if settings.precision == "auto" else None
+        if self.mixed and not getattr(adapter.capabilities, f"supports_{self.mixed}", False):
+            self.mixed = None
+        self.timings: dict[int, StepTiming] = {}
+        self._probes: dict[int, ProbeTrial] = {}
+        self.ceiling_result: CeilingResult | None = None
+        self.start: StartChoice | None = None
+        self.trial_outcome: TrialOutcome | None = None
+        self.sweep_outcome: SweepOutcome | None = None
+        self.result: MethodResult | None = None
+        for note in setup.notes:
+            self._emit(Note(note))
+
+    # -- plumbing -----------------------------------------------------------------------------------------
+    def _emit(self, event: Event) -> None:
+        self.on_event(event)
+
+    def cancel(self) -> None:
+        """Thread-safe: the running step's workers are stopped and it raises CancelledError."""
+        self.cancel_token.cancel()
+
+    def _begin(self, step: int) -> tuple[float, int]:
+        self.cancel_token.reset()
+        self._emit(StepStarted(step, STEP_TITLES[step]))
+        return time.monotonic(), len(self.runner.ledger)
+
+    def _end(self, step: int, began: tuple[float, int]) -> None:
+        timing = StepTiming(STEP_TITLES[step].lower(), time.monotonic() - began[0], len(self.runner.ledger) - began[1])
+        self.timings[step] = timing
+        self._emit(StepFinished(step, STEP_TITLES[step], timing.seconds, timing.trials))
+
+    def invalidate_after(self, step: int) -> None:
+        """An earlier answer changed: later results no longer hold."""
+        if step < 2:
+            self.start = None
+        if step < 3:
+            self.trial_outcome = None
+        if step < 4:
+            self.sweep_outcome = None
+        self.result = None
+        for later in [k for k in self.timings if k > step]:
+            del self.timings[later]
+
+    @property
+    def info(self) -> WorkloadInfo:
+        w, s = self.setup.workload, self.settings
+        model = self.runner.model_info or {}
+        return WorkloadInfo(w.name, w.task, w.num_classes, self.setup.optimizer, len(w.train_data), len(w.val_data),
+                            model.get("parameters", 0), bool(model.get("has_batchnorm")), self.setup.base_lr,
+                            self.setup.base_global_batch, self.setup.base_source)
+
+    @property
+    def data_cap(self) -> int:
+        return data_cap(len(self.setup.workload.train_data), self.settings.world_size)
+
+    @property
+    def cap_reason(self) -> str:
+        return (f"the training set's share per device: {len(self.setup.workload.train_data)} samples / "
+                f"{self.settings.world_size} process(es)")
+
+    @property
+    def per_device_cap(self) -> int:
+        """The largest per-device batch any later step may use: memory ceiling and data share."""
+        if self.ceiling_result is None:
+            raise AdvisorError("Run the memory ceiling (step 1) first.")
+        return min(self.ceiling_result.per_device_max, self.data_cap)
+
+    @property
+    def learnable_cap(self) -> tuple[int, str]:
+        """The largest per-device batch the trial and sweep try: within memory and data, and leaving at least
+        MIN_STEPS_PER_EPOCH optimizer steps per epoch on the target cluster."""
+        from .plan import MIN_STEPS_PER_EPOCH
+
+        cap = self.per_device_cap
+        by_epoch = max(1, len(self.setup.workload.train_data) // (self.settings.world_size * MIN_STEPS_PER_EPOCH))
+        if by_epoch < cap:
+            return by_epoch, (f"{len(self.setup.workload.train_data)} training samples leave at least "
+                              f"{MIN_STEPS_PER_EPOCH} steps per epoch on {self.settings.world_size} process(es) only "
+                              f"up to {by_epoch} per device")
+        return cap, ""
+
+    # -- step 1 -------------------------------------------------------------------------------------------
+    def ceiling(self, headroom: float | None = None, reuse_probes: bool = False) -> CeilingResult:
+        """Step 1. With ``reuse_probes`` a batch already probed is not run again (a new headroom is cheap)."""
+        if headroom is not None:
+            if not 0 <= headroom < 1:
+                raise SetupError(f"Headroom must be a fraction in [0, 1), not {headroom}.")
+            self.settings.headroom = headroom
+        began = self._begin(1)
+        if not reuse_probes:
+            self._probes.clear()
+
+        def probe(batch: int, purpose: str) -> ProbeTrial:
+            if batch not in self._probes:
+                self._probes[batch] = self.runner.probe(batch, purpose)
+            return self._probes[batch]
+
+        max_batch = min(self.settings.max_batch, self.data_cap)
+        cap_reason = self.cap_reason if max_batch == self.data_cap else "the search's upper limit"
+        self.ceiling_result = search_ceiling(probe, self.settings.memory_budget_bytes, self.settings.headroom,
+                                             max_batch, cap_reason=cap_reason)
+        self.invalidate_after(1)
+        self._end(1, began)
+        return self.ceiling_result
+
+    # -- step 2 -------------------------------------------------------------------------------------------
+    def choose_start(self, per_device: int | None = None) -> StartChoice:
+        """Step 2: the task table's value capped by the ceiling, or the user's own (still capped)."""
+        began = self._begin(2)
+        cap = self.per_device_cap
+        if per_device is not None:
+            if per_device < 1:
+                raise SetupError(f"The starting value must be at least 1, not {per_device}.")
+            chosen = min(per_device, cap)
+            reason = f"Your starting value of {per_device} per device" + (
+                f", capped by the ceiling of {cap}." if chosen < per_device else ".")
+        else:
+            chosen, reason = start_value(self.info.task, cap)
+        self.start = StartChoice(chosen, reason)
+        self.invalidate_after(2)
+        self._end(2, began)
+        return self.start
+
+    # -- step 3 -------------------------------------------------------------------------------------------
+    def trial(self) -> TrialOutcome:
+        if self.start is None:
+            self.choose_start()
+        began = self._begin(3)
+        ceiling = self.ceiling_result
+        cap, why = self.learnable_cap
+        self.trial_outcome = short_trial(self.runner, self.start.per_device, ceiling, self.settings.trial_steps,
+                                         self.info, self.settings.start_precision, self.mixed,
+                                         lambda message: self._emit(Decision(3, message)), cap=max(cap, 1),
+                                         cap_reason=why or ("the memory ceiling" if cap == ceiling.per_device_max
+                                                            else self.cap_reason))
+        self.invalidate_after(3)
+        self._end(3, began)
+        return self.trial_outcome
+
+    # -- step 4 -------------------------------------------------------------------------------------------
+    def sweep(self, chosen: int | None = None) -> SweepOutcome:
+        if self.trial_outcome is None and chosen is None:
+            raise AdvisorError("Run the short trial (step 3) first, or give the batch to sweep around.")
+        began = self._begin(4)
+        chosen = chosen or self.trial_outcome.chosen
+        precision = self.trial_outcome.precision if self.trial_outcome else self.settings.start_precision
+        cap, why = self.learnable_cap
+        candidates, note = sweep_candidates(chosen, max(cap, chosen), self.settings.subset_sweep)
+        if why and chosen * 2 > cap:
+            note = (note + " " if note else "") + f"Not sweeping above {max(cap, chosen)}: {why}."
+        if note:
+            self._emit(Note(note))
+        info, steps = self.info, self.settings.sweep_steps
+        rows = [self.runner.train("sweep", batch, steps, *lr_and_warmup(info, batch * self.runner.nproc, steps),
+                                  evaluate=True, precision=precision, eval_points=SWEEP_EVAL_POINTS)
+                for batch in candidates]
+        noise, _ = noise_summary(self._trained_rows())
+        pick, reason = decide_sweep(rows, chosen, info.num_classes, steps, noise, self.runner.nproc)
+        if note:
+            reason = note + " " + reason
+        self._emit(Decision(4, reason))
+        self.sweep_outcome = SweepOutcome(pick, reason, rows, candidates)
+        self.invalidate_after(4)
+        self._end(4, began)
+        return self.sweep_outcome
+
+    def _trained_rows(self) -> list[TrialRecord]:
+        return [r for r in self.runner.ledger if r.phase in ("trial", "sweep")]
+
+    # -- the plan -----------------------------------------------------------------------------------------
+    def finish(self, global_batch: int | None = None) -> MethodResult:
+        """The plan for the target cluster, LR, warmup and launch line, from the steps run so far."""
+        from .adapters import LaunchSpec
+
+        if self.sweep_outcome is None:
+            raise AdvisorError("Run the comparison sweep (step 4) first.")
+        s = self.settings
+        if global_batch is not None:
+            if global_batch < 1:
+                raise SetupError(f"The global batch target must be at least 1, not {global_batch}.")
+            s.global_batch = global_batch
+        info = self.info
+        trial, sweep = self.trial_outcome, self.sweep_outcome
+        precision = trial.precision if trial else s.start_precision
+        noise, noise_reason = noise_summary(self._trained_rows())
+        plan, lr, warmup = make_plan(s, info, self.per_device_cap, sweep.chosen, sweep.reason, precision, noise,
+                                     amp_available=self.mixed is not None or s.device == "cpu")
+        note = heterogeneous_devices_note(self.ceiling_result, s.device_memories)
+        if note:
+            plan.warnings.append(note)
+        if precision != s.start_precision:
+            precision_reason = (f"The trial ran out of memory in {s.start_precision} and fit in {precision}, so the "
+                                f"plan uses {precision} (mixed precision before shrinking the batch).")
+        elif s.precision == "auto":
+            precision_reason = "Nothing ran out of memory in fp32, so the plan keeps fp32 (--precision auto)."
+        else:
+            precision_reason = f"{precision}, as asked (--precision {s.precision})."
+        env = self.runner.env
+        nproc_per_node = s.nproc if s.target_world_size is None else max(1, math.ceil(plan.world_size / s.nodes))
+        launch = self.adapter.launch_command(LaunchSpec(nproc_per_node, s.nodes, plan.per_device,
+                                                        plan.accumulation_steps, lr.value, warmup.steps,
+                                                        plan.precision, env))
+        timings = [self.timings[k] for k in sorted(self.timings)]
+        ceiling = self.ceiling_result
+        self.result = MethodResult(
+            s, info, ceiling, self.start.per_device if self.start else sweep.chosen,
+            self.start.reason if self.start else "", trial.chosen if trial else sweep.chosen,
+            trial.reason if trial else "", sweep.chosen, sweep.reason, plan, lr, warmup, list(self.runner.ledger),
+            timings, noise, noise_reason, precision_reason, dict(env), launch,
+            self.adapter.recipe_extras(self.runner.options), self.per_device_cap,
+            self.cap_reason if self.per_device_cap < ceiling.per_device_max else "")
+        return self.result
+
+    def run_all(self) -> MethodResult:
+        """All four steps with the defaults, then the plan: what `advisor plan` does."""
+        self.ceiling()
+        self.choose_start()
+        self.trial()
+        self.sweep()
+        return self.finish()
+
+
+def run_method(adapter: Adapter, settings: MethodSettings, host: HostDevices,
+               on_event: Callable[[Event], None] | None = None) -> MethodResult:
+    setup = validate_setup(settings, adapter, host)
+    return Session(adapter, settings, setup, on_event).run_all()
