@@ -1,4 +1,5 @@
-# Two entry points: `make run` (set up, then plan the default workload) and `make test`.
+# Entry points: `make run` (set up, then plan the default workload), `make test`, and
+# `make wheel-check` (build the wheel, install it into a fresh venv, run the installed advisor).
 VENV ?= .venv
 PYTHON ?= python3
 # On a CPU-only machine this takes the CPU build; on a GPU host install your CUDA torch first
@@ -6,7 +7,7 @@ PYTHON ?= python3
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 
-.PHONY: setup run test bench clean
+.PHONY: setup run test wheel-check bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +24,10 @@ run: setup
 
 test: setup
 	$(BIN)/python -m pytest -q
+
+# Self-contained (its own temporary venv, removed afterwards); also run by .ci/run.
+wheel-check:
+	PYTHON="$(PYTHON)" TORCH_SPEC="$(TORCH_SPEC)" bash .ci/wheel-check
 
 bench: setup
 	$(BIN)/python bench/diagnose_speed.py

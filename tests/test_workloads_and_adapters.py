@@ -61,7 +61,7 @@ def test_invalid_workload_fields(tmp_path):
         assert part in text
 
 
-def test_registry_lists_without_importing_and_loads_ddp():
+def test_registry_loads_ddp():  # listing without importing: tests/test_architecture.py
     assert available_adapters()["ddp"] == "advisor_adapters.ddp:DDPAdapter"
     adapter = load_adapter("ddp")
     assert isinstance(adapter, Adapter) and adapter.capabilities.supports_accumulation

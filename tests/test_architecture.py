@@ -1,0 +1,177 @@
+"""Architecture rules. Each runs in a fresh interpreter, so nothing this test session
+already imported can hide a violation, and each checks that it had something to check
+(the UI library really is installed, the import guard really blocks), so none can pass
+vacuously.
+
+- The engine (every module of ``advisor`` but the CLI and the Textual app) imports no UI.
+- The adapter registry lists names without importing a plugin.
+- ``advisor.load_recipe`` reads a real recipe without torch, the workload or the adapter.
+- ``advisor diagnose`` and ``advisor check`` never import torch.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+from advisor.adapters import available_adapters
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPE = ROOT / "recipes" / "digits-cnn.toml"
+CORPUS_LOG = ROOT / "tests" / "corpus" / "logs" / "torchrun_oom_rank1.log"
+UI_PACKAGES = ("textual", "rich")
+# The parts of the advisor package that may import a UI: the Textual app and the command line.
+NOT_ENGINE = ("advisor.cli", "advisor.tui")
+
+MARK = "@@result@@ "
+# A sys.meta_path finder: records every import of a blocked module (and its submodules) and
+# refuses it. The record catches an import that the code under test tried and swallowed.
+GUARD = """
+import sys
+
+class ImportGuard:
+    def __init__(self, blocked):
+        self.blocked = tuple(blocked)
+        self.hits = []
+
+    def find_spec(self, name, path=None, target=None):
+        if any(name == b or name.startswith(b + ".") for b in self.blocked):
+            self.hits.append(name)
+            raise ImportError(f"import guard: {name} must not be imported here")
+        return None
+"""
+
+
+def run_probe(code: str, tmp_path: Path, *args: str) -> dict:
+    """Run ``code`` in a fresh interpreter (outside the source tree); it prints MARK + JSON last."""
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=300)
+    assert proc.returncode == 0, f"probe failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(MARK)]
+    assert lines, f"probe printed no result:\n{proc.stdout}\n{proc.stderr}"
+    return json.loads(lines[-1][len(MARK):])
+
+
+def is_engine(name: str) -> bool:
+    return not any(name == part or name.startswith(part + ".") for part in NOT_ENGINE)
+
+
+def engine_modules_on_disk() -> set[str]:
+    """Every module file under advisor/, as a module name, less the CLI and the Textual app."""
+    names = set()
+    for path in (ROOT / "advisor").rglob("*.py"):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        names.add(".".join(parts))
+    return {n for n in names if is_engine(n)}
+
+
+def test_the_engine_imports_no_ui_even_with_textual_installed(tmp_path):
+    for ui in UI_PACKAGES:
+        assert importlib.util.find_spec(ui) is not None, f"{ui} is not installed, so this test would prove nothing"
+    code = f"""
+import importlib, json, pkgutil, sys
+NOT_ENGINE = {NOT_ENGINE!r}
+imported = []
+
+def walk(path, prefix):
+    # pkgutil.walk_packages would import advisor.tui to look inside it; descend by hand instead.
+    for info in pkgutil.iter_modules(path, prefix):
+        if any(info.name == p or info.name.startswith(p + ".") for p in NOT_ENGINE):
+            continue
+        module = importlib.import_module(info.name)
+        imported.append(info.name)
+        if info.ispkg:
+            walk(module.__path__, info.name + ".")
+
+import advisor
+imported.append("advisor")
+walk(advisor.__path__, "advisor.")
+ui = sorted(m for m in sys.modules if m.split(".")[0] in {UI_PACKAGES!r})
+print({MARK!r} + json.dumps({{"imported": imported, "ui": ui}}))
+"""
+    result = run_probe(code, tmp_path)
+    # Every engine module was imported (the walk missed none) ...
+    assert set(result["imported"]) == engine_modules_on_disk()
+    assert {"advisor.method", "advisor.ceiling", "advisor.diagnose.scan", "advisor.workloads.digits"} <= set(
+        result["imported"])
+    # ... and none of them pulled in a UI library.
+    assert result["ui"] == [], f"engine modules imported UI modules: {result['ui'][:10]}"
+
+
+def test_the_registry_lists_adapters_without_importing_them(tmp_path):
+    code = f"""
+import json, sys
+from advisor.adapters import available_adapters
+found = available_adapters()
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("advisor_adapters", "torch"))
+print({MARK!r} + json.dumps({{"found": found, "loaded": loaded}}))
+"""
+    result = run_probe(code, tmp_path)
+    assert result["found"]["ddp"] == "advisor_adapters.ddp:DDPAdapter"
+    assert result["loaded"] == [], f"listing adapters imported {result['loaded']}"
+
+
+def test_load_recipe_reads_a_real_recipe_without_torch_the_workload_or_the_adapter(tmp_path):
+    data = tomllib.loads(RECIPE.read_text(encoding="utf-8"))
+    adapter_module = available_adapters()[data["inputs"]["adapter"]].split(":")[0]
+    blocked = {"torch", "numpy", "sklearn", "advisor.workload", "advisor.workloads",
+               adapter_module, adapter_module.split(".")[0]}
+    spec = data["workload"]["spec"]
+    if ":" in spec and "/" not in spec and not spec.split(":")[0].endswith(".py"):
+        blocked.add(spec.split(":")[0])  # a user workload named as module:function
+    code = GUARD + f"""
+import json
+guard = ImportGuard({sorted(blocked)!r})
+sys.meta_path.insert(0, guard)
+import advisor
+recipe = advisor.load_recipe({str(RECIPE)!r})
+hits = list(guard.hits)
+try:  # the guard really blocks
+    import {adapter_module}
+    guard_works = False
+except ImportError:
+    guard_works = True
+b, lr = recipe.batch, recipe.lr
+print({MARK!r} + json.dumps({{
+    "hits": hits, "guard_works": guard_works,
+    "batch": {{"per_device": b.per_device, "world_size": b.world_size,
+               "accumulation_steps": b.accumulation_steps, "global": b.global_}},
+    "lr": {{"value": lr.value, "base": lr.base, "base_global_batch": lr.base_global_batch, "rule": lr.rule}},
+    "warmup_steps": recipe.warmup.steps,
+}}))
+"""
+    result = run_probe(code, tmp_path)
+    assert result["guard_works"]
+    assert result["hits"] == [], f"load_recipe tried to import {result['hits']}"
+    assert result["batch"] == {k: data["batch"][k] for k in ("per_device", "world_size", "accumulation_steps", "global")}
+    assert result["lr"] == {k: data["lr"][k] for k in ("value", "base", "base_global_batch", "rule")}
+    assert result["warmup_steps"] == data["warmup"]["steps"]
+
+
+@pytest.mark.parametrize("args, expected_rc", [
+    (["diagnose", str(CORPUS_LOG)], 1),  # 1: it has findings (an OOM on rank 1)
+    (["check", str(RECIPE)], 0),
+], ids=["diagnose", "check"])
+def test_diagnose_and_check_never_import_torch(tmp_path, args, expected_rc):
+    assert importlib.util.find_spec("torch") is not None, "torch is not installed, so this test would prove nothing"
+    code = f"""
+import json, sys
+from advisor.cli import main
+rc = main({args!r})
+print({MARK!r} + json.dumps({{"rc": rc, "torch": sorted(m for m in sys.modules if m.split(".")[0] == "torch")[:5]}}))
+"""
+    result = run_probe(code, tmp_path)
+    assert result["rc"] == expected_rc
+    assert result["torch"] == [], f"advisor {args[0]} imported torch"
