@@ -179,14 +179,15 @@ class Session:
     ``finish()`` in order; redo any of them; ``cancel()`` from another thread stops the running one."""
 
     def __init__(self, adapter: Adapter, settings: MethodSettings, setup: Setup,
-                 on_event: Callable[[Event], None] | None = None):
+                 on_event: Callable[[Event], None] | None = None, runner=None):
         from .device import mixed_precision_for
         from .runner import JobRunner
 
         self.adapter, self.settings, self.setup = adapter, settings, setup
         self.on_event = on_event or (lambda event: None)
         self.cancel_token = CancelToken()
-        self.runner = JobRunner(adapter, settings, self._emit, self.cancel_token)
+        # Tests hand in a stub runner with the same probe/train/ledger/model_info/env/options surface.
+        self.runner = runner or JobRunner(adapter, settings, self._emit, self.cancel_token)
         self.mixed = mixed_precision_for(settings.device) if settings.precision == "auto" else None
         if self.mixed and not getattr(adapter.capabilities, f"supports_{self.mixed}", False):
             self.mixed = None

@@ -28,11 +28,20 @@ def test_accumulation_keeps_global_batch_and_lr_when_memory_is_short():
     assert "amp-before-shrinking" in codes(plan)  # try AMP before shrinking
 
 
-def test_accumulation_rounds_up():
+def test_accumulation_rounds_up_and_then_shrinks_the_micro_batch_to_the_target():
     plan = plan_data_parallel(1000, world_size=3, ceiling=64, task="image-classification")
     assert plan.accumulation_steps == math.ceil(1000 / (64 * 3)) == 6
-    assert plan.global_batch == 64 * 3 * 6
-    assert "global-rounded" in codes(plan)
+    # 56 x 3 x 6 = 1008 is the smallest identical split that reaches 1000 (64 x 3 x 6 = 1152 overshoots).
+    assert (plan.per_device, plan.global_batch) == (56, 1008)
+    rounded = next(w for w in plan.warnings if w.code == "global-rounded")
+    assert "+8 samples" in rounded.message
+
+
+def test_accumulation_does_not_overshoot_the_target():
+    # Regression: target 256 on 2 devices under a ceiling of 100 used to plan 100 x 2 x 2 = 400.
+    plan = plan_data_parallel(256, world_size=2, ceiling=100, task="image-classification", num_classes=10)
+    assert (plan.per_device, plan.accumulation_steps, plan.global_batch) == (64, 2, 256)
+    assert "global-rounded" not in codes(plan)
 
 
 def test_doubling_the_global_batch_doubles_the_sgd_lr():
@@ -52,11 +61,30 @@ def test_scale_above_two_lengthens_warmup():
     assert long.steps == 3 * math.ceil(10_000 / 256)
 
 
-def test_past_4096_linear_scaling_switches_to_sqrt_and_suggests_lars():
+def test_past_4096_linear_scaling_continues_as_sqrt_and_suggests_lars():
     lr = scale_lr(0.1, 256, 8192, "sgd", max_lr_factor=100)
-    assert lr.rule == "sqrt" and lr.value == pytest.approx(0.1 * math.sqrt(32))
+    # Linear from 256 to 4096 (x16), then square root from 4096 to 8192 (x sqrt 2).
+    assert lr.rule == "linear-sqrt" and lr.value == pytest.approx(0.1 * 16 * math.sqrt(2))
     assert lr.suggest_layerwise == "lars"
     assert scale_lr(1e-3, 256, 8192, "adamw").suggest_layerwise == "lamb"
+
+
+def test_lr_is_continuous_at_the_large_batch_threshold():
+    # Regression: SGD 0.1 at 256 gave 1.6 at 4096 but 0.40 at 4104.
+    at = scale_lr(0.1, 256, 4096, "sgd", max_lr_factor=100).value
+    past = scale_lr(0.1, 256, 4104, "sgd", max_lr_factor=100).value
+    assert at == pytest.approx(1.6) and past == pytest.approx(1.6 * math.sqrt(4104 / 4096))
+    values = [scale_lr(0.1, 256, b, "sgd", max_lr_factor=100).value for b in range(3800, 4400, 8)]
+    assert all(later >= earlier for earlier, later in zip(values, values[1:]))
+    assert max(b / a for a, b in zip(values, values[1:])) < 1.01
+    # A base batch already past the threshold scales by square root from the base.
+    assert scale_lr(0.1, 8192, 16384, "sgd").value == pytest.approx(0.1 * math.sqrt(2))
+
+
+def test_lr_reason_and_warmup_agree_past_the_threshold():
+    lr = scale_lr(0.1, 256, 8192, "sgd", max_lr_factor=100)
+    warmup = plan_warmup(lr.scale, train_size=1_000_000, global_batch=8192)
+    assert "s = 32" in lr.reason and warmup.epochs == 3  # the reason names the scale plan_warmup stretches on
 
 
 def test_scaled_lr_is_capped():
@@ -86,6 +114,7 @@ def test_batchnorm_with_small_micro_batches_recommends_syncbn_on_gpus_and_groupn
     assert gpu.sync_batchnorm and "SyncBatchNorm" in gpu.normalization_advice and "Detection" in gpu.normalization_advice
     cpu = plan_data_parallel(64, world_size=8, ceiling=64, task="image-classification", has_batchnorm=True)
     assert "does not run on CPU" in cpu.normalization_advice and "GroupNorm" in cpu.normalization_advice
+    assert cpu.per_device == 8
     single = plan_data_parallel(8, world_size=1, ceiling=64, task="image-classification", has_batchnorm=True)
     assert not single.sync_batchnorm and "GroupNorm" in single.normalization_advice
 
@@ -118,3 +147,30 @@ def test_heterogeneous_gpus_get_identical_batches_and_a_note():
     note = heterogeneous_devices_note(ceiling, [10 * gib, 10 * gib, 40 * gib])
     assert note.code == "heterogeneous-devices" and "every device uses 75" in note.message
     assert heterogeneous_devices_note(ceiling, [10 * gib, 10 * gib]) is None
+
+
+def test_syncbn_advice_depends_on_the_micro_batch_not_on_accumulation():
+    # Regression: any accumulation > 1 used to trigger the advice, even with 64-sample micro-batches.
+    big_micro = plan_data_parallel(512, world_size=2, ceiling=64, task="image-classification", has_batchnorm=True,
+                                   device_type="cuda")
+    assert big_micro.accumulation_steps == 4 and not big_micro.sync_batchnorm
+    assert "batchnorm-small-micro-batch" not in codes(big_micro)
+    small_micro = plan_data_parallel(64, world_size=2, ceiling=8, task="image-classification", has_batchnorm=True,
+                                     device_type="cuda")
+    assert small_micro.sync_batchnorm and "accumulation does not enlarge" in small_micro.normalization_advice
+    no_bn = plan_data_parallel(64, world_size=2, ceiling=8, task="image-classification", device_type="cuda")
+    assert not no_bn.sync_batchnorm
+
+
+def test_cpu_advice_never_suggests_fp16():
+    plan = plan_data_parallel(256, world_size=2, ceiling=32, task="image-classification", device_type="cpu")
+    amp = next(w for w in plan.warnings if w.code == "amp-before-shrinking")
+    assert "bf16 autocast" in amp.message and "fp16 needs a CUDA GPU" in amp.message
+    assert "bf16" in plan.precision_advice and "fp16 needs a CUDA GPU" in plan.precision_advice
+
+
+def test_too_few_steps_per_epoch_warns():
+    plan = plan_data_parallel(1024, world_size=1, ceiling=2048, task="image-classification", train_size=1438)
+    assert "few-steps-per-epoch" in codes(plan)
+    assert "few-steps-per-epoch" not in codes(plan_data_parallel(64, 1, 2048, "image-classification",
+                                                                 train_size=1438))

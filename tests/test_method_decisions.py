@@ -1,0 +1,264 @@
+"""The method's decisions against stub runners: milliseconds, no processes.
+
+The stubs model memory and speed with simple formulas, so every decision (double, halve, mixed
+precision before halving, stop, the sweep's tie-break and chance check, tiny budgets) is checked
+on known inputs.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor.adapters import load_adapter
+from advisor.ceiling import MemoryFit, ProbeTrial, search_ceiling
+from advisor.device import HostDevices
+from advisor.events import Decision, ProbeFinished, StepStarted
+from advisor.ledger import TrialRecord
+from advisor.method import (MethodSettings, WorkloadInfo, decide_sweep, short_trial, sweep_candidates,
+                            time_to_reach)
+from advisor.session import Session, validate_setup
+
+MIB = 2**20
+
+
+def info(**kw):
+    base = dict(name="w", task="image-classification", num_classes=10, optimizer="sgd", train_size=50_000,
+                val_size=1000, parameters=1000, has_batchnorm=False, base_lr=0.1, base_global_batch=256,
+                base_source="test")
+    base.update(kw)
+    return WorkloadInfo(**base)
+
+
+class StubRunner:
+    """Memory = fixed + per_sample x batch (halved by mixed precision); throughput saturates at ``saturate``."""
+
+    def __init__(self, nproc=2, fixed=10 * MIB, per_sample=1 * MIB, budget=300 * MIB, saturate=10_000,
+                 val=None, train_seconds=None, evals=None):
+        self.nproc, self.fixed, self.per_sample, self.budget, self.saturate = nproc, fixed, per_sample, budget, saturate
+        self.val = val or (lambda batch: 0.9)
+        self.train_seconds = train_seconds or (lambda batch: batch / 100)
+        self.evals = evals
+        self.calls: list[tuple] = []
+        self.ledger: list[TrialRecord] = []
+        self.model_info = {"parameters": 1000, "has_batchnorm": False}
+        self.env, self.options = {}, {}
+
+    def peak(self, batch, precision="fp32"):
+        activations = self.per_sample * batch * (0.5 if precision != "fp32" else 1)
+        return self.fixed + activations
+
+    def probe(self, batch, purpose):
+        self.calls.append(("probe", batch))
+        peak = self.peak(batch)
+        fits = peak <= self.budget
+        return ProbeTrial(batch, "ok" if fits else "oom", int(peak) if fits else None, 0.01, purpose)
+
+    def train(self, phase, per_device, steps, lr, warmup_steps=0, accumulation=1, evaluate=False,
+              precision="fp32", eval_points=1):
+        self.calls.append((phase, per_device, precision))
+        peak = self.peak(per_device, precision)
+        g = per_device * self.nproc
+        if peak > self.budget:
+            record = TrialRecord(phase, per_device, self.nproc, accumulation, g, "oom", 0.1, lr=lr,
+                                 precision=precision)
+        else:
+            throughput = min(g, self.saturate) * 100.0 if self.saturate else g * 100.0
+            metric = self.val(per_device) if evaluate else None
+            evals = self.evals(per_device) if (evaluate and self.evals) else []
+            record = TrialRecord(phase, per_device, self.nproc, accumulation, g, "ok", 0.1, lr=lr,
+                                 precision=precision, steps=steps, peak_bytes=int(peak), step_seconds=g / throughput,
+                                 throughput=throughput, final_loss=1.0, val_loss=1 - (metric or 0),
+                                 val_metric=metric, train_seconds=self.train_seconds(per_device), losses=[2.0, 1.0],
+                                 evals=evals)
+        self.ledger.append(record)
+        return record
+
+
+def ceiling_for(runner, budget=None, headroom=0.15, max_batch=65536):
+    return search_ceiling(runner.probe, budget or runner.budget, headroom, max_batch)
+
+
+# -- step 3: the short trial ---------------------------------------------------------------------------------
+
+def test_trial_doubles_while_memory_is_low_and_stops_when_doubling_stops_paying():
+    runner = StubRunner(saturate=100)  # samples/s stop growing past a global batch of 100
+    ceiling = ceiling_for(runner)
+    outcome = short_trial(runner, 16, ceiling, 40, info(), "fp32", None)
+    tried = [c[1] for c in runner.calls if c[0] == "trial"]
+    assert tried == [16, 32, 64, 128]  # 128 x 2 = 256 > 100: no gain over 64, stop
+    assert outcome.chosen == 64 and "not worth" in outcome.reason
+    assert any("stop doubling" in d for d in outcome.decisions)
+
+
+def test_trial_stops_at_high_memory_share():
+    runner = StubRunner(saturate=None)
+    ceiling = ceiling_for(runner)
+    outcome = short_trial(runner, 80, ceiling, 40, info(), "fp32", None)
+    assert [c[1] for c in runner.calls if c[0] == "trial"] == [80, 160]
+    last = runner.ledger[-1]
+    assert last.peak_bytes >= 0.6 * ceiling.estimated_peak_bytes
+    assert outcome.chosen == last.per_device and "of the ceiling's memory: stop" in outcome.decisions[-1]
+
+
+def test_trial_halves_on_oom_when_the_precision_is_fixed():
+    runner = StubRunner(budget=100 * MIB, saturate=None)
+    ceiling = ceiling_for(runner)
+    runner.budget = 60 * MIB  # multi-process training needs more than the single-process probes saw
+    outcome = short_trial(runner, 64, ceiling, 40, info(), "fp32", mixed=None)
+    assert [c[1] for c in runner.calls if c[0] == "trial"][:2] == [64, 32]
+    assert all(c[2] == "fp32" for c in runner.calls if c[0] == "trial")
+    assert outcome.precision == "fp32" and "halving" in outcome.decisions[0]
+
+
+def test_trial_tries_mixed_precision_before_halving():
+    runner = StubRunner(budget=100 * MIB, saturate=None)
+    ceiling = ceiling_for(runner)
+    runner.budget = 60 * MIB
+    outcome = short_trial(runner, 64, ceiling, 40, info(), "fp32", mixed="bf16")
+    trials = [c for c in runner.calls if c[0] == "trial"]
+    assert trials[:2] == [("trial", 64, "fp32"), ("trial", 64, "bf16")]  # same batch, mixed, before any halving
+    assert outcome.precision == "bf16" and outcome.chosen == 64
+    assert "before halving" in outcome.decisions[0]
+    statuses = [(r.per_device, r.precision, r.status) for r in runner.ledger]
+    assert (64, "fp32", "oom") in statuses and (64, "bf16", "ok") in statuses  # both in the ledger
+
+
+def test_trial_respects_its_cap_and_says_why():
+    runner = StubRunner(saturate=None)
+    ceiling = ceiling_for(runner)
+    outcome = short_trial(runner, 16, ceiling, 40, info(), "fp32", None, cap=40, cap_reason="data says so")
+    assert max(c[1] for c in runner.calls if c[0] == "trial") == 32
+    assert "cap of 40 (data says so)" in outcome.decisions[-1]
+
+
+# -- step 4: the sweep -----------------------------------------------------------------------------------------
+
+def record(batch, metric, train_seconds, evals=(), throughput=None):
+    return TrialRecord("sweep", batch, 1, 1, batch, "ok", 1.0, val_metric=metric, val_loss=1 - metric,
+                       throughput=throughput or batch * 100.0, train_seconds=train_seconds, evals=list(evals))
+
+
+def test_sweep_best_validation_wins():
+    rows = [record(32, 0.90, 1), record(64, 0.95, 2), record(128, 0.91, 4)]
+    assert decide_sweep(rows, 64, 10, 200)[0] == 64
+
+
+def test_sweep_tie_goes_to_the_run_that_reached_the_metric_first_not_the_fastest_samples_per_second():
+    # Regression: on tiny data every run hits 1.0; the tie went to the most samples/s at equal steps.
+    rows = [record(32, 1.0, 3.0, [{"step": 50, "train_seconds": 0.5, "val_metric": 1.0}]),
+            record(64, 1.0, 4.0, [{"step": 50, "train_seconds": 1.1, "val_metric": 0.99}]),
+            record(4096, 1.0, 30.0, [{"step": 50, "train_seconds": 8.0, "val_metric": 1.0}], throughput=1e6)]
+    chosen, why = decide_sweep(rows, 64, 3, 200)
+    assert chosen == 32 and "least training time" in why
+    assert time_to_reach(rows[1], 0.995, True) == 4.0  # never reached at a checkpoint: the run's end
+
+
+def test_sweep_tie_prefers_runs_inside_the_noise_scale():
+    rows = [record(64, 1.0, 5.0), record(512, 1.0, 1.0)]
+    chosen, why = decide_sweep(rows, 64, 3, 200, noise_scale=100, world_size=2)
+    assert chosen == 64 and "noise scale" in why
+
+
+def test_sweep_below_chance_keeps_the_trial_choice():
+    rows = [record(32, 0.11, 1), record(64, 0.12, 1)]
+    chosen, why = decide_sweep(rows, 64, 10, 200)
+    assert chosen == 64 and "chance" in why
+
+
+def test_sweep_with_nothing_to_run_says_so_and_oom_says_oom():
+    assert "no candidate" in decide_sweep([], 4, 10, 200)[1].lower()
+    oom = TrialRecord("sweep", 8, 1, 1, 8, "oom", 1.0)
+    assert "ran out of memory" in decide_sweep([oom], 4, 10, 200)[1]
+
+
+def test_subset_sweep_with_a_ceiling_below_eight_falls_back_to_half_chosen_double():
+    # Regression: ran nothing and reported "every sweep run ran out of memory".
+    candidates, note = sweep_candidates(4, cap=6, subset=True)
+    assert candidates == [2, 4] and "needs a ceiling of at least 16" in note
+    assert sweep_candidates(32, cap=200, subset=True)[0] == [8, 16, 32, 64, 128]
+
+
+# -- step 1: tiny budgets ----------------------------------------------------------------------------------------
+
+def test_tiny_budget_probes_between_one_and_eight_and_fits_only_what_it_measured():
+    runner = StubRunner(fixed=1 * MIB, per_sample=1 * MIB, budget=6 * MIB)  # 5 fits, 6 does not
+    result = ceiling_for(runner)
+    probed = [c[1] for c in runner.calls]
+    assert 8 in probed and set(probed) <= {1, 2, 3, 4, 5, 6, 7, 8}
+    assert result.largest_ok == 5 and result.smallest_oom == 6
+    assert result.fit is not None and result.fit.per_sample_bytes == pytest.approx(MIB)
+    assert result.per_device_max <= 5  # headroom kept: 0.85 x 6 MiB
+
+
+def test_when_only_batch_one_fits_no_fit_is_invented():
+    runner = StubRunner(fixed=1 * MIB, per_sample=1 * MIB, budget=2.5 * MIB)
+    result = ceiling_for(runner)
+    assert result.per_device_max == 1 and result.fit is None and result.estimated_peak_bytes is None
+    assert "no memory line" in result.reason
+
+
+def test_ceiling_stops_at_the_cap_it_is_given():
+    runner = StubRunner(fixed=MIB, per_sample=1024, budget=10_000 * MIB)
+    result = search_ceiling(runner.probe, runner.budget, 0.15, max_batch=719, cap_reason="data")
+    assert result.largest_ok == 719 and result.smallest_oom is None and "cap of 719 (data)" in result.reason
+
+
+# -- the session, driven step by step ------------------------------------------------------------------------------
+
+def settings(**kw):
+    base = dict(workload="digits-mlp", adapter_name="ddp", nproc=2, device="cpu", memory_budget_bytes=300 * MIB,
+                trial_steps=8, sweep_steps=8)
+    base.update(kw)
+    return MethodSettings(**base)
+
+
+def test_session_runs_step_by_step_redoes_and_invalidates():
+    adapter = load_adapter("ddp")
+    s = settings()
+    setup = validate_setup(s, adapter, HostDevices("cpu"))
+    events = []
+    runner = StubRunner(saturate=None)
+    session = Session(adapter, s, setup, events.append, runner=runner)
+    ceiling = session.ceiling()
+    assert any(isinstance(e, ProbeFinished) for e in events) is False  # the stub does not emit; the session does
+    assert [e.step for e in events if isinstance(e, StepStarted)] == [1]
+    # digits has 1438 training samples: 2 processes get at most 719 each, whatever memory allows.
+    assert session.per_device_cap == min(ceiling.per_device_max, 719)
+    start = session.choose_start(32)
+    assert start.per_device == 32 and "Your starting value" in start.reason
+    trial = session.trial()
+    assert trial.chosen >= 32 and any(isinstance(e, Decision) and e.step == 3 for e in events)
+    sweep = session.sweep()
+    result = session.finish()
+    assert result.plan.per_device == sweep.chosen and result.launch_command[:2] == ["env", "MALLOC_MMAP_THRESHOLD_=65536"] \
+        or result.launch_command[0] == "torchrun"
+    # Redoing step 2 invalidates steps 3 and 4.
+    session.choose_start(16)
+    assert session.trial_outcome is None and session.sweep_outcome is None and session.result is None
+    with pytest.raises(Exception, match="sweep"):
+        session.finish()
+
+
+def test_setup_is_validated_before_anything_runs():
+    from advisor.errors import SetupError
+
+    adapter = load_adapter("ddp")
+    with pytest.raises(SetupError) as err:
+        validate_setup(settings(nproc=-1, trial_steps=0, headroom=1.5, workload="no-such"), adapter,
+                       HostDevices("cpu"))
+    text = str(err.value)
+    for part in ("--nproc must be at least 1", "--trial-steps must be at least", "--headroom", "Unknown workload",
+                 "Nothing was run"):
+        assert part in text
+    with pytest.raises(SetupError, match="more processes than the 2 GPU"):
+        validate_setup(settings(nproc=4), adapter, HostDevices("cuda", ["H200", "H200"], [140 * 2**30] * 2))
+    with pytest.raises(SetupError, match="fp16 mixed precision needs a CUDA GPU"):
+        validate_setup(settings(precision="fp16"), adapter, HostDevices("cpu"))
+    with pytest.raises(SetupError, match="more than the smallest GPU"):
+        validate_setup(settings(memory_budget_bytes=200 * 2**30), adapter,
+                       HostDevices("cuda", ["H200", "H200"], [140 * 2**30] * 2))
+
+
+def test_memory_fit_helpers():
+    fit = MemoryFit(fixed_bytes=10, per_sample_bytes=2)
+    assert fit.bytes_at(5) == 20 and fit.batch_for(21) == 5
