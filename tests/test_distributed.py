@@ -13,7 +13,9 @@ from advisor.ceiling import search_ceiling
 from advisor.errors import TrialError
 from advisor.job import TrialJob
 from advisor.launch import run_job
-from advisor.method import MethodSettings, Runner
+from advisor.launch import CancelToken
+from advisor.method import MethodSettings
+from advisor.runner import JobRunner
 from conftest import REPO, advisor_processes, workload_spec
 
 pytestmark = [pytest.mark.distributed, pytest.mark.usefixtures("no_leftover_processes")]
@@ -68,7 +70,7 @@ def test_ceiling_search_meets_a_real_oom_and_lands_within_one_bisection_step():
                               memory_budget_bytes=64 * 2**20, workdir=str(REPO))
     from advisor.adapters import load_adapter
 
-    runner = Runner(load_adapter("ddp"), settings, lambda kind, payload: None)
+    runner = JobRunner(load_adapter("ddp"), settings, lambda event: None, CancelToken())
     result = search_ceiling(runner.probe, settings.memory_budget_bytes, headroom=0.0)
     assert any(t.status == "oom" for t in result.trials), "the search never met a real OOM"
     step = result.smallest_oom - result.largest_ok
