@@ -88,6 +88,7 @@ def _worker_env(job: TrialJob, adapter_env: dict | None) -> dict:
     # The adapter's variables are the ones the user's training must run with too (the recipe carries them).
     env.update(adapter_env or {})
     env["PYTHONUNBUFFERED"] = "1"
+    env["BATCH_ADVISOR_ENGINE_PID"] = str(os.getpid())  # lets a leak check find this engine's workers only
     env.setdefault("OMP_NUM_THREADS", "1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (job.workdir, env.get("PYTHONPATH", "")) if p)
     # torchrun warns about OMP_NUM_THREADS; the message is noise for our users.

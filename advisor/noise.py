@@ -27,7 +27,7 @@ class GradNormSample:
 class NoiseScale:
     true_grad_sq: float  # estimate of |G|^2
     trace_sigma: float  # estimate of tr(Sigma), the per-sample gradient variance summed over parameters
-    b_simple: float | None  # None when |G|^2 came out non-positive (noise dominates the short run)
+    b_simple: float | None  # None when |G|^2 or tr(Sigma) came out non-positive (too noisy to tell)
     sample: GradNormSample
 
     def to_dict(self) -> dict:
@@ -42,7 +42,8 @@ def noise_scale(sample: GradNormSample) -> NoiseScale:
     b, big = sample.b_small, sample.b_big
     true_sq = (big * sample.big_sq - b * sample.small_sq) / (big - b)
     trace = (sample.small_sq - sample.big_sq) / (1 / b - 1 / big)
-    return NoiseScale(true_sq, trace, trace / true_sq if true_sq > 0 else None, sample)
+    # Either estimate at or below zero means the short run was too noisy to separate signal from noise.
+    return NoiseScale(true_sq, trace, trace / true_sq if true_sq > 0 and trace > 0 else None, sample)
 
 
 def analytic_linear_regression_b_simple(dim: int, distance_sq: float, noise_var: float) -> float:

@@ -1,3 +1,4 @@
+import os
 import time
 from pathlib import Path
 
@@ -9,13 +10,24 @@ TEST_WORKLOADS = REPO / "tests" / "workloads"
 WORKER_MARKERS = ("advisor_adapters.", "torch.distributed.run")
 
 
-def advisor_processes():
-    """Worker or launcher processes that the advisor started and that are still alive."""
+def advisor_processes(engine_pids=None):
+    """Worker or launcher processes that an advisor engine in this test run started and that are still alive.
+
+    Workers carry BATCH_ADVISOR_ENGINE_PID; only those of this process (or the given engine pids, e.g. a
+    CLI subprocess) count, so other advisor runs on the same machine are left alone.
+    """
+    owners = {str(os.getpid())} | {str(p) for p in (engine_pids or ())}
     found = []
     for proc in psutil.process_iter(["pid", "cmdline", "status"]):
         cmd = " ".join(proc.info["cmdline"] or [])
-        if proc.info["status"] != psutil.STATUS_ZOMBIE and any(m in cmd for m in WORKER_MARKERS):
-            found.append(proc)
+        if proc.info["status"] == psutil.STATUS_ZOMBIE or not any(m in cmd for m in WORKER_MARKERS):
+            continue
+        try:
+            owner = proc.environ().get("BATCH_ADVISOR_ENGINE_PID")
+        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+        if owner in owners or (engine_pids is None and owner is not None and not psutil.pid_exists(int(owner))):
+            found.append(proc)  # ours, or orphaned by an engine that is gone
     return found
 
 

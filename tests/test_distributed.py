@@ -140,7 +140,7 @@ def test_ctrl_c_stops_every_worker_and_writes_nothing(tmp_path):
 
     threading.Thread(target=watch, daemon=True).start()
     deadline = time.monotonic() + 60
-    while not advisor_processes() and time.monotonic() < deadline:
+    while not advisor_processes([proc.pid]) and time.monotonic() < deadline:
         time.sleep(0.1)
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)

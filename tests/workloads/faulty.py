@@ -73,3 +73,13 @@ def not_a_workload():
 
 def raises_inside():
     raise ValueError("dataset path /data/train not found")
+
+
+def slow_to_build():
+    """Building the model takes a minute: a probe that is still running when the user cancels."""
+
+    def build():
+        time.sleep(60)
+        return nn.Linear(16, 2)
+
+    return _workload(build, "slow-build")

@@ -1,0 +1,53 @@
+"""A plain training loop, outside the advisor's worker code: does an advised batch really hold?
+
+Run as a fresh process: python tests/plain_loop.py WORKLOAD BATCH BUDGET_BYTES STEPS
+It loads the data, then limits the process's data segment to (what it uses now + BUDGET_BYTES),
+as the probes do, builds the model and the workload's optimizer, and trains STEPS steps at BATCH.
+Exit 0 when every step ran, 75 on out-of-memory. The caller decides the environment (e.g. a
+recipe's [launch.env]); this script sets none.
+"""
+
+import resource
+import sys
+
+import torch
+
+
+def data_segment_bytes() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmData:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("VmData not found")
+
+
+def main() -> int:
+    spec, batch, budget, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    from advisor.workload import resolve_workload  # the user's workload definition only
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    workload = resolve_workload(spec)
+    x_all, y_all = workload.train_data.tensors
+    limit = data_segment_bytes() + budget
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, resource.getrlimit(resource.RLIMIT_DATA)[1]))
+    try:
+        model = workload.build_model()
+        optimizer = workload.make_optimizer(model.parameters(), workload.current_lr or 0.01)
+        for step in range(steps):
+            idx = torch.randint(0, len(x_all), (batch,))
+            loss = workload.loss_fn(model(x_all[idx]), y_all[idx])
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+    except RuntimeError as exc:
+        if "allocate" in str(exc) or "primitive" in str(exc) or "memory" in str(exc):
+            print(f"OOM at step {step}: {str(exc).splitlines()[0]}")
+            return 75
+        raise
+    print(f"OK: {steps} steps at batch {batch}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
