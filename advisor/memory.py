@@ -23,8 +23,13 @@ def data_segment_bytes() -> int:
     raise RuntimeError("VmData not found in /proc/self/status")
 
 
-def apply_budget(device, budget_bytes: int | None) -> dict:
-    """Make allocations past ``budget_bytes`` fail for real; returns what was set."""
+def apply_budget(device, budget_bytes: int | None, held_bytes: int = 0) -> dict:
+    """Make allocations past ``budget_bytes`` fail for real; returns what was set.
+
+    On CPU, ``held_bytes`` is tensor memory already allocated that the budget must cover (the model's
+    parameters and buffers, DDP's buckets), while the process's own overhead (libraries, thread arenas)
+    does not count: a GPU's budget does not hold those either.
+    """
     from .device import cap_memory, normalize
 
     if not budget_bytes:
@@ -32,10 +37,14 @@ def apply_budget(device, budget_bytes: int | None) -> dict:
     dev = normalize(device)
     if dev.type == "cuda":
         return cap_memory(dev, budget_bytes)
+    if held_bytes >= budget_bytes:
+        raise MemoryError(f"the model's {held_bytes} bytes of parameters and buffers exceed the budget of "
+                          f"{budget_bytes} bytes: can't allocate memory")
     base = data_segment_bytes()
-    limit = base + budget_bytes
+    limit = base + budget_bytes - held_bytes
     resource.setrlimit(resource.RLIMIT_DATA, (limit, resource.getrlimit(resource.RLIMIT_DATA)[1]))
-    return {"enforced": True, "how": "RLIMIT_DATA", "base_bytes": base, "limit_bytes": limit}
+    return {"enforced": True, "how": "RLIMIT_DATA", "base_bytes": base, "limit_bytes": limit,
+            "held_bytes": held_bytes}
 
 
 @contextlib.contextmanager

@@ -122,6 +122,12 @@ class WorkerStrategy:
     def shutdown(self) -> None: ...
 
 
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """An exception's first line, or its type when it has no message (a bare MemoryError)."""
+    lines = str(exc).strip().splitlines()
+    return (lines[0] if lines else type(exc).__name__)[:limit]
+
+
 def emit(kind: str, **payload) -> None:
     sys.stdout.write(encode_event(kind, **payload) + "\n")
     sys.stdout.flush()
@@ -238,7 +244,7 @@ def run_probe(job, workload, strategy, model, optimizer, budget: dict):
         if not is_oom_exception(exc):
             raise
         emit("probe", rank=strategy.rank, batch=job.per_device_batch, status="oom",
-             message=str(exc).splitlines()[0][:300], seconds=time.perf_counter() - started, budget=budget)
+             message=first_line(exc), seconds=time.perf_counter() - started, budget=budget)
         return
     emit("probe", rank=strategy.rank, batch=job.per_device_batch, status="ok", peak_bytes=measured.peak["peak_bytes"],
          measured_by=measured.peak["how"], breakdown=measured.peak["breakdown"], step_seconds=measured.seconds,
@@ -283,7 +289,7 @@ def run_training(job, workload, strategy, model, optimizer, budget: dict):
     except Exception as exc:  # noqa: BLE001
         if not is_oom_exception(exc):
             raise
-        emit("oom", rank=strategy.rank, batch=job.per_device_batch, message=str(exc).splitlines()[0][:300],
+        emit("oom", rank=strategy.rank, batch=job.per_device_batch, message=first_line(exc),
              budget=budget)
         raise _OOMExit() from None
 
@@ -362,11 +368,14 @@ def worker_main(strategy: WorkerStrategy, argv: list[str] | None = None) -> None
         workload = resolve_workload(job.workload)
         if job.extra.get("optimizer"):
             workload.optimizer = job.extra["optimizer"]  # the plan's --optimizer overrides the workload's
-        # The budget covers everything the device holds for training (parameters, gradients, optimizer
-        # state, buckets, activations), so it is set before the model exists; the data set stays in host
-        # memory, as it does on a GPU host.
-        budget = apply_budget(strategy.device, job.memory_budget_bytes)
+        # The budget covers everything a training step holds on the device (parameters, gradients, optimizer
+        # state, buckets, activations). On CUDA it is set before the model exists; on CPU after wrapping,
+        # crediting the tensors already held, so the process's own overhead (libraries, the thread arenas
+        # DDP starts) is not charged to it, as it would not be to a GPU.
+        budget = {"enforced": False}
         try:
+            if strategy.device.type == "cuda":
+                budget = apply_budget(strategy.device, job.memory_budget_bytes)
             model = workload.build_model().to(strategy.device)
             if strategy.rank == 0:
                 emit("model", parameters=sum(p.numel() for p in model.parameters()),
@@ -374,13 +383,17 @@ def worker_main(strategy: WorkerStrategy, argv: list[str] | None = None) -> None
                      val_size=len(workload.val_data))
             optimizer = strategy.make_optimizer(workload, model, job)
             model, optimizer = strategy.prepare(model, optimizer, job)
+            if strategy.device.type != "cuda":
+                held = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+                budget = apply_budget(strategy.device, job.memory_budget_bytes,
+                                      held + sum(strategy.extra_memory(model).values()))
         except Exception as exc:  # noqa: BLE001 - the model alone not fitting is an answer, not a crash
             if not is_oom_exception(exc):
                 raise
             kind = "probe" if job.kind == "probe" else "oom"
             payload = {"status": "oom"} if job.kind == "probe" else {}
             emit(kind, rank=strategy.rank, batch=job.per_device_batch, budget=budget,
-                 message="the model itself does not fit: " + str(exc).splitlines()[0][:250], **payload)
+                 message="the model itself does not fit: " + first_line(exc), **payload)
             raise _OOMExit() from None
         if job.kind == "probe":
             run_probe(job, workload, strategy, model, optimizer, budget)

@@ -26,9 +26,11 @@ def test_plan_with_a_global_target_that_needs_accumulation(tmp_path):
     recipe = load_recipe(out)
     ceiling = summary["ceiling"]
     assert ceiling["trials"] >= 4 and ceiling["smallest_oom"] > ceiling["largest_ok"] >= ceiling["per_device_max"]
-    # The global target does not fit in 2 devices: the plan accumulates, keeping per-device at the ceiling.
-    assert summary["per_device_batch"] == ceiling["per_device_max"] == recipe.batch.per_device
-    assert summary["accumulation_steps"] == recipe.batch.accumulation_steps > 1
+    # The global target does not fit in 2 devices: the plan accumulates, with the smallest per-device batch
+    # under the ceiling that reaches the target once the accumulation count is known.
+    acc = summary["accumulation_steps"]
+    assert acc == recipe.batch.accumulation_steps == -(-256 // (ceiling["per_device_max"] * 2)) > 1
+    assert summary["per_device_batch"] == recipe.batch.per_device == -(-256 // (2 * acc)) <= ceiling["per_device_max"]
     assert summary["global_batch"] == recipe.batch.global_ >= 256
     assert summary["world_size"] == 2 and summary["recipe"] == str(out)
     # LR: SGD scaled linearly from the workload's base (0.02 at 64).
@@ -50,7 +52,10 @@ def test_plan_with_a_global_target_that_needs_accumulation(tmp_path):
     import shlex
 
     launch = shlex.split(recipe.data["launch"]["example"])  # generated commands are shell-quoted
-    assert launch[0] == "torchrun" and f"--batch-size={recipe.batch.per_device}" in launch
+    # The CPU allocator setting the probes ran with travels with the recipe and its launch line.
+    assert recipe.launch_env == {"MALLOC_MMAP_THRESHOLD_": "65536"}
+    assert launch[:3] == ["env", "MALLOC_MMAP_THRESHOLD_=65536", "torchrun"]
+    assert f"--batch-size={recipe.batch.per_device}" in launch
     assert shlex.split(recipe.data["provenance"]["command"])[:2] == ["advisor", "plan"]
 
     check = subprocess.run([sys.executable, "-m", "advisor.cli", "check", str(out)], capture_output=True, text=True)
@@ -67,4 +72,23 @@ def test_plan_on_the_default_workload_writes_a_human_summary(tmp_path):
     recipe = load_recipe(out)
     assert recipe.batch.accumulation_steps == 1  # no global target: the sweep's winner fits, no accumulation
     assert recipe.lr.rule in ("sqrt", "unchanged")  # Adam: square-root scaling
-    assert recipe.data["provenance"]["torch_version"] and recipe.data["ceiling"]["trials"] >= 4
+    assert recipe.data["provenance"]["torch_version"] and recipe.data["ceiling"]["trials"] >= 3
+    # digits-mlp is tiny: memory never runs out before the training set's per-device share (1438 / 2).
+    ceiling = recipe.data["ceiling"]
+    assert ceiling["per_device_max"] <= 719 and "training set's share" in ceiling["reason"]
+    assert recipe.batch.per_device * 2 * 10 <= 1438  # at least 10 optimizer steps per epoch
+
+
+def test_bad_inputs_stop_before_the_first_probe(tmp_path):
+    # Regression: --nproc -1 ran the ceiling for a minute, then died with a bare AssertionError.
+    import time
+
+    started = time.monotonic()
+    run = plan("--nproc", "-1", "--device-memory", "1GiB", "--trial-steps", "0", "--out", str(tmp_path / "r.toml"))
+    assert run.returncode == 2 and time.monotonic() - started < 30
+    assert "--nproc must be at least 1" in run.stderr and "--trial-steps must be at least" in run.stderr
+    assert "Nothing was run" in run.stderr and "Traceback" not in run.stderr
+    blocked = tmp_path / "file"
+    blocked.write_text("x")
+    run = plan("--device-memory", "1GiB", "--out", str(blocked / "r.toml"))
+    assert run.returncode == 2 and "not a writable directory" in run.stderr
