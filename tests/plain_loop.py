@@ -1,8 +1,9 @@
 """A plain training loop, outside the advisor's worker code: does an advised batch really hold?
 
 Run as a fresh process: python tests/plain_loop.py WORKLOAD BATCH BUDGET_BYTES STEPS
-It loads the data, then limits the process's data segment to (what it uses now + BUDGET_BYTES),
-as the probes do, builds the model and the workload's optimizer, and trains STEPS steps at BATCH.
+It loads the data, builds the model and the workload's optimizer, then limits the process's data
+segment so that BUDGET_BYTES cover the model's tensors and everything training allocates from here on
+(the probes' rule: the device budget holds tensors, not the interpreter), and trains STEPS steps at BATCH.
 Exit 0 when every step ran, 75 on out-of-memory. The caller decides the environment (e.g. a
 recipe's [launch.env]); this script sets none.
 """
@@ -29,11 +30,13 @@ def main() -> int:
     torch.manual_seed(0)
     workload = resolve_workload(spec)
     x_all, y_all = workload.train_data.tensors
-    limit = data_segment_bytes() + budget
+    model = workload.build_model()
+    optimizer = workload.make_optimizer(model.parameters(), workload.current_lr or 0.01)
+    held = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+    limit = data_segment_bytes() + budget - held
     resource.setrlimit(resource.RLIMIT_DATA, (limit, resource.getrlimit(resource.RLIMIT_DATA)[1]))
+    step = 0
     try:
-        model = workload.build_model()
-        optimizer = workload.make_optimizer(model.parameters(), workload.current_lr or 0.01)
         for step in range(steps):
             idx = torch.randint(0, len(x_all), (batch,))
             loss = workload.loss_fn(model(x_all[idx]), y_all[idx])

@@ -38,7 +38,7 @@ def test_two_process_training_reports_from_every_rank(ddp):
     assert 0 <= lead["val_metric"] <= 1 and lead["val_loss"] > 0
     assert lead["noise"]["b_small"] == 16 and lead["noise"]["b_big"] == 32
     # all-reduced gradients are averages: never larger in norm than the local ones on average
-    assert lead["noise"]["g_big_sq"] <= lead["noise"]["g_small_sq"]
+    assert lead["noise"]["big_sq"] <= lead["noise"]["small_sq"]
 
 
 def test_accumulation_runs_real_micro_steps(ddp):
