@@ -262,3 +262,44 @@ def test_setup_is_validated_before_anything_runs():
 def test_memory_fit_helpers():
     fit = MemoryFit(fixed_bytes=10, per_sample_bytes=2)
     assert fit.bytes_at(5) == 20 and fit.batch_for(21) == 5
+
+
+def test_the_plan_never_goes_past_its_noise_scale_without_saying_why():
+    from advisor.method import make_plan
+
+    s = settings(nproc=2)
+    plan, lr, _ = make_plan(s, info(train_size=100_000), 512, 256, "By validation accuracy, 256 is best.", "fp32",
+                            noise=30.0, amp_available=True)
+    warning = next(w for w in plan.warnings if w.code == "beyond-noise-scale")
+    assert "It stands because the comparison sweep chose it on validation" in warning.message
+    forced = make_plan(settings(nproc=2, global_batch=512), info(train_size=100_000), 512, 256, "", "fp32",
+                       noise=30.0, amp_available=True)[0]
+    assert "--global-batch" in next(w for w in forced.warnings if w.code == "beyond-noise-scale").message
+
+
+def test_a_tiny_budget_writes_no_fit_it_did_not_measure_into_the_recipe():
+    from advisor.report import build_recipe
+
+    adapter = load_adapter("ddp")
+    s = settings(nproc=1, memory_budget_bytes=int(2.5 * MIB))
+    runner = StubRunner(nproc=1, fixed=1 * MIB, per_sample=1 * MIB, budget=2.5 * MIB, saturate=None)
+    session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=runner)
+    session.run_all()
+    recipe = build_recipe(session.result)
+    assert recipe["ceiling"]["per_device_max"] == 1
+    assert "fixed_bytes" not in recipe["ceiling"] and "per_sample_bytes" not in recipe["ceiling"]
+    assert "no memory line" in recipe["ceiling"]["estimate_note"]
+
+
+def test_one_oom_classifier_for_probes_and_logs():
+    from advisor.oom import is_oom_exception, is_oom_message
+
+    for line in ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+                 "RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes",
+                 "RuntimeError: could not create a primitive",
+                 "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+                 "[enforce fail at alloc_cpu.cpp:127] err == 0"):
+        assert is_oom_message(line), line
+    assert not is_oom_message("RuntimeError: shape '[-1, 3]' is invalid for input of size 16")
+    assert is_oom_exception(RuntimeError("could not create a primitive")) and is_oom_exception(MemoryError())
+    assert not is_oom_exception(ValueError("out of memory"))  # only allocator errors count
