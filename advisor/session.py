@@ -28,6 +28,7 @@ from .plan import Plan
 from .tasks import task_profile
 
 STEP_TITLES = {1: "Memory ceiling", 2: "Starting value", 3: "Trial run", 4: "Sweep"}
+STEP_NAMES = {1: "memory ceiling", 2: "starting value", 3: "short trial", 4: "comparison sweep"}  # recipe keys
 MIN_STEPS = 4  # a short run's first two steps pay one-time and tracking costs; time at least two more
 
 
@@ -215,7 +216,7 @@ class Session:
         return time.monotonic(), len(self.runner.ledger)
 
     def _end(self, step: int, began: tuple[float, int]) -> None:
-        timing = StepTiming(STEP_TITLES[step].lower(), time.monotonic() - began[0], len(self.runner.ledger) - began[1])
+        timing = StepTiming(STEP_NAMES[step], time.monotonic() - began[0], len(self.runner.ledger) - began[1])
         self.timings[step] = timing
         self._emit(StepFinished(step, STEP_TITLES[step], timing.seconds, timing.trials))
 

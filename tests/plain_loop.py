@@ -13,13 +13,7 @@ import sys
 
 import torch
 
-
-def data_segment_bytes() -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmData:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("VmData not found")
+from advisor.memory import data_segment_bytes  # reads /proc: the loop itself is plain torch
 
 
 def main() -> int:
