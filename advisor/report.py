@@ -118,6 +118,8 @@ def json_summary(result: MethodResult, recipe_path: str | None) -> dict:
         "ceiling": {"per_device_max": result.ceiling.per_device_max, "trials": len(result.ceiling.trials),
                     "largest_ok": result.ceiling.largest_ok, "smallest_oom": result.ceiling.smallest_oom},
         "noise_scale": result.noise_scale,
+        "precision_reason": result.precision_reason,
+        "launch": {"command": shlex.join(result.launch_command), "env": dict(result.launch_env)},
         "warnings": [asdict(wn) for wn in p.warnings],
         "step_seconds": {t.name: round(t.seconds, 2) for t in result.timings},
         "recipe": recipe_path,
