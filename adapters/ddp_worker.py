@@ -49,7 +49,7 @@ class DDPStrategy(WorkerStrategy):
         if getattr(model, "gradient_as_bucket_view", False):
             return {}
         size = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
-        return {"ddp_buckets (parameter-sized, computed)": int(size)}
+        return {"ddp_buckets_computed": int(size)}  # sized from the parameters, not measured
 
     def all_reduce_sum(self, tensor):
         dist.all_reduce(tensor)
