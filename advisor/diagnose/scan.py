@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import math
 import os
@@ -22,18 +23,24 @@ from .readers import (FAILURE_READERS, METRIC_READERS, RANK_PREFIX, LineReader, 
                       trainer_state_points)
 from .records import VAL_LOSS, LogEvent, Point, ReadStats
 
+_RANK_NUMBER = re.compile(r"\[(?:rank|default)(\d+)\]|\[(\d+),\d+\]<std")
 ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07]*\x07|[@-Z\\-_])")
 BLOCK_BYTES = 4 << 20
 HEAD_BYTES = 256 << 10  # read first, whole: it sets the line length that sizes the sampling stride
 MAX_LINE_CHARS = 64 << 10
 SERIES_CAP = 4_000
 EVENTS_KEPT_PER_KIND = 50
-# Words whose lines are never skipped by sampling: errors (OOM and crash tracebacks all carry "...Error"),
-# validation metrics, non-finite values. Each is a separate literal pattern: sre finds one literal at several
-# GB/s, an alternation of them ten times slower.
+# Lines that sampling never skips, found in the lower-cased block, each word a separate literal search (sre
+# finds one literal at GB/s, an alternation of them ten times slower): every exception, every out-of-memory
+# message (the words below cover every marker in advisor/oom.py, with or without "Error"), every nan/inf in
+# any case (not "info"), every fp16 overflow, every validation or test line.
 ERROR_WORD = re.compile(b"rror")
-MUST_READ = (ERROR_WORD, re.compile(b"val"), re.compile(b"nan"))
-FREQUENT_HITS = 64  # past this many in a block, sampling sees the word often enough
+OOM_WORDS = (b"memory", b"alloc", b"primitive")  # tests check that every OOM_MARKERS entry contains one
+EVENT_WORDS = (ERROR_WORD, *(re.compile(w) for w in OOM_WORDS), re.compile(b"nan"), re.compile(rb"inf(?!o)"),
+               re.compile(b"overflow"))
+VALIDATION_WORDS = (re.compile(b"val"), re.compile(b"test"))
+MUST_READ = EVENT_WORDS + VALIDATION_WORDS
+FREQUENT_SHARE = 8  # a validation word on more than 1 line in 8: those lines are sampled like training lines
 CONTEXT_AFTER_ERROR = 40  # a traceback's tail and torchrun's exit-code lines follow the error line
 TAIL_BYTES = 256 << 10  # the end of a log (where runs fail) is always read whole
 _CONTEXT_KEYS = {
@@ -58,10 +65,11 @@ class Collected:
             # Thinning may drop this point later; the first non-finite value of a series must survive.
             self.non_finite[point.name] = point
         series = self.series.setdefault(point.name, [])
-        if series:
+        if series and point.redraw:
+            # Only progress-bar frames collapse; distinct log lines are distinct points even at one step or epoch.
             last = series[-1]
-            if last.step == point.step and last.epoch == point.epoch and (point.step is not None or
-                                                                          point.epoch is not None):
+            if last.redraw and last.step == point.step and last.epoch == point.epoch and (
+                    point.step is not None or point.epoch is not None):
                 if last.value == point.value or point.value != point.value and last.value != last.value:
                     return False  # a progress bar redrawing the same value
                 series[-1] = point  # the same step, refreshed
@@ -92,6 +100,7 @@ class Scanner:
         self.line_bytes = 80.0
         self.line_bytes_known = False
         self.collected = Collected()
+        self.metric_rank: int | None = None
 
     # -- one line (one \r-frame at a time)
     def parse_line(self, text: str, line_no: int) -> None:
@@ -101,8 +110,8 @@ class Scanner:
             prefix = RANK_PREFIX.match(frame)
             rank = None
             if prefix:
-                digits = "".join(ch for ch in prefix.group(0) if ch.isdigit())
-                rank = int(digits) if digits else None
+                tag = _RANK_NUMBER.search(prefix.group(0))
+                rank = int(next(g for g in tag.groups() if g is not None)) if tag else None
                 frame = frame[prefix.end():]
             if "\x1b" in frame:
                 frame = ANSI_ESCAPE.sub("", frame)
@@ -123,6 +132,12 @@ class Scanner:
             records = self._metric_records(frame, line_no)
             if records is not None:
                 parsed = True
+                if rank is not None and records and any(isinstance(r, Point) for r in records):
+                    # Every rank prints its own loss: one rank's curve is read, the first that printed one.
+                    if self.metric_rank is None:
+                        self.metric_rank = rank
+                    elif rank != self.metric_rank:
+                        records = [r for r in records if isinstance(r, LogEvent)]
                 for record in records:
                     if isinstance(record, LogEvent):
                         self.collected.add_event(record)
@@ -164,18 +179,25 @@ class Scanner:
             stats.lines += len(lines)
             self._learn_line_length(hi - lo, len(lines))
             for index, raw in enumerate(lines):
-                if self.stride == 1 or index % self.stride == 0 or any(p.search(raw) for p in MUST_READ):
+                if self.stride == 1 or index % self.stride == 0 or must_read(raw):
                     self._parse_raw(raw, first_line + index)
             stats.sampling_stride = self.stride
             return first_line + len(lines)
         # Sampled: parse the lines at every ``byte_stride`` bytes, every line a must-read word is on (with the
         # lines after an error: the rest of a traceback, torchrun's exit codes), and the tail of the log.
         wanted: list[tuple[int, int]] = []
-        for pattern in MUST_READ:
-            for hits, match in enumerate(pattern.finditer(data, lo, hi)):
-                if hits >= FREQUENT_HITS:
-                    break  # the word is on many lines: the sample sees enough of them
-                wanted.append((match.start(), CONTEXT_AFTER_ERROR if pattern is ERROR_WORD else 0))
+        lowered = data[lo:hi].lower()  # one copy of the block; offsets are the same as in data
+        for pattern in EVENT_WORDS:
+            extra = CONTEXT_AFTER_ERROR if pattern is ERROR_WORD else 0
+            wanted += [(match.start() + lo, extra) for match in pattern.finditer(lowered)]
+        frequent = max(64, (hi - lo) // max(1, int(self.line_bytes)) // FREQUENT_SHARE)
+        for pattern in VALIDATION_WORDS:
+            hits = [(match.start() + lo, 0) for match in itertools.islice(pattern.finditer(lowered), frequent + 1)]
+            if len(hits) > frequent:  # the word is on most lines: the stride samples them evenly
+                self.collected.stats.validation_sampled = True
+            else:
+                wanted += hits
+        del lowered
         byte_stride = max(1, int(self.line_bytes * self.stride))
         wanted += [(offset, 0) for offset in range(lo, hi, byte_stride)]
         if last:
@@ -265,6 +287,12 @@ class Scanner:
             line_no = self.parse_block(pending[0], line_no, last=not carry, lo=pending[1], hi=pending[2])
         if carry:
             self.parse_block(carry, line_no, last=True)
+
+
+def must_read(raw: bytes) -> bool:
+    """True for a line that sampling must never skip (see EVENT_WORDS and VALIDATION_WORDS)."""
+    lowered = raw.lower()
+    return any(p.search(lowered) for p in MUST_READ)
 
 
 def sniff_file_format(head: bytes, name: str) -> str | None:
