@@ -25,8 +25,9 @@ AVERAGE_WORDS = {"avg", "average", "mean", "running", "smooth", "smoothed", "ema
 PLAIN_QUALIFIERS = {"step", "batch", "value", "cur", "current", "iter", "inner"}
 TOTAL_WORDS = {"total", "lm", "overall", "full", "all", "sum", "combined"}
 STEP_NAMES = {"step", "global step", "global_step", "globalstep", "iter", "iters", "iteration", "it",
-              "num_updates", "updates", "update", "trainer/global_step", "train/global_step", "train step"}
-EPOCH_NAMES = {"epoch", "ep", "train epoch", "epoch num", "epochs", "train"}  # timm: "Train: 3 [ 100/390 ..."
+              "num_updates", "updates", "update", "trainer/global_step", "train/global_step", "train step",
+              "training iteration", "train iteration", "training step"}
+EPOCH_NAMES = {"epoch", "ep", "train epoch", "training epoch", "epoch num", "epochs", "train"}  # timm: "Train: 3 [ 100/390 ..."
 POSITION_NAMES = {"batch", "step", "iter", "iteration", "it"}  # "Step [100/600]": a position within the epoch
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")

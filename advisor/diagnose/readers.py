@@ -95,7 +95,7 @@ CRASH_CLASSES = (
     ("collective-timeout", re.compile(
         r"Watchdog caught collective operation timeout|collective operation timeout|Timed out waiting \d+ ?ms"
         r"|NCCL (?:communicator was aborted|timeout)|ProcessGroupNCCL.*[Tt]imeout|Socket Timeout"
-        r"|DistBackendError.*(?:[Tt]imed? ?out|[Tt]imeout)|wait timeout after \d+ ?ms|Connection closed by peer", re.I)),
+        r"|DistBackendError.*(?:[Tt]imed? ?out|[Tt]imeout)|wait timeout after \d+ ?ms", re.I)),
     ("illegal-memory-access", re.compile(
         r"illegal memory access|cudaErrorIllegalAddress|misaligned address|an illegal instruction was encountered",
         re.I)),
@@ -215,8 +215,8 @@ class DeepSpeedReader(LineReader):
     # apex: "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0";
     # fairseq: "NOTE: gradient overflow detected, ignoring gradient, setting loss scale to: 64.0"
     OVERFLOW = re.compile(r"OVERFLOW!|[Gg]radient overflow|overflow detected", re.I)
-    ATTEMPTED = re.compile(r"[Aa]ttempted loss scale:\s*(?P<attempted>[\d.e+]+)")
-    REDUCED = re.compile(r"(?:reducing to|reducing loss scale to|setting loss scale to:?)\s*(?P<reduced>[\d.e+\-]+\d)")
+    ATTEMPTED = re.compile(r"[Aa]ttempted loss scale:\s*(?P<attempted>\d+(?:\.\d+)?(?:e[+-]?\d+)?)")
+    REDUCED = re.compile(r"(?:reducing to|reducing loss scale to|setting loss scale to:?)\s*(?P<reduced>\d+(?:\.\d+)?(?:e[+-]?\d+)?)")
     TIMER = re.compile(rf"SamplesPerSec=(?P<sps>{NUMBER})|MemAllocated=(?P<mem>[\d.]+\s*[KMGT]?B)")
 
     def read(self, text, line):

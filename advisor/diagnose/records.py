@@ -32,11 +32,12 @@ class LogEvent:
 
 @dataclass
 class Finding:
-    kind: str  # oom | oscillation-jitter | oscillation-periodic | overfitting | slow-convergence | diverged
+    kind: str  # oom | crash | oscillation-jitter | oscillation-periodic | overfitting | slow-convergence | diverged
     severity: str  # "error" | "warning"
     summary: str
     evidence: dict
     actions: list[str]
+    secondary_to: str | None = None  # set by the co-finding rules: a weaker finding another one explains
 
     def to_dict(self) -> dict:
         return asdict(self)

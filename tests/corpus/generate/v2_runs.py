@@ -21,6 +21,8 @@ from torch import nn
 
 torch.set_num_threads(1)
 OUT = sys.argv[1] if len(sys.argv) > 1 else "."
+# --seed N: the same scenarios with other seeds (model init, data order, the validation split), names ending _sN
+SEED = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else 0
 T0 = datetime.datetime(2026, 11, 30, 5, 0, 0)
 
 
@@ -28,7 +30,7 @@ def digits(n_train=None, sort_by_class=False):
     d = load_digits()
     x = torch.tensor(d.data, dtype=torch.float32) / 16.0
     y = torch.tensor(d.target)
-    order = torch.randperm(len(y), generator=torch.Generator().manual_seed(0))
+    order = torch.randperm(len(y), generator=torch.Generator().manual_seed(SEED))
     val, train = order[:360], order[360:]
     if n_train:
         train = train[:n_train]
@@ -69,6 +71,7 @@ class Run:
                  full_batch=False, zero_grad_bug=False):
         self.__dict__.update(locals())
         del self.__dict__["self"]
+        self.seed = seed + SEED
 
     def train(self, emit):
         torch.manual_seed(self.seed)
@@ -127,8 +130,13 @@ class Run:
                      seconds=step * 0.25)
 
 
+def seeded(name):
+    stem, ext = os.path.splitext(name)
+    return f"{stem}_s{SEED}{ext}" if SEED else name
+
+
 def write(name, run, fmt, header=""):
-    path = os.path.join(OUT, name)
+    path = os.path.join(OUT, seeded(name))
     with open(path, "w") as log:
         if header:
             log.write(header)
@@ -263,7 +271,7 @@ def stuck_kv(kind, v):
 
 def csv_rows(name, run):
     """A Lightning CSVLogger-style metrics.csv: step rows carry train_loss, epoch-end rows val_loss."""
-    path = os.path.join(OUT, name)
+    path = os.path.join(OUT, seeded(name))
     rows = []
 
     def emit(kind, **v):
@@ -311,7 +319,7 @@ def timeout_run(name):
            "--timeout-worker"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"),
                           timeout=240)
-    with open(os.path.join(OUT, name), "w") as log:
+    with open(os.path.join(OUT, seeded(name)), "w") as log:
         log.write(f"$ torchrun --standalone --nproc-per-node=2 train.py   # exit {proc.returncode}\n")
         log.write(proc.stdout)
         log.write(proc.stderr)
@@ -323,7 +331,7 @@ if __name__ == "__main__":
         timeout_worker()
         sys.exit(0)
     os.makedirs(OUT, exist_ok=True)
-    only = set(sys.argv[2:])
+    only = {a for a in sys.argv[2:] if not a.startswith("--") and not a.isdigit()}
 
     def want(name):
         return not only or name in only
@@ -364,15 +372,15 @@ if __name__ == "__main__":
                                                      width=512, eval_every_epoch=True))
     # healthy, in formats the first corpus lacked
     if want("v2_healthy_keras.log"):
-        write("v2_healthy_keras.log", Run(batch=32, lr=0.02, epochs=25, eval_every_epoch=True), keras)
+        write("v2_healthy_keras.log", Run(batch=32, lr=0.02, epochs=12, eval_every_epoch=True), keras)
     if want("v2_healthy_timm.log"):
         write("v2_healthy_timm.log", Run(batch=32, lr=0.001, epochs=5, opt="adam", eval_every_epoch=True), timm)
     if want("v2_healthy_tsl.log"):
         write("v2_healthy_tsl.log", Run(batch=32, lr=0.001, epochs=30, opt="adam", eval_every_epoch=True), TSL())
     # divergence: LR far too high under HF-style logging (grad_norm goes non-finite); a run that does not learn
     # (gradients zeroed between backward() and step(): full-batch loss stuck at one value)
-    if want("v2_diverged_hf_gradnorm.log"):
-        write("v2_diverged_hf_gradnorm.log", Run(batch=32, lr=3.0, epochs=2, opt="sgd", width=512), hf_dict)
+    if want("v2_diverged_hf_highlr.log"):
+        write("v2_diverged_hf_highlr.log", Run(batch=32, lr=30.0, epochs=2, opt="sgd", width=512), hf_dict)
     if want("v2_stuck_zero_grad_bug.log"):
         write("v2_stuck_zero_grad_bug.log", Run(batch=0, lr=0.1, epochs=150, opt="sgd", full_batch=True,
                                                       zero_grad_bug=True),
