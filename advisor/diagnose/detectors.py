@@ -304,7 +304,7 @@ def _loss_scale_collapse(scales: list[Point], events: list[LogEvent], counts: di
     from_events = [e.details["reduced"] for e in overflows if "reduced" in e.details]
     if from_events and overflows[0].details.get("attempted"):
         from_events.insert(0, overflows[0].details["attempted"])
-    for source, values in (("logged loss scale", logged), ("overflow messages", from_events)):
+    for source, values in (("overflow messages", from_events), ("logged loss scale", logged)):
         run, before, after = _halving_run(values)
         floor = bool(values) and values[-1] <= LOSS_SCALE_FLOOR and len(values) >= 2 and values[-2] <= LOSS_SCALE_FLOOR
         if (run >= LOSS_SCALE_RUN and after <= LOSS_SCALE_SMALL) or floor:

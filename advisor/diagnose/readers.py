@@ -208,15 +208,8 @@ class HFDictReader(LineReader):
 
 class DeepSpeedReader(LineReader):
     name = "deepspeed"
-    description = ("DeepSpeed step/lr lines and timers; fp16 overflow / loss-scale lines (DeepSpeed, apex, "
-                   "fairseq)")
+    description = "DeepSpeed step/lr lines and timers (SamplesPerSec, MemAllocated)"
     STEP = re.compile(rf"\[Rank (?P<rank>\d+)\] step=(?P<step>\d+), skipped=(?P<skipped>\d+), lr=\[(?P<lr>{NUMBER})")
-    # DeepSpeed: "OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 64, reducing to 32";
-    # apex: "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0";
-    # fairseq: "NOTE: gradient overflow detected, ignoring gradient, setting loss scale to: 64.0"
-    OVERFLOW = re.compile(r"OVERFLOW!|[Gg]radient overflow|overflow detected", re.I)
-    ATTEMPTED = re.compile(r"[Aa]ttempted loss scale:\s*(?P<attempted>\d+(?:\.\d+)?(?:e[+-]?\d+)?)")
-    REDUCED = re.compile(r"(?:reducing to|reducing loss scale to|setting loss scale to:?)\s*(?P<reduced>\d+(?:\.\d+)?(?:e[+-]?\d+)?)")
     TIMER = re.compile(rf"SamplesPerSec=(?P<sps>{NUMBER})|MemAllocated=(?P<mem>[\d.]+\s*[KMGT]?B)")
 
     def read(self, text, line):
@@ -225,6 +218,25 @@ class DeepSpeedReader(LineReader):
             step = float(m.group("step"))
             return [Point(line, "lr", float(m.group("lr")), step), Point(line, "skipped", float(m.group("skipped")),
                                                                            step)]
+        if self.TIMER.search(text):
+            return []
+        return None
+
+
+class OverflowReader(LineReader):
+    """fp16 overflow and loss-scale lines: events, read on every line whatever metric reader matched last."""
+
+    name = "fp16-overflow"
+    description = "fp16 overflow / loss-scale messages (DeepSpeed OVERFLOW!, apex, fairseq), scale at its minimum"
+    # DeepSpeed: "OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 64, reducing to 32";
+    # apex: "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0";
+    # fairseq: "NOTE: gradient overflow detected, ignoring gradient, setting loss scale to: 64.0"
+    OVERFLOW = re.compile(r"OVERFLOW!|[Gg]radient overflow|overflow detected", re.I)
+    ATTEMPTED = re.compile(r"[Aa]ttempted loss scale:\s*(?P<attempted>\d+(?:\.\d+)?(?:e[+-]?\d+)?)")
+    REDUCED = re.compile(r"(?:reducing to|reducing loss scale to|setting loss scale to:?)\s*"
+                         r"(?P<reduced>\d+(?:\.\d+)?(?:e[+-]?\d+)?)")
+
+    def read(self, text, line):
         if "verflow" in text or "VERFLOW" in text:
             if self.OVERFLOW.search(text):
                 details = {}
@@ -233,10 +245,8 @@ class DeepSpeedReader(LineReader):
                     if found:
                         details.update({k: float(v) for k, v in found.groupdict().items()})
                 return [LogEvent(line, "overflow", text.strip()[:300], details)]
-        if "loss scale already at minimum" in text or "Current loss scale already at minimum" in text:
+        if "loss scale already at minimum" in text:
             return [LogEvent(line, "loss-scale-floor", text.strip()[:300], {})]
-        if self.TIMER.search(text):
-            return []
         return None
 
 
@@ -388,7 +398,7 @@ class JSONLineReader(LineReader):
         return _points_from_pairs(pairs, line)
 
 
-FAILURE_READERS: list[LineReader] = [OOMReader(), TorchrunReader()]
+FAILURE_READERS: list[LineReader] = [OOMReader(), TorchrunReader(), OverflowReader()]
 METRIC_READERS: list[LineReader] = [HFDictReader(), DeepSpeedReader(), LightningBarReader(), JSONLineReader(),
                                     TextMetricsReader()]
 FORMAT_ALIASES = {"key-value": "plain"}  # the key=value reader of v1 is part of the text reader now
