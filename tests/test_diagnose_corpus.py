@@ -71,8 +71,6 @@ def test_holdout_precision_and_recall_per_kind(capsys):
     assert not low, f"below {MINIMUM} on held-back logs: {low}; misses: {misses}"
 
 
-@pytest.mark.xfail(strict=True, reason="tune: v2_periodic_sorted_ts.log (class-sorted data under SGD) is read as "
-                   "slow convergence, not periodic: the periodic detector is not yet tuned for it")
 def test_tune_precision_and_recall_per_kind(capsys):
     rows, misses = score("tune")
     _print("tune", rows, misses, capsys)

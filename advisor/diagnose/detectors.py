@@ -20,6 +20,9 @@ JITTER_SCORE_STALLED = 0.08  # ... and above this when the loss has stopped fall
 STALLED_NOISE_TO_LEVEL = 0.6
 PERIODIC_ACF = 0.35
 PERIODIC_AMPLITUDE = 0.15
+SWING_TO_NOISE = 2.0  # slow swings this many times the step-to-step noise: a pattern in the data order
+SWING_TO_LEVEL = 0.03  # ... and at least this share of the loss level
+SWING_MIN_NOISE = 0.005  # below this step noise (per-epoch averages) the ratio means nothing
 SLOW_DROP = 0.25  # a run whose loss fell less than this share of its start is slow
 HEALTHY_TRAIN_DROP = 0.30
 VAL_RISE = 0.05
@@ -373,7 +376,9 @@ def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]
     clearly_falling = noise > 0 and fall > noise
     converging = _relative_drop(values) > 0.5
     # Stalled: the trend no longer falls, and the noise either dwarfs the level or the run never converged.
-    stalled_noisy = (score >= JITTER_SCORE_STALLED and not clearly_falling
+    # A run that never fell is judged against the level it sits at (its start may hold an initial spike).
+    stalled_score = score if converging else max(score, noise / max(level, 1e-8))
+    stalled_noisy = (stalled_score >= JITTER_SCORE_STALLED and not clearly_falling
                      and (not converging or noise >= STALLED_NOISE_TO_LEVEL * max(level, 1e-8)))
     if score < JITTER_SCORE and not stalled_noisy:
         return []
@@ -429,15 +434,21 @@ def detect_periodic(series: dict[str, list[Point]], ctx: Context) -> list[Findin
     acf = {lag: _autocorrelation(residual, lag, mean, var) for lag in range(2, n // 3)}
     peaks = [lag for lag in acf if 3 <= lag < n // 3 - 1 and acf[lag] > PERIODIC_ACF
              and acf[lag] >= acf[lag - 1] and acf[lag] >= acf[lag + 1]]
-    if not peaks:
-        return []
-    strongest = max(acf[lag] for lag in peaks)
-    period = min(lag for lag in peaks if acf[lag] >= 0.9 * strongest)  # the fundamental, not a multiple
     ordered = sorted(residual)
     amplitude = (ordered[int(0.95 * (n - 1))] - ordered[int(0.05 * (n - 1))]) / 2
     level = max(_median(trend[start:]), 0.1 * _median(values[:max(3, len(values) // 20)]), 1e-8)
-    if amplitude / level < PERIODIC_AMPLITUDE:
+    # Data-order swings: the loss wanders in blocks (sorted or grouped data) far more than it moves step to step.
+    step_noise = _mad_sigma([b - a for a, b in zip(values[start:], values[start + 1:])]) / math.sqrt(2)
+    swing = _mad_sigma(residual)
+    swing_to_noise = swing / step_noise if step_noise > SWING_MIN_NOISE * level else 0.0
+    swings = swing_to_noise >= SWING_TO_NOISE and swing / level >= SWING_TO_LEVEL
+    if not (peaks and amplitude / level >= PERIODIC_AMPLITUDE) and not swings:
         return []
+    if peaks:
+        strongest = max(acf[lag] for lag in peaks)
+        period = min(lag for lag in peaks if acf[lag] >= 0.9 * strongest)  # the fundamental, not a multiple
+    else:
+        period = max(acf, key=acf.get)
     period_points = period * block
     first = train[0]
     steps_per_point = None
@@ -445,13 +456,17 @@ def detect_periodic(series: dict[str, list[Point]], ctx: Context) -> list[Findin
         steps_per_point = (train[-1].step - first.step) / (len(train) - 1)
     evidence = {"series": TRAIN_LOSS, "period_points": period_points, "autocorrelation": round(acf[period], 3),
                 "amplitude": round(amplitude, 5), "relative_amplitude": round(amplitude / level, 3),
+                "swing_to_step_noise": round(swing_to_noise, 2),
                 **_span(train, start * block, len(train) - 1)}
     if steps_per_point:
         evidence["period_steps"] = round(period_points * steps_per_point, 1)
+    regular = bool(peaks) and amplitude / level >= PERIODIC_AMPLITUDE
+    what = (f"swings periodically (every ~{evidence.get('period_steps', period_points)} "
+            f"{'steps' if steps_per_point else 'log points'}, ±{amplitude:.3g}, autocorrelation {acf[period]:.2f})"
+            if regular else
+            f"swings in slow blocks {swing_to_noise:.1f}x larger than its step-to-step noise (±{amplitude:.3g})")
     return [Finding("oscillation-periodic", "warning",
-                    f"The training loss swings periodically (every ~{evidence.get('period_steps', period_points)} "
-                    f"{'steps' if steps_per_point else 'log points'}, ±{amplitude:.3g}, autocorrelation "
-                    f"{acf[period]:.2f}): a pattern in the data order, not the batch size.",
+                    f"The training loss {what}: a pattern in the data order, not the batch size.",
                     evidence,
                     ["Check the data order: shuffle every epoch (DataLoader(shuffle=True) / "
                      "DistributedSampler.set_epoch(epoch)); sorted or grouped data (by class, source or length) "

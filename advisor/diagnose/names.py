@@ -11,6 +11,7 @@ below the plain loss) or, as the last word, not a metric at all ("Validation los
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from .records import TRAIN_LOSS, VAL_LOSS
 
@@ -40,6 +41,7 @@ def words(name: str) -> list[str]:
     return [w for w in _SPLIT.split(_CAMEL.sub(" ", name.strip().strip("'\"")).lower()) if w]
 
 
+@lru_cache(maxsize=4096)  # a log repeats a handful of names millions of times
 def position_name(name: str) -> str | None:
     """'step' / 'epoch' when the name is a step or epoch counter, else None."""
     keys = {" ".join(words(name)), name.strip().lower()}
@@ -50,6 +52,7 @@ def position_name(name: str) -> str | None:
     return None
 
 
+@lru_cache(maxsize=4096)
 def classify(name: str, stage: str | None = None) -> tuple[str, int] | None:
     """(series, rank) for a metric name, or None to ignore it. Lower rank wins among one line's candidates.
 
