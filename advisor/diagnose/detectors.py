@@ -499,7 +499,8 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
         tail = values[len(values) // 2:]
         val_tail_drop = _relative_drop(tail) if len(tail) >= 2 else 0.0
         train_tail = _values(train)[len(train) // 2:]
-        flat = (abs(val_tail_drop) < 0.03 and _relative_drop(train_tail) > 0.15)
+        # Not improving (flat, or rising less than the rising rule needs) while training still falls.
+        flat = (val_tail_drop < 0.03 and _relative_drop(train_tail) > 0.15)
         if rising or flat:
             gap = _median(values[-2:]) - _median(_values(train)[-max(3, len(train) // 20):])
             evidence = {"val_best": round(values[best], 5), "val_best_at": _where(val, best),
