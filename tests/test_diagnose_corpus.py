@@ -58,9 +58,6 @@ def test_every_log_has_a_label_and_a_split():
     assert all(set(e["kinds"]) <= set(KINDS) for e in LABELS.values())
 
 
-@pytest.mark.xfail(strict=True, reason="held-back seed-2 runs, scored once: overfitting recall 0.67 "
-                   "(v2_overfit_small_metrics_s2.csv missed), every other kind 1.00; not tuned on them "
-                   "(tests/corpus/README.md). strict: remove this mark when the detectors pass")
 def test_holdout_precision_and_recall_per_kind(capsys):
     rows, misses = score("holdout")
     _print("holdout", rows, misses, capsys)
