@@ -222,7 +222,7 @@ def cmd_diagnose(args) -> int:
             for note in stats.notes:
                 print(f"  note: {note}")
             if report.cannot_judge:
-                print(f"  Cannot judge the curves: {report.cannot_judge}.")
+                print(f"  Too few points to judge the curves: {report.cannot_judge}.")
             elif not report.findings:
                 print("  No problem found: the curves look healthy.")
             for number, finding in enumerate(report.findings, 1):

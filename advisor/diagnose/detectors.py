@@ -668,6 +668,5 @@ def judgeable(series: dict[str, list[Point]]) -> str | None:
         return None
     if not train:
         present = ", ".join(f"{k} {len(v)}" for k, v in series.items()) or "no metric series"
-        return f"too few points to judge the curves: no training loss was read ({present})"
-    return (f"too few points to judge the curves: the training loss has {len(train)} point(s); a trend needs "
-            f"{MIN_POINTS}")
+        return f"no training loss was read ({present})"
+    return f"the training loss has {len(train)} point(s); a trend needs {MIN_POINTS}"

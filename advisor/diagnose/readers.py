@@ -103,6 +103,7 @@ CRASH_CLASSES = (
         r"size mismatch|shapes cannot be multiplied|must match the size of tensor|Expected input batch_size"
         r"|mat1 and mat2|is invalid for input of size|The size of tensor a|Sizes of tensors must match", re.I)),
 )
+_RANK_IN_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
 _EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(?P<name>\w*(?:Error|Exception)): ")
 
 
@@ -129,7 +130,11 @@ class TorchrunReader(LineReader):
             return None
         kind = crash_class(text)
         if kind:
-            return [LogEvent(line, "crash", text.strip()[:300], {"class": kind})]
+            details = {"class": kind}
+            rank = _RANK_IN_TEXT.search(text)  # NCCL: "[Rank 3] Watchdog caught ..."
+            if rank:
+                details["rank"] = int(rank.group(1))
+            return [LogEvent(line, "crash", text.strip()[:300], details)]
         m = self.FAILED.search(text) or self.EXITCODE.search(text)
         if m:
             code = int(m.group("code"))
