@@ -233,6 +233,42 @@ def test_sampling_keeps_every_decisive_line_and_exact_counts(tmp_path):
     assert [p.value for p in collected.series["grad_norm"] if p.value != p.value or abs(p.value) == float("inf")]
 
 
+@pytest.mark.parametrize("block", [997, 20_000, 1 << 20])
+def test_pattern_skipping_never_hides_a_decisive_line(monkeypatch, block):
+    """Lines that repeat the log's pattern are skipped whole; anything else in them is read, exactly."""
+    import random
+
+    from advisor.diagnose import scan
+
+    rng = random.Random(7)
+    decisive = ["step {i} loss NaN", "RuntimeError: CUDA error: out of memory", "[deepspeed] OVERFLOW! Rank 0",
+                "CUBLAS_STATUS_ALLOC_FAILED", "Epoch [1/1] Step [{i}/9] Loss: inf", "val loss {i}.5",
+                "Test set: Average loss: 0.{i}"]
+    lines, expected = [], []
+    for i in range(60_000):
+        if rng.random() < 0.002:
+            text = rng.choice(decisive).format(i=i)
+            lines.append(text)
+            expected.append(len(lines))
+        lines.append(f"2026-01-01 12:{i % 60:02d}:00 INFO train.py:88 step {i} loss {rng.random():.4f} lr 0.1")
+        if i % 3 == 0:  # a two-line cycle part of the time: the pattern learner must cope
+            lines.append(f"2026-01-01 12:{i % 60:02d}:00 INFO timer.py:12 samples/s {rng.randint(90, 999)}")
+    monkeypatch.setattr(scan, "BLOCK_BYTES", block)
+    monkeypatch.setattr(scan, "HEAD_BYTES", block)
+    scanner = scan.Scanner()
+    parsed = []
+    original = scanner._parse_raw
+    monkeypatch.setattr(scanner, "_parse_raw", lambda raw, line: (parsed.append(line), original(raw, line)))
+    walks = []
+    walk = scanner._template._walk
+    monkeypatch.setattr(scanner._template, "_walk", lambda *a: walks.append(walk(*a)) or walks[-1])
+    scanner.scan_stream(io.BytesIO("\n".join(lines).encode()), 50_000_000)
+    assert scanner.stride > 1
+    if block >= 20_000:  # blocks big enough to learn the pattern from
+        assert any(w is not None for w in walks), "the pattern path was never taken"
+    assert set(expected) <= set(parsed), sorted(set(expected) - set(parsed))[:5]
+
+
 # ------------------------------------------------------------------ --watch
 
 def test_watch_reports_a_finding_when_it_appears(tmp_path):

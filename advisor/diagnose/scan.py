@@ -42,7 +42,7 @@ VALIDATION_WORDS = (re.compile(b"val"), re.compile(b"test"))
 MUST_READ = EVENT_WORDS + VALIDATION_WORDS
 FREQUENT_SHARE = 8  # a validation word on more than 1 line in 8: those lines are sampled like training lines
 CONTEXT_AFTER_ERROR = 40  # a traceback's tail and torchrun's exit-code lines follow the error line
-TAIL_BYTES = 256 << 10  # the end of a log (where runs fail) is always read whole
+TAIL_BYTES = 64 << 10  # the end of a log (where runs fail) is always read whole
 _CONTEXT_KEYS = {
     "Instantaneous batch size per device": "per_device",
     "Total train batch size (w. parallel, distributed & accumulation)": "global_batch",
@@ -101,6 +101,7 @@ class Scanner:
         self.line_bytes_known = False
         self.collected = Collected()
         self.metric_rank: int | None = None
+        self._template = LineTemplate()
 
     # -- one line (one \r-frame at a time)
     def parse_line(self, text: str, line_no: int) -> None:
@@ -185,19 +186,9 @@ class Scanner:
             return first_line + len(lines)
         # Sampled: parse the lines at every ``byte_stride`` bytes, every line a must-read word is on (with the
         # lines after an error: the rest of a traceback, torchrun's exit codes), and the tail of the log.
-        wanted: list[tuple[int, int]] = []
-        lowered = data[lo:hi].lower()  # one copy of the block; offsets are the same as in data
-        for pattern in EVENT_WORDS:
-            extra = CONTEXT_AFTER_ERROR if pattern is ERROR_WORD else 0
-            wanted += [(match.start() + lo, extra) for match in pattern.finditer(lowered)]
-        frequent = max(64, (hi - lo) // max(1, int(self.line_bytes)) // FREQUENT_SHARE)
-        for pattern in VALIDATION_WORDS:
-            hits = [(match.start() + lo, 0) for match in itertools.islice(pattern.finditer(lowered), frequent + 1)]
-            if len(hits) > frequent:  # the word is on most lines: the stride samples them evenly
-                self.collected.stats.validation_sampled = True
-            else:
-                wanted += hits
-        del lowered
+        wanted = self._template.decisive_lines(data, lo, hi)
+        if wanted is None:  # the log does not repeat one line pattern here: search every word
+            wanted = self._word_search(data, lo, hi)
         byte_stride = max(1, int(self.line_bytes * self.stride))
         wanted += [(offset, 0) for offset in range(lo, hi, byte_stride)]
         if last:
@@ -225,6 +216,22 @@ class Scanner:
         stats.lines += line_no - first_line
         stats.sampling_stride = self.stride
         return line_no
+
+    def _word_search(self, data: bytes, lo: int, hi: int) -> list[tuple[int, int]]:
+        """Every must-read line in data[lo:hi], by one literal search a word over the lower-cased block."""
+        wanted: list[tuple[int, int]] = []
+        lowered = data[lo:hi].lower()  # one copy of the block; offsets are the same as in data
+        for pattern in EVENT_WORDS:
+            extra = CONTEXT_AFTER_ERROR if pattern is ERROR_WORD else 0
+            wanted += [(match.start() + lo, extra) for match in pattern.finditer(lowered)]
+        frequent = max(64, (hi - lo) // max(1, int(self.line_bytes)) // FREQUENT_SHARE)
+        for pattern in VALIDATION_WORDS:
+            hits = [(match.start() + lo, 0) for match in itertools.islice(pattern.finditer(lowered), frequent + 1)]
+            if len(hits) > frequent:  # the word is on most lines: the stride samples them evenly
+                self.collected.stats.validation_sampled = True
+            else:
+                wanted += hits
+        return wanted
 
     def _learn_line_length(self, size: int, lines: int) -> None:
         if lines and not self.line_bytes_known:
@@ -287,6 +294,129 @@ class Scanner:
             line_no = self.parse_block(pending[0], line_no, last=not carry, lo=pending[1], hi=pending[2])
         if carry:
             self.parse_block(carry, line_no, last=True)
+
+
+_DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
+TEMPLATE_SAMPLE_BYTES = 64 << 10
+TEMPLATE_MAX_CYCLE = 8  # lines in the repeating pattern (a loss line, an lr line, a timer line, ...)
+TEMPLATE_ODD_SHARE = 0.25  # more of a block than this off the pattern: search every word instead
+
+
+class LineTemplate:
+    """The log's repeating line patterns, digits ignored: lines that repeat one exactly cannot hold a must-read
+    word.
+
+    A training log repeats a few print statements millions of times; only the numbers change. With digits
+    mapped to 0 (same length, so offsets stay), runs of a pattern are skipped by comparing whole runs at once
+    (memcmp); every line off the patterns is checked word by word. A pattern that itself holds a must-read
+    word is never used, so the skip is exact: a skipped line has the pattern's words and no others. When the
+    numbers change width (step 9999 -> 10000) a new pattern is learned where the old one stops.
+    """
+
+    KEEP = 4  # patterns remembered, most recent first
+
+    def __init__(self):
+        self.patterns: list[tuple[bytes, list[bytes]]] = []
+
+    @staticmethod
+    def learn(sample: bytes) -> tuple[bytes, list[bytes]] | None:
+        """The shortest cycle of lines (1..TEMPLATE_MAX_CYCLE) that 90% of the sample repeats, if any."""
+        lines = sample.split(b"\n")[:-1]
+        for cycle in range(1, TEMPLATE_MAX_CYCLE + 1):
+            checks = len(lines) - cycle
+            if checks < 4 * cycle:
+                break
+            if sum(lines[i] == lines[i + cycle] for i in range(checks)) < 0.9 * checks:
+                continue
+            start = next((i for i in range(checks) if all(lines[i + j] == lines[i + j + cycle]
+                                                         for j in range(cycle))), None)
+            if start is None:
+                continue
+            pattern = b"\n".join(lines[start:start + cycle]) + b"\n"
+            if must_read(pattern):
+                return None
+            return pattern, [pattern * (1 << k) for k in range(22) if len(pattern) << k <= 1 << 20]
+        return None
+
+    def _remember(self, learned) -> None:
+        self.patterns = [learned] + [p for p in self.patterns if p[0] != learned[0]][:self.KEEP - 1]
+
+    def decisive_lines(self, data: bytes, lo: int, hi: int) -> list[tuple[int, int]] | None:
+        """Must-read lines of data[lo:hi] as (offset, context lines), or None when no pattern fits the block."""
+        # The whole buffer when the range is most of it: no slice copy, and offsets stay those of data.
+        whole = hi - lo > len(data) // 2
+        normalised = data.translate(_DIGITS_TO_ZERO) if whole else data[lo:hi].translate(_DIGITS_TO_ZERO)
+        base = 0 if whole else lo
+        if not self.patterns:
+            learned = self.learn(normalised[lo - base:lo - base + TEMPLATE_SAMPLE_BYTES])
+            if learned is None:
+                return None
+            self._remember(learned)
+        return self._walk(data, lo - base, hi - base, base, normalised)
+
+    @staticmethod
+    def _next_aligned(normalised: bytes, cycle: bytes, position: int, end: int) -> int:
+        found = normalised.find(cycle, position, end)
+        while found > 0 and normalised[found - 1] != 10:  # 10 = "\n": a repeat counts only at a line start
+            found = normalised.find(cycle, found + 1, end)
+        return found
+
+    def _walk(self, data: bytes, start: int, size: int, base: int, normalised: bytes
+              ) -> list[tuple[int, int]] | None:
+        """Walk normalised[start:size] (data[base + start:base + size]) along the patterns."""
+        budget = TEMPLATE_ODD_SHARE * (size - start)
+        wanted: list[tuple[int, int]] = []
+        cycle, runs = self.patterns[0]
+        absent: set[bytes] = set()  # patterns that do not occur again in this block
+        position, level = start, 0
+        while position < size:
+            if normalised.startswith(runs[level], position, size):
+                position += len(runs[level])
+                level = min(level + 1, len(runs) - 1)
+                continue
+            if level:
+                level -= 1
+                continue
+            switched = next((p for p in self.patterns if normalised.startswith(p[0], position, size)), None)
+            if switched is not None:
+                cycle, runs = switched
+                continue
+            # Off every pattern: lines up to the next aligned repeat of a pattern are checked word by word.
+            # The current pattern usually resumes a line or two later: look near first, then further.
+            following = size
+            near = min(size, position + TEMPLATE_SAMPLE_BYTES)
+            for pattern, _ in self.patterns:
+                found = self._next_aligned(normalised, pattern, position, near)
+                if found >= 0:
+                    following = min(following, found)
+            if following == size:
+                for pattern, _ in self.patterns:
+                    if pattern in absent:
+                        continue
+                    found = self._next_aligned(normalised, pattern, near, size)
+                    if found < 0:
+                        absent.add(pattern)
+                    else:
+                        following = min(following, found)
+            if following - position > TEMPLATE_SAMPLE_BYTES // 4:  # a new stretch: learn its pattern
+                begin = normalised.find(b"\n", position, size) + 1 or size
+                learned = self.learn(normalised[begin:min(size, begin + TEMPLATE_SAMPLE_BYTES)])
+                if learned is not None:
+                    self._remember(learned)
+                    found = self._next_aligned(normalised, learned[0], position, size)
+                    if found >= 0:
+                        following = min(following, found)
+            budget -= following - position
+            if budget < 0:
+                return None
+            offset = base + position
+            for raw in data[offset:base + following].split(b"\n"):
+                if raw and must_read(raw):
+                    extra = CONTEXT_AFTER_ERROR if ERROR_WORD.search(raw.lower()) else 0
+                    wanted.append((offset, extra))
+                offset += len(raw) + 1
+            position = following
+        return wanted
 
 
 def must_read(raw: bytes) -> bool:
