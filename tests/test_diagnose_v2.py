@@ -258,7 +258,9 @@ def test_pattern_skipping_never_hides_a_decisive_line(monkeypatch, block):
     scanner = scan.Scanner()
     parsed = []
     original = scanner._parse_raw
-    monkeypatch.setattr(scanner, "_parse_raw", lambda raw, line: (parsed.append(line), original(raw, line)))
+    texts = {}
+    monkeypatch.setattr(scanner, "_parse_raw", lambda raw, line: (parsed.append(line), texts.__setitem__(line, raw),
+                                                                  original(raw, line)))
     walks = []
     walk = scanner._template._walk
     monkeypatch.setattr(scanner._template, "_walk", lambda *a: walks.append(walk(*a)) or walks[-1])
@@ -267,6 +269,8 @@ def test_pattern_skipping_never_hides_a_decisive_line(monkeypatch, block):
     if block >= 20_000:  # blocks big enough to learn the pattern from
         assert any(w is not None for w in walks), "the pattern path was never taken"
     assert set(expected) <= set(parsed), sorted(set(expected) - set(parsed))[:5]
+    assert all(lines[number - 1].encode() == raw for number, raw in texts.items() if raw), "a line misnumbered"
+    assert scanner.collected.stats.lines == len(lines)
 
 
 # ------------------------------------------------------------------ --watch

@@ -186,9 +186,10 @@ class Scanner:
             return first_line + len(lines)
         # Sampled: parse the lines at every ``byte_stride`` bytes, every line a must-read word is on (with the
         # lines after an error: the rest of a traceback, torchrun's exit codes), and the tail of the log.
-        wanted = self._template.decisive_lines(data, lo, hi)
-        if wanted is None:  # the log does not repeat one line pattern here: search every word
-            wanted = self._word_search(data, lo, hi)
+        walked = self._template.decisive_lines(data, lo, hi, self.stride, first_line)
+        if walked is not None:
+            return self._parse_walked(data, lo, hi, first_line, last, *walked)
+        wanted = self._word_search(data, lo, hi)  # the log does not repeat a line pattern here
         byte_stride = max(1, int(self.line_bytes * self.stride))
         wanted += [(offset, 0) for offset in range(lo, hi, byte_stride)]
         if last:
@@ -216,6 +217,31 @@ class Scanner:
         stats.lines += line_no - first_line
         stats.sampling_stride = self.stride
         return line_no
+
+    def _parse_walked(self, data: bytes, lo: int, hi: int, first_line: int, last: bool,
+                      entries: list[tuple[int, int, int]], lines: int) -> int:
+        """Parse the lines a pattern walk picked: (offset, line index in the block, context lines after)."""
+        stats = self.collected.stats
+        if last:  # the tail, whole: where runs fail
+            tail = data.rfind(b"\n", lo, max(lo, hi - TAIL_BYTES)) + 1 or lo
+            after = data.count(b"\n", tail, hi)
+            entries.append((tail, lines - 1 - after, after))
+        entries.sort()
+        parsed: set[int] = set()
+        for offset, index, extra in entries:
+            start, current = offset, index
+            for _ in range(extra + 1):
+                if start > hi:
+                    break
+                stop = data.find(b"\n", start, hi)
+                stop = hi if stop < 0 else stop
+                if start not in parsed:
+                    parsed.add(start)
+                    self._parse_raw(data[start:stop], first_line + current)
+                start, current = stop + 1, current + 1
+        stats.lines += lines
+        stats.sampling_stride = self.stride
+        return first_line + lines
 
     def _word_search(self, data: bytes, lo: int, hi: int) -> list[tuple[int, int]]:
         """Every must-read line in data[lo:hi], by one literal search a word over the lower-cased block."""
@@ -297,6 +323,15 @@ class Scanner:
 
 
 _DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
+
+
+def _line_starts(cycle: bytes) -> list[int]:
+    """Offsets of the line starts within one repeat of a pattern (which ends with a newline)."""
+    starts, offset = [], 0
+    for line in cycle.split(b"\n")[:-1]:
+        starts.append(offset)
+        offset += len(line) + 1
+    return starts
 TEMPLATE_SAMPLE_BYTES = 64 << 10
 TEMPLATE_MAX_CYCLE = 8  # lines in the repeating pattern (a loss line, an lr line, a timer line, ...)
 TEMPLATE_ODD_SHARE = 0.25  # more of a block than this off the pattern: search every word instead
@@ -341,8 +376,11 @@ class LineTemplate:
     def _remember(self, learned) -> None:
         self.patterns = [learned] + [p for p in self.patterns if p[0] != learned[0]][:self.KEEP - 1]
 
-    def decisive_lines(self, data: bytes, lo: int, hi: int) -> list[tuple[int, int]] | None:
-        """Must-read lines of data[lo:hi] as (offset, context lines), or None when no pattern fits the block."""
+    def decisive_lines(self, data: bytes, lo: int, hi: int, stride: int, first_line: int
+                       ) -> tuple[list[tuple[int, int, int]], int] | None:
+        """The lines of data[lo:hi] to parse, as (offset, line index in the block, context lines after): every
+        must-read line and every line whose number is a multiple of ``stride``; and the block's line count.
+        None when no pattern fits the block."""
         # The whole buffer when the range is most of it: no slice copy, and offsets stay those of data.
         whole = hi - lo > len(data) // 2
         normalised = data.translate(_DIGITS_TO_ZERO) if whole else data[lo:hi].translate(_DIGITS_TO_ZERO)
@@ -352,7 +390,7 @@ class LineTemplate:
             if learned is None:
                 return None
             self._remember(learned)
-        return self._walk(data, lo - base, hi - base, base, normalised)
+        return self._walk(data, lo - base, hi - base, base, normalised, stride, first_line)
 
     @staticmethod
     def _next_aligned(normalised: bytes, cycle: bytes, position: int, end: int) -> int:
@@ -361,17 +399,27 @@ class LineTemplate:
             found = normalised.find(cycle, found + 1, end)
         return found
 
-    def _walk(self, data: bytes, start: int, size: int, base: int, normalised: bytes
-              ) -> list[tuple[int, int]] | None:
-        """Walk normalised[start:size] (data[base + start:base + size]) along the patterns."""
+    def _walk(self, data: bytes, start: int, size: int, base: int, normalised: bytes, stride: int,
+              first_line: int) -> tuple[list[tuple[int, int, int]], int] | None:
+        """Walk normalised[start:size] (data[base + start:base + size]) along the patterns, counting lines."""
         budget = TEMPLATE_ODD_SHARE * (size - start)
-        wanted: list[tuple[int, int]] = []
+        wanted: list[tuple[int, int, int]] = []
         cycle, runs = self.patterns[0]
+        starts = _line_starts(cycle)
         absent: set[bytes] = set()  # patterns that do not occur again in this block
-        position, level = start, 0
+        position, level, index, run_last = start, 0, 0, False
         while position < size:
             if normalised.startswith(runs[level], position, size):
+                run_last = True
+                count = len(runs[level]) // len(cycle) * len(starts)
+                # The sampled lines inside the run: their offsets follow from the pattern's line lengths.
+                sample = -(first_line + index) % stride
+                while sample < count:
+                    repeat, line = divmod(sample, len(starts))
+                    wanted.append((base + position + repeat * len(cycle) + starts[line], index + sample, 0))
+                    sample += stride
                 position += len(runs[level])
+                index += count
                 level = min(level + 1, len(runs) - 1)
                 continue
             if level:
@@ -380,6 +428,7 @@ class LineTemplate:
             switched = next((p for p in self.patterns if normalised.startswith(p[0], position, size)), None)
             if switched is not None:
                 cycle, runs = switched
+                starts = _line_starts(cycle)
                 continue
             # Off every pattern: lines up to the next aligned repeat of a pattern are checked word by word.
             # The current pattern usually resumes a line or two later: look near first, then further.
@@ -409,14 +458,24 @@ class LineTemplate:
             budget -= following - position
             if budget < 0:
                 return None
+            run_last = False
             offset = base + position
-            for raw in data[offset:base + following].split(b"\n"):
+            region = data[offset:base + following]
+            pieces = region.split(b"\n")
+            if following < size:
+                pieces.pop()  # the region ends with its last line's "\n": no line after it
+            for raw in pieces:
                 if raw and must_read(raw):
                     extra = CONTEXT_AFTER_ERROR if ERROR_WORD.search(raw.lower()) else 0
-                    wanted.append((offset, extra))
+                    wanted.append((offset, index, extra))
+                elif (first_line + index) % stride == 0:
+                    wanted.append((offset, index, 0))
                 offset += len(raw) + 1
+                index += 1
             position = following
-        return wanted
+        if run_last:
+            index += 1  # a run ended the block with its "\n": the empty last line split() would count
+        return wanted, index
 
 
 def must_read(raw: bytes) -> bool:
