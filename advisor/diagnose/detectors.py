@@ -8,6 +8,7 @@ crash that is not an out-of-memory error is not reported as one.
 from __future__ import annotations
 
 import math
+import operator
 import statistics
 from dataclasses import dataclass
 
@@ -411,9 +412,10 @@ def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]
                     evidence, actions)]
 
 
-def _autocorrelation(values: list[float], lag: int, mean: float, var: float) -> float:
+def _autocorrelations(values: list[float], lags: range, mean: float, var: float) -> dict[int, float]:
     n = len(values)
-    return sum((values[i] - mean) * (values[i + lag] - mean) for i in range(n - lag)) / ((n - lag) * var)
+    centred = [v - mean for v in values]
+    return {lag: sum(map(operator.mul, centred[:n - lag], centred[lag:])) / ((n - lag) * var) for lag in lags}
 
 
 def detect_periodic(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
@@ -431,7 +433,7 @@ def detect_periodic(series: dict[str, list[Point]], ctx: Context) -> list[Findin
     var = sum((r - mean) ** 2 for r in residual) / n
     if var <= 0:
         return []
-    acf = {lag: _autocorrelation(residual, lag, mean, var) for lag in range(2, n // 3)}
+    acf = _autocorrelations(residual, range(2, n // 3), mean, var)
     peaks = [lag for lag in acf if 3 <= lag < n // 3 - 1 and acf[lag] > PERIODIC_ACF
              and acf[lag] >= acf[lag - 1] and acf[lag] >= acf[lag + 1]]
     ordered = sorted(residual)

@@ -12,7 +12,7 @@ import json
 import re
 from typing import Iterable
 
-from ..oom import is_oom_message
+from ..oom import OOM_MARKERS, is_oom_message
 from .names import SPLITS, classify, position_name
 from .records import TRAIN_LOSS, LogEvent, Point
 
@@ -67,7 +67,8 @@ class OOMReader(LineReader):
                        r"|CUDA out of memory|RuntimeError: \[enforce fail at alloc_cpu\.cpp")
 
     def read(self, text, line):
-        if not is_oom_message(text):
+        lowered = text.lower()  # the same test as is_oom_message, as plain substring checks: this runs on every line
+        if not any(marker in lowered for marker in OOM_MARKERS):
             return None
         for pattern, where in ((self.LEGACY, "cuda"), (self.MODERN, "cuda"), (self.CPU, "cpu")):
             m = pattern.search(text)
