@@ -334,7 +334,7 @@ def _line_starts(cycle: bytes) -> list[int]:
     return starts
 TEMPLATE_SAMPLE_BYTES = 64 << 10
 TEMPLATE_MAX_CYCLE = 8  # lines in the repeating pattern (a loss line, an lr line, a timer line, ...)
-TEMPLATE_ODD_SHARE = 0.25  # more of a block than this off the pattern: search every word instead
+TEMPLATE_ODD_SHARE = 0.05  # more of a block than this off the pattern: search every word instead
 
 
 class LineTemplate:
@@ -434,10 +434,14 @@ class LineTemplate:
             # The current pattern usually resumes a line or two later: look near first, then further.
             following = size
             near = min(size, position + TEMPLATE_SAMPLE_BYTES)
-            for pattern, _ in self.patterns:
-                found = self._next_aligned(normalised, pattern, position, near)
-                if found >= 0:
-                    following = min(following, found)
+            found = self._next_aligned(normalised, cycle, position, near)
+            if found >= 0:
+                following = found
+            else:
+                for pattern, _ in self.patterns:
+                    found = self._next_aligned(normalised, pattern, position, near)
+                    if found >= 0:
+                        following = min(following, found)
             if following == size:
                 for pattern, _ in self.patterns:
                     if pattern in absent:
