@@ -304,7 +304,7 @@ _STAGE = re.compile(r"(?:epoch\s*\(\s*)?(?P<stage>train(?:ing|_inner)?|val(?:id(
                     r"|test(?:ing)?|dev)\b", re.I)
 _DLL_STEP = re.compile(r"\(\s*(?P<a>\d+)\s*(?:,\s*(?P<b>\d+)\s*)?(?:,\s*(?P<c>\d+)\s*)?,?\s*\)")
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\w.])|[-+]?(?i:nan|inf(?:inity)?)(?![A-Za-z])"
-_PAIR = re.compile(rf"(?P<name>[A-Za-z][\w./@\-]*(?: [A-Za-z][\w./@\-]*){{0,3}}?)\s*(?:[:=]\s*|\s+)[\[(]?\s*"
+_PAIR = re.compile(rf"(?<![\w./@\-])(?P<name>[A-Za-z][\w./@\-]*(?: [A-Za-z][\w./@\-]*){{0,3}}?)\s*(?:[:=]\s*|\s+)[\[(]?\s*"
                    rf"(?P<value>{_NUM})(?:\s*/\s*(?P<total>\d+)(?![\w.]))?")
 _POSITION = re.compile(r"(?<![\w./])(?P<pos>\d+)\s*/\s*(?P<total>\d+)(?![\w./])")
 

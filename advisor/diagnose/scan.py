@@ -407,7 +407,7 @@ class LineTemplate:
         cycle, runs = self.patterns[0]
         starts = _line_starts(cycle)
         absent: set[bytes] = set()  # patterns that do not occur again in this block
-        position, level, index, run_last = start, 0, 0, False
+        position, level, index, run_last, reached, resume = start, 0, 0, False, 0, 0
         while position < size:
             if normalised.startswith(runs[level], position, size):
                 run_last = True
@@ -420,11 +420,14 @@ class LineTemplate:
                     sample += stride
                 position += len(runs[level])
                 index += count
+                reached = max(reached, level)
                 level = min(level + 1, len(runs) - 1)
                 continue
             if level:
                 level -= 1
                 continue
+            resume = max(0, reached - 2)  # the next run is likely as long as this one: start the doubling near it
+            reached = 0
             switched = next((p for p in self.patterns if normalised.startswith(p[0], position, size)), None)
             if switched is not None:
                 cycle, runs = switched
@@ -462,6 +465,7 @@ class LineTemplate:
             budget -= following - position
             if budget < 0:
                 return None
+            level = min(resume, len(runs) - 1)
             run_last = False
             offset = base + position
             region = data[offset:base + following]
