@@ -205,6 +205,15 @@ def cmd_diagnose(args) -> int:
         from .recipe import check_recipe
 
         context = Context.from_recipe(check_recipe(args.recipe))
+    if args.watch:
+        from .diagnose.watch import watch
+
+        if len(args.logs) != 1 or args.logs[0] == "-":
+            print("advisor: --watch follows one log file (not standard input); pass exactly one path.",
+                  file=sys.stderr)
+            return 2
+        return watch(args.logs[0], args.format, context, interval=args.interval, seconds=args.watch_seconds,
+                     as_json=args.json)
     result = diagnose(args.logs, args.format, context)
     unreadable = [r for r in result.reports if not r.readable]
     if args.json:
@@ -219,10 +228,13 @@ def cmd_diagnose(args) -> int:
             print(f"{report.source}: {stats.lines} lines; read as {formats}; {series}.")
             for note in stats.notes:
                 print(f"  note: {note}")
-            if not report.findings and report.readable:
+            if report.cannot_judge:
+                print(f"  Too few points to judge the curves: {report.cannot_judge}.")
+            elif not report.findings:
                 print("  No problem found: the curves look healthy.")
             for number, finding in enumerate(report.findings, 1):
-                print(f"\n  [{finding.severity}] {finding.kind}: {finding.summary}")
+                secondary = f" (secondary to {finding.secondary_to})" if finding.secondary_to else ""
+                print(f"\n  [{finding.severity}] {finding.kind}{secondary}: {finding.summary}")
                 print("    Evidence:")
                 print("\n".join(_format_evidence(finding.evidence)))
                 print("    What to do, in this order:")
@@ -282,6 +294,10 @@ def build_parser() -> argparse.ArgumentParser:
     diag.add_argument("--json", action="store_true", help="one JSON object: findings and what was read")
     diag.add_argument("--recipe", help="a recipe that adds the batch/LR context the log lacks")
     diag.add_argument("--format", help="force one reader (see the list in the error for unreadable logs)")
+    diag.add_argument("--watch", action="store_true", help="follow a growing log; report each finding when it "
+                                                           "appears (Ctrl-C stops)")
+    diag.add_argument("--interval", type=float, default=2.0, help="seconds between reads with --watch (default 2)")
+    diag.add_argument("--watch-seconds", type=float, help="stop watching after this many seconds")
     diag.set_defaults(func=cmd_diagnose)
 
     sub.add_parser("workloads", help="list the built-in workloads").set_defaults(func=cmd_workloads)

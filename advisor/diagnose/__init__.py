@@ -8,12 +8,12 @@ from dataclasses import asdict, dataclass, field
 from typing import BinaryIO
 
 from ..errors import AdvisorError
-from .detectors import Context, run_detectors
-from .readers import known_formats
+from .detectors import Context, judgeable, run_detectors
+from .readers import FORMAT_ALIASES, known_formats
 from .records import Finding, ReadStats
 from .scan import read_source
 
-KINDS = ("oom", "oscillation-jitter", "oscillation-periodic", "overfitting", "slow-convergence", "diverged")
+KINDS = ("oom", "crash", "oscillation-jitter", "oscillation-periodic", "overfitting", "slow-convergence", "diverged")
 
 
 @dataclass
@@ -21,6 +21,13 @@ class SourceReport:
     source: str
     stats: ReadStats
     findings: list[Finding] = field(default_factory=list)
+    cannot_judge: str | None = None  # why the curves cannot be judged (too few points), stated, never "healthy"
+
+    @property
+    def verdict(self) -> str:
+        if self.findings:
+            return "findings"
+        return "too-few-points" if self.cannot_judge else "healthy"
 
     @property
     def readable(self) -> bool:
@@ -38,7 +45,8 @@ class Diagnosis:
     def to_dict(self) -> dict:
         return {
             "findings": [{"source": r.source, **f.to_dict()} for r in self.reports for f in r.findings],
-            "read": [{"source": r.source, **asdict(r.stats)} for r in self.reports],
+            "read": [{"source": r.source, "verdict": r.verdict, "cannot_judge": r.cannot_judge, **asdict(r.stats)}
+                     for r in self.reports],
         }
 
 
@@ -56,6 +64,7 @@ def _open(path: str) -> BinaryIO:
 
 
 def diagnose_source(path: str, forced_format: str | None = None, context: Context | None = None) -> SourceReport:
+    forced_format = FORMAT_ALIASES.get(forced_format, forced_format)
     if forced_format and forced_format not in known_formats():
         raise AdvisorError(f"Unknown format {forced_format!r}. Known formats: {', '.join(known_formats())}.")
     stream = _open(path)
@@ -73,14 +82,11 @@ def diagnose_source(path: str, forced_format: str | None = None, context: Contex
         stats.notes.append(f"cut {stats.truncated_lines} line(s) longer than 64 KiB")
     if stats.sampling_stride > 1:
         stats.notes.append(f"a long log: ordinary lines were sampled 1 in {stats.sampling_stride}; every line with "
-                           "a failure, a non-finite value or a validation metric was read")
+                           "a failure, a non-finite value or an fp16 overflow was read"
+                           + (" (validation lines too frequent to read all were sampled the same way)"
+                              if stats.validation_sampled else ", and every validation line"))
     findings = run_detectors(collected.series, collected.events, collected.event_counts, ctx, collected.non_finite)
-    crashes = collected.event_counts.get("crash", 0)
-    if crashes and not any(f.kind == "oom" for f in findings):
-        first = next(e for e in collected.events if e.kind == "crash")
-        stats.notes.append(f"the log shows a crash that is not an out-of-memory error (line {first.line}: "
-                           f"{first.text[:120]}); read its traceback")
-    return SourceReport(stats.sources[0] if stats.sources else path, stats, findings)
+    return SourceReport(stats.sources[0] if stats.sources else path, stats, findings, judgeable(collected.series))
 
 
 def diagnose(paths: list[str], forced_format: str | None = None, context: Context | None = None) -> Diagnosis:

@@ -8,6 +8,7 @@ crash that is not an out-of-memory error is not reported as one.
 from __future__ import annotations
 
 import math
+import operator
 import statistics
 from dataclasses import dataclass
 
@@ -20,11 +21,22 @@ JITTER_SCORE_STALLED = 0.08  # ... and above this when the loss has stopped fall
 STALLED_NOISE_TO_LEVEL = 0.6
 PERIODIC_ACF = 0.35
 PERIODIC_AMPLITUDE = 0.15
+SWING_TO_NOISE = 2.0  # slow swings this many times the step-to-step noise: a pattern in the data order
+SWING_TO_LEVEL = 0.03  # ... and at least this share of the loss level
+SWING_MIN_NOISE = 0.005  # below this step noise (per-epoch averages) the ratio means nothing
 SLOW_DROP = 0.25  # a run whose loss fell less than this share of its start is slow
 HEALTHY_TRAIN_DROP = 0.30
 VAL_RISE = 0.05
 MAX_ANALYSIS_POINTS = 2000
 SLOW_MIN_POINTS = 50  # fewer points than this is the start of a run, too early to call it slow
+GRAD_NORM_NON_FINITE_RUN = 3  # logged steps in a row: one or two are fp16 loss scaling at work
+LOSS_SCALE_RUN = 4  # reductions in a row ...
+LOSS_SCALE_SMALL = 8.0  # ... ending at or below this scale (DeepSpeed and GradScaler start at 2**16)
+LOSS_SCALE_FLOOR = 1.0  # a scale at or below 1 for two readings in a row: the floor
+STUCK_MIN_POINTS = 10  # a loss identical to the last digit for this many points ...
+STUCK_SHARE = 0.2  # ... and this share of the run: not learning
+STUCK_TOLERANCE = 1e-5  # relative: "the same value" up to float32 noise in the last printed digit
+STUCK_NEAR_START = 0.5  # a stuck loss at least half its starting level has not learned
 
 
 @dataclass
@@ -194,8 +206,39 @@ def _oom_actions(ctx: Context, fragmented: bool) -> list[str]:
 
 # ------------------------------------------------------------------ divergence
 
+def _non_finite_run(points: list[Point]) -> tuple[int, int]:
+    """(longest run of consecutive non-finite values, index where it starts)."""
+    best, best_start, run = 0, -1, 0
+    for index, p in enumerate(points):
+        run = run + 1 if not math.isfinite(p.value) else 0
+        if run > best:
+            best, best_start = run, index - run + 1
+    return best, best_start
+
+
+def _halving_run(scales: list[float]) -> tuple[int, float, float]:
+    """Longest run of consecutive reductions of the loss scale: (length, scale before it, scale after it)."""
+    best = (0, 0.0, 0.0)
+    run, start = 0, 0.0
+    for before, after in zip(scales, scales[1:]):
+        if after < before:
+            if run == 0:
+                start = before
+            run += 1
+            if run > best[0]:
+                best = (run, start, after)
+        elif after > before:
+            run = 0
+    return best
+
+
 def detect_diverged(series: dict[str, list[Point]], events: list[LogEvent], counts: dict,
                     ctx: Context, non_finite: dict[str, Point] | None = None) -> list[Finding]:
+    """Divergence from every signal, strongest first: a non-finite loss (any case: nan, NaN, inf, -Infinity);
+    a gradient norm that stays non-finite; fp16 loss scaling collapsing (a run of overflows halving the scale
+    to a small value, or the scale at its floor); a loss that climbs far above where it started; a loss stuck
+    at exactly one value (the run is not learning).
+    """
     for name in (TRAIN_LOSS, VAL_LOSS, "train_loss_epoch"):
         bad = (non_finite or {}).get(name)
         if bad is not None:
@@ -207,32 +250,91 @@ def detect_diverged(series: dict[str, list[Point]], events: list[LogEvent], coun
             return [Finding("diverged", "error",
                             f"{name} became {bad.value} at {_describe(where)}: training diverged.",
                             evidence, _diverged_actions(ctx))]
+    norms = series.get("grad_norm", [])
+    run, start = _non_finite_run(norms)
+    if norms and (run >= GRAD_NORM_NON_FINITE_RUN or (run and not math.isfinite(norms[-1].value))):
+        # An isolated inf/nan gradient norm is fp16 loss scaling skipping one step; a run of them is divergence.
+        where = _where(norms, start)
+        return [Finding("diverged", "error",
+                        f"The gradient norm became {norms[start].value} at {_describe(where)} and stayed non-finite "
+                        f"for {run} logged step(s): training diverged (the logged loss may still look finite).",
+                        {"series": "grad_norm", "first_non_finite": where, "non_finite_run": run,
+                         "value": str(norms[start].value)}, _diverged_actions(ctx))]
+    scale_finding = _loss_scale_collapse(series.get("loss_scale", []), events, counts, ctx)
+    if scale_finding:
+        return [scale_finding]
     train = _finite(series.get(TRAIN_LOSS, []))
     if len(train) >= MIN_POINTS:
         values = _values(train)
         k = max(3, len(values) // 10)
-        early_min = min(_median(values[i:i + 3]) for i in range(0, k))
-        start = _median(values[:3])
+        # The first value counts on its own too: a run that explodes within three points has no calm start median.
+        early_min = min(values[0], *(_median(values[i:i + 3]) for i in range(0, k)))
+        start_level = min(values[0], _median(values[:3]))
         late = _median(values[-k:])
-        if late > 3 * early_min and late > 1.5 * start:  # ended far above where it started
+        if late > 3 * early_min and late > 1.5 * start_level:  # ended far above where it started
             return [Finding("diverged", "error",
-                            f"The training loss started at {start:.4g} and ends around {late:.4g} (peak "
+                            f"The training loss started at {start_level:.4g} and ends around {late:.4g} (peak "
                             f"{max(values):.4g}): training diverged.",
-                            {"series": TRAIN_LOSS, "start": start, "early_min": early_min, "late_median": late,
+                            {"series": TRAIN_LOSS, "start": start_level, "early_min": early_min, "late_median": late,
                              "peak": max(values),
                              **_span(train, 0, len(train) - 1)}, _diverged_actions(ctx))]
-    overflows = counts.get("overflow", 0)
-    at_min = counts.get("loss-scale-floor", 0) > 0
-    if at_min or overflows >= 20:
-        first = next(e for e in events if e.kind in ("overflow", "loss-scale-floor"))
-        return [Finding("diverged", "error",
-                        f"fp16 loss scaling overflowed {overflows} times" + (" and hit its minimum" if at_min else "")
-                        + ": gradients are non-finite, steps are being skipped.",
-                        {"overflow_events": overflows, "first_line": first.line, "quote": first.text,
-                         "loss_scale_at_minimum": at_min},
-                        ["Switch from fp16 to bf16 if the GPU supports it (no loss scaling needed)."]
-                        + _diverged_actions(ctx))]
+        stuck = 1
+        tolerance = STUCK_TOLERANCE * abs(values[-1])  # float32 noise in the last printed digit
+        while stuck < len(values) and abs(values[-stuck - 1] - values[-1]) <= tolerance:
+            stuck += 1
+        # Stuck near where it started (a converged loss printed to 4 decimals also repeats, far below its start).
+        if (values[-1] != 0 and values[-1] >= STUCK_NEAR_START * start_level
+                and stuck >= max(STUCK_MIN_POINTS, STUCK_SHARE * len(values))):
+            return [Finding("diverged", "error",
+                            f"The training loss is stuck at {values[-1]:.6g} (to the last printed digit) for the last {stuck} points: "
+                            "the model is not learning (no update reaches the weights, or the network is dead).",
+                            {"series": TRAIN_LOSS, "stuck_value": values[-1], "stuck_points": stuck,
+                             **_span(train, len(train) - stuck, len(train) - 1)},
+                            ["Check that the optimizer steps the model's parameters: optimizer.zero_grad() before "
+                             "backward(), not between backward() and step(); the optimizer built over this model's "
+                             "parameters; requires_grad not turned off.",
+                             "Check the LR schedule is not at 0 (warmup from 0, a scheduler stepped too often).",
+                             "If an earlier spike preceded the plateau, the network may be dead (ReLUs or saturated "
+                             "activations): lower the LR, clip gradients, restart from a checkpoint before it."])]
     return []
+
+
+def _loss_scale_collapse(scales: list[Point], events: list[LogEvent], counts: dict, ctx: Context
+                         ) -> Finding | None:
+    overflows = [e for e in events if e.kind == "overflow"]
+    at_floor = counts.get("loss-scale-floor", 0) > 0
+    # The scale as logged (Megatron, fairseq, DLLogger columns) or as the overflow messages report it.
+    logged = [p.value for p in scales if math.isfinite(p.value)]
+    from_events = [e.details["reduced"] for e in overflows if "reduced" in e.details]
+    if from_events and overflows[0].details.get("attempted"):
+        from_events.insert(0, overflows[0].details["attempted"])
+    for source, values in (("overflow messages", from_events), ("logged loss scale", logged)):
+        run, before, after = _halving_run(values)
+        floor = bool(values) and values[-1] <= LOSS_SCALE_FLOOR and len(values) >= 2 and values[-2] <= LOSS_SCALE_FLOOR
+        if (run >= LOSS_SCALE_RUN and after <= LOSS_SCALE_SMALL) or floor:
+            at_floor = at_floor or floor
+            first = next((e for e in overflows), None)
+            evidence = {"source": source, "halvings_in_a_row": run, "scale_before": before, "scale_after": after,
+                        "last_scale": values[-1], "overflow_events": counts.get("overflow", 0),
+                        "loss_scale_at_minimum": at_floor}
+            if first is not None:
+                evidence.update({"first_line": first.line, "quote": first.text})
+            return Finding("diverged", "error",
+                           f"fp16 loss scaling collapsed: {run} reductions in a row took the scale from {before:g} "
+                           f"to {after:g}" + (" and it sits at its floor" if at_floor else "")
+                           + ": gradients are non-finite step after step, updates are being skipped.",
+                           evidence, ["Switch from fp16 to bf16 if the GPU supports it (no loss scaling needed)."]
+                           + _diverged_actions(ctx))
+    if at_floor:
+        first = next(e for e in events if e.kind == "loss-scale-floor")
+        return Finding("diverged", "error",
+                       f"fp16 loss scaling hit its minimum (line {first.line}) after {counts.get('overflow', 0)} "
+                       "overflow(s): gradients are non-finite, steps are being skipped.",
+                       {"overflow_events": counts.get("overflow", 0), "first_line": first.line, "quote": first.text,
+                        "loss_scale_at_minimum": True},
+                       ["Switch from fp16 to bf16 if the GPU supports it (no loss scaling needed)."]
+                       + _diverged_actions(ctx))
+    return None
 
 
 def _diverged_actions(ctx: Context) -> list[str]:
@@ -275,7 +377,9 @@ def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]
     clearly_falling = noise > 0 and fall > noise
     converging = _relative_drop(values) > 0.5
     # Stalled: the trend no longer falls, and the noise either dwarfs the level or the run never converged.
-    stalled_noisy = (score >= JITTER_SCORE_STALLED and not clearly_falling
+    # A run that never fell is judged against the level it sits at (its start may hold an initial spike).
+    stalled_score = score if converging else max(score, noise / max(level, 1e-8))
+    stalled_noisy = (stalled_score >= JITTER_SCORE_STALLED and not clearly_falling
                      and (not converging or noise >= STALLED_NOISE_TO_LEVEL * max(level, 1e-8)))
     if score < JITTER_SCORE and not stalled_noisy:
         return []
@@ -308,9 +412,10 @@ def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]
                     evidence, actions)]
 
 
-def _autocorrelation(values: list[float], lag: int, mean: float, var: float) -> float:
+def _autocorrelations(values: list[float], lags: range, mean: float, var: float) -> dict[int, float]:
     n = len(values)
-    return sum((values[i] - mean) * (values[i + lag] - mean) for i in range(n - lag)) / ((n - lag) * var)
+    centred = [v - mean for v in values]
+    return {lag: sum(map(operator.mul, centred[:n - lag], centred[lag:])) / ((n - lag) * var) for lag in lags}
 
 
 def detect_periodic(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
@@ -328,18 +433,24 @@ def detect_periodic(series: dict[str, list[Point]], ctx: Context) -> list[Findin
     var = sum((r - mean) ** 2 for r in residual) / n
     if var <= 0:
         return []
-    acf = {lag: _autocorrelation(residual, lag, mean, var) for lag in range(2, n // 3)}
+    acf = _autocorrelations(residual, range(2, n // 3), mean, var)
     peaks = [lag for lag in acf if 3 <= lag < n // 3 - 1 and acf[lag] > PERIODIC_ACF
              and acf[lag] >= acf[lag - 1] and acf[lag] >= acf[lag + 1]]
-    if not peaks:
-        return []
-    strongest = max(acf[lag] for lag in peaks)
-    period = min(lag for lag in peaks if acf[lag] >= 0.9 * strongest)  # the fundamental, not a multiple
     ordered = sorted(residual)
     amplitude = (ordered[int(0.95 * (n - 1))] - ordered[int(0.05 * (n - 1))]) / 2
     level = max(_median(trend[start:]), 0.1 * _median(values[:max(3, len(values) // 20)]), 1e-8)
-    if amplitude / level < PERIODIC_AMPLITUDE:
+    # Data-order swings: the loss wanders in blocks (sorted or grouped data) far more than it moves step to step.
+    step_noise = _mad_sigma([b - a for a, b in zip(values[start:], values[start + 1:])]) / math.sqrt(2)
+    swing = _mad_sigma(residual)
+    swing_to_noise = swing / step_noise if step_noise > SWING_MIN_NOISE * level else 0.0
+    swings = swing_to_noise >= SWING_TO_NOISE and swing / level >= SWING_TO_LEVEL
+    if not (peaks and amplitude / level >= PERIODIC_AMPLITUDE) and not swings:
         return []
+    if peaks:
+        strongest = max(acf[lag] for lag in peaks)
+        period = min(lag for lag in peaks if acf[lag] >= 0.9 * strongest)  # the fundamental, not a multiple
+    else:
+        period = max(acf, key=acf.get)
     period_points = period * block
     first = train[0]
     steps_per_point = None
@@ -347,13 +458,17 @@ def detect_periodic(series: dict[str, list[Point]], ctx: Context) -> list[Findin
         steps_per_point = (train[-1].step - first.step) / (len(train) - 1)
     evidence = {"series": TRAIN_LOSS, "period_points": period_points, "autocorrelation": round(acf[period], 3),
                 "amplitude": round(amplitude, 5), "relative_amplitude": round(amplitude / level, 3),
+                "swing_to_step_noise": round(swing_to_noise, 2),
                 **_span(train, start * block, len(train) - 1)}
     if steps_per_point:
         evidence["period_steps"] = round(period_points * steps_per_point, 1)
+    regular = bool(peaks) and amplitude / level >= PERIODIC_AMPLITUDE
+    what = (f"swings periodically (every ~{evidence.get('period_steps', period_points)} "
+            f"{'steps' if steps_per_point else 'log points'}, ±{amplitude:.3g}, autocorrelation {acf[period]:.2f})"
+            if regular else
+            f"swings in slow blocks {swing_to_noise:.1f}x larger than its step-to-step noise (±{amplitude:.3g})")
     return [Finding("oscillation-periodic", "warning",
-                    f"The training loss swings periodically (every ~{evidence.get('period_steps', period_points)} "
-                    f"{'steps' if steps_per_point else 'log points'}, ±{amplitude:.3g}, autocorrelation "
-                    f"{acf[period]:.2f}): a pattern in the data order, not the batch size.",
+                    f"The training loss {what}: a pattern in the data order, not the batch size.",
                     evidence,
                     ["Check the data order: shuffle every epoch (DataLoader(shuffle=True) / "
                      "DistributedSampler.set_epoch(epoch)); sorted or grouped data (by class, source or length) "
@@ -386,7 +501,8 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
         tail = values[len(values) // 2:]
         val_tail_drop = _relative_drop(tail) if len(tail) >= 2 else 0.0
         train_tail = _values(train)[len(train) // 2:]
-        flat = (abs(val_tail_drop) < 0.03 and _relative_drop(train_tail) > 0.15)
+        # Not improving (flat, or rising less than the rising rule needs) while training still falls.
+        flat = (val_tail_drop < 0.03 and _relative_drop(train_tail) > 0.15)
         if rising or flat:
             gap = _median(values[-2:]) - _median(_values(train)[-max(3, len(train) // 20):])
             evidence = {"val_best": round(values[best], 5), "val_best_at": _where(val, best),
@@ -438,15 +554,121 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
     return findings
 
 
+# ------------------------------------------------------------------ crashes that are not OOM
+
+CRASH_LABELS = {
+    "collective-timeout": "a collective operation timed out (NCCL/gloo watchdog)",
+    "illegal-memory-access": "an illegal memory access on the GPU",
+    "shape-mismatch": "a tensor shape mismatch",
+    "signal": "a worker died from a signal",
+    "exception": "an exception",
+}
+CRASH_ACTIONS = {
+    "collective-timeout": [
+        "One rank stopped joining collectives while the others waited: find it (the rank that did not report "
+        "the timeout, or whose log stops first) and read its last lines for a hang or an earlier error.",
+        "Common causes: ranks with different numbers of batches (use DistributedSampler with drop_last=True, or "
+        "Join), code that only rank 0 runs around a collective (evaluation, checkpointing, logging), a stalled "
+        "data loader or filesystem.",
+        "Re-run with NCCL_DEBUG=INFO and TORCH_NCCL_ASYNC_ERROR_HANDLING=1; raise init_process_group(timeout=...) "
+        "only once the cause is known (a long first step, e.g. compilation)."],
+    "illegal-memory-access": [
+        "Re-run with CUDA_LAUNCH_BLOCKING=1: CUDA reports errors asynchronously, so the stack shown may not be the "
+        "failing operation.",
+        "Check index tensors on CPU first: embedding ids >= the vocabulary size, labels >= the number of classes, "
+        "negative indices in gather/scatter.",
+        "If custom CUDA extensions or mismatched CUDA/driver builds are involved, test without them."],
+    "shape-mismatch": [
+        "Read the shapes in the message: a tensor does not match what the model expects.",
+        "Check the data pipeline (a flattened or extra dimension, the last partial batch, a collate function) and "
+        "that a loaded checkpoint matches the model configuration.",
+        "This is not a batch-size problem: changing the batch size will not fix it."],
+    "signal": [
+        "Find which rank died first and from which signal: SIGSEGV/SIGABRT point at a native crash (a CUDA "
+        "extension, a DataLoader worker), SIGTERM at the scheduler or launcher stopping the job.",
+        "Re-run that configuration with num_workers=0 to see whether a DataLoader worker is the cause."],
+    "exception": [
+        "Read the traceback around the quoted line: the run stopped on a Python exception that is not a memory or "
+        "distributed failure.",
+        "Fix it and resume from the last checkpoint; the batch size is not the cause."],
+}
+
+
+def detect_crash(events: list[LogEvent], counts: dict) -> list[Finding]:
+    """A crash that is not an out-of-memory error, named by class (the earliest named failure in the log)."""
+    if any(e.kind in ("oom", "killed") for e in events):
+        return []  # the OOM is the crash; exit codes and tracebacks after it are its consequences
+    crashes = [e for e in events if e.kind in ("crash", "signal")]
+    if not crashes:
+        return []
+    # The earliest named failure is the root cause: a peer's "connection closed" or torchrun's exit codes follow it.
+    first = next((e for e in crashes if e.details.get("class") not in (None, "exception")
+                  or e.details.get("exception")), crashes[0])
+    cls = first.details.get("class") or ("signal" if first.kind == "signal" else "exception")
+    label = CRASH_LABELS[cls]
+    if cls == "exception" and first.details.get("exception"):
+        label = f"{label} ({first.details['exception']})"
+    evidence = {"class": cls, "line": first.line, "quote": first.text,
+                "occurrences": counts.get("crash", 0) + counts.get("signal", 0)}
+    for key in ("rank", "exception", "signal", "exitcode"):
+        if key in first.details:
+            evidence[key] = first.details[key]
+    where = f"line {first.line}" + (f", rank {first.details['rank']}" if "rank" in first.details else "")
+    return [Finding("crash", "error", f"The run crashed: {label} ({where}). This is not an out-of-memory error.",
+                    evidence, list(CRASH_ACTIONS[cls]))]
+
+
+# ------------------------------------------------------------------ co-findings
+
+# When one cause explains the curve, a weaker finding is dropped or kept as secondary:
+# (explaining kind, explained kinds, what happens to them, why)
+COFINDING_RULES = (
+    ("diverged", ("oscillation-jitter", "oscillation-periodic", "slow-convergence", "overfitting"), "drop",
+     "a diverging run also jitters, stalls and leaves validation behind: the divergence is the cause"),
+    ("oscillation-periodic", ("slow-convergence", "oscillation-jitter"), "drop",
+     "a loss that swings with the data order also looks noisy and falls slowly: the swing is the cause"),
+    ("oscillation-jitter", ("slow-convergence",), "drop",
+     "an oscillating loss falls slowly: the oscillation is the cause"),
+    ("overfitting", ("oscillation-periodic", "oscillation-jitter"), "secondary",
+     "with a clear train/validation gap the gap is what to fix first; on small data the training loss also "
+     "repeats its pattern every epoch"),
+)
+
+
+def apply_cofinding_rules(findings: list[Finding]) -> list[Finding]:
+    """Apply COFINDING_RULES in order; a finding already explained cannot explain others."""
+    kept = list(findings)
+    for cause, explained, action, why in COFINDING_RULES:
+        if not any(f.kind == cause and f.secondary_to is None for f in kept):
+            continue
+        out = []
+        for f in kept:
+            if f.kind in explained and f.secondary_to is None:
+                if action == "drop":
+                    continue
+                f.secondary_to = cause
+                f.severity = "info"
+                f.evidence["secondary_because"] = why
+            out.append(f)
+        kept = out
+    return sorted(kept, key=lambda f: f.secondary_to is not None)
+
+
 def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts: dict, ctx: Context,
                   non_finite: dict[str, Point] | None = None) -> list[Finding]:
-    findings = detect_oom(events, counts, ctx)
-    diverged = detect_diverged(series, events, counts, ctx, non_finite)
-    findings += diverged
-    if not diverged:  # a diverged curve jitters and plateaus too; one finding says it
-        oscillation = detect_periodic(series, ctx) or detect_jitter(series, ctx)
-        findings += oscillation
-        validation = detect_validation(series, ctx)
-        # An oscillating loss also falls slowly: the oscillation is the cause, one finding says it.
-        findings += [f for f in validation if not (oscillation and f.kind == "slow-convergence")]
-    return findings
+    findings = detect_oom(events, counts, ctx) + detect_crash(events, counts)
+    findings += detect_diverged(series, events, counts, ctx, non_finite)
+    findings += detect_periodic(series, ctx) or detect_jitter(series, ctx)
+    findings += detect_validation(series, ctx)
+    return apply_cofinding_rules(findings)
+
+
+def judgeable(series: dict[str, list[Point]]) -> str | None:
+    """None when the curves hold enough points to judge a trend, else why not (stated, never 'healthy')."""
+    train = _finite(series.get(TRAIN_LOSS, []) or series.get("train_loss_epoch", []))
+    if len(train) >= MIN_POINTS:
+        return None
+    if not train:
+        present = ", ".join(f"{k} {len(v)}" for k, v in series.items()) or "no metric series"
+        return f"no training loss was read ({present})"
+    return f"the training loss has {len(train)} point(s); a trend needs {MIN_POINTS}"

@@ -12,39 +12,14 @@ import json
 import re
 from typing import Iterable
 
-from .records import TRAIN_LOSS, VAL_LOSS, LogEvent, Point
+from ..oom import OOM_MARKERS, is_oom_message
+from .names import SPLITS, classify, position_name
+from .records import TRAIN_LOSS, LogEvent, Point
 
-NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|NaN|inf|Inf|-inf)"
+NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf(?:inity)?))"
 SIZE = r"[\d.]+\s*(?:[KMGT]?i?B|bytes)"
-RANK_PREFIX = re.compile(r"^\s*(?:\[(?:rank|default)\d+\]:\s*)+")
-
-_TRAIN_NAMES = {
-    "loss", "train_loss", "train_loss_step", "train/loss", "training_loss", "train loss", "trn_loss",
-    "loss_step", "train/loss_step", "train_loss_batch",
-}
-_TRAIN_EPOCH_NAMES = {"train_loss_epoch", "train/loss_epoch", "loss_epoch"}
-_VAL_NAMES = {
-    "val_loss", "eval_loss", "validation_loss", "valid_loss", "val/loss", "eval/loss", "val loss",
-    "validation/loss", "val_loss_epoch", "test_loss", "test loss", "dev_loss", "average loss",
-}
-_LR_NAMES = {"lr", "learning_rate", "learning rate", "lr-sgd", "lr-adam", "lr-adamw"}
-
-
-def normalise_name(raw: str) -> str | None:
-    """Map a metric name as printed to a series name, or None to ignore it."""
-    name = raw.strip().strip("'\"").lower()
-    if name in _TRAIN_NAMES:
-        return TRAIN_LOSS
-    if name in _TRAIN_EPOCH_NAMES:
-        return "train_loss_epoch"
-    if name in _VAL_NAMES or (name.endswith("_loss") and name.startswith(("eval_", "val_", "validation_"))):
-        return VAL_LOSS
-    if name in _LR_NAMES or name.startswith("lr-"):
-        return "lr"
-    if name in ("grad_norm", "gradient_norm", "grad-norm"):
-        return "grad_norm"
-    return None
-
+# "[rank3]: ", "[default0]:", horovod/mpirun "[1,0]<stdout>:", a launcher's "[80746] [rank0]:" before them
+RANK_PREFIX = re.compile(r"^\s*(?:\[\d+\]\s*)?(?:(?:\[(?:rank|default)\d+\]|\[\d+,\d+\]<std(?:out|err)>):\s*)+")
 
 def to_float(text: str) -> float | None:
     try:
@@ -92,8 +67,9 @@ class OOMReader(LineReader):
                        r"|CUDA out of memory|RuntimeError: \[enforce fail at alloc_cpu\.cpp")
 
     def read(self, text, line):
-        if "memory" not in text and "ALLOC" not in text and "OutOfMemory" not in text:
-            return None  # every message this reader knows has one of these words
+        lowered = text.lower()  # the same test as is_oom_message, as plain substring checks: this runs on every line
+        if not any(marker in lowered for marker in OOM_MARKERS):
+            return None
         for pattern, where in ((self.LEGACY, "cuda"), (self.MODERN, "cuda"), (self.CPU, "cpu")):
             m = pattern.search(text)
             if m:
@@ -108,21 +84,58 @@ class OOMReader(LineReader):
         m = self.OTHER.search(text)
         if m:
             return [LogEvent(line, "oom", text.strip()[:400], {"device": "cpu" if "cpu" in m.group(0) else "cuda"})]
+        if is_oom_message(text):  # the project's one OOM classifier: every marker, any case, with or without Error
+            lowered = text.lower()
+            device = "cpu" if ("cpu" in lowered or "primitive" in lowered) else "gpu"
+            return [LogEvent(line, "oom", text.strip()[:400], {"device": device})]
         return None
+
+
+# Crashes that are not out-of-memory errors, by class: the first thing to do differs for each.
+CRASH_CLASSES = (
+    ("collective-timeout", re.compile(
+        r"Watchdog caught collective operation timeout|collective operation timeout|Timed out waiting \d+ ?ms"
+        r"|NCCL (?:communicator was aborted|timeout)|ProcessGroupNCCL.*[Tt]imeout|Socket Timeout"
+        r"|DistBackendError.*(?:[Tt]imed? ?out|[Tt]imeout)|wait timeout after \d+ ?ms", re.I)),
+    ("illegal-memory-access", re.compile(
+        r"illegal memory access|cudaErrorIllegalAddress|misaligned address|an illegal instruction was encountered",
+        re.I)),
+    ("shape-mismatch", re.compile(
+        r"size mismatch|shapes cannot be multiplied|must match the size of tensor|Expected input batch_size"
+        r"|mat1 and mat2|is invalid for input of size|The size of tensor a|Sizes of tensors must match", re.I)),
+)
+_RANK_IN_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
+_EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(?P<name>\w*(?:Error|Exception)): ")
+
+
+def crash_class(text: str) -> str | None:
+    for name, pattern in CRASH_CLASSES:
+        if pattern.search(text):
+            return name
+    return None
 
 
 class TorchrunReader(LineReader):
     name = "torchrun"
-    description = "torchrun / elastic failures: exit codes, signals, ChildFailedError"
+    description = ("failures that are not OOM: torchrun exit codes and signals, NCCL/gloo collective timeouts, "
+                   "illegal memory access, shape mismatches, Python exceptions")
     FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+) \(pid: (?P<pid>\d+)\)")
     EXITCODE = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+) \(pid: (?P<pid>\d+)\)")
     SIGNAL = re.compile(r"Signal (?P<sig>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)")
     KILLED = re.compile(r"^(?:.*: )?Killed\s*$|Out of memory: Killed process (?P<pid>\d+)")
-    WORDS = ("exitcode", "Signal", "Killed", "Error", "Exception")
+    WORDS = ("exitcode", "Signal", "Killed", "Error", "Exception", "imeout", "imed out", "llegal", "isaligned",
+             "ismatch", "must match", "multiplied", "invalid for input")
 
     def read(self, text, line):
         if not any(word in text for word in self.WORDS):
             return None
+        kind = crash_class(text)
+        if kind:
+            details = {"class": kind}
+            rank = _RANK_IN_TEXT.search(text)  # NCCL: "[Rank 3] Watchdog caught ..."
+            if rank:
+                details["rank"] = int(rank.group(1))
+            return [LogEvent(line, "crash", text.strip()[:300], details)]
         m = self.FAILED.search(text) or self.EXITCODE.search(text)
         if m:
             code = int(m.group("code"))
@@ -141,40 +154,47 @@ class TorchrunReader(LineReader):
         m = self.KILLED.search(text)
         if m:
             return [LogEvent(line, "killed", text.strip()[:300], {"signal": "SIGKILL", "oom_killer": True})]
-        if "ChildFailedError" in text or re.search(r"^\w*(?:Error|Exception): ", text.strip()):
-            return [LogEvent(line, "crash", text.strip()[:300], {})]
+        m = _EXCEPTION.search(text.strip())
+        if "ChildFailedError" in text or m:
+            details = {"class": "exception", "exception": m.group("name")} if m else {"class": "exception"}
+            return [LogEvent(line, "crash", text.strip()[:300], details)]
         return None
 
 
 # ---------------------------------------------------------------- metric formats
 
-_KV = re.compile(rf"(?P<key>[A-Za-z_][\w/.\-]*(?: loss)?)\s*[=:]\s*(?P<value>{NUMBER})(?![\w.])")
+def _best_points(candidates: Iterable[tuple[str, float, int]], line: int, step=None, epoch=None,
+                 redraw: bool = False) -> list[Point]:
+    """One point a series a line: among several names for the same series, the lowest rank wins."""
+    best: dict[str, tuple[float, int]] = {}
+    for series, value, rank in candidates:
+        if series not in best or rank < best[series][1]:
+            best[series] = (value, rank)
+    return [Point(line, series, value, step, epoch, redraw) for series, (value, _) in best.items()]
 
 
-def _points_from_pairs(pairs: Iterable[tuple[str, str]], line: int, step=None, epoch=None) -> list[Point]:
-    values: dict[str, float] = {}
+def _points_from_pairs(pairs: Iterable[tuple[str, str]], line: int, step=None, epoch=None, stage=None,
+                       redraw: bool = False) -> list[Point]:
+    candidates = []
     for key, raw in pairs:
-        k = key.strip().strip("'\"").lower()
-        value = to_float(raw)
+        value = to_float(str(raw).strip().strip("'\""))
         if value is None:
             continue
-        if k in ("step", "global_step", "iter", "iteration", "it"):
+        kind = position_name(key)
+        if kind == "step":
             step = value
-        elif k == "epoch":
+        elif kind == "epoch":
             epoch = value
         else:
-            values[k] = value
-    points = []
-    for key, value in values.items():
-        name = normalise_name(key)
-        if name:
-            points.append(Point(line, name, value, step, epoch))
-    return points
+            found = classify(key, stage)
+            if found:
+                candidates.append((found[0], value, found[1]))
+    return _best_points(candidates, line, step, epoch, redraw)
 
 
 class HFDictReader(LineReader):
     name = "hf-trainer"
-    description = "HF Transformers Trainer dict lines: {'loss': ..., 'learning_rate': ..., 'epoch': ...}"
+    description = "HF Transformers Trainer dict lines: {'loss': ..., 'grad_norm': ..., 'epoch': ...} (epoch only: line order)"
     # transformers >= 5 prints the values as strings: {'loss': '9.277', ...}
     PAIR = re.compile(rf"'(?P<key>[\w/.\-]+)':\s*'?(?P<value>{NUMBER})'?")
 
@@ -188,17 +208,14 @@ class HFDictReader(LineReader):
         keys = {k for k, _ in pairs}
         if "train_runtime" in keys:  # the end-of-training summary: its train_loss is an average, not a point
             return []
+        # The Trainer prints no step and rounds the epoch: points are ordered by line, never merged by epoch.
         return _points_from_pairs(pairs, line)
 
 
 class DeepSpeedReader(LineReader):
     name = "deepspeed"
-    description = "DeepSpeed step/lr lines, timers (SamplesPerSec, MemAllocated), OVERFLOW / loss-scale lines"
+    description = "DeepSpeed step/lr lines and timers (SamplesPerSec, MemAllocated)"
     STEP = re.compile(rf"\[Rank (?P<rank>\d+)\] step=(?P<step>\d+), skipped=(?P<skipped>\d+), lr=\[(?P<lr>{NUMBER})")
-    OVERFLOW = re.compile(r"OVERFLOW!.*?Skipping step\.?(?:.*?Attempted loss scale: (?P<attempted>[\d.e+]+), "
-                          r"reducing to (?P<reduced>[\d.e+]+))?")
-    SCALE = re.compile(r"[Gg]rad(?:ient)? overflow.*?loss scale.*?(?P<scale>[\d.e+]+)|Current loss scale "
-                       r"already at minimum")
     TIMER = re.compile(rf"SamplesPerSec=(?P<sps>{NUMBER})|MemAllocated=(?P<mem>[\d.]+\s*[KMGT]?B)")
 
     def read(self, text, line):
@@ -207,15 +224,39 @@ class DeepSpeedReader(LineReader):
             step = float(m.group("step"))
             return [Point(line, "lr", float(m.group("lr")), step), Point(line, "skipped", float(m.group("skipped")),
                                                                            step)]
-        m = self.OVERFLOW.search(text)
-        if m:
-            details = {k: float(v) for k, v in m.groupdict().items() if v}
-            return [LogEvent(line, "overflow", text.strip()[:300], details)]
-        if "Current loss scale already at minimum" in text:
-            return [LogEvent(line, "loss-scale-floor", text.strip()[:300], {})]
         if self.TIMER.search(text):
             return []
         return None
+
+
+class OverflowReader(LineReader):
+    """fp16 overflow and loss-scale lines: events, read on every line whatever metric reader matched last."""
+
+    name = "fp16-overflow"
+    description = "fp16 overflow / loss-scale messages (DeepSpeed OVERFLOW!, apex, fairseq), scale at its minimum"
+    # DeepSpeed: "OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 64, reducing to 32";
+    # apex: "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0";
+    # fairseq: "NOTE: gradient overflow detected, ignoring gradient, setting loss scale to: 64.0"
+    OVERFLOW = re.compile(r"OVERFLOW!|[Gg]radient overflow|overflow detected", re.I)
+    ATTEMPTED = re.compile(r"[Aa]ttempted loss scale:\s*(?P<attempted>\d+(?:\.\d+)?(?:e[+-]?\d+)?)")
+    REDUCED = re.compile(r"(?:reducing to|reducing loss scale to|setting loss scale to:?)\s*"
+                         r"(?P<reduced>\d+(?:\.\d+)?(?:e[+-]?\d+)?)")
+
+    def read(self, text, line):
+        if "verflow" in text or "VERFLOW" in text:
+            if self.OVERFLOW.search(text):
+                details = {}
+                for pattern in (self.ATTEMPTED, self.REDUCED):
+                    found = pattern.search(text)
+                    if found:
+                        details.update({k: float(v) for k, v in found.groupdict().items()})
+                return [LogEvent(line, "overflow", text.strip()[:300], details)]
+        if "loss scale already at minimum" in text:
+            return [LogEvent(line, "loss-scale-floor", text.strip()[:300], {})]
+        return None
+
+
+_KV = re.compile(rf"(?P<key>[A-Za-z_][\w/.\-]*)\s*[=:]\s*(?P<value>{NUMBER})(?![\w.])")
 
 
 class LightningBarReader(LineReader):
@@ -223,17 +264,19 @@ class LightningBarReader(LineReader):
     description = "PyTorch Lightning tqdm and rich progress bars (TTY or not), train_loss_step / val_loss"
     EPOCH = re.compile(r"^\s*(?:Epoch|Validation|Training)\s+(?P<epoch>\d+)(?:/\d+)?\b")
     STEP = re.compile(r"(?P<step>\d+)/(?P<total>\d+)")
+    BAR = ("%|", "it/s", "s/it", "v_num", "━")
 
     def read(self, text, line):
         m = self.EPOCH.search(text)
-        if not m:
+        if not m or not any(mark in text for mark in self.BAR):
             return None
         epoch = float(m.group("epoch"))
         rest = text[m.end():]
         step_match = self.STEP.search(rest)
         step = float(step_match.group("step")) if step_match else None
         pairs = [(k, v) for k, v in _KV.findall(rest) if k != "v_num"]
-        points = _points_from_pairs(pairs, line, epoch=epoch)
+        # Bars redraw the same values frame after frame: these points collapse when step and value repeat.
+        points = _points_from_pairs(pairs, line, epoch=epoch, redraw=True)
         for p in points:
             # Step-level values move with the bar: order them by a fractional epoch. Epoch-level values
             # (val_loss, *_epoch) are redrawn on every frame: keep the whole epoch so repeats collapse.
@@ -243,42 +286,104 @@ class LightningBarReader(LineReader):
         return points
 
 
-class PlainReader(LineReader):
+# Prefixes a line may carry before its message: quote markers, timestamps, log levels, rank tags, logger names.
+_PREFIX = re.compile(r"""^(?:[\s|:\-]*(?:
+      >+
+    | \[?\d{4}[-/]\d{2}[-/]\d{2}[ T_]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?
+    | \[?\d{2}/\d{2}(?:/\d{2,4})?\s+\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?
+    | \[?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?
+    | [IWEF]\d{4}\s+\d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+\S+\]
+    | \[(?:rank|default)?\d+\]:?
+    | \[\d+,\d+\]<std(?:out|err)>:
+    | DLL\b
+    | \[?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|NOTICE)\]?(?::[\w.]*:)?
+    | [\w.]+(?=\s+-\s+(?:INFO|WARNING|WARN|ERROR|DEBUG)\b)
+    | \[?[\w/.]+\.py:\d+(?::[\w<>]+)?\]?
+    ))+[\s|:\-]*""", re.X)
+_STAGE = re.compile(r"(?:epoch\s*\(\s*)?(?P<stage>train(?:ing|_inner)?|val(?:id(?:ation)?|i)?|eval(?:uation)?"
+                    r"|test(?:ing)?|dev)\b", re.I)
+_DLL_STEP = re.compile(r"\(\s*(?P<a>\d+)\s*(?:,\s*(?P<b>\d+)\s*)?(?:,\s*(?P<c>\d+)\s*)?,?\s*\)")
+_NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\w.])|[-+]?(?i:nan|inf(?:inity)?)(?![A-Za-z])"
+_PAIR = re.compile(rf"(?<![\w./@\-])(?P<name>[A-Za-z][\w./@\-]*(?: [A-Za-z][\w./@\-]*){{0,3}}?)\s*(?:[:=]\s*|\s+)[\[(]?\s*"
+                   rf"(?P<value>{_NUM})(?:\s*/\s*(?P<total>\d+)(?![\w.]))?")
+_POSITION = re.compile(r"(?<![\w./])(?P<pos>\d+)\s*/\s*(?P<total>\d+)(?![\w./])")
+
+
+def strip_prefix(text: str) -> str:
+    m = _PREFIX.match(text)
+    return text[m.end():] if m else text.strip()
+
+
+def line_stage(body: str) -> str | None:
+    """What a line reports when it says so first: fairseq 'valid | ...', timm 'Test: ...', 'Test set: ...'."""
+    m = _STAGE.match(body)
+    if not m:
+        return None
+    return SPLITS.get(m.group("stage").lower().replace("_inner", ""), None)
+
+
+class TextMetricsReader(LineReader):
+    """Any text line that names its metrics: 'name: value', 'name=value', 'name value', several a line."""
+
     name = "plain"
-    description = ("plain loops: 'Epoch [3/20] Step [100/600] Loss: 0.28', 'Train Epoch: 1 [4672/60000 (31%)] "
-                   "Loss: 0.12', 'step 3000: train loss 4.03, val loss 4.04', 'iter 10: loss 2.3'")
-    BRACKETS = re.compile(rf"Epoch\s*\[?(?P<epoch>\d+)(?:/\d+)?\]?,?\s*(?:Step|Iter|Batch)\s*\[?(?P<step>\d+)"
-                          rf"(?:/(?P<total>\d+))?\]?,?\s*(?:Train\s*)?Loss:?\s*(?P<loss>{NUMBER})", re.I)
-    MNIST = re.compile(rf"Train Epoch: (?P<epoch>\d+) \[(?P<seen>\d+)/(?P<total>\d+) \(\d+%\)\]\s*Loss: "
-                       rf"(?P<loss>{NUMBER})")
-    MNIST_TEST = re.compile(rf"(?:Test|Validation) set: Average loss: (?P<loss>{NUMBER})")
-    NANOGPT = re.compile(rf"step (?P<step>\d+): train loss (?P<train>{NUMBER}), val loss (?P<val>{NUMBER})")
-    ITER = re.compile(rf"^(?:iter|step|it)\s+(?P<step>\d+)\s*[:,]\s*(?:train\s+)?loss\s+(?P<loss>{NUMBER})", re.I)
+    description = ("metrics named in text, any case or separator, any order, several a line, behind timestamps, "
+                   "log levels, rank tags or quote markers: 'Epoch [3/20] Step [100/600] Loss: 0.28', "
+                   "'iter 3010: loss nan', 'Training Loss: 0.17  Validation Loss: 0.21', 'step=10 loss=0.5', "
+                   "Megatron/fairseq/timm/Keras/DLLogger lines")
 
     def read(self, text, line):
-        m = self.NANOGPT.search(text)
-        if m:
-            step = float(m.group("step"))
-            return [Point(line, TRAIN_LOSS, float(m.group("train")), step),
-                    Point(line, VAL_LOSS, float(m.group("val")), step)]
-        m = self.MNIST.search(text)
-        if m:
-            epoch = float(m.group("epoch")) - 1 + int(m.group("seen")) / max(1, int(m.group("total")))
-            return [Point(line, TRAIN_LOSS, float(m.group("loss")), None, epoch)]
-        m = self.MNIST_TEST.search(text)
-        if m:
-            return [Point(line, VAL_LOSS, float(m.group("loss")))]
-        m = self.BRACKETS.search(text)
-        if m:
-            epoch, step = float(m.group("epoch")), float(m.group("step"))
-            if m.group("total"):
-                return [Point(line, TRAIN_LOSS, float(m.group("loss")), None,
-                              epoch - 1 + step / max(1.0, float(m.group("total"))))]
-            return [Point(line, TRAIN_LOSS, float(m.group("loss")), step, epoch)]
-        m = self.ITER.search(text.strip())
-        if m:
-            return [Point(line, TRAIN_LOSS, float(m.group("loss")), float(m.group("step")))]
-        return None
+        body = strip_prefix(text)
+        if not body or body.startswith("PARAMETER"):  # DLLogger run parameters, not metrics
+            return None if not body else []
+        stage = line_stage(body)
+        candidates, steps = [], []
+        step = epoch = epoch_total = None
+        consumed = []
+        if body[0] == "(":  # DLLogger's step tuple: (epoch, iteration) or (epoch,)
+            m = _DLL_STEP.match(body)
+            if m:
+                numbers = [float(g) for g in m.groups() if g is not None]
+                epoch, step = numbers[0], (numbers[-1] if len(numbers) > 1 else None)
+                consumed.append(m.span())
+        for m in _PAIR.finditer(body):
+            name, raw, total = m.group("name"), m.group("value"), m.group("total")
+            value = to_float(raw)
+            if value is None:
+                continue
+            consumed.append(m.span())
+            kind = position_name(name)
+            if kind == "step":
+                steps.append((value, float(total) if total else None))
+                continue
+            if kind == "epoch":
+                if epoch is None:
+                    epoch, epoch_total = value, total
+                continue
+            found = classify(name, stage)
+            if not found:
+                continue
+            series, rank = found
+            if total:  # "Accuracy: 9890/10000"
+                if not series.endswith("acc"):
+                    continue
+                value = value / max(1.0, float(total))
+            candidates.append((series, value, rank))
+        if not candidates:
+            return None
+        position = None
+        for value, total in steps:
+            if total and epoch is not None:
+                position = (value, total)  # "Epoch [3/20] Step [100/600]": a place within the epoch
+            elif step is None:
+                step = value
+        if position is None and step is None:
+            for m in _POSITION.finditer(body):
+                if not any(a <= m.start() < b for a, b in consumed):
+                    position = (float(m.group("pos")), float(m.group("total")))
+                    break
+        if position and epoch is not None and position[1] > 0:
+            epoch = (epoch - 1 if epoch >= 1 else epoch) + position[0] / position[1]
+        return _best_points(candidates, line, step, epoch)
 
 
 class JSONLineReader(LineReader):
@@ -299,23 +404,10 @@ class JSONLineReader(LineReader):
         return _points_from_pairs(pairs, line)
 
 
-class KeyValueReader(LineReader):
-    name = "key-value"
-    description = "key=value or key: value pairs with a loss-like key (step=10 loss=0.5 val_loss=0.6)"
-
-    def read(self, text, line):
-        if "=" not in text and ":" not in text:
-            return None
-        pairs = _KV.findall(text)
-        if not pairs:
-            return None
-        points = _points_from_pairs(pairs, line)
-        return points if any(p.name in (TRAIN_LOSS, VAL_LOSS, "train_loss_epoch") for p in points) else None
-
-
-FAILURE_READERS: list[LineReader] = [OOMReader(), TorchrunReader()]
-METRIC_READERS: list[LineReader] = [HFDictReader(), DeepSpeedReader(), LightningBarReader(), PlainReader(),
-                                    JSONLineReader(), KeyValueReader()]
+FAILURE_READERS: list[LineReader] = [OOMReader(), TorchrunReader(), OverflowReader()]
+METRIC_READERS: list[LineReader] = [HFDictReader(), DeepSpeedReader(), LightningBarReader(), JSONLineReader(),
+                                    TextMetricsReader()]
+FORMAT_ALIASES = {"key-value": "plain"}  # the key=value reader of v1 is part of the text reader now
 FILE_FORMATS = {
     "trainer-state": "HF Trainer trainer_state.json (log_history)",
     "csv": "CSV metrics with a header, e.g. Lightning CSVLogger metrics.csv (sparse rows)",
@@ -345,4 +437,3 @@ def csv_points(header: list[str], rows: Iterable[tuple[int, list[str]]]) -> list
         pairs = [(k, v) for k, v in zip(columns, row) if v.strip() != ""]
         points += _points_from_pairs(pairs, line)
     return points
-

@@ -17,6 +17,7 @@ class Point:
     value: float
     step: float | None = None
     epoch: float | None = None
+    redraw: bool = False  # from a progress bar that redraws the same values: repeats collapse
 
 
 @dataclass
@@ -24,18 +25,19 @@ class LogEvent:
     """Something that happened: an out-of-memory error, a killed worker, a crash, a skipped step."""
 
     line: int
-    kind: str  # "oom" | "killed" | "crash" | "overflow"
+    kind: str  # "oom" | "killed" | "signal" | "crash" | "overflow" | "loss-scale-floor"
     text: str
     details: dict = field(default_factory=dict)
 
 
 @dataclass
 class Finding:
-    kind: str  # oom | oscillation-jitter | oscillation-periodic | overfitting | slow-convergence | diverged
+    kind: str  # oom | crash | oscillation-jitter | oscillation-periodic | overfitting | slow-convergence | diverged
     severity: str  # "error" | "warning"
     summary: str
     evidence: dict
     actions: list[str]
+    secondary_to: str | None = None  # set by the co-finding rules: a weaker finding another one explains
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -52,5 +54,6 @@ class ReadStats:
     truncated_lines: int = 0
     formats: dict[str, int] = field(default_factory=dict)  # reader name -> lines it read
     sampling_stride: int = 1
+    validation_sampled: bool = False  # validation lines too frequent to read all: sampled like training lines
     series_lengths: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import math
 import os
@@ -22,20 +23,26 @@ from .readers import (FAILURE_READERS, METRIC_READERS, RANK_PREFIX, LineReader, 
                       trainer_state_points)
 from .records import VAL_LOSS, LogEvent, Point, ReadStats
 
+_RANK_NUMBER = re.compile(r"\[(?:rank|default)(\d+)\]|\[(\d+),\d+\]<std")
 ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07]*\x07|[@-Z\\-_])")
 BLOCK_BYTES = 4 << 20
 HEAD_BYTES = 256 << 10  # read first, whole: it sets the line length that sizes the sampling stride
 MAX_LINE_CHARS = 64 << 10
 SERIES_CAP = 4_000
 EVENTS_KEPT_PER_KIND = 50
-# Words whose lines are never skipped by sampling: errors (OOM and crash tracebacks all carry "...Error"),
-# validation metrics, non-finite values. Each is a separate literal pattern: sre finds one literal at several
-# GB/s, an alternation of them ten times slower.
+# Lines that sampling never skips, found in the lower-cased block, each word a separate literal search (sre
+# finds one literal at GB/s, an alternation of them ten times slower): every exception, every out-of-memory
+# message (the words below cover every marker in advisor/oom.py, with or without "Error"), every nan/inf in
+# any case (not "info"), every fp16 overflow, every validation or test line.
 ERROR_WORD = re.compile(b"rror")
-MUST_READ = (ERROR_WORD, re.compile(b"val"), re.compile(b"nan"))
-FREQUENT_HITS = 64  # past this many in a block, sampling sees the word often enough
+OOM_WORDS = (b"memory", b"alloc", b"primitive")  # tests check that every OOM_MARKERS entry contains one
+EVENT_WORDS = (ERROR_WORD, *(re.compile(w) for w in OOM_WORDS), re.compile(b"nan"), re.compile(rb"inf(?!o)"),
+               re.compile(b"overflow"))
+VALIDATION_WORDS = (re.compile(b"val"), re.compile(b"test"))
+MUST_READ = EVENT_WORDS + VALIDATION_WORDS
+FREQUENT_SHARE = 8  # a validation word on more than 1 line in 8: those lines are sampled like training lines
 CONTEXT_AFTER_ERROR = 40  # a traceback's tail and torchrun's exit-code lines follow the error line
-TAIL_BYTES = 256 << 10  # the end of a log (where runs fail) is always read whole
+TAIL_BYTES = 64 << 10  # the end of a log (where runs fail) is always read whole
 _CONTEXT_KEYS = {
     "Instantaneous batch size per device": "per_device",
     "Total train batch size (w. parallel, distributed & accumulation)": "global_batch",
@@ -58,10 +65,11 @@ class Collected:
             # Thinning may drop this point later; the first non-finite value of a series must survive.
             self.non_finite[point.name] = point
         series = self.series.setdefault(point.name, [])
-        if series:
+        if series and point.redraw:
+            # Only progress-bar frames collapse; distinct log lines are distinct points even at one step or epoch.
             last = series[-1]
-            if last.step == point.step and last.epoch == point.epoch and (point.step is not None or
-                                                                          point.epoch is not None):
+            if last.redraw and last.step == point.step and last.epoch == point.epoch and (
+                    point.step is not None or point.epoch is not None):
                 if last.value == point.value or point.value != point.value and last.value != last.value:
                     return False  # a progress bar redrawing the same value
                 series[-1] = point  # the same step, refreshed
@@ -92,6 +100,8 @@ class Scanner:
         self.line_bytes = 80.0
         self.line_bytes_known = False
         self.collected = Collected()
+        self.metric_rank: int | None = None
+        self._template = LineTemplate()
 
     # -- one line (one \r-frame at a time)
     def parse_line(self, text: str, line_no: int) -> None:
@@ -101,8 +111,8 @@ class Scanner:
             prefix = RANK_PREFIX.match(frame)
             rank = None
             if prefix:
-                digits = "".join(ch for ch in prefix.group(0) if ch.isdigit())
-                rank = int(digits) if digits else None
+                tag = _RANK_NUMBER.search(prefix.group(0))
+                rank = int(next(g for g in tag.groups() if g is not None)) if tag else None
                 frame = frame[prefix.end():]
             if "\x1b" in frame:
                 frame = ANSI_ESCAPE.sub("", frame)
@@ -123,6 +133,12 @@ class Scanner:
             records = self._metric_records(frame, line_no)
             if records is not None:
                 parsed = True
+                if rank is not None and records and any(isinstance(r, Point) for r in records):
+                    # Every rank prints its own loss: one rank's curve is read, the first that printed one.
+                    if self.metric_rank is None:
+                        self.metric_rank = rank
+                    elif rank != self.metric_rank:
+                        records = [r for r in records if isinstance(r, LogEvent)]
                 for record in records:
                     if isinstance(record, LogEvent):
                         self.collected.add_event(record)
@@ -164,18 +180,16 @@ class Scanner:
             stats.lines += len(lines)
             self._learn_line_length(hi - lo, len(lines))
             for index, raw in enumerate(lines):
-                if self.stride == 1 or index % self.stride == 0 or any(p.search(raw) for p in MUST_READ):
+                if self.stride == 1 or index % self.stride == 0 or must_read(raw):
                     self._parse_raw(raw, first_line + index)
             stats.sampling_stride = self.stride
             return first_line + len(lines)
         # Sampled: parse the lines at every ``byte_stride`` bytes, every line a must-read word is on (with the
         # lines after an error: the rest of a traceback, torchrun's exit codes), and the tail of the log.
-        wanted: list[tuple[int, int]] = []
-        for pattern in MUST_READ:
-            for hits, match in enumerate(pattern.finditer(data, lo, hi)):
-                if hits >= FREQUENT_HITS:
-                    break  # the word is on many lines: the sample sees enough of them
-                wanted.append((match.start(), CONTEXT_AFTER_ERROR if pattern is ERROR_WORD else 0))
+        walked = self._template.decisive_lines(data, lo, hi, self.stride, first_line)
+        if walked is not None:
+            return self._parse_walked(data, lo, hi, first_line, last, *walked)
+        wanted = self._word_search(data, lo, hi)  # the log does not repeat a line pattern here
         byte_stride = max(1, int(self.line_bytes * self.stride))
         wanted += [(offset, 0) for offset in range(lo, hi, byte_stride)]
         if last:
@@ -203,6 +217,47 @@ class Scanner:
         stats.lines += line_no - first_line
         stats.sampling_stride = self.stride
         return line_no
+
+    def _parse_walked(self, data: bytes, lo: int, hi: int, first_line: int, last: bool,
+                      entries: list[tuple[int, int, int]], lines: int) -> int:
+        """Parse the lines a pattern walk picked: (offset, line index in the block, context lines after)."""
+        stats = self.collected.stats
+        if last:  # the tail, whole: where runs fail
+            tail = data.rfind(b"\n", lo, max(lo, hi - TAIL_BYTES)) + 1 or lo
+            after = data.count(b"\n", tail, hi)
+            entries.append((tail, lines - 1 - after, after))
+        entries.sort()
+        parsed: set[int] = set()
+        for offset, index, extra in entries:
+            start, current = offset, index
+            for _ in range(extra + 1):
+                if start > hi:
+                    break
+                stop = data.find(b"\n", start, hi)
+                stop = hi if stop < 0 else stop
+                if start not in parsed:
+                    parsed.add(start)
+                    self._parse_raw(data[start:stop], first_line + current)
+                start, current = stop + 1, current + 1
+        stats.lines += lines
+        stats.sampling_stride = self.stride
+        return first_line + lines
+
+    def _word_search(self, data: bytes, lo: int, hi: int) -> list[tuple[int, int]]:
+        """Every must-read line in data[lo:hi], by one literal search a word over the lower-cased block."""
+        wanted: list[tuple[int, int]] = []
+        lowered = data[lo:hi].lower()  # one copy of the block; offsets are the same as in data
+        for pattern in EVENT_WORDS:
+            extra = CONTEXT_AFTER_ERROR if pattern is ERROR_WORD else 0
+            wanted += [(match.start() + lo, extra) for match in pattern.finditer(lowered)]
+        frequent = max(64, (hi - lo) // max(1, int(self.line_bytes)) // FREQUENT_SHARE)
+        for pattern in VALIDATION_WORDS:
+            hits = [(match.start() + lo, 0) for match in itertools.islice(pattern.finditer(lowered), frequent + 1)]
+            if len(hits) > frequent:  # the word is on most lines: the stride samples them evenly
+                self.collected.stats.validation_sampled = True
+            else:
+                wanted += hits
+        return wanted
 
     def _learn_line_length(self, size: int, lines: int) -> None:
         if lines and not self.line_bytes_known:
@@ -265,6 +320,176 @@ class Scanner:
             line_no = self.parse_block(pending[0], line_no, last=not carry, lo=pending[1], hi=pending[2])
         if carry:
             self.parse_block(carry, line_no, last=True)
+
+
+_DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
+
+
+def _line_starts(cycle: bytes) -> list[int]:
+    """Offsets of the line starts within one repeat of a pattern (which ends with a newline)."""
+    starts, offset = [], 0
+    for line in cycle.split(b"\n")[:-1]:
+        starts.append(offset)
+        offset += len(line) + 1
+    return starts
+TEMPLATE_SAMPLE_BYTES = 64 << 10
+TEMPLATE_MAX_CYCLE = 8  # lines in the repeating pattern (a loss line, an lr line, a timer line, ...)
+TEMPLATE_ODD_SHARE = 0.05  # more of a block than this off the pattern: search every word instead
+
+
+class LineTemplate:
+    """The log's repeating line patterns, digits ignored: lines that repeat one exactly cannot hold a must-read
+    word.
+
+    A training log repeats a few print statements millions of times; only the numbers change. With digits
+    mapped to 0 (same length, so offsets stay), runs of a pattern are skipped by comparing whole runs at once
+    (memcmp); every line off the patterns is checked word by word. A pattern that itself holds a must-read
+    word is never used, so the skip is exact: a skipped line has the pattern's words and no others. When the
+    numbers change width (step 9999 -> 10000) a new pattern is learned where the old one stops.
+    """
+
+    KEEP = 4  # patterns remembered, most recent first
+
+    def __init__(self):
+        self.patterns: list[tuple[bytes, list[bytes]]] = []
+
+    @staticmethod
+    def learn(sample: bytes) -> tuple[bytes, list[bytes]] | None:
+        """The shortest cycle of lines (1..TEMPLATE_MAX_CYCLE) that 90% of the sample repeats, if any."""
+        lines = sample.split(b"\n")[:-1]
+        for cycle in range(1, TEMPLATE_MAX_CYCLE + 1):
+            checks = len(lines) - cycle
+            if checks < 4 * cycle:
+                break
+            if sum(lines[i] == lines[i + cycle] for i in range(checks)) < 0.9 * checks:
+                continue
+            start = next((i for i in range(checks) if all(lines[i + j] == lines[i + j + cycle]
+                                                         for j in range(cycle))), None)
+            if start is None:
+                continue
+            pattern = b"\n".join(lines[start:start + cycle]) + b"\n"
+            if must_read(pattern):
+                return None
+            return pattern, [pattern * (1 << k) for k in range(22) if len(pattern) << k <= 1 << 20]
+        return None
+
+    def _remember(self, learned) -> None:
+        self.patterns = [learned] + [p for p in self.patterns if p[0] != learned[0]][:self.KEEP - 1]
+
+    def decisive_lines(self, data: bytes, lo: int, hi: int, stride: int, first_line: int
+                       ) -> tuple[list[tuple[int, int, int]], int] | None:
+        """The lines of data[lo:hi] to parse, as (offset, line index in the block, context lines after): every
+        must-read line and every line whose number is a multiple of ``stride``; and the block's line count.
+        None when no pattern fits the block."""
+        # The whole buffer when the range is most of it: no slice copy, and offsets stay those of data.
+        whole = hi - lo > len(data) // 2
+        normalised = data.translate(_DIGITS_TO_ZERO) if whole else data[lo:hi].translate(_DIGITS_TO_ZERO)
+        base = 0 if whole else lo
+        if not self.patterns:
+            learned = self.learn(normalised[lo - base:lo - base + TEMPLATE_SAMPLE_BYTES])
+            if learned is None:
+                return None
+            self._remember(learned)
+        return self._walk(data, lo - base, hi - base, base, normalised, stride, first_line)
+
+    @staticmethod
+    def _next_aligned(normalised: bytes, cycle: bytes, position: int, end: int) -> int:
+        found = normalised.find(cycle, position, end)
+        while found > 0 and normalised[found - 1] != 10:  # 10 = "\n": a repeat counts only at a line start
+            found = normalised.find(cycle, found + 1, end)
+        return found
+
+    def _walk(self, data: bytes, start: int, size: int, base: int, normalised: bytes, stride: int,
+              first_line: int) -> tuple[list[tuple[int, int, int]], int] | None:
+        """Walk normalised[start:size] (data[base + start:base + size]) along the patterns, counting lines."""
+        budget = TEMPLATE_ODD_SHARE * (size - start)
+        wanted: list[tuple[int, int, int]] = []
+        cycle, runs = self.patterns[0]
+        starts = _line_starts(cycle)
+        absent: set[bytes] = set()  # patterns that do not occur again in this block
+        position, level, index, run_last, reached, resume = start, 0, 0, False, 0, 0
+        while position < size:
+            if normalised.startswith(runs[level], position, size):
+                run_last = True
+                count = len(runs[level]) // len(cycle) * len(starts)
+                # The sampled lines inside the run: their offsets follow from the pattern's line lengths.
+                sample = -(first_line + index) % stride
+                while sample < count:
+                    repeat, line = divmod(sample, len(starts))
+                    wanted.append((base + position + repeat * len(cycle) + starts[line], index + sample, 0))
+                    sample += stride
+                position += len(runs[level])
+                index += count
+                reached = max(reached, level)
+                level = min(level + 1, len(runs) - 1)
+                continue
+            if level:
+                level -= 1
+                continue
+            resume = max(0, reached - 2)  # the next run is likely as long as this one: start the doubling near it
+            reached = 0
+            switched = next((p for p in self.patterns if normalised.startswith(p[0], position, size)), None)
+            if switched is not None:
+                cycle, runs = switched
+                starts = _line_starts(cycle)
+                continue
+            # Off every pattern: lines up to the next aligned repeat of a pattern are checked word by word.
+            # The current pattern usually resumes a line or two later: look near first, then further.
+            following = size
+            near = min(size, position + TEMPLATE_SAMPLE_BYTES)
+            found = self._next_aligned(normalised, cycle, position, near)
+            if found >= 0:
+                following = found
+            else:
+                for pattern, _ in self.patterns:
+                    found = self._next_aligned(normalised, pattern, position, near)
+                    if found >= 0:
+                        following = min(following, found)
+            if following == size:
+                for pattern, _ in self.patterns:
+                    if pattern in absent:
+                        continue
+                    found = self._next_aligned(normalised, pattern, near, size)
+                    if found < 0:
+                        absent.add(pattern)
+                    else:
+                        following = min(following, found)
+            if following - position > TEMPLATE_SAMPLE_BYTES // 4:  # a new stretch: learn its pattern
+                begin = normalised.find(b"\n", position, size) + 1 or size
+                learned = self.learn(normalised[begin:min(size, begin + TEMPLATE_SAMPLE_BYTES)])
+                if learned is not None:
+                    self._remember(learned)
+                    found = self._next_aligned(normalised, learned[0], position, size)
+                    if found >= 0:
+                        following = min(following, found)
+            budget -= following - position
+            if budget < 0:
+                return None
+            level = min(resume, len(runs) - 1)
+            run_last = False
+            offset = base + position
+            region = data[offset:base + following]
+            pieces = region.split(b"\n")
+            if following < size:
+                pieces.pop()  # the region ends with its last line's "\n": no line after it
+            for raw in pieces:
+                if raw and must_read(raw):
+                    extra = CONTEXT_AFTER_ERROR if ERROR_WORD.search(raw.lower()) else 0
+                    wanted.append((offset, index, extra))
+                elif (first_line + index) % stride == 0:
+                    wanted.append((offset, index, 0))
+                offset += len(raw) + 1
+                index += 1
+            position = following
+        if run_last:
+            index += 1  # a run ended the block with its "\n": the empty last line split() would count
+        return wanted, index
+
+
+def must_read(raw: bytes) -> bool:
+    """True for a line that sampling must never skip (see EVENT_WORDS and VALIDATION_WORDS)."""
+    lowered = raw.lower()
+    return any(p.search(lowered) for p in MUST_READ)
 
 
 def sniff_file_format(head: bytes, name: str) -> str | None:

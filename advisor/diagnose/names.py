@@ -1,0 +1,91 @@
+"""Metric names by meaning: what a printed name ("Val_Loss", "validation/loss", "lm loss", "gnorm") measures.
+
+A name is split into lower-case words (on any separator and on camelCase), then read as:
+split (train / validation / test) + measure (loss, accuracy, LR, gradient norm, loss scale) + qualifiers
+(average, epoch-level, component). The tables below are the vocabulary, drawn from what the frameworks
+people run print: PyTorch examples, Lightning, HF Trainer, DeepSpeed, Megatron, nanoGPT/litgpt, timm,
+fairseq, mmengine, DLLogger, Keras, Time-Series-Library. Unknown words make a name a component (ranked
+below the plain loss) or, as the last word, not a metric at all ("Validation loss decreased").
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from .records import TRAIN_LOSS, VAL_LOSS
+
+SPLITS = {
+    "train": "train", "training": "train", "trn": "train", "tr": "train",
+    "val": "val", "vali": "val", "valid": "val", "validation": "val", "eval": "val", "evaluation": "val",
+    "dev": "val", "test": "test", "testing": "test",
+}
+LOSS_WORDS = {"loss", "losses", "nll", "xent"}
+ACC_WORDS = {"acc", "accuracy", "acc1", "acc@1", "top1", "top-1"}
+AVERAGE_WORDS = {"avg", "average", "mean", "running", "smooth", "smoothed", "ema", "reduced"}
+PLAIN_QUALIFIERS = {"step", "batch", "value", "cur", "current", "iter", "inner"}
+TOTAL_WORDS = {"total", "lm", "overall", "full", "all", "sum", "combined"}
+STEP_NAMES = {"step", "global step", "global_step", "globalstep", "iter", "iters", "iteration", "it",
+              "num_updates", "updates", "update", "trainer/global_step", "train/global_step", "train step",
+              "training iteration", "train iteration", "training step"}
+EPOCH_NAMES = {"epoch", "ep", "train epoch", "training epoch", "epoch num", "epochs", "train"}  # timm: "Train: 3 [ 100/390 ..."
+POSITION_NAMES = {"batch", "step", "iter", "iteration", "it"}  # "Step [100/600]": a position within the epoch
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_SPLIT = re.compile(r"[^a-z0-9@]+")
+_KNOWN_LAST = (set(SPLITS) | LOSS_WORDS | ACC_WORDS | AVERAGE_WORDS | PLAIN_QUALIFIERS | TOTAL_WORDS
+               | {"lr", "rate", "norm", "gnorm", "scale", "scaler", "epoch", "1"})
+
+
+def words(name: str) -> list[str]:
+    return [w for w in _SPLIT.split(_CAMEL.sub(" ", name.strip().strip("'\"")).lower()) if w]
+
+
+@lru_cache(maxsize=4096)  # a log repeats a handful of names millions of times
+def position_name(name: str) -> str | None:
+    """'step' / 'epoch' when the name is a step or epoch counter, else None."""
+    keys = {" ".join(words(name)), name.strip().lower()}
+    if keys & STEP_NAMES:
+        return "step"
+    if keys & EPOCH_NAMES:
+        return "epoch"
+    return None
+
+
+@lru_cache(maxsize=4096)
+def classify(name: str, stage: str | None = None) -> tuple[str, int] | None:
+    """(series, rank) for a metric name, or None to ignore it. Lower rank wins among one line's candidates.
+
+    ``stage`` is what the line itself says it reports ("val" for "Test set: ...", fairseq's "valid | ...").
+    """
+    tokens = words(name)
+    if tokens and tokens[0] == "lr":  # Lightning's LearningRateMonitor: lr-Adam, lr-SGD/pg1
+        return "lr", 0
+    if not tokens or tokens[-1] not in _KNOWN_LAST:
+        return None
+    token_set = set(tokens)
+    split = next((SPLITS[t] for t in tokens if t in SPLITS), None) or stage or "train"
+    has_loss = bool(token_set & LOSS_WORDS) or any(t.endswith("loss") for t in tokens)
+    if has_loss and token_set & {"scale", "scaler"}:
+        return "loss_scale", 0
+    if "gnorm" in token_set or ("norm" in token_set and token_set & {"grad", "gradient", "grads"}):
+        return "grad_norm", 0
+    if "lr" in token_set or ("learning" in token_set and "rate" in token_set):
+        return ("lr", 0) if not has_loss else None
+    if has_loss:
+        other = token_set - LOSS_WORDS - set(SPLITS) - PLAIN_QUALIFIERS - {"epoch"}
+        if other <= TOTAL_WORDS:
+            rank = 1 if other else 0
+        elif other <= AVERAGE_WORDS | TOTAL_WORDS:
+            rank = 2
+        else:
+            rank = 3  # a component: loss_cls, mlm_loss, d0.loss_bbox
+        if split == "train":
+            return ("train_loss_epoch", rank) if "epoch" in token_set else (TRAIN_LOSS, rank)
+        return VAL_LOSS, rank + (10 if split == "test" else 0)  # a test loss stands in when no val loss is printed
+    if token_set & ACC_WORDS:
+        return ("train_acc" if split == "train" else "val_acc"), (0 if split != "test" else 10)
+    return None
+
+
+__all__ = ["classify", "position_name", "words", "SPLITS", "STEP_NAMES", "EPOCH_NAMES"]

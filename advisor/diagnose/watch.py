@@ -1,0 +1,87 @@
+"""`advisor diagnose --watch`: follow a growing log and report each finding when it first appears."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from ..errors import AdvisorError
+from .detectors import Context, run_detectors
+from .scan import Scanner, sniff_file_format
+
+
+def _finding_key(finding) -> tuple[str, bool]:
+    return finding.kind, finding.secondary_to is None
+
+
+def watch(path: str, forced_format: str | None = None, context: Context | None = None, interval: float = 2.0,
+          seconds: float | None = None, as_json: bool = False, out=None) -> int:
+    """Read new complete lines every ``interval`` seconds; print a finding the first time it appears.
+
+    Returns 1 when something was reported, 0 otherwise (stopped by ``seconds`` or Ctrl-C).
+    """
+    out = out or sys.stdout
+    if os.path.isdir(path):
+        raise AdvisorError(f"{path} is a directory; pass the log file inside it (for example {path}/train.log).")
+    deadline = None if seconds is None else time.monotonic() + seconds
+    while not os.path.exists(path):  # a run that has not created its log yet
+        if deadline is not None and time.monotonic() >= deadline:
+            raise AdvisorError(f"{path}: no such log file, and none appeared while watching.")
+        time.sleep(min(interval, 0.5))
+    print(f"advisor: watching {path} (Ctrl-C stops)", file=sys.stderr, flush=True)
+    scanner = Scanner(forced_format)
+    reported: set[tuple[str, bool]] = set()
+    carry, line_no, position = b"", 1, 0
+    try:
+        with open(path, "rb") as log:
+            while True:
+                if os.path.getsize(path) < position:  # truncated or rotated: start over
+                    log.seek(0)
+                    scanner, carry, line_no, position = Scanner(forced_format), b"", 1, 0
+                data = log.read()
+                position = log.tell()
+                if data and sniff_file_format(data[:65536], path) and line_no == 1:
+                    raise AdvisorError(f"{path}: --watch follows text logs; a metrics CSV or trainer_state.json is "
+                                       "rewritten as a whole: run `advisor diagnose` on it instead.")
+                if data:
+                    data = carry + data
+                    cut = data.rfind(b"\n")
+                    if cut >= 0:
+                        line_no = scanner.parse_block(data, line_no, lo=0, hi=cut)
+                        carry = data[cut + 1:]
+                    else:
+                        carry = data
+                    _report_new(scanner, context, reported, as_json, out)
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                time.sleep(interval)
+    except KeyboardInterrupt:
+        pass
+    return 1 if reported else 0
+
+
+def _report_new(scanner: Scanner, context: Context | None, reported: set, as_json: bool, out) -> None:
+    collected = scanner.collected
+    ctx = Context(**vars(context)) if context else Context()
+    ctx.merge_log(collected.context)
+    findings = run_detectors(collected.series, collected.events, collected.event_counts, ctx, collected.non_finite)
+    for finding in findings:
+        key = _finding_key(finding)
+        if key in reported:
+            continue
+        reported.add(key)
+        lines_read = collected.stats.lines
+        if as_json:
+            print(json.dumps({"lines_read": lines_read, **finding.to_dict()}, default=str), file=out, flush=True)
+            continue
+        secondary = f" (secondary to {finding.secondary_to})" if finding.secondary_to else ""
+        print(f"[{time.strftime('%H:%M:%S')}] after {lines_read} lines: [{finding.severity}] {finding.kind}"
+              f"{secondary}: {finding.summary}", file=out)
+        for index, action in enumerate(finding.actions, 1):
+            print(f"    {index}. {action}", file=out)
+        out.flush()
+
+
+__all__ = ["watch"]
