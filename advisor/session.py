@@ -68,6 +68,7 @@ class MethodResult:
     adapter_extras: dict = field(default_factory=dict)
     per_device_cap: int = 0
     cap_reason: str = ""
+    optimizer_implementation: str | None = None  # what the workers ran, as they reported it
 
 
 @dataclass
@@ -399,6 +400,7 @@ class Session:
             timings, noise, noise_reason, precision_reason, dict(env), launch,
             self.adapter.recipe_extras(self.runner.options), self.per_device_cap,
             self.cap_reason if self.per_device_cap < ceiling.per_device_max else "")
+        self.result.optimizer_implementation = (getattr(self.runner, "optimizer_info", None) or {}).get("implementation")
         return self.result
 
     def run_all(self) -> MethodResult:

@@ -93,6 +93,12 @@ class WorkerStrategy:
         optimizer.zero_grad(set_to_none=True)
         return torch.stack(losses).mean()
 
+    def optimizer_implementation(self, optimizer) -> str:
+        """Which optimizer implementation runs (the recipe records it): ``advisor_implementation`` or the class."""
+        inner = getattr(optimizer, "optimizer", optimizer)  # wrappers (Accelerate, DeepSpeed) keep the real one inside
+        found = getattr(optimizer, "advisor_implementation", None) or getattr(inner, "advisor_implementation", None)
+        return found or f"{type(inner).__module__}.{type(inner).__qualname__}"
+
     def set_lr(self, optimizer, lr: float) -> None:
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -374,6 +380,8 @@ def worker_main(strategy: WorkerStrategy, argv: list[str] | None = None) -> None
                      val_size=len(workload.val_data))
             optimizer = strategy.make_optimizer(workload, model, job)
             model, optimizer = strategy.prepare(model, optimizer, job)
+            if strategy.rank == 0:
+                emit("optimizer", name=workload.optimizer, implementation=strategy.optimizer_implementation(optimizer))
         except Exception as exc:  # noqa: BLE001 - the model alone not fitting is an answer, not a crash
             if not is_oom_exception(exc):
                 raise
