@@ -157,6 +157,14 @@ def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices
     elif caps.optimizers is not None and optimizer not in caps.optimizers:
         problems.append(f"the adapter {adapter.name!r} cannot run the optimizer {optimizer!r} "
                         f"(it runs {', '.join(sorted(caps.optimizers))}); choose another --optimizer or adapter")
+    elif optimizer == "lamb" and not caps.supports_lamb:
+        problems.append(f"the adapter {adapter.name!r} does not declare LAMB support (capabilities.supports_lamb); "
+                        "choose another --optimizer or adapter")
+    else:
+        from .optimizers import unavailable_reason as optimizer_unavailable
+
+        if optimizer_unavailable(optimizer):
+            problems.append(optimizer_unavailable(optimizer))
     base_lr = base_batch = None
     source = ""
     if workload is not None:
