@@ -1,3 +1,4 @@
+import sys
 import time
 from pathlib import Path
 
@@ -10,10 +11,17 @@ WORKER_MARKERS = ("advisor_adapters.", "torch.distributed.run")
 
 
 def advisor_processes():
-    """Worker or launcher processes that the advisor started and that are still alive."""
+    """Worker or launcher processes that this checkout's advisor started and that are still alive.
+
+    Only processes running this interpreter count: other checkouts on the same machine run their own
+    tests at the same time, and their workers are theirs to clean up.
+    """
     found = []
     for proc in psutil.process_iter(["pid", "cmdline", "status"]):
-        cmd = " ".join(proc.info["cmdline"] or [])
+        argv = proc.info["cmdline"] or []
+        cmd = " ".join(argv)
+        if argv and argv[0] != sys.executable:
+            continue
         if proc.info["status"] != psutil.STATUS_ZOMBIE and any(m in cmd for m in WORKER_MARKERS):
             found.append(proc)
     return found
