@@ -48,7 +48,7 @@ class DeepSpeedStrategy(WorkerStrategy):
 
     def make_optimizer(self, workload, model, job):
         """A client optimizer where the config cannot name it (LAMB on CPU, LARS); else the config's own."""
-        name = workload.optimizer.lower()
+        name = self.optimizer_name = workload.optimizer.lower()
         self.client = name == "lars" or (name in CLIENT_ON_CPU and self.device.type == "cpu")
         if not self.client:
             return None
@@ -60,7 +60,7 @@ class DeepSpeedStrategy(WorkerStrategy):
         from advisor.export import deepspeed_config
 
         self.config = deepspeed_config(
-            job.per_device_batch, job.accumulation_steps, self.world_size, self.workload_optimizer(optimizer, job),
+            job.per_device_batch, job.accumulation_steps, self.world_size, self.optimizer_name,
             job.lr, job.warmup_steps, job.precision, self.zero_stage, self.device.type,
             parameters=sum(p.numel() for p in model.parameters()), client_optimizer=self.client)
         self.bf16 = job.precision == "bf16"
@@ -70,12 +70,6 @@ class DeepSpeedStrategy(WorkerStrategy):
         self.scheduler = scheduler
         self.client_implementation = getattr(optimizer, "advisor_implementation", None)
         return engine, ds_optimizer
-
-    @staticmethod
-    def workload_optimizer(optimizer, job) -> str:
-        from advisor.workload import resolve_workload
-
-        return (job.extra.get("optimizer") or resolve_workload(job.workload).optimizer).lower()
 
     def optimizer_implementation(self, optimizer) -> str:
         inner = self._inner(optimizer)

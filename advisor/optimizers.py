@@ -120,6 +120,16 @@ def Lamb(params, **kwargs):
     return _LAMB(params, **kwargs)
 
 
+def preload(name: str) -> None:
+    """Build ``name`` once on a one-element tensor. A worker does this before its memory budget applies: the
+    first optimizer imports torch._dynamo (~70 MiB of host memory) and, for LARS, pytorch-optimizer; none of
+    that is training memory, and under a small budget the import itself failed."""
+    import torch
+
+    if unavailable_reason(name) is None:
+        build_optimizer(name, [torch.zeros(1, requires_grad=True)], lr=1e-3)
+
+
 def build_optimizer(name: str, params, lr: float, momentum: float = 0.9, weight_decay: float = 0.0) -> BuiltOptimizer:
     """The optimizer called ``name``, as the user's training runs it."""
     import torch

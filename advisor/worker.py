@@ -244,7 +244,8 @@ def run_probe(job, workload, strategy, model, optimizer, budget: dict):
         if not is_oom_exception(exc):
             raise
         emit("probe", rank=strategy.rank, batch=job.per_device_batch, status="oom",
-             message=str(exc).splitlines()[0][:300], seconds=time.perf_counter() - started, budget=budget)
+             message=(str(exc) or type(exc).__name__).splitlines()[0][:300],
+             seconds=time.perf_counter() - started, budget=budget)
         return
     emit("probe", rank=strategy.rank, batch=job.per_device_batch, status="ok", peak_bytes=measured.peak["peak_bytes"],
          measured_by=measured.peak["how"], breakdown=measured.peak["breakdown"], step_seconds=measured.seconds,
@@ -289,8 +290,8 @@ def run_training(job, workload, strategy, model, optimizer, budget: dict):
     except Exception as exc:  # noqa: BLE001
         if not is_oom_exception(exc):
             raise
-        emit("oom", rank=strategy.rank, batch=job.per_device_batch, message=str(exc).splitlines()[0][:300],
-             budget=budget)
+        emit("oom", rank=strategy.rank, batch=job.per_device_batch,
+             message=(str(exc) or type(exc).__name__).splitlines()[0][:300], budget=budget)
         raise _OOMExit() from None
 
     val = {}
@@ -368,6 +369,9 @@ def worker_main(strategy: WorkerStrategy, argv: list[str] | None = None) -> None
         workload = resolve_workload(job.workload)
         if job.extra.get("optimizer"):
             workload.optimizer = job.extra["optimizer"]  # the plan's --optimizer overrides the workload's
+        from .optimizers import preload
+
+        preload(workload.optimizer)  # the first optimizer's imports happen before the budget: not training memory
         # The budget covers everything the device holds for training (parameters, gradients, optimizer
         # state, buckets, activations), so it is set before the model exists; the data set stays in host
         # memory, as it does on a GPU host.
@@ -388,7 +392,7 @@ def worker_main(strategy: WorkerStrategy, argv: list[str] | None = None) -> None
             kind = "probe" if job.kind == "probe" else "oom"
             payload = {"status": "oom"} if job.kind == "probe" else {}
             emit(kind, rank=strategy.rank, batch=job.per_device_batch, budget=budget,
-                 message="the model itself does not fit: " + str(exc).splitlines()[0][:250], **payload)
+                 message="the model itself does not fit: " + (str(exc) or type(exc).__name__).splitlines()[0][:250], **payload)
             raise _OOMExit() from None
         if job.kind == "probe":
             run_probe(job, workload, strategy, model, optimizer, budget)

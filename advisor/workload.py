@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from .errors import WorkloadError
 from .lr import KNOWN_OPTIMIZERS
+from .optimizers import build_optimizer  # light (no torch at import); loaded before a worker's memory budget
 from .tasks import TASKS
 
 
@@ -80,8 +81,6 @@ class Workload:
 
     def build_optimizer(self, params, lr: float):
         """``advisor.optimizers.BuiltOptimizer``: the optimizer and the implementation that runs."""
-        from .optimizers import build_optimizer
-
         built = build_optimizer(self.optimizer, params, lr, momentum=self.momentum, weight_decay=self.weight_decay)
         built.optimizer.advisor_implementation = built.implementation  # read back by the worker's report
         return built
