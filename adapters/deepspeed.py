@@ -11,7 +11,7 @@ DEFAULT_ZERO_STAGE = 2
 
 class DeepSpeedAdapter(AdapterBase):
     name = "deepspeed"
-    summary = "Microsoft DeepSpeed: deepspeed.initialize with the plan's config, ZeRO 0-3 (option zero_stage, default 2)"
+    summary = "Microsoft DeepSpeed: deepspeed.initialize with the plan's config, ZeRO 0-3 (--zero-stage, default 2)"
     # No per-replica gradient norm: DeepSpeed reduces (and with ZeRO, partitions) gradients inside its engine.
     capabilities = Capabilities(supports_accumulation=True, supports_lamb=True, measures_gradient_noise=False)
     package = "deepspeed"

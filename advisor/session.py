@@ -408,7 +408,8 @@ class Session:
             timings, noise, noise_reason, precision_reason, dict(env), launch,
             self.adapter.recipe_extras(self.runner.options), self.per_device_cap,
             self.cap_reason if self.per_device_cap < ceiling.per_device_max else "")
-        self.result.optimizer_implementation = (getattr(self.runner, "optimizer_info", None) or {}).get("implementation")
+        ran = getattr(self.runner, "optimizer_info", None) or {}
+        self.result.optimizer_implementation = ran.get("implementation")
         return self.result
 
     def run_all(self) -> MethodResult:

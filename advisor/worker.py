@@ -392,7 +392,8 @@ def worker_main(strategy: WorkerStrategy, argv: list[str] | None = None) -> None
             kind = "probe" if job.kind == "probe" else "oom"
             payload = {"status": "oom"} if job.kind == "probe" else {}
             emit(kind, rank=strategy.rank, batch=job.per_device_batch, budget=budget,
-                 message="the model itself does not fit: " + (str(exc) or type(exc).__name__).splitlines()[0][:250], **payload)
+                 message="the model itself does not fit: " + (str(exc) or type(exc).__name__).splitlines()[0][:250],
+                 **payload)
             raise _OOMExit() from None
         if job.kind == "probe":
             run_probe(job, workload, strategy, model, optimizer, budget)
