@@ -143,3 +143,16 @@ def test_export_cli_writes_out_and_keeps_existing_files(tmp_path, capsys):
     assert main(["export", str(path), "--to", "deepspeed", "--out", str(out)]) == 2
     assert "already exists" in capsys.readouterr().err
     assert main(["export", str(tmp_path / "missing.toml"), "--to", "torchrun"]) == 2
+
+
+def test_export_imports_neither_torch_nor_the_target_library(tmp_path):
+    import subprocess
+    import sys
+
+    path = write(tmp_path, recipe())
+    code = ("import sys; from advisor.cli import main\n"
+            f"for target in ('deepspeed', 'accelerate', 'torchrun'): main(['export', {str(path)!r}, '--to', target])\n"
+            "heavy = [m for m in ('torch', 'deepspeed', 'accelerate') if m in sys.modules]\n"
+            "assert not heavy, heavy")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
