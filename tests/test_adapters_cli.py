@@ -126,3 +126,22 @@ def test_planning_for_a_bigger_cluster_than_the_probe_host():
     assert "num_machines: 4" in accelerate_yaml and "num_processes: 32" in accelerate_yaml
     torchrun, _ = export_recipe(data, "torchrun")
     assert "--nnodes=4" in torchrun and "--nproc-per-node=8" in torchrun
+
+
+def test_launch_lines_each_launcher_accepts():
+    from advisor.adapters import LaunchSpec
+
+    accelerate, deepspeed = load_adapter("accelerate"), load_adapter("deepspeed")
+    cpu_env = accelerate.environment("cpu")
+    assert cpu_env["ACCELERATE_USE_CPU"] == "1" and deepspeed.environment("cpu")["OMP_NUM_THREADS"] == "1"
+    # On CPU `accelerate launch --cpu` starts one process: the line is torchrun with Accelerate's CPU switch.
+    line = accelerate.launch_command(LaunchSpec(2, 1, 32, 1, 0.01, 10, "fp32", cpu_env))
+    assert "torchrun" in line and "ACCELERATE_USE_CPU=1" in line
+    line = accelerate.launch_command(LaunchSpec(8, 2, 32, 2, 0.01, 10, "bf16", {}))
+    assert line[:2] == ["accelerate", "launch"] and "--num_processes=16" in line and "--num_machines=2" in line
+    assert "--mixed_precision=bf16" in line
+    line = deepspeed.launch_command(LaunchSpec(8, 1, 32, 2, 0.01, 10, "bf16", {}))
+    assert line[0] == "deepspeed" and "--num_gpus=8" in line and "--deepspeed_config=ds_config.json" in line
+    assert deepspeed.probe_processes(4, {"zero_stage": 0}) == 1 and deepspeed.probe_processes(4, {}) == 4
+    with pytest.raises(Exception, match="must be 0, 1, 2 or 3"):
+        deepspeed.validate_options({"zero_stage": 5})
