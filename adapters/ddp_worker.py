@@ -25,16 +25,12 @@ class DDPStrategy(WorkerStrategy):
             backend = "gloo"
         dist.init_process_group(backend, timeout=datetime.timedelta(seconds=job.collective_timeout_s))
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
-        self._noise = {"local_sq": 0.0, "global_sq": 0.0, "steps": 0, "active": True}
-        self._measure_noise = False
+        self.noise = GradNoiseMeter()
 
     def prepare(self, model, optimizer, job):
         model, optimizer = super().prepare(model, optimizer, job)
         ddp = DistributedDataParallel(model, device_ids=None if self.device.type == "cpu" else [self.device])
-        if self.world_size > 1 and job.kind == "train":
-            self._measure_noise = True
-            self._batch_small = job.per_device_batch * job.accumulation_steps
-            ddp.register_comm_hook(self._noise, _noise_allreduce_hook)
+        self.noise.attach(ddp, job, self.world_size)
         return ddp, optimizer
 
     def sync_context(self, model, sync):
@@ -44,38 +40,63 @@ class DDPStrategy(WorkerStrategy):
         return model.module  # no gradient sync or buffer broadcast needed to evaluate
 
     def extra_memory(self, model) -> dict[str, int]:
-        # DDP's reducer keeps flat all-reduce buckets the size of the gradients (gradient_as_bucket_view=False,
-        # the default), allocated at wrap time, so a tensor tracker entered later does not see them.
-        if getattr(model, "gradient_as_bucket_view", False):
-            return {}
-        size = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
-        return {"ddp_buckets_computed": int(size)}  # sized from the parameters, not measured
+        return ddp_bucket_bytes(model)
 
     def all_reduce_sum(self, tensor):
         dist.all_reduce(tensor)
         return tensor
 
     def sample_noise(self, active):
-        self._noise["active"] = active
+        self.noise.sample(active)
 
     def gradient_norms(self):
-        """Mean |g|^2 per step before (batch b) and after (batch b x N) the all-reduce, over every rank."""
-        if not self._measure_noise:
-            return None
-        stats = torch.tensor([self._noise["local_sq"], self._noise["global_sq"], self._noise["steps"]],
-                             dtype=torch.float64, device=self.device)
-        dist.all_reduce(stats)
-        stats = stats.cpu()
-        steps = float(stats[2]) / self.world_size
-        if not steps:
-            return None
-        return GradNormSample(small_sq=float(stats[0]) / self.world_size / steps,
-                              big_sq=float(stats[1]) / self.world_size / steps,
-                              b_small=self._batch_small, b_big=self._batch_small * self.world_size, steps=int(steps))
+        return self.noise.gradient_norms(self.device, self.world_size)
 
     def shutdown(self):
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def ddp_bucket_bytes(model) -> dict[str, int]:
+    """DDP's reducer keeps flat all-reduce buckets the size of the gradients (gradient_as_bucket_view=False,
+    the default), allocated at wrap time, so a tensor tracker entered later does not see them."""
+    if not isinstance(model, DistributedDataParallel) or getattr(model, "gradient_as_bucket_view", False):
+        return {}
+    size = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    return {"ddp_buckets_computed": int(size)}  # sized from the parameters, not measured
+
+
+class GradNoiseMeter:
+    """|g|^2 per replica and after the all-reduce, from a DDP communication hook (any DDP-wrapped model)."""
+
+    def __init__(self):
+        self.state = {"local_sq": 0.0, "global_sq": 0.0, "steps": 0, "active": True}
+        self.batch_small = 0
+        self.measuring = False
+
+    def attach(self, ddp, job, world_size: int) -> None:
+        if world_size > 1 and job.kind == "train" and isinstance(ddp, DistributedDataParallel):
+            self.measuring = True
+            self.batch_small = job.per_device_batch * job.accumulation_steps
+            ddp.register_comm_hook(self.state, _noise_allreduce_hook)
+
+    def sample(self, active: bool) -> None:
+        self.state["active"] = active
+
+    def gradient_norms(self, device, world_size: int):
+        """Mean |g|^2 per step before (batch b) and after (batch b x N) the all-reduce, over every rank."""
+        if not self.measuring:
+            return None
+        stats = torch.tensor([self.state["local_sq"], self.state["global_sq"], self.state["steps"]],
+                             dtype=torch.float64, device=device)
+        dist.all_reduce(stats)
+        stats = stats.cpu()
+        steps = float(stats[2]) / world_size
+        if not steps:
+            return None
+        return GradNormSample(small_sq=float(stats[0]) / world_size / steps,
+                              big_sq=float(stats[1]) / world_size / steps,
+                              b_small=self.batch_small, b_big=self.batch_small * world_size, steps=int(steps))
 
 
 def _noise_allreduce_hook(state, bucket):

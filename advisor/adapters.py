@@ -192,3 +192,60 @@ def describe_adapters() -> list[tuple[str, str]]:
         except AdapterError as exc:
             print(f"warning: {exc}", file=sys.stderr)
     return rows
+
+
+@dataclass(frozen=True)
+class AdapterStatus:
+    """One row of `advisor adapters`: whether the adapter can run here, and if not, why."""
+
+    name: str
+    target: str  # the entry point's 'module:attr'
+    version: str | None
+    available: bool
+    reason: str | None
+    summary: str
+    capabilities: dict
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "version": self.version, "available": self.available, "reason": self.reason,
+                "summary": self.summary, "entry_point": self.target, "capabilities": self.capabilities}
+
+
+def _capabilities_dict(caps: Capabilities) -> dict:
+    out = {k: v for k, v in vars(caps).items() if k != "optimizers"}
+    out["optimizers"] = sorted(caps.optimizers) if caps.optimizers is not None else None
+    return out
+
+
+def adapter_statuses() -> list[AdapterStatus]:
+    """Every installed adapter with its version and availability. A plugin that fails to load is listed as
+    unavailable with the reason, and warned about in one line on stderr; the others are unaffected."""
+    eps = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        eps[ep.name] = ep  # later entries win, as in load_adapter
+    rows = []
+    for name in sorted(eps):
+        ep = eps[name]
+        dist_version = getattr(getattr(ep, "dist", None), "version", None)
+        try:
+            adapter = load_adapter(name)
+        except AdapterError as exc:
+            print(f"warning: {exc}", file=sys.stderr)
+            rows.append(AdapterStatus(name, ep.value, dist_version, False, str(exc), "", {}))
+            continue
+        try:
+            version = adapter.version() if callable(getattr(adapter, "version", None)) else dist_version
+            reason = adapter.unavailable_reason()
+            if reason is None and adapter.capabilities.needs_cuda:
+                import torch
+
+                if not torch.cuda.is_available():
+                    reason = "needs a CUDA GPU and none is visible here"
+        except Exception as exc:  # noqa: BLE001 - a plugin's own check must not take the listing down
+            print(f"warning: the adapter {name!r} failed its availability check: {type(exc).__name__}: {exc}",
+                  file=sys.stderr)
+            version, reason = dist_version, f"its availability check failed: {type(exc).__name__}: {exc}"
+        rows.append(AdapterStatus(name, ep.value, version, reason is None, reason, adapter.summary,
+                                  _capabilities_dict(adapter.capabilities)))
+    return rows
+

@@ -1,4 +1,4 @@
-"""Command line: `advisor plan`, `advisor check`, `advisor workloads`, `advisor adapters`.
+"""Command line: `advisor plan`, `advisor check`, `advisor export`, `advisor workloads`, `advisor adapters`.
 
 Heavy imports (torch) happen inside the commands that need them, so `--help`
 and `check` start fast.
@@ -104,13 +104,42 @@ def settings_from_args(args, host):
                            "SIZE (for example --device-memory 1GiB) to plan for a device of that size; each "
                            "process then gets a real memory limit of that size.")
     nproc = args.nproc if args.nproc is not None else (host.count if host.type == "cuda" else 2)
+    nodes, target_world_size, adapter_options = target_cluster_from_args(args)
     return MethodSettings(
         workload=args.workload, adapter_name=args.adapter, nproc=nproc, device=host.type,
         memory_budget_bytes=budget, headroom=args.headroom, trial_steps=args.trial_steps,
         sweep_steps=args.sweep_steps, subset_sweep=args.subset_sweep, global_batch=args.global_batch,
         base_lr=args.base_lr, base_batch=args.base_batch, precision=args.precision,
         trial_timeout_s=args.trial_timeout, idle_timeout_s=args.idle_timeout, workdir=os.getcwd(),
-        device_memories=memories, optimizer=args.optimizer)
+        device_memories=memories, optimizer=args.optimizer, nodes=nodes, target_world_size=target_world_size,
+        adapter_options=adapter_options)
+
+
+def target_cluster_from_args(args) -> tuple[int, int | None, dict]:
+    """(nodes, target world size or None, adapter options) from --nodes/--gpus-per-node/--world-size/--zero-stage.
+
+    Probes run on this host with --nproc processes; the plan, LR, warmup and exports are for the target.
+    """
+    from .errors import SetupError
+
+    nodes = getattr(args, "nodes", None) or 1
+    per_node = getattr(args, "gpus_per_node", None)
+    world = getattr(args, "world_size", None)
+    for flag, value in (("--nodes", getattr(args, "nodes", None)), ("--gpus-per-node", per_node),
+                        ("--world-size", world)):
+        if value is not None and value < 1:
+            raise SetupError(f"{flag} must be at least 1, not {value}.")
+    if per_node is not None and world is not None and world != nodes * per_node:
+        raise SetupError(f"--world-size {world} contradicts --nodes {nodes} x --gpus-per-node {per_node} = "
+                         f"{nodes * per_node}; give one or the other.")
+    target = world if world is not None else (nodes * per_node if per_node is not None else None)
+    if target is not None and target % nodes:
+        raise SetupError(f"--world-size {target} does not split evenly over --nodes {nodes}: launchers start the "
+                         "same number of processes on every node.")
+    options = {}
+    if getattr(args, "zero_stage", None) is not None:
+        options["zero_stage"] = args.zero_stage
+    return nodes, target, options
 
 
 def cmd_plan(args) -> int:
@@ -170,10 +199,42 @@ def cmd_workloads(args) -> int:
 
 
 def cmd_adapters(args) -> int:
-    from .adapters import describe_adapters
+    from .adapters import adapter_statuses
 
-    for name, summary in describe_adapters():
-        print(f"  {name:<12} {summary}")
+    rows = adapter_statuses()
+    if args.json:
+        print(json.dumps([row.to_dict() for row in rows], indent=2))
+        return 0
+    for row in rows:
+        state = "available" if row.available else f"unavailable: {row.reason}"
+        print(f"  {row.name:<12} {row.version or '-':<10} {state}")
+        if row.summary:
+            print(f"  {'':<12} {row.summary}")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from .errors import ExportError
+    from .export import deepspeed_hostfile, export_recipe
+    from .recipe import check_recipe
+
+    data = check_recipe(args.recipe)
+    text, notes = export_recipe(data, args.to)
+    for note in notes:
+        print(f"advisor: note: {note}", file=sys.stderr)
+    outputs = [(args.out, text)] if args.out else []
+    if args.hostfile:
+        if args.to != "deepspeed":
+            raise ExportError("--hostfile goes with --to deepspeed (the deepspeed launcher reads it).")
+        outputs.append((args.hostfile, deepspeed_hostfile(data)))
+    for path, content in outputs:
+        target = Path(path)
+        if target.exists() and not args.force:
+            raise ExportError(f"{target} already exists and was left untouched; pass --force to replace it.")
+        target.write_text(content, encoding="utf-8")
+        print(f"advisor: wrote {target}", file=sys.stderr)
+    if not args.out:
+        sys.stdout.write(text)
     return 0
 
 
@@ -274,7 +335,14 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto",
                       help="auto (default): fp32, and mixed precision before halving when a trial runs out of "
                            "memory; or fix one")
-    plan.add_argument("--optimizer", help="the optimizer training runs (default: the workload's)")
+    plan.add_argument("--optimizer", help="the optimizer training runs, for real (sgd, adam, adamw, adagrad, "
+                                          "rmsprop, lamb, lars; default: the workload's)")
+    plan.add_argument("--zero-stage", type=int, choices=(0, 1, 2, 3),
+                      help="DeepSpeed ZeRO stage (--adapter deepspeed; default 2)")
+    plan.add_argument("--nodes", type=int, help="nodes of the target cluster (default 1; probes run on this host)")
+    plan.add_argument("--gpus-per-node", type=int, help="processes per node on the target cluster (default --nproc)")
+    plan.add_argument("--world-size", type=int, help="the target cluster's processes in all (instead of "
+                                                     "--gpus-per-node)")
     plan.add_argument("--trial-timeout", type=float, default=900.0, help="seconds one trial may take in all")
     plan.add_argument("--idle-timeout", type=float, default=180.0, help="seconds without progress before a trial is "
                                                                         "declared hung")
@@ -301,7 +369,19 @@ def build_parser() -> argparse.ArgumentParser:
     diag.set_defaults(func=cmd_diagnose)
 
     sub.add_parser("workloads", help="list the built-in workloads").set_defaults(func=cmd_workloads)
-    sub.add_parser("adapters", help="list the installed adapters").set_defaults(func=cmd_adapters)
+    adapters = sub.add_parser("adapters", help="list the installed adapters: version, available or why not")
+    adapters.add_argument("--json", action="store_true", help="a JSON list of objects (name, version, available, "
+                                                              "reason, summary, capabilities)")
+    adapters.set_defaults(func=cmd_adapters)
+
+    export = sub.add_parser("export", help="a recipe as a DeepSpeed JSON config, an Accelerate config YAML or a "
+                                           "torchrun command line")
+    export.add_argument("recipe")
+    export.add_argument("--to", required=True, choices=("deepspeed", "accelerate", "torchrun"))
+    export.add_argument("--out", help="write here instead of stdout")
+    export.add_argument("--hostfile", help="with --to deepspeed: also write a hostfile template for the cluster")
+    export.add_argument("--force", action="store_true", help="replace existing --out/--hostfile files")
+    export.set_defaults(func=cmd_export)
     return parser
 
 

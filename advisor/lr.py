@@ -10,6 +10,9 @@ ADAPTIVE_OPTIMIZERS = {"adam", "adamw", "lamb", "adagrad", "rmsprop"}
 # SGD-style: linear scaling (Goyal et al. 2017); LARS keeps it working at large batches.
 SGD_OPTIMIZERS = {"sgd", "lars"}
 KNOWN_OPTIMIZERS = ADAPTIVE_OPTIMIZERS | SGD_OPTIMIZERS
+# Layer-wise adaptive optimizers are the large-batch answer (DOMAIN 4): they scale by the rule DOMAIN gives
+# beyond ~4096, square root, at every batch size.
+LAYERWISE_OPTIMIZERS = {"lamb", "lars"}
 
 LARGE_BATCH_THRESHOLD = 4096
 DEFAULT_MAX_LR_FACTOR = 16.0
@@ -57,7 +60,11 @@ def scale_lr(
     if global_batch == base_global_batch:
         return LRDecision(base_lr, base_lr, base_global_batch, global_batch, "unchanged", 1.0, False, cap,
                           "The global batch is unchanged, so the learning rate stays as it is.")
-    if optimizer in ADAPTIVE_OPTIMIZERS:
+    if optimizer in LAYERWISE_OPTIMIZERS:
+        rule = "sqrt"
+        reason = (f"{optimizer} is a layer-wise adaptive optimizer: square-root scaling, the rule for global batches "
+                  f"beyond ~{large_batch_threshold} (You et al. 2019), lr x sqrt({global_batch}/{base_global_batch}).")
+    elif optimizer in ADAPTIVE_OPTIMIZERS:
         rule = "sqrt"
         reason = (f"{optimizer} is adaptive: square-root scaling (Malladi et al. 2022), "
                   f"lr x sqrt({global_batch}/{base_global_batch}).")
@@ -66,7 +73,7 @@ def scale_lr(
         reason = (f"{optimizer} is SGD-style: linear scaling rule (Goyal et al. 2017), "
                   f"lr x {global_batch}/{base_global_batch}; it assumes the base LR was not already too high.")
     factor = s if rule == "linear" else math.sqrt(s)
-    if global_batch > large_batch_threshold:
+    if global_batch > large_batch_threshold and optimizer not in LAYERWISE_OPTIMIZERS:
         layerwise = "lars" if optimizer in SGD_OPTIMIZERS else "lamb"
         if rule == "linear":
             # Continuous: linear up to the threshold, square root from there on (no jump at 4096 -> 4104).

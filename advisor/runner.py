@@ -22,6 +22,7 @@ class JobRunner:
         self.nproc = settings.nproc
         self.ledger: list[TrialRecord] = []
         self.model_info: dict | None = None
+        self.optimizer_info: dict | None = None  # which optimizer implementation the workers ran
         self.env = adapter.environment("cuda" if settings.device.startswith("cuda") else "cpu")
         self.options = adapter.validate_options(dict(settings.adapter_options))
         self.probe_nproc = adapter.probe_processes(settings.nproc, self.options)
@@ -36,6 +37,8 @@ class JobRunner:
         def relay(event):
             if event["event"] == "model" and self.model_info is None:
                 self.model_info = event
+            elif event["event"] == "optimizer":
+                self.optimizer_info = event
             elif on_event:
                 on_event(event)
 

@@ -69,6 +69,7 @@ class MethodResult:
     adapter_extras: dict = field(default_factory=dict)
     per_device_cap: int = 0
     cap_reason: str = ""
+    optimizer_implementation: str | None = None  # what the workers ran, as they reported it
 
 
 @dataclass
@@ -157,6 +158,14 @@ def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices
     elif caps.optimizers is not None and optimizer not in caps.optimizers:
         problems.append(f"the adapter {adapter.name!r} cannot run the optimizer {optimizer!r} "
                         f"(it runs {', '.join(sorted(caps.optimizers))}); choose another --optimizer or adapter")
+    elif optimizer == "lamb" and not caps.supports_lamb:
+        problems.append(f"the adapter {adapter.name!r} does not declare LAMB support (capabilities.supports_lamb); "
+                        "choose another --optimizer or adapter")
+    else:
+        from .optimizers import unavailable_reason as optimizer_unavailable
+
+        if optimizer_unavailable(optimizer):
+            problems.append(optimizer_unavailable(optimizer))
     base_lr = base_batch = None
     source = ""
     if workload is not None:
@@ -400,6 +409,8 @@ class Session:
             timings, noise, noise_reason, precision_reason, dict(env), launch,
             self.adapter.recipe_extras(self.runner.options), self.per_device_cap,
             self.cap_reason if self.per_device_cap < ceiling.per_device_max else "")
+        ran = getattr(self.runner, "optimizer_info", None) or {}
+        self.result.optimizer_implementation = ran.get("implementation")
         return self.result
 
     def run_all(self) -> MethodResult:

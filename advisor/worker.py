@@ -93,6 +93,12 @@ class WorkerStrategy:
         optimizer.zero_grad(set_to_none=True)
         return torch.stack(losses).mean()
 
+    def optimizer_implementation(self, optimizer) -> str:
+        """Which optimizer implementation runs (the recipe records it): ``advisor_implementation`` or the class."""
+        inner = getattr(optimizer, "optimizer", optimizer)  # wrappers (Accelerate, DeepSpeed) keep the real one inside
+        found = getattr(optimizer, "advisor_implementation", None) or getattr(inner, "advisor_implementation", None)
+        return found or f"{type(inner).__module__}.{type(inner).__qualname__}"
+
     def set_lr(self, optimizer, lr: float) -> None:
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -368,6 +374,9 @@ def worker_main(strategy: WorkerStrategy, argv: list[str] | None = None) -> None
         workload = resolve_workload(job.workload)
         if job.extra.get("optimizer"):
             workload.optimizer = job.extra["optimizer"]  # the plan's --optimizer overrides the workload's
+        from .optimizers import preload
+
+        preload(workload.optimizer)  # the first optimizer's imports happen before the budget: not training memory
         # The budget covers everything a training step holds on the device (parameters, gradients, optimizer
         # state, buckets, activations). On CUDA it is set before the model exists; on CPU after wrapping,
         # crediting the tensors already held, so the process's own overhead (libraries, the thread arenas
@@ -387,6 +396,8 @@ def worker_main(strategy: WorkerStrategy, argv: list[str] | None = None) -> None
                 held = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
                 budget = apply_budget(strategy.device, job.memory_budget_bytes,
                                       held + sum(strategy.extra_memory(model).values()))
+            if strategy.rank == 0:
+                emit("optimizer", name=workload.optimizer, implementation=strategy.optimizer_implementation(optimizer))
         except Exception as exc:  # noqa: BLE001 - the model alone not fitting is an answer, not a crash
             if not is_oom_exception(exc):
                 raise

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from .errors import WorkloadError
 from .lr import KNOWN_OPTIMIZERS
+from .optimizers import build_optimizer  # light (no torch at import); loaded before a worker's memory budget
 from .tasks import TASKS
 
 
@@ -75,17 +76,14 @@ class Workload:
         return self.loss_fn(model(inputs), targets)
 
     def make_optimizer(self, params, lr: float):
-        import torch
+        """The optimizer named by ``optimizer``, for real (LAMB and LARS included): see advisor.optimizers."""
+        return self.build_optimizer(params, lr).optimizer
 
-        if self.optimizer in ("sgd", "lars"):
-            return torch.optim.SGD(params, lr=lr, momentum=self.momentum, weight_decay=self.weight_decay)
-        if self.optimizer == "adam":
-            return torch.optim.Adam(params, lr=lr, weight_decay=self.weight_decay)
-        if self.optimizer in ("adamw", "lamb"):
-            return torch.optim.AdamW(params, lr=lr, weight_decay=self.weight_decay)
-        if self.optimizer == "adagrad":
-            return torch.optim.Adagrad(params, lr=lr, weight_decay=self.weight_decay)
-        return torch.optim.RMSprop(params, lr=lr, weight_decay=self.weight_decay)
+    def build_optimizer(self, params, lr: float):
+        """``advisor.optimizers.BuiltOptimizer``: the optimizer and the implementation that runs."""
+        built = build_optimizer(self.optimizer, params, lr, momentum=self.momentum, weight_decay=self.weight_decay)
+        built.optimizer.advisor_implementation = built.implementation  # read back by the worker's report
+        return built
 
 
 def _builtin_table() -> dict[str, tuple[str, str]]:

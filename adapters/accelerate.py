@@ -1,0 +1,52 @@
+"""Hugging Face Accelerate: the user's ``Accelerator`` loop, launched with torchrun (one process per device)."""
+
+from __future__ import annotations
+
+from advisor.adapters import AdapterBase, Capabilities, LaunchSpec, env_prefix, torchrun_command, torchrun_launch_line
+
+
+def package_version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+class AccelerateAdapter(AdapterBase):
+    name = "accelerate"
+    summary = "Hugging Face Accelerate: Accelerator.prepare, accelerator.accumulate/backward, its mixed precision"
+    capabilities = Capabilities(supports_accumulation=True, supports_lamb=True, measures_gradient_noise=True)
+    package = "accelerate"
+
+    def version(self) -> str | None:
+        return package_version(self.package)
+
+    def unavailable_reason(self) -> str | None:
+        if self.version() is None:
+            return "the accelerate package is not installed (pip install 'batch-advisor[accelerate]')"
+        return None
+
+    def command(self, job_path: str, nproc: int) -> list[str]:
+        return torchrun_command("advisor_adapters.accelerate_worker", job_path, nproc)
+
+    def environment(self, device_type: str) -> dict[str, str]:
+        env = super().environment(device_type)
+        if device_type == "cpu":
+            # Without it, Accelerate under torchrun on CPU makes every process rank 0 of 1 (no data parallelism).
+            env["ACCELERATE_USE_CPU"] = "1"
+        return env
+
+    def launch_command(self, spec: LaunchSpec) -> list[str]:
+        if spec.env.get("ACCELERATE_USE_CPU"):
+            # `accelerate launch --cpu --num_processes N` starts one process without MPI: torchrun starts N.
+            return torchrun_launch_line(spec)
+        where = [f"--num_processes={spec.nproc_per_node * spec.nodes}", f"--num_machines={spec.nodes}"]
+        if spec.nodes > 1:
+            where += ["--machine_rank=$MACHINE_RANK", "--main_process_ip=$MASTER_ADDR", "--main_process_port=29500"]
+        if spec.precision != "fp32":
+            where.append(f"--mixed_precision={spec.precision}")
+        return [*env_prefix(spec.env), "accelerate", "launch", *where, spec.script,
+                f"--batch-size={spec.per_device}", f"--accumulation-steps={spec.accumulation_steps}",
+                f"--lr={spec.lr:.6g}", f"--warmup-steps={spec.warmup_steps}", f"--precision={spec.precision}"]

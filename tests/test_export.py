@@ -1,0 +1,158 @@
+"""Exports are checked by the library that reads them: DeepSpeed's config class, Accelerate's config loader,
+torchrun's own argument parser. Not by comparing strings."""
+
+import json
+import shlex
+import types
+
+import pytest
+import tomli_w
+
+from advisor.cli import main
+from advisor.errors import ExportError
+from advisor.export import deepspeed_hostfile, export_recipe
+
+
+def recipe(per_device=16, world=4, accumulation=2, optimizer="adamw", precision="bf16", device="cuda", nodes=1,
+           adapter="deepspeed", zero_stage=2, warmup=30, lr=0.002):
+    data = {
+        "schema_version": 1,
+        "batch": {"per_device": per_device, "world_size": world, "accumulation_steps": accumulation,
+                  "global": per_device * world * accumulation},
+        "lr": {"value": lr, "base": 0.001, "base_global_batch": 32, "rule": "sqrt", "optimizer": optimizer},
+        "warmup": {"steps": warmup, "epochs": 1.0},
+        "precision": {"mode": precision},
+        "workload": {"optimizer": optimizer, "parameters": 85_000},
+        "adapter": {"name": adapter, **({"zero_stage": zero_stage} if adapter == "deepspeed" else {})},
+        "inputs": {"device": device, "nodes": nodes, "world_size": world, "adapter": adapter},
+        "launch": {"env": {"MALLOC_MMAP_THRESHOLD_": "65536"} if device == "cpu" else {}},
+    }
+    return data
+
+
+def write(tmp_path, data, name="recipe.toml"):
+    path = tmp_path / name
+    path.write_text(tomli_w.dumps(data))
+    return path
+
+
+def deepspeed_accepts(config: dict, world: int):
+    """DeepSpeed's own config class, told the data-parallel world size through an mpu object."""
+    import deepspeed.runtime.config as ds_config
+
+    mpu = types.SimpleNamespace(get_data_parallel_world_size=lambda: world, get_model_parallel_world_size=lambda: 1)
+    real_rank = ds_config.dist.get_rank
+    ds_config.dist.get_rank = lambda *a, **k: 0  # no process group in a unit test; the world size comes from mpu
+    try:
+        return ds_config.DeepSpeedConfig(config, mpu=mpu)
+    finally:
+        ds_config.dist.get_rank = real_rank
+
+
+@pytest.mark.parametrize("optimizer, precision, stage", [("adamw", "bf16", 2), ("lamb", "fp16", 1),
+                                                         ("sgd", "fp32", 0), ("adam", "fp32", 3)])
+def test_deepspeed_config_is_accepted_by_deepspeed_with_the_recipes_world_size(optimizer, precision, stage):
+    data = recipe(optimizer=optimizer, precision=precision, zero_stage=stage)
+    text, _ = export_recipe(data, "deepspeed")
+    config = json.loads(text)
+    parsed = deepspeed_accepts(config, 4)
+    assert parsed.train_batch_size == 16 * 4 * 2 and parsed.train_micro_batch_size_per_gpu == 16
+    assert parsed.gradient_accumulation_steps == 2 and parsed.zero_optimization_stage == stage
+    assert parsed.optimizer_params["lr"] == pytest.approx(0.002)
+    assert parsed.bfloat16_config.enabled == (precision == "bf16")
+    assert parsed.float16_config.enabled == (precision == "fp16")
+    assert parsed.scheduler_name == "WarmupLR" and parsed.scheduler_params["warmup_num_steps"] == 30
+    if optimizer == "lamb":
+        assert parsed.optimizer_name == "lamb"
+        assert {"max_coeff", "min_coeff"} <= set(parsed.optimizer_params)
+    # The same config with another world size breaks DeepSpeed's batch identity: the check is real.
+    with pytest.raises(AssertionError):
+        deepspeed_accepts(config, 3)
+
+
+def test_accelerate_config_loads_in_accelerate(tmp_path):
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    for adapter, expected in (("accelerate", "MULTI_GPU"), ("deepspeed", "DEEPSPEED")):
+        text, _ = export_recipe(recipe(adapter=adapter, world=16, nodes=2), "accelerate")
+        path = tmp_path / f"{adapter}.yaml"
+        path.write_text(text)
+        config = load_config_from_file(str(path))
+        assert config.distributed_type.value == expected
+        assert config.num_processes == 16 and config.num_machines == 2 and config.mixed_precision == "bf16"
+        if adapter == "deepspeed":
+            assert config.deepspeed_config["zero_stage"] == 2
+            assert config.deepspeed_config["gradient_accumulation_steps"] == 2
+
+
+def torchrun_args(line: str):
+    from torch.distributed.run import get_args_parser
+
+    # What each node's shell does with the line: fill in its NODE_RANK and MASTER_ADDR.
+    argv = shlex.split(line.replace("$NODE_RANK", "1").replace("$MASTER_ADDR", "10.0.0.1"))
+    env = {}
+    if argv[0] == "env":
+        argv.pop(0)
+        while "=" in argv[0]:
+            key, value = argv.pop(0).split("=", 1)
+            env[key] = value
+    assert argv.pop(0) == "torchrun"
+    return get_args_parser().parse_args(argv), env
+
+
+def test_torchrun_line_parses_in_torchrun_single_and_multi_node():
+    args, env = torchrun_args(export_recipe(recipe(device="cpu", world=2, adapter="ddp"), "torchrun")[0])
+    assert args.standalone and args.nproc_per_node == "2" and args.training_script == "train.py"
+    assert "--batch-size=16" in args.training_script_args and env == {"MALLOC_MMAP_THRESHOLD_": "65536"}
+    text, notes = export_recipe(recipe(world=32, nodes=4, adapter="ddp"), "torchrun")
+    args, _ = torchrun_args(text)
+    assert args.nnodes == "4" and args.nproc_per_node == "8" and args.rdzv_backend == "c10d"
+    assert args.node_rank == 1 and args.rdzv_endpoint == "10.0.0.1:29500"
+    assert "$NODE_RANK" in text and "'" not in text and any("NODE_RANK" in n for n in notes)
+
+
+def test_accelerate_on_cpu_adds_its_cpu_switch_to_the_torchrun_line():
+    _, env = torchrun_args(export_recipe(recipe(device="cpu", world=2, adapter="accelerate", precision="fp32"),
+                                         "torchrun")[0])
+    assert env["ACCELERATE_USE_CPU"] == "1"
+
+
+def test_hostfile_template_has_one_line_per_node():
+    assert deepspeed_hostfile(recipe(world=16, nodes=2)) == "node0 slots=8\nnode1 slots=8\n"
+
+
+@pytest.mark.parametrize("data, target, expected", [
+    (recipe(optimizer="lars"), "deepspeed", "DeepSpeed has no LARS"),
+    (recipe(precision="fp16", device="cpu"), "deepspeed", "refuses fp16 on CPU"),
+    (recipe(precision="fp16", device="cpu", adapter="accelerate"), "accelerate", "silently ignores"),
+    (dict(recipe(world=6, nodes=4), inputs={"nodes": 4, "device": "cuda"}), "torchrun", "does not split evenly"),
+])
+def test_a_recipe_the_target_cannot_express_is_a_clear_message(tmp_path, capsys, data, target, expected):
+    with pytest.raises(ExportError, match=expected):
+        export_recipe(data, target)
+    assert main(["export", str(write(tmp_path, data)), "--to", target]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err
+
+
+def test_export_cli_writes_out_and_keeps_existing_files(tmp_path, capsys):
+    path = write(tmp_path, recipe(world=16, nodes=2))
+    out, hosts = tmp_path / "ds.json", tmp_path / "hostfile"
+    assert main(["export", str(path), "--to", "deepspeed", "--out", str(out), "--hostfile", str(hosts)]) == 0
+    assert json.loads(out.read_text())["train_batch_size"] == 16 * 16 * 2 and hosts.read_text().count("slots=8") == 2
+    assert main(["export", str(path), "--to", "deepspeed", "--out", str(out)]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert main(["export", str(tmp_path / "missing.toml"), "--to", "torchrun"]) == 2
+
+
+def test_export_imports_neither_torch_nor_the_target_library(tmp_path):
+    import subprocess
+    import sys
+
+    path = write(tmp_path, recipe())
+    code = ("import sys; from advisor.cli import main\n"
+            f"for target in ('deepspeed', 'accelerate', 'torchrun'): main(['export', {str(path)!r}, '--to', target])\n"
+            "heavy = [m for m in ('torch', 'deepspeed', 'accelerate') if m in sys.modules]\n"
+            "assert not heavy, heavy")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
