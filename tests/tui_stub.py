@@ -83,3 +83,75 @@ class EventStubRunner:
 def stub_factory(**kwargs):
     """A runner_factory for create_app: (adapter, settings, emit) -> EventStubRunner."""
     return lambda adapter, settings, emit: EventStubRunner(emit, nproc=settings.nproc, **kwargs)
+
+
+# -- driving the app in tests ----------------------------------------------------------------------------
+
+async def wait_for(pilot, predicate, timeout: float = 60.0, what: str = "the condition"):
+    """Pause the pilot until ``predicate()`` holds (the app keeps running meanwhile)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        await pilot.pause(0.1)
+
+
+def cpu_host(cores: int = 2):
+    from advisor.device import HostDevices
+
+    return HostDevices("cpu", cpu_count=cores)
+
+
+def stub_app(runner_kwargs: dict | None = None, **prefill):
+    """The app as the tests drive it: digits-mlp on 2 CPU processes under 128 MiB, a stub runner."""
+    from advisor.tui.app import Prefill, create_app
+
+    values = dict(workload="digits-mlp", adapter="ddp", nproc=2, device_memory="128MiB", trial_steps=8,
+                  sweep_steps=12)
+    values.update(prefill)
+    return create_app(Prefill(**values), runner_factory=stub_factory(**(runner_kwargs or {})), host=cpu_host())
+
+
+def screen_text(app, selector: str) -> str:
+    """The plain text a Static shows."""
+    widget = app.screen.query_one(selector)
+    return str(widget.render())
+
+
+async def start_walk(pilot, timeout: float = 60.0):
+    """On Setup: wait for the workload check, then Start; returns on the Memory ceiling screen."""
+    app = pilot.app
+    await wait_for(pilot, lambda: "checking" not in screen_text(app, "#workload-status"), timeout,
+                   "the workload check")
+    await pilot.press("ctrl+r")
+    await wait_for(pilot, lambda: app.session is not None and app.screen.name == "ceiling", timeout,
+                   "the Setup check to finish")
+
+
+async def run_step(pilot, step: str, timeout: float = 60.0):
+    """On a step screen: press r (unless it runs by itself) and wait until the step is done."""
+    app = pilot.app
+    assert app.screen.name == step, f"on {app.screen.name}, not {step}"
+    if step not in app.done and app.running != step:
+        await pilot.press("r")
+    await wait_for(pilot, lambda: step in app.done or (app.running is None and app.screen.query_one(
+        ".error-panel").has_class("shown")), timeout, f"the {step} step")
+    await pilot.pause(0.1)
+
+
+async def walk_to(pilot, target: str, timeout: float = 60.0):
+    """From Setup, run every step up to ``target`` and stop on its screen."""
+    from advisor.tui.app import STEP_NAMES
+
+    app = pilot.app
+    await start_walk(pilot, timeout)
+    for step in STEP_NAMES[1:]:
+        if step == target:
+            break
+        await run_step(pilot, step, timeout)
+        assert step in app.done, f"{step} did not finish: {screen_text(app, '.error-panel')}"
+        await pilot.press("n")
+        await wait_for(pilot, lambda: app.screen.name != step, timeout, f"leaving {step}")
+    await pilot.pause(0.2)

@@ -112,8 +112,8 @@ class AdvisorApp(App):
 
         self.adapter, self.settings, self.plan_argv, self.task_override = adapter, settings, argv, task_override
         self._event_target = None  # the set-up notes were shown on the Setup screen already
-        runner = self.runner_factory(adapter, settings, self._on_session_event) if self.runner_factory else None
-        self.session = Session(adapter, settings, setup, self._on_session_event, runner=runner)
+        runner = self.runner_factory(adapter, settings, self._relay_engine_event) if self.runner_factory else None
+        self.session = Session(adapter, settings, setup, self._relay_engine_event, runner=runner)
         self.forget_from("ceiling")
         self.done.add("setup")
 
@@ -125,7 +125,7 @@ class AdvisorApp(App):
             if hasattr(screen, "reset") and name != "setup":
                 screen.reset()
 
-    def _on_session_event(self, event) -> None:
+    def _relay_engine_event(self, event) -> None:
         # Called from the worker thread; post_message is thread-safe.
         target = self._event_target
         if target is not None:

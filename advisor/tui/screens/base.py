@@ -44,7 +44,8 @@ class StepScreen(Screen):
             yield Button(f"{self.RUN_LABEL} (r)", id="run", variant="primary")
             yield Button("Cancel (Esc)", id="cancel", variant="error", classes="hidden")
             yield Static("", id="status")
-            yield Button("Next (n) ▶", id="next", variant="success", disabled=True)
+            yield Button("Next (n) ▶", id="next", variant="success", disabled=True,
+                         classes="" if self.NEXT else "hidden")
         yield Footer()
 
     def compose_body(self):
@@ -148,12 +149,14 @@ class StepScreen(Screen):
 
     # -- the worker's messages ----------------------------------------------------------------------------
     def on_session_event(self, message: SessionEvent) -> None:
+        message.stop()
         self.handle_event(message.event)
 
     def handle_event(self, event) -> None:
         """Subclasses show the events of their step live."""
 
     def on_step_done(self, message: StepDone) -> None:
+        message.stop()
         self.app.step_finished(self.STEP, ok=True)
         self._set_running(False)
         seconds = time.monotonic() - self._started
@@ -169,6 +172,7 @@ class StepScreen(Screen):
         """Subclasses show what the step decided and why."""
 
     def on_step_failed(self, message: StepFailed) -> None:
+        message.stop()
         self.app.step_finished(self.STEP, ok=False)
         self._set_running(False)
         self.query_one(StepBar).update_steps()

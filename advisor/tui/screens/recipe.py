@@ -61,10 +61,10 @@ class RecipeScreen(StepScreen):
             with Vertical(classes="column"):
                 with VerticalScroll(id="preview"):
                     yield Static("", id="toml")
-                with Horizontal(classes="field"):
-                    yield Label("Save to", classes="field-label")
+                with Horizontal(classes="field save-row"):
+                    yield Label("Save to", classes="short-label")
                     yield Input(compact=True, id="path")
-                    yield Button("Save (ctrl+s)", id="save", variant="success", disabled=True)
+                    yield Button("Save (ctrl+s)", id="save", variant="success", disabled=True, compact=True)
                 yield Static("", id="saved")
 
     def on_mount(self) -> None:

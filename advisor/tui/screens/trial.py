@@ -33,7 +33,7 @@ class TrialScreen(StepScreen):
             with Vertical(classes="column"):
                 yield Chart("Step time (live)", "step", "seconds", id="step-time")
                 yield Chart("Peak memory by batch (red: ceiling's peak, yellow: 60%)", "batch per device", "MiB",
-                            id="memory")
+                            points=True, id="memory")
 
     def on_mount(self) -> None:
         self.query_one("#runs", DataTable).add_columns("batch/device", "global", "precision", "peak", "of ceiling",

@@ -18,9 +18,9 @@ class Chart(PlotextPlot):
     }
     """
 
-    def __init__(self, title: str, xlabel: str, ylabel: str, **kwargs) -> None:
+    def __init__(self, title: str, xlabel: str, ylabel: str, points: bool = False, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.title, self.xlabel, self.ylabel = title, xlabel, ylabel
+        self.title, self.xlabel, self.ylabel, self.points = title, xlabel, ylabel, points
         self.series: dict[str, tuple[list[float], list[float]]] = {}
         self.hlines: list[tuple[float, str]] = []
         self.vlines: list[tuple[float, str]] = []
@@ -61,7 +61,10 @@ class Chart(PlotextPlot):
         self.refresh()
 
     def _draw(self, plt, name, xs, ys, color) -> None:
-        plt.plot(xs, ys, label=name, color=color, marker="braille")
+        if self.points:
+            plt.scatter(xs, ys, label=name, color=color, marker="o")
+        else:
+            plt.plot(xs, ys, label=name, color=color, marker="braille")
 
 
 class MemoryChart(Chart):
