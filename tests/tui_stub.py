@@ -123,8 +123,8 @@ def screen_text(app, selector: str) -> str:
 async def start_walk(pilot, timeout: float = 60.0):
     """On Setup: wait for the workload check, then Start; returns on the Memory ceiling screen."""
     app = pilot.app
-    await wait_for(pilot, lambda: "checking" not in screen_text(app, "#workload-status"), timeout,
-                   "the workload check")
+    await wait_for(pilot, lambda: screen_text(app, "#workload-status").strip() and "checking" not in screen_text(
+        app, "#workload-status"), timeout, "the workload check")
     await pilot.press("ctrl+r")
     await wait_for(pilot, lambda: app.session is not None and app.screen.name == "ceiling", timeout,
                    "the Setup check to finish")
@@ -134,7 +134,7 @@ async def run_step(pilot, step: str, timeout: float = 60.0):
     """On a step screen: press r (unless it runs by itself) and wait until the step is done."""
     app = pilot.app
     assert app.screen.name == step, f"on {app.screen.name}, not {step}"
-    if step not in app.done and app.running != step:
+    if not type(app.screen).AUTO_RUN and step not in app.done and app.running != step:
         await pilot.press("r")
     await wait_for(pilot, lambda: step in app.done or (app.running is None and app.screen.query_one(
         ".error-panel").has_class("shown")), timeout, f"the {step} step")

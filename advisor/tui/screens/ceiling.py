@@ -38,7 +38,9 @@ class CeilingScreen(StepScreen):
             yield MemoryChart(id="chart", classes="column")
 
     def on_mount(self) -> None:
-        self.query_one("#probes", DataTable).add_columns("batch", "purpose", "peak", "result", "time")
+        table = self.query_one("#probes", DataTable)
+        for label, width in (("batch", 6), ("purpose", 8), ("peak", 10), ("result", 6), ("time", 7)):
+            table.add_column(label, width=width)  # fixed widths: the table looks the same however rows arrive
         self._probes = []
         self._probed_headroom = None
 

@@ -31,8 +31,10 @@ class SweepScreen(StepScreen):
                 yield Chart("Validation by batch size", "training seconds", "val metric", id="val")
 
     def on_mount(self) -> None:
-        self.query_one("#runs", DataTable).add_columns("batch/device", "global", "LR", "val loss", "val acc",
-                                                       "train time", "samples/s", "result")
+        table = self.query_one("#runs", DataTable)
+        for label, width in (("batch", 5), ("global", 6), ("LR", 8), ("val loss", 8), ("val acc", 7),
+                             ("train", 7), ("samples/s", 9), ("result", 6)):
+            table.add_column(label, width=width)  # fixed widths: the table looks the same however rows arrive
         self._series: dict[int, tuple[list, list]] = {}
 
     def clear(self) -> None:

@@ -36,8 +36,10 @@ class TrialScreen(StepScreen):
                             points=True, id="memory")
 
     def on_mount(self) -> None:
-        self.query_one("#runs", DataTable).add_columns("batch/device", "global", "precision", "peak", "of ceiling",
-                                                       "step time", "samples/s", "result")
+        table = self.query_one("#runs", DataTable)
+        for label, width in (("batch", 5), ("global", 6), ("precision", 9), ("peak", 10), ("of ceiling", 10),
+                             ("step", 7), ("samples/s", 9), ("result", 6)):
+            table.add_column(label, width=width)  # fixed widths: the table looks the same however rows arrive
 
     def clear(self) -> None:
         self.query_one("#runs", DataTable).clear()
