@@ -6,7 +6,7 @@ Real processes run only in tests/test_tui_real.py; here every step takes millise
 from __future__ import annotations
 
 import pytest
-from tui_stub import screen_text, start_walk, stub_app, wait_for, walk_to
+from tui_stub import screen_text, stub_app, wait_for, walk_to
 
 from advisor.recipe import check_recipe
 

@@ -170,8 +170,7 @@ class AdvisorApp(App):
 
     def action_cancel_step(self) -> None:
         if self.running and self.session is not None:
-            self.session.cancel()
-            self.notify("Cancelling: stopping the worker processes...")
+            self.session.cancel()  # the step's screen says "Cancelling…" until its worker reports back
 
     def cancel_running(self) -> None:
         if self.session is not None and self.running:

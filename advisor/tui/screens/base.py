@@ -43,6 +43,7 @@ class StepScreen(Screen):
         with Horizontal(classes="actions"):
             yield Button(f"{self.RUN_LABEL} (r)", id="run", variant="primary")
             yield Button("Cancel (Esc)", id="cancel", variant="error", classes="hidden")
+            yield Static("", id="clock")
             yield Static("", id="status")
             yield Button("Next (n) ▶", id="next", variant="success", disabled=True,
                          classes="" if self.NEXT else "hidden")
@@ -90,9 +91,21 @@ class StepScreen(Screen):
         panel.set_class(bool(text), "shown")
 
     def _set_running(self, running: bool) -> None:
+        # A probe says nothing until it ends (tens of seconds on a busy CPU): a clock shows it is alive.
+        ticker = getattr(self, "_ticker", None)
+        if ticker is not None:
+            ticker.stop()
+            self._ticker = None
+        self.query_one("#clock", Static).update("")
+        if running:
+            self._ticker = self.set_interval(1, self._tick)
         self.query_one("#cancel", Button).set_class(not running, "hidden")
         self.query_one("#run", Button).disabled = running
         self.refresh_bindings()
+
+    def _tick(self) -> None:
+        seconds = int(time.monotonic() - self._started)
+        self.query_one("#clock", Static).update(f"{seconds // 60}:{seconds % 60:02d}")
 
     def check_action(self, action: str, parameters) -> bool | None:
         if action == "cancel":

@@ -31,7 +31,7 @@ class CeilingScreen(StepScreen):
                 with Horizontal(classes="field"):
                     yield Label("Headroom", classes="field-label")
                     yield Input(compact=True, id="headroom", type="number", placeholder="0.10-0.20")
-                yield Static("[dim]Changed after probing? r applies it again, reusing the probes.[/dim]",
+                yield Static("[dim]Enter applies a new headroom to the probes already run.[/dim]",
                              classes="field-status")
                 yield DataTable(id="probes", cursor_type="row")
                 yield Numbers(id="numbers")
@@ -43,6 +43,10 @@ class CeilingScreen(StepScreen):
             table.add_column(label, width=width)  # fixed widths: the table looks the same however rows arrive
         self._probes = []
         self._probed_headroom = None
+
+    def on_input_submitted(self, event) -> None:
+        event.stop()
+        self.action_run()  # Enter in the headroom field applies it
 
     def on_screen_resume(self) -> None:
         field = self.query_one("#headroom", Input)

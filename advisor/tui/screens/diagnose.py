@@ -86,7 +86,7 @@ class DiagnoseScreen(Screen):
         with Horizontal(classes="field"):
             yield Label("Recipe (optional)", classes="field-label")
             yield Input(compact=True, value=app.diagnose_recipe or "", id="recipe", placeholder="recipes/<workload>.toml")
-            yield Button("Read (ctrl+r)", id="read", variant="primary")
+            yield Button("Read (ctrl+r)", id="read", variant="primary", compact=True)
         yield Static("", id="read-stats", classes="field-status")
         with Horizontal(classes="body"):
             yield OptionList(id="findings", classes="findings")

@@ -36,6 +36,7 @@ learning rate scaled to the global batch and the warmup, saved as TOML.
 | `Esc` | cancel the running step (its processes are stopped) |
 | `e` | explain the highlighted number: the rule and the inputs behind it |
 | `ctrl+s` | save the recipe (Recipe screen) |
+| `ctrl+o` | diagnose a training log (Setup screen) |
 | `?` | this help |
 | `ctrl+q` | quit (a running step is cancelled first) |
 

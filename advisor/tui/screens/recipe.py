@@ -152,7 +152,7 @@ class RecipeScreen(StepScreen):
         self.set_status(f"[green]Planned.[/green] {result.plan.per_device} x {result.plan.world_size} x "
                         f"{result.plan.accumulation_steps} = global {result.plan.global_batch}, LR "
                         f"{result.lr.value:.4g}. ctrl+s saves.")
-        self.query_one("#path", Input).focus()
+        self.query_one("#save", Button).focus()  # ctrl+s or Enter saves; the keys r, b and ? keep working
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "save":

@@ -65,7 +65,7 @@ class SetupScreen(Screen):
     BINDINGS = [
         Binding("ctrl+r", "start", "Check and start"),
         Binding("n", "next", "Next step", show=False),
-        Binding("ctrl+d", "diagnose", "Diagnose a log"),
+        Binding("ctrl+o", "diagnose", "Diagnose a log"),
     ]
 
     def __init__(self) -> None:
@@ -124,9 +124,9 @@ class SetupScreen(Screen):
                                        id="subset-sweep"))
         yield Static("", classes="error-panel")
         with Horizontal(classes="actions"):
-            yield Button("Start ▶ (ctrl+r)", id="start", variant="primary")
+            yield Button("Start ▶ (Enter, ctrl+r)", id="start", variant="primary")
             yield Static("", id="status")
-            yield Button("Diagnose a log (ctrl+d)", id="diagnose")
+            yield Button("Diagnose a log (ctrl+o)", id="diagnose")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -266,10 +266,12 @@ class SetupScreen(Screen):
         optimizer_select = self.query_one("#optimizer", Select)
         task_value, optimizer_value = task_select.value, optimizer_select.value
         task_select.set_options([(f"the workload's own: {w.task}", "")] + [(p.label, p.name) for p in TASKS.values()])
-        task_select.value = task_value
         optimizer_select.set_options([(f"the workload's own: {w.optimizer}", "")] +
                                      [(o, o) for o in self._optimizers()])
-        optimizer_select.value = optimizer_value
+        # Setting the same value again does not redraw the label; pass through another one.
+        for select, value, other in ((task_select, task_value, "regression"), (optimizer_select, optimizer_value, "sgd")):
+            select.value = other if value != other else ""
+            select.value = value
         self.query_one("#base-batch", Input).placeholder = (
             f"the workload's: {w.current_batch_size}" if w.current_batch_size
             else "the global batch your LR was tuned for (default: the task's starting value)")
@@ -349,6 +351,13 @@ class SetupScreen(Screen):
     def action_start(self) -> None:
         if self.app.running:
             self.app.notify("A step is still running; cancel it first (Esc on its screen).", severity="warning")
+            return
+        memory = self.query_one("#device-memory", Input)
+        if self.host is not None and self.host.type == "cpu" and not memory.value.strip():
+            self._show_error("No GPU here, so the advisor needs the memory per device to plan for: fill in "
+                             "Memory per device (for example 1GiB). Each process then gets a real memory limit of "
+                             "that size.")
+            memory.focus()
             return
         argv = self.plan_argv()
         task = self.query_one("#task", Select).value or None

@@ -35,9 +35,10 @@ class SweepScreen(StepScreen):
         for label, width in (("batch", 5), ("global", 6), ("LR", 8), ("val loss", 8), ("val acc", 7),
                              ("train", 7), ("samples/s", 9), ("result", 6)):
             table.add_column(label, width=width)  # fixed widths: the table looks the same however rows arrive
-        self._series: dict[int, tuple[list, list]] = {}
+        self._notes: list[str] = []
 
     def clear(self) -> None:
+        self._notes = []
         self.query_one("#runs", DataTable).clear()
         self.query_one("#notes", RichLog).clear()
         self.query_one(Numbers).set_rows([])
@@ -68,8 +69,12 @@ class SweepScreen(StepScreen):
         elif isinstance(event, TrialFinished):
             self.add_run(event.record)
         elif isinstance(event, Decision):
-            self.query_one("#notes", RichLog).write(f"→ {escape(event.message)}")
+            message = event.message
+            for note in self._notes:  # the pick repeats the notes already shown above it
+                message = message.replace(note, "").strip()
+            self.query_one("#notes", RichLog).write(f"→ {escape(message)}")
         elif isinstance(event, Note):
+            self._notes.append(event.message)
             self.query_one("#notes", RichLog).write(f"[dim]{escape(event.message)}[/dim]")
 
     def add_run(self, record) -> None:

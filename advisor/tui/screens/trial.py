@@ -32,7 +32,7 @@ class TrialScreen(StepScreen):
                 yield Numbers(id="numbers")
             with Vertical(classes="column"):
                 yield Chart("Step time (live)", "step", "seconds", id="step-time")
-                yield Chart("Peak memory by batch (red: ceiling's peak, yellow: 60%)", "batch per device", "MiB",
+                yield Chart("Peak memory by batch", "batch; red: ceiling's peak, yellow: its 60%", "MiB",
                             points=True, id="memory")
 
     def on_mount(self) -> None:

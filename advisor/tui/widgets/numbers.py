@@ -3,6 +3,7 @@ and Enter (or e) opens the whole explanation."""
 
 from __future__ import annotations
 
+from rich.markup import escape
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
@@ -54,7 +55,7 @@ class Numbers(Vertical):
         if 0 <= index < len(self._rows):
             label, _, text = self._rows[index]
             first = text.split("\n")[0]
-            why.update(f"[b]{label}[/b]: {first}" if first else "")
+            why.update(f"[b]{escape(label)}[/b]: {escape(first)} [dim](e: the whole rule)[/dim]" if first else "")
         else:
             why.update("")
 
