@@ -196,3 +196,22 @@ def test_the_cli_prefill_reaches_the_setup_form():
     args = cli.build_parser().parse_args(["tui", "--workload", "digits-cnn", "--nproc", "3", "--device-memory", "2GiB"])
     prefill = Prefill(args.workload, args.adapter, args.nproc, args.device_memory, args.trial_steps, args.sweep_steps)
     assert prefill == Prefill("digits-cnn", None, 3, "2GiB", None, None)
+
+
+async def test_a_probe_row_explains_itself_and_a_number_has_a_hover_tooltip():
+    app = stub_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await walk_to(pilot, "ceiling")
+        await pilot.press("r")
+        await wait_for(pilot, lambda: "ceiling" in app.done, what="the ceiling")
+        probes = app.screen.query_one("#probes")
+        probes.focus()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ExplainScreen", what="the explanation")
+        assert "Probe at batch 2" in app.screen.title_text and "stub tracker" in app.screen.text
+        await pilot.press("escape")
+        await pilot.pause(0.1)
+        table = app.screen.query_one("#numbers").table
+        await pilot.hover(table, offset=(2, 0))
+        await pilot.pause(0.1)
+        assert table.tooltip and "headroom" in str(table.tooltip).lower()

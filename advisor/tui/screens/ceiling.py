@@ -42,6 +42,7 @@ class CeilingScreen(StepScreen):
         for label, width in (("batch", 6), ("purpose", 8), ("peak", 10), ("result", 6), ("time", 7)):
             table.add_column(label, width=width)  # fixed widths: the table looks the same however rows arrive
         self._probes = []
+        self._shown = []  # the rows of the probe table, in order
         self._probed_headroom = None
 
     def on_input_submitted(self, event) -> None:
@@ -62,6 +63,7 @@ class CeilingScreen(StepScreen):
 
     def clear(self) -> None:
         self._probes = []
+        self._shown = []
         self.query_one("#probes", DataTable).clear()
         self.query_one(Numbers).set_rows([])
         chart = self.query_one(MemoryChart)
@@ -85,11 +87,29 @@ class CeilingScreen(StepScreen):
         return ("re-applying the headroom to the probes already run" if self._reuse
                 else "each probe starts a fresh process; Esc cancels")
 
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.data_table.id != "probes" or not 0 <= event.cursor_row < len(self._shown):
+            return
+        event.stop()
+        trial = self._shown[event.cursor_row]
+        lines = [f"{trial.purpose or 'probe'} probe at batch {trial.batch}: "
+                 + ("it fit" if trial.status == "ok" else "out of memory") + f", {trial.seconds:.1f} s in all "
+                 "(a fresh process: start-up, model build, two training steps)."]
+        if trial.peak_bytes:
+            lines.append(f"Peak memory {format_bytes(trial.peak_bytes)}"
+                         + (f", measured by {trial.measured_by}." if trial.measured_by else "."))
+        for part, size in (trial.breakdown or {}).items():
+            lines.append(f"  {part}: {format_bytes(size)}")
+        if trial.message:
+            lines.append(f"The worker said: {trial.message}")
+        self.app.explain(f"Probe at batch {trial.batch}", "\n".join(lines))
+
     def handle_event(self, event) -> None:
         from ...events import Note, ProbeFinished
 
         if isinstance(event, ProbeFinished):
             self._probes.append(event.trial)
+            self._shown.append(event.trial)
             self.query_one("#probes", DataTable).add_row(*probe_cells(event.trial))
             self.query_one(MemoryChart).show(self._probes, self.session.settings.memory_budget_bytes)
         elif isinstance(event, Note):
@@ -99,7 +119,8 @@ class CeilingScreen(StepScreen):
         self._probed_headroom = result.headroom
         table = self.query_one("#probes", DataTable)
         table.clear()
-        for trial in sorted(result.trials, key=lambda t: t.batch):
+        self._shown = sorted(result.trials, key=lambda t: t.batch)
+        for trial in self._shown:
             table.add_row(*probe_cells(trial))
         self.query_one(MemoryChart).show(result.trials, result.budget_bytes, result)
         self.query_one(Numbers).set_rows(ceiling_numbers(result, self.session))

@@ -9,6 +9,17 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 
+class ExplainedTable(DataTable):
+    """A table whose rows carry a reason: hovering a row shows it as a tooltip."""
+
+    reasons: list[str] = []
+
+    def watch_hover_coordinate(self, old, value) -> None:
+        super().watch_hover_coordinate(old, value)
+        row = value.row
+        self.tooltip = self.reasons[row] if 0 <= row < len(self.reasons) and self.reasons[row] else None
+
+
 class Numbers(Vertical):
     DEFAULT_CSS = """
     Numbers {
@@ -32,7 +43,7 @@ class Numbers(Vertical):
         self._rows: list[tuple[str, str, str]] = []
 
     def compose(self):
-        table = DataTable(cursor_type="row", show_header=False, zebra_stripes=True)
+        table = ExplainedTable(cursor_type="row", show_header=False, zebra_stripes=True)
         table.add_columns("quantity", "value")
         yield table
         yield Static("", classes="why")
@@ -46,6 +57,7 @@ class Numbers(Vertical):
         self._rows = list(rows)
         table = self.table
         table.clear()
+        table.reasons = [why for _, _, why in self._rows]
         for index, (label, value, _) in enumerate(self._rows):
             table.add_row(label, value, key=str(index))
         self._show_why(0)
