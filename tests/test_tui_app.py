@@ -215,3 +215,22 @@ async def test_a_probe_row_explains_itself_and_a_number_has_a_hover_tooltip():
         await pilot.hover(table, offset=(2, 0))
         await pilot.pause(0.1)
         assert table.tooltip and "headroom" in str(table.tooltip).lower()
+
+
+async def test_a_global_target_on_the_recipe_screen_replans_and_clearing_it_goes_back():
+    app = stub_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await walk_to(pilot, "recipe")
+        await wait_for(pilot, lambda: "recipe" in app.done, what="the plan")
+        picked = app.session.result.plan.global_batch
+        app.screen.query_one("#global-batch").value = "512"
+        await pilot.press("r")
+        await wait_for(pilot, lambda: "recipe" in app.done, what="the new plan")
+        plan = app.session.result.plan
+        assert plan.global_batch == 512
+        assert plan.per_device * plan.world_size * plan.accumulation_steps == 512
+        assert "--global-batch 512" in " ".join(app.screen.headless_command("x.toml"))
+        app.screen.query_one("#global-batch").value = ""
+        await pilot.press("r")
+        await wait_for(pilot, lambda: "recipe" in app.done, what="the plan again")
+        assert app.session.result.plan.global_batch == picked
