@@ -312,11 +312,34 @@ def cmd_diagnose(args) -> int:
     return 1 if result.findings else 0
 
 
+def cmd_tui(args) -> int:
+    from .tui.app import Prefill, create_app
+
+    if getattr(args, "command", None) == "diagnose":
+        app = create_app(diagnose_logs=args.logs, diagnose_recipe=args.recipe)
+    else:
+        app = create_app(Prefill(args.workload, args.adapter, args.nproc, args.device_memory, args.trial_steps,
+                                 args.sweep_steps))
+    app.run()
+    return app.return_code or 0
+
+
+def _add_tui_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workload", help="pre-fill the app's workload (built-in name or 'module:function')")
+    parser.add_argument("--adapter", help="pre-fill the app's adapter")
+    parser.add_argument("--nproc", type=int, help="pre-fill the app's number of processes")
+    parser.add_argument("--device-memory", help="pre-fill the app's memory per device, e.g. 1GiB")
+    parser.add_argument("--trial-steps", type=int, help="pre-fill the app's trial steps")
+    parser.add_argument("--sweep-steps", type=int, help="pre-fill the app's sweep steps")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="advisor", description="Choose the batch size for data-parallel PyTorch training.")
     parser.add_argument("--version", action="version", version=f"batch-advisor {__version__}")
+    _add_tui_flags(parser)  # bare `advisor` opens the app
     sub = parser.add_subparsers(dest="command")
+    _add_tui_flags(sub.add_parser("tui", help="open the app (what bare `advisor` does)"))
 
     plan = sub.add_parser("plan", help="run the four-step method for real and write a recipe")
     plan.add_argument("--workload", default="digits-cnn",
@@ -366,6 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                            "appears (Ctrl-C stops)")
     diag.add_argument("--interval", type=float, default=2.0, help="seconds between reads with --watch (default 2)")
     diag.add_argument("--watch-seconds", type=float, help="stop watching after this many seconds")
+    diag.add_argument("--tui", action="store_true", help="show the findings in the app")
     diag.set_defaults(func=cmd_diagnose)
 
     sub.add_parser("workloads", help="list the built-in workloads").set_defaults(func=cmd_workloads)
@@ -388,10 +412,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()  # the TUI will open here once it exists
-        return 0
     try:
+        if not getattr(args, "func", None) or getattr(args, "tui", False):
+            return cmd_tui(args)  # bare `advisor`, `advisor tui`, `advisor diagnose --tui`
         return args.func(args)
     except AdvisorError as exc:
         print(f"advisor: {exc}", file=sys.stderr)

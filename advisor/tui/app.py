@@ -1,0 +1,191 @@
+"""The app: one factory for the CLI and the tests; the session, the step workers and the navigation.
+
+The engine does the work (``advisor.session.Session``); this module only runs its steps in a
+worker thread, turns its typed events into messages for the screen of the running step, and keeps
+which steps are done (an earlier step redone makes the later ones stale).
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+
+from ..errors import AdvisorError, CancelledError
+from .messages import SessionEvent, StepDone, StepFailed
+
+STEPS = (("setup", "Setup"), ("ceiling", "Memory ceiling"), ("start", "Starting value"), ("trial", "Trial run"),
+         ("sweep", "Sweep"), ("recipe", "Recipe"))
+STEP_NAMES = tuple(name for name, _ in STEPS)
+STEP_TITLES = dict(STEPS)
+
+
+@dataclass
+class Prefill:
+    """What the command line pre-fills on the Setup screen."""
+
+    workload: str | None = None
+    adapter: str | None = None
+    nproc: int | None = None
+    device_memory: str | None = None
+    trial_steps: int | None = None
+    sweep_steps: int | None = None
+
+
+# (adapter, settings, emit) -> an object with the JobRunner surface; tests hand in a stub.
+RunnerFactory = Callable[[Any, Any, Callable[[Any], None]], Any]
+
+
+class AdvisorApp(App):
+    CSS_PATH = "advisor.tcss"
+    TITLE = "batch-advisor"
+    BINDINGS = [
+        Binding("question_mark", "help", "Help"),
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+        *(Binding(str(number), f"goto('{name}')", f"Go to {title}", show=False)
+          for number, (name, title) in enumerate(STEPS, 1)),
+    ]
+
+    def __init__(self, prefill: Prefill | None = None, runner_factory: RunnerFactory | None = None,
+                 host=None, diagnose_logs: list[str] | None = None, diagnose_recipe: str | None = None,
+                 start: str = "setup") -> None:
+        super().__init__()
+        self.prefill = prefill or Prefill()
+        self.runner_factory = runner_factory
+        self.host = host  # HostDevices; detected in a worker when not given
+        self.diagnose_logs = diagnose_logs or []
+        self.diagnose_recipe = diagnose_recipe
+        self.start_screen = start
+        self.session = None
+        self.adapter = None
+        self.settings = None
+        self.plan_argv: list[str] = []  # `advisor plan` arguments equal to the Setup form
+        self.task_override: str | None = None  # a task type the workload itself does not declare
+        self.done: set[str] = set()
+        self.running: str | None = None
+        self._event_target = None
+
+    def on_mount(self) -> None:
+        from .screens import SCREENS_BY_NAME
+
+        for name, screen_class in SCREENS_BY_NAME.items():
+            self.install_screen(screen_class(), name)
+        self.push_screen(self.start_screen)
+
+    # -- navigation ---------------------------------------------------------------------------------------
+    def reachable(self, name: str) -> bool:
+        if name not in STEP_NAMES:
+            return True
+        return all(previous in self.done for previous in STEP_NAMES[:STEP_NAMES.index(name)])
+
+    def first_missing(self, name: str) -> str:
+        return next(p for p in STEP_NAMES[:STEP_NAMES.index(name)] if p not in self.done)
+
+    def action_goto(self, name: str) -> None:
+        if not self.reachable(name):
+            missing = self.first_missing(name)
+            self.notify(f"{STEP_TITLES[name]} needs {STEP_TITLES[missing]} first.", severity="warning")
+            return
+        target = self.get_screen(name)
+        if self.screen is not target:
+            self.switch_screen(target)
+
+    def action_help(self) -> None:
+        from .screens.help import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def explain(self, title: str, text: str) -> None:
+        from .screens.help import ExplainScreen
+
+        self.push_screen(ExplainScreen(title, text))
+
+    # -- the session --------------------------------------------------------------------------------------
+    def begin_session(self, adapter, settings, setup, argv: list[str], task_override: str | None) -> None:
+        """A new Setup: a new session; every step after Setup starts over."""
+        from ..session import Session
+
+        self.adapter, self.settings, self.plan_argv, self.task_override = adapter, settings, argv, task_override
+        self._event_target = None  # the set-up notes were shown on the Setup screen already
+        runner = self.runner_factory(adapter, settings, self._relay_engine_event) if self.runner_factory else None
+        self.session = Session(adapter, settings, setup, self._relay_engine_event, runner=runner)
+        self.forget_from("ceiling")
+        self.done.add("setup")
+
+    def forget_from(self, step: str) -> None:
+        """``step`` and every later one are no longer done; their screens go back to empty."""
+        for name in STEP_NAMES[STEP_NAMES.index(step):]:
+            self.done.discard(name)
+            screen = self.get_screen(name)
+            if hasattr(screen, "reset") and name != "setup":
+                screen.reset()
+
+    def _relay_engine_event(self, event) -> None:
+        # Called from the worker thread; post_message is thread-safe.
+        target = self._event_target
+        if target is not None:
+            target.post_message(SessionEvent(event))
+
+    def run_step(self, step: str, call: Callable[[], Any]) -> bool:
+        """Run one session call in the step worker; its screen gets StepDone or StepFailed."""
+        if self.running:
+            self.notify(f"{STEP_TITLES.get(self.running, self.running)} is still running (Esc cancels it).",
+                        severity="warning")
+            return False
+        if step in STEP_NAMES:
+            self.done.discard(step)  # redoing a step makes every later one stale
+            for name in STEP_NAMES[STEP_NAMES.index(step) + 1:]:
+                self.done.discard(name)
+                self.get_screen(name).reset()
+        self.running = step
+        target = self.get_screen(step)
+        self._event_target = target
+        self._step_worker(step, call, target)
+        return True
+
+    def step_finished(self, step: str, ok: bool) -> None:
+        if self.running == step:
+            self.running = None
+        if ok:
+            self.done.add(step)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="step")
+    def _step_worker(self, step: str, call: Callable[[], Any], target) -> None:
+        try:
+            result = call()
+        except CancelledError as exc:
+            target.post_message(StepFailed(step, str(exc), cancelled=True))
+        except AdvisorError as exc:
+            target.post_message(StepFailed(step, str(exc)))
+        except Exception as exc:  # a bug must not take the app down: show it where the step is
+            where = "".join(traceback.format_exception(exc)[-4:])
+            target.post_message(StepFailed(step, f"{type(exc).__name__}: {exc}\n\n{where}", unexpected=True))
+        else:
+            target.post_message(StepDone(step, result))
+
+    def action_cancel_step(self) -> None:
+        if self.running and self.session is not None:
+            self.session.cancel()  # the step's screen says "Cancelling…" until its worker reports back
+
+    def cancel_running(self) -> None:
+        if self.session is not None and self.running:
+            self.session.cancel()
+
+    async def action_quit(self) -> None:
+        self.cancel_running()
+        self.exit()
+
+    def on_unmount(self) -> None:
+        self.cancel_running()
+
+
+def create_app(prefill: Prefill | None = None, runner_factory: RunnerFactory | None = None, host=None,
+               diagnose_logs: list[str] | None = None, diagnose_recipe: str | None = None) -> AdvisorApp:
+    """The app as `advisor`, `advisor tui` and `advisor diagnose --tui` open it (and the tests drive it)."""
+    start = "diagnose" if diagnose_logs else "setup"
+    return AdvisorApp(prefill, runner_factory, host, diagnose_logs, diagnose_recipe, start)

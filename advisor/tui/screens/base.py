@@ -1,0 +1,198 @@
+"""What every step screen shares: the step bar, the Run / Cancel / Next row, the error panel,
+and the handling of the step worker's messages."""
+
+from __future__ import annotations
+
+import time
+
+from rich.markup import escape
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Button, Footer, Header, Static
+
+from ..messages import SessionEvent, StepDone, StepFailed
+from ..widgets import StepBar
+
+
+class StepScreen(Screen):
+    STEP = ""
+    TITLE = ""
+    INTRO = ""
+    RUN_LABEL = "Run"
+    NEXT = ""  # the step after this one
+    AUTO_RUN = False  # a step that starts no process runs as soon as the screen opens
+    BINDINGS = [
+        Binding("r", "run", "Run / redo"),
+        Binding("n", "next", "Next step"),
+        Binding("b", "back", "Back"),
+        Binding("escape", "cancel", "Cancel"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__(name=self.STEP)
+        self._started = 0.0
+
+    def compose(self):
+        yield Header()
+        yield StepBar(self.STEP)
+        yield Static(self.INTRO, classes="intro")
+        with Vertical(classes="body"):
+            yield from self.compose_body()
+        yield Static("", classes="error-panel")
+        with Horizontal(classes="actions"):
+            yield Button(f"{self.RUN_LABEL} (r)", id="run", variant="primary")
+            yield Button("Cancel (Esc)", id="cancel", variant="error", classes="hidden")
+            yield Static("", id="clock")
+            yield Static("", id="status")
+            yield Button("Next (n) ▶", id="next", variant="success", disabled=True,
+                         classes="" if self.NEXT else "hidden")
+        yield Footer()
+
+    def compose_body(self):
+        yield from ()
+
+    # -- state --------------------------------------------------------------------------------------------
+    @property
+    def session(self):
+        return self.app.session
+
+    @property
+    def running(self) -> bool:
+        return self.app.running == self.STEP
+
+    def on_screen_resume(self) -> None:
+        self.query_one(StepBar).update_steps()
+        done = self.STEP in self.app.done
+        self.query_one("#next", Button).disabled = not done
+        # Focus a button, not a field, so the single-letter keys work at once.
+        self.query_one("#next" if done and self.NEXT else "#run", Button).focus()
+        if self.AUTO_RUN and self.STEP not in self.app.done and not self.app.running and self.app.reachable(self.STEP):
+            self.action_run()
+
+    def reset(self) -> None:
+        """An earlier step changed: nothing shown here holds any more."""
+        if not self.is_mounted:
+            return
+        self.query_one("#next", Button).disabled = True
+        self.set_status("")
+        self.show_error("")
+        self.clear()
+
+    def clear(self) -> None:
+        """Subclasses empty their tables and charts."""
+
+    def set_status(self, text: str) -> None:
+        self.query_one("#status", Static).update(text)
+
+    def show_error(self, text: str, title: str = "") -> None:
+        panel = self.query_one(".error-panel", Static)
+        panel.update((f"[b]{escape(title)}[/b]\n" if title else "") + escape(text) if text else "")
+        panel.set_class(bool(text), "shown")
+
+    def _set_running(self, running: bool) -> None:
+        # A probe says nothing until it ends (tens of seconds on a busy CPU): a clock shows it is alive.
+        ticker = getattr(self, "_ticker", None)
+        if ticker is not None:
+            ticker.stop()
+            self._ticker = None
+        self.query_one("#clock", Static).update("")
+        if running:
+            self._ticker = self.set_interval(1, self._tick)
+        self.query_one("#cancel", Button).set_class(not running, "hidden")
+        self.query_one("#run", Button).disabled = running
+        self.refresh_bindings()
+
+    def _tick(self) -> None:
+        seconds = int(time.monotonic() - self._started)
+        self.query_one("#clock", Static).update(f"{seconds // 60}:{seconds % 60:02d}")
+
+    def check_action(self, action: str, parameters) -> bool | None:
+        if action == "cancel":
+            return self.running
+        if action == "next":
+            return True if self.NEXT and self.STEP in self.app.done else None
+        return True
+
+    # -- actions ------------------------------------------------------------------------------------------
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        handlers = {"run": self.action_run, "cancel": self.action_cancel, "next": self.action_next}
+        if event.button.id in handlers:
+            event.stop()
+            handlers[event.button.id]()
+
+    def action_run(self) -> None:
+        if self.session is None:
+            self.app.notify("Finish the Setup first.", severity="warning")
+            return
+        call = self.make_call()
+        if call is None:
+            return
+        if self.app.run_step(self.STEP, call):
+            self._started = time.monotonic()
+            self.show_error("")
+            self.clear()
+            self._set_running(True)
+            self.query_one("#next", Button).disabled = True
+            self.set_status(f"[b]Running…[/b] {self.running_text()}")
+            self.query_one(StepBar).update_steps()
+
+    def make_call(self):
+        """The session call this step runs (None: do not run, the reason was shown)."""
+        raise NotImplementedError
+
+    def running_text(self) -> str:
+        return ""
+
+    def action_cancel(self) -> None:
+        if self.running:
+            self.app.action_cancel_step()
+            self.set_status("[b]Cancelling…[/b] stopping every worker process")
+
+    def action_next(self) -> None:
+        if self.NEXT and self.STEP in self.app.done:
+            self.app.action_goto(self.NEXT)
+
+    def action_back(self) -> None:
+        from ..app import STEP_NAMES
+
+        index = STEP_NAMES.index(self.STEP)
+        if index > 0:
+            self.app.action_goto(STEP_NAMES[index - 1])
+
+    # -- the worker's messages ----------------------------------------------------------------------------
+    def on_session_event(self, message: SessionEvent) -> None:
+        message.stop()
+        self.handle_event(message.event)
+
+    def handle_event(self, event) -> None:
+        """Subclasses show the events of their step live."""
+
+    def on_step_done(self, message: StepDone) -> None:
+        message.stop()
+        self.app.step_finished(self.STEP, ok=True)
+        self._set_running(False)
+        seconds = time.monotonic() - self._started
+        self.set_status(f"[green]Done[/green] in {seconds:.0f} s." + (" Next: n or Enter." if self.NEXT else ""))
+        self.show_result(message.result)
+        next_button = self.query_one("#next", Button)
+        next_button.disabled = not self.NEXT
+        self.query_one(StepBar).update_steps()
+        if self.NEXT:
+            next_button.focus()
+
+    def show_result(self, result) -> None:
+        """Subclasses show what the step decided and why."""
+
+    def on_step_failed(self, message: StepFailed) -> None:
+        message.stop()
+        self.app.step_finished(self.STEP, ok=False)
+        self._set_running(False)
+        self.query_one(StepBar).update_steps()
+        if message.cancelled:
+            self.set_status("[yellow]Cancelled.[/yellow] Press r to run it again.")
+            self.show_error(message.message, "Cancelled")
+        else:
+            self.set_status("[red]Failed.[/red] Fix what the message says, then r to run again.")
+            self.show_error(message.message, "Unexpected error (a bug: please report it)" if message.unexpected
+                            else f"{self.TITLE} failed")

@@ -1,0 +1,222 @@
+"""Diagnose: each finding of a training log with its evidence and what to do, tailored by a recipe."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from textual import work
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Button, Footer, Header, Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
+
+from ..widgets import Chart
+
+SEVERITY_STYLE = {"error": "red", "warning": "yellow"}
+
+
+class DiagnosisReady(Message):
+    def __init__(self, diagnosis=None, error: str = "", recipe_note: str = "") -> None:
+        self.diagnosis, self.error, self.recipe_note = diagnosis, error, recipe_note
+        super().__init__()
+
+
+def format_value(key: str, value) -> str:
+    from ...units import format_bytes
+
+    if isinstance(value, dict):
+        if "line" in value:
+            where = ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in value.items())
+            return where
+        return ", ".join(f"{k} {v}" for k, v in value.items())
+    if key.endswith("_bytes") and isinstance(value, (int, float)):
+        return format_bytes(value)
+    return str(value)
+
+
+def evidence_text(evidence: dict) -> str:
+    lines = []
+    quote = evidence.get("quote")
+    if quote:
+        line = evidence.get("line")
+        lines.append(f"[b]line {line}:[/b]" if line else "[b]quoted:[/b]")
+        lines.append(f"[reverse] {escape(str(quote))} [/reverse]")
+    for key, value in evidence.items():
+        if key == "quote" or (key == "line" and quote):
+            continue
+        lines.append(f"  {key.replace('_', ' ')}: {escape(format_value(key, value))}")
+    return "\n".join(lines)
+
+
+def flagged_range(evidence: dict) -> tuple[float, float] | None:
+    """The steps (or epochs) a finding points at, from its evidence, to mark on the curve."""
+    marks = []
+    for value in evidence.values():
+        if isinstance(value, dict):
+            for part in (value, value.get("from"), value.get("to")):
+                if isinstance(part, dict):
+                    x = part.get("step", part.get("epoch"))
+                    if x is not None:
+                        marks.append(float(x))
+    return (min(marks), max(marks)) if marks else None
+
+
+class DiagnoseScreen(Screen):
+    TITLE = "Diagnose"
+    BINDINGS = [
+        Binding("ctrl+r", "read", "Read the log"),
+        Binding("escape", "back", "Back to Setup"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__(name="diagnose")
+        self.diagnosis = None
+        self.findings: list[tuple] = []
+
+    def compose(self):
+        app = self.app
+        yield Header()
+        yield Static("Reads training logs (torchrun, HF Trainer, Lightning, DeepSpeed, plain loops, JSON lines, "
+                     "CSV) and says what went wrong and what to do. A recipe adds the batch and LR the log lacks.",
+                     classes="intro")
+        with Horizontal(classes="field"):
+            yield Label("Log file(s)", classes="field-label")
+            yield Input(compact=True, value=" ".join(app.diagnose_logs), id="logs", placeholder="run.log (several: separated by spaces)")
+        with Horizontal(classes="field"):
+            yield Label("Recipe (optional)", classes="field-label")
+            yield Input(compact=True, value=app.diagnose_recipe or "", id="recipe", placeholder="recipes/<workload>.toml")
+            yield Button("Read (ctrl+r)", id="read", variant="primary", compact=True)
+        yield Static("", id="read-stats", classes="field-status")
+        with Horizontal(classes="body"):
+            yield OptionList(id="findings", classes="findings")
+            with VerticalScroll(id="detail", classes="column"):
+                yield Static("", id="summary")
+                yield Chart("Curve around the finding", "step", "value", id="curve", classes="hidden")
+                yield Static("", id="evidence")
+                yield Static("", id="actions")
+        yield Static("", classes="error-panel")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self.app.diagnose_logs:
+            self.action_read()
+        else:
+            self.query_one("#logs", Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.action_read()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "read":
+            self.action_read()
+
+    def action_back(self) -> None:
+        self.app.switch_screen("setup")
+
+    def action_read(self) -> None:
+        logs = self.query_one("#logs", Input).value.split()
+        if not logs:
+            self._error("Type the path of a training log first.")
+            return
+        self._error("")
+        self.query_one("#read-stats", Static).update("[b]Reading…[/b]")
+        self.read_logs(logs, self.query_one("#recipe", Input).value.strip() or None)
+
+    @work(thread=True, exclusive=True, group="diagnose", exit_on_error=False)
+    def read_logs(self, logs: list[str], recipe: str | None) -> None:
+        from ...diagnose import Context, diagnose
+        from ...errors import AdvisorError
+        from ...recipe import check_recipe
+
+        try:
+            context = Context.from_recipe(check_recipe(recipe)) if recipe else None
+            result = diagnose(logs, None, context)
+        except AdvisorError as exc:
+            self.post_message(DiagnosisReady(error=str(exc)))
+        except Exception as exc:  # a reader bug must not take the app down
+            self.post_message(DiagnosisReady(error=f"{type(exc).__name__}: {exc}"))
+        else:
+            self.post_message(DiagnosisReady(result, recipe_note=f"tailored by {recipe}" if recipe else ""))
+
+    def on_diagnosis_ready(self, message: DiagnosisReady) -> None:
+        options = self.query_one("#findings", OptionList)
+        options.clear_options()
+        self.findings = []
+        if message.error:
+            self.query_one("#read-stats", Static).update("")
+            self._error(message.error)
+            self._show(None)
+            return
+        self.diagnosis = message.diagnosis
+        stats_lines = []
+        for report in message.diagnosis.reports:
+            stats = report.stats
+            if not report.readable:
+                stats_lines.append(f"[red]{escape(report.source)}: nothing readable[/red] (no metrics, OOM or "
+                                   "failure line in a known format)")
+                continue
+            formats = ", ".join(f"{k} ({v})" for k, v in stats.formats.items()) or "nothing recognised"
+            series = ", ".join(f"{k} {v}" for k, v in stats.series_lengths.items()) or "no metric series"
+            stats_lines.append(f"{escape(report.source)}: {stats.lines} lines read as {escape(formats)}; "
+                               f"{escape(series)} points" + (f"; {escape(message.recipe_note)}"
+                                                             if message.recipe_note else ""))
+            for finding in report.findings:
+                self.findings.append((report, finding))
+                style = SEVERITY_STYLE.get(finding.severity, "")
+                options.add_option(Option(f"[{style}]{finding.severity}[/{style}] [b]{finding.kind}[/b]\n"
+                                          f"{escape(finding.summary)}"))
+        self.query_one("#read-stats", Static).update("\n".join(stats_lines))
+        if self.findings:
+            options.highlighted = 0
+            options.focus()
+            self._show(0)
+        else:
+            self._show(None)
+            self.query_one("#summary", Static).update(
+                "[green]No problem found[/green]: the curves look healthy." if any(
+                    r.readable for r in message.diagnosis.reports) else "")
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        self._show(event.option_index)
+
+    def _show(self, index: int | None) -> None:
+        summary = self.query_one("#summary", Static)
+        evidence = self.query_one("#evidence", Static)
+        actions = self.query_one("#actions", Static)
+        chart = self.query_one("#curve", Chart)
+        if index is None or not 0 <= index < len(self.findings):
+            for widget in (summary, evidence, actions):
+                widget.update("")
+            chart.add_class("hidden")
+            return
+        report, finding = self.findings[index]
+        style = SEVERITY_STYLE.get(finding.severity, "")
+        summary.update(f"[{style}]{finding.severity}[/{style}] [b]{finding.kind}[/b] in {escape(report.source)}\n"
+                       f"{escape(finding.summary)}")
+        evidence.update("[b]Evidence[/b]\n" + evidence_text(finding.evidence))
+        actions.update("[b]What to do, in this order[/b]\n" + "\n".join(
+            f"  {number}. {escape(action)}" for number, action in enumerate(finding.actions, 1)))
+        self._plot(report, finding, chart)
+
+    def _plot(self, report, finding, chart: Chart) -> None:
+        # The public diagnose result carries the findings, not the curves; plot them when a report has them.
+        series = getattr(report, "series", None)
+        name = finding.evidence.get("series", "train_loss")
+        points = series.get(name) if isinstance(series, dict) else None
+        if not points:
+            chart.add_class("hidden")
+            return
+        chart.clear()
+        xs = [p.step if p.step is not None else index for index, p in enumerate(points)]
+        chart.set_series(name, xs, [p.value for p in points])
+        marked = flagged_range(finding.evidence)
+        if marked:
+            chart.vlines += [(marked[0], "red"), (marked[1], "red")]
+            chart.redraw()
+        chart.remove_class("hidden")
+
+    def _error(self, text: str) -> None:
+        panel = self.query_one(".error-panel", Static)
+        panel.update(f"[b]Cannot diagnose[/b]\n{escape(text)}" if text else "")
+        panel.set_class(bool(text), "shown")

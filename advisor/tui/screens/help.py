@@ -1,0 +1,104 @@
+"""Modal screens: help (`?`), the explanation of one number, and a yes/no confirmation."""
+
+from __future__ import annotations
+
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Markdown, Static
+
+HELP = """\
+# batch-advisor
+
+Finds the batch size for data-parallel PyTorch training in four measured steps and writes a
+recipe (TOML) you commit next to your training code.
+
+1. **Memory ceiling**: real probes in fresh processes find the largest per-device batch that fits
+   the memory budget, with headroom kept free.
+2. **Starting value**: the task's per-device value from experience, capped by the ceiling.
+3. **Trial run**: short runs from that value; double while memory stays under 60% of the ceiling's,
+   halve on out-of-memory (mixed precision first); keep doubling only while it buys throughput.
+4. **Sweep**: half / chosen / double (or 8-128 on a subset) trained for the same steps; the best
+   validation result wins, ties go to the one that got there first.
+
+Then the **Recipe**: the plan for your cluster (per-device x world size x accumulation), the
+learning rate scaled to the global batch and the warmup, saved as TOML.
+
+## Keys
+
+| key | does |
+| --- | --- |
+| `Enter` | press the focused button; on a number: explain it |
+| `Tab` / `Shift+Tab` | move between fields |
+| `r` | run (or redo) this step |
+| `n` / `b` | next / previous step |
+| `1`-`6` | jump to a step (once the steps before it are done) |
+| `Esc` | cancel the running step (its processes are stopped) |
+| `e` | explain the highlighted number: the rule and the inputs behind it |
+| `ctrl+s` | save the recipe (Recipe screen) |
+| `ctrl+o` | diagnose a training log (Setup screen) |
+| `?` | this help |
+| `ctrl+q` | quit (a running step is cancelled first) |
+
+Redoing a step makes the later ones stale: they must run again. A failed step shows its error
+and the workers' last lines; fix the cause and press `r`.
+
+`advisor plan ...` runs the same method without the app; the Recipe screen shows that command
+after saving. `advisor diagnose LOG --tui` opens the log diagnosis.
+"""
+
+
+class HelpScreen(ModalScreen):
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
+
+    def compose(self):
+        with VerticalScroll(classes="dialog help"):
+            yield Markdown(HELP)
+            yield Button("Close (Esc)", id="close", variant="primary")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss()
+
+
+class ExplainScreen(ModalScreen):
+    """Where a number comes from: the rule and the inputs behind it."""
+
+    BINDINGS = [Binding("escape,enter,e,q", "dismiss", "Close")]
+
+    def __init__(self, title: str, text: str) -> None:
+        super().__init__()
+        self.title_text, self.text = title, text
+
+    def compose(self):
+        with Vertical(classes="dialog explain"):
+            yield Static(f"[b]{self.title_text}[/b]", classes="dialog-title")
+            with VerticalScroll():
+                yield Static(self.text, markup=False)
+            yield Button("Close (Esc)", id="close", variant="primary")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss()
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    BINDINGS = [Binding("escape,n", "answer(False)", "No"), Binding("y", "answer(True)", "Yes")]
+
+    def __init__(self, question: str, yes: str = "Yes", no: str = "No") -> None:
+        super().__init__()
+        self.question, self.yes, self.no = question, yes, no
+
+    def compose(self):
+        with Vertical(classes="dialog confirm"):
+            yield Static(self.question, markup=False)
+            with Horizontal(classes="actions"):
+                yield Button(f"{self.yes} (y)", id="yes", variant="warning")
+                yield Button(f"{self.no} (n)", id="no", variant="primary")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, answer: bool) -> None:
+        self.dismiss(answer)

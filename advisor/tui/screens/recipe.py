@@ -1,0 +1,220 @@
+"""The Recipe: the plan for the cluster, the LR and warmup with the numbers behind them, the TOML, saving."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from rich.markup import escape
+from rich.syntax import Syntax
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Button, Input, Label, Static
+
+from ..widgets import Numbers
+from .base import StepScreen
+
+
+def recipe_numbers(result) -> list[tuple[str, str, str]]:
+    p, lr, warmup = result.plan, result.lr, result.warmup
+    return [
+        ("Per-device batch", str(p.per_device), p.reason),
+        ("World size", str(p.world_size), "The data-parallel processes of the target cluster."),
+        ("Accumulation steps", str(p.accumulation_steps),
+         "ceil(target global / (per-device x world size)); 1 when the target fits in memory. " + p.reason),
+        ("Global batch", str(p.global_batch),
+         f"{p.per_device} x {p.world_size} x {p.accumulation_steps}: what the optimizer and the LR see."),
+        ("Learning rate", f"{lr.value:.4g}",
+         f"{lr.reason}\nRule {lr.rule}: base {lr.base:g} at global {lr.base_global_batch} "
+         f"({result.workload.base_source}), scale {lr.scale:.4g} = {lr.global_batch} / {lr.base_global_batch}"
+         + (", sqrt for adaptive optimizers" if "sqrt" in lr.rule else "")
+         + (f"; capped at {lr.cap:g}" if lr.capped else "") + "."),
+        ("LR rule", lr.rule, lr.reason),
+        ("Warmup", f"{warmup.steps} steps", f"{warmup.reason}\n{warmup.epochs:g} epoch(s) x "
+                                             f"{warmup.steps_per_epoch} steps per epoch."),
+        ("Precision", p.precision, result.precision_reason + (f" {p.precision_advice}" if p.precision_advice else "")),
+        ("SyncBatchNorm", "yes" if p.sync_batchnorm else "no", p.normalization_advice or
+         ("The model has no BatchNorm." if not result.workload.has_batchnorm else "Per-device batches are large "
+                                                                                   "enough for BatchNorm.")),
+        ("Noise scale", f"{result.noise_scale:.0f}" if result.noise_scale else "not estimated", result.noise_reason),
+    ]
+
+
+class RecipeScreen(StepScreen):
+    STEP = "recipe"
+    TITLE = "Recipe"
+    NEXT = ""
+    RUN_LABEL = "Re-plan"
+    AUTO_RUN = True
+    INTRO = ("The plan for your cluster from the steps above, the learning rate scaled to its global batch and "
+             "the warmup. Save it (ctrl+s) and commit it next to your training code.")
+    BINDINGS = StepScreen.BINDINGS + [Binding("ctrl+s", "save", "Save recipe", priority=True)]
+
+    def compose_body(self):
+        with Horizontal():
+            with Vertical(classes="column"):
+                with Horizontal(classes="field"):
+                    yield Label("Global batch target", classes="field-label")
+                    yield Input(compact=True, id="global-batch", type="integer", placeholder="empty: the sweep's pick")
+                yield Numbers(id="numbers")
+                yield Static("", id="warnings", classes="warnings")
+            with Vertical(classes="column"):
+                with VerticalScroll(id="preview"):
+                    yield Static("", id="toml")
+                with Horizontal(classes="field save-row"):
+                    yield Label("Save to", classes="short-label")
+                    yield Input(compact=True, id="path")
+                    yield Button("Save (ctrl+s)", id="save", variant="success", disabled=True, compact=True)
+                yield Static("", id="saved")
+
+    def on_mount(self) -> None:
+        self.result = None
+        self.recipe = None
+
+    def on_screen_resume(self) -> None:
+        if self.session is not None and not self.query_one("#path", Input).value:
+            self.query_one("#path", Input).value = f"recipes/{self._workload_name()}.toml"
+        super().on_screen_resume()
+
+    def _workload_name(self) -> str:
+        from ...workload import builtin_names
+
+        spec = self.session.settings.workload
+        return spec if spec in builtin_names() else self.session.setup.workload.name
+
+    def reset(self) -> None:
+        super().reset()
+        if self.is_mounted:
+            self.query_one("#path", Input).value = ""
+
+    def clear(self) -> None:
+        self.result = self.recipe = None
+        self.query_one(Numbers).set_rows([])
+        self.query_one("#warnings", Static).update("")
+        self.query_one("#toml", Static).update("")
+        self.query_one("#saved", Static).update("")
+        self.query_one("#save", Button).disabled = True
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if event.input.id == "path":
+            self.action_save()
+        else:
+            self.action_run()
+
+    def _setup_global_batch(self) -> int | None:
+        argv = self.app.plan_argv
+        return int(argv[argv.index("--global-batch") + 1]) if "--global-batch" in argv else None
+
+    def make_call(self):
+        from ...report import build_recipe
+
+        text = self.query_one("#global-batch", Input).value.strip()
+        session = self.session
+        # finish(None) keeps a target set earlier; clearing the field goes back to the Setup's answer.
+        session.settings.global_batch = self._setup_global_batch()
+        target = int(text) if text else None
+
+        def plan():
+            result = session.finish(target)
+            return result, build_recipe(result, self.headless_command(None))
+
+        return plan
+
+    def headless_command(self, path: str | None, force: bool = False) -> list[str]:
+        argv = list(self.app.plan_argv)
+        text = self.query_one("#global-batch", Input).value.strip()
+        if text:
+            if "--global-batch" in argv:
+                argv[argv.index("--global-batch") + 1] = text
+            else:
+                argv += ["--global-batch", text]
+        if path:
+            argv += ["--out", path] + (["--force"] if force else [])
+        return ["advisor"] + argv
+
+    def show_result(self, outcome) -> None:
+        from ...recipe import dumps_recipe
+
+        self.result, self.recipe = outcome
+        result = self.result
+        self.query_one(Numbers).set_rows(recipe_numbers(result))
+        warnings = [f"[b]{w.code}[/b]: {escape(w.message)}" for w in result.plan.warnings]
+        warnings += [f"[b]lr[/b]: {escape(m)}" for m in result.lr.warnings]
+        if self.app.task_override:
+            warnings.append(f"[b]task[/b]: the task type {self.app.task_override!r} was chosen in the app; "
+                            "`advisor plan` reads it from the workload (set Workload.task there to reproduce it).")
+        self.query_one("#warnings", Static).update(
+            "[b]Warnings[/b]\n" + "\n".join(f"• {w}" for w in warnings) if warnings else "[dim]No warnings.[/dim]")
+        self.query_one("#toml", Static).update(Syntax(dumps_recipe(self.recipe), "toml", theme="ansi_dark",
+                                                      word_wrap=True))
+        self.query_one("#save", Button).disabled = False
+        self.set_status(f"[green]Planned.[/green] {result.plan.per_device} x {result.plan.world_size} x "
+                        f"{result.plan.accumulation_steps} = global {result.plan.global_batch}, LR "
+                        f"{result.lr.value:.4g}. ctrl+s saves.")
+        self.query_one("#save", Button).focus()  # ctrl+s or Enter saves; the keys r, b and ? keep working
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "save":
+            event.stop()
+            self.action_save()
+        else:
+            super().on_button_pressed(event)
+
+    def check_action(self, action: str, parameters) -> bool | None:
+        if action == "save":
+            return self.result is not None
+        return super().check_action(action, parameters)
+
+    def action_save(self) -> None:
+        from .help import ConfirmScreen
+
+        if self.result is None:
+            self.app.notify("Nothing to save yet: the plan has not been made.", severity="warning")
+            return
+        path = self.query_one("#path", Input).value.strip()
+        if not path:
+            self.app.notify("Type a path to save the recipe to.", severity="warning")
+            return
+        target = Path(path)
+        if target.is_dir():
+            self._show_saved(f"[red]{escape(path)} is a directory.[/red] Give a file path such as "
+                             f"{escape(str(target / 'recipe.toml'))}.")
+            return
+        if target.exists():
+            def answered(replace: bool | None) -> None:
+                if replace:
+                    self._save(path, force=True)
+                else:
+                    self._show_saved("[yellow]Not saved.[/yellow] Choose another path, or save again to replace.")
+
+            self.app.push_screen(ConfirmScreen(f"{path} already exists. Replace it? The old recipe is kept as "
+                                               f"{target.name}.bak.", yes="Replace", no="Keep it"), answered)
+            return
+        self._save(path, force=False)
+
+    def _save(self, path: str, force: bool) -> None:
+        from ...errors import AdvisorError
+        from ...recipe import save_recipe
+        from ...report import build_recipe
+
+        command = self.headless_command(path, force)
+        try:
+            data = build_recipe(self.result, command)
+            saved = save_recipe(data, path, force=force)
+        except AdvisorError as exc:
+            self._show_saved(f"[red]Not saved:[/red] {escape(str(exc))}")
+            return
+        lines = [f"[green]Saved[/green] to {escape(str(saved.path))}."]
+        if saved.backup:
+            lines.append(f"The previous recipe was kept as {escape(str(saved.backup))}.")
+        if saved.fallback_reason:
+            lines = [f"[red]Could not write where asked[/red] ({escape(saved.fallback_reason)}); the recipe was saved "
+                     f"to {escape(str(saved.path))} instead: move it where you want it."]
+        lines.append("To reproduce it without the app:")
+        lines.append(f"  [b]{escape(shlex.join(command))}[/b]")
+        self._show_saved("\n".join(lines))
+        self.saved_path = saved.path
+
+    def _show_saved(self, text: str) -> None:
+        self.query_one("#saved", Static).update(text)

@@ -1,0 +1,423 @@
+"""Setup: the workload, adapter, devices and the numbers used today; checked before any process starts."""
+
+from __future__ import annotations
+
+import time
+
+from rich.markup import escape
+from textual import on, work
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import (Button, Checkbox, Collapsible, Footer, Header, Input, Label, OptionList, Select,
+                             Static)
+from textual.widgets.option_list import Option
+
+from ..widgets import StepBar
+
+DEFAULT_WORKLOAD = "digits-cnn"
+PLAN_DEFAULTS = {"headroom": "0.15", "trial-steps": "40", "sweep-steps": "200"}
+
+
+class WorkloadChecked(Message):
+    def __init__(self, spec: str, workload=None, error: str = "") -> None:
+        self.spec, self.workload, self.error = spec, workload, error
+        super().__init__()
+
+
+class EnvironmentLoaded(Message):
+    def __init__(self, host, adapters: list[tuple[str, str, str]], error: str = "") -> None:
+        self.host, self.adapters, self.error = host, adapters, error
+        super().__init__()
+
+
+class SetupChecked(Message):
+    def __init__(self, argv: list[str], adapter=None, settings=None, setup=None, error: str = "") -> None:
+        self.argv, self.adapter, self.settings, self.setup, self.error = argv, adapter, settings, setup, error
+        super().__init__()
+
+
+def quick_spec_problem(spec: str, builtins: dict) -> str:
+    """What is wrong with a workload spec at a glance (no import); empty when it may be fine."""
+    from pathlib import Path
+
+    if not spec:
+        return "Type a built-in name (list below), package.module:function or path/file.py:function."
+    if spec in builtins:
+        return ""
+    if ":" not in spec:
+        return f"{spec!r} is not a built-in; your own workload needs the form module:function or file.py:function."
+    location, _, function = spec.rpartition(":")
+    if not location or not function:
+        return "The form is module:function or path/file.py:function."
+    if (location.endswith(".py") or "/" in location) and not Path(location).expanduser().is_file():
+        return f"There is no file {location!r} (relative to the directory advisor was started in)."
+    return ""
+
+
+def row(label: str, *widgets, id: str | None = None) -> Horizontal:
+    return Horizontal(Label(label, classes="field-label"), *widgets, classes="field", id=id)
+
+
+class SetupScreen(Screen):
+    TITLE = "Setup"
+    BINDINGS = [
+        Binding("ctrl+r", "start", "Check and start"),
+        Binding("n", "next", "Next step", show=False),
+        Binding("ctrl+o", "diagnose", "Diagnose a log"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__(name="setup")
+        self.workload = None  # the resolved Workload of the spec in the field, when it resolved
+        self.host = None
+        self.adapter_reasons: dict[str, str] = {}
+        self._checked_spec = ""
+        self._started_task = None
+
+    def compose(self):
+        from ..app import Prefill
+        from ...tasks import TASKS
+        from ...lr import KNOWN_OPTIMIZERS
+        from ...workload import builtin_names
+
+        prefill: Prefill = self.app.prefill
+        self.builtins = builtin_names()
+        yield Header()
+        yield StepBar("setup")
+        yield Static("Tell the advisor what to train and on what. Nothing runs until you press Start; "
+                     "everything is checked first.", classes="intro")
+        with VerticalScroll(id="form"):
+            yield row("Workload", Input(compact=True, value=prefill.workload or DEFAULT_WORKLOAD, id="workload",
+                                        placeholder="built-in name, package.module:function or file.py:function"))
+            yield Static("", id="workload-status", classes="field-status")
+            yield OptionList(*(Option(f"[b]{name}[/b]  {desc}", id=name) for name, desc in self.builtins.items()),
+                             id="builtins")
+            yield row("Adapter", Select(compact=True, options=[], id="adapter", allow_blank=True, prompt="finding adapters…"))
+            yield Static("", id="adapter-status", classes="field-status")
+            yield row("Devices", Static("detecting…", id="devices"))
+            yield row("Processes", Input(compact=True, value=str(prefill.nproc) if prefill.nproc else "", id="nproc", type="integer",
+                                         placeholder="default: every GPU; 2 on CPU"))
+            yield row("Memory per device", Input(compact=True, value=prefill.device_memory or "", id="device-memory",
+                                                 placeholder="e.g. 1GiB (default: the GPU's own)"))
+            yield row("Task type", Select(compact=True, options=[("the workload's own", "")] + [(p.label, p.name) for p in TASKS.values()],
+                                          id="task", value="", allow_blank=False))
+            yield row("Optimizer", Select(compact=True, options=[("the workload's own", "")] + [(o, o) for o in sorted(KNOWN_OPTIMIZERS)],
+                                          id="optimizer", value="", allow_blank=False))
+            yield row("Batch used today", Input(compact=True, id="base-batch", type="integer",
+                                                placeholder="the global batch your LR was tuned for"))
+            yield row("LR used today", Input(compact=True, id="base-lr", type="number", placeholder="the learning rate you use"))
+            yield row("Target global batch", Input(compact=True, id="global-batch", type="integer",
+                                                   placeholder="empty: the sweep decides"))
+            yield Static("", id="global-status", classes="field-status")
+            with Collapsible(title="More settings (headroom, steps, precision)", id="more"):
+                yield row("Headroom", Input(compact=True, value=PLAN_DEFAULTS["headroom"], id="headroom", type="number"))
+                yield row("Trial steps", Input(compact=True, value=str(prefill.trial_steps or PLAN_DEFAULTS["trial-steps"]),
+                                               id="trial-steps", type="integer"))
+                yield row("Sweep steps", Input(compact=True, value=str(prefill.sweep_steps or PLAN_DEFAULTS["sweep-steps"]),
+                                               id="sweep-steps", type="integer"))
+                yield row("Precision", Select(compact=True, options=[("auto: fp32, mixed precision before halving", "auto"),
+                                               ("fp32", "fp32"), ("bf16", "bf16"), ("fp16 (CUDA)", "fp16")],
+                                              id="precision", value="auto", allow_blank=False))
+                yield row("", Checkbox("Subset sweep: 8, 16, 32, 64, 128 instead of half / chosen / double",
+                                       id="subset-sweep"))
+        yield Static("", classes="error-panel")
+        with Horizontal(classes="actions"):
+            yield Button("Start ▶ (Enter, ctrl+r)", id="start", variant="primary")
+            yield Static("", id="status")
+            yield Button("Diagnose a log (ctrl+o)", id="diagnose")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.load_environment()
+        self.query_one("#workload", Input).focus()
+        self._check_spec(self.query_one("#workload", Input).value)
+
+    def on_screen_resume(self) -> None:
+        self.query_one(StepBar).update_steps()
+
+    # -- environment --------------------------------------------------------------------------------------
+    @work(thread=True, exclusive=True, group="environment", exit_on_error=False)
+    def load_environment(self) -> None:
+        from ...adapters import available_adapters, load_adapter
+        from ...device import detect
+        from ...errors import AdvisorError
+
+        adapters = []
+        for name in sorted(available_adapters()):
+            try:
+                adapter = load_adapter(name)
+                reason = adapter.unavailable_reason() if hasattr(adapter, "unavailable_reason") else None
+                adapters.append((name, adapter.summary, reason or ""))
+            except AdvisorError as exc:
+                adapters.append((name, "", str(exc)))
+        try:
+            host = self.app.host or detect()
+            error = ""
+        except AdvisorError as exc:
+            host, error = None, str(exc)
+        self.post_message(EnvironmentLoaded(host, adapters, error))
+
+    def on_environment_loaded(self, message: EnvironmentLoaded) -> None:
+        from ...units import format_bytes
+
+        self.host = message.host
+        self.adapter_reasons = {name: reason for name, _, reason in message.adapters}
+        select = self.query_one("#adapter", Select)
+        select.set_options([(f"{name}: {summary}" if summary else name, name) for name, summary, _ in message.adapters])
+        wanted = self.app.prefill.adapter or "ddp"
+        names = [name for name, _, _ in message.adapters]
+        if wanted in names:
+            select.value = wanted
+        elif names:
+            select.value = names[0]
+        if self.app.prefill.adapter and self.app.prefill.adapter not in names:
+            self.query_one("#adapter-status", Static).update(
+                f"[red]No adapter named {self.app.prefill.adapter!r} is installed[/red] (installed: "
+                f"{', '.join(names) or 'none'}).")
+        devices = self.query_one("#devices", Static)
+        host = message.host
+        if host is None:
+            devices.update(f"[red]{escape(message.error)}[/red]")
+        elif host.type == "cpu":
+            devices.update(f"No GPU here: {host.cpu_count} CPU core(s). Processes run on CPU, each with a real "
+                           "memory limit of the size you give below.")
+            memory = self.query_one("#device-memory", Input)
+            memory.placeholder = "required on CPU: the device memory to plan for, e.g. 1GiB"
+        else:
+            devices.update(host.describe() + ("" if host.bf16 else "; no bf16"))
+            self.query_one("#device-memory", Input).placeholder = (
+                f"default: the smallest GPU's own ({format_bytes(min(host.memories))})")
+            self.query_one("#nproc", Input).placeholder = f"default: every GPU ({host.count})"
+        self._show_adapter_status()
+
+    @on(Select.Changed, "#adapter")
+    def _show_adapter_status(self, event=None) -> None:
+        name = self.query_one("#adapter", Select).value
+        if not isinstance(name, str):
+            return
+        reason = self.adapter_reasons.get(name, "")
+        unavailable = [f"{n}: {r}" for n, r in self.adapter_reasons.items() if r and n != name]
+        text = f"[red]{name} cannot run here: {escape(reason)}[/red]" if reason else ""
+        if unavailable:
+            text += ("\n" if text else "") + "[dim]Unavailable: " + escape("; ".join(unavailable)) + "[/dim]"
+        self.query_one("#adapter-status", Static).update(text)
+
+    # -- the workload, checked as you type ----------------------------------------------------------------
+    @on(Input.Changed, "#workload")
+    def _workload_changed(self, event: Input.Changed) -> None:
+        self._check_spec(event.value.strip())
+
+    def _check_spec(self, spec: str) -> None:
+        status = self.query_one("#workload-status", Static)
+        problem = quick_spec_problem(spec, self.builtins)
+        self.workload = None
+        if problem:
+            status.update(f"[red]{escape(problem)}[/red]")
+            self._checked_spec = ""
+            return
+        status.update("[dim]checking… (the first check imports torch and the workload: a few seconds)[/dim]")
+        self.resolve_spec(spec)
+
+    @work(thread=True, exclusive=True, group="workload", exit_on_error=False)
+    def resolve_spec(self, spec: str) -> None:
+        from textual.worker import get_current_worker
+
+        from ...errors import AdvisorError
+        from ...workload import resolve_workload
+
+        time.sleep(0.3)  # let the typing settle before importing anything
+        if get_current_worker().is_cancelled:
+            return
+        try:
+            workload = resolve_workload(spec)
+        except AdvisorError as exc:
+            self.post_message(WorkloadChecked(spec, error=str(exc)))
+        except Exception as exc:  # user code can raise anything, even past the engine's checks
+            self.post_message(WorkloadChecked(spec, error=f"{type(exc).__name__}: {exc}"))
+        else:
+            self.post_message(WorkloadChecked(spec, workload))
+
+    def on_workload_checked(self, message: WorkloadChecked) -> None:
+        if message.spec != self.query_one("#workload", Input).value.strip():
+            return  # an answer for what was typed before
+        status = self.query_one("#workload-status", Static)
+        if message.error:
+            self.workload = None
+            status.update(f"[red]{escape(message.error)}[/red]")
+            return
+        w = self.workload = message.workload
+        self._checked_spec = message.spec
+        classes = f", {w.num_classes} classes" if w.num_classes else ""
+        lr = f", LR {w.current_lr:g}" if w.current_lr else ", no LR given (fill in the LR used today)"
+        batch = f" at batch {w.current_batch_size}" if w.current_batch_size else ""
+        status.update(f"[green]✓[/green] {w.name}: {w.task}{classes}, {w.optimizer}{lr}{batch}; "
+                      f"{len(w.train_data)} training / {len(w.val_data)} validation samples")
+        self._fill_from_workload()
+
+    def _fill_from_workload(self) -> None:
+        from ...tasks import TASKS
+
+        w = self.workload
+        if w is None:
+            return
+        task_select = self.query_one("#task", Select)
+        optimizer_select = self.query_one("#optimizer", Select)
+        task_value, optimizer_value = task_select.value, optimizer_select.value
+        task_select.set_options([(f"the workload's own: {w.task}", "")] + [(p.label, p.name) for p in TASKS.values()])
+        optimizer_select.set_options([(f"the workload's own: {w.optimizer}", "")] +
+                                     [(o, o) for o in self._optimizers()])
+        # Setting the same value again does not redraw the label; pass through another one.
+        for select, value, other in ((task_select, task_value, "regression"), (optimizer_select, optimizer_value, "sgd")):
+            select.value = other if value != other else ""
+            select.value = value
+        self.query_one("#base-batch", Input).placeholder = (
+            f"the workload's: {w.current_batch_size}" if w.current_batch_size
+            else "the global batch your LR was tuned for (default: the task's starting value)")
+        self.query_one("#base-lr", Input).placeholder = (
+            f"the workload's: {w.current_lr:g}" if w.current_lr else "required: the LR you train with today")
+        self._show_task_range()
+
+    @staticmethod
+    def _optimizers() -> list[str]:
+        from ...lr import KNOWN_OPTIMIZERS
+
+        return sorted(KNOWN_OPTIMIZERS)
+
+    @on(Select.Changed, "#task")
+    def _show_task_range(self, event=None) -> None:
+        from ...tasks import TASKS
+
+        task = self.query_one("#task", Select).value or (self.workload.task if self.workload else None)
+        profile = TASKS.get(task) if isinstance(task, str) else None
+        status = self.query_one("#global-status", Static)
+        field = self.query_one("#global-batch", Input)
+        if profile is None:
+            status.update("")
+            return
+        if profile.global_range:
+            low, high = profile.global_range
+            field.placeholder = f"empty: the sweep decides (task table: {low}-{high})"
+            status.update(f"[dim]The task table says global {low}-{high} for {profile.label} ({profile.source}). "
+                          "Leave it empty to plan for the batch the sweep picks; type a number to insist on one "
+                          "(accumulation fills the gap).[/dim]")
+        else:
+            field.placeholder = "empty: the sweep decides"
+            status.update(f"[dim]{profile.source}[/dim]")
+
+    @on(OptionList.OptionSelected, "#builtins")
+    def _builtin_picked(self, event: OptionList.OptionSelected) -> None:
+        field = self.query_one("#workload", Input)
+        field.value = event.option.id
+        field.focus()
+
+    # -- start --------------------------------------------------------------------------------------------
+    def plan_argv(self) -> list[str]:
+        """The `advisor plan` arguments that say what the form says (the headless twin of this walk)."""
+        value = lambda name: self.query_one(f"#{name}", Input).value.strip()  # noqa: E731
+        argv = ["plan", "--workload", value("workload") or DEFAULT_WORKLOAD]
+        adapter = self.query_one("#adapter", Select).value
+        argv += ["--adapter", adapter if isinstance(adapter, str) else "ddp"]
+        for name in ("nproc", "device-memory"):
+            if value(name):
+                argv += [f"--{name}", value(name)]
+        for name, default in PLAN_DEFAULTS.items():
+            if value(name) and value(name) != default:
+                argv += [f"--{name}", value(name)]
+        precision = self.query_one("#precision", Select).value
+        if precision != "auto":
+            argv += ["--precision", str(precision)]
+        if self.query_one("#subset-sweep", Checkbox).value:
+            argv.append("--subset-sweep")
+        for name in ("global-batch", "base-lr", "base-batch"):
+            if value(name):
+                argv += [f"--{name}", value(name)]
+        optimizer = self.query_one("#optimizer", Select).value
+        if optimizer and not (self.workload and optimizer == self.workload.optimizer):
+            argv += ["--optimizer", str(optimizer)]
+        return argv
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "start":
+            self.action_start()
+        elif event.button.id == "diagnose":
+            self.action_diagnose()
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        self.action_start()
+
+    def action_start(self) -> None:
+        if self.app.running:
+            self.app.notify("A step is still running; cancel it first (Esc on its screen).", severity="warning")
+            return
+        memory = self.query_one("#device-memory", Input)
+        if self.host is not None and self.host.type == "cpu" and not memory.value.strip():
+            self._show_error("No GPU here, so the advisor needs the memory per device to plan for: fill in "
+                             "Memory per device (for example 1GiB). Each process then gets a real memory limit of "
+                             "that size.")
+            memory.focus()
+            return
+        argv = self.plan_argv()
+        task = self.query_one("#task", Select).value or None
+        if self.app.session is not None and argv == self.app.plan_argv and task == self._started_task:
+            self.app.action_goto("ceiling")  # nothing changed: keep the steps already run
+            return
+        self.query_one("#start", Button).disabled = True
+        self.query_one("#status", Static).update("[b]Checking…[/b] importing the workload")
+        self._show_error("")
+        self.check_setup(argv)
+
+    @work(thread=True, exclusive=True, group="setup", exit_on_error=False)
+    def check_setup(self, argv: list[str]) -> None:
+        from ...adapters import load_adapter
+        from ...cli import build_parser, settings_from_args
+        from ...device import detect
+        from ...errors import AdvisorError
+        from ...session import validate_setup
+
+        try:
+            try:
+                args = build_parser().parse_args(argv)
+            except SystemExit:
+                raise AdvisorError("A number in the form is not valid (see the fields).") from None
+            host = self.host or self.app.host or detect(args.device)
+            adapter = load_adapter(args.adapter)
+            settings = settings_from_args(args, host)
+            setup = validate_setup(settings, adapter, host)
+        except AdvisorError as exc:
+            self.post_message(SetupChecked(argv, error=str(exc)))
+        except Exception as exc:  # a bug or a workload past the engine's checks: shown, never fatal
+            self.post_message(SetupChecked(argv, error=f"{type(exc).__name__}: {exc}"))
+        else:
+            self.post_message(SetupChecked(argv, adapter, settings, setup))
+
+    def on_setup_checked(self, message: SetupChecked) -> None:
+        self.query_one("#start", Button).disabled = False
+        if message.error:
+            self.query_one("#status", Static).update("[red]Not started.[/red] Fix what the message says.")
+            self._show_error(message.error)
+            return
+        task = self.query_one("#task", Select).value
+        override = task if task and task != message.setup.workload.task else None
+        if override:
+            # The engine reads the task from the workload; the app's choice replaces it for this session.
+            message.setup.workload.task = override
+        notes = "; ".join(message.setup.notes)
+        self.query_one("#status", Static).update("[green]Ready.[/green]" + (f" {escape(notes)}" if notes else ""))
+        self._started_task = task or None
+        self.app.begin_session(message.adapter, message.settings, message.setup, message.argv, override)
+        self.query_one(StepBar).update_steps()
+        self.app.action_goto("ceiling")
+
+    def _show_error(self, text: str) -> None:
+        panel = self.query_one(".error-panel", Static)
+        panel.update(f"[b]Cannot start[/b]\n{escape(text)}" if text else "")
+        panel.set_class(bool(text), "shown")
+
+    def action_next(self) -> None:
+        self.app.action_goto("ceiling")
+
+    def action_diagnose(self) -> None:
+        self.app.switch_screen("diagnose")

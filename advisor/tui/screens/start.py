@@ -1,0 +1,107 @@
+"""Step 2, Starting value: the task table with the workload's row, and the plan that value gives."""
+
+from __future__ import annotations
+
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Input, Label, Static
+
+from ..widgets import Numbers
+from .base import StepScreen
+
+
+class StartScreen(StepScreen):
+    STEP = "start"
+    TITLE = "Starting value"
+    NEXT = "trial"
+    RUN_LABEL = "Choose"
+    AUTO_RUN = True
+    INTRO = ("Step 2. Experience gives a per-device starting value per task, just to get a full curve; it is "
+             "capped by the ceiling. Type your own value to start elsewhere, then r.")
+
+    def compose_body(self):
+        with Horizontal():
+            with Vertical(classes="column"):
+                yield Static("[b]Task table[/b] (per-device start, global range)", classes="caption")
+                yield DataTable(id="tasks", cursor_type="row")
+                with Horizontal(classes="field"):
+                    yield Label("Your starting value", classes="field-label")
+                    yield Input(compact=True, id="per-device", type="integer", placeholder="empty: the table's value")
+            with Vertical(classes="column"):
+                yield Static("[b]The plan this value gives[/b] (Enter or e on a number explains it)",
+                             classes="caption")
+                yield Numbers(id="numbers")
+                yield Static("", id="warnings", classes="warnings")
+
+    def on_mount(self) -> None:
+        from ...tasks import TASKS
+
+        table = self.query_one("#tasks", DataTable)
+        table.add_columns(" ", "task", "start / device", "global", "source")
+        for profile in TASKS.values():
+            low_high = f"{profile.global_range[0]}-{profile.global_range[1]}" if profile.global_range else "-"
+            table.add_row(" ", profile.label, str(profile.start_per_device), low_high, profile.source,
+                          key=profile.name)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_run()
+
+    def clear(self) -> None:
+        self.query_one(Numbers).set_rows([])
+        self.query_one("#warnings", Static).update("")
+        self._mark_task(None)
+
+    def _mark_task(self, task: str | None) -> None:
+        from ...tasks import TASKS
+
+        table = self.query_one("#tasks", DataTable)
+        column = table.ordered_columns[0].key
+        for index, name in enumerate(TASKS):
+            table.update_cell(name, column, "▶" if name == task else " ")
+            if name == task:
+                table.move_cursor(row=index)
+
+    def make_call(self):
+        text = self.query_one("#per-device", Input).value.strip()
+        value = int(text) if text else None
+        session = self.session
+        return lambda: session.choose_start(value)
+
+    def show_result(self, choice) -> None:
+        from ...plan import plan_data_parallel
+
+        session = self.session
+        info, settings = session.info, session.settings
+        self._mark_task(info.task)
+        world = settings.world_size
+        target = settings.global_batch or choice.per_device * world
+        cap = session.per_device_cap
+        plan = plan_data_parallel(target, world, cap, info.task, info.num_classes, info.has_batchnorm,
+                                  settings.device, settings.start_precision,
+                                  amp_available=session.mixed is not None or settings.device == "cpu",
+                                  train_size=info.train_size)
+        target_why = (f"You asked for a global batch of {settings.global_batch}." if settings.global_batch else
+                      f"{choice.per_device} per device x {world} process(es); the sweep (step 4) decides the final "
+                      "value.")
+        self.query_one(Numbers).set_rows([
+            ("Starting value per device", str(choice.per_device), choice.reason),
+            ("Per-device cap", str(cap), f"The memory ceiling ({session.ceiling_result.per_device_max})"
+             + (f", lowered by {session.cap_reason}" if cap < session.ceiling_result.per_device_max else "")
+             + ": no step goes above it."),
+            ("World size", str(plan.world_size), f"--nproc {settings.nproc} x {settings.nodes} node(s): the "
+             "data-parallel processes."),
+            ("Target global batch", str(plan.target_global), target_why),
+            ("Per-device batch", str(plan.per_device), plan.reason),
+            ("Accumulation steps", str(plan.accumulation_steps),
+             "ceil(target global / (per-device x world size)): accumulation fills what memory cannot. "
+             + plan.reason),
+            ("Global batch", str(plan.global_batch),
+             f"{plan.per_device} per device x {plan.world_size} x {plan.accumulation_steps} accumulation: what "
+             "the optimizer and the learning rate see."),
+        ])
+        warnings = [f"[b]{w.code}[/b]: {w.message}" for w in plan.warnings]
+        for advice in (plan.normalization_advice, plan.precision_advice):
+            if advice:
+                warnings.append(advice)
+        self.query_one("#warnings", Static).update(
+            "[b]Warnings[/b]\n" + "\n".join(f"• {w}" for w in warnings) if warnings else "[dim]No warnings.[/dim]")

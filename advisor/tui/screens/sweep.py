@@ -1,0 +1,112 @@
+"""Step 4, Sweep: live loss curves for each batch size, validation in a table, the pick and why."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, ProgressBar, RichLog
+
+from ..widgets import Chart, Numbers
+from .base import StepScreen
+
+
+class SweepScreen(StepScreen):
+    STEP = "sweep"
+    TITLE = "Sweep"
+    NEXT = "recipe"
+    RUN_LABEL = "Run sweep"
+    INTRO = ("Step 4. Half, chosen and double (or 8-128 with the subset sweep) each train the same number of steps "
+             "with the LR scaled to their global batch; the best validation result wins, and a tie goes to the "
+             "one that reached it in the least training time. Press r to run.")
+
+    def compose_body(self):
+        with Horizontal():
+            with Vertical(classes="column"):
+                yield DataTable(id="runs", cursor_type="row")
+                yield ProgressBar(id="progress", show_eta=False)
+                yield RichLog(id="notes", wrap=True, markup=True, min_width=20)
+                yield Numbers(id="numbers")
+            with Vertical(classes="column"):
+                yield Chart("Training loss by batch size (live)", "step", "loss", id="loss")
+                yield Chart("Validation by batch size", "training seconds", "val metric", id="val")
+
+    def on_mount(self) -> None:
+        table = self.query_one("#runs", DataTable)
+        for label, width in (("batch", 5), ("global", 6), ("LR", 8), ("val loss", 8), ("val acc", 7),
+                             ("train", 7), ("samples/s", 9), ("result", 6)):
+            table.add_column(label, width=width)  # fixed widths: the table looks the same however rows arrive
+        self._notes: list[str] = []
+
+    def clear(self) -> None:
+        self._notes = []
+        self.query_one("#runs", DataTable).clear()
+        self.query_one("#notes", RichLog).clear()
+        self.query_one(Numbers).set_rows([])
+        self.query_one("#loss", Chart).clear()
+        self.query_one("#val", Chart).clear()
+        self.query_one("#progress", ProgressBar).update(total=None, progress=0)
+
+    def make_call(self):
+        return self.session.sweep
+
+    def running_text(self) -> str:
+        return f"{self.session.settings.sweep_steps} steps per batch size; Esc cancels"
+
+    def handle_event(self, event) -> None:
+        from ...events import Decision, EvalPoint, Note, RunStarted, TrialFinished, TrialProgress
+
+        if isinstance(event, RunStarted):
+            self.query_one("#progress", ProgressBar).update(total=event.steps, progress=0)
+            self.set_status(f"[b]Running…[/b] {event.world_size} x {event.per_device} for {event.steps} steps at "
+                            f"LR {event.lr:.4g}; Esc cancels")
+        elif isinstance(event, TrialProgress):
+            self.query_one("#progress", ProgressBar).update(progress=event.step)
+            self.query_one("#loss", Chart).add_point(f"{event.per_device}/device", event.step, event.loss)
+        elif isinstance(event, EvalPoint):
+            value = event.val_metric if event.val_metric is not None else event.val_loss
+            if value is not None:
+                self.query_one("#val", Chart).add_point(f"{event.per_device}/device", event.train_seconds, value)
+        elif isinstance(event, TrialFinished):
+            self.add_run(event.record)
+        elif isinstance(event, Decision):
+            message = event.message
+            for note in self._notes:  # the pick repeats the notes already shown above it
+                message = message.replace(note, "").strip()
+            self.query_one("#notes", RichLog).write(f"→ {escape(message)}")
+        elif isinstance(event, Note):
+            self._notes.append(event.message)
+            self.query_one("#notes", RichLog).write(f"[dim]{escape(event.message)}[/dim]")
+
+    def add_run(self, record) -> None:
+        ok = record.status == "ok"
+        self.query_one("#runs", DataTable).add_row(
+            str(record.per_device), str(record.global_batch), f"{record.lr:.4g}" if record.lr else "-",
+            f"{record.val_loss:.4f}" if record.val_loss is not None else "-",
+            f"{record.val_metric:.3f}" if record.val_metric is not None else "-",
+            f"{record.train_seconds:.1f} s" if record.train_seconds is not None else "-",
+            f"{record.throughput:.0f}" if record.throughput else "-",
+            "[green]ok[/green]" if ok else "[red]OOM[/red]")
+
+    def show_result(self, outcome) -> None:
+        table = self.query_one("#runs", DataTable)
+        if table.row_count != len(outcome.rows):  # rows the events did not bring (a stub runner)
+            table.clear()
+            for record in outcome.rows:
+                self.add_run(record)
+        loss = self.query_one("#loss", Chart)
+        for record in outcome.rows:
+            name = f"{record.per_device}/device"
+            if record.losses and name not in loss.series:
+                loss.set_series(name, list(range(1, len(record.losses) + 1)), record.losses)
+        rows = [("Sweep's pick per device", str(outcome.chosen), outcome.reason),
+                ("Compared", ", ".join(map(str, outcome.candidates)),
+                 "Half, chosen and double the trial's choice, within the per-device cap (or the subset 8-128).")]
+        for r in outcome.rows:
+            if r.status == "ok":
+                metric = (f"val acc {r.val_metric:.3f}" if r.val_metric is not None
+                          else f"val loss {r.val_loss:.4f}" if r.val_loss is not None else "no validation")
+                rows.append((f"{r.per_device}/device", metric,
+                             f"After {r.steps} steps at LR {r.lr:.4g} (scaled from the base LR to global "
+                             f"{r.global_batch}, warmup {r.warmup_steps or 0} steps), {r.train_seconds or 0:.1f} s "
+                             "of training."))
+        self.query_one(Numbers).set_rows(rows)

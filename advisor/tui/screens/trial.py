@@ -1,0 +1,121 @@
+"""Step 3, Trial run: live step time, each run's memory against the ceiling, the double/halve decisions."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, ProgressBar, RichLog, Static
+
+from ...units import format_bytes
+from ..widgets import Chart, Numbers
+from .base import StepScreen
+
+MIB = 1024 * 1024
+
+
+class TrialScreen(StepScreen):
+    STEP = "trial"
+    TITLE = "Trial run"
+    NEXT = "sweep"
+    RUN_LABEL = "Run trial"
+    INTRO = ("Step 3. Short runs from the starting value: double while peak memory stays under 60% of the "
+             "ceiling's, halve on out-of-memory (mixed precision first when the precision is auto), and keep "
+             "doubling only while it buys at least 10% more samples/s. Press r to run.")
+
+    def compose_body(self):
+        with Horizontal():
+            with Vertical(classes="column"):
+                yield DataTable(id="runs", cursor_type="row")
+                yield ProgressBar(id="progress", show_eta=False)
+                yield Static("[b]Decisions[/b]", classes="caption")
+                yield RichLog(id="decisions", wrap=True, markup=True, min_width=20)
+                yield Numbers(id="numbers")
+            with Vertical(classes="column"):
+                yield Chart("Step time (live)", "step", "seconds", id="step-time")
+                yield Chart("Peak memory by batch", "batch; red: ceiling's peak, yellow: its 60%", "MiB",
+                            points=True, id="memory")
+
+    def on_mount(self) -> None:
+        table = self.query_one("#runs", DataTable)
+        for label, width in (("batch", 5), ("global", 6), ("precision", 9), ("peak", 10), ("of ceiling", 10),
+                             ("step", 7), ("samples/s", 9), ("result", 6)):
+            table.add_column(label, width=width)  # fixed widths: the table looks the same however rows arrive
+
+    def clear(self) -> None:
+        self.query_one("#runs", DataTable).clear()
+        self.query_one("#decisions", RichLog).clear()
+        self.query_one(Numbers).set_rows([])
+        self.query_one("#step-time", Chart).clear()
+        memory = self.query_one("#memory", Chart)
+        memory.clear()
+        self.query_one("#progress", ProgressBar).update(total=None, progress=0)
+        peak = self._ceiling_peak()
+        if peak:
+            memory.hlines += [(peak / MIB, "red"), (0.6 * peak / MIB, "yellow")]
+            memory.redraw()
+
+    def _ceiling_peak(self):
+        session = self.session
+        if session is None or session.ceiling_result is None:
+            return None
+        return session.ceiling_result.estimated_peak_bytes
+
+    def make_call(self):
+        session = self.session
+        return session.trial
+
+    def running_text(self) -> str:
+        start = self.session.start.per_device if self.session.start else "?"
+        return f"{self.session.settings.trial_steps} steps from {start} per device; Esc cancels"
+
+    def handle_event(self, event) -> None:
+        from ...events import Decision, Note, RunStarted, TrialFinished, TrialProgress
+
+        if isinstance(event, RunStarted):
+            self.query_one("#progress", ProgressBar).update(total=event.steps, progress=0)
+            self.set_status(f"[b]Running…[/b] {event.world_size} x {event.per_device} for {event.steps} steps "
+                            f"({event.precision}); Esc cancels")
+        elif isinstance(event, TrialProgress):
+            self.query_one("#progress", ProgressBar).update(progress=event.step)
+            self.query_one("#step-time", Chart).add_point(f"{event.per_device}/device", event.step, event.seconds)
+        elif isinstance(event, TrialFinished):
+            self.add_run(event.record)
+        elif isinstance(event, Decision):
+            self.query_one("#decisions", RichLog).write(f"→ {escape(event.message)}")
+        elif isinstance(event, Note):
+            self.query_one("#decisions", RichLog).write(f"[dim]{escape(event.message)}[/dim]")
+
+    def add_run(self, record) -> None:
+        peak = self._ceiling_peak()
+        share = f"{record.peak_bytes / peak:.0%}" if peak and record.peak_bytes else "-"
+        ok = record.status == "ok"
+        self.query_one("#runs", DataTable).add_row(
+            str(record.per_device), str(record.global_batch), record.precision,
+            format_bytes(record.peak_bytes) if record.peak_bytes else "-", share,
+            f"{record.step_seconds * 1000:.0f} ms" if record.step_seconds else "-",
+            f"{record.throughput:.0f}" if record.throughput else "-",
+            "[green]ok[/green]" if ok else "[red]OOM[/red]")
+        if ok and record.peak_bytes:
+            self.query_one("#memory", Chart).add_point(record.precision, record.per_device, record.peak_bytes / MIB)
+
+    def show_result(self, outcome) -> None:
+        table = self.query_one("#runs", DataTable)
+        if table.row_count != len(outcome.rows):  # rows the events did not bring (a stub runner)
+            table.clear()
+            for record in outcome.rows:
+                self.add_run(record)
+        log = self.query_one("#decisions", RichLog)
+        if not log.lines:
+            for decision in outcome.decisions:
+                log.write(f"→ {escape(decision)}")
+        rows = [("Trial's choice per device", str(outcome.chosen), outcome.reason),
+                ("Precision", outcome.precision,
+                 "fp32 unless a trial ran out of memory in fp32 and fit in mixed precision (with --precision "
+                 "auto): mixed precision comes before shrinking the batch.")]
+        best = {r.per_device: r for r in outcome.rows if r.status == "ok"}
+        for batch in sorted(best):
+            r = best[batch]
+            rows.append((f"Throughput at {batch}/device", f"{r.throughput:.0f} samples/s",
+                         f"global batch {r.global_batch} / median step time {r.step_seconds:.4f} s over "
+                         f"{r.steps} steps (the slowest process counts)."))
+        self.query_one(Numbers).set_rows(rows)

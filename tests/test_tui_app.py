@@ -1,0 +1,236 @@
+"""The app against a stub runner: the walk, going back and redoing, explanations, saving, Diagnose.
+
+Real processes run only in tests/test_tui_real.py; here every step takes milliseconds.
+"""
+
+from __future__ import annotations
+
+import pytest
+from tui_stub import screen_text, stub_app, wait_for, walk_to
+
+from advisor.recipe import check_recipe
+
+pytestmark = pytest.mark.timeout(180)
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+async def test_the_walk_runs_every_step_and_saves_a_recipe(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    app = stub_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await walk_to(pilot, "recipe")
+        await wait_for(pilot, lambda: "recipe" in app.done, what="the plan")
+        assert app.done == {"setup", "ceiling", "start", "trial", "sweep", "recipe"}
+        assert app.screen.query_one("#path").value == "recipes/digits-mlp.toml"
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: (tmp_path / "recipes" / "digits-mlp.toml").exists(), what="the saved recipe")
+        saved = screen_text(app, "#saved")
+        assert "advisor plan --workload digits-mlp --adapter ddp --nproc 2 --device-memory 128MiB" in saved
+        assert "--out recipes/digits-mlp.toml" in saved
+        data = check_recipe(tmp_path / "recipes" / "digits-mlp.toml")
+        result = app.session.result
+        assert data["batch"]["per_device"] == result.plan.per_device
+        assert data["method"]["sweep_choice"] == app.session.sweep_outcome.chosen
+        assert data["provenance"]["command"].startswith("advisor plan --workload digits-mlp")
+
+
+async def test_saving_over_an_existing_recipe_asks_first_and_keeps_a_backup(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "recipes").mkdir()
+    existing = tmp_path / "recipes" / "digits-mlp.toml"
+    existing.write_text("# an older recipe\n")
+    app = stub_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await walk_to(pilot, "recipe")
+        await wait_for(pilot, lambda: "recipe" in app.done, what="the plan")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ConfirmScreen", what="the question")
+        await pilot.press("n")  # keep it
+        await pilot.pause(0.2)
+        assert existing.read_text() == "# an older recipe\n"
+        assert "Not saved" in screen_text(app, "#saved")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ConfirmScreen", what="the question")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: "Saved" in screen_text(app, "#saved"), what="the save")
+        assert check_recipe(existing)["batch"]["global"] == app.session.result.plan.global_batch
+        assert (tmp_path / "recipes" / "digits-mlp.toml.bak").read_text() == "# an older recipe\n"
+        assert "--force" in screen_text(app, "#saved")
+
+
+async def test_redoing_an_earlier_step_makes_the_later_ones_stale():
+    app = stub_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await walk_to(pilot, "sweep")
+        assert {"ceiling", "start", "trial"} <= app.done
+        await pilot.press("2")  # back to the ceiling: a finished step can be revisited
+        await wait_for(pilot, lambda: app.screen.name == "ceiling", what="the ceiling screen")
+        headroom = app.screen.query_one("#headroom")
+        headroom.value = "0.3"
+        await pilot.press("r")
+        await wait_for(pilot, lambda: "ceiling" in app.done, what="the ceiling again")
+        assert app.session.ceiling_result.headroom == 0.3
+        assert "trial" not in app.done and "start" not in app.done
+        await pilot.press("4")  # the trial needs the starting value again
+        await pilot.pause(0.2)
+        assert app.screen.name == "ceiling"
+        assert app.screen.query_one("#probes").row_count > 0
+
+
+async def test_steps_are_locked_until_the_earlier_ones_are_done():
+    app = stub_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("tab")  # off the workload field, so digits reach the app
+        await pilot.press("5")
+        await pilot.pause(0.2)
+        assert app.screen.name == "setup"
+
+
+async def test_a_number_explains_itself():
+    app = stub_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await walk_to(pilot, "ceiling")
+        await pilot.press("r")
+        await wait_for(pilot, lambda: "ceiling" in app.done, what="the ceiling")
+        numbers = app.screen.query_one("#numbers")
+        numbers.table.focus()
+        await pilot.pause(0.1)
+        assert "headroom" in screen_text(app, "#numbers .why").lower()  # the highlighted row says why below it
+        await pilot.press("e")
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ExplainScreen", what="the explanation")
+        assert "Ceiling per device" in app.screen.title_text
+        assert "headroom" in app.screen.text.lower()
+        await pilot.press("escape")
+        await pilot.pause(0.1)
+        assert app.screen.name == "ceiling"
+
+
+async def test_question_mark_opens_help():
+    app = stub_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("tab", "question_mark")
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "HelpScreen", what="help")
+        await pilot.press("escape")
+        await pilot.pause(0.1)
+        assert app.screen.name == "setup"
+
+
+async def test_a_probe_that_fails_shows_its_error_and_the_app_goes_on():
+    app = stub_app(runner_kwargs={"fail_probe_at": 100})
+    async with app.run_test(size=(120, 40)) as pilot:
+        await walk_to(pilot, "ceiling")
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.running is None and app.screen.query_one(".error-panel").has_class("shown"),
+                       what="the failure")
+        error = screen_text(app, ".error-panel")
+        assert "Memory ceiling failed" in error and "shape '[-1, 3]' is invalid" in error
+        assert "ceiling" not in app.done and app.is_running
+        assert app.screen.query_one("#run").disabled is False  # r runs it again
+
+
+async def test_a_workload_that_fails_to_import_is_reported_on_setup(tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text("import no_such_package_anywhere\n\ndef workload():\n    pass\n")
+    app = stub_app(workload=f"{broken}:workload")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: "checking" not in screen_text(app, "#workload-status"), what="the check")
+        status = screen_text(app, "#workload-status")
+        assert "Cannot import the workload module" in status and "no_such_package_anywhere" in status
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.screen.query_one(".error-panel").has_class("shown"), what="the refusal")
+        assert "no_such_package_anywhere" in screen_text(app, ".error-panel")
+        assert app.session is None and app.screen.name == "setup"
+        # Fixing the field is enough: validation follows the typing.
+        app.screen.query_one("#workload").value = "digits-mlp"
+        await wait_for(pilot, lambda: "✓" in screen_text(app, "#workload-status"), what="the good workload")
+
+
+async def test_a_malformed_workload_spec_is_flagged_as_you_type():
+    app = stub_app(workload="no-such-builtin")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.2)
+        assert "not a built-in" in screen_text(app, "#workload-status")
+
+
+async def test_diagnose_shows_the_finding_its_evidence_and_actions():
+    from advisor.tui.app import create_app
+
+    log = ROOT / "tests" / "corpus" / "logs" / "torchrun_oom_rank1.log"
+    app = create_app(diagnose_logs=[str(log)])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.screen.name == "diagnose" and app.screen.findings, what="the findings")
+        assert app.screen.findings[0][1].kind == "oom"
+        assert "Out of memory" in screen_text(app, "#summary")
+        evidence = screen_text(app, "#evidence")
+        assert "line 77" in evidence and "DefaultCPUAllocator: can't allocate" in evidence  # the quoted OOM line
+        assert "1." in screen_text(app, "#actions")
+
+
+async def test_diagnose_names_a_missing_log():
+    from advisor.tui.app import create_app
+
+    app = create_app(diagnose_logs=["/nonexistent/run.log"])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.screen.query_one(".error-panel").has_class("shown"), what="the error")
+        assert "no such log file" in screen_text(app, ".error-panel")
+
+
+def test_bare_advisor_and_advisor_tui_open_the_app(monkeypatch):
+    from advisor import cli
+
+    opened = []
+    monkeypatch.setattr(cli, "cmd_tui", lambda args: opened.append(args) or 0)
+    assert cli.main([]) == 0
+    assert cli.main(["tui", "--workload", "digits-cnn", "--nproc", "2", "--device-memory", "1GiB"]) == 0
+    assert cli.main(["--workload", "digits-mlp", "--adapter", "ddp"]) == 0
+    assert cli.main(["diagnose", "run.log", "--tui"]) == 0
+    assert [getattr(a, "workload", None) for a in opened[:3]] == [None, "digits-cnn", "digits-mlp"]
+    assert opened[1].device_memory == "1GiB" and opened[1].nproc == 2
+    assert opened[3].logs == ["run.log"]
+
+
+def test_the_cli_prefill_reaches_the_setup_form():
+    from advisor.tui.app import Prefill
+    from advisor import cli
+
+    args = cli.build_parser().parse_args(["tui", "--workload", "digits-cnn", "--nproc", "3", "--device-memory", "2GiB"])
+    prefill = Prefill(args.workload, args.adapter, args.nproc, args.device_memory, args.trial_steps, args.sweep_steps)
+    assert prefill == Prefill("digits-cnn", None, 3, "2GiB", None, None)
+
+
+async def test_a_probe_row_explains_itself_and_a_number_has_a_hover_tooltip():
+    app = stub_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await walk_to(pilot, "ceiling")
+        await pilot.press("r")
+        await wait_for(pilot, lambda: "ceiling" in app.done, what="the ceiling")
+        probes = app.screen.query_one("#probes")
+        probes.focus()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ExplainScreen", what="the explanation")
+        assert "Probe at batch 2" in app.screen.title_text and "stub tracker" in app.screen.text
+        await pilot.press("escape")
+        await pilot.pause(0.1)
+        table = app.screen.query_one("#numbers").table
+        await pilot.hover(table, offset=(2, 0))
+        await pilot.pause(0.1)
+        assert table.tooltip and "headroom" in str(table.tooltip).lower()
+
+
+async def test_a_global_target_on_the_recipe_screen_replans_and_clearing_it_goes_back():
+    app = stub_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await walk_to(pilot, "recipe")
+        await wait_for(pilot, lambda: "recipe" in app.done, what="the plan")
+        picked = app.session.result.plan.global_batch
+        app.screen.query_one("#global-batch").value = "512"
+        await pilot.press("r")
+        await wait_for(pilot, lambda: "recipe" in app.done, what="the new plan")
+        plan = app.session.result.plan
+        assert plan.global_batch == 512
+        assert plan.per_device * plan.world_size * plan.accumulation_steps == 512
+        assert "--global-batch 512" in " ".join(app.screen.headless_command("x.toml"))
+        app.screen.query_one("#global-batch").value = ""
+        await pilot.press("r")
+        await wait_for(pilot, lambda: "recipe" in app.done, what="the plan again")
+        assert app.session.result.plan.global_batch == picked

@@ -1,0 +1,109 @@
+"""The app with real worker processes (torchrun, gloo, 2 CPU processes): the full walk against
+`advisor plan`, cancel in the middle of a probe, and a probe whose workload crashes."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+import time
+
+import pytest
+import psutil
+from conftest import WORKER_MARKERS, workload_spec
+from tui_stub import cpu_host, run_step, screen_text, start_walk, wait_for, walk_to
+
+from advisor.recipe import check_recipe
+from advisor.tui.app import Prefill, create_app
+
+pytestmark = [pytest.mark.distributed, pytest.mark.timeout(600)]
+
+DECISIONS = {
+    "batch": ("per_device", "world_size", "accumulation_steps", "global"),
+    "lr": ("value", "base", "base_global_batch", "rule", "optimizer"),
+    "warmup": ("steps", "epochs"),
+    "precision": ("mode",),
+    "method": ("start_value", "trial_choice", "sweep_choice"),
+    "ceiling": ("per_device_max", "largest_ok", "smallest_oom", "headroom", "budget_bytes"),
+    "normalization": ("sync_batchnorm",),
+}
+
+
+def my_workers() -> list:
+    """Worker processes this test started (other sessions on the machine may run their own)."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE and any(m in " ".join(child.cmdline()) for m in WORKER_MARKERS):
+                found.append(child)
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+@pytest.fixture
+def no_workers_left():
+    """Like conftest's no_leftover_processes, but only for this process's own descendants: other
+    sessions on a shared machine run their own workers, and those must be neither counted nor killed."""
+    yield
+    deadline = time.monotonic() + 5
+    while my_workers() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    survivors = my_workers()
+    for proc in survivors:
+        proc.kill()
+    assert not survivors, f"processes left behind: {[p.cmdline() for p in survivors]}"
+
+
+def decisions(data: dict) -> dict:
+    return {table: {key: data[table].get(key) for key in keys} for table, keys in DECISIONS.items()} | {
+        "warnings": sorted(w["code"] for w in data.get("warnings", []))}
+
+
+async def test_the_full_walk_saves_the_recipe_advisor_plan_makes(tmp_path, monkeypatch, no_workers_left):
+    monkeypatch.chdir(tmp_path)
+    app = create_app(Prefill("digits-mlp", "ddp", 2, "128MiB", 8, 12), host=cpu_host())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await walk_to(pilot, "recipe", timeout=300)
+        await wait_for(pilot, lambda: "recipe" in app.done, what="the plan")
+        await pilot.press("ctrl+s")
+        saved = tmp_path / "recipes" / "digits-mlp.toml"
+        await wait_for(pilot, saved.exists, what="the saved recipe")
+        shown = screen_text(app, "#saved")
+    from_app = check_recipe(saved)
+    command = shlex.split(from_app["provenance"]["command"])
+    assert command[:2] == ["advisor", "plan"] and command[-2:] == ["--out", "recipes/digits-mlp.toml"]
+    assert "advisor plan" in shown
+    # The command the app shows, run headless, decides the same.
+    headless = command[2:-2] + ["--out", str(tmp_path / "headless.toml")]
+    proc = subprocess.run([sys.executable, "-m", "advisor.cli", "plan", *headless], capture_output=True,
+                          text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr
+    assert decisions(from_app) == decisions(check_recipe(tmp_path / "headless.toml"))
+
+
+async def test_escape_cancels_a_running_probe_and_leaves_no_process(no_workers_left):
+    app = create_app(Prefill("digits-mlp", "ddp", 2, "128MiB", 8, 12), host=cpu_host())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await start_walk(pilot)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: bool(my_workers()), timeout=60, what="a probe process")
+        await pilot.press("escape")
+        cancelled_at = time.monotonic()
+        await wait_for(pilot, lambda: app.running is None, timeout=15, what="the cancel")
+        assert "cancelled" in screen_text(app, ".error-panel").lower()
+        assert "ceiling" not in app.done and app.is_running
+        await wait_for(pilot, lambda: not my_workers(), timeout=5, what="the processes to go")
+        assert time.monotonic() - cancelled_at < 10
+
+
+async def test_a_probe_that_crashes_shows_the_workers_error_in_the_app(no_workers_left):
+    app = create_app(Prefill(workload_spec("crash_in_forward"), "ddp", 2, "128MiB", 8, 12), host=cpu_host())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await start_walk(pilot)
+        await run_step(pilot, "ceiling", timeout=120)
+        error = screen_text(app, ".error-panel")
+        assert "Memory ceiling failed" in error
+        assert "shape '[-1, 3]' is invalid" in error  # the worker's own last lines
+        assert "ceiling" not in app.done and app.is_running
+        assert not app.screen.query_one("#run").disabled

@@ -1,0 +1,87 @@
+"""One snapshot per screen at a fixed terminal size, driven by the stub runner so every number is
+the same on every run. Update them with `pytest tests/test_tui_snapshots.py --snapshot-update`
+after a deliberate change, and look at the new SVGs before committing them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tui_stub import run_step, screen_text, stub_app, wait_for, walk_to
+
+pytestmark = pytest.mark.timeout(180)
+SIZE = (120, 40)
+CORPUS_LOG = Path(__file__).resolve().parent / "corpus" / "logs" / "hf_overfit.log"
+
+
+async def steady(pilot, screen: str) -> None:
+    """No blinking cursor, and the screen the test is about (the plugin takes a picture of whatever shows)."""
+    from textual.widgets import Input
+
+    for field in pilot.app.screen.query(Input):
+        field.cursor_blink = False
+    await pilot.pause(0.3)
+    assert pilot.app.screen.name == screen, f"on {pilot.app.screen.name}, not {screen}"
+
+
+def at_step(step: str, run: bool = True):
+    async def run_before(pilot) -> None:
+        await pilot.pause()
+        await walk_to(pilot, step)
+        if run:
+            await run_step(pilot, step)
+        await steady(pilot, step)
+
+    return run_before
+
+
+async def setup_checked(pilot) -> None:
+    await pilot.pause()
+    await wait_for(pilot, lambda: "✓" in screen_text(pilot.app, "#workload-status"), what="the check")
+    await steady(pilot, "setup")
+
+
+def test_setup_screen(snap_compare):
+    assert snap_compare(stub_app(), terminal_size=SIZE, run_before=setup_checked)
+
+
+def test_memory_ceiling_screen(snap_compare):
+    assert snap_compare(stub_app(), terminal_size=SIZE, run_before=at_step("ceiling"))
+
+
+def test_starting_value_screen(snap_compare):
+    assert snap_compare(stub_app(), terminal_size=SIZE, run_before=at_step("start"))
+
+
+def test_trial_run_screen(snap_compare):
+    assert snap_compare(stub_app(), terminal_size=SIZE, run_before=at_step("trial"))
+
+
+def test_sweep_screen(snap_compare):
+    assert snap_compare(stub_app(), terminal_size=SIZE, run_before=at_step("sweep"))
+
+
+def test_recipe_screen(snap_compare):
+    assert snap_compare(stub_app(), terminal_size=SIZE, run_before=at_step("recipe"))
+
+
+def test_diagnose_screen(snap_compare):
+    from advisor.tui.app import create_app
+
+    async def findings_shown(pilot) -> None:
+        await pilot.pause()
+        await wait_for(pilot, lambda: bool(pilot.app.screen.findings), what="the findings")
+        await steady(pilot, "diagnose")
+
+    log = str(CORPUS_LOG.relative_to(Path.cwd())) if CORPUS_LOG.is_relative_to(Path.cwd()) else str(CORPUS_LOG)
+    assert snap_compare(create_app(diagnose_logs=[log]), terminal_size=SIZE, run_before=findings_shown)
+
+
+def test_help_screen(snap_compare):
+    async def help_open(pilot) -> None:
+        await setup_checked(pilot)
+        await pilot.press("tab", "question_mark")
+        await pilot.pause(0.3)
+        assert pilot.app.screen.__class__.__name__ == "HelpScreen"
+
+    assert snap_compare(stub_app(), terminal_size=SIZE, run_before=help_open)
