@@ -313,6 +313,16 @@ def cmd_diagnose(args) -> int:
 
 
 def cmd_tui(args) -> int:
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        # Without a terminal the app cannot draw or read keys; never hang a script or a pipe.
+        if getattr(args, "command", None) is None:
+            build_parser().print_help()
+            print("\nadvisor: the app needs a terminal (stdin and stdout are not one here), so this is the help; "
+                  "the subcommands above run headless.", file=sys.stderr)
+            return 0
+        raise AdvisorError("The app needs a terminal, and stdin or stdout is not one here (a pipe, a file, or a "
+                           "CI job). Run it in a terminal, or use the headless commands: `advisor plan`, "
+                           "`advisor diagnose LOG`.")
     from .tui.app import Prefill, create_app
 
     if getattr(args, "command", None) == "diagnose":

@@ -89,13 +89,17 @@ def test_a_broken_plugin_warns_and_the_rest_keep_working(monkeypatch, capsys):
 
 
 def test_cli_listings_and_bare_help():
-    run = lambda *a: subprocess.run([sys.executable, "-m", "advisor.cli", *a], capture_output=True, text=True)
+    run = lambda *a: subprocess.run([sys.executable, "-m", "advisor.cli", *a], capture_output=True, text=True,  # noqa: E731
+                                    stdin=subprocess.DEVNULL, timeout=60)
     workloads = run("workloads")
     assert workloads.returncode == 0 and "digits-cnn" in workloads.stdout and "synthetic-transformer" in workloads.stdout
     adapters = run("adapters")
     assert adapters.returncode == 0 and "ddp" in adapters.stdout
-    bare = run()
+    bare = run()  # no terminal here: the app cannot open, so bare `advisor` prints the help instead of hanging
     assert bare.returncode == 0 and "plan" in bare.stdout and "check" in bare.stdout
+    assert "needs a terminal" in bare.stderr
+    tui = run("tui")
+    assert tui.returncode == 2 and "needs a terminal" in tui.stderr and "Traceback" not in tui.stderr
 
 
 @pytest.mark.parametrize("args, expected", [
