@@ -111,7 +111,7 @@ def settings_from_args(args, host):
         sweep_steps=args.sweep_steps, subset_sweep=args.subset_sweep, global_batch=args.global_batch,
         base_lr=args.base_lr, base_batch=args.base_batch, precision=args.precision,
         trial_timeout_s=args.trial_timeout, idle_timeout_s=args.idle_timeout, workdir=os.getcwd(),
-        device_memories=memories, optimizer=args.optimizer, nodes=nodes, target_world_size=target_world_size,
+        device_memories=memories, optimizer=args.optimizer, task=getattr(args, "task", None), nodes=nodes, target_world_size=target_world_size,
         adapter_options=adapter_options)
 
 
@@ -368,6 +368,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto",
                       help="auto (default): fp32, and mixed precision before halving when a trial runs out of "
                            "memory; or fix one")
+    plan.add_argument("--task", help="the task type, if not the workload's (sets the starting value and the "
+                                     "global range: see advisor/tasks.py)")
     plan.add_argument("--optimizer", help="the optimizer training runs, for real (sgd, adam, adamw, adagrad, "
                                           "rmsprop, lamb, lars; default: the workload's)")
     plan.add_argument("--zero-stage", type=int, choices=(0, 1, 2, 3),

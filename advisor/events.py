@@ -23,6 +23,13 @@ class StepFinished:
 
 
 @dataclass(frozen=True)
+class ProbeStarted:
+    batch: int
+    purpose: str  # "fit" | "edge" | "confirm"
+    processes: int
+
+
+@dataclass(frozen=True)
 class ProbeFinished:
     trial: ProbeTrial
 
@@ -74,4 +81,4 @@ class Note:
     message: str
 
 
-Event = StepStarted | StepFinished | ProbeFinished | RunStarted | TrialProgress | EvalPoint | TrialFinished | Decision | Note
+Event = StepStarted | StepFinished | ProbeStarted | ProbeFinished | RunStarted | TrialProgress | EvalPoint | TrialFinished | Decision | Note

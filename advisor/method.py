@@ -53,6 +53,7 @@ class MethodSettings:
     base_warmup_epochs: float = 1.0
     adapter_options: dict = field(default_factory=dict)  # e.g. a DeepSpeed ZeRO stage
     optimizer: str | None = None  # overrides the workload's optimizer
+    task: str | None = None  # overrides the workload's task type (the task table row)
     nodes: int = 1  # the target cluster: nodes x nproc processes (probes run on this host)
     target_world_size: int | None = None  # the target cluster's processes; default nodes x nproc
 

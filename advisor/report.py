@@ -95,7 +95,7 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
                    "device_memory_bytes": s.memory_budget_bytes, "headroom": s.headroom,
                    "trial_steps": s.trial_steps, "sweep_steps": s.sweep_steps, "global_batch": s.global_batch,
                    "base_lr": w.base_lr, "base_batch": w.base_global_batch, "precision": s.precision,
-                   "nodes": s.nodes, "world_size": s.world_size, "optimizer": s.optimizer},
+                   "nodes": s.nodes, "world_size": s.world_size, "optimizer": s.optimizer, "task": s.task},
         "launch": {"example": shlex.join(result.launch_command),
                    "note": "Adapt the flag names to your script; load_recipe() gives the same numbers in Python "
                            "and applies [launch.env].",

@@ -7,7 +7,7 @@ import statistics
 from .adapters import Adapter
 from .ceiling import ProbeTrial
 from .errors import AdvisorError
-from .events import EvalPoint, ProbeFinished, RunStarted, TrialFinished, TrialProgress
+from .events import EvalPoint, ProbeFinished, ProbeStarted, RunStarted, TrialFinished, TrialProgress
 from .job import TrialJob
 from .launch import CancelToken, JobOutcome, run_job
 from .ledger import TrialRecord
@@ -47,6 +47,7 @@ class JobRunner:
 
     def probe(self, batch: int, purpose: str) -> ProbeTrial:
         precision = self.probe_precision
+        self.emit(ProbeStarted(batch, purpose, self.probe_nproc))
         outcome = self._run(self._job(kind="probe", per_device_batch=batch, steps=2, precision=precision),
                             self.probe_nproc, f"ceiling probe at batch {batch}")
         events = outcome.all("probe")

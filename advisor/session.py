@@ -152,6 +152,13 @@ def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices
         workload = resolve_workload(s.workload)  # a bad workload fails here, before any process starts
     except AdvisorError as exc:
         problems.append(str(exc).rstrip("."))
+    if s.task is not None:
+        from .tasks import TASKS
+
+        if s.task not in TASKS:
+            problems.append(f"--task {s.task!r} is not one of {', '.join(sorted(TASKS))}")
+        elif workload is not None:
+            workload.task = s.task  # the user's task type replaces the workload's for this plan
     optimizer = (s.optimizer or (workload.optimizer if workload else "sgd")).lower()
     if optimizer not in KNOWN_OPTIMIZERS:
         problems.append(f"--optimizer {optimizer!r} is not one of {', '.join(sorted(KNOWN_OPTIMIZERS))}")

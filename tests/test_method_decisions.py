@@ -303,3 +303,13 @@ def test_one_oom_classifier_for_probes_and_logs():
     assert not is_oom_message("RuntimeError: shape '[-1, 3]' is invalid for input of size 16")
     assert is_oom_exception(RuntimeError("could not create a primitive")) and is_oom_exception(MemoryError())
     assert not is_oom_exception(ValueError("out of memory"))  # only allocator errors count
+
+
+def test_a_task_override_replaces_the_workloads_task_and_is_checked():
+    from advisor.errors import SetupError
+
+    adapter = load_adapter("ddp")
+    setup = validate_setup(settings(task="object-detection"), adapter, HostDevices("cpu"))
+    assert setup.workload.task == "object-detection"
+    with pytest.raises(SetupError, match="--task 'poetry'"):
+        validate_setup(settings(task="poetry"), adapter, HostDevices("cpu"))

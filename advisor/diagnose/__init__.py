@@ -22,6 +22,7 @@ class SourceReport:
     stats: ReadStats
     findings: list[Finding] = field(default_factory=list)
     cannot_judge: str | None = None  # why the curves cannot be judged (too few points), stated, never "healthy"
+    series: dict[str, list] = field(default_factory=dict, repr=False)  # the curves read (Points), for plotting
 
     @property
     def verdict(self) -> str:
@@ -86,7 +87,8 @@ def diagnose_source(path: str, forced_format: str | None = None, context: Contex
                            + (" (validation lines too frequent to read all were sampled the same way)"
                               if stats.validation_sampled else ", and every validation line"))
     findings = run_detectors(collected.series, collected.events, collected.event_counts, ctx, collected.non_finite)
-    return SourceReport(stats.sources[0] if stats.sources else path, stats, findings, judgeable(collected.series))
+    return SourceReport(stats.sources[0] if stats.sources else path, stats, findings, judgeable(collected.series),
+                        collected.series)
 
 
 def diagnose(paths: list[str], forced_format: str | None = None, context: Context | None = None) -> Diagnosis:

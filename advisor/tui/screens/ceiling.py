@@ -105,9 +105,13 @@ class CeilingScreen(StepScreen):
         self.app.explain(f"Probe at batch {trial.batch}", "\n".join(lines))
 
     def handle_event(self, event) -> None:
-        from ...events import Note, ProbeFinished
+        from ...events import Note, ProbeFinished, ProbeStarted
 
-        if isinstance(event, ProbeFinished):
+        if isinstance(event, ProbeStarted):
+            purpose = {"fit": "for the memory line", "edge": "looking for the OOM edge",
+                       "confirm": "confirming the answer"}.get(event.purpose, event.purpose)
+            self.set_status(f"Probing batch {event.batch} ({purpose}) in a fresh process…")
+        elif isinstance(event, ProbeFinished):
             self._probes.append(event.trial)
             self._shown.append(event.trial)
             self.query_one("#probes", DataTable).add_row(*probe_cells(event.trial))

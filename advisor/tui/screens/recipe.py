@@ -141,9 +141,6 @@ class RecipeScreen(StepScreen):
         self.query_one(Numbers).set_rows(recipe_numbers(result))
         warnings = [f"[b]{w.code}[/b]: {escape(w.message)}" for w in result.plan.warnings]
         warnings += [f"[b]lr[/b]: {escape(m)}" for m in result.lr.warnings]
-        if self.app.task_override:
-            warnings.append(f"[b]task[/b]: the task type {self.app.task_override!r} was chosen in the app; "
-                            "`advisor plan` reads it from the workload (set Workload.task there to reproduce it).")
         self.query_one("#warnings", Static).update(
             "[b]Warnings[/b]\n" + "\n".join(f"• {w}" for w in warnings) if warnings else "[dim]No warnings.[/dim]")
         self.query_one("#toml", Static).update(Syntax(dumps_recipe(self.recipe), "toml", theme="ansi_dark",

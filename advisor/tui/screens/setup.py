@@ -336,6 +336,9 @@ class SetupScreen(Screen):
         optimizer = self.query_one("#optimizer", Select).value
         if optimizer and not (self.workload and optimizer == self.workload.optimizer):
             argv += ["--optimizer", str(optimizer)]
+        task = self.query_one("#task", Select).value
+        if task and not (self.workload and task == self.workload.task):
+            argv += ["--task", str(task)]
         return argv
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
@@ -400,14 +403,10 @@ class SetupScreen(Screen):
             self._show_error(message.error)
             return
         task = self.query_one("#task", Select).value
-        override = task if task and task != message.setup.workload.task else None
-        if override:
-            # The engine reads the task from the workload; the app's choice replaces it for this session.
-            message.setup.workload.task = override
         notes = "; ".join(message.setup.notes)
         self.query_one("#status", Static).update("[green]Ready.[/green]" + (f" {escape(notes)}" if notes else ""))
         self._started_task = task or None
-        self.app.begin_session(message.adapter, message.settings, message.setup, message.argv, override)
+        self.app.begin_session(message.adapter, message.settings, message.setup, message.argv)
         self.query_one(StepBar).update_steps()
         self.app.action_goto("ceiling")
 
