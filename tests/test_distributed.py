@@ -71,7 +71,14 @@ def test_ceiling_search_meets_a_real_oom_and_lands_within_one_bisection_step():
     from advisor.adapters import load_adapter
 
     runner = JobRunner(load_adapter("ddp"), settings, lambda event: None, CancelToken())
-    result = search_ceiling(runner.probe, settings.memory_budget_bytes, headroom=0.0)
+    measured = {}
+
+    def probe(batch, purpose):  # each batch runs once; the second search below reuses the measurements
+        if batch not in measured:
+            measured[batch] = runner.probe(batch, purpose)
+        return measured[batch]
+
+    result = search_ceiling(probe, settings.memory_budget_bytes, headroom=0.0)
     assert any(t.status == "oom" for t in result.trials), "the search never met a real OOM"
     step = result.smallest_oom - result.largest_ok
     assert 0 < step <= max(1, 0.05 * result.largest_ok)
@@ -80,7 +87,7 @@ def test_ceiling_search_meets_a_real_oom_and_lands_within_one_bisection_step():
     assert runner.probe(result.largest_ok - step, "check").status == "ok"
     assert runner.probe(result.smallest_oom + step, "check").status == "oom"
     # With headroom, the ceiling keeps that share of the really usable memory free.
-    with_headroom = search_ceiling(runner.probe, settings.memory_budget_bytes, headroom=0.15)
+    with_headroom = search_ceiling(probe, settings.memory_budget_bytes, headroom=0.15)
     assert with_headroom.estimated_peak_bytes <= 0.85 * with_headroom.usable_bytes + with_headroom.fit.per_sample_bytes
     assert with_headroom.per_device_max < with_headroom.largest_ok
 
