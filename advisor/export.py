@@ -203,10 +203,26 @@ def deepspeed_hostfile(data: dict) -> str:
 
 def export_recipe(data: dict, target: str) -> tuple[str, list[str]]:
     """(text, notes) for ``target``; notes say what the text could not carry."""
-    if target == "deepspeed":
-        return export_deepspeed(data)
-    if target == "accelerate":
-        return export_accelerate(data)
     if target == "torchrun":
-        return export_torchrun(data)
-    raise ExportError(f"Unknown export target {target!r}: choose one of {', '.join(TARGETS)}.")
+        return export_torchrun(data)  # its line starts with `env NAME=VALUE`: it carries [launch.env] itself
+    if target == "deepspeed":
+        text, notes = export_deepspeed(data)
+    elif target == "accelerate":
+        text, notes = export_accelerate(data)
+    else:
+        raise ExportError(f"Unknown export target {target!r}: choose one of {', '.join(TARGETS)}.")
+    return text, notes + _env_notes(data, target)
+
+
+def _env_notes(data: dict, target: str) -> list[str]:
+    """A config file cannot hold environment variables; say how the run gets the ones the ceiling needs."""
+    env = data.get("launch", {}).get("env", {})
+    if not env:
+        return []
+    pairs = " ".join(f"{k}={v}" for k, v in sorted(env.items()))
+    where = ("put each NAME=VALUE on its own line in ./.deepspeed_env or ~/.deepspeed_env (the deepspeed "
+             "launcher exports those to every worker on every node), or start the launcher with "
+             f"`env {pairs} deepspeed ...`" if target == "deepspeed"
+             else f"start it as `env {pairs} accelerate launch ...` (or torchrun; see --to torchrun)")
+    return [f"The ceiling was measured with {pairs} and holds only with it ([launch.env]); this config cannot "
+            f"carry variables, so {where}. advisor.load_recipe() also applies it inside the training script."]

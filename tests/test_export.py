@@ -11,6 +11,7 @@ import tomli_w
 from advisor.cli import main
 from advisor.errors import ExportError
 from advisor.export import deepspeed_hostfile, export_recipe
+from conftest import REPO
 
 
 def recipe(per_device=16, world=4, accumulation=2, optimizer="adamw", precision="bf16", device="cuda", nodes=1,
@@ -156,3 +157,16 @@ def test_export_imports_neither_torch_nor_the_target_library(tmp_path):
             "assert not heavy, heavy")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
+
+
+def test_config_exports_say_how_to_carry_the_launch_env():
+    from advisor.export import export_recipe
+    from advisor.recipe import check_recipe
+
+    data = check_recipe(REPO / "recipes" / "digits-cnn.toml")
+    assert data["launch"]["env"]  # the committed CPU recipe carries the allocator setting
+    for target in ("deepspeed", "accelerate"):
+        _, notes = export_recipe(data, target)
+        assert any("MALLOC_MMAP_THRESHOLD_=65536" in n and "[launch.env]" in n for n in notes), target
+    text, _ = export_recipe(data, "torchrun")
+    assert text.startswith("env MALLOC_MMAP_THRESHOLD_=65536 torchrun")
