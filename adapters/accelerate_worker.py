@@ -13,16 +13,15 @@ import datetime
 import os
 
 import torch
-import torch.distributed as dist
 
-from advisor.worker import WorkerStrategy, to_device, worker_main
+from advisor.worker import to_device, worker_main
 
-from .ddp_worker import GradNoiseMeter, ddp_bucket_bytes
+from .ddp_worker import GradNoiseMeter, ProcessGroupStrategy
 
 MIXED_PRECISION = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}
 
 
-class AccelerateStrategy(WorkerStrategy):
+class AccelerateStrategy(ProcessGroupStrategy):
     def setup(self, job):
         from accelerate import Accelerator
         from accelerate.utils import InitProcessGroupKwargs
@@ -66,24 +65,6 @@ class AccelerateStrategy(WorkerStrategy):
 
     def memory_view(self, model, optimizer):
         return self.accelerator.unwrap_model(model), optimizer.optimizer
-
-    def extra_memory(self, model) -> dict[str, int]:
-        return ddp_bucket_bytes(model)
-
-    def all_reduce_sum(self, tensor):
-        if self.world_size > 1:
-            dist.all_reduce(tensor)
-        return tensor
-
-    def sample_noise(self, active):
-        self.noise.sample(active)
-
-    def gradient_norms(self):
-        return self.noise.gradient_norms(self.device, self.world_size)
-
-    def shutdown(self):
-        if dist.is_initialized():
-            dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -3,26 +3,43 @@
 from __future__ import annotations
 
 import datetime
-import os
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from advisor.noise import GradNormSample
+from advisor.device import worker_device
 from advisor.worker import WorkerStrategy, worker_main
 
 
-class DDPStrategy(WorkerStrategy):
+class ProcessGroupStrategy(WorkerStrategy):
+    """What every torch.distributed-based strategy shares: the collectives, the noise meter, the teardown."""
+
+    noise: "GradNoiseMeter"
+
+    def extra_memory(self, model) -> dict[str, int]:
+        return ddp_bucket_bytes(model)
+
+    def all_reduce_sum(self, tensor):
+        if self.world_size > 1:
+            dist.all_reduce(tensor)
+        return tensor
+
+    def sample_noise(self, active):
+        self.noise.sample(active)
+
+    def gradient_norms(self):
+        return self.noise.gradient_norms(self.device, self.world_size)
+
+    def shutdown(self):
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+class DDPStrategy(ProcessGroupStrategy):
     def setup(self, job):
-        local_rank = int(os.environ.get("LOCAL_RANK", 0))
-        if job.device.startswith("cuda"):
-            self.device = torch.device("cuda", local_rank)
-            torch.cuda.set_device(self.device)
-            backend = "nccl"
-        else:
-            self.device = torch.device("cpu")
-            backend = "gloo"
+        self.device, backend = worker_device(job.device)
         dist.init_process_group(backend, timeout=datetime.timedelta(seconds=job.collective_timeout_s))
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         self.noise = GradNoiseMeter()
@@ -38,24 +55,6 @@ class DDPStrategy(WorkerStrategy):
 
     def eval_model(self, model):
         return model.module  # no gradient sync or buffer broadcast needed to evaluate
-
-    def extra_memory(self, model) -> dict[str, int]:
-        return ddp_bucket_bytes(model)
-
-    def all_reduce_sum(self, tensor):
-        dist.all_reduce(tensor)
-        return tensor
-
-    def sample_noise(self, active):
-        self.noise.sample(active)
-
-    def gradient_norms(self):
-        return self.noise.gradient_norms(self.device, self.world_size)
-
-    def shutdown(self):
-        if dist.is_initialized():
-            dist.destroy_process_group()
-
 
 def ddp_bucket_bytes(model) -> dict[str, int]:
     """DDP's reducer keeps flat all-reduce buckets the size of the gradients (gradient_as_bucket_view=False,

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import os
 
 import torch
 import torch.distributed as dist
 
+from advisor.device import worker_device
 from advisor.worker import WorkerStrategy, to_device, worker_main
 
 # Optimizers the config cannot name here: DeepSpeed's Lamb is CUDA-only, it has no LARS.
@@ -34,14 +34,7 @@ class DeepSpeedStrategy(WorkerStrategy):
     def setup(self, job):
         import deepspeed
 
-        local_rank = int(os.environ.get("LOCAL_RANK", 0))
-        if job.device.startswith("cuda"):
-            self.device = torch.device("cuda", local_rank)
-            torch.cuda.set_device(self.device)
-            backend = "nccl"
-        else:
-            self.device = torch.device("cpu")
-            backend = "gloo"
+        self.device, backend = worker_device(job.device)
         deepspeed.init_distributed(dist_backend=backend, timeout=datetime.timedelta(seconds=job.collective_timeout_s))
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         self.zero_stage = int(job.extra.get("adapter_options", {}).get("zero_stage", 2))

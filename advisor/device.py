@@ -21,6 +21,20 @@ def normalize(device) -> "torch.device":  # noqa: F821 - torch is imported lazil
     return dev
 
 
+def worker_device(job_device: str) -> tuple["torch.device", str]:  # noqa: F821
+    """A launched worker's device (``cuda:LOCAL_RANK``, or cpu) and the process-group backend for it.
+
+    On CUDA the device is made current, so later bare ``cuda`` calls land on this process's card.
+    """
+    import torch
+
+    if job_device.startswith("cuda"):
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(device)
+        return device, "nccl"
+    return torch.device("cpu"), "gloo"
+
+
 def is_cuda(device) -> bool:
     return normalize(device).type == "cuda"
 

@@ -12,9 +12,6 @@ from __future__ import annotations
 import contextlib
 import resource
 
-from .oom import is_oom_exception as is_oom  # noqa: F401 - the one classifier, re-exported for workers
-
-
 def data_segment_bytes() -> int:
     with open("/proc/self/status") as status:
         for line in status:

@@ -250,7 +250,7 @@ class Session:
 
     @property
     def info(self) -> WorkloadInfo:
-        w, s = self.setup.workload, self.settings
+        w = self.setup.workload
         model = self.runner.model_info or {}
         return WorkloadInfo(w.name, w.task, w.num_classes, self.setup.optimizer, len(w.train_data), len(w.val_data),
                             model.get("parameters", 0), bool(model.get("has_batchnorm")), self.setup.base_lr,

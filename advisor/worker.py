@@ -66,7 +66,7 @@ class WorkerStrategy:
     def sync_context(self, model, sync: bool):
         return contextlib.nullcontext()
 
-    def train_cycle(self, model, optimizer, next_batch, workload, job: TrialJob, between_micro) -> "torch.Tensor":
+    def train_cycle(self, model, optimizer, next_batch, workload, job: TrialJob, between_micro) -> "torch.Tensor":  # noqa: F821
         """One optimizer step over ``job.accumulation_steps`` micro-batches; returns the mean loss (detached).
 
         The default: divide each micro-loss by the accumulation count, sync gradients on the last

@@ -46,8 +46,6 @@ def test_a_probe_holds_what_a_training_step_holds(optimizer):
 def test_the_advised_ceiling_survives_a_plain_loop_with_the_recipe_env(tmp_path):
     # Regression: probes ran with MALLOC_MMAP_THRESHOLD_ set; a plain default-env loop then OOMed at the
     # advised ceiling. The recipe now carries the setting, and the ceiling holds with it.
-    from advisor.report import build_recipe  # noqa: F401 - the recipe's env is what the loop gets
-
     ddp = load_adapter("ddp")
     budget = 160 * MIB
     settings = MethodSettings(workload="digits-cnn", adapter_name="ddp", nproc=1, device="cpu",
