@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import resource
 
+
 def data_segment_bytes() -> int:
     with open("/proc/self/status") as status:
         for line in status:
