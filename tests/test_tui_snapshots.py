@@ -14,6 +14,17 @@ SIZE = (120, 40)
 CORPUS_LOG = Path(__file__).resolve().parent / "corpus" / "logs" / "hf_overfit.log"
 
 
+@pytest.fixture(autouse=True)
+def frozen_step_clock(monkeypatch):
+    """Screens print how long a step took ("Done in 0 s"); on a loaded machine a stub step can take a second.
+    A frozen clock keeps that text, and so the pictures, the same on every run."""
+    import types
+
+    import advisor.tui.screens.base as base
+
+    monkeypatch.setattr(base, "time", types.SimpleNamespace(monotonic=lambda: 1000.0))
+
+
 async def steady(pilot, screen: str) -> None:
     """No blinking cursor, and the screen the test is about (the plugin takes a picture of whatever shows)."""
     from textual.widgets import Input
