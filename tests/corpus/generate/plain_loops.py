@@ -18,11 +18,11 @@ torch.set_num_threads(1)
 OUT = sys.argv[1] if len(sys.argv) > 1 else "."
 
 
-def digits(n_train=None, sort_by_class=False, noisy_block=False, input_scale=1.0):
+def digits(n_train=None, sort_by_class=False, noisy_block=False, input_scale=1.0, split_seed=0):
     d = load_digits()
     x = torch.tensor(d.data, dtype=torch.float32) / 16.0 * input_scale
     y = torch.tensor(d.target)
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator().manual_seed(split_seed)
     order = torch.randperm(len(y), generator=g)
     val, train = order[:360], order[360:]
     if n_train:

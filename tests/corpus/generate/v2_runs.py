@@ -16,8 +16,10 @@ import sys
 import time
 
 import torch
-from sklearn.datasets import load_digits
 from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import plain_loops  # noqa: E402 - the shared digits loader
 
 torch.set_num_threads(1)
 OUT = sys.argv[1] if len(sys.argv) > 1 else "."
@@ -27,18 +29,8 @@ T0 = datetime.datetime(2026, 11, 30, 5, 0, 0)
 
 
 def digits(n_train=None, sort_by_class=False):
-    d = load_digits()
-    x = torch.tensor(d.data, dtype=torch.float32) / 16.0
-    y = torch.tensor(d.target)
-    order = torch.randperm(len(y), generator=torch.Generator().manual_seed(SEED))
-    val, train = order[:360], order[360:]
-    if n_train:
-        train = train[:n_train]
-    xt, yt = x[train], y[train]
-    if sort_by_class:
-        idx = torch.argsort(yt, stable=True)
-        xt, yt = xt[idx], yt[idx]
-    return xt, yt, x[val], y[val]
+    """The digits split for this run's seed (plain_loops' loader: each held-back seed gets its own split)."""
+    return plain_loops.digits(n_train, sort_by_class, split_seed=SEED)
 
 
 def mlp(width=128, depth=2, batchnorm=False):
