@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .adapters import Adapter, AdapterBase
+from .adapters import Adapter
 from .ceiling import CeilingResult, ProbeTrial, search_ceiling
 from .device import HostDevices
 from .errors import AdvisorError, SetupError
@@ -93,7 +93,7 @@ def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices
     notes: list[str] = []
     s = settings
     caps = adapter.capabilities
-    reason = adapter.unavailable_reason() if isinstance(adapter, AdapterBase) else None
+    reason = adapter.unavailable_reason()  # load_adapter gives every adapter AdapterBase's defaults
     if reason:
         problems.append(f"the adapter {adapter.name!r} cannot run here: {reason}")
     if s.nproc < 1:
