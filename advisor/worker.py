@@ -316,6 +316,7 @@ class _Measured:
             if extra:  # a CUDA peak counts every allocation already; a CPU tracker only the tensors it saw
                 self.peak["peak_bytes"] += sum(extra.values())
                 self.peak["breakdown"].update(extra)
+        self.batches = ()  # the next step's batches are fetched before this object is replaced: hold none
         return False
 
 
