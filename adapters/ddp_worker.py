@@ -66,10 +66,14 @@ def ddp_bucket_bytes(model) -> dict[str, int]:
 
 
 class GradNoiseMeter:
-    """|g|^2 per replica and after the all-reduce, from a DDP communication hook (any DDP-wrapped model)."""
+    """|g|^2 per replica and after the all-reduce, from a DDP communication hook (any DDP-wrapped model).
+
+    The sums stay on the device as tensors: the hook runs inside timed steps, and reading a number back
+    there would stall the device once per bucket. ``gradient_norms`` reads them once, after the run.
+    """
 
     def __init__(self):
-        self.state = {"local_sq": 0.0, "global_sq": 0.0, "steps": 0, "active": True}
+        self.state = {"local_sq": None, "global_sq": None, "steps": 0, "active": True}
         self.batch_small = 0
         self.measuring = False
 
@@ -86,8 +90,10 @@ class GradNoiseMeter:
         """Mean |g|^2 per step before (batch b) and after (batch b x N) the all-reduce, over every rank."""
         if not self.measuring:
             return None
-        stats = torch.tensor([self.state["local_sq"], self.state["global_sq"], self.state["steps"]],
-                             dtype=torch.float64, device=device)
+        zero = torch.zeros((), dtype=torch.float64, device=device)
+        sums = [self.state[key] if self.state[key] is not None else zero for key in ("local_sq", "global_sq")]
+        stats = torch.stack([sums[0].to(device, torch.float64), sums[1].to(device, torch.float64),
+                             torch.tensor(float(self.state["steps"]), dtype=torch.float64, device=device)])
         dist.all_reduce(stats)
         stats = stats.cpu()
         steps = float(stats[2]) / world_size
@@ -98,19 +104,28 @@ class GradNoiseMeter:
                               b_small=self.batch_small, b_big=self.batch_small * world_size, steps=int(steps))
 
 
+def _add_squared_norm(state, key: str, tensor) -> None:
+    """state[key] += |tensor|^2, as an fp32 device tensor: no host sync, no fp64 copy of the bucket."""
+    squared = torch.linalg.vector_norm(tensor, dtype=torch.float32).square()
+    if state[key] is None:
+        state[key] = squared
+    else:
+        state[key].add_(squared)
+
+
 def _noise_allreduce_hook(state, bucket):
     """Average gradients like DDP's default hook, recording |g|^2 before and after the all-reduce."""
     buffer = bucket.buffer()
     active = state["active"]
     if active:
-        state["local_sq"] += float(buffer.double().pow(2).sum())
+        _add_squared_norm(state, "local_sq", buffer)
     buffer.div_(dist.get_world_size())
     future = dist.all_reduce(buffer, async_op=True).get_future()
 
     def done(fut):
         averaged = fut.value()[0]
         if active:
-            state["global_sq"] += float(averaged.double().pow(2).sum())
+            _add_squared_norm(state, "global_sq", averaged)
             if bucket.is_last():
                 state["steps"] += 1
         return averaged

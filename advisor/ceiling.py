@@ -79,8 +79,8 @@ class CeilingResult:
 
 
 def _grows_with_batch(kind: str) -> bool:
-    # Activations and temporaries scale with the batch; parameters, gradients, optimizer state and buckets do not.
-    return kind.lower().startswith(("activation", "temp", "other"))
+    # Activations, temporaries and input batches scale with the batch; parameters, gradients, optimizer state and buckets do not.
+    return kind.lower().startswith(("activation", "temp", "other", "input"))
 
 
 def fit_linear(trials: list[ProbeTrial]) -> MemoryFit:

@@ -52,7 +52,8 @@ class TrialProgress:
     step: int
     steps: int
     loss: float
-    seconds: float  # this step's wall time
+    seconds: float  # this step's wall time, the wait for its batches excluded
+    data_seconds: float | None = None  # the wait for this step's batches
 
 
 @dataclass(frozen=True)

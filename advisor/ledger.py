@@ -19,7 +19,8 @@ class TrialRecord:
     precision: str = "fp32"
     steps: int | None = None
     peak_bytes: int | None = None
-    step_seconds: float | None = None
+    step_seconds: float | None = None  # one optimizer step on the device, the loader's wait excluded
+    data_seconds: float | None = None  # per step, waiting for the next batches (the slowest rank's loader)
     throughput: float | None = None
     final_loss: float | None = None
     val_loss: float | None = None
@@ -33,3 +34,27 @@ class TrialRecord:
     def to_dict(self) -> dict:
         # TOML has no null: drop what was not measured.
         return {k: v for k, v in asdict(self).items() if v is not None and v != "" and v != []}
+
+    @property
+    def data_share(self) -> float | None:
+        """The loader's share of a step's wall time (data wait + step), when both were measured."""
+        if self.data_seconds is None or not self.step_seconds:
+            return None
+        return self.data_seconds / (self.data_seconds + self.step_seconds)
+
+
+LOADER_BOTTLENECK_SHARE = 0.25  # above this share of a step spent waiting for data, the loader sets the pace
+
+
+def loader_bottleneck(rows: list[TrialRecord], threshold: float = LOADER_BOTTLENECK_SHARE) -> str | None:
+    """A note when the runs waited for their data loader a large share of each step, else None."""
+    slow = [r for r in rows if r.status == "ok" and r.phase in ("trial", "sweep") and (r.data_share or 0) > threshold]
+    if not slow:
+        return None
+    worst = max(slow, key=lambda r: r.data_share)
+    return (f"The data loader, not the model, is the bottleneck: at {worst.per_device} per device each step waited "
+            f"{worst.data_seconds * 1000:.1f} ms for its batches against {worst.step_seconds * 1000:.1f} ms of "
+            f"compute ({worst.data_share:.0%} of the step; {len(slow)} of the runs above {threshold:.0%}). The "
+            "samples/s in this recipe count the compute alone, so training will not reach them until loading "
+            "keeps up: more DataLoader workers, pin_memory on GPU, cheaper decoding/augmentation, or "
+            "pre-processed data.")

@@ -8,6 +8,7 @@ import shlex
 from dataclasses import asdict
 
 from . import __version__
+from .ledger import loader_bottleneck
 from .session import MethodResult
 from .recipe import SCHEMA_VERSION
 from .units import format_bytes
@@ -33,6 +34,12 @@ def _thin(values: list[float]) -> list[float]:
         return [round(v, 5) for v in values]
     stride = len(values) / MAX_CURVE_POINTS
     return [round(values[int(i * stride)], 5) for i in range(MAX_CURVE_POINTS)]
+
+
+def _measured_warnings(result: MethodResult) -> list[dict]:
+    """Warnings the runs' measurements raise beyond the plan's own: the loader setting the pace."""
+    note = loader_bottleneck(result.ledger)
+    return [{"code": "loader-bottleneck", "message": note}] if note else []
 
 
 def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
@@ -87,7 +94,7 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
         },
         "ceiling": ceiling,
         "warnings": [{"code": wn.code, "message": wn.message} for wn in p.warnings]
-                    + [{"code": "lr", "message": m} for m in result.lr.warnings],
+                    + [{"code": "lr", "message": m} for m in result.lr.warnings] + _measured_warnings(result),
         "workload": {"spec": s.workload, "name": w.name, "task": w.task, "num_classes": w.num_classes,
                      "optimizer": w.optimizer, "train_size": w.train_size, "parameters": w.parameters},
         "adapter": {"name": s.adapter_name, **result.adapter_extras},
@@ -121,7 +128,7 @@ def json_summary(result: MethodResult, recipe_path: str | None) -> dict:
         "noise_scale": result.noise_scale,
         "precision_reason": result.precision_reason,
         "launch": {"command": shlex.join(result.launch_command), "env": dict(result.launch_env)},
-        "warnings": [asdict(wn) for wn in p.warnings],
+        "warnings": [asdict(wn) for wn in p.warnings] + _measured_warnings(result),
         "step_seconds": {t.name: round(t.seconds, 2) for t in result.timings},
         "recipe": recipe_path,
     }
@@ -149,11 +156,13 @@ def human_summary(result: MethodResult, recipe_path: str | None) -> str:
         f"   {result.noise_reason}",
         f"   Precision: {result.precision_reason}",
     ]
-    if p.warnings or result.lr.warnings:
+    measured = _measured_warnings(result)
+    if p.warnings or result.lr.warnings or measured:
         lines.append("")
         lines.append("Warnings:")
         lines += [f"  - {wn.message}" for wn in p.warnings]
         lines += [f"  - {m}" for m in result.lr.warnings]
+        lines += [f"  - {wn['message']}" for wn in measured]
     lines.append("")
     lines.append("Time: " + ", ".join(f"{t.name} {t.seconds:.0f} s ({t.trials} runs)" for t in result.timings))
     lines.append("Launch: " + shlex.join(result.launch_command))

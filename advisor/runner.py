@@ -75,7 +75,7 @@ class JobRunner:
         def on_event(event):
             if event["event"] == "progress":
                 self.emit(TrialProgress(phase, per_device, event["step"], event["steps"], event["loss"],
-                                        event["seconds"]))
+                                        event["seconds"], event.get("data_seconds")))
             elif event["event"] == "eval":
                 self.emit(EvalPoint(phase, per_device, event["step"], event["train_seconds"], event.get("val_loss"),
                                     event.get("val_metric")))
@@ -98,6 +98,8 @@ class JobRunner:
             record = TrialRecord(phase, per_device, self.nproc, accumulation, global_batch, "ok",
                                  round(outcome.seconds, 3), peak_bytes=peak,
                                  step_seconds=statistics.median(r["step_seconds"] for r in results),
+                                 # the slowest rank's loader holds every rank at the next all-reduce
+                                 data_seconds=max((r.get("data_seconds") or 0.0) for r in results),
                                  throughput=min(r["throughput"] for r in results), final_loss=lead.get("final_loss"),
                                  val_loss=lead.get("val_loss"), val_metric=lead.get("val_metric"),
                                  noise_scale=noise, train_seconds=lead.get("train_seconds"),

@@ -139,12 +139,12 @@ def emit(kind: str, **payload) -> None:
     sys.stdout.flush()
 
 
-def _batch(dataset, indices):
+def _batch(dataset, indices, collate_fn=None):
     from torch.utils.data import TensorDataset, default_collate
 
-    if isinstance(dataset, TensorDataset):
+    if isinstance(dataset, TensorDataset) and collate_fn is None:
         return tuple(t[indices] for t in dataset.tensors)
-    return default_collate([dataset[int(i)] for i in indices])
+    return (collate_fn or default_collate)([dataset[int(i)] for i in indices])
 
 
 def to_device(obj, device):
@@ -157,34 +157,114 @@ def to_device(obj, device):
     return obj
 
 
-class BatchStream:
-    """Endless per-rank mini-batches: epoch-wise shards when the data allows, else sampling with replacement."""
+def loader_settings(device, world_size: int, collate_fn=None) -> dict:
+    """DataLoader options for a training run's batches on ``device``.
 
-    def __init__(self, dataset, batch: int, rank: int, world: int, seed: int, shard: bool = True):
+    On CUDA, worker processes decode the next batches while the device computes, and pinned host memory
+    lets the copy to the device run asynchronously, as a tuned training loop does. On CPU the ranks
+    already own every core (one thread each), so loading stays in the rank's own process.
+    """
+    from .device import normalize
+
+    dev = normalize(device) if device is not None else None
+    on_cuda = dev is not None and dev.type == "cuda"
+    cores_per_rank = (os.cpu_count() or 1) // max(1, world_size)
+    return {"num_workers": max(1, min(4, cores_per_rank - 1)) if on_cuda else 0, "pin_memory": on_cuda,
+            "collate_fn": collate_fn}
+
+
+class _IndexBatches:
+    """Endless index batches for one rank: DistributedSampler's scheme, or sampling with replacement.
+
+    Sharded: every epoch draws one permutation from the shared seed (the same on every rank), and each
+    rank takes its own contiguous shard, cut into whole batches. Unsharded (probes, data smaller than one
+    global batch): indices drawn with replacement. Runs in the rank's own process, so the order does not
+    depend on how many loader workers fetch the samples.
+    """
+
+    def __init__(self, size: int, batch: int, rank: int, world: int, seed: int, shard: bool):
         import torch
+
+        self.size, self.batch, self.rank, self.world = size, batch, rank, world
+        self.generator = torch.Generator().manual_seed(seed)
+        self.sharded = shard and size >= batch * world
+
+    def __iter__(self):
+        import torch
+
+        while True:
+            if not self.sharded:
+                yield torch.randint(0, self.size, (self.batch,), generator=self.generator).tolist()
+                continue
+            perm = torch.randperm(self.size, generator=self.generator)
+            per_rank = self.size // self.world
+            shard = perm[self.rank * per_rank:(self.rank + 1) * per_rank]
+            for i in range(len(shard) // self.batch):
+                yield shard[i * self.batch:(i + 1) * self.batch].tolist()
+
+
+class BatchStream:
+    """Endless per-rank mini-batches, fetched outside the timed step: ``take`` returns them with the wait.
+
+    A DataLoader (the workload's ``collate_fn``, worker processes and pinned memory per ``loader_settings``)
+    fetches them; a TensorDataset without its own collate is indexed directly, which is what its
+    collation would do, only faster.
+    """
+
+    def __init__(self, dataset, batch: int, rank: int, world: int, seed: int, shard: bool = True,
+                 device=None, collate_fn=None, loader: dict | None = None):
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
 
         self.dataset, self.batch, self.rank, self.world = dataset, batch, rank, world
-        self.generator = torch.Generator().manual_seed(seed)
-        self.sharded = shard and len(dataset) >= batch * world
-        self._queue = []
+        self.indices = _IndexBatches(len(dataset), batch, rank, world, seed, shard)
+        self.sharded = self.indices.sharded
+        self.settings = loader or loader_settings(device, world, collate_fn)
+        self.loader = None
+        if isinstance(dataset, TensorDataset) and self.settings.get("collate_fn") is None:
+            self._batches = self._tensor_batches()
+        else:
+            # Its own generator seeds the loader workers; the global RNG (dropout, augmentation) stays untouched.
+            self.loader = DataLoader(dataset, batch_sampler=self.indices, num_workers=self.settings["num_workers"],
+                                     pin_memory=self.settings["pin_memory"], collate_fn=self.settings["collate_fn"],
+                                     generator=torch.Generator().manual_seed(seed))
+            self._batches = iter(self.loader)
+
+    def _tensor_batches(self):
+        for indices in self.indices:
+            batch = tuple(t[indices] for t in self.dataset.tensors)
+            yield tuple(t.pin_memory() for t in batch) if self.settings["pin_memory"] else batch
 
     def __call__(self):
-        return next(self)
+        return next(self._batches)
 
-    def __next__(self):
-        import torch
+    __next__ = __call__
 
-        if not self.sharded:
-            idx = torch.randint(0, len(self.dataset), (self.batch,), generator=self.generator)
-            return _batch(self.dataset, idx)
-        if not self._queue:
-            # Same permutation on every rank (shared seed), each takes its own shard: DistributedSampler's scheme.
-            perm = torch.randperm(len(self.dataset), generator=self.generator)
-            per_rank = len(perm) // self.world
-            shard = perm[self.rank * per_rank:(self.rank + 1) * per_rank]
-            n = len(shard) // self.batch
-            self._queue = [shard[i * self.batch:(i + 1) * self.batch] for i in range(n)][::-1]
-        return _batch(self.dataset, self._queue.pop())
+    def __iter__(self):
+        return self
+
+    def take(self, count: int) -> tuple[list, float]:
+        """The next ``count`` batches (one optimizer step's micro-batches) and the seconds spent waiting for them."""
+        started = time.perf_counter()
+        batches = [next(self._batches) for _ in range(count)]
+        return batches, time.perf_counter() - started
+
+    def close(self) -> None:
+        """Stop the loader's worker processes now rather than at interpreter exit (workers end with os._exit)."""
+        shutdown = getattr(self._batches, "_shutdown_workers", None)
+        if shutdown:
+            shutdown()
+
+
+def _tensor_bytes(obj) -> int:
+    """Bytes of the tensors in a (nested) batch."""
+    if hasattr(obj, "element_size") and hasattr(obj, "numel"):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(_tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (tuple, list)):
+        return sum(_tensor_bytes(v) for v in obj)
+    return 0
 
 
 def _has_batchnorm(model) -> bool:
@@ -194,10 +274,15 @@ def _has_batchnorm(model) -> bool:
 
 
 class _Measured:
-    """Peak memory of one training cycle, and its wall time with the device synchronised."""
+    """Peak memory of one training cycle, and its wall time with the device synchronised.
 
-    def __init__(self, strategy, model, optimizer, measure: bool):
+    The cycle's batches were fetched before it (``BatchStream.take``): the time covers the step, not the loader.
+    On CPU their bytes join the peak, since the tracker entered after they were made does not see them.
+    """
+
+    def __init__(self, strategy, model, optimizer, measure: bool, batches=()):
         self.strategy, self.model, self.optimizer, self.measure = strategy, model, optimizer, measure
+        self.batches = batches
         self.peak: dict = {}
         self.seconds = 0.0
 
@@ -224,10 +309,14 @@ class _Measured:
         self.seconds = time.perf_counter() - self._started
         self._stack.__exit__(*exc)
         if self.measure and exc[0] is None:
-            extra = self.strategy.extra_memory(self.model) if self.strategy.device.type == "cpu" else {}
+            extra = {}
+            if self.strategy.device.type == "cpu":
+                extra = dict(self.strategy.extra_memory(self.model))
+                extra["input_batches"] = _tensor_bytes(self.batches)
             if extra:  # a CUDA peak counts every allocation already; a CPU tracker only the tensors it saw
                 self.peak["peak_bytes"] += sum(extra.values())
                 self.peak["breakdown"].update(extra)
+        self.batches = ()  # the next step's batches are fetched before this object is replaced: hold none
         return False
 
 
@@ -238,14 +327,17 @@ def run_probe(job, workload, strategy, model, optimizer, budget: dict):
     """
     from .oom import is_oom_exception
 
+    # A probe only needs the right shape: batches drawn with replacement, loaded in this process.
     stream = BatchStream(workload.train_data, job.per_device_batch, strategy.rank, strategy.world_size,
-                         job.seed + 1000 * strategy.rank, shard=False)  # a probe only needs the right shape
+                         job.seed + 1000 * strategy.rank, shard=False,
+                         loader={"num_workers": 0, "pin_memory": False, "collate_fn": workload.collate_fn})
     started = time.perf_counter()
     cycles = max(2, job.steps)
     try:
         for cycle in range(cycles):
-            with _Measured(strategy, model, optimizer, measure=cycle == cycles - 1) as measured:
-                strategy.train_cycle(model, optimizer, stream, workload, job, measured.between_micro)
+            batches, data_seconds = stream.take(job.accumulation_steps)
+            with _Measured(strategy, model, optimizer, cycle == cycles - 1, batches) as measured:
+                strategy.train_cycle(model, optimizer, iter(batches).__next__, workload, job, measured.between_micro)
     except Exception as exc:  # noqa: BLE001 - classify, then re-raise what is not an OOM
         if not is_oom_exception(exc):
             raise
@@ -254,7 +346,7 @@ def run_probe(job, workload, strategy, model, optimizer, budget: dict):
         return
     emit("probe", rank=strategy.rank, batch=job.per_device_batch, status="ok", peak_bytes=measured.peak["peak_bytes"],
          measured_by=measured.peak["how"], breakdown=measured.peak["breakdown"], step_seconds=measured.seconds,
-         seconds=time.perf_counter() - started, budget=budget)
+         data_seconds=data_seconds, seconds=time.perf_counter() - started, budget=budget)
 
 
 def run_training(job, workload, strategy, model, optimizer, budget: dict):
@@ -262,8 +354,9 @@ def run_training(job, workload, strategy, model, optimizer, budget: dict):
     from .noise import noise_scale
     from .oom import is_oom_exception
 
-    stream = BatchStream(workload.train_data, job.per_device_batch, strategy.rank, strategy.world_size, job.seed)
-    step_seconds, losses, evals = [], [], []
+    stream = BatchStream(workload.train_data, job.per_device_batch, strategy.rank, strategy.world_size, job.seed,
+                         device=strategy.device, collate_fn=workload.collate_fn)
+    step_seconds, data_seconds, losses, evals = [], [], [], []
     peak: dict = {}
     train_seconds = 0.0
     eval_at = set()
@@ -275,18 +368,24 @@ def run_training(job, workload, strategy, model, optimizer, budget: dict):
                 strategy.set_lr(optimizer, job.lr * min(1.0, (step + 1) / job.warmup_steps))
             # The noise scale grows as training settles; the first steps' huge gradients would dominate it.
             strategy.sample_noise(step >= job.steps // 2)
-            with _Measured(strategy, model, optimizer, measure=step == 1) as measured:
-                loss = strategy.train_cycle(model, optimizer, stream, workload, job, measured.between_micro)
-            train_seconds += measured.seconds
+            # The loader's wait is timed apart from the step: samples/s decisions rest on the step alone,
+            # and a slow loader shows up as data time instead of as a slow model.
+            batches, waited = stream.take(job.accumulation_steps)
+            with _Measured(strategy, model, optimizer, step == 1, batches) as measured:
+                loss = strategy.train_cycle(model, optimizer, iter(batches).__next__, workload, job,
+                                            measured.between_micro)
+            del batches
+            train_seconds += measured.seconds + waited
             if step == 1:
                 peak = measured.peak
-            elif step > 1:  # step 0 pays one-time costs, step 1 pays the memory tracker's
+            elif step > 1:  # step 0 pays one-time costs (loader workers starting too), step 1 the memory tracker's
                 step_seconds.append(measured.seconds)
+                data_seconds.append(waited)
             loss_value = float(loss)
             losses.append(loss_value)
             if strategy.rank == 0 and (step % job.loss_every == 0 or step == job.steps - 1):
                 emit("progress", step=step + 1, steps=job.steps, loss=loss_value, seconds=measured.seconds,
-                     per_device_batch=job.per_device_batch)
+                     data_seconds=waited, per_device_batch=job.per_device_batch)
             if step in eval_at:
                 evals.append({"step": step + 1, "train_seconds": train_seconds,
                               **_evaluate(job, workload, strategy, model)})
@@ -298,6 +397,8 @@ def run_training(job, workload, strategy, model, optimizer, budget: dict):
         emit("oom", rank=strategy.rank, batch=job.per_device_batch, message=first_line(exc),
              budget=budget)
         raise _OOMExit() from None
+    finally:
+        stream.close()
 
     val = {}
     if job.evaluate:
@@ -306,13 +407,14 @@ def run_training(job, workload, strategy, model, optimizer, budget: dict):
     sample = strategy.gradient_norms()  # a collective: every rank takes part
     noise = noise_scale(sample).to_dict() if sample and sample.steps else None
     if not step_seconds:
-        step_seconds = [measured.seconds]
+        step_seconds, data_seconds = [measured.seconds], [waited]
     median = statistics.median(step_seconds)
     global_batch = job.per_device_batch * strategy.world_size * job.accumulation_steps
     emit("result", rank=strategy.rank, per_device_batch=job.per_device_batch, world_size=strategy.world_size,
          accumulation_steps=job.accumulation_steps, global_batch=global_batch, steps=job.steps,
          peak_bytes=peak.get("peak_bytes"), measured_by=peak.get("how"), breakdown=peak.get("breakdown"),
-         step_seconds=median, throughput=global_batch / median, train_seconds=train_seconds,
+         step_seconds=median, data_seconds=statistics.median(data_seconds), throughput=global_batch / median,
+         train_seconds=train_seconds,
          losses=losses if strategy.rank == 0 else None, final_loss=losses[-1], lr=job.lr,
          warmup_steps=job.warmup_steps, precision=job.precision, budget=budget, noise=noise,
          evals=evals if strategy.rank == 0 else None, **val)
@@ -325,11 +427,21 @@ def _evaluate(job, workload, strategy, model) -> dict:
     module.eval()
     data = workload.val_data
     indices = list(range(strategy.rank, len(data), strategy.world_size))
-    totals = torch.zeros(3, dtype=torch.float64)  # loss sum, correct, count
+    totals = torch.zeros(4, dtype=torch.float64)  # loss sum, correct, count, count whose accuracy was computed
     chunk = max(1, job.per_device_batch)
     with torch.no_grad():
         for start in range(0, len(indices), chunk):
-            inputs, targets = to_device(_batch(data, torch.tensor(indices[start:start + chunk])), strategy.device)
+            batch = to_device(_batch(data, torch.tensor(indices[start:start + chunk]), workload.collate_fn),
+                              strategy.device)
+            if not (isinstance(batch, (tuple, list)) and len(batch) == 2):
+                # Dict or richer batches: the workload's own loss; no outputs to score, so no metric.
+                with strategy.precision_context(job):
+                    loss = workload.batch_loss(module, batch)
+                count = _batch_length(batch)
+                totals[0] += float(loss) * count
+                totals[2] += count
+                continue
+            inputs, targets = batch
             with strategy.precision_context(job):
                 outputs = module(inputs)
             loss = workload.loss_fn(outputs.float(), targets)
@@ -337,13 +449,24 @@ def _evaluate(job, workload, strategy, model) -> dict:
             totals[2] += len(targets)
             if workload.num_classes and outputs.dim() == 2 and outputs.shape[-1] == workload.num_classes:
                 totals[1] += float((outputs.argmax(dim=-1) == targets).sum())
+                totals[3] += len(targets)
     totals = strategy.all_reduce_sum(totals.to(strategy.device)).cpu()
     module.train()
     result = {"val_loss": float(totals[0] / totals[2])}
-    if workload.num_classes:
+    if totals[2] and totals[3] == totals[2]:  # accuracy only when every sample was scored as a classification
         result["val_metric"] = float(totals[1] / totals[2])
         result["val_metric_name"] = "accuracy"
     return result
+
+
+def _batch_length(batch) -> int:
+    """Samples in a collated batch: the leading size of its first tensor."""
+    if hasattr(batch, "shape"):
+        return int(batch.shape[0])
+    for value in (batch.values() if isinstance(batch, dict) else batch):
+        if hasattr(value, "shape") or isinstance(value, (dict, list, tuple)):
+            return _batch_length(value)
+    raise ValueError(f"cannot tell how many samples a {type(batch).__name__} batch holds: it has no tensors")
 
 
 class _OOMExit(Exception):

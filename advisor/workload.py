@@ -44,6 +44,7 @@ class Workload:
     momentum: float = 0.9
     weight_decay: float = 0.0
     description: str = ""
+    collate_fn: Callable[[list], Any] | None = None  # the DataLoader's collate for train batches (None: torch's)
 
     def validate(self, spec: str) -> "Workload":
         problems = []
@@ -51,6 +52,8 @@ class Workload:
             problems.append("build_model must be a callable that returns a torch.nn.Module")
         if not callable(self.loss_fn):
             problems.append("loss_fn must be a callable (outputs, targets) -> loss tensor")
+        if self.collate_fn is not None and not callable(self.collate_fn):
+            problems.append("collate_fn must be None or a callable that turns a list of samples into a batch")
         for name in ("train_data", "val_data"):
             data = getattr(self, name)
             if not (hasattr(data, "__len__") and hasattr(data, "__getitem__")):

@@ -313,3 +313,37 @@ def test_a_task_override_replaces_the_workloads_task_and_is_checked():
     assert setup.workload.task == "object-detection"
     with pytest.raises(SetupError, match="--task 'poetry'"):
         validate_setup(settings(task="poetry"), adapter, HostDevices("cpu"))
+
+
+class SlowLoaderRunner(StubRunner):
+    """The stub's runs, each step waiting ``data_share`` of its wall time for its batches."""
+
+    def __init__(self, data_share, **kw):
+        super().__init__(**kw)
+        self.data_share = data_share
+
+    def train(self, *args, **kwargs):
+        record = super().train(*args, **kwargs)
+        if record.status == "ok":
+            record.data_seconds = record.step_seconds * self.data_share / (1 - self.data_share)
+        return record
+
+
+def test_the_recipe_says_when_the_loader_not_the_model_sets_the_pace():
+    from advisor.report import build_recipe, human_summary
+
+    adapter = load_adapter("ddp")
+    recipes = {}
+    for share in (0.4, 0.1):
+        s = settings(nproc=2)
+        session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")),
+                          runner=SlowLoaderRunner(share, saturate=None))
+        session.run_all()
+        recipes[share] = (build_recipe(session.result), human_summary(session.result, None))
+    recipe, summary = recipes[0.4]
+    note = next(w["message"] for w in recipe["warnings"] if w["code"] == "loader-bottleneck")
+    assert "data loader, not the model, is the bottleneck" in note and "40% of the step" in note
+    assert note in summary
+    trained = [row for row in recipe["ledger"] if row["phase"] in ("trial", "sweep")]
+    assert trained and all(row["data_seconds"] > 0 for row in trained)  # the ledger carries the wait
+    assert "loader-bottleneck" not in {w["code"] for w in recipes[0.1][0]["warnings"]}
