@@ -470,6 +470,8 @@ NOT_LEARNING_ACTIONS = [
     "Check the LR schedule is not at 0 (warmup from 0, a scheduler stepped too often) and not so high that the "
     "network died (ReLUs or saturated activations): try a 10x smaller LR for a few hundred steps.",
     "Overfit one small batch first: a model that cannot drive the loss of 20 samples to ~0 has a pipeline bug.",
+    "If all of that is right, the LR may be far too low to move off the start (e.g. plain SGD at 1e-4): run a "
+    "short trial with the LR 10x higher, or with Adam.",
 ]
 
 
@@ -499,29 +501,6 @@ def detect_not_learning(series: dict[str, list[Point]], ctx: Context) -> list[Fi
     tail = values[len(values) // 2:]
     level = _median(tail)
     evidence = {"series": TRAIN_LOSS, "level": round(level, 6), "points": len(values)}
-    # ln(K): where cross-entropy starts for a K-way classifier that predicts every class alike.
-    k, k_source, acc = _class_count(series, ctx)
-    candidates = [(k, LN_K_TOLERANCE, k_source)] if k else []
-    if len(values) >= LN_K_COMMON_MIN_POINTS:
-        candidates += [(c, LN_K_COMMON_TOLERANCE, "a common class count") for c in COMMON_CLASS_COUNTS]
-    noise = _mad_sigma([b - a for a, b in zip(tail, tail[1:])]) / math.sqrt(2) if len(tail) > 2 else 0.0
-    third = max(1, len(tail) // 3)
-    tail_fall = _median(tail[:third]) - _median(tail[-third:])
-    flat = tail_fall <= max(2 * noise, 0.002 * abs(level))
-    for count, tolerance, source in candidates:
-        ln_k = math.log(count)
-        if flat and level > 0 and abs(level - ln_k) <= tolerance * ln_k and min(tail) > ln_k * (1 - 3 * tolerance):
-            confidence = "high" if (acc or count == ctx.classes) and len(tail) >= 3 else (
-                "medium" if len(values) >= LN_K_COMMON_MIN_POINTS else "low")
-            evidence.update({"classes": count, "classes_from": source, "ln_classes": round(ln_k, 4),
-                             "tail_fall": round(tail_fall, 6), "noise_sigma": round(noise, 6),
-                             **_span(train, len(train) - len(tail), len(train) - 1)})
-            if acc is not None:
-                evidence["accuracy"] = round(acc, 4)
-            return [Finding("not-learning", "error",
-                            f"The training loss sits at {level:.4g} = ln({count}) (K={count}, {source}) and does not "
-                            "fall: the model predicts every class alike, it is not learning.",
-                            evidence, list(NOT_LEARNING_ACTIONS), confidence=confidence)]
     # Constant to the printed digits for most of the run, near where it started.
     stuck = 1
     tolerance = PRINT_PRECISION * abs(last)
@@ -538,6 +517,34 @@ def detect_not_learning(series: dict[str, list[Point]], ctx: Context) -> list[Fi
                         f"The training loss is stuck at {last:.6g} (to its printed digits) for the last {stuck} "
                         "points: the model is not learning (no update reaches the weights, or the network is dead).",
                         evidence, list(NOT_LEARNING_ACTIONS), confidence=confidence)]
+    # ln(K): where cross-entropy starts for a K-way classifier that predicts every class alike.
+    k, k_source, acc = _class_count(series, ctx)
+    candidates = [(k, LN_K_TOLERANCE, k_source)] if k else []
+    if len(values) >= LN_K_COMMON_MIN_POINTS:
+        candidates += [(c, LN_K_COMMON_TOLERANCE, "a common class count") for c in COMMON_CLASS_COUNTS]
+    noise = _mad_sigma([b - a for a, b in zip(tail, tail[1:])]) / math.sqrt(2) if len(tail) > 2 else 0.0
+    third = max(1, len(tail) // 3)
+    tail_fall = _median(tail[:third]) - _median(tail[-third:])
+    # Flat over the tail and over the whole run: a slow run (LR too low) also sits near ln(K), but falls.
+    tenth = max(1, len(values) // 10)
+    run_fall = _median(values[:tenth]) - _median(values[-tenth:])
+    run_noise = _mad_sigma([b - a for a, b in zip(values, values[1:])]) / math.sqrt(2) if len(values) > 2 else 0.0
+    flat = (tail_fall <= max(2 * noise, 0.002 * abs(level))
+            and run_fall <= max(2 * run_noise, 0.005 * abs(level)))
+    for count, tolerance, source in candidates:
+        ln_k = math.log(count)
+        if flat and level > 0 and abs(level - ln_k) <= tolerance * ln_k and min(tail) > ln_k * (1 - 3 * tolerance):
+            confidence = "high" if (acc or count == ctx.classes) and len(tail) >= 3 else (
+                "medium" if len(values) >= LN_K_COMMON_MIN_POINTS else "low")
+            evidence.update({"classes": count, "classes_from": source, "ln_classes": round(ln_k, 4),
+                             "tail_fall": round(tail_fall, 6), "noise_sigma": round(noise, 6),
+                             **_span(train, len(train) - len(tail), len(train) - 1)})
+            if acc is not None:
+                evidence["accuracy"] = round(acc, 4)
+            return [Finding("not-learning", "error",
+                            f"The training loss sits at {level:.4g} = ln({count}) (K={count}, {source}) and does not "
+                            "fall: the model predicts every class alike, it is not learning.",
+                            evidence, list(NOT_LEARNING_ACTIONS), confidence=confidence)]
     return []
 
 
@@ -734,7 +741,7 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
         late_trend, late_noise = _trend_and_noise(late)
         tenth = max(1, len(late_trend) // 10)
         late_fall = _median(late_trend[:tenth]) - _median(late_trend[-tenth:])
-        still_falling = late_fall > 2 * late_noise and late_fall > 0.01 * abs(_median(late))
+        still_falling = late_fall > late_noise  # the smoothed trend still drops more than its noise
         if train_drop < SLOW_DROP and val_slow and still_falling:
             start = _median(values[:max(2, len(values) // 10)])
             last_quarter = values[3 * len(values) // 4:]
