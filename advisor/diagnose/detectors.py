@@ -478,7 +478,7 @@ NOT_LEARNING_ACTIONS = [
 def _class_count(series: dict[str, list[Point]], ctx: Context) -> tuple[int | None, str | None, float | None]:
     """(K, where it came from, the accuracy it came from) for a K-way task: --classes, or chance-level accuracy."""
     if ctx.classes and ctx.classes >= 2:
-        return ctx.classes, "stated (--classes)" if ctx.source != "log" else "from the log", None
+        return ctx.classes, "stated (--classes)", None
     for name in ("val_acc", "train_acc"):
         accs = [p.value for p in series.get(name, []) if math.isfinite(p.value)]
         if accs:

@@ -463,9 +463,32 @@ class JSONLineReader(LineReader):
         return _points_from_pairs(pairs, line)
 
 
+class ResultsRowReader(LineReader):
+    """YOLO-style results rows with no header: 'epoch/epochs  gpu_mem  box obj cls total  targets img_size  P R mAP
+    mAP  val_box val_obj val_cls' (ultralytics yolov3/v5 results.txt, ScaledYOLOv4, yolov7)."""
+
+    name = "yolo-results"
+    description = "headerless YOLO results rows: '3/299  7G  0.09 0.15 0 0.24  66 640  P R mAP mAP  vbox vobj vcls'"
+    ROW = re.compile(r"^\s*(?P<epoch>\d+)/(?P<epochs>\d+)\s+(?P<mem>[\d.]+[KMGT]?)\s+(?P<rest>(?:\S+\s+){10,13}\S+)\s*$")
+
+    def read(self, text, line):
+        m = self.ROW.match(text)
+        if not m:
+            return None
+        numbers = [to_float(v) for v in m.group("rest").split()]
+        if any(v is None for v in numbers):
+            return None
+        epoch = float(m.group("epoch"))
+        # box, obj, cls, total | targets, img_size | P, R, mAP@.5, mAP@.5:.95 | val box, obj, cls (sum = val loss)
+        points = [Point(line, TRAIN_LOSS, numbers[3], epoch=epoch)]
+        if len(numbers) >= 13:
+            points.append(Point(line, "val_loss", sum(numbers[-3:]), epoch=epoch))
+        return points
+
+
 FAILURE_READERS: list[LineReader] = [OOMReader(), TorchrunReader(), OverflowReader()]
 METRIC_READERS: list[LineReader] = [HFDictReader(), DeepSpeedReader(), LightningBarReader(), JSONLineReader(),
-                                    TextMetricsReader()]
+                                    ResultsRowReader(), TextMetricsReader()]
 FORMAT_ALIASES = {"key-value": "plain"}  # the key=value reader of v1 is part of the text reader now
 FILE_FORMATS = {
     "trainer-state": "HF Trainer trainer_state.json (log_history)",
