@@ -266,6 +266,13 @@ def cmd_diagnose(args) -> int:
         from .recipe import check_recipe
 
         context = Context.from_recipe(check_recipe(args.recipe))
+    if args.classes is not None:
+        if args.classes < 2:
+            print(f"advisor: --classes {args.classes} is not a class count; give the number of classes of the task "
+                  "(2 or more), e.g. --classes 10 for CIFAR-10.", file=sys.stderr)
+            return 2
+        context = context or Context()
+        context.classes = args.classes
     if args.watch:
         from .diagnose.watch import watch
 
@@ -295,7 +302,8 @@ def cmd_diagnose(args) -> int:
                 print("  No problem found: the curves look healthy.")
             for number, finding in enumerate(report.findings, 1):
                 secondary = f" (secondary to {finding.secondary_to})" if finding.secondary_to else ""
-                print(f"\n  [{finding.severity}] {finding.kind}{secondary}: {finding.summary}")
+                print(f"\n  [{finding.severity}] {finding.kind}{secondary} (confidence: {finding.confidence}): "
+                      f"{finding.summary}")
                 print("    Evidence:")
                 print("\n".join(_format_evidence(finding.evidence)))
                 print("    What to do, in this order:")
@@ -402,6 +410,8 @@ def build_parser() -> argparse.ArgumentParser:
     diag.add_argument("--interval", type=float, default=2.0, help="seconds between reads with --watch (default 2)")
     diag.add_argument("--watch-seconds", type=float, help="stop watching after this many seconds")
     diag.add_argument("--tui", action="store_true", help="show the findings in the app")
+    diag.add_argument("--classes", type=int, help="number of classes K of the task: a loss stuck at ln(K) is "
+                                                  "'not learning' (otherwise K comes from the log's accuracy)")
     diag.set_defaults(func=cmd_diagnose)
 
     sub.add_parser("workloads", help="list the built-in workloads").set_defaults(func=cmd_workloads)

@@ -143,7 +143,7 @@ def test_scale_at_its_floor_with_nan_grad_norm():
 
 def test_a_stuck_loss_is_not_learning():
     finding = diagnose_source(str(CORPUS / "v2_stuck_zero_grad_bug.log")).findings[0]
-    assert finding.kind == "diverged" and finding.evidence["stuck_points"] >= 100
+    assert finding.kind == "not-learning" and finding.evidence["stuck_points"] >= 100
     assert "zero_grad" in finding.actions[0]
 
 
@@ -160,9 +160,10 @@ def test_crashes_are_named_by_class_with_their_first_action(name, cls, first_act
     assert report.verdict == "findings"
 
 
-def test_killed_stays_a_host_memory_finding():
+def test_killed_is_named_killed_not_assumed_an_oom():
     finding = diagnose_source(str(CORPUS / "torchrun_killed_sigkill.log")).findings[0]
-    assert finding.kind == "oom" and finding.evidence["signal"] == "SIGKILL"
+    assert finding.kind == "crash" and finding.evidence["class"] == "killed" and finding.evidence["signal"] == "SIGKILL"
+    assert finding.summary.startswith("killed:") and "scheduler" in finding.summary and "dmesg" in finding.summary
 
 
 def test_too_few_points_is_said_never_healthy(tmp_path):

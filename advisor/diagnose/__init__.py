@@ -13,7 +13,8 @@ from .readers import FORMAT_ALIASES, known_formats
 from .records import Finding, ReadStats
 from .scan import read_source
 
-KINDS = ("oom", "crash", "oscillation-jitter", "oscillation-periodic", "overfitting", "slow-convergence", "diverged")
+KINDS = ("oom", "crash", "oscillation-jitter", "oscillation-periodic", "overfitting", "slow-convergence", "diverged",
+         "not-learning")
 
 
 @dataclass

@@ -37,6 +37,21 @@ STUCK_MIN_POINTS = 10  # a loss identical to the last digit for this many points
 STUCK_SHARE = 0.2  # ... and this share of the run: not learning
 STUCK_TOLERANCE = 1e-5  # relative: "the same value" up to float32 noise in the last printed digit
 STUCK_NEAR_START = 0.5  # a stuck loss at least half its starting level has not learned
+STUCK_FEW_POINTS = 4  # an epoch log stuck for this many points (and most of the run) has not learned
+PRINT_PRECISION = 1e-4  # relative: values this close differ only in the printed digits (2.3026 vs 2.3029)
+LN_K_TOLERANCE = 0.02  # a loss within 2% of ln(K) sits where an untrained K-way classifier starts
+LN_K_COMMON_TOLERANCE = 0.015  # ... tighter when K is guessed from the common class counts below
+LN_K_COMMON_MIN_POINTS = 8  # ... and only with enough points to see that it is flat
+# Class counts (and vocabularies) common enough to recognise ln(K) without being told K.
+COMMON_CLASS_COUNTS = (2, 3, 4, 5, 10, 100, 1000, 30522, 32000, 50257, 50304, 128256)
+FEW_RISING = 3  # validation points rising after its best, with training falling: overfitting, even in short logs
+FEW_TRAIN_FALL = 0.05  # ... and the training loss fell at least this share meanwhile
+JUMP_TO_SPREAD = 5.0  # a jump this many times the spread before it, that stays: a blow-up in a short log
+JUMP_TO_LEVEL = 1.0  # ... and at least this share of the level before it (1.7 -> 11.5, not 1.7 -> 1.9)
+# fp16 loss-scale floors (the scale a framework stops lowering at): DeepSpeed min_loss_scale=1,
+# Megatron min_loss_scale=1.0, fairseq --min-loss-scale 1e-4; apex and torch GradScaler have none.
+LOSS_SCALE_FLOORS = {"deepspeed": 1.0, "megatron": 1.0, "fairseq": 1e-4}
+OVERFLOW_GAP_LINES = 5  # overflows this close (each rank's copy, a timer line) are "in a row"
 
 
 @dataclass
@@ -52,6 +67,8 @@ class Context:
     precision: str | None = None
     has_batchnorm: bool | None = None
     source: str = "log"
+    classes: int | None = None  # K of a K-way classification (--classes), for the ln(K) "not learning" rule
+    framework: str | None = None  # what wrote the log, when it says so: picks loss-scale floors and OOM advice
 
     @classmethod
     def from_recipe(cls, data: dict) -> "Context":
@@ -61,7 +78,7 @@ class Context:
                    data.get("normalization", {}).get("has_batchnorm"), "recipe")
 
     def merge_log(self, found: dict) -> None:
-        for key in ("per_device", "accumulation", "global_batch"):
+        for key in ("per_device", "accumulation", "global_batch", "classes", "framework"):
             if getattr(self, key) is None and key in found:
                 setattr(self, key, found[key])
 
@@ -130,64 +147,114 @@ def _finite(points: list[Point]) -> list[Point]:
 
 # ------------------------------------------------------------------ OOM
 
-def detect_oom(events: list[LogEvent], counts: dict, ctx: Context) -> list[Finding]:
+def detect_oom(events: list[LogEvent], counts: dict, ctx: Context,
+               series: dict[str, list[Point]] | None = None) -> list[Finding]:
+    """An out-of-memory error: an error when it ended the run, a warning when the run recovered (HF
+    auto_find_batch_size, Accelerate's find_executable_batch_size, fairseq skipping the batch) and trained on.
+    A worker killed by SIGKILL is not assumed to be an OOM: detect_crash names it."""
     ooms = [e for e in events if e.kind == "oom"]
-    killed = [e for e in events if e.kind == "killed"]
-    findings = []
-    if ooms:
-        first = ooms[0]
-        d = first.details
-        evidence = {"line": first.line, "quote": first.text, "occurrences": counts.get("oom", len(ooms)),
-                    "device": d.get("device")}
-        for key in ("tried_bytes", "total_bytes", "free_bytes", "allocated_bytes", "reserved_bytes", "in_use_bytes",
-                    "reserved_unallocated_bytes"):
-            if key in d:
-                evidence[key] = d[key]
-        if "gpu" in d:
-            evidence["gpu"] = int(d["gpu"])
-        if "rank" in d:
-            evidence["rank"] = d["rank"]
-        sizes = ""
-        if "tried_bytes" in d:
-            sizes = f" while allocating {format_bytes(d['tried_bytes'])}"
-            if "total_bytes" in d:
-                sizes += f" on a {format_bytes(d['total_bytes'])} GPU with {format_bytes(d.get('free_bytes'))} free"
-        where = "CPU" if d.get("device") == "cpu" else f"GPU {d.get('gpu', '?')}"
-        if "rank" in d:
-            where += f" (rank {d['rank']})"
-        fragmented = ("reserved_unallocated_bytes" in d and d.get("tried_bytes")
-                      and d["reserved_unallocated_bytes"] > d["tried_bytes"])
-        findings.append(Finding("oom", "error", f"Out of memory on {where}{sizes} (line {first.line}).", evidence,
-                                _oom_actions(ctx, fragmented)))
-    if killed and not ooms:
-        first = killed[0]
-        findings.append(Finding(
-            "oom", "error",
-            f"A process was killed by SIGKILL (line {first.line}): the signature of the kernel's OOM killer, "
-            "i.e. host RAM ran out (not GPU memory).",
-            {"line": first.line, "quote": first.text, "occurrences": counts.get("killed", len(killed)),
-             "signal": "SIGKILL", "host_memory": True},
-            ["Confirm with `dmesg | grep -i 'killed process'` (or the job scheduler's memory report).",
-             "Host memory per process: fewer DataLoader workers or a smaller prefetch_factor; avoid loading the "
-             "whole dataset into every rank (memory-map it or load lazily); pin_memory only where it helps.",
-             "Request more host memory, or fewer processes per node."]))
-    return findings
+    if not ooms:
+        return []
+    first, last = ooms[0], ooms[-1]
+    d = dict(first.details)
+    for later in ooms[1:]:  # a device named on any OOM line of the run
+        for key in ("gpu", "device", "framework"):
+            if key not in d and key in later.details:
+                d[key] = later.details[key]
+    evidence = {"line": first.line, "quote": first.text, "occurrences": counts.get("oom", len(ooms)),
+                "device": d.get("device")}
+    for key in ("tried_bytes", "total_bytes", "free_bytes", "allocated_bytes", "reserved_bytes", "in_use_bytes",
+                "reserved_unallocated_bytes", "framework"):
+        if key in d:
+            evidence[key] = d[key]
+    if "gpu" in d:
+        evidence["gpu"] = int(d["gpu"])
+    if "rank" in d:
+        evidence["rank"] = d["rank"]
+    sizes = ""
+    if "tried_bytes" in d:
+        sizes = f" while allocating {format_bytes(d['tried_bytes'])}"
+        if "total_bytes" in d:
+            sizes += f" on a {format_bytes(d['total_bytes'])} device with {format_bytes(d.get('free_bytes'))} free"
+    where = _oom_device(d)
+    if "rank" in d:
+        where += f" (rank {d['rank']})"
+    fragmented = ("reserved_unallocated_bytes" in d and d.get("tried_bytes")
+                  and d["reserved_unallocated_bytes"] > d["tried_bytes"])
+    recovery = _oom_recovery(last, events, series or {})
+    actions = _oom_actions(ctx, fragmented, d)
+    if recovery is None:
+        return [Finding("oom", "error", f"Out of memory on {where}{sizes} (line {first.line}).", evidence, actions)]
+    evidence.update(recovery)
+    lowered = (f"; the batch was lowered to {recovery['batch_lowered_to']}" if "batch_lowered_to" in recovery
+               else "")
+    skipped = recovery.get("batches_skipped")
+    skipped_text = f"; {skipped} batch(es) were skipped" if skipped else ""
+    return [Finding("oom", "warning",
+                    f"Out of memory on {where}{sizes} (line {first.line}), but the run recovered{skipped_text}"
+                    f"{lowered} and trained on ({recovery['points_after']} logged point(s) after the last OOM).",
+                    evidence, ["The run survived, but each OOM costs a batch (or a restart at a smaller batch): "
+                               "plan the batch below the ceiling so it stops happening."] + actions)]
 
 
-def _oom_actions(ctx: Context, fragmented: bool) -> list[str]:
-    precision = ctx.precision or "unknown"
+def _oom_device(d: dict) -> str:
+    device = d.get("device")
+    if device == "cpu":
+        return "CPU"
+    if device == "mps":
+        return "Apple MPS"
+    name = "GPU"
+    return f"{name} {d['gpu']}" if "gpu" in d else ("the GPU" if device in ("cuda", "gpu") else "the device")
+
+
+def _oom_recovery(last: LogEvent, events: list[LogEvent], series: dict[str, list[Point]]) -> dict | None:
+    """How the run went on after its last OOM, or None when the OOM ended it (a crash or nothing logged after)."""
+    if any(e.kind in ("crash", "signal", "killed") and e.line > last.line for e in events):
+        return None
+    after = [p for name in (TRAIN_LOSS, VAL_LOSS, "train_loss_epoch") for p in series.get(name, [])
+             if p.line > last.line and math.isfinite(p.value)]
+    if not after:
+        return None
+    recovery: dict = {"recovered": True, "points_after": len(after)}
+    skipped = sum(1 for e in events if e.kind == "oom-skip")
+    if skipped:
+        recovery["batches_skipped"] = skipped
+    lowered = [e.details["batch"] for e in events if e.kind == "batch-lowered"]
+    if lowered:
+        recovery["batch_lowered_to"] = lowered[-1]
+    return recovery
+
+
+def _oom_actions(ctx: Context, fragmented: bool, details: dict | None = None) -> list[str]:
+    details = details or {}
+    framework = details.get("framework") or ctx.framework
+    device = details.get("device")
+    if framework == "tensorflow":
+        return ["TensorFlow ran out of memory: enable mixed precision "
+                "(tf.keras.mixed_precision.set_global_policy('mixed_float16')).",
+                "Let TensorFlow grow GPU memory instead of reserving it all "
+                "(tf.config.experimental.set_memory_growth(gpu, True)), and do not keep several models alive.",
+                "Check the input shapes in the message (the tensor it could not allocate): a resize bug or a "
+                "padded long sequence is common.",
+                "Only then lower the batch size and keep the global batch with gradient accumulation."]
     actions = []
+    if device == "mps":
+        actions.append("Apple MPS shares unified memory with the system: close other GPU users; "
+                       "PYTORCH_MPS_HIGH_WATERMARK_RATIO raises the cap only at the risk of swapping the machine.")
+    precision = ctx.precision or "unknown"
     if precision in ("fp32", "unknown"):
         actions.append("Enable mixed precision first (torch.autocast with bf16 on Ampere+/Hopper, or fp16 with a "
                        "GradScaler): it roughly halves activation memory.")
     else:
         actions.append(f"Mixed precision ({precision}) is already on; go on with the next checks.")
+    empty_cache = "torch.mps.empty_cache()" if device == "mps" else "torch.cuda.empty_cache()"
+    alloc_conf = "PYTORCH_HIP_ALLOC_CONF" if framework == "rocm" else "PYTORCH_CUDA_ALLOC_CONF"
     actions += [
         "Look for tensors that keep the autograd graph alive: accumulate `loss.item()` (not `loss`) for logging, "
         "and do not store outputs or intermediates across steps for debugging.",
-        "Free what is no longer needed (`del` large tensors, then `torch.cuda.empty_cache()`)"
+        f"Free what is no longer needed (`del` large tensors, then `{empty_cache}`)"
         + (": PyTorch holds reserved-but-unallocated memory larger than the request, a sign of fragmentation; "
-           "also try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True." if fragmented else "."),
+           f"also try {alloc_conf}=expandable_segments:True." if fragmented else "."),
         "Check the input sizes: a resize bug that doubles the resolution or an unpadded long sequence quadruples "
         "activation memory.",
     ]
@@ -236,21 +303,32 @@ def detect_diverged(series: dict[str, list[Point]], events: list[LogEvent], coun
                     ctx: Context, non_finite: dict[str, Point] | None = None) -> list[Finding]:
     """Divergence from every signal, strongest first: a non-finite loss (any case: nan, NaN, inf, -Infinity);
     a gradient norm that stays non-finite; fp16 loss scaling collapsing (a run of overflows halving the scale
-    to a small value, or the scale at its floor); a loss that climbs far above where it started; a loss stuck
-    at exactly one value (the run is not learning).
+    to a small value, or overflows at the framework's floor); a loss that climbs far above where it started,
+    or jumps several times its recent spread and stays there (judged on short epoch logs too).
+    A loss stuck at one value is not divergence: detect_not_learning names it.
     """
-    for name in (TRAIN_LOSS, VAL_LOSS, "train_loss_epoch"):
-        bad = (non_finite or {}).get(name)
-        if bad is not None:
-            before = [p.value for p in series.get(name, []) if p.line < bad.line and math.isfinite(p.value)]
-            where = _where([bad], 0)
-            evidence = {"series": name, "first_non_finite": where, "value": str(bad.value),
-                        "last_finite": before[-1] if before else None,
-                        "max_before": max(before) if before else None}
-            return [Finding("diverged", "error",
-                            f"{name} became {bad.value} at {_describe(where)}: training diverged.",
-                            evidence, _diverged_actions(ctx))]
+    non_finite = non_finite or {}
     norms = series.get("grad_norm", [])
+    bad_losses = [non_finite[name] for name in (TRAIN_LOSS, VAL_LOSS, "train_loss_epoch") if name in non_finite]
+    if bad_losses:
+        bad = min(bad_losses, key=lambda p: p.line)
+        # A gradient norm that went non-finite first is where it started (and the line to read).
+        norm_bad = non_finite.get("grad_norm")
+        if norm_bad is not None and norm_bad.line < bad.line:
+            bad = norm_bad
+        name = bad.name
+        before = [p.value for p in series.get(name, []) if p.line < bad.line and math.isfinite(p.value)]
+        where = _where([bad], 0)
+        evidence = {"series": name, "first_non_finite": where, "value": str(bad.value),
+                    "last_finite": before[-1] if before else None,
+                    "max_before": max(before) if before else None}
+        later = sorted({p.name for p in bad_losses if p.line > bad.line})
+        if later:
+            evidence["then_non_finite"] = later
+        return [Finding("diverged", "error",
+                        f"{name} became {bad.value} at {_describe(where)}"
+                        + (f" (then {', '.join(later)})" if later else "") + ": training diverged.",
+                        evidence, _diverged_actions(ctx))]
     run, start = _non_finite_run(norms)
     if norms and (run >= GRAD_NORM_NON_FINITE_RUN or (run and not math.isfinite(norms[-1].value))):
         # An isolated inf/nan gradient norm is fp16 loss scaling skipping one step; a run of them is divergence.
@@ -263,7 +341,7 @@ def detect_diverged(series: dict[str, list[Point]], events: list[LogEvent], coun
     scale_finding = _loss_scale_collapse(series.get("loss_scale", []), events, counts, ctx)
     if scale_finding:
         return [scale_finding]
-    train = _finite(series.get(TRAIN_LOSS, []))
+    train = _finite(series.get(TRAIN_LOSS, []) or series.get("train_loss_epoch", []))
     if len(train) >= MIN_POINTS:
         values = _values(train)
         k = max(3, len(values) // 10)
@@ -278,50 +356,77 @@ def detect_diverged(series: dict[str, list[Point]], events: list[LogEvent], coun
                             {"series": TRAIN_LOSS, "start": start_level, "early_min": early_min, "late_median": late,
                              "peak": max(values),
                              **_span(train, 0, len(train) - 1)}, _diverged_actions(ctx))]
-        stuck = 1
-        tolerance = STUCK_TOLERANCE * abs(values[-1])  # float32 noise in the last printed digit
-        while stuck < len(values) and abs(values[-stuck - 1] - values[-1]) <= tolerance:
-            stuck += 1
-        # Stuck near where it started (a converged loss printed to 4 decimals also repeats, far below its start).
-        if (values[-1] != 0 and values[-1] >= STUCK_NEAR_START * start_level
-                and stuck >= max(STUCK_MIN_POINTS, STUCK_SHARE * len(values))):
+    for name in (TRAIN_LOSS, VAL_LOSS):
+        jump = _lasting_jump(_finite(series.get(name, []) or (series.get("train_loss_epoch", [])
+                                                              if name == TRAIN_LOSS else [])))
+        if jump:
+            index, points, before, after = jump
+            stayed = len(points) - index
             return [Finding("diverged", "error",
-                            f"The training loss is stuck at {values[-1]:.6g} (to the last printed digit) for the last {stuck} points: "
-                            "the model is not learning (no update reaches the weights, or the network is dead).",
-                            {"series": TRAIN_LOSS, "stuck_value": values[-1], "stuck_points": stuck,
-                             **_span(train, len(train) - stuck, len(train) - 1)},
-                            ["Check that the optimizer steps the model's parameters: optimizer.zero_grad() before "
-                             "backward(), not between backward() and step(); the optimizer built over this model's "
-                             "parameters; requires_grad not turned off.",
-                             "Check the LR schedule is not at 0 (warmup from 0, a scheduler stepped too often).",
-                             "If an earlier spike preceded the plateau, the network may be dead (ReLUs or saturated "
-                             "activations): lower the LR, clip gradients, restart from a checkpoint before it."])]
+                            f"The {'training' if name == TRAIN_LOSS else 'validation'} loss jumped from about "
+                            f"{before:.4g} to {after:.4g} at {_describe(_where(points, index))} and stayed there for "
+                            f"{stayed} point(s): training blew up.",
+                            {"series": name, "level_before": round(before, 6), "level_after": round(after, 6),
+                             "points_after": stayed, **_span(points, index, len(points) - 1)},
+                            _diverged_actions(ctx), confidence="high" if stayed >= 4 else "medium")]
     return []
+
+
+def _lasting_jump(points: list[Point]) -> tuple[int, list[Point], float, float] | None:
+    """(index, points, level before, level after) of a jump far above the spread before it that never comes
+    back, with at least two points after it; None otherwise. Works on a handful of epoch points."""
+    values = _values(points)
+    for index in range(3, len(values) - 1):
+        before = values[:index]
+        level = _median(before)
+        spread = max(max(before) - min(before), 1e-12)
+        after = values[index:]
+        low_after = min(after)
+        if (low_after - max(before) > JUMP_TO_SPREAD * spread and low_after - level > JUMP_TO_LEVEL * abs(level)
+                and len(after) >= 2):
+            return index, points, level, _median(after)
+    return None
+
+
+def _framework_floor(ctx: Context, events: list[LogEvent]) -> tuple[str | None, float | None]:
+    framework = ctx.framework or next((e.details.get("framework") for e in events
+                                       if e.kind == "overflow" and e.details.get("framework")), None)
+    return framework, LOSS_SCALE_FLOORS.get(framework or "")
 
 
 def _loss_scale_collapse(scales: list[Point], events: list[LogEvent], counts: dict, ctx: Context
                          ) -> Finding | None:
     overflows = [e for e in events if e.kind == "overflow"]
     at_floor = counts.get("loss-scale-floor", 0) > 0
-    # The scale as logged (Megatron, fairseq, DLLogger columns) or as the overflow messages report it.
-    logged = [p.value for p in scales if math.isfinite(p.value)]
+    framework, floor_value = _framework_floor(ctx, events)
+    # The scale as logged (Megatron, fairseq, DLLogger columns) or as the overflow messages report it. A logged
+    # 0 is a small scale rounded by the printer (fairseq's "loss_scale 0"), not a scale of 0: it is not read.
+    logged = [p.value for p in scales if math.isfinite(p.value) and p.value > 0]
     from_events = [e.details["reduced"] for e in overflows if "reduced" in e.details]
-    if from_events and overflows[0].details.get("attempted"):
+    if not from_events:  # "Attempted loss scale: N" alone (DeepSpeed, apex's old FP16_Optimizer)
+        from_events = [e.details["attempted"] for e in overflows if "attempted" in e.details]
+    elif overflows[0].details.get("attempted"):
         from_events.insert(0, overflows[0].details["attempted"])
     for source, values in (("overflow messages", from_events), ("logged loss scale", logged)):
         run, before, after = _halving_run(values)
-        floor = bool(values) and values[-1] <= LOSS_SCALE_FLOOR and len(values) >= 2 and values[-2] <= LOSS_SCALE_FLOOR
-        if (run >= LOSS_SCALE_RUN and after <= LOSS_SCALE_SMALL) or floor:
+        # At the floor only counts while overflows keep coming there: one overflow an epoch at scale 1.0 is a
+        # converged fp16 run breathing, not a divergence.
+        floor = source == "overflow messages" and _overflows_at_floor(overflows, floor_value)
+        small = LOSS_SCALE_SMALL if floor_value is None else max(LOSS_SCALE_SMALL * floor_value, floor_value * 2)
+        if floor_value is None and source == "overflow messages" and run >= LOSS_SCALE_RUN:
+            small = LOSS_SCALE_SMALL  # no floor (apex, GradScaler): a cascade down to a handful is the collapse
+        if (run >= LOSS_SCALE_RUN and after <= small) or floor:
             at_floor = at_floor or floor
             first = next((e for e in overflows), None)
             evidence = {"source": source, "halvings_in_a_row": run, "scale_before": before, "scale_after": after,
                         "last_scale": values[-1], "overflow_events": counts.get("overflow", 0),
-                        "loss_scale_at_minimum": at_floor}
+                        "loss_scale_at_minimum": at_floor, "framework": framework, "floor": floor_value}
             if first is not None:
                 evidence.update({"first_line": first.line, "quote": first.text})
+            floor_text = f" (the floor of {framework}: {floor_value:g})" if floor_value is not None else ""
             return Finding("diverged", "error",
                            f"fp16 loss scaling collapsed: {run} reductions in a row took the scale from {before:g} "
-                           f"to {after:g}" + (" and it sits at its floor" if at_floor else "")
+                           f"to {after:g}" + (f" and it sits at its floor{floor_text}" if at_floor else "")
                            + ": gradients are non-finite step after step, updates are being skipped.",
                            evidence, ["Switch from fp16 to bf16 if the GPU supports it (no loss scaling needed)."]
                            + _diverged_actions(ctx))
@@ -335,6 +440,112 @@ def _loss_scale_collapse(scales: list[Point], events: list[LogEvent], counts: di
                        ["Switch from fp16 to bf16 if the GPU supports it (no loss scaling needed)."]
                        + _diverged_actions(ctx))
     return None
+
+
+def _overflows_at_floor(overflows: list[LogEvent], floor_value: float | None) -> bool:
+    """LOSS_SCALE_RUN overflows in a row (a few lines apart, no training between them) at the framework's floor."""
+    if floor_value is None:
+        return False
+    run, previous = 0, None
+    for event in overflows:
+        scale = event.details.get("reduced", event.details.get("attempted"))
+        if scale is None or scale > 2 * floor_value:
+            run, previous = 0, None
+            continue
+        run = run + 1 if previous is not None and event.line - previous <= OVERFLOW_GAP_LINES else 1
+        previous = event.line
+        if run >= LOSS_SCALE_RUN:
+            return True
+    return False
+
+
+# ------------------------------------------------------------------ not learning
+
+NOT_LEARNING_ACTIONS = [
+    "Check that the optimizer steps the model's parameters: optimizer.zero_grad() before backward(), not between "
+    "backward() and step(); the optimizer built over this model's parameters; requires_grad not turned off; "
+    "model.train() called.",
+    "Check the loss wiring: CrossEntropyLoss takes raw logits (no softmax before it), labels match the outputs "
+    "(class indices, not one-hot, for the number of classes the head has).",
+    "Check the LR schedule is not at 0 (warmup from 0, a scheduler stepped too often) and not so high that the "
+    "network died (ReLUs or saturated activations): try a 10x smaller LR for a few hundred steps.",
+    "Overfit one small batch first: a model that cannot drive the loss of 20 samples to ~0 has a pipeline bug.",
+    "If all of that is right, the LR may be far too low to move off the start (e.g. plain SGD at 1e-4): run a "
+    "short trial with the LR 10x higher, or with Adam.",
+]
+
+
+def _class_count(series: dict[str, list[Point]], ctx: Context) -> tuple[int | None, str | None, float | None]:
+    """(K, where it came from, the accuracy it came from) for a K-way task: --classes, or chance-level accuracy."""
+    if ctx.classes and ctx.classes >= 2:
+        return ctx.classes, "stated (--classes)", None
+    for name in ("val_acc", "train_acc"):
+        accs = [p.value for p in series.get(name, []) if math.isfinite(p.value)]
+        if accs:
+            acc = _median(accs[-3:])
+            acc = acc / 100 if acc > 1 else acc
+            if 0 < acc <= 0.5:
+                return round(1 / acc), f"accuracy {acc:.3g} = 1/K", acc
+    return None, None, None
+
+
+def detect_not_learning(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """A loss that sits where an untrained model starts: at ln(K) for a K-way classifier (K from --classes, the
+    log's chance-level accuracy, or a common class count), or constant to its printed digits for most of the
+    run near where it started. Judged on short epoch logs too; the confidence says how much it stands on."""
+    train = _finite(series.get(TRAIN_LOSS, []) or series.get("train_loss_epoch", []))
+    if len(train) < STUCK_FEW_POINTS:
+        return []
+    values = _values(train)
+    last = values[-1]
+    tail = values[len(values) // 2:]
+    level = _median(tail)
+    evidence = {"series": TRAIN_LOSS, "level": round(level, 6), "points": len(values)}
+    # Constant to the printed digits for most of the run, near where it started.
+    stuck = 1
+    tolerance = PRINT_PRECISION * abs(last)
+    while stuck < len(values) and abs(values[-stuck - 1] - last) <= tolerance:
+        stuck += 1
+    start_level = min(values[0], _median(values[:3]))
+    needed = max(STUCK_FEW_POINTS, STUCK_SHARE * len(values)) if len(values) >= MIN_POINTS else max(
+        STUCK_FEW_POINTS, len(values) // 2 + 1)
+    if last != 0 and abs(last) >= STUCK_NEAR_START * abs(start_level) and stuck >= needed:
+        confidence = "high" if stuck >= STUCK_MIN_POINTS else ("medium" if stuck >= 6 else "low")
+        evidence.update({"stuck_value": last, "stuck_points": stuck,
+                         **_span(train, len(train) - stuck, len(train) - 1)})
+        return [Finding("not-learning", "error",
+                        f"The training loss is stuck at {last:.6g} (to its printed digits) for the last {stuck} "
+                        "points: the model is not learning (no update reaches the weights, or the network is dead).",
+                        evidence, list(NOT_LEARNING_ACTIONS), confidence=confidence)]
+    # ln(K): where cross-entropy starts for a K-way classifier that predicts every class alike.
+    k, k_source, acc = _class_count(series, ctx)
+    candidates = [(k, LN_K_TOLERANCE, k_source)] if k else []
+    if len(values) >= LN_K_COMMON_MIN_POINTS:
+        candidates += [(c, LN_K_COMMON_TOLERANCE, "a common class count") for c in COMMON_CLASS_COUNTS]
+    noise = _mad_sigma([b - a for a, b in zip(tail, tail[1:])]) / math.sqrt(2) if len(tail) > 2 else 0.0
+    third = max(1, len(tail) // 3)
+    tail_fall = _median(tail[:third]) - _median(tail[-third:])
+    # Flat over the tail and over the whole run: a slow run (LR too low) also sits near ln(K), but falls.
+    tenth = max(1, len(values) // 10)
+    run_fall = _median(values[:tenth]) - _median(values[-tenth:])
+    run_noise = _mad_sigma([b - a for a, b in zip(values, values[1:])]) / math.sqrt(2) if len(values) > 2 else 0.0
+    flat = (tail_fall <= max(2 * noise, 0.002 * abs(level))
+            and run_fall <= max(2 * run_noise, 0.005 * abs(level)))
+    for count, tolerance, source in candidates:
+        ln_k = math.log(count)
+        if flat and level > 0 and abs(level - ln_k) <= tolerance * ln_k and min(tail) > ln_k * (1 - 3 * tolerance):
+            confidence = "high" if (acc or count == ctx.classes) and len(tail) >= 3 else (
+                "medium" if len(values) >= LN_K_COMMON_MIN_POINTS else "low")
+            evidence.update({"classes": count, "classes_from": source, "ln_classes": round(ln_k, 4),
+                             "tail_fall": round(tail_fall, 6), "noise_sigma": round(noise, 6),
+                             **_span(train, len(train) - len(tail), len(train) - 1)})
+            if acc is not None:
+                evidence["accuracy"] = round(acc, 4)
+            return [Finding("not-learning", "error",
+                            f"The training loss sits at {level:.4g} = ln({count}) (K={count}, {source}) and does not "
+                            "fall: the model predicts every class alike, it is not learning.",
+                            evidence, list(NOT_LEARNING_ACTIONS), confidence=confidence)]
+    return []
 
 
 def _diverged_actions(ctx: Context) -> list[str]:
@@ -490,6 +701,8 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
     train = _finite(series.get(TRAIN_LOSS, []) or series.get("train_loss_epoch", []))
     val = _finite(series.get(VAL_LOSS, []))
     findings = []
+    if len(train) < MIN_POINTS:
+        return _few_points_overfitting(train, val, ctx)
     train_drop = _relative_drop(_values(train)) if len(train) >= MIN_POINTS else None
     if len(val) >= 4 and train_drop is not None and train_drop > HEALTHY_TRAIN_DROP:
         values = _values(val)
@@ -514,15 +727,7 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
                        if rising else
                        f"Validation loss is flat ({val_tail_drop:+.1%} over the second half) while the training "
                        f"loss still falls: overfitting.")
-            actions = []
-            if ctx.per_device and ctx.global_batch and ctx.global_batch >= 128:
-                actions.append(f"Try a smaller global batch than {ctx.global_batch} (half, LR scaled down with "
-                               "it): smaller batches regularise; large ones converge to sharper minima.")
-            else:
-                actions.append("Try a smaller batch (LR scaled down with it): smaller batches regularise.")
-            actions += ["Add augmentation, dropout or weight decay.",
-                        "Stop early at the best validation step (checkpoint on val loss)."]
-            findings.append(Finding("overfitting", "warning", summary, evidence, actions))
+            findings.append(Finding("overfitting", "warning", summary, evidence, _overfitting_actions(ctx)))
             return findings
     # Slow convergence: both curves fall slowly (or do not fall).
     if train_drop is not None and len(train) >= SLOW_MIN_POINTS:
@@ -530,12 +735,20 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
         val_drop = _relative_drop(_values(val)) if len(val) >= 4 else None
         val_slow = val_drop is None or val_drop < SLOW_DROP
         # A plateau followed by a drop is fine: the overall drop would be large.
-        if train_drop < SLOW_DROP and val_slow:
+        # Judged on the shape of the curve: a decay that has flattened against its own noise has converged
+        # (a resumed or fine-tuning run near its floor falls little, and is fine); slow is still falling steadily.
+        late = values[len(values) // 2:]
+        late_trend, late_noise = _trend_and_noise(late)
+        tenth = max(1, len(late_trend) // 10)
+        late_fall = _median(late_trend[:tenth]) - _median(late_trend[-tenth:])
+        still_falling = late_fall > late_noise  # the smoothed trend still drops more than its noise
+        if train_drop < SLOW_DROP and val_slow and still_falling:
             start = _median(values[:max(2, len(values) // 10)])
             last_quarter = values[3 * len(values) // 4:]
             still = _relative_drop(last_quarter) if len(last_quarter) >= 4 else 0.0
             evidence = {"train_start": round(start, 5), "train_end": round(_median(values[-max(2, len(values) // 10):]), 5),
                         "train_drop": round(train_drop, 3), "still_falling_last_quarter": round(still, 3),
+                        "second_half_fall": round(late_fall, 6), "second_half_noise": round(late_noise, 6),
                         "points": len(values), **_span(train, 0, len(train) - 1)}
             if val_drop is not None:
                 evidence["val_drop"] = round(val_drop, 3)
@@ -554,6 +767,45 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
     return findings
 
 
+def _overfitting_actions(ctx: Context) -> list[str]:
+    actions = []
+    if ctx.per_device and ctx.global_batch and ctx.global_batch >= 128:
+        actions.append(f"Try a smaller global batch than {ctx.global_batch} (half, LR scaled down with "
+                       "it): smaller batches regularise; large ones converge to sharper minima.")
+    else:
+        actions.append("Try a smaller batch (LR scaled down with it): smaller batches regularise.")
+    return actions + ["Add augmentation, dropout or weight decay.",
+                      "Stop early at the best validation step (checkpoint on val loss)."]
+
+
+def _few_points_overfitting(train: list[Point], val: list[Point], ctx: Context) -> list[Finding]:
+    """Short (epoch-level) logs: validation rising FEW_RISING+ points in a row after its best while training
+    falls is overfitting, said with the confidence so few points allow."""
+    if len(val) < FEW_RISING + 1 or len(train) < 2:
+        return []
+    values = _values(val)
+    best = min(range(len(values)), key=values.__getitem__)
+    after = values[best:]
+    rising = sum(1 for a, b in zip(after, after[1:]) if b > a)
+    train_values = _values(train)
+    # Training over the same stretch (by line: the epochs after validation's best).
+    since = [p.value for p in train if p.line >= val[best].line] or train_values[-2:]
+    train_fall = (train_values[0] - train_values[-1]) / abs(train_values[0]) if train_values[0] else 0.0
+    falling_since = len(since) < 2 or since[-1] < since[0]
+    if rising < FEW_RISING or len(after) - 1 != rising or train_fall < FEW_TRAIN_FALL or not falling_since:
+        return []
+    rise = (values[-1] - values[best]) / abs(values[best]) if values[best] else 0.0
+    confidence = "high" if rising >= 5 and rise > 0.2 else ("medium" if rising >= 4 or rise > 0.2 else "low")
+    evidence = {"val_best": round(values[best], 5), "val_best_at": _where(val, best),
+                "val_last": round(values[-1], 5), "val_last_at": _where(val, len(val) - 1),
+                "rising_points": rising, "val_rise": round(rise, 3), "train_drop": round(train_fall, 3),
+                "val_points": len(val), "train_points": len(train)}
+    return [Finding("overfitting", "warning",
+                    f"Validation loss bottomed at {values[best]:.4g} at {_describe(_where(val, best))} and rose "
+                    f"{rising} time(s) in a row to {values[-1]:.4g} while the training loss fell {train_fall:.0%}: "
+                    "overfitting.", evidence, _overfitting_actions(ctx), confidence=confidence)]
+
+
 # ------------------------------------------------------------------ crashes that are not OOM
 
 CRASH_LABELS = {
@@ -561,6 +813,7 @@ CRASH_LABELS = {
     "illegal-memory-access": "an illegal memory access on the GPU",
     "shape-mismatch": "a tensor shape mismatch",
     "signal": "a worker died from a signal",
+    "killed": "a worker was killed (SIGKILL): by the kernel OOM killer or by the scheduler",
     "exception": "an exception",
 }
 CRASH_ACTIONS = {
@@ -587,6 +840,13 @@ CRASH_ACTIONS = {
         "Find which rank died first and from which signal: SIGSEGV/SIGABRT point at a native crash (a CUDA "
         "extension, a DataLoader worker), SIGTERM at the scheduler or launcher stopping the job.",
         "Re-run that configuration with num_workers=0 to see whether a DataLoader worker is the cause."],
+    "killed": [
+        "Check `dmesg | grep -i 'killed process'` on the node: an entry names the kernel OOM killer (host RAM ran "
+        "out, not GPU memory); none points at the scheduler.",
+        "Check the job's memory limit and its accounting (e.g. `sacct -j JOB --format=MaxRSS,ReqMem`, "
+        "`kubectl describe pod` for OOMKilled) and whether the job hit its time limit or was preempted.",
+        "If host memory ran out: fewer DataLoader workers or a smaller prefetch_factor, memory-map the dataset "
+        "instead of loading it into every rank, load checkpoints with mmap=True / on one rank."],
     "exception": [
         "Read the traceback around the quoted line: the run stopped on a Python exception that is not a memory or "
         "distributed failure.",
@@ -596,8 +856,22 @@ CRASH_ACTIONS = {
 
 def detect_crash(events: list[LogEvent], counts: dict) -> list[Finding]:
     """A crash that is not an out-of-memory error, named by class (the earliest named failure in the log)."""
-    if any(e.kind in ("oom", "killed") for e in events):
+    if any(e.kind == "oom" for e in events):
         return []  # the OOM is the crash; exit codes and tracebacks after it are its consequences
+    killed = [e for e in events if e.kind == "killed"]
+    if killed:
+        first = killed[0]
+        evidence = {"class": "killed", "line": first.line, "quote": first.text, "signal": "SIGKILL",
+                    "occurrences": counts.get("killed", len(killed))}
+        for key in ("rank", "local_rank", "exitcode", "pid"):
+            if key in first.details:
+                evidence[key] = first.details[key]
+        rank = first.details.get("rank", first.details.get("local_rank"))
+        where = f"line {first.line}" + (f", rank {rank}" if rank is not None else "")
+        return [Finding("crash", "error",
+                        f"killed: a worker got SIGKILL ({where}), from the kernel OOM killer or the scheduler; check "
+                        "dmesg / the job's memory limit. It is not a GPU out-of-memory error.",
+                        evidence, list(CRASH_ACTIONS["killed"]))]
     crashes = [e for e in events if e.kind in ("crash", "signal")]
     if not crashes:
         return []
@@ -625,6 +899,8 @@ def detect_crash(events: list[LogEvent], counts: dict) -> list[Finding]:
 COFINDING_RULES = (
     ("diverged", ("oscillation-jitter", "oscillation-periodic", "slow-convergence", "overfitting"), "drop",
      "a diverging run also jitters, stalls and leaves validation behind: the divergence is the cause"),
+    ("not-learning", ("oscillation-jitter", "oscillation-periodic", "slow-convergence", "overfitting"), "drop",
+     "a loss that does not move off its starting level also looks flat, slow and noisy: not learning is the cause"),
     ("oscillation-periodic", ("slow-convergence", "oscillation-jitter"), "drop",
      "a loss that swings with the data order also looks noisy and falls slowly: the swing is the cause"),
     ("oscillation-jitter", ("slow-convergence",), "drop",
@@ -656,8 +932,9 @@ def apply_cofinding_rules(findings: list[Finding]) -> list[Finding]:
 
 def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts: dict, ctx: Context,
                   non_finite: dict[str, Point] | None = None) -> list[Finding]:
-    findings = detect_oom(events, counts, ctx) + detect_crash(events, counts)
-    findings += detect_diverged(series, events, counts, ctx, non_finite)
+    findings = detect_oom(events, counts, ctx, series) + detect_crash(events, counts)
+    diverged = detect_diverged(series, events, counts, ctx, non_finite)
+    findings += diverged or detect_not_learning(series, ctx)
     findings += detect_periodic(series, ctx) or detect_jitter(series, ctx)
     findings += detect_validation(series, ctx)
     return apply_cofinding_rules(findings)
@@ -668,6 +945,8 @@ def judgeable(series: dict[str, list[Point]]) -> str | None:
     train = _finite(series.get(TRAIN_LOSS, []) or series.get("train_loss_epoch", []))
     if len(train) >= MIN_POINTS:
         return None
+    if len(train) > FEW_RISING and len(_finite(series.get(VAL_LOSS, []))) > FEW_RISING:
+        return None  # an epoch log: the few-point rules judge it (each finding states its confidence)
     if not train:
         present = ", ".join(f"{k} {len(v)}" for k, v in series.items()) or "no metric series"
         return f"no training loss was read ({present})"

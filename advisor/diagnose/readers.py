@@ -65,11 +65,44 @@ class OOMReader(LineReader):
                      r"(?P<tried_bytes>\d+) bytes")
     OTHER = re.compile(r"CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|torch\.(?:cuda\.)?OutOfMemoryError"
                        r"|CUDA out of memory|RuntimeError: \[enforce fail at alloc_cpu\.cpp")
+    # TensorFlow: "ResourceExhaustedError: OOM when allocating tensor with shape[...] ... on /device:GPU:0"
+    TENSORFLOW = re.compile(r"OOM when allocating tensor|ResourceExhaustedError")
+    GPU_NUMBER = re.compile(r"\(GPU (\d+);|GPU (\d+) has a total|device:GPU:(\d+)|/gpu:(\d+)|cuda:(\d+)", re.I)
+    RECOVERING = re.compile(r"attempting to recover from OOM|OOM: Ran out of memory", re.I)
+    # After an OOM the run may go on: fairseq skips the batch; HF Trainer's auto_find_batch_size retries smaller.
+    SKIPPED = re.compile(r"^\s*Skipping batch|skipping batch", re.I)
+    BATCH_LOWERED = re.compile(r"Currently training with a batch size of:?\s*(?P<batch>\d+)")
 
     def read(self, text, line):
         lowered = text.lower()  # the same test as is_oom_message, as plain substring checks: this runs on every line
         if not any(marker in lowered for marker in OOM_MARKERS):
+            if "OOM" in text and (self.TENSORFLOW.search(text) or self.RECOVERING.search(text)):
+                details = {"device": "gpu"} if "OOM when" in text or "Resource" in text else {"device": "cuda"}
+                if self.TENSORFLOW.search(text):
+                    details["framework"] = "tensorflow"
+                    details["device"] = "cpu" if "/cpu:" in lowered and "gpu" not in lowered else "gpu"
+                return [LogEvent(line, "oom", text.strip()[:400], self._device(text, details))]
+            if "atch" in text:
+                if self.SKIPPED.search(text):
+                    return [LogEvent(line, "oom-skip", text.strip()[:300], {})]
+                m = self.BATCH_LOWERED.search(text)
+                if m:
+                    return [LogEvent(line, "batch-lowered", text.strip()[:300], {"batch": int(m.group("batch"))})]
             return None
+        return self._read_oom(text, line, lowered)
+
+    def _device(self, text: str, details: dict) -> dict:
+        """Name the device where the line does: GPU number, Apple MPS, ROCm/HIP."""
+        m = self.GPU_NUMBER.search(text)
+        if m and "gpu" not in details:
+            details["gpu"] = next(g for g in m.groups() if g is not None)
+        if "MPS backend out of memory" in text or "MPS out of memory" in text:
+            details["device"] = "mps"
+        elif "HIP out of memory" in text or "PYTORCH_HIP_ALLOC_CONF" in text:
+            details["framework"] = "rocm"
+        return details
+
+    def _read_oom(self, text, line, lowered):
         for pattern, where in ((self.LEGACY, "cuda"), (self.MODERN, "cuda"), (self.CPU, "cpu")):
             m = pattern.search(text)
             if m:
@@ -80,21 +113,22 @@ class OOMReader(LineReader):
                 if "tried_bytes" in details:
                     details["tried_bytes"] = int(details["tried_bytes"])
                 details["device"] = where
-                return [LogEvent(line, "oom", text.strip()[:400], details)]
+                return [LogEvent(line, "oom", text.strip()[:400], self._device(text, details))]
         m = self.OTHER.search(text)
         if m:
-            return [LogEvent(line, "oom", text.strip()[:400], {"device": "cpu" if "cpu" in m.group(0) else "cuda"})]
+            details = {"device": "cpu" if "cpu" in m.group(0) else "cuda"}
+            return [LogEvent(line, "oom", text.strip()[:400], self._device(text, details))]
         if is_oom_message(text):  # the project's one OOM classifier: every marker, any case, with or without Error
-            lowered = text.lower()
             device = "cpu" if ("cpu" in lowered or "primitive" in lowered) else "gpu"
-            return [LogEvent(line, "oom", text.strip()[:400], {"device": device})]
+            return [LogEvent(line, "oom", text.strip()[:400], self._device(text, {"device": device}))]
         return None
 
 
 # Crashes that are not out-of-memory errors, by class: the first thing to do differs for each.
 CRASH_CLASSES = (
     ("collective-timeout", re.compile(
-        r"Watchdog caught collective operation timeout|collective operation timeout|Timed out waiting \d+ ?ms"
+        # A log viewer may cut the line mid-word ("Watchdog caught collective operati"): the prefix is enough.
+        r"Watchdog caught collective|collective operation timeout|Timed out waiting \d+ ?ms"
         r"|NCCL (?:communicator was aborted|timeout)|ProcessGroupNCCL.*[Tt]imeout|Socket Timeout"
         r"|DistBackendError.*(?:[Tt]imed? ?out|[Tt]imeout)|wait timeout after \d+ ?ms", re.I)),
     ("illegal-memory-access", re.compile(
@@ -124,6 +158,7 @@ class TorchrunReader(LineReader):
     SIGNAL = re.compile(r"Signal (?P<sig>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)")
     KILLED = re.compile(r"^(?:.*: )?Killed\s*$|Out of memory: Killed process (?P<pid>\d+)")
     WORDS = ("exitcode", "Signal", "Killed", "Error", "Exception", "imeout", "imed out", "llegal", "isaligned",
+             "Watchdog",
              "ismatch", "must match", "multiplied", "invalid for input")
 
     def read(self, text, line):
@@ -242,15 +277,32 @@ class OverflowReader(LineReader):
     REDUCED = re.compile(r"(?:reducing to|reducing loss scale to|setting loss scale to:?)\s*"
                          r"(?P<reduced>\d+(?:\.\d+)?(?:e[+-]?\d+)?)")
 
+    DEEPSPEED_REDUCING = re.compile(r"Reducing dynamic loss scale from \S+ to (?P<reduced>\d+(?:\.\d+)?)")
+
+    @staticmethod
+    def _framework(text: str) -> str | None:
+        """Who wrote the overflow message: their loss-scale floors differ (detectors.LOSS_SCALE_FLOORS)."""
+        if "setting loss scale to" in text or "fairseq" in text:
+            return "fairseq"
+        if "Attempted loss scale" in text and ("[Rank" in text or "Overflow detected" in text or "reducing to" in text):
+            return "deepspeed"
+        if "loss scaler" in text:  # apex amp: "Gradient overflow.  Skipping step, loss scaler 0 reducing ..."
+            return "apex"
+        return None
+
     def read(self, text, line):
         if "verflow" in text or "VERFLOW" in text:
             if self.OVERFLOW.search(text):
-                details = {}
+                details = {"framework": self._framework(text)}
                 for pattern in (self.ATTEMPTED, self.REDUCED):
                     found = pattern.search(text)
                     if found:
                         details.update({k: float(v) for k, v in found.groupdict().items()})
                 return [LogEvent(line, "overflow", text.strip()[:300], details)]
+        m = self.DEEPSPEED_REDUCING.search(text)  # DeepSpeed's fused optimizer: "Reducing dynamic loss scale"
+        if m:
+            return [LogEvent(line, "overflow", text.strip()[:300],
+                             {"framework": "deepspeed", "reduced": float(m.group("reduced"))})]
         if "loss scale already at minimum" in text:
             return [LogEvent(line, "loss-scale-floor", text.strip()[:300], {})]
         return None
@@ -306,6 +358,7 @@ _DLL_STEP = re.compile(r"\(\s*(?P<a>\d+)\s*(?:,\s*(?P<b>\d+)\s*)?(?:,\s*(?P<c>\d
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\w.])|[-+]?(?i:nan|inf(?:inity)?)(?![A-Za-z])"
 _PAIR = re.compile(rf"(?<![\w./@\-])(?P<name>[A-Za-z][\w./@\-]*(?: [A-Za-z][\w./@\-]*){{0,3}}?)\s*(?:[:=]\s*|\s+)[\[(]?\s*"
                    rf"(?P<value>{_NUM})(?:\s*/\s*(?P<total>\d+)(?![\w.]))?")
+_ZERO_BASED_EPOCH = re.compile(r"^Epoch:\s*\[\d+\]")
 _POSITION = re.compile(r"(?<![\w./])(?P<pos>\d+)\s*/\s*(?P<total>\d+)(?![\w./])")
 
 
@@ -333,7 +386,11 @@ class TextMetricsReader(LineReader):
 
     def read(self, text, line):
         body = strip_prefix(text)
-        if not body or body.startswith("PARAMETER"):  # DLLogger run parameters, not metrics
+        if not body or body.startswith("PARAMETER"):  # DLLogger run parameters, not metrics ...
+            if body and "loss_scale" in body:  # ... but the loss scale is logged as one, every step
+                m = _KV.search(body[body.index("loss_scale"):])
+                value = to_float(m.group("value")) if m else None
+                return [Point(line, "loss_scale", value)] if value is not None else []
             return None if not body else []
         stage = line_stage(body)
         candidates, steps = [], []
@@ -382,7 +439,9 @@ class TextMetricsReader(LineReader):
                     position = (float(m.group("pos")), float(m.group("total")))
                     break
         if position and epoch is not None and position[1] > 0:
-            epoch = (epoch - 1 if epoch >= 1 else epoch) + position[0] / position[1]
+            # "Epoch: [0]  [ 100/1504]" (torchvision's MetricLogger) counts epochs from 0; "Epoch [3/20]" from 1.
+            zero_based = epoch_total is None and _ZERO_BASED_EPOCH.match(body) is not None
+            epoch = (epoch - 1 if epoch >= 1 and not zero_based else epoch) + position[0] / position[1]
         return _best_points(candidates, line, step, epoch)
 
 
@@ -404,9 +463,32 @@ class JSONLineReader(LineReader):
         return _points_from_pairs(pairs, line)
 
 
+class ResultsRowReader(LineReader):
+    """YOLO-style results rows with no header: 'epoch/epochs  gpu_mem  box obj cls total  targets img_size  P R mAP
+    mAP  val_box val_obj val_cls' (ultralytics yolov3/v5 results.txt, ScaledYOLOv4, yolov7)."""
+
+    name = "yolo-results"
+    description = "headerless YOLO results rows: '3/299  7G  0.09 0.15 0 0.24  66 640  P R mAP mAP  vbox vobj vcls'"
+    ROW = re.compile(r"^\s*(?P<epoch>\d+)/(?P<epochs>\d+)\s+(?P<mem>[\d.]+[KMGT]?)\s+(?P<rest>(?:\S+\s+){10,13}\S+)\s*$")
+
+    def read(self, text, line):
+        m = self.ROW.match(text)
+        if not m:
+            return None
+        numbers = [to_float(v) for v in m.group("rest").split()]
+        if any(v is None for v in numbers):
+            return None
+        epoch = float(m.group("epoch"))
+        # box, obj, cls, total | targets, img_size | P, R, mAP@.5, mAP@.5:.95 | val box, obj, cls (sum = val loss)
+        points = [Point(line, TRAIN_LOSS, numbers[3], epoch=epoch)]
+        if len(numbers) >= 13:
+            points.append(Point(line, "val_loss", sum(numbers[-3:]), epoch=epoch))
+        return points
+
+
 FAILURE_READERS: list[LineReader] = [OOMReader(), TorchrunReader(), OverflowReader()]
 METRIC_READERS: list[LineReader] = [HFDictReader(), DeepSpeedReader(), LightningBarReader(), JSONLineReader(),
-                                    TextMetricsReader()]
+                                    ResultsRowReader(), TextMetricsReader()]
 FORMAT_ALIASES = {"key-value": "plain"}  # the key=value reader of v1 is part of the text reader now
 FILE_FORMATS = {
     "trainer-state": "HF Trainer trainer_state.json (log_history)",

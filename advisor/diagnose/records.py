@@ -33,11 +33,13 @@ class LogEvent:
 @dataclass
 class Finding:
     kind: str  # oom | crash | oscillation-jitter | oscillation-periodic | overfitting | slow-convergence | diverged
+    #            | not-learning
     severity: str  # "error" | "warning"
     summary: str
     evidence: dict
     actions: list[str]
     secondary_to: str | None = None  # set by the co-finding rules: a weaker finding another one explains
+    confidence: str = "high"  # low | medium | high: how much of the curve the finding stands on
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -20,7 +20,8 @@ def watch(path: str, forced_format: str | None = None, context: Context | None =
           seconds: float | None = None, as_json: bool = False, out=None) -> int:
     """Read new complete lines every ``interval`` seconds; print a finding the first time it appears.
 
-    Returns 1 when something was reported, 0 otherwise (stopped by ``seconds`` or Ctrl-C).
+    A finding that stops holding is withdrawn (printed as such). Returns 1 when a finding still holds at the end,
+    0 otherwise (stopped by ``seconds`` or Ctrl-C).
     """
     out = out or sys.stdout
     if os.path.isdir(path):
@@ -32,7 +33,7 @@ def watch(path: str, forced_format: str | None = None, context: Context | None =
         time.sleep(min(interval, 0.5))
     print(f"advisor: watching {path} (Ctrl-C stops)", file=sys.stderr, flush=True)
     scanner = Scanner(forced_format)
-    reported: set[tuple[str, bool]] = set()
+    reported: dict[tuple[str, bool], object] = {}  # findings that hold now, by key
     carry, line_no, position = b"", 1, 0
     try:
         with open(path, "rb") as log:
@@ -67,18 +68,29 @@ def _report_new(scanner: Scanner, context: Context | None, reported: set, as_jso
     ctx = Context(**vars(context)) if context else Context()
     ctx.merge_log(collected.context)
     findings = run_detectors(collected.series, collected.events, collected.event_counts, ctx, collected.non_finite)
+    lines_read = collected.stats.lines
+    current = {_finding_key(f) for f in findings}
+    for key in [k for k in reported if k not in current]:
+        # A finding that no longer holds (a warmup plateau that started to fall) is withdrawn, and said so.
+        withdrawn = reported.pop(key)
+        if as_json:
+            print(json.dumps({"lines_read": lines_read, "withdrawn": withdrawn.kind,
+                              "summary": withdrawn.summary}, default=str), file=out, flush=True)
+        else:
+            print(f"[{time.strftime('%H:%M:%S')}] after {lines_read} lines: withdrawn: {withdrawn.kind} no longer "
+                  f"holds (was: {withdrawn.summary})", file=out, flush=True)
     for finding in findings:
         key = _finding_key(finding)
         if key in reported:
+            reported[key] = finding
             continue
-        reported.add(key)
-        lines_read = collected.stats.lines
+        reported[key] = finding
         if as_json:
             print(json.dumps({"lines_read": lines_read, **finding.to_dict()}, default=str), file=out, flush=True)
             continue
         secondary = f" (secondary to {finding.secondary_to})" if finding.secondary_to else ""
         print(f"[{time.strftime('%H:%M:%S')}] after {lines_read} lines: [{finding.severity}] {finding.kind}"
-              f"{secondary}: {finding.summary}", file=out)
+              f"{secondary} (confidence: {finding.confidence}): {finding.summary}", file=out)
         for index, action in enumerate(finding.actions, 1):
             print(f"    {index}. {action}", file=out)
         out.flush()
