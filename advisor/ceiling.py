@@ -32,6 +32,7 @@ class ProbeTrial:
     message: str = ""
     breakdown: dict = field(default_factory=dict)  # what the peak held: parameters, gradients, optimizer state, ...
     measured_by: str = ""
+    budget: dict = field(default_factory=dict)  # how the worker enforced the budget (e.g. what it took off on CUDA)
 
 
 @dataclass

@@ -361,6 +361,7 @@ def worker_main(strategy: WorkerStrategy, argv: list[str] | None = None) -> None
             sys.path.insert(0, job.workdir)
         import torch
 
+        from .device import open_collectives
         from .memory import apply_budget
         from .oom import is_oom_exception
         from .workload import resolve_workload
@@ -382,9 +383,13 @@ def worker_main(strategy: WorkerStrategy, argv: list[str] | None = None) -> None
         # crediting the tensors already held, so the process's own overhead (libraries, the thread arenas
         # DDP starts) is not charged to it, as it would not be to a GPU.
         budget = {"enforced": False}
+        what = "the budget itself is used up"
         try:
             if strategy.device.type == "cuda":
+                # NCCL creates its buffers at the first collective: open them now, so the cap sees them.
+                open_collectives(strategy.device)
                 budget = apply_budget(strategy.device, job.memory_budget_bytes)
+            what = "the model itself does not fit"
             model = workload.build_model().to(strategy.device)
             if strategy.rank == 0:
                 emit("model", parameters=sum(p.numel() for p in model.parameters()),
@@ -404,7 +409,7 @@ def worker_main(strategy: WorkerStrategy, argv: list[str] | None = None) -> None
             kind = "probe" if job.kind == "probe" else "oom"
             payload = {"status": "oom"} if job.kind == "probe" else {}
             emit(kind, rank=strategy.rank, batch=job.per_device_batch, budget=budget,
-                 message="the model itself does not fit: " + first_line(exc), **payload)
+                 message=f"{what}: " + first_line(exc), **payload)
             raise _OOMExit() from None
         if job.kind == "probe":
             run_probe(job, workload, strategy, model, optimizer, budget)

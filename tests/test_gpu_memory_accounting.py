@@ -61,3 +61,66 @@ def test_accelerate_probe_on_cuda_runs_where_accelerate_wraps_ddp(monkeypatch):
     adapter = load_adapter("accelerate")
     assert prepare_model_wraps_ddp(adapter.probe_processes(2, {}))
     assert adapter.probe_processes(1, {}) == 1  # 1-process training has no DDP either: nothing left out
+
+
+def test_cap_on_cuda_1_takes_the_context_and_nccl_buffers_off_the_budget(fake_cuda):
+    """Regression: --device-memory capped only the caching allocator, so a plan for an 8 GiB card let the
+    allocator have all 8 GiB while the CUDA context and NCCL buffers sat on top of it."""
+    from advisor.memory import apply_budget
+
+    applied = apply_budget("cuda:1", 8 * GIB)
+    assert applied["outside_allocator_bytes"] == 600 * MIB  # 602 MiB in use - 2 MiB the allocator reserved
+    assert applied["allocator_budget_bytes"] == 8 * GIB - 600 * MIB
+    assert ("fraction", pytest.approx((8 * GIB - 600 * MIB) / (80 * GIB)), 1) in fake_cuda  # card 1, not 0
+    assert ("mem_get_info", torch.device("cuda", 1)) in fake_cuda
+    assert ("memory_reserved", torch.device("cuda", 1)) in fake_cuda
+
+
+def test_a_budget_the_context_alone_fills_is_a_clear_out_of_memory(fake_cuda):
+    from advisor.oom import is_oom_exception
+
+    with pytest.raises(MemoryError, match="CUDA context and NCCL buffers on cuda:1 already take") as caught:
+        dev.cap_memory("cuda:1", 512 * MIB)
+    assert is_oom_exception(caught.value) and "--device-memory" in str(caught.value)
+
+
+def test_collectives_open_on_that_card_before_the_cap(fake_cuda, monkeypatch):
+    """NCCL allocates its buffers at the first collective: the worker runs one before measuring."""
+    import torch.distributed as dist
+
+    reduced = []
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "all_reduce", lambda tensor: reduced.append(tensor))
+    monkeypatch.setattr(torch, "zeros", lambda *size, device=None: ("zeros", size, torch.device(device)))
+    dev.open_collectives("cuda:1")
+    assert reduced == [("zeros", (1,), torch.device("cuda", 1))]
+    reduced.clear()
+    dev.open_collectives("cpu")
+    assert reduced == []
+
+
+def test_the_recipe_says_what_was_taken_off_the_budget():
+    """The probe's budget dict reaches the recipe's [ceiling] (stub runner: no processes)."""
+    from advisor.device import HostDevices
+    from advisor.method import MethodSettings
+    from advisor.report import build_recipe
+    from advisor.session import Session, validate_setup
+    from tui_stub import EventStubRunner
+
+    taken = {"enforced": True, "how": "set_per_process_memory_fraction", "outside_allocator_bytes": 600 * MIB,
+             "allocator_budget_bytes": 7592 * MIB, "outside_allocator_how": "mem_get_info - memory_reserved"}
+
+    class CudaLikeRunner(EventStubRunner):
+        def probe(self, batch, purpose):
+            trial = super().probe(batch, purpose)
+            trial.budget = dict(taken)
+            return trial
+
+    adapter = load_adapter("ddp")
+    settings = MethodSettings(workload="digits-mlp", adapter_name="ddp", nproc=2, device="cpu",
+                              memory_budget_bytes=128 * MIB, trial_steps=4, sweep_steps=4)
+    session = Session(adapter, settings, validate_setup(settings, adapter, HostDevices("cpu")),
+                      runner=CudaLikeRunner(lambda event: None))
+    ceiling = build_recipe(session.run_all())["ceiling"]
+    assert ceiling["outside_allocator_bytes"] == 600 * MIB and ceiling["allocator_budget_bytes"] == 7592 * MIB
+    assert "memory_reserved" in ceiling["outside_allocator_reason"]
