@@ -124,3 +124,19 @@ def test_the_recipe_says_what_was_taken_off_the_budget():
     ceiling = build_recipe(session.run_all())["ceiling"]
     assert ceiling["outside_allocator_bytes"] == 600 * MIB and ceiling["allocator_budget_bytes"] == 7592 * MIB
     assert "memory_reserved" in ceiling["outside_allocator_reason"]
+
+
+def test_a_model_bigger_than_the_device_gets_sharding_advice_not_shrink():
+    """When the model alone does not fit, the advice names ZeRO-3 / more devices / offload: no batch helps."""
+    from advisor.ceiling import ProbeTrial, search_ceiling
+    from advisor.errors import AdvisorError
+
+    def probe(batch, purpose):
+        return ProbeTrial(batch, "oom", None, 0.1, purpose,
+                          "the model itself does not fit: DefaultCPUAllocator: can't allocate memory")
+
+    with pytest.raises(AdvisorError) as caught:
+        search_ceiling(probe, 24 * MIB)
+    advice = str(caught.value)
+    assert "--zero-stage 3" in advice and "more devices" in advice and "offload" in advice.lower()
+    assert "shrink the model" not in advice
