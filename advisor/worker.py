@@ -41,6 +41,10 @@ class WorkerStrategy:
 
         self.device = torch.device("cpu")
 
+    def build_model(self, workload, job: TrialJob):
+        """The user's model on this process's device (a strategy that shards parameters builds it sharded)."""
+        return workload.build_model().to(self.device)
+
     def make_optimizer(self, workload, model, job: TrialJob):
         """The optimizer the user's training runs (with its state allocated on the first step)."""
         return workload.make_optimizer(model.parameters(), job.lr)
@@ -362,7 +366,7 @@ def worker_main(strategy: WorkerStrategy, argv: list[str] | None = None) -> None
         import torch
 
         from .device import open_collectives
-        from .memory import apply_budget
+        from .memory import apply_budget, held_tensor_bytes, parameter_count
         from .oom import is_oom_exception
         from .workload import resolve_workload
 
@@ -390,15 +394,15 @@ def worker_main(strategy: WorkerStrategy, argv: list[str] | None = None) -> None
                 open_collectives(strategy.device)
                 budget = apply_budget(strategy.device, job.memory_budget_bytes)
             what = "the model itself does not fit"
-            model = workload.build_model().to(strategy.device)
+            model = strategy.build_model(workload, job)
             if strategy.rank == 0:
-                emit("model", parameters=sum(p.numel() for p in model.parameters()),
+                emit("model", parameters=parameter_count(model),
                      has_batchnorm=_has_batchnorm(model), train_size=len(workload.train_data),
                      val_size=len(workload.val_data))
             optimizer = strategy.make_optimizer(workload, model, job)
             model, optimizer = strategy.prepare(model, optimizer, job)
             if strategy.device.type != "cuda":
-                held = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+                held = held_tensor_bytes(model)
                 budget = apply_budget(strategy.device, job.memory_budget_bytes,
                                       held + sum(strategy.extra_memory(model).values()))
             if strategy.rank == 0:
