@@ -31,6 +31,13 @@ class AccelerateAdapter(AdapterBase):
     def command(self, job_path: str, nproc: int) -> list[str]:
         return torchrun_command("advisor_adapters.accelerate_worker", job_path, nproc)
 
+    def probe_processes(self, nproc: int, options: dict) -> int:
+        # Accelerate wraps the model in DDP (whose all-reduce buckets hold the gradients' size again) only when
+        # training is distributed: on CUDA a 1-process Accelerator is MULTI_GPU with num_processes 1, so
+        # `use_distributed` is False and prepare_model leaves the model bare. A probe measures what N-process
+        # training holds only with N processes.
+        return nproc
+
     def environment(self, device_type: str) -> dict[str, str]:
         env = super().environment(device_type)
         if device_type == "cpu":

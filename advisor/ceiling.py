@@ -32,6 +32,7 @@ class ProbeTrial:
     message: str = ""
     breakdown: dict = field(default_factory=dict)  # what the peak held: parameters, gradients, optimizer state, ...
     measured_by: str = ""
+    budget: dict = field(default_factory=dict)  # how the worker enforced the budget (e.g. what it took off on CUDA)
 
 
 @dataclass
@@ -83,6 +84,24 @@ def _grows_with_batch(kind: str) -> bool:
     return kind.lower().startswith(("activation", "temp", "other", "input"))
 
 
+MODEL_DOES_NOT_FIT = "the model itself does not fit"  # the worker's message when building/wrapping it ran out
+
+
+def _nothing_fits_advice(trial: ProbeTrial, budget_bytes: int) -> str:
+    """Why not even a batch of 1 fits, and what helps: no smaller batch does when the model alone is too big."""
+    budget = f"{budget_bytes / 2**20:.0f} MiB"
+    if trial.message.startswith(MODEL_DOES_NOT_FIT):
+        return (f"The model itself (its parameters, with gradients and optimizer state) does not fit the budget of "
+                f"{budget} per device, before any batch runs ({trial.message[:200]}). No batch size can fix that: "
+                "shard it over the devices (DeepSpeed --adapter deepspeed --zero-stage 3 partitions parameters, "
+                "gradients and optimizer state; more devices make each shard smaller), offload optimizer state or "
+                "parameters to CPU memory (ZeRO-Offload), or use mixed precision; or plan for a larger device "
+                "(--device-memory).")
+    return (f"Even a batch of 1 runs out of memory under the budget of {budget}. Enable mixed precision, shard "
+            "the model state (DeepSpeed --zero-stage 3), shrink the model or its input, or plan for a larger "
+            "device (--device-memory).")
+
+
 def fit_linear(trials: list[ProbeTrial]) -> MemoryFit:
     """Least-squares line through the successful probes' peaks."""
     points = [(t.batch, t.peak_bytes) for t in trials if t.status == "ok" and t.peak_bytes]
@@ -126,12 +145,10 @@ def search_ceiling(
             break
         trial = run(batch, "fit")
         if trial.status != "ok":
-            if batch == FIT_BATCHES[0] and run(1, "fit").status != "ok":
-                raise AdvisorError(
-                    f"Even a batch of 1 runs out of memory under the budget of {budget_bytes / 2**20:.0f} MiB. "
-                    "Enable mixed precision, shrink the model or its input, or plan for a larger device "
-                    "(--device-memory)."
-                )
+            if batch == FIT_BATCHES[0]:
+                one = run(1, "fit")
+                if one.status != "ok":
+                    raise AdvisorError(_nothing_fits_advice(one, budget_bytes))
             break
     ok = [t for t in trials if t.status == "ok"]
     if len({t.batch for t in ok}) < 2 or max(t.batch for t in ok) >= max_batch:

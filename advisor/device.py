@@ -55,16 +55,59 @@ def total_memory(device) -> int:
     return int(torch.cuda.get_device_properties(dev.index).total_memory)
 
 
-def cap_memory(device, budget_bytes: int) -> dict:
-    """Make CUDA allocations past ``budget_bytes`` raise a real OutOfMemoryError on this device."""
+def memory_outside_allocator(device) -> int:
+    """Bytes this process holds on the card outside torch's caching allocator: the CUDA context, NCCL's
+    communicator buffers, kernels. Device memory in use (``mem_get_info``) minus what the allocator reserved.
+
+    On a card shared with other processes their memory counts too, which only makes a cap stricter.
+    """
     import torch
 
     dev = normalize(device)
+    free, total = torch.cuda.mem_get_info(dev)
+    return max(0, int(total) - int(free) - int(torch.cuda.memory_reserved(dev)))
+
+
+def open_collectives(device) -> None:
+    """Run one tiny all-reduce so NCCL creates its communicator (and its buffers) now, not at the first
+    training step: a cap set afterwards then sees them. A no-op without a process group or off CUDA."""
+    import torch
+    import torch.distributed as dist
+
+    dev = normalize(device)
+    if dev.type == "cuda" and dist.is_available() and dist.is_initialized():
+        dist.all_reduce(torch.zeros(1, device=dev))
+        torch.cuda.synchronize(dev)
+
+
+def cap_memory(device, budget_bytes: int) -> dict:
+    """Make CUDA allocations past ``budget_bytes`` raise a real OutOfMemoryError on this device.
+
+    ``set_per_process_memory_fraction`` caps only the caching allocator, while a card of ``budget_bytes``
+    also holds the CUDA context and NCCL's buffers: those are measured (call ``open_collectives`` first)
+    and taken off the allocator's share, so planning for a smaller card leaves what that card really has.
+    """
+    import torch
+
+    from .units import format_bytes
+
+    dev = normalize(device)
     total = total_memory(dev)
-    fraction = min(1.0, budget_bytes / total)
+    outside = memory_outside_allocator(dev)
+    allocator_budget = budget_bytes - outside
+    if allocator_budget <= 0:
+        raise MemoryError(
+            f"the CUDA context and NCCL buffers on {dev} already take {format_bytes(outside)}, more than the "
+            f"budget of {format_bytes(budget_bytes)}: can't allocate memory. Plan for a larger device "
+            "(--device-memory), or free the card of other processes.")
+    fraction = min(1.0, allocator_budget / total)
     torch.cuda.set_per_process_memory_fraction(fraction, dev.index)
     return {"enforced": True, "how": "set_per_process_memory_fraction", "fraction": fraction,
-            "device_total_bytes": total, "device": str(dev)}
+            "device_total_bytes": total, "device": str(dev), "outside_allocator_bytes": outside,
+            "allocator_budget_bytes": int(min(allocator_budget, total)),
+            "outside_allocator_how": "torch.cuda.mem_get_info (device used) - torch.cuda.memory_reserved, after "
+                                     "the process group's first collective: CUDA context and NCCL buffers, "
+                                     "taken off the budget"}
 
 
 def reset_peak(device) -> None:

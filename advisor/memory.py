@@ -21,6 +21,22 @@ def data_segment_bytes() -> int:
     raise RuntimeError("VmData not found in /proc/self/status")
 
 
+def parameter_count(model) -> int:
+    """Parameters of the whole model, also when ZeRO-3 has partitioned them (``ds_numel``: the full size)."""
+    return sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters())
+
+
+def held_tensor_bytes(model) -> int:
+    """Bytes this process holds for the model's parameters and buffers: for a ZeRO-3-partitioned parameter
+    its own shard (``ds_tensor``), not the emptied full-size placeholder."""
+    total = 0
+    for p in model.parameters():
+        held = getattr(p, "ds_tensor", None)
+        held = p if held is None else held
+        total += held.numel() * held.element_size()
+    return total + sum(b.numel() * b.element_size() for b in model.buffers())
+
+
 def apply_budget(device, budget_bytes: int | None, held_bytes: int = 0) -> dict:
     """Make allocations past ``budget_bytes`` fail for real; returns what was set.
 

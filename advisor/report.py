@@ -67,6 +67,11 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
     if result.per_device_cap < c.per_device_max:
         ceiling["data_cap"] = result.per_device_cap
         ceiling["data_cap_reason"] = result.cap_reason
+    outside = next((t.budget for t in c.trials if t.budget.get("outside_allocator_bytes") is not None), None)
+    if outside:  # CUDA: the context and NCCL buffers a card of the budget's size holds beside the allocator
+        ceiling["outside_allocator_bytes"] = outside["outside_allocator_bytes"]
+        ceiling["allocator_budget_bytes"] = outside["allocator_budget_bytes"]
+        ceiling["outside_allocator_reason"] = outside["outside_allocator_how"]
     measured_by = next((t.measured_by for t in c.trials if t.measured_by), None)
     if measured_by:
         ceiling["measured_by"] = measured_by

@@ -56,7 +56,7 @@ class JobRunner:
         oom = next((e for e in events if e.get("status") == "oom"), {})
         trial = ProbeTrial(batch, "ok" if fitted else "oom", worst.get("peak_bytes") if fitted else None,
                            outcome.seconds, purpose, oom.get("message", ""), worst.get("breakdown") or {},
-                           worst.get("measured_by") or "")
+                           worst.get("measured_by") or "", worst.get("budget") or {})
         self.ledger.append(TrialRecord("ceiling", batch, self.probe_nproc, 1, batch * self.probe_nproc, trial.status,
                                        round(outcome.seconds, 3), precision=precision, peak_bytes=trial.peak_bytes,
                                        step_seconds=worst.get("step_seconds") if fitted else None,

@@ -41,6 +41,10 @@ class WorkerStrategy:
 
         self.device = torch.device("cpu")
 
+    def build_model(self, workload, job: TrialJob):
+        """The user's model on this process's device (a strategy that shards parameters builds it sharded)."""
+        return workload.build_model().to(self.device)
+
     def make_optimizer(self, workload, model, job: TrialJob):
         """The optimizer the user's training runs (with its state allocated on the first step)."""
         return workload.make_optimizer(model.parameters(), job.lr)
@@ -484,7 +488,8 @@ def worker_main(strategy: WorkerStrategy, argv: list[str] | None = None) -> None
             sys.path.insert(0, job.workdir)
         import torch
 
-        from .memory import apply_budget
+        from .device import open_collectives
+        from .memory import apply_budget, held_tensor_bytes, parameter_count
         from .oom import is_oom_exception
         from .workload import resolve_workload
 
@@ -505,18 +510,22 @@ def worker_main(strategy: WorkerStrategy, argv: list[str] | None = None) -> None
         # crediting the tensors already held, so the process's own overhead (libraries, the thread arenas
         # DDP starts) is not charged to it, as it would not be to a GPU.
         budget = {"enforced": False}
+        what = "the budget itself is used up"
         try:
             if strategy.device.type == "cuda":
+                # NCCL creates its buffers at the first collective: open them now, so the cap sees them.
+                open_collectives(strategy.device)
                 budget = apply_budget(strategy.device, job.memory_budget_bytes)
-            model = workload.build_model().to(strategy.device)
+            what = "the model itself does not fit"
+            model = strategy.build_model(workload, job)
             if strategy.rank == 0:
-                emit("model", parameters=sum(p.numel() for p in model.parameters()),
+                emit("model", parameters=parameter_count(model),
                      has_batchnorm=_has_batchnorm(model), train_size=len(workload.train_data),
                      val_size=len(workload.val_data))
             optimizer = strategy.make_optimizer(workload, model, job)
             model, optimizer = strategy.prepare(model, optimizer, job)
             if strategy.device.type != "cuda":
-                held = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+                held = held_tensor_bytes(model)
                 budget = apply_budget(strategy.device, job.memory_budget_bytes,
                                       held + sum(strategy.extra_memory(model).values()))
             if strategy.rank == 0:
@@ -527,7 +536,7 @@ def worker_main(strategy: WorkerStrategy, argv: list[str] | None = None) -> None
             kind = "probe" if job.kind == "probe" else "oom"
             payload = {"status": "oom"} if job.kind == "probe" else {}
             emit(kind, rank=strategy.rank, batch=job.per_device_batch, budget=budget,
-                 message="the model itself does not fit: " + first_line(exc), **payload)
+                 message=f"{what}: " + first_line(exc), **payload)
             raise _OOMExit() from None
         if job.kind == "probe":
             run_probe(job, workload, strategy, model, optimizer, budget)

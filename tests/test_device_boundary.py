@@ -41,6 +41,9 @@ def fake_cuda(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "get_device_properties", props)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    # Nothing held outside the allocator here (tests/test_gpu_memory_accounting.py covers what is).
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (80 * GIB, 80 * GIB))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 0)
     return calls
 
 
