@@ -37,7 +37,7 @@ def layerwise_zero_problem(optimizer: str, zero_stage: int) -> str | None:
         return None
     return (f"{name.upper()} computes its trust ratio per parameter tensor, but ZeRO stage {zero_stage} hands the "
             "optimizer flat fp32 partitions (one slice per rank), so it would compute one ratio per rank's slice "
-            "and the result would change with the world size (DeepSpeed does not list LAMB among ZeRO's "
+            "and the result would change with the world size (neither LAMB nor LARS is among ZeRO's supported "
             f"optimizers). Use --zero-stage 0 (the default with {name.upper()}: whole tensors, at the cost of "
             "optimizer state and gradients replicated on every device), or an elementwise optimizer such as "
             "--optimizer adamw to shard state with ZeRO 1-3")

@@ -273,3 +273,28 @@ def test_zero3_evaluation_with_unequal_shards_does_not_deadlock_and_uses_the_wor
     ran = runner.optimizer_info
     assert "ZeRO stage 3" in ran["implementation"]
     assert ran["hyperparameters"]["momentum"] == 0.8 and ran["hyperparameters"]["weight_decay"] == 0.05
+
+
+def test_every_rank_runs_the_same_number_of_evaluation_forwards():
+    """Under ZeRO-3 each forward is a collective: a rank with one chunk fewer would leave the others waiting."""
+    import torch
+
+    from advisor.job import TrialJob
+    from advisor.worker import WorkerStrategy, _evaluate
+    from advisor.workload import resolve_workload
+
+    workload = resolve_workload(f"{TEST_WORKLOADS / 'odd_val.py'}:odd_val")  # 33 samples: chunks 2 and 1
+    job = TrialJob(kind="train", workload="odd-val", per_device_batch=16)
+    forwards, counted = {}, {}
+    for rank in (0, 1):
+        strategy = WorkerStrategy()
+        strategy.setup(job)
+        strategy.rank, strategy.world_size = rank, 2
+        strategy.all_reduce_sum = lambda totals, rank=rank: counted.setdefault(rank, totals)
+        model = workload.build_model()
+        calls = []
+        model.register_forward_hook(lambda module, args, out: calls.append(len(args[0])))
+        _evaluate(job, workload, strategy, model)
+        forwards[rank] = len(calls)
+    assert forwards[0] == forwards[1] == 2
+    assert counted[0][2] == 17 and counted[1][2] == 16  # the padding forward is not counted

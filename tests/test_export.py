@@ -123,7 +123,7 @@ def test_hostfile_template_has_one_line_per_node():
 
 
 @pytest.mark.parametrize("data, target, expected", [
-    (recipe(optimizer="lars"), "deepspeed", "DeepSpeed has no LARS"),
+    (recipe(optimizer="lars", zero_stage=0), "deepspeed", "DeepSpeed has no LARS"),
     (recipe(precision="fp16", device="cpu"), "deepspeed", "refuses fp16 on CPU"),
     (recipe(precision="fp16", device="cpu", adapter="accelerate"), "accelerate", "silently ignores"),
     (dict(recipe(world=6, nodes=4), inputs={"nodes": 4, "device": "cuda"}), "torchrun", "does not split evenly"),
