@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from advisor.adapters import AdapterBase, Capabilities, LaunchSpec, env_prefix, torchrun_command
+from advisor.export import DEFAULT_ZERO_STAGE, choose_zero_stage
 
 from .accelerate import package_version
-
-DEFAULT_ZERO_STAGE = 2
 
 
 class DeepSpeedAdapter(AdapterBase):
     name = "deepspeed"
-    summary = "Microsoft DeepSpeed: deepspeed.initialize with the plan's config, ZeRO 0-3 (--zero-stage, default 2)"
+    summary = ("Microsoft DeepSpeed: deepspeed.initialize with the plan's config, ZeRO 0-3 (--zero-stage, default 2; "
+               "0 with LAMB/LARS)")
     # No per-replica gradient norm: DeepSpeed reduces (and with ZeRO, partitions) gradients inside its engine.
     capabilities = Capabilities(supports_accumulation=True, supports_lamb=True, measures_gradient_noise=False)
     package = "deepspeed"
@@ -30,13 +30,28 @@ class DeepSpeedAdapter(AdapterBase):
     def validate_options(self, options: dict) -> dict:
         from advisor.errors import SetupError
 
-        unknown = sorted(set(options) - {"zero_stage"})
+        # zero_stage_reason is not a user option: plan_options writes it, and its output comes back here.
+        unknown = sorted(set(options) - {"zero_stage", "zero_stage_reason"})
         if unknown:
             raise SetupError(f"The adapter 'deepspeed' takes only the option zero_stage, not {', '.join(unknown)}.")
         stage = options.get("zero_stage", DEFAULT_ZERO_STAGE)
         if isinstance(stage, bool) or not isinstance(stage, int) or stage not in (0, 1, 2, 3):
             raise SetupError(f"--zero-stage must be 0, 1, 2 or 3, not {stage!r}.")
-        return {"zero_stage": stage}
+        return {**options, "zero_stage": stage}
+
+    def plan_options(self, options: dict, optimizer: str, precision: str) -> dict:
+        """The ZeRO stage for this optimizer: LAMB/LARS need whole tensors, so stage 0 unless asked otherwise,
+        and an explicit stage 1-3 with them is refused. At stage 0 DeepSpeed 0.19 keeps one fp32 master tensor
+        per parameter in every precision (FP16_UnfusedOptimizer for fp16 and bf16; pinned in tests), so the
+        precision does not change the answer."""
+        from advisor.errors import ExportError, SetupError
+
+        checked = self.validate_options({k: v for k, v in options.items() if k != "zero_stage_reason"})
+        try:
+            stage, reason = choose_zero_stage(optimizer, options.get("zero_stage"))
+        except ExportError as exc:
+            raise SetupError(f"--zero-stage {checked['zero_stage']} with --optimizer {optimizer}: {exc}") from None
+        return {"zero_stage": stage, "zero_stage_reason": reason}
 
     def probe_processes(self, nproc: int, options: dict) -> int:
         # ZeRO >= 1 shards optimizer state (2: gradients too, 3: parameters) over the processes, so
@@ -50,8 +65,11 @@ class DeepSpeedAdapter(AdapterBase):
         return env
 
     def recipe_extras(self, options: dict) -> dict:
-        stage = self.validate_options(options)["zero_stage"]
+        options = self.validate_options(options)
+        stage = options["zero_stage"]
         extras = {"zero_stage": stage, "version": self.version(), "config": "advisor export RECIPE --to deepspeed"}
+        if options.get("zero_stage_reason"):
+            extras["zero_stage_reason"] = options["zero_stage_reason"]
         if stage >= 1:
             extras["probe_world_size"] = ("the ceiling probes ran with every process of this host (--nproc): ZeRO "
                                           f"stage {stage} shards state over the processes, so per-device memory "

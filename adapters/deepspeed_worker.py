@@ -2,22 +2,87 @@
 
 The engine's own ``backward`` (which scales the loss by the accumulation count) and ``step`` (which
 steps the optimizer and the warmup scheduler only at the accumulation boundary) run on every
-micro-step. Under bf16 DeepSpeed keeps the weights in bf16, so inputs are cast.
+micro-step. Under bf16 and fp16 DeepSpeed keeps the weights in that dtype, so float inputs are cast.
+DeepSpeed's fused optimizer ops (FusedAdam, FusedLamb) are checked before ``initialize``: where they
+cannot build, torch's Adam (``torch_adam``) or the advisor's LAMB (the same rule) runs instead, and
+the recipe says so. Building them, and DeepSpeed's first process-group set-up, can take minutes:
+heartbeat events keep the engine's idle timeout from taking that for a hang.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
+import threading
 
 import torch
 import torch.distributed as dist
 
 from advisor.device import worker_device
-from advisor.worker import WorkerStrategy, to_device, worker_main
+from advisor.export import DEFAULT_ZERO_STAGE
+from advisor.worker import WorkerStrategy, emit, to_device, worker_main
 
-# Optimizers the config cannot name here: DeepSpeed's Lamb is CUDA-only, it has no LARS.
-CLIENT_ON_CPU = {"lamb", "lars"}
+# The fused op each config optimizer runs on CUDA; LARS has none (DeepSpeed has no LARS).
+FUSED_OPS = {"adam": "FusedAdamBuilder", "adamw": "FusedAdamBuilder", "lamb": "FusedLambBuilder"}
+HEARTBEAT_S = 5.0
+LOW_PRECISION = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@contextlib.contextmanager
+def heartbeat(what: str, every_s: float = HEARTBEAT_S):
+    """Emit a "heartbeat" event every ``every_s`` seconds while the block runs (a JIT build of a DeepSpeed op
+    prints nothing for minutes; any event resets the engine's idle timeout)."""
+    done = threading.Event()
+
+    def beat():
+        while not done.wait(every_s):
+            emit("heartbeat", what=what)
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def fused_op_usable(builder, accelerator: str | None = None) -> tuple[bool, str]:
+    """(usable, why) for one of DeepSpeed's op builders: prebuilt for this accelerator, or buildable here
+    (compatible, and a CUDA toolkit to JIT-compile with). DeepSpeed's own checks, called before it would
+    try to build."""
+    from deepspeed.git_version_info import accelerator_name, installed_ops
+
+    if builder is None:
+        return False, f"the {accelerator or 'current'} accelerator has no such op"
+    if installed_ops.get(builder.NAME) and accelerator_name == accelerator:
+        return True, f"{builder.NAME} is prebuilt"
+    if not builder.is_compatible(verbose=False):
+        return False, f"{builder.NAME} is not compatible with this system (DeepSpeed's is_compatible())"
+    if hasattr(builder, "compute_capability_args"):  # a CUDA op: it needs nvcc to build
+        from deepspeed.ops.op_builder.builder import installed_cuda_version
+
+        try:
+            installed_cuda_version(builder.NAME)
+        except Exception as exc:  # noqa: BLE001 - MissingCUDAException and friends: no toolkit, no build
+            return False, f"{builder.NAME} is not prebuilt and cannot be JIT-compiled: {exc}"
+    return True, f"{builder.NAME} JIT-compiles on first use (minutes; the worker sends heartbeats meanwhile)"
+
+
+def fused_ops_for(optimizer: str, device_type: str) -> tuple[bool, str]:
+    """Whether the config optimizer ``optimizer`` can use DeepSpeed's fused op here, and why."""
+    op = FUSED_OPS.get(optimizer)
+    if op is None:
+        return False, f"DeepSpeed has no fused {optimizer.upper()} op"
+    if device_type != "cuda":
+        return False, f"DeepSpeed's {op[:-7]} is a CUDA op; on {device_type} the torch implementation runs"
+    from deepspeed.accelerator import get_accelerator
+
+    accelerator = get_accelerator()
+    usable, why = fused_op_usable(accelerator.create_op_builder(op), accelerator._name)
+    if not usable:
+        why += "; the torch implementation runs instead"
+    return usable, why
 
 
 def _cast_floats(obj, dtype):
@@ -35,14 +100,20 @@ class DeepSpeedStrategy(WorkerStrategy):
         import deepspeed
 
         self.device, backend = worker_device(job.device)
-        deepspeed.init_distributed(dist_backend=backend, timeout=datetime.timedelta(seconds=job.collective_timeout_s))
+        with heartbeat("setting up DeepSpeed's process group (its first use builds a small extension)"):
+            deepspeed.init_distributed(dist_backend=backend,
+                                       timeout=datetime.timedelta(seconds=job.collective_timeout_s))
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
-        self.zero_stage = int(job.extra.get("adapter_options", {}).get("zero_stage", 2))
+        self.zero_stage = int(job.extra.get("adapter_options", {}).get("zero_stage", DEFAULT_ZERO_STAGE))
+        self.low_precision = LOW_PRECISION.get(job.precision)
 
     def make_optimizer(self, workload, model, job):
-        """A client optimizer where the config cannot name it (LAMB on CPU, LARS); else the config's own."""
+        """A client optimizer where the config cannot name it (LARS, LAMB without DeepSpeed's fused op);
+        else None and the config's own."""
         name = self.optimizer_name = workload.optimizer.lower()
-        self.client = name == "lars" or (name in CLIENT_ON_CPU and self.device.type == "cpu")
+        self.hyperparameters = workload.optimizer_hyperparameters()
+        self.fused_ops, self.fused_ops_reason = fused_ops_for(name, self.device.type)
+        self.client = name == "lars" or (name == "lamb" and not self.fused_ops)
         if not self.client:
             return None
         return workload.make_optimizer(model.parameters(), job.lr)
@@ -55,11 +126,12 @@ class DeepSpeedStrategy(WorkerStrategy):
         self.config = deepspeed_config(
             job.per_device_batch, job.accumulation_steps, self.world_size, self.optimizer_name,
             job.lr, job.warmup_steps, job.precision, self.zero_stage, self.device.type,
-            parameters=sum(p.numel() for p in model.parameters()), client_optimizer=self.client)
-        self.bf16 = job.precision == "bf16"
-        engine, ds_optimizer, _, scheduler = deepspeed.initialize(
-            model=model, optimizer=optimizer, model_parameters=None if optimizer else model.parameters(),
-            config=self.config)
+            hyperparameters=self.hyperparameters, parameters=sum(p.numel() for p in model.parameters()),
+            client_optimizer=self.client, fused_ops=self.fused_ops)
+        with heartbeat("deepspeed.initialize (a fused optimizer op may be compiling)"):
+            engine, ds_optimizer, _, scheduler = deepspeed.initialize(
+                model=model, optimizer=optimizer, model_parameters=None if optimizer else model.parameters(),
+                config=self.config)
         self.scheduler = scheduler
         self.client_implementation = getattr(optimizer, "advisor_implementation", None)
         return engine, ds_optimizer
@@ -68,16 +140,25 @@ class DeepSpeedStrategy(WorkerStrategy):
         inner = self._inner(optimizer)
         what = self.client_implementation or f"{type(inner).__module__}.{type(inner).__qualname__}"
         how = "client optimizer" if self.client else f"config optimizer {self.config['optimizer']['type']!r}"
+        if self.config.get("optimizer", {}).get("params", {}).get("torch_adam"):
+            how += " with torch_adam"
         return f"{what} ({how}, inside {type(optimizer).__name__}, ZeRO stage {self.zero_stage})"
+
+    def recipe_extras(self) -> dict:
+        return {"fused_ops": self.fused_ops, "fused_ops_reason": self.fused_ops_reason}
+
+    def cast_inputs(self, batch):
+        """Float inputs in the weights' dtype under bf16/fp16 (DeepSpeed casts the weights, not the batch)."""
+        return _cast_floats(batch, self.low_precision) if self.low_precision is not None else batch
 
     @staticmethod
     def _inner(optimizer):
         return getattr(optimizer, "optimizer", optimizer)
 
     def precision_context(self, job):
-        # DeepSpeed casts the model itself; autocast only lets fp32 evaluation inputs meet bf16 weights.
-        if self.bf16:
-            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+        # DeepSpeed casts the model itself; autocast only lets fp32 evaluation inputs meet bf16/fp16 weights.
+        if self.low_precision is not None:
+            return torch.autocast(device_type=self.device.type, dtype=self.low_precision)
         return contextlib.nullcontext()
 
     def train_cycle(self, engine, optimizer, next_batch, workload, job, between_micro):
@@ -85,9 +166,7 @@ class DeepSpeedStrategy(WorkerStrategy):
         for micro in range(job.accumulation_steps):
             if micro:
                 between_micro()
-            batch = to_device(next_batch(), self.device)
-            if self.bf16:
-                batch = _cast_floats(batch, torch.bfloat16)
+            batch = self.cast_inputs(to_device(next_batch(), self.device))
             loss = workload.batch_loss(engine, batch)
             engine.backward(loss)  # scales by 1 / gradient_accumulation_steps itself
             engine.step()  # steps optimizer and scheduler at the accumulation boundary only

@@ -100,6 +100,11 @@ class AdapterBase:
                              "Remove them, or choose an adapter that has them.")
         return {}
 
+    def plan_options(self, options: dict, optimizer: str, precision: str) -> dict:
+        """The options checked against the optimizer and precision the plan runs (before any process starts),
+        with any choice they imply filled in; the workers and ``recipe_extras`` get this dict."""
+        return self.validate_options(options)
+
     def recipe_extras(self, options: dict) -> dict:
         """Adapter settings the recipe records (e.g. a ZeRO stage)."""
         return {}

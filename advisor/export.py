@@ -17,10 +17,47 @@ TARGETS = ("deepspeed", "accelerate", "torchrun")
 DEEPSPEED_BUCKET_MAX = 500_000_000  # DeepSpeed's default reduce/allgather bucket (elements)
 DEEPSPEED_BUCKET_MIN = 1 << 20
 RENDEZVOUS_PORT = 29500
-# DeepSpeed optimizers ZeRO was tested with; any other needs zero_allow_untested_optimizer.
+DEFAULT_ZERO_STAGE = 2  # the DeepSpeed adapter's stage unless the optimizer needs whole tensors (see below)
+# DeepSpeed optimizers ZeRO was tested with. Other elementwise ones (SGD, RMSprop) give the same update on a
+# flat partition as on whole tensors, so allowing them is safe; layer-wise ones are never allowed (below).
 ZERO_TESTED = {"adam", "adamw", "adagrad"}
 DEEPSPEED_OPTIMIZER_TYPES = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW", "adagrad": "Adagrad",
                              "rmsprop": "RMSprop", "lamb": "Lamb"}
+
+
+def layerwise_zero_problem(optimizer: str, zero_stage: int) -> str | None:
+    """Why ``optimizer`` must not run at ``zero_stage``, or None. ZeRO 1/2 hand the optimizer one flat fp32
+    partition per rank (ZeRO 3 flat partitions of every tensor), so a layer-wise trust ratio would be
+    computed over a rank's slice: one ratio per rank, changing with the world size. At stage 0 DeepSpeed
+    keeps one (fp32 master) tensor per parameter, in fp32, fp16 and bf16 alike."""
+    from .optimizers import LAYERWISE
+
+    name = optimizer.lower()
+    if name not in LAYERWISE or zero_stage == 0:
+        return None
+    return (f"{name.upper()} computes its trust ratio per parameter tensor, but ZeRO stage {zero_stage} hands the "
+            "optimizer flat fp32 partitions (one slice per rank), so it would compute one ratio per rank's slice "
+            "and the result would change with the world size (neither LAMB nor LARS is among ZeRO's supported "
+            f"optimizers). Use --zero-stage 0 (the default with {name.upper()}: whole tensors, at the cost of "
+            "optimizer state and gradients replicated on every device), or an elementwise optimizer such as "
+            "--optimizer adamw to shard state with ZeRO 1-3")
+
+
+def choose_zero_stage(optimizer: str, asked: int | None) -> tuple[int, str]:
+    """(ZeRO stage, why). ``asked``: the user's --zero-stage, or None. A layer-wise optimizer at an explicit
+    stage above 0 raises ExportError (the adapter turns it into a set-up error)."""
+    from .optimizers import LAYERWISE
+
+    if asked is not None:
+        problem = layerwise_zero_problem(optimizer, asked)
+        if problem:
+            raise ExportError(problem + ".")
+        return asked, f"ZeRO stage {asked}, as asked (--zero-stage {asked})."
+    if optimizer.lower() in LAYERWISE:
+        return 0, (f"ZeRO stage 0 because {optimizer.upper()} needs whole parameter tensors for its per-tensor "
+                   "trust ratio; ZeRO 1-3 would hand it flat per-rank partitions (optimizer state and gradients "
+                   "are replicated on every device instead of sharded).")
+    return DEFAULT_ZERO_STAGE, f"ZeRO stage {DEFAULT_ZERO_STAGE}, the adapter's default (--zero-stage to change)."
 
 
 def deepspeed_bucket(parameters: int | None) -> int:
@@ -30,35 +67,44 @@ def deepspeed_bucket(parameters: int | None) -> int:
     return int(min(DEEPSPEED_BUCKET_MAX, max(DEEPSPEED_BUCKET_MIN, parameters)))
 
 
-def deepspeed_optimizer_block(optimizer: str, lr: float, device_type: str, momentum: float = 0.9,
-                              weight_decay: float = 0.0) -> dict | None:
-    """The config's "optimizer" entry, or None where DeepSpeed has no such optimizer (LARS)."""
-    from .optimizers import LAMB_DEFAULTS
+def deepspeed_optimizer_block(optimizer: str, lr: float, hyperparameters: dict | None = None,
+                              fused_ops: bool = True) -> dict | None:
+    """The config's "optimizer" entry, or None where DeepSpeed has no such optimizer (LARS).
+
+    ``hyperparameters``: advisor.optimizers.hyperparameters() of the workload (weight decay, momentum, betas,
+    eps); ``fused_ops``: whether DeepSpeed's fused optimizer ops can run (CUDA with a toolkit that builds
+    them); without them Adam/AdamW run torch's implementation (``torch_adam``)."""
+    from .optimizers import LAMB_DEFAULTS, hyperparameters as defaults
 
     optimizer = optimizer.lower()
     kind = DEEPSPEED_OPTIMIZER_TYPES.get(optimizer)
     if kind is None:
         return None
-    params: dict = {"lr": lr, "weight_decay": weight_decay}
-    if optimizer == "sgd":
-        params["momentum"] = momentum
-    elif optimizer in ("adam", "adamw"):
+    params: dict = {"lr": lr, **(hyperparameters if hyperparameters is not None else defaults(optimizer))}
+    if optimizer in ("adam", "adamw"):
         params["adam_w_mode"] = optimizer == "adamw"  # DeepSpeed's "Adam" is AdamW unless told otherwise
-        if device_type == "cpu":
-            params["torch_adam"] = True  # DeepSpeed's CPU Adam op JIT-compiles for ~70 s on first use
+        if not fused_ops:
+            params["torch_adam"] = True  # else DeepSpeed JIT-compiles an Adam op (a crash without a toolkit)
     elif optimizer == "lamb":
-        params.update(bias_correction=LAMB_DEFAULTS["bias_correction"], betas=list(LAMB_DEFAULTS["betas"]),
-                      eps=LAMB_DEFAULTS["eps"], max_coeff=LAMB_DEFAULTS["max_coeff"],
+        params.update(bias_correction=LAMB_DEFAULTS["bias_correction"], max_coeff=LAMB_DEFAULTS["max_coeff"],
                       min_coeff=LAMB_DEFAULTS["min_coeff"])
     return {"type": kind, "params": params}
 
 
 def deepspeed_config(per_device: int, accumulation: int, world_size: int, optimizer: str, lr: float,
                      warmup_steps: int, precision: str, zero_stage: int, device_type: str = "cuda",
-                     momentum: float = 0.9, weight_decay: float = 0.0, parameters: int | None = None,
-                     client_optimizer: bool = False) -> dict:
-    """The DeepSpeed config for a plan. ``client_optimizer``: the training passes its own optimizer object
-    to ``deepspeed.initialize`` (LAMB on CPU, LARS), so the config names none."""
+                     hyperparameters: dict | None = None, parameters: int | None = None,
+                     client_optimizer: bool = False, fused_ops: bool | None = None) -> dict:
+    """The DeepSpeed config for a plan: what the DeepSpeed adapter's workers run and what the export writes.
+
+    ``client_optimizer``: the training passes its own optimizer object to ``deepspeed.initialize`` (LARS,
+    or LAMB where DeepSpeed's fused LAMB cannot run), so the config names none. ``fused_ops``: whether
+    DeepSpeed's fused optimizer ops can run here (default: on CUDA only)."""
+    problem = layerwise_zero_problem(optimizer, zero_stage)
+    if problem:
+        raise ExportError(problem + ". Plan again (the advisor picks stage 0 for it).")
+    if fused_ops is None:
+        fused_ops = device_type != "cpu"
     bucket = deepspeed_bucket(parameters)
     config: dict = {
         "train_batch_size": per_device * accumulation * world_size,
@@ -66,12 +112,14 @@ def deepspeed_config(per_device: int, accumulation: int, world_size: int, optimi
         "gradient_accumulation_steps": accumulation,
         "zero_optimization": {"stage": zero_stage, "reduce_bucket_size": bucket, "allgather_bucket_size": bucket},
         "bf16": {"enabled": precision == "bf16"},
-        "fp16": {"enabled": precision == "fp16"},
+        # DeepSpeed casts the weights to half but leaves float inputs alone unless auto_cast: a float batch
+        # would meet half weights and fail in the first layer.
+        "fp16": {"enabled": True, "auto_cast": True} if precision == "fp16" else {"enabled": False},
         "steps_per_print": 1_000_000,
         "wall_clock_breakdown": False,
     }
     if not client_optimizer:
-        block = deepspeed_optimizer_block(optimizer, lr, device_type, momentum, weight_decay)
+        block = deepspeed_optimizer_block(optimizer, lr, hyperparameters, fused_ops)
         if block is None:
             raise ExportError(f"DeepSpeed has no {optimizer.upper()} optimizer, so a DeepSpeed config cannot name it. "
                               f"Pass a {optimizer.upper()} optimizer object to deepspeed.initialize(optimizer=...) "
@@ -79,7 +127,7 @@ def deepspeed_config(per_device: int, accumulation: int, world_size: int, optimi
                               "the LR would be lost), or plan with --optimizer lamb.")
         config["optimizer"] = block
     if zero_stage > 0 and (client_optimizer or optimizer.lower() not in ZERO_TESTED):
-        config["zero_allow_untested_optimizer"] = True
+        config["zero_allow_untested_optimizer"] = True  # elementwise only: layer-wise ones were refused above
     if warmup_steps > 0:
         config["scheduler"] = {"type": "WarmupLR", "params": {"warmup_min_lr": 0.0, "warmup_max_lr": lr,
                                                                "warmup_num_steps": warmup_steps,
@@ -103,42 +151,77 @@ def _cluster(data: dict) -> tuple[int, int, int]:
 
 def _recipe_numbers(data: dict) -> dict:
     b, lr = data["batch"], data["lr"]
+    optimizer = (lr.get("optimizer") or data.get("workload", {}).get("optimizer") or "sgd").lower()
     return {"per_device": b["per_device"], "accumulation": b["accumulation_steps"], "world": b["world_size"],
             "global": b["global"], "lr": float(lr["value"]), "warmup": int(data["warmup"]["steps"]),
-            "precision": data.get("precision", {}).get("mode", "fp32"),
-            "optimizer": (lr.get("optimizer") or data.get("workload", {}).get("optimizer") or "sgd").lower(),
+            "precision": data.get("precision", {}).get("mode", "fp32"), "optimizer": optimizer,
+            "hyperparameters": _recipe_hyperparameters(data, optimizer),
             "device": data.get("inputs", {}).get("device", "cuda"),
             "adapter": data.get("adapter", {}).get("name") or data.get("inputs", {}).get("adapter", "ddp")}
+
+
+def _recipe_hyperparameters(data: dict, optimizer: str) -> dict | None:
+    """The optimizer's hyper-parameters from the recipe's [optimizer] table; None in a recipe without one."""
+    from .optimizers import HYPERPARAMETERS
+
+    table = data.get("optimizer")
+    if not isinstance(table, dict):
+        return None
+    return {key: table[key] for key in HYPERPARAMETERS.get(optimizer, ()) if key in table}
+
+
+def _hyperparameter_notes(n: dict) -> list[str]:
+    if n["hyperparameters"] is None:
+        return ["The recipe records no optimizer hyper-parameters (it predates [optimizer]); the export uses "
+                "the optimizer's defaults. Check weight decay and momentum against your training."]
+    return []
+
+
+def hyperparameter_text(n: dict) -> str:
+    """'weight_decay 0.05, momentum 0.8' for a config comment or a note."""
+    values = n["hyperparameters"] or {}
+    return ", ".join(f"{k} {v}" for k, v in values.items()) or "none besides the LR"
 
 
 def export_deepspeed(data: dict) -> tuple[str, list[str]]:
     n = _recipe_numbers(data)
     _cluster(data)
     adapter = data.get("adapter", {})
-    stage = int(adapter.get("zero_stage", 0 if n["adapter"] != "deepspeed" else 2))
-    notes = []
+    notes = _hyperparameter_notes(n)
+    if n["adapter"] == "deepspeed":
+        asked = adapter.get("zero_stage")
+        stage, why = choose_zero_stage(n["optimizer"], None if asked is None else int(asked))
+        notes.append(adapter.get("zero_stage_reason") or why)
+    else:
+        stage = 0
     if n["precision"] == "fp16" and n["device"] == "cpu":
         raise ExportError("The recipe plans fp16 on CPU, and DeepSpeed refuses fp16 on CPU. Plan again with "
                           "--precision bf16 or fp32.")
+    fused_ops = adapter.get("fused_ops", n["device"] != "cpu")
     config = deepspeed_config(n["per_device"], n["accumulation"], n["world"], n["optimizer"], n["lr"], n["warmup"],
-                              n["precision"], stage, n["device"], parameters=data.get("workload", {}).get("parameters"))
-    if n["optimizer"] == "lamb" and n["device"] == "cpu":
-        notes.append("DeepSpeed's Lamb (FusedLamb) runs on CUDA only. On CPU, drop the optimizer block and pass "
-                     "advisor.optimizers.Lamb(model.parameters(), lr=...) to deepspeed.initialize(optimizer=...): "
-                     "it applies the same rule (the advisor's CPU probes ran it).")
+                              n["precision"], stage, n["device"], hyperparameters=n["hyperparameters"],
+                              parameters=data.get("workload", {}).get("parameters"), fused_ops=fused_ops)
+    if not fused_ops and adapter.get("fused_ops_reason"):
+        notes.append(adapter["fused_ops_reason"])
+    if n["optimizer"] == "lamb" and not fused_ops:
+        notes.append("DeepSpeed's Lamb (FusedLamb) cannot run here (CUDA with a toolkit only). Drop the optimizer "
+                     "block and pass advisor.optimizers.Lamb(model.parameters(), lr=..., "
+                     f"{hyperparameter_text(n)}) to deepspeed.initialize(optimizer=...): it applies the same rule "
+                     "(the advisor's probes ran it).")
     return json.dumps(config, indent=2) + "\n", notes
 
 
 def export_accelerate(data: dict) -> tuple[str, list[str]]:
     n = _recipe_numbers(data)
     world, nodes, per_node = _cluster(data)
-    notes = []
+    notes = _hyperparameter_notes(n)
     cpu = n["device"] == "cpu"
     if n["precision"] == "fp16" and cpu:
         raise ExportError("The recipe plans fp16 on CPU, which Accelerate silently ignores there (it would train "
                           "in fp32). Plan again with --precision bf16 or fp32.")
     if n["adapter"] == "deepspeed":
-        stage = int(data.get("adapter", {}).get("zero_stage", 2))
+        asked = data.get("adapter", {}).get("zero_stage")
+        stage, _ = choose_zero_stage(n["optimizer"], None if asked is None else int(asked))
         distributed = "DEEPSPEED"
     else:
         distributed = "NO" if world == 1 else ("MULTI_CPU" if cpu else "MULTI_GPU")
@@ -148,6 +231,7 @@ def export_accelerate(data: dict) -> tuple[str, list[str]]:
         f"{n['global']}; lr {n['lr']:.6g}, warmup {n['warmup']} steps.",
         f"# Pass gradient_accumulation_steps={n['accumulation']} to Accelerator(...) and batch size "
         f"{n['per_device']} to your DataLoader.",
+        f"# Optimizer {n['optimizer']} ({hyperparameter_text(n)}): the values the advisor's runs used.",
         "compute_environment: LOCAL_MACHINE",
         f"distributed_type: {distributed}",
         f"mixed_precision: {'no' if n['precision'] == 'fp32' else n['precision']}",
@@ -183,11 +267,20 @@ def export_torchrun(data: dict, script: str = "train.py") -> tuple[str, list[str
         env.setdefault("ACCELERATE_USE_CPU", "1")
     spec = LaunchSpec(per_node, nodes, n["per_device"], n["accumulation"], n["lr"], n["warmup"], n["precision"],
                       env, script)
-    notes = []
+    notes = _hyperparameter_notes(n)
     if nodes > 1:
         notes.append(f"Run the line on each of the {nodes} nodes with NODE_RANK (0..{nodes - 1}) and MASTER_ADDR "
                      "(the first node's address) set.")
-    return shell_line(torchrun_launch_line(spec)) + "\n", notes
+    return shell_line([*torchrun_launch_line(spec), *optimizer_arguments(n)]) + "\n", notes
+
+
+def optimizer_arguments(n: dict) -> list[str]:
+    """Script arguments for the optimizer and its hyper-parameters (adapt the names to your script)."""
+    args = [f"--optimizer={n['optimizer']}"]
+    for key, value in (n["hyperparameters"] or {}).items():
+        text = ",".join(f"{v:g}" for v in value) if isinstance(value, list) else f"{value:g}"
+        args.append(f"--{key.replace('_', '-')}={text}")
+    return args
 
 
 def shell_line(argv: list[str]) -> str:

@@ -15,6 +15,15 @@ from dataclasses import dataclass
 # The defaults of deepspeed.ops.lamb.FusedLamb; an export's "Lamb" block spells them out.
 LAMB_DEFAULTS = {"betas": (0.9, 0.999), "eps": 1e-8, "bias_correction": True, "max_coeff": 10.0, "min_coeff": 0.01}
 LARS_TRUST_COEFFICIENT = 1e-3  # You et al. 2017's eta
+# Layer-wise adaptive optimizers: their trust ratio is computed per parameter tensor, so they must see whole
+# tensors (no flattened or partitioned fp32 copies).
+LAYERWISE = frozenset({"lamb", "lars"})
+ADAM_DEFAULTS = {"betas": (0.9, 0.999), "eps": 1e-8}  # torch.optim.Adam/AdamW's own
+# The hyper-parameters each optimizer takes besides the LR (what a recipe and every export must carry).
+HYPERPARAMETERS = {"sgd": ("momentum", "weight_decay"), "lars": ("momentum", "weight_decay"),
+                   "adam": ("betas", "eps", "weight_decay"), "adamw": ("betas", "eps", "weight_decay"),
+                   "lamb": ("betas", "eps", "weight_decay"), "adagrad": ("weight_decay",),
+                   "rmsprop": ("weight_decay",)}
 
 
 @dataclass(frozen=True)
@@ -130,7 +139,18 @@ def preload(name: str) -> None:
         build_optimizer(name, [torch.zeros(1, requires_grad=True)], lr=1e-3)
 
 
-def build_optimizer(name: str, params, lr: float, momentum: float = 0.9, weight_decay: float = 0.0) -> BuiltOptimizer:
+def hyperparameters(name: str, momentum: float = 0.9, weight_decay: float = 0.0,
+                    betas: tuple[float, float] = ADAM_DEFAULTS["betas"], eps: float = ADAM_DEFAULTS["eps"]) -> dict:
+    """The hyper-parameters (besides the LR) that the optimizer ``name`` takes, with these values: what
+    ``build_optimizer``, the recipe and every export use, so none of them drops one."""
+    given = {"momentum": float(momentum), "weight_decay": float(weight_decay),
+             "betas": [float(b) for b in betas], "eps": float(eps)}
+    return {key: given[key] for key in HYPERPARAMETERS.get(name.lower(), ("weight_decay",))}
+
+
+def build_optimizer(name: str, params, lr: float, momentum: float = 0.9, weight_decay: float = 0.0,
+                    betas: tuple[float, float] = ADAM_DEFAULTS["betas"],
+                    eps: float = ADAM_DEFAULTS["eps"]) -> BuiltOptimizer:
     """The optimizer called ``name``, as the user's training runs it."""
     import torch
 
@@ -139,15 +159,17 @@ def build_optimizer(name: str, params, lr: float, momentum: float = 0.9, weight_
         return BuiltOptimizer(torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay),
                               "torch.optim.SGD")
     if name == "adam":
-        return BuiltOptimizer(torch.optim.Adam(params, lr=lr, weight_decay=weight_decay), "torch.optim.Adam")
+        return BuiltOptimizer(torch.optim.Adam(params, lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay),
+                              "torch.optim.Adam")
     if name == "adamw":
-        return BuiltOptimizer(torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay), "torch.optim.AdamW")
+        return BuiltOptimizer(torch.optim.AdamW(params, lr=lr, betas=tuple(betas), eps=eps,
+                                                weight_decay=weight_decay), "torch.optim.AdamW")
     if name == "adagrad":
         return BuiltOptimizer(torch.optim.Adagrad(params, lr=lr, weight_decay=weight_decay), "torch.optim.Adagrad")
     if name == "rmsprop":
         return BuiltOptimizer(torch.optim.RMSprop(params, lr=lr, weight_decay=weight_decay), "torch.optim.RMSprop")
     if name == "lamb":
-        return BuiltOptimizer(Lamb(params, lr=lr, weight_decay=weight_decay),
+        return BuiltOptimizer(Lamb(params, lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay),
                               "advisor.optimizers.Lamb (DeepSpeed FusedLamb rule: trust ratio clamped to "
                               f"[{LAMB_DEFAULTS['min_coeff']}, {LAMB_DEFAULTS['max_coeff']}])")
     if name == "lars":

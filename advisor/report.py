@@ -84,6 +84,8 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
                "optimizer": w.optimizer, "optimizer_implementation": result.optimizer_implementation,
                "base_source": w.base_source, "reason": result.lr.reason,
                "layerwise_optimizer": result.lr.suggest_layerwise},
+        "optimizer": {"name": w.optimizer, "implementation": result.optimizer_implementation,
+                      **result.optimizer_hyperparameters, "source": result.optimizer_hyperparameters_source},
         "warmup": {"steps": result.warmup.steps, "epochs": result.warmup.epochs,
                    "steps_per_epoch": result.warmup.steps_per_epoch, "reason": result.warmup.reason},
         "precision": {"mode": p.precision, "advice": p.precision_advice, "reason": result.precision_reason},

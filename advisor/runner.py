@@ -17,14 +17,18 @@ from .method import MethodSettings
 class JobRunner:
     """Runs probes and short trainings through one adapter; every run lands in the ledger."""
 
-    def __init__(self, adapter: Adapter, settings: MethodSettings, emit, cancel: CancelToken):
+    def __init__(self, adapter: Adapter, settings: MethodSettings, emit, cancel: CancelToken,
+                 options: dict | None = None):
         self.adapter, self.s, self.emit, self.cancel = adapter, settings, emit, cancel
         self.nproc = settings.nproc
         self.ledger: list[TrialRecord] = []
         self.model_info: dict | None = None
         self.optimizer_info: dict | None = None  # which optimizer implementation the workers ran
         self.env = adapter.environment("cuda" if settings.device.startswith("cuda") else "cpu")
-        self.options = adapter.validate_options(dict(settings.adapter_options))
+        # ``options``: validate_setup's adapter.plan_options answer (checked against the optimizer)
+        if options is None:
+            options = adapter.plan_options(dict(settings.adapter_options), settings.optimizer or "", settings.precision)
+        self.options = options
         self.probe_nproc = adapter.probe_processes(settings.nproc, self.options)
         self.probe_precision = settings.start_precision
 

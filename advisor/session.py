@@ -70,6 +70,8 @@ class MethodResult:
     per_device_cap: int = 0
     cap_reason: str = ""
     optimizer_implementation: str | None = None  # what the workers ran, as they reported it
+    optimizer_hyperparameters: dict = field(default_factory=dict)  # weight decay, momentum, betas, eps
+    optimizer_hyperparameters_source: str = ""
 
 
 @dataclass
@@ -83,6 +85,7 @@ class Setup:
     base_source: str
     optimizer: str
     notes: list[str] = field(default_factory=list)
+    adapter_options: dict | None = None  # checked against the optimizer and precision (adapter.plan_options)
 
 
 def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices) -> Setup:
@@ -143,10 +146,6 @@ def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices
         problems.append(f"the adapter {adapter.name!r} does not support {s.precision}")
     elif s.precision == "bf16" and host.type == "cuda" and not host.bf16:
         problems.append("this GPU has no bf16 support; use --precision fp16 or fp32")
-    try:
-        adapter.validate_options(dict(s.adapter_options))
-    except AdvisorError as exc:
-        problems.append(str(exc).rstrip("."))
     workload = None
     try:
         workload = resolve_workload(s.workload)  # a bad workload fails here, before any process starts
@@ -173,6 +172,11 @@ def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices
 
         if optimizer_unavailable(optimizer):
             problems.append(optimizer_unavailable(optimizer))
+    adapter_options = None
+    try:  # after the optimizer is known: an option can be wrong for it (a DeepSpeed ZeRO stage with LAMB)
+        adapter_options = adapter.plan_options(dict(s.adapter_options), optimizer, s.precision)
+    except AdvisorError as exc:
+        problems.append(str(exc).rstrip("."))
     base_lr = base_batch = None
     source = ""
     if workload is not None:
@@ -188,7 +192,7 @@ def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices
                   else "the workload's current_lr/current_batch_size")
     if problems:
         raise SetupError("Cannot start the plan: " + "; ".join(problems) + ". Nothing was run.")
-    return Setup(workload, host, base_lr, base_batch, source, optimizer, notes)
+    return Setup(workload, host, base_lr, base_batch, source, optimizer, notes, adapter_options)
 
 
 class Session:
@@ -204,7 +208,7 @@ class Session:
         self.on_event = on_event or (lambda event: None)
         self.cancel_token = CancelToken()
         # Tests hand in a stub runner with the same probe/train/ledger/model_info/env/options surface.
-        self.runner = runner or JobRunner(adapter, settings, self._emit, self.cancel_token)
+        self.runner = runner or JobRunner(adapter, settings, self._emit, self.cancel_token, setup.adapter_options)
         self.mixed = mixed_precision_for(settings.device) if settings.precision == "auto" else None
         if self.mixed and not getattr(adapter.capabilities, f"supports_{self.mixed}", False):
             self.mixed = None
@@ -418,6 +422,17 @@ class Session:
             self.cap_reason if self.per_device_cap < ceiling.per_device_max else "")
         ran = getattr(self.runner, "optimizer_info", None) or {}
         self.result.optimizer_implementation = ran.get("implementation")
+        self.result.adapter_extras.update(ran.get("adapter_extras") or {})
+        if ran.get("hyperparameters") is not None:
+            self.result.optimizer_hyperparameters = ran["hyperparameters"]
+            self.result.optimizer_hyperparameters_source = "what the workers' optimizer held (its param_groups)"
+        else:
+            workload = self.setup.workload
+            from .optimizers import hyperparameters
+
+            self.result.optimizer_hyperparameters = hyperparameters(
+                self.setup.optimizer, workload.momentum, workload.weight_decay, workload.betas, workload.eps)
+            self.result.optimizer_hyperparameters_source = "the workload's settings"
         return self.result
 
     def run_all(self) -> MethodResult:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import statistics
 import sys
@@ -102,6 +103,17 @@ class WorkerStrategy:
         inner = getattr(optimizer, "optimizer", optimizer)  # wrappers (Accelerate, DeepSpeed) keep the real one inside
         found = getattr(optimizer, "advisor_implementation", None) or getattr(inner, "advisor_implementation", None)
         return found or f"{type(inner).__module__}.{type(inner).__qualname__}"
+
+    def optimizer_hyperparameters(self, optimizer) -> dict:
+        """The hyper-parameters the running optimizer holds (its first param group, inside any wrapper)."""
+        inner = getattr(optimizer, "optimizer", optimizer)
+        group = inner.param_groups[0] if getattr(inner, "param_groups", None) else {}
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in group.items()
+                if k in ("momentum", "weight_decay", "betas", "eps")}
+
+    def recipe_extras(self) -> dict:
+        """Settings the workers chose that the recipe must record (e.g. a fallback from a fused op)."""
+        return {}
 
     def set_lr(self, optimizer, lr: float) -> None:
         for group in optimizer.param_groups:
@@ -433,21 +445,28 @@ def _evaluate(job, workload, strategy, model) -> dict:
     indices = list(range(strategy.rank, len(data), strategy.world_size))
     totals = torch.zeros(4, dtype=torch.float64)  # loss sum, correct, count, count whose accuracy was computed
     chunk = max(1, job.per_device_batch)
+    # Every rank runs the same number of forwards: under ZeRO-3 each one gathers parameters collectively, so
+    # a rank with one chunk fewer would leave the others waiting. Rank 0 has the most indices; the others pad
+    # with a forward on one sample that does not count.
+    forwards = math.ceil(len(range(0, len(data), strategy.world_size)) / chunk)
     with torch.no_grad():
-        for start in range(0, len(indices), chunk):
-            batch = to_device(_batch(data, torch.tensor(indices[start:start + chunk]), workload.collate_fn),
-                              strategy.device)
+        for start in range(0, forwards * chunk, chunk):
+            real = indices[start:start + chunk]
+            batch = to_device(_batch(data, torch.tensor(real or [0]), workload.collate_fn), strategy.device)
             if not (isinstance(batch, (tuple, list)) and len(batch) == 2):
                 # Dict or richer batches: the workload's own loss; no outputs to score, so no metric.
                 with strategy.precision_context(job):
                     loss = workload.batch_loss(module, batch)
-                count = _batch_length(batch)
-                totals[0] += float(loss) * count
-                totals[2] += count
+                if real:
+                    count = _batch_length(batch)
+                    totals[0] += float(loss) * count
+                    totals[2] += count
                 continue
             inputs, targets = batch
             with strategy.precision_context(job):
                 outputs = module(inputs)
+            if not real:
+                continue
             loss = workload.loss_fn(outputs.float(), targets)
             totals[0] += float(loss) * len(targets)
             totals[2] += len(targets)
@@ -529,7 +548,9 @@ def worker_main(strategy: WorkerStrategy, argv: list[str] | None = None) -> None
                 budget = apply_budget(strategy.device, job.memory_budget_bytes,
                                       held + sum(strategy.extra_memory(model).values()))
             if strategy.rank == 0:
-                emit("optimizer", name=workload.optimizer, implementation=strategy.optimizer_implementation(optimizer))
+                emit("optimizer", name=workload.optimizer, implementation=strategy.optimizer_implementation(optimizer),
+                     hyperparameters=strategy.optimizer_hyperparameters(optimizer),
+                     adapter_extras=strategy.recipe_extras())
         except Exception as exc:  # noqa: BLE001 - the model alone not fitting is an answer, not a crash
             if not is_oom_exception(exc):
                 raise

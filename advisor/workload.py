@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from .errors import WorkloadError
 from .lr import KNOWN_OPTIMIZERS
-from .optimizers import build_optimizer  # light (no torch at import); loaded before a worker's memory budget
+from .optimizers import build_optimizer, hyperparameters  # light (no torch at import); loaded before a worker's memory budget
 from .tasks import TASKS
 
 
@@ -43,6 +43,8 @@ class Workload:
     current_lr: float | None = None
     momentum: float = 0.9
     weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)  # Adam, AdamW and LAMB
+    eps: float = 1e-8  # Adam, AdamW and LAMB
     description: str = ""
     collate_fn: Callable[[list], Any] | None = None  # the DataLoader's collate for train batches (None: torch's)
 
@@ -82,9 +84,13 @@ class Workload:
         """The optimizer named by ``optimizer``, for real (LAMB and LARS included): see advisor.optimizers."""
         return self.build_optimizer(params, lr).optimizer
 
+    def optimizer_hyperparameters(self) -> dict:
+        """The hyper-parameters besides the LR that ``optimizer`` takes, with this workload's values."""
+        return hyperparameters(self.optimizer, self.momentum, self.weight_decay, self.betas, self.eps)
+
     def build_optimizer(self, params, lr: float):
         """``advisor.optimizers.BuiltOptimizer``: the optimizer and the implementation that runs."""
-        built = build_optimizer(self.optimizer, params, lr, momentum=self.momentum, weight_decay=self.weight_decay)
+        built = build_optimizer(self.optimizer, params, lr, **self.optimizer_hyperparameters())
         built.optimizer.advisor_implementation = built.implementation  # read back by the worker's report
         return built
 

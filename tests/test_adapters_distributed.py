@@ -81,7 +81,8 @@ def test_plan_through_deepspeed_with_lamb_exports_a_config_deepspeed_accepts(tmp
     from advisor.recipe import check_recipe
 
     data = check_recipe(out)
-    assert data["adapter"]["name"] == "deepspeed" and data["adapter"]["zero_stage"] == 2
+    assert data["adapter"]["name"] == "deepspeed" and data["adapter"]["zero_stage"] == 0  # LAMB: whole tensors
+    assert "trust ratio" in data["adapter"]["zero_stage_reason"]
     assert data["lr"]["optimizer"] == "lamb" and data["lr"]["rule"] in ("sqrt", "unchanged")
     assert data["lr"]["optimizer_implementation"].startswith("advisor.optimizers.Lamb")
     exported = subprocess.run([*advisor, "export", str(out), "--to", "deepspeed"], capture_output=True, text=True)
