@@ -170,3 +170,71 @@ def test_config_exports_say_how_to_carry_the_launch_env():
         assert any("MALLOC_MMAP_THRESHOLD_=65536" in n and "[launch.env]" in n for n in notes), target
     text, _ = export_recipe(data, "torchrun")
     assert text.startswith("env MALLOC_MMAP_THRESHOLD_=65536 torchrun")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# One renderer for launch lines: the recipe's [launch] line is pasted into a shell on each node.
+
+def shell_words(line: str, **env) -> list[str]:
+    """The argv a shell runs for ``line``, with each node's variables (NODE_RANK, MASTER_ADDR) set."""
+    import os
+    import subprocess
+
+    script = f"set -- {line}\nprintf '%s\\0' \"$@\""
+    run = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30,
+                         env={"PATH": os.environ["PATH"], **env})
+    assert run.returncode == 0, run.stderr
+    return run.stdout.split("\0")[:-1]
+
+
+def test_the_recipes_multi_node_launch_line_expands_each_nodes_variables_and_parses_in_torchrun():
+    from torch.distributed.run import get_args_parser
+
+    from advisor.adapters import load_adapter
+    from advisor.cli import build_parser, settings_from_args
+    from advisor.device import HostDevices
+    from advisor.report import build_recipe, human_summary, json_summary
+    from advisor.session import Session, validate_setup
+    from test_method_decisions import StubRunner
+
+    args = build_parser().parse_args(["plan", "--adapter", "ddp", "--nproc", "2", "--nodes", "2",
+                                      "--gpus-per-node", "4", "--device-memory", "1GiB", "--workload", "digits-cnn",
+                                      "--trial-steps", "4", "--sweep-steps", "4"])
+    host = HostDevices("cpu")
+    settings = settings_from_args(args, host)
+    adapter = load_adapter("ddp")
+    session = Session(adapter, settings, validate_setup(settings, adapter, host), runner=StubRunner(nproc=2))
+    result = session.run_all()
+    data = build_recipe(result, ["advisor", "plan"])
+    line = data["launch"]["example"]
+    # The same renderer everywhere: the recipe, the JSON and human summaries, and `advisor export --to torchrun`.
+    assert json_summary(result, None)["launch"]["command"] == line
+    assert f"Launch: {line}\n" in human_summary(result, None) + "\n"
+    assert export_recipe(data, "torchrun")[0] == line + "\n"
+
+    argv = shell_words(line, NODE_RANK="1", MASTER_ADDR="10.0.0.7")
+    while argv[0] in ("env",) or "=" in argv[0]:
+        argv.pop(0)
+    assert argv.pop(0) == "torchrun"
+    parsed = get_args_parser().parse_args(argv)  # torchrun's own parser: --node-rank must be an int
+    assert parsed.node_rank == 1 and parsed.rdzv_endpoint == "10.0.0.7:29500" and parsed.nnodes == "2"
+    assert parsed.nproc_per_node == "4" and f"--batch-size={result.plan.per_device}" in parsed.training_script_args
+
+
+@pytest.mark.parametrize("adapter, needle", [("accelerate", "--machine_rank=1"), ("deepspeed", "--master_addr=10.0.0.7")])
+def test_every_adapters_multi_node_line_leaves_the_node_variables_to_the_shell(adapter, needle):
+    from advisor.adapters import LaunchSpec, load_adapter, shell_line
+
+    argv = load_adapter(adapter).launch_command(LaunchSpec(4, 2, 16, 2, 0.01, 10, "bf16", {}))
+    words = shell_words(shell_line(argv), NODE_RANK="1", MACHINE_RANK="1", MASTER_ADDR="10.0.0.7")
+    assert needle in words and not any("$" in w for w in words)
+
+
+def test_shell_line_quotes_everything_but_variable_references():
+    from advisor.adapters import shell_line
+
+    argv = ["env", "A=x y", "run", "it's", "$(touch pwned)", "`id`", "a;b", "x$", "", "--rank=$NODE_RANK",
+            "$MASTER_ADDR:29500", "${MASTER_ADDR}x", "glob*"]
+    words = shell_words(shell_line(argv), NODE_RANK="3", MASTER_ADDR="h")
+    assert words == ["env", "A=x y", "run", "it's", "$(touch pwned)", "`id`", "a;b", "x$", "", "--rank=3",
+                     "h:29500", "hx", "glob*"]
