@@ -66,6 +66,7 @@ from advisor.units import parse_size
 from advisor.workload import resolve_workload
 
 recipe = advisor.load_recipe(sys.argv[1])
+recipe.apply_env()  # train as the recipe says (its [launch.env]; empty on CUDA)
 budget = parse_size(sys.argv[2])
 w = resolve_workload("synthetic-bn-cnn")
 torch.cuda.set_per_process_memory_fraction(budget / torch.cuda.get_device_properties(0).total_memory, 0)
