@@ -2,8 +2,8 @@
 
 It reads the plan the way a training script would (its arguments, the DeepSpeed config file, the Accelerate
 environment that `accelerate launch` sets up), asks the launched process group for its world size and rank,
-and writes one JSON report per process (reports/rankN.json). Nothing is trained: the tests check that the export's numbers reach a
-real launched process.
+and writes one JSON report per process (reports/rankN.json). Nothing is trained: the tests check that the
+export's numbers reach a real launched process.
 """
 
 import argparse

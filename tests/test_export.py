@@ -222,7 +222,8 @@ def test_the_recipes_multi_node_launch_line_expands_each_nodes_variables_and_par
     assert parsed.nproc_per_node == "4" and f"--batch-size={result.plan.per_device}" in parsed.training_script_args
 
 
-@pytest.mark.parametrize("adapter, needle", [("accelerate", "--machine_rank=1"), ("deepspeed", "--master_addr=10.0.0.7")])
+@pytest.mark.parametrize("adapter, needle", [("accelerate", "--machine_rank=1"),
+                                             ("deepspeed", "--master_addr=10.0.0.7")])
 def test_every_adapters_multi_node_line_leaves_the_node_variables_to_the_shell(adapter, needle):
     from advisor.adapters import LaunchSpec, load_adapter, shell_line
 
@@ -258,7 +259,8 @@ def launch(line: str, workdir, timeout=300) -> list[dict]:
     shutil.copy(REPO / "tests" / "launched_train.py", workdir / "train.py")
     # DeepSpeed's CPU comm op is compiled once per venv (~20 s) into a cache keyed by this venv, so that runs from
     # other checkouts, whose build files name other paths, do not rebuild it under each other's lock.
-    extensions = Path.home() / ".cache" / "torch_extensions" / ("batch-advisor-" + hashlib.sha1(sys.prefix.encode()).hexdigest()[:12])
+    venv_key = hashlib.sha1(sys.prefix.encode()).hexdigest()[:12]
+    extensions = Path.home() / ".cache" / "torch_extensions" / f"batch-advisor-{venv_key}"
     env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}", "OMP_NUM_THREADS": "1",
            "DS_ACCELERATOR": "cpu", "TORCH_EXTENSIONS_DIR": str(extensions)}
     proc = subprocess.Popen(["bash", "-c", line], cwd=workdir, env=env, stdout=subprocess.PIPE,
