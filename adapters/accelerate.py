@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from advisor.adapters import AdapterBase, Capabilities, LaunchSpec, env_prefix, torchrun_command, torchrun_launch_line
+from advisor.adapters import (AdapterBase, Capabilities, LaunchSpec, env_prefix, torchrun_command, torchrun_launch_line,
+                              training_args)
 
 
 def package_version(name: str) -> str | None:
@@ -54,6 +55,4 @@ class AccelerateAdapter(AdapterBase):
             where += ["--machine_rank=$MACHINE_RANK", "--main_process_ip=$MASTER_ADDR", "--main_process_port=29500"]
         if spec.precision != "fp32":
             where.append(f"--mixed_precision={spec.precision}")
-        return [*env_prefix(spec.env), "accelerate", "launch", *where, spec.script,
-                f"--batch-size={spec.per_device}", f"--accumulation-steps={spec.accumulation_steps}",
-                f"--lr={spec.lr:.6g}", f"--warmup-steps={spec.warmup_steps}", f"--precision={spec.precision}"]
+        return [*env_prefix(spec.env), "accelerate", "launch", *where, spec.script, *training_args(spec)]

@@ -9,6 +9,8 @@ prints one warning and the others keep working.
 
 from __future__ import annotations
 
+import re
+import shlex
 import sys
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -47,7 +49,7 @@ class Adapter(Protocol):
 # On CPU, glibc's sliding mmap threshold fragments the heap, so the largest batch that fits a memory limit
 # wanders from run to run; a fixed threshold returns freed activations to the OS at once. The probes run
 # with it, so the user's training must too: the recipe's [launch.env], its launch line and every export
-# carry it, and load_recipe() applies it.
+# carry it, and Recipe.apply_env() applies it inside the training script.
 CPU_ALLOCATOR_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536"}
 
 
@@ -139,6 +141,12 @@ def env_prefix(env: dict) -> list[str]:
     return ["env", *(f"{k}={v}" for k, v in sorted(env.items()))] if env else []
 
 
+def training_args(spec: LaunchSpec) -> list[str]:
+    """The plan's numbers as arguments to the user's script, the same for every launcher."""
+    return [f"--batch-size={spec.per_device}", f"--accumulation-steps={spec.accumulation_steps}",
+            f"--lr={spec.lr:.6g}", f"--warmup-steps={spec.warmup_steps}", f"--precision={spec.precision}"]
+
+
 def torchrun_launch_line(spec: LaunchSpec) -> list[str]:
     if spec.nodes > 1:
         where = [f"--nnodes={spec.nodes}", "--node-rank=$NODE_RANK", "--rdzv-backend=c10d",
@@ -146,8 +154,36 @@ def torchrun_launch_line(spec: LaunchSpec) -> list[str]:
     else:
         where = ["--standalone", "--nnodes=1"]
     return [*env_prefix(spec.env), "torchrun", *where, f"--nproc-per-node={spec.nproc_per_node}", spec.script,
-            f"--batch-size={spec.per_device}", f"--accumulation-steps={spec.accumulation_steps}",
-            f"--lr={spec.lr:.6g}", f"--warmup-steps={spec.warmup_steps}", f"--precision={spec.precision}"]
+            *training_args(spec)]
+
+
+# A $NAME in a launch argument is each node's own value (NODE_RANK, MASTER_ADDR): the shell fills it in.
+_SHELL_VARIABLE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\})")
+
+
+def shell_line(argv: list[str]) -> str:
+    """argv as one line to paste into a shell: the one renderer of launch lines (recipe, summary, exports).
+
+    Everything is quoted where the shell needs it except ``$NAME`` references, which stay outside quotes
+    so that each node's shell expands them (``shlex.join`` would pass them on literally).
+    """
+    return " ".join(_shell_word(arg) for arg in argv)
+
+
+def _shell_word(arg: str) -> str:
+    if not arg:
+        return "''"
+    parts, start = [], 0
+    for match in _SHELL_VARIABLE.finditer(arg):
+        name = match.group().strip("${}")
+        following = arg[match.end():match.end() + 1]
+        parts.append(shlex.quote(arg[start:match.start()]) if match.start() > start else "")
+        # ${NAME} where a name character follows, so the shell does not read a longer name.
+        parts.append(f"${{{name}}}" if re.match(r"[A-Za-z0-9_]", following) else f"${name}")
+        start = match.end()
+    if start < len(arg):
+        parts.append(shlex.quote(arg[start:]))
+    return "".join(parts)
 
 
 def available_adapters() -> dict[str, str]:

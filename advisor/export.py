@@ -8,9 +8,8 @@ export that the target cannot express raises ExportError with what to do instead
 from __future__ import annotations
 
 import json
-import re
-import shlex
 
+from .adapters import LaunchSpec, env_prefix, shell_line, torchrun_launch_line, training_args
 from .errors import ExportError
 
 TARGETS = ("deepspeed", "accelerate", "torchrun")
@@ -211,6 +210,33 @@ def export_deepspeed(data: dict) -> tuple[str, list[str]]:
     return json.dumps(config, indent=2) + "\n", notes
 
 
+ACCELERATE_CONFIG_NAME = "accelerate.yaml"
+
+
+def recipe_launch_spec(data: dict, script: str = "train.py") -> LaunchSpec:
+    """The recipe's plan as a LaunchSpec; Accelerate on CPU gets its CPU switch (else every process is rank 0)."""
+    n = _recipe_numbers(data)
+    world, nodes, per_node = _cluster(data)
+    env = dict(data.get("launch", {}).get("env", {}))
+    if n["adapter"] == "accelerate" and n["device"] == "cpu":
+        env.setdefault("ACCELERATE_USE_CPU", "1")
+    return LaunchSpec(per_node, nodes, n["per_device"], n["accumulation"], n["lr"], n["warmup"], n["precision"],
+                      env, script)
+
+
+def accelerate_launch_line(data: dict, config_path: str = ACCELERATE_CONFIG_NAME,
+                           script: str = "train.py") -> list[str]:
+    """How the Accelerate export is run: `accelerate launch --config_file` with the plan's numbers as script
+    arguments (an Accelerate config has no key for the batch size or the LR). On a multi-process CPU plan it is
+    the torchrun line, because `accelerate launch` starts one process for any CPU config."""
+    n = _recipe_numbers(data)
+    spec = recipe_launch_spec(data, script)
+    if n["device"] == "cpu" and n["world"] > 1:
+        return torchrun_launch_line(spec)
+    return [*env_prefix(spec.env), "accelerate", "launch", f"--config_file={config_path}", script,
+            *training_args(spec)]
+
+
 def export_accelerate(data: dict) -> tuple[str, list[str]]:
     n = _recipe_numbers(data)
     world, nodes, per_node = _cluster(data)
@@ -225,16 +251,19 @@ def export_accelerate(data: dict) -> tuple[str, list[str]]:
         distributed = "DEEPSPEED"
     else:
         distributed = "NO" if world == 1 else ("MULTI_CPU" if cpu else "MULTI_GPU")
+    # Quoted: a bare `no` is the boolean false in YAML, and `accelerate launch` then fails on it.
+    mixed_precision = "no" if n["precision"] == "fp32" else n["precision"]
     lines = [
         "# Accelerate config written by `advisor export` from a batch-advisor recipe.",
         f"# Per device {n['per_device']} x {world} processes x {n['accumulation']} accumulation = global "
         f"{n['global']}; lr {n['lr']:.6g}, warmup {n['warmup']} steps.",
-        f"# Pass gradient_accumulation_steps={n['accumulation']} to Accelerator(...) and batch size "
-        f"{n['per_device']} to your DataLoader.",
+        "# The config cannot hold the batch size or the LR: the launch line passes them to the script, which",
+        "# gives gradient_accumulation_steps to Accelerator(...) and the batch size to its DataLoader.",
         f"# Optimizer {n['optimizer']} ({hyperparameter_text(n)}): the values the advisor's runs used.",
+        f"# Launch: {shell_line([*accelerate_launch_line(data), *optimizer_arguments(n)])}",
         "compute_environment: LOCAL_MACHINE",
         f"distributed_type: {distributed}",
-        f"mixed_precision: {'no' if n['precision'] == 'fp32' else n['precision']}",
+        f'mixed_precision: "{mixed_precision}"',
         f"use_cpu: {'true' if cpu else 'false'}",
         "debug: false",
         f"num_processes: {world}",
@@ -249,29 +278,22 @@ def export_accelerate(data: dict) -> tuple[str, list[str]]:
         lines += ["deepspeed_config:", f"  zero_stage: {stage}",
                   f"  gradient_accumulation_steps: {n['accumulation']}",
                   "  offload_optimizer_device: none", "  offload_param_device: none",
-                  f"  deepspeed_multinode_launcher: {'standard' if nodes > 1 else 'standard'}"]
+                  "  deepspeed_multinode_launcher: standard"]
     if cpu and world > 1:
         notes.append("On CPU, `accelerate launch --cpu --num_processes N` starts one process (multi-process CPU "
                      "wants MPI); start the processes with torchrun and ACCELERATE_USE_CPU=1 instead "
-                     "(`advisor export --to torchrun`).")
+                     "(`advisor export --to torchrun`, and the Launch line in the config's header).")
     return "\n".join(lines) + "\n", notes
 
 
 def export_torchrun(data: dict, script: str = "train.py") -> tuple[str, list[str]]:
-    from .adapters import LaunchSpec, torchrun_launch_line
-
     n = _recipe_numbers(data)
-    world, nodes, per_node = _cluster(data)
-    env = dict(data.get("launch", {}).get("env", {}))
-    if n["adapter"] == "accelerate" and n["device"] == "cpu":
-        env.setdefault("ACCELERATE_USE_CPU", "1")
-    spec = LaunchSpec(per_node, nodes, n["per_device"], n["accumulation"], n["lr"], n["warmup"], n["precision"],
-                      env, script)
+    _, nodes, _ = _cluster(data)
     notes = _hyperparameter_notes(n)
     if nodes > 1:
         notes.append(f"Run the line on each of the {nodes} nodes with NODE_RANK (0..{nodes - 1}) and MASTER_ADDR "
                      "(the first node's address) set.")
-    return shell_line([*torchrun_launch_line(spec), *optimizer_arguments(n)]) + "\n", notes
+    return shell_line([*torchrun_launch_line(recipe_launch_spec(data, script)), *optimizer_arguments(n)]) + "\n", notes
 
 
 def optimizer_arguments(n: dict) -> list[str]:
@@ -281,11 +303,6 @@ def optimizer_arguments(n: dict) -> list[str]:
         text = ",".join(f"{v:g}" for v in value) if isinstance(value, list) else f"{value:g}"
         args.append(f"--{key.replace('_', '-')}={text}")
     return args
-
-
-def shell_line(argv: list[str]) -> str:
-    """argv as one shell line; $VARIABLES stay unquoted so each node's shell fills them in."""
-    return " ".join(arg if re.fullmatch(r"[\w@%+=:,./$-]+", arg) else shlex.quote(arg) for arg in argv)
 
 
 def deepspeed_hostfile(data: dict) -> str:
@@ -318,4 +335,5 @@ def _env_notes(data: dict, target: str) -> list[str]:
              f"`env {pairs} deepspeed ...`" if target == "deepspeed"
              else f"start it as `env {pairs} accelerate launch ...` (or torchrun; see --to torchrun)")
     return [f"The ceiling was measured with {pairs} and holds only with it ([launch.env]); this config cannot "
-            f"carry variables, so {where}. advisor.load_recipe() also applies it inside the training script."]
+            f"carry variables, so {where}. Inside the training script, advisor.load_recipe(path).apply_env() "
+            "also sets them (the mmap threshold through mallopt)."]

@@ -229,18 +229,18 @@ def apply_launch_env(env: dict) -> list[str]:
     return missed
 
 
-def load_recipe(path: str | os.PathLike, apply_env: bool = True) -> Recipe:
+def load_recipe(path: str | os.PathLike, apply_env: bool = False) -> Recipe:
     """The numbers for training code, in one call: ``load_recipe('recipe.toml').batch.per_device``.
 
-    With ``apply_env`` (the default) the recipe's [launch.env] is applied to this process: the ceiling
-    was measured with those settings and holds only with them.
+    Reading changes nothing in the calling process. The ceiling was measured with the recipe's [launch.env]
+    and holds only with it: the launch line's ``env`` prefix sets it, and ``recipe.apply_env()`` sets it
+    from inside the script (explicitly, because it changes this process's environment and allocator;
+    ``apply_env=True`` does the same in one call).
     """
     data = check_recipe(path)
     b, lr, w = data["batch"], data["lr"], data["warmup"]
     launch_env = dict(data.get("launch", {}).get("env", {}))
-    if apply_env:
-        apply_launch_env(launch_env)
-    return Recipe(
+    recipe = Recipe(
         path=str(path),
         batch=BatchSettings(b["per_device"], b["world_size"], b["accumulation_steps"], b["global"]),
         lr=LRSettings(float(lr["value"]), float(lr["base"]), lr["base_global_batch"], lr["rule"]),
@@ -250,6 +250,9 @@ def load_recipe(path: str | os.PathLike, apply_env: bool = True) -> Recipe:
         data=data,
         launch_env=launch_env,
     )
+    if apply_env:
+        recipe.apply_env()
+    return recipe
 
 
 def _clean(value: Any) -> Any:

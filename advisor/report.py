@@ -8,6 +8,7 @@ import shlex
 from dataclasses import asdict
 
 from . import __version__
+from .adapters import shell_line
 from .ledger import loader_bottleneck
 from .session import MethodResult
 from .recipe import SCHEMA_VERSION
@@ -110,9 +111,9 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
                    "trial_steps": s.trial_steps, "sweep_steps": s.sweep_steps, "global_batch": s.global_batch,
                    "base_lr": w.base_lr, "base_batch": w.base_global_batch, "precision": s.precision,
                    "nodes": s.nodes, "world_size": s.world_size, "optimizer": s.optimizer, "task": s.task},
-        "launch": {"example": shlex.join(result.launch_command),
+        "launch": {"example": shell_line(result.launch_command),
                    "note": "Adapt the flag names to your script; load_recipe() gives the same numbers in Python "
-                           "and applies [launch.env].",
+                           "and its apply_env() sets [launch.env] inside the script.",
                    "env": dict(result.launch_env),
                    "env_reason": (ENV_REASON if result.launch_env else None)},
         "provenance": {"tool": "batch-advisor", "tool_version": __version__, "torch_version": torch.__version__,
@@ -134,7 +135,7 @@ def json_summary(result: MethodResult, recipe_path: str | None) -> dict:
                     "largest_ok": result.ceiling.largest_ok, "smallest_oom": result.ceiling.smallest_oom},
         "noise_scale": result.noise_scale,
         "precision_reason": result.precision_reason,
-        "launch": {"command": shlex.join(result.launch_command), "env": dict(result.launch_env)},
+        "launch": {"command": shell_line(result.launch_command), "env": dict(result.launch_env)},
         "warnings": [asdict(wn) for wn in p.warnings] + _measured_warnings(result),
         "step_seconds": {t.name: round(t.seconds, 2) for t in result.timings},
         "recipe": recipe_path,
@@ -172,7 +173,7 @@ def human_summary(result: MethodResult, recipe_path: str | None) -> str:
         lines += [f"  - {wn['message']}" for wn in measured]
     lines.append("")
     lines.append("Time: " + ", ".join(f"{t.name} {t.seconds:.0f} s ({t.trials} runs)" for t in result.timings))
-    lines.append("Launch: " + shlex.join(result.launch_command))
+    lines.append("Launch: " + shell_line(result.launch_command))
     if recipe_path:
         lines.append(f"Recipe written to {recipe_path}")
     return "\n".join(lines)

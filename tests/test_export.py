@@ -4,6 +4,7 @@ torchrun's own argument parser. Not by comparing strings."""
 import json
 import shlex
 import types
+from pathlib import Path
 
 import pytest
 import tomli_w
@@ -170,3 +171,183 @@ def test_config_exports_say_how_to_carry_the_launch_env():
         assert any("MALLOC_MMAP_THRESHOLD_=65536" in n and "[launch.env]" in n for n in notes), target
     text, _ = export_recipe(data, "torchrun")
     assert text.startswith("env MALLOC_MMAP_THRESHOLD_=65536 torchrun")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# One renderer for launch lines: the recipe's [launch] line is pasted into a shell on each node.
+
+def shell_words(line: str, **env) -> list[str]:
+    """The argv a shell runs for ``line``, with each node's variables (NODE_RANK, MASTER_ADDR) set."""
+    import os
+    import subprocess
+
+    script = f"set -- {line}\nprintf '%s\\0' \"$@\""
+    run = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30,
+                         env={"PATH": os.environ["PATH"], **env})
+    assert run.returncode == 0, run.stderr
+    return run.stdout.split("\0")[:-1]
+
+
+def test_the_recipes_multi_node_launch_line_expands_each_nodes_variables_and_parses_in_torchrun():
+    from torch.distributed.run import get_args_parser
+
+    from advisor.adapters import load_adapter
+    from advisor.cli import build_parser, settings_from_args
+    from advisor.device import HostDevices
+    from advisor.report import build_recipe, human_summary, json_summary
+    from advisor.session import Session, validate_setup
+    from test_method_decisions import StubRunner
+
+    args = build_parser().parse_args(["plan", "--adapter", "ddp", "--nproc", "2", "--nodes", "2",
+                                      "--gpus-per-node", "4", "--device-memory", "1GiB", "--workload", "digits-cnn",
+                                      "--trial-steps", "4", "--sweep-steps", "4"])
+    host = HostDevices("cpu")
+    settings = settings_from_args(args, host)
+    adapter = load_adapter("ddp")
+    session = Session(adapter, settings, validate_setup(settings, adapter, host), runner=StubRunner(nproc=2))
+    result = session.run_all()
+    data = build_recipe(result, ["advisor", "plan"])
+    line = data["launch"]["example"]
+    # The same renderer everywhere: the recipe, the JSON and human summaries, and `advisor export --to torchrun`.
+    assert json_summary(result, None)["launch"]["command"] == line
+    assert f"Launch: {line}\n" in human_summary(result, None) + "\n"
+    assert export_recipe(data, "torchrun")[0] == line + "\n"
+
+    argv = shell_words(line, NODE_RANK="1", MASTER_ADDR="10.0.0.7")
+    while argv[0] in ("env",) or "=" in argv[0]:
+        argv.pop(0)
+    assert argv.pop(0) == "torchrun"
+    parsed = get_args_parser().parse_args(argv)  # torchrun's own parser: --node-rank must be an int
+    assert parsed.node_rank == 1 and parsed.rdzv_endpoint == "10.0.0.7:29500" and parsed.nnodes == "2"
+    assert parsed.nproc_per_node == "4" and f"--batch-size={result.plan.per_device}" in parsed.training_script_args
+
+
+@pytest.mark.parametrize("adapter, needle", [("accelerate", "--machine_rank=1"),
+                                             ("deepspeed", "--master_addr=10.0.0.7")])
+def test_every_adapters_multi_node_line_leaves_the_node_variables_to_the_shell(adapter, needle):
+    from advisor.adapters import LaunchSpec, load_adapter, shell_line
+
+    argv = load_adapter(adapter).launch_command(LaunchSpec(4, 2, 16, 2, 0.01, 10, "bf16", {}))
+    words = shell_words(shell_line(argv), NODE_RANK="1", MACHINE_RANK="1", MASTER_ADDR="10.0.0.7")
+    assert needle in words and not any("$" in w for w in words)
+
+
+def test_shell_line_quotes_everything_but_variable_references():
+    from advisor.adapters import shell_line
+
+    argv = ["env", "A=x y", "run", "it's", "$(touch pwned)", "`id`", "a;b", "x$", "", "--rank=$NODE_RANK",
+            "$MASTER_ADDR:29500", "${MASTER_ADDR}x", "glob*"]
+    words = shell_words(shell_line(argv), NODE_RANK="3", MASTER_ADDR="h")
+    assert words == ["env", "A=x y", "run", "it's", "$(touch pwned)", "`id`", "a;b", "x$", "", "--rank=3",
+                     "h:29500", "hx", "glob*"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Every export launched for real (2 CPU processes where the launcher can start them): the numbers reach the
+# processes the launcher starts. tests/launched_train.py stands in for the user's train.py.
+
+def launch(line: str, workdir, timeout=300) -> list[dict]:
+    """Run a launch line as a user pastes it (bash, in the directory holding train.py and the config);
+    return each process's report, ordered by rank. The launcher's whole process group dies with the test."""
+    import hashlib
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+
+    shutil.copy(REPO / "tests" / "launched_train.py", workdir / "train.py")
+    # DeepSpeed's CPU comm op is compiled once per venv (~20 s) into a cache keyed by this venv, so that runs from
+    # other checkouts, whose build files name other paths, do not rebuild it under each other's lock.
+    venv_key = hashlib.sha1(sys.prefix.encode()).hexdigest()[:12]
+    extensions = Path.home() / ".cache" / "torch_extensions" / f"batch-advisor-{venv_key}"
+    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}", "OMP_NUM_THREADS": "1",
+           "DS_ACCELERATOR": "cpu", "TORCH_EXTENSIONS_DIR": str(extensions)}
+    proc = subprocess.Popen(["bash", "-c", line], cwd=workdir, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        out, err = "", f"timed out after {timeout} s"
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the launcher's workers, if any outlived it
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    assert proc.returncode == 0, f"{line}\n{err[-3000:]}"
+    reports = [json.loads(path.read_text()) for path in (workdir / "reports").glob("rank*.json")]
+    return sorted(reports, key=lambda r: r["rank"])
+
+
+def assert_reports(reports, data, launcher, world):
+    b = data["batch"]
+    assert [r["rank"] for r in reports] == list(range(world)), reports
+    for r in reports:
+        assert r["launcher"] == launcher and r["world"] == world == b["world_size"]
+        assert r["per_device"] == b["per_device"] and r["accumulation"] == b["accumulation_steps"]
+        assert r["global"] == b["global"] and r["lr"] == pytest.approx(data["lr"]["value"])
+        assert r["precision"] == data["precision"]["mode"]
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("adapter, precision, launcher", [("ddp", "fp32", "torch.distributed"),
+                                                          ("accelerate", "bf16", "accelerate")])
+def test_the_torchrun_export_launches_two_processes_with_the_plan(tmp_path, adapter, precision, launcher):
+    data = recipe(per_device=8, world=2, accumulation=3, optimizer="sgd", precision=precision, device="cpu",
+                  adapter=adapter)
+    line, _ = export_recipe(data, "torchrun")
+    assert_reports(launch(line, tmp_path), data, launcher, 2)
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_accelerate_export_launches_with_accelerate_launch(tmp_path, precision):
+    """A CPU config: `accelerate launch --config_file` starts one process whatever num_processes says
+    (ENVIRONMENT.md), so this plan has one; the precision comes from the config, the batch from the line."""
+    from advisor.export import ACCELERATE_CONFIG_NAME, accelerate_launch_line
+    from advisor.adapters import shell_line
+
+    data = recipe(per_device=8, world=1, accumulation=4, optimizer="adamw", precision=precision, device="cpu",
+                  adapter="accelerate")
+    text, _ = export_recipe(data, "accelerate")
+    (tmp_path / ACCELERATE_CONFIG_NAME).write_text(text)
+    line = shell_line(accelerate_launch_line(data))
+    assert f"# Launch: {line}\n" in text  # the config says how it is launched
+    assert_reports(launch(line, tmp_path), data, "accelerate", 1)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_a_gpu_accelerate_export_resolves_to_the_plans_world_size_in_accelerate(tmp_path, precision):
+    """No GPU here: Accelerate's own launch-argument resolution decides what `accelerate launch` would start."""
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+
+    from advisor.export import accelerate_launch_line
+
+    data = recipe(world=4, precision=precision, adapter="accelerate")
+    text, _ = export_recipe(data, "accelerate")
+    config = tmp_path / "accelerate.yaml"
+    config.write_text(text)
+    argv = accelerate_launch_line(data, config_path=str(config))
+    assert argv[:2] == ["accelerate", "launch"]
+    args = launch_command_parser().parse_args(argv[2:])
+    args, defaults, mp_from_config = _validate_launch_command(args)
+    assert args.num_processes == 4 and args.multi_gpu and not args.cpu
+    assert args.mixed_precision == {"fp32": "no"}.get(precision, precision)
+    assert "--batch-size=16" in args.training_script_args and "--accumulation-steps=2" in args.training_script_args
+
+
+@pytest.mark.distributed
+def test_the_deepspeed_export_launches_two_processes_with_the_deepspeed_launcher(tmp_path):
+    """The recipe's deepspeed line with the exported ds_config.json; DeepSpeed's config class reads it in
+    each process against the real world size."""
+    from advisor.adapters import load_adapter, shell_line
+    from advisor.export import recipe_launch_spec
+
+    data = recipe(per_device=4, world=2, accumulation=2, optimizer="adamw", precision="bf16", device="cpu",
+                  adapter="deepspeed", zero_stage=1)
+    text, _ = export_recipe(data, "deepspeed")
+    (tmp_path / "ds_config.json").write_text(text)
+    line = shell_line(load_adapter("deepspeed").launch_command(recipe_launch_spec(data)))
+    assert "--num_gpus=2" in line and "--deepspeed_config=ds_config.json" in line
+    assert_reports(launch(line, tmp_path, timeout=480), data, "deepspeed", 2)  # a first build can take minutes

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -48,16 +49,28 @@ def test_noise_scale_needs_two_batch_sizes():
 RECIPE = REPO / "recipes" / "digits-cnn.toml"
 
 
-def test_load_recipe_applies_the_launch_env(tmp_path):
+def test_load_recipe_reads_only_and_apply_env_sets_the_launch_env(tmp_path):
     text = RECIPE.read_text().replace("[launch.env]\n", "[launch.env]\nADVISOR_TEST_VAR = \"on\"\n", 1)
     path = tmp_path / "r.toml"
     path.write_text(text)
-    code = ("import os, advisor; r = advisor.load_recipe(%r); "
-            "print(os.environ.get('ADVISOR_TEST_VAR'), os.environ.get('MALLOC_MMAP_THRESHOLD_'), r.apply_env())"
+    # Reading a recipe changes neither the environment nor the allocator (no libc is loaded for mallopt);
+    # apply_env() is the explicit call that does both.
+    code = ("import ctypes, os, advisor\n"
+            "loaded = []\n"
+            "real_cdll = ctypes.CDLL\n"
+            "ctypes.CDLL = lambda name, *a, **k: loaded.append(name) or real_cdll(name, *a, **k)\n"
+            "before = dict(os.environ)\n"
+            "r = advisor.load_recipe(%r)\n"
+            "print(dict(os.environ) == before, loaded == [], r.launch_env['ADVISOR_TEST_VAR'])\n"
+            "missed = r.apply_env()\n"
+            "print(os.environ.get('ADVISOR_TEST_VAR'), os.environ.get('MALLOC_MMAP_THRESHOLD_'), missed, loaded)"
             % str(path))
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    env = {k: v for k, v in os.environ.items() if k not in ("ADVISOR_TEST_VAR", "MALLOC_MMAP_THRESHOLD_")}
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.split() == ["on", "65536", "[]"]  # exported, and mallopt took the threshold
+    unchanged, applied = run.stdout.splitlines()
+    assert unchanged.split() == ["True", "True", "on"]
+    assert applied.split() == ["on", "65536", "[]", "['libc.so.6']"]  # exported, and mallopt took the threshold
 
 
 def test_launch_env_must_be_strings(tmp_path):

@@ -66,3 +66,28 @@ def test_the_wheel_holds_every_package_and_its_data_and_building_does_not_warn(t
         assert f"Requires-Dist: {requirement}" in metadata
     entry_points = zipfile.ZipFile(wheel).read(f"{info}/entry_points.txt").decode()
     assert "advisor = advisor.cli:main" in entry_points and "ddp = advisor_adapters.ddp:DDPAdapter" in entry_points
+
+
+# torch APIs the engine calls, and the torch release that introduced each (from torch's history).
+TORCH_APIS_NEEDED = {
+    ("torch.distributed._tools.mem_tracker", "MemTracker"): (2, 5),  # advisor/memory.py: CPU peak memory
+    ("torch.amp", "GradScaler"): (2, 3),  # advisor/worker.py: torch.amp.GradScaler("cuda") under fp16
+}
+
+
+def test_the_declared_torch_range_covers_what_the_engine_calls():
+    import importlib
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    torch_req = next(Requirement(d) for d in dependencies if Requirement(d).name == "torch")
+    floors = [Version(s.version) for s in torch_req.specifier if s.operator == ">="]
+    assert floors and not torch_req.specifier.contains("3.0"), torch_req
+    needed = max(TORCH_APIS_NEEDED.values())
+    assert floors[0].release[:2] >= needed, f"{torch_req} admits torch older than {needed}, which lacks an API used"
+    for (module, name) in TORCH_APIS_NEEDED:
+        assert hasattr(importlib.import_module(module), name), f"{module}.{name}"
+    assert torch_req.specifier.contains("2.13.0")  # what the Makefile and .ci install and test
