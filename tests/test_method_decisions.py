@@ -30,14 +30,16 @@ def info(**kw):
 
 
 class StubRunner:
-    """Memory = fixed + per_sample x batch (halved by mixed precision); throughput saturates at ``saturate``."""
+    """Memory = fixed + per_sample x batch (activations halved by mixed precision); throughput saturates at
+    ``saturate``. A precision in ``unsupported`` fails at every batch with oneDNN's primitive error."""
 
     def __init__(self, nproc=2, fixed=10 * MIB, per_sample=1 * MIB, budget=300 * MIB, saturate=10_000,
-                 val=None, train_seconds=None, evals=None):
+                 val=None, train_seconds=None, evals=None, unsupported=()):
         self.nproc, self.fixed, self.per_sample, self.budget, self.saturate = nproc, fixed, per_sample, budget, saturate
         self.val = val or (lambda batch: 0.9)
         self.train_seconds = train_seconds or (lambda batch: batch / 100)
         self.evals = evals
+        self.unsupported = set(unsupported)
         self.calls: list[tuple] = []
         self.ledger: list[TrialRecord] = []
         self.model_info = {"parameters": 1000, "has_batchnorm": False}
@@ -47,18 +49,21 @@ class StubRunner:
         activations = self.per_sample * batch * (0.5 if precision != "fp32" else 1)
         return self.fixed + activations
 
-    def probe(self, batch, purpose):
-        self.calls.append(("probe", batch))
-        peak = self.peak(batch)
+    def probe(self, batch, purpose, precision="fp32"):
+        self.calls.append(("probe", batch, precision))
+        if precision in self.unsupported:
+            return ProbeTrial(batch, "oom", None, 0.01, purpose, "RuntimeError: could not create a primitive")
+        peak = self.peak(batch, precision)
         fits = peak <= self.budget
-        return ProbeTrial(batch, "ok" if fits else "oom", int(peak) if fits else None, 0.01, purpose)
+        return ProbeTrial(batch, "ok" if fits else "oom", int(peak) if fits else None, 0.01, purpose,
+                          "" if fits else "DefaultCPUAllocator: can't allocate memory")
 
     def train(self, phase, per_device, steps, lr, warmup_steps=0, accumulation=1, evaluate=False,
               precision="fp32", eval_points=1):
         self.calls.append((phase, per_device, precision))
         peak = self.peak(per_device, precision)
         g = per_device * self.nproc
-        if peak > self.budget:
+        if peak > self.budget or precision in self.unsupported:
             record = TrialRecord(phase, per_device, self.nproc, accumulation, g, "oom", 0.1, lr=lr,
                                  precision=precision)
         else:
