@@ -318,3 +318,106 @@ def test_a_task_override_replaces_the_workloads_task_and_is_checked():
     assert setup.workload.task == "object-detection"
     with pytest.raises(SetupError, match="--task 'poetry'"):
         validate_setup(settings(task="poetry"), adapter, HostDevices("cpu"))
+
+
+# -- precision: what auto measures, mixed precision before accumulation, unsupported configurations --------------
+
+GIB = 2**30
+
+
+def run_session(s, host, runner):
+    adapter = load_adapter("ddp")
+    session = Session(adapter, s, validate_setup(s, adapter, host), runner=runner)
+    return session, session.run_all()
+
+
+def test_auto_on_a_bf16_gpu_measures_ceiling_trial_and_sweep_in_bf16_with_tf32():
+    """Regression: auto measured everything in fp32 on a GPU, so the recipe described a job nobody runs."""
+    from advisor.report import build_recipe
+
+    h100 = HostDevices("cuda", ["H100", "H100"], [80 * GIB] * 2, bf16=True, capabilities=[(9, 0)] * 2)
+    runner = StubRunner(saturate=None)
+    session, result = run_session(settings(device="cuda"), h100, runner)
+    assert {c[2] for c in runner.calls if c[0] == "probe"} == {"bf16"}  # the ceiling too
+    assert {c[2] for c in runner.calls if c[0] in ("trial", "sweep")} == {"bf16"}
+    assert result.plan.precision == "bf16" and result.tf32
+    assert "bf16 Tensor Cores" in result.precision_reason and "TF32" in result.precision_reason
+    assert "allow_tf32" in result.plan.precision_advice
+    recipe = build_recipe(result)
+    assert recipe["precision"]["mode"] == "bf16" and recipe["precision"]["tf32"] is True
+    # The ceiling was found in bf16: half the activation memory of fp32 fits about twice the batch.
+    fp32_runner = StubRunner(saturate=None)
+    _, fp32 = run_session(settings(device="cuda", precision="fp32"), h100, fp32_runner)
+    assert {c[2] for c in fp32_runner.calls if c[0] != "probe"} == {"fp32"} and not fp32.tf32
+    assert result.ceiling.per_device_max > 1.8 * fp32.ceiling.per_device_max
+    assert "TF32 stays off" in fp32.precision_reason
+
+
+def test_auto_on_cpu_measures_fp32_and_keeps_it_when_nothing_is_short():
+    runner = StubRunner(saturate=None)
+    _, result = run_session(settings(), HostDevices("cpu"), runner)
+    assert {c[2] for c in runner.calls} == {"fp32"} and result.plan.precision == "fp32" and not result.tf32
+    assert "slow without AMX" in result.precision_reason and "no accumulation was needed" in result.precision_reason
+
+
+def test_mixed_precision_comes_before_accumulation():
+    """Regression: a plan that needed accumulation in fp32 only warned 'try mixed precision'; now the ceiling is
+    re-probed in bf16 and the plan takes it when it needs fewer accumulation steps."""
+    runner = StubRunner(saturate=None)  # fp32 ceiling ~245 per device; bf16 halves activations: ~490
+    session, result = run_session(settings(global_batch=800), HostDevices("cpu"), runner)
+    assert result.plan.precision == "bf16" and result.plan.accumulation_steps == 1 and result.plan.per_device == 400
+    assert {c[1] for c in runner.calls if c[0] == "probe" and c[2] == "bf16"}  # really re-probed in bf16
+    assert "mixed precision before accumulation" in result.precision_reason
+    assert result.ceiling.per_device_max >= 400 and "In bf16" in result.ceiling.reason
+    assert not any(w.code == "amp-before-shrinking" for w in result.plan.warnings)
+
+
+def test_mixed_before_accumulation_keeps_fp32_with_the_reason_when_bf16_cannot_run():
+    runner = StubRunner(saturate=None, unsupported={"bf16"})
+    _, result = run_session(settings(global_batch=800), HostDevices("cpu"), runner)
+    assert result.plan.precision == "fp32" and result.plan.accumulation_steps == 2
+    assert "cannot run" in result.precision_reason and "not supported by this CPU's oneDNN" in result.precision_reason
+
+
+def test_mixed_before_accumulation_is_a_pure_decision():
+    from advisor.method import PrecisionChoice, mixed_before_accumulation
+
+    auto = PrecisionChoice("fp32", "bf16", False, "")
+    asked = []
+    assert mixed_before_accumulation(400, 2, 250, auto, lambda m: asked.append(m))[:2] == ("fp32", 250)
+    assert asked == []  # no accumulation needed: nothing re-probed
+    assert mixed_before_accumulation(2000, 2, 250, auto, lambda m: (260, ""))[:2] == ("fp32", 250)  # 4 either way
+    assert mixed_before_accumulation(2000, 2, 250, auto, lambda m: (500, ""))[:2] == ("bf16", 500)
+    fixed = PrecisionChoice("fp32", None, False, "")
+    assert mixed_before_accumulation(2000, 2, 250, fixed, lambda m: 1 / 0)[:2] == ("fp32", 250)
+
+
+def test_a_primitive_error_that_persists_at_batch_one_is_an_unsupported_configuration():
+    """Regression: oneDNN's 'could not create a primitive' at every batch read as 'even a batch of 1 runs out
+    of memory'; a smaller batch that still fails is not memory."""
+    from advisor.ceiling import UnsupportedConfiguration
+
+    runner = StubRunner(unsupported={"bf16"})
+    with pytest.raises(UnsupportedConfiguration, match=r"bf16 is not supported by this CPU's oneDNN.*--precision fp32"):
+        search_ceiling(lambda b, p: runner.probe(b, p, "bf16"), runner.budget, precision="bf16")
+    adapter = load_adapter("ddp")
+    s = settings(precision="bf16")
+    session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=StubRunner(unsupported={"bf16"}))
+    with pytest.raises(UnsupportedConfiguration, match="batch 1 and 2"):
+        session.ceiling()
+    # A real memory limit also says it at large batches only: that stays an OOM edge.
+    tiny = StubRunner(fixed=1 * MIB, per_sample=1 * MIB, budget=3.5 * MIB)
+    oom_at_3 = lambda b, p: (ProbeTrial(b, "oom", None, 0.0, p, "could not create a primitive") if b > 2
+                             else tiny.probe(b, p))
+    assert search_ceiling(oom_at_3, tiny.budget).largest_ok == 2
+    with pytest.raises(Exception, match="Even a batch of 1 runs out of memory"):
+        search_ceiling(StubRunner(fixed=10 * MIB, budget=5 * MIB).probe, 5 * MIB)
+
+
+def test_primitive_failures_are_told_apart_by_the_classifier():
+    from advisor.oom import is_oom_message, is_primitive_failure, unsupported_configuration_message
+
+    assert is_primitive_failure("RuntimeError: could not create a primitive") and is_oom_message("could not create a primitive")
+    assert not is_primitive_failure("DefaultCPUAllocator: can't allocate memory")
+    text = unsupported_configuration_message("fp32", [1, 2], "could not create a primitive")
+    assert "no kernel for this model's configuration in fp32" in text and "not out of memory" in text
