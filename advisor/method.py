@@ -16,6 +16,7 @@ from typing import Callable, Protocol
 
 from .ceiling import DEFAULT_HEADROOM, CeilingResult, ProbeTrial
 from .errors import AdvisorError
+from .oom import is_primitive_failure
 from .ledger import TrialRecord
 from .lr import LRDecision, WarmupDecision, plan_warmup, scale_lr
 from .plan import Plan, Warning_, identical_batch_for, plan_data_parallel
@@ -233,6 +234,9 @@ def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, 
                 precision = mixed
                 record = retry
                 notes.append(f"{batch}: OOM in fp32, fits in {mixed}: switched to {mixed}")
+            elif is_primitive_failure(retry.note or ""):
+                say(f"{batch}: {mixed} failed too, with oneDNN's 'could not create a primitive': this CPU may not "
+                    f"support {mixed} at all (not only memory); staying in fp32")
         tried[batch] = record
         if record.status == "oom":
             notes.append(f"{batch}: OOM, halving")

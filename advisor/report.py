@@ -28,13 +28,13 @@ def _env_reason(env: dict) -> str | None:
     return " ".join(reasons) or None
 
 
-def _hardware(device: str) -> dict:
-    import torch
-
+def _hardware(device: str, host=None) -> dict:
+    """From the host detected before the plan: asking torch.cuda here would create a CUDA context on GPU 0."""
     info = {"device": device, "host": platform.node(), "cpu": platform.processor() or platform.machine()}
-    if device == "cuda" and torch.cuda.is_available():
-        props = torch.cuda.get_device_properties(0)
-        info.update(gpu=props.name, gpu_memory_bytes=props.total_memory, gpu_count=torch.cuda.device_count())
+    if device.startswith("cuda") and host is not None and host.type == "cuda" and host.names:
+        info.update(gpu=host.names[0], gpu_memory_bytes=host.memories[0], gpu_count=len(host.names))
+        if host.capabilities:
+            info["gpu_capability"] = ".".join(map(str, host.capabilities[0]))
     return info
 
 
@@ -115,7 +115,7 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
         "provenance": {"tool": "batch-advisor", "tool_version": __version__, "torch_version": torch.__version__,
                        "python_version": platform.python_version(),
                        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                       "hardware": _hardware(s.device),
+                       "hardware": _hardware(s.device, result.host),
                        "command": shlex.join(argv) if argv else None},
         "ledger": ledger,
     }

@@ -71,6 +71,7 @@ class MethodResult:
     cap_reason: str = ""
     optimizer_implementation: str | None = None  # what the workers ran, as they reported it
     tf32: bool = False  # the probes ran with TF32 matmuls allowed; the user's run must allow them too
+    host: HostDevices | None = None  # what detect() found before the plan
 
 
 @dataclass
@@ -455,6 +456,7 @@ class Session:
         ran = getattr(self.runner, "optimizer_info", None) or {}
         self.result.optimizer_implementation = ran.get("implementation")
         self.result.tf32 = self.precision.tf32
+        self.result.host = self.setup.host
         return self.result
 
     def run_all(self) -> MethodResult:

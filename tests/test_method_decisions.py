@@ -65,7 +65,8 @@ class StubRunner:
         g = per_device * self.nproc
         if peak > self.budget or precision in self.unsupported:
             record = TrialRecord(phase, per_device, self.nproc, accumulation, g, "oom", 0.1, lr=lr,
-                                 precision=precision)
+                                 precision=precision, note="could not create a primitive"
+                                 if precision in self.unsupported else "out of memory")
         else:
             throughput = min(g, self.saturate) * 100.0 if self.saturate else g * 100.0
             metric = self.val(per_device) if evaluate else None
@@ -345,6 +346,7 @@ def test_auto_on_a_bf16_gpu_measures_ceiling_trial_and_sweep_in_bf16_with_tf32()
     assert "allow_tf32" in result.plan.precision_advice
     recipe = build_recipe(result)
     assert recipe["precision"]["mode"] == "bf16" and recipe["precision"]["tf32"] is True
+    assert recipe["provenance"]["hardware"]["gpu"] == "H100"  # from detect(), not torch.cuda in this process
     # The ceiling was found in bf16: half the activation memory of fp32 fits about twice the batch.
     fp32_runner = StubRunner(saturate=None)
     _, fp32 = run_session(settings(device="cuda", precision="fp32"), h100, fp32_runner)
@@ -421,3 +423,13 @@ def test_primitive_failures_are_told_apart_by_the_classifier():
     assert not is_primitive_failure("DefaultCPUAllocator: can't allocate memory")
     text = unsupported_configuration_message("fp32", [1, 2], "could not create a primitive")
     assert "no kernel for this model's configuration in fp32" in text and "not out of memory" in text
+
+
+def test_a_trial_whose_mixed_retry_meets_a_primitive_error_says_so_and_halves_in_fp32():
+    runner = StubRunner(budget=100 * MIB, saturate=None, unsupported={"bf16"})
+    ceiling = ceiling_for(runner)
+    runner.budget = 60 * MIB
+    outcome = short_trial(runner, 64, ceiling, 40, info(), "fp32", mixed="bf16")
+    assert outcome.precision == "fp32" and any("could not create a primitive" in d for d in outcome.decisions)
+    assert [c for c in runner.calls if c[0] == "trial"][:3] == [("trial", 64, "fp32"), ("trial", 64, "bf16"),
+                                                                   ("trial", 32, "fp32")]
