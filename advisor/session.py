@@ -210,7 +210,7 @@ class Session:
         self.mixed = self.precision.mixed  # tried before halving and before accumulation
         # Tests hand in a stub runner with the same probe/train/ledger/model_info/env/options surface.
         self.runner = runner or JobRunner(adapter, settings, self._emit, self.cancel_token, tf32=self.precision.tf32)
-        self._mixed_ceilings: dict[str, CeilingResult] = {}
+        self._mixed_ceilings: dict[str, CeilingResult | str] = {}  # per mixed precision: its ceiling, or why none
         self.timings: dict[int, StepTiming] = {}
         self._probes: dict[int, ProbeTrial] = {}
         self.ceiling_result: CeilingResult | None = None
@@ -326,8 +326,11 @@ class Session:
             except CancelledError:
                 raise
             except AdvisorError as exc:
-                return None, str(exc)
-        return min(self._mixed_ceilings[mixed].per_device_max, self.data_cap), ""
+                self._mixed_ceilings[mixed] = str(exc)  # asked again (a new global target), the answer stands
+        found = self._mixed_ceilings[mixed]
+        if isinstance(found, str):
+            return None, found
+        return min(found.per_device_max, self.data_cap), ""
 
     # -- step 2 -------------------------------------------------------------------------------------------
     def choose_start(self, per_device: int | None = None) -> StartChoice:
