@@ -15,11 +15,16 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .errors import AdvisorError
+from .oom import is_primitive_failure, unsupported_configuration_message
 
 DEFAULT_HEADROOM = 0.15
 FIT_BATCHES = (2, 8)
 GROWTH = 1.5
 DEFAULT_RESOLUTION = 0.05  # stop bisecting when the band is within 5% of the batch (or one sample)
+
+
+class UnsupportedConfiguration(AdvisorError):
+    """oneDNN could not create a primitive even at the smallest batches: the configuration, not memory."""
 
 
 @dataclass
@@ -124,10 +129,12 @@ def search_ceiling(
     resolution: float = DEFAULT_RESOLUTION,
     on_trial: Callable[[ProbeTrial], None] | None = None,
     cap_reason: str = "",
+    precision: str = "fp32",
 ) -> CeilingResult:
     """Find the largest per-device batch that fits with ``headroom`` of memory to spare.
 
-    ``probe(batch, purpose)`` runs one real step at ``batch`` in a fresh process under the budget.
+    ``probe(batch, purpose)`` runs one real step at ``batch`` in a fresh process under the budget;
+    ``precision`` is what it runs in (named when the configuration turns out unsupported).
     """
     if not 0 <= headroom < 1:
         raise AdvisorError(f"Headroom must be a fraction in [0, 1), got {headroom}.")
@@ -148,6 +155,10 @@ def search_ceiling(
             if batch == FIT_BATCHES[0]:
                 one = run(1, "fit")
                 if one.status != "ok":
+                    smallest = trials[-2:]
+                    if all(is_primitive_failure(t.message) for t in smallest):
+                        raise UnsupportedConfiguration(unsupported_configuration_message(
+                            precision, [t.batch for t in smallest], smallest[-1].message))
                     raise AdvisorError(_nothing_fits_advice(one, budget_bytes))
             break
     ok = [t for t in trials if t.status == "ok"]

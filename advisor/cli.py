@@ -374,8 +374,9 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--base-lr", type=float, help="the LR used today (default: the workload's)")
     plan.add_argument("--base-batch", type=int, help="the global batch that LR was tuned for")
     plan.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto",
-                      help="auto (default): fp32, and mixed precision before halving when a trial runs out of "
-                           "memory; or fix one")
+                      help="auto (default): on a GPU with bf16 Tensor Cores (compute capability >= 8.0) measure "
+                           "and plan in bf16 with TF32; elsewhere fp32, with mixed precision tried before halving "
+                           "a batch or accumulating; or fix one")
     plan.add_argument("--task", help="the task type, if not the workload's (sets the starting value and the "
                                      "global range: see advisor/tasks.py)")
     plan.add_argument("--optimizer", help="the optimizer training runs, for real (sgd, adam, adamw, adagrad, "

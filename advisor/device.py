@@ -126,31 +126,64 @@ def peak_allocated(device) -> int:
     return int(torch.cuda.max_memory_allocated(dev))
 
 
-def mixed_precision_for(device) -> str | None:
-    """The mixed precision to try before shrinking a batch on this device, or None."""
-    dev = normalize(device)
-    if dev.type == "cpu":
-        return "bf16"  # CPU autocast runs bf16; fp16 needs CUDA loss scaling
-    if dev.type == "cuda":
-        import torch
+BF16_MIN_CAPABILITY = (8, 0)  # Ampere: bf16 Tensor Cores (and TF32); older cards only emulate bf16, slowly
+TF32_ENV = {"TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1"}  # torch reads it once: TF32 cuBLAS matmuls without code
 
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+
+def native_bf16(capability: tuple[int, int]) -> bool:
+    """Real bf16 support: compute capability 8.0 or newer.
+
+    Not ``torch.cuda.is_bf16_supported()``: by default it counts emulation (it creates a bf16 tensor on the
+    card), so it says True on a V100 or T4, and it initialises CUDA with a context on the current device.
+    """
+    return tuple(capability) >= BF16_MIN_CAPABILITY
+
+
+def mixed_precision_for(device_type: str, bf16_native: bool) -> str | None:
+    """The mixed precision this device runs: bf16 on CPU and on Ampere or newer; fp16 (with a GradScaler)
+    on older GPUs."""
+    if device_type == "cpu":
+        return "bf16"  # CPU autocast runs bf16; fp16 needs CUDA loss scaling
+    if device_type.startswith("cuda"):
+        return "bf16" if bf16_native else "fp16"
     return None
+
+
+def enable_tf32(device) -> bool:
+    """Let fp32 matmuls and convolutions on a CUDA device use TF32 Tensor Cores, as the user's run will.
+
+    CPU flags stay untouched (``set_float32_matmul_precision`` would also change CPU matmuls). Returns whether
+    anything was set.
+    """
+    import torch
+
+    dev = device if isinstance(device, torch.device) else torch.device(device)
+    if dev.type != "cuda":
+        return False
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    return True
 
 
 @dataclass
 class HostDevices:
-    """What this host offers: the device type, and per GPU its name and memory."""
+    """What this host offers: the device type, and per GPU its name, memory and compute capability."""
 
     type: str  # "cpu" | "cuda"
     names: list[str] = field(default_factory=list)
     memories: list[int] = field(default_factory=list)
     cpu_count: int = field(default_factory=lambda: os.cpu_count() or 1)
-    bf16: bool = True
+    bf16: bool = True  # on CUDA: every GPU has real bf16 (compute capability >= 8.0), not emulation
+    capabilities: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def count(self) -> int:
         return len(self.names) if self.type == "cuda" else self.cpu_count
+
+    @property
+    def tf32(self) -> bool:
+        """TF32 Tensor Cores came with bf16 ones (Ampere)."""
+        return self.type == "cuda" and self.bf16
 
     def describe(self) -> str:
         if self.type == "cpu":
@@ -161,20 +194,61 @@ class HostDevices:
         return f"{len(self.names)} x " + ", ".join(kinds) + " (" + ", ".join(format_bytes(m) for m in self.memories) + ")"
 
 
+def cuda_inventory() -> list[dict]:
+    """Every GPU's name, memory and compute capability. Initialises CUDA: run it in a throwaway process."""
+    import torch
+
+    inventory = []
+    for index in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(index)
+        inventory.append({"name": props.name, "total_memory": int(props.total_memory),
+                          "capability": [int(props.major), int(props.minor)]})
+    return inventory
+
+
+def query_cuda_devices(timeout_s: float = 120.0) -> list[dict]:
+    """``cuda_inventory()`` in a short child process, so the orchestrator never initialises CUDA: reading
+    device properties in-process creates a context (hundreds of MiB) on GPU 0 that stays for the whole
+    plan, and a CUDA-initialised parent cannot fork CUDA workers."""
+    import json
+    import subprocess
+    import sys
+
+    from .errors import SetupError
+
+    code = "import json; from advisor.device import cuda_inventory; print(json.dumps(cuda_inventory()))"
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise SetupError(f"Reading the GPUs' properties took over {timeout_s:.0f} s (a child process running "
+                         "torch.cuda.get_device_properties). Check the driver with nvidia-smi, or use --device cpu."
+                         ) from None
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SetupError(f"Could not read the GPUs' properties (torch.cuda.get_device_properties in a child "
+                         f"process failed: {tail}). Check the driver with nvidia-smi, or use --device cpu.")
+    return json.loads(lines[-1])
+
+
 def detect(requested: str | None = None) -> HostDevices:
-    """The host's devices; ``requested`` ("cpu"/"cuda"/None) picks the type."""
+    """The host's devices; ``requested`` ("cpu"/"cuda"/None) picks the type. Creates no CUDA context here."""
     import torch
 
     from .errors import SetupError
 
-    has_cuda = torch.cuda.is_available()
+    has_cuda = torch.cuda.is_available()  # counts devices (cudaGetDeviceCount or NVML); no context
     if requested == "cuda" and not has_cuda:
         raise SetupError("--device cuda was asked for, but torch sees no CUDA GPU here (torch.cuda.is_available() "
                          "is False). Check the driver and that torch is a CUDA build, or use --device cpu.")
     kind = requested or ("cuda" if has_cuda else "cpu")
     if kind == "cpu":
         return HostDevices("cpu")
-    count = torch.cuda.device_count()
-    props = [torch.cuda.get_device_properties(i) for i in range(count)]
-    return HostDevices("cuda", [p.name for p in props], [int(p.total_memory) for p in props],
-                       bf16=bool(torch.cuda.is_bf16_supported()))
+    gpus = query_cuda_devices()
+    if not gpus:
+        raise SetupError("torch.cuda.is_available() is True, but a child process saw no GPU (CUDA_VISIBLE_DEVICES "
+                         "or the driver?). Check nvidia-smi and CUDA_VISIBLE_DEVICES, or use --device cpu.")
+    capabilities = [tuple(g["capability"]) for g in gpus]
+    return HostDevices("cuda", [g["name"] for g in gpus], [g["total_memory"] for g in gpus],
+                       bf16=bool(capabilities) and all(native_bf16(c) for c in capabilities),
+                       capabilities=capabilities)

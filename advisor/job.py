@@ -23,6 +23,7 @@ class TrialJob:
     lr: float = 0.01
     warmup_steps: int = 0
     precision: str = "fp32"  # "fp32" | "bf16" | "fp16"
+    tf32: bool = False  # on CUDA, fp32 matmuls/convolutions may use TF32 Tensor Cores (as the user's run will)
     device: str = "cpu"  # "cpu" | "cuda" | "cuda:N"; workers normalise it with torch.device
     memory_budget_bytes: int | None = None
     collective_timeout_s: float = 60.0

@@ -16,6 +16,7 @@ from typing import Callable, Protocol
 
 from .ceiling import DEFAULT_HEADROOM, CeilingResult, ProbeTrial
 from .errors import AdvisorError
+from .oom import is_primitive_failure
 from .ledger import TrialRecord
 from .lr import LRDecision, WarmupDecision, plan_warmup, scale_lr
 from .plan import Plan, Warning_, identical_batch_for, plan_data_parallel
@@ -43,7 +44,7 @@ class MethodSettings:
     global_batch: int | None = None  # a global target the user insists on; else the sweep decides
     base_lr: float | None = None
     base_batch: int | None = None
-    precision: str = "auto"  # "auto": fp32, and mixed precision before halving on OOM; or fixed fp32/bf16/fp16
+    precision: str = "auto"  # "auto": see choose_precision (bf16 on Ampere+ GPUs, else fp32 + mixed on OOM)
     trial_timeout_s: float = 900.0
     idle_timeout_s: float = 180.0
     collective_timeout_s: float = 120.0
@@ -63,6 +64,8 @@ class MethodSettings:
 
     @property
     def start_precision(self) -> str:
+        """The precision asked for, with auto read as fp32; on a GPU the session's ``precision.measure`` is the
+        one that runs (choose_precision)."""
         return "fp32" if self.precision == "auto" else self.precision
 
 
@@ -81,12 +84,85 @@ class WorkloadInfo:
     base_source: str
 
 
+@dataclass
+class PrecisionChoice:
+    """What the probes, trial and sweep run in, what to try before halving or accumulating, and why."""
+
+    measure: str  # "fp32" | "bf16" | "fp16": the ceiling probes, the trial and the sweep run in it
+    mixed: str | None  # tried before halving (trial) and before accumulation (plan); None if fixed or already mixed
+    tf32: bool  # fp32 matmuls may use TF32 Tensor Cores (workers and the user's run)
+    reason: str
+
+
+def choose_precision(requested: str, device_type: str, bf16_native: bool, adapter_supports: set[str]
+                     ) -> PrecisionChoice:
+    """``--precision`` resolved for this device. auto measures in what the user will train in: bf16 autocast
+    with TF32 on a GPU with bf16 Tensor Cores; fp32 elsewhere, with mixed precision tried before halving and
+    before accumulation (on CPU bf16 is slow without AMX; fp16 on older GPUs needs a GradScaler and can
+    overflow, so it is not a silent default)."""
+    from .device import mixed_precision_for
+
+    cuda = device_type.startswith("cuda")
+    tf32 = cuda and bf16_native and requested != "fp32"
+    if requested != "auto":
+        note = ""
+        if cuda and bf16_native:
+            note = (" TF32 stays off: fp32 was asked for." if requested == "fp32"
+                    else " TF32 is allowed for the fp32 matmuls outside autocast.")
+        return PrecisionChoice(requested, None, tf32, f"{requested}, as asked (--precision {requested}).{note}")
+    mixed = mixed_precision_for(device_type, bf16_native)
+    if mixed not in adapter_supports:
+        mixed = None
+    if cuda and mixed == "bf16":
+        return PrecisionChoice("bf16", None, True, (
+            "--precision auto on a GPU with bf16 Tensor Cores (compute capability >= 8.0): the ceiling probes, the "
+            "trial and the sweep ran in bf16 autocast with TF32 matmuls allowed, as the training will run. Pass "
+            "--precision fp32 to measure plain fp32."))
+    if cuda:
+        reason = ("--precision auto on a GPU without bf16 Tensor Cores (compute capability < 8.0): measured in fp32"
+                  + (", with fp16 AMP (and a GradScaler) tried before halving a batch or accumulating; pass "
+                     "--precision fp16 to measure in fp16." if mixed else "; the adapter runs no fp16."))
+    else:
+        reason = ("--precision auto on CPU: measured in fp32 (CPU bf16 is slow without AMX)"
+                  + (", with bf16 autocast tried before halving a batch or accumulating." if mixed else "."))
+    return PrecisionChoice("fp32", mixed, False, reason)
+
+
+def accumulation_for(target_global: int, world_size: int, per_device_cap: int) -> int:
+    """The accumulation steps a plan needs (plan_data_parallel's rule): 1 when the target fits the cap."""
+    return max(1, math.ceil(target_global / (max(1, per_device_cap) * world_size)))
+
+
+def mixed_before_accumulation(target_global: int, world_size: int, cap: int, precision: PrecisionChoice,
+                              mixed_cap: Callable[[str], tuple[int | None, str]]) -> tuple[str, int, str]:
+    """DOMAIN 3: when memory is short, mixed precision comes before accumulation. If the plan needs accumulation
+    in fp32 and a mixed precision may be tried, ``mixed_cap(mixed)`` measures the per-device cap in it (None
+    and why when it cannot run); the plan takes it when it needs fewer accumulation steps.
+
+    Returns (precision, per-device cap, what was decided; "" when nothing was tried)."""
+    needed = accumulation_for(target_global, world_size, cap)
+    if needed == 1 or precision.measure != "fp32" or not precision.mixed:
+        return precision.measure, cap, ""
+    mixed = precision.mixed
+    other, why = mixed_cap(mixed)
+    if other is None:
+        return "fp32", cap, (f"fp32 needs {needed} accumulation steps for the global target {target_global}; "
+                             f"{mixed} was tried first and cannot run: {why}")
+    fewer = accumulation_for(target_global, world_size, other)
+    if fewer < needed:
+        return mixed, other, (f"fp32 fits {cap} per device and needs {needed} accumulation steps for the global "
+                              f"target {target_global}; the ceiling re-probed in {mixed} is {other} per device, "
+                              f"which needs {fewer}: the plan uses {mixed} (mixed precision before accumulation).")
+    return "fp32", cap, (f"fp32 needs {needed} accumulation steps for the global target {target_global}; in {mixed} "
+                         f"the ceiling is {other} per device, which needs as many, so the plan keeps fp32.")
+
+
 class Runner(Protocol):
     """What the decisions need from whoever runs the jobs (the real launcher, or a stub in tests)."""
 
     nproc: int
 
-    def probe(self, batch: int, purpose: str) -> ProbeTrial: ...
+    def probe(self, batch: int, purpose: str, precision: str = "fp32") -> ProbeTrial: ...
 
     def train(self, phase: str, per_device: int, steps: int, lr: float, warmup_steps: int = 0,
               accumulation: int = 1, evaluate: bool = False, precision: str = "fp32",
@@ -158,6 +234,9 @@ def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, 
                 precision = mixed
                 record = retry
                 notes.append(f"{batch}: OOM in fp32, fits in {mixed}: switched to {mixed}")
+            elif is_primitive_failure(retry.note or ""):
+                say(f"{batch}: {mixed} failed too, with oneDNN's 'could not create a primitive': this CPU may not "
+                    f"support {mixed} at all (not only memory); staying in fp32")
         tried[batch] = record
         if record.status == "oom":
             notes.append(f"{batch}: OOM, halving")

@@ -130,8 +130,15 @@ def plan_data_parallel(
         else:
             plan.precision_advice = ("On CPU, bf16 autocast cuts activation memory (fp16 needs a CUDA GPU); on "
                                      "Tensor-Core GPUs use bf16 AMP: try it before shrinking the batch.")
+    elif precision == "fp16":
+        plan.precision_advice = ("fp16 mixed precision: torch.autocast(dtype=torch.float16) with a torch.amp.GradScaler "
+                                 "(fp16 gradients underflow without loss scaling)"
+                                 + (f"; under accumulation, step the optimizer and the scaler every {accumulation} "
+                                    "micro-steps." if accumulation > 1 else "."))
     else:
-        plan.precision_advice = f"{precision} mixed precision."
+        plan.precision_advice = ("bf16 mixed precision: torch.autocast(dtype=torch.bfloat16), no GradScaler needed"
+                                 + (f"; under accumulation, step the optimizer every {accumulation} micro-steps."
+                                    if accumulation > 1 else "."))
     if profile.global_range and global_batch < profile.global_range[0]:
         low, high = profile.global_range
         plan.warnings.append(Warning_(

@@ -20,13 +20,23 @@ ENV_REASON = ("The probes measured the ceiling with these variables set (on CPU 
               "ceiling can run out of memory). Train with them set, or the ceiling does not hold.")
 
 
-def _hardware(device: str) -> dict:
-    import torch
+def _env_reason(env: dict) -> str | None:
+    from .device import TF32_ENV
 
+    reasons = [ENV_REASON] if set(env) - set(TF32_ENV) else []
+    if set(TF32_ENV) <= set(env):
+        reasons.append("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 lets fp32 matmuls use TF32 Tensor Cores, as they did in "
+                       "the probes, trial and sweep ([precision] tf32).")
+    return " ".join(reasons) or None
+
+
+def _hardware(device: str, host=None) -> dict:
+    """From the host detected before the plan: asking torch.cuda here would create a CUDA context on GPU 0."""
     info = {"device": device, "host": platform.node(), "cpu": platform.processor() or platform.machine()}
-    if device == "cuda" and torch.cuda.is_available():
-        props = torch.cuda.get_device_properties(0)
-        info.update(gpu=props.name, gpu_memory_bytes=props.total_memory, gpu_count=torch.cuda.device_count())
+    if device.startswith("cuda") and host is not None and host.type == "cuda" and host.names:
+        info.update(gpu=host.names[0], gpu_memory_bytes=host.memories[0], gpu_count=len(host.names))
+        if host.capabilities:
+            info["gpu_capability"] = ".".join(map(str, host.capabilities[0]))
     return info
 
 
@@ -89,7 +99,8 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
                       **result.optimizer_hyperparameters, "source": result.optimizer_hyperparameters_source},
         "warmup": {"steps": result.warmup.steps, "epochs": result.warmup.epochs,
                    "steps_per_epoch": result.warmup.steps_per_epoch, "reason": result.warmup.reason},
-        "precision": {"mode": p.precision, "advice": p.precision_advice, "reason": result.precision_reason},
+        "precision": {"mode": p.precision, "tf32": result.tf32, "advice": p.precision_advice,
+                      "reason": result.precision_reason},
         "normalization": {"sync_batchnorm": p.sync_batchnorm, "has_batchnorm": w.has_batchnorm,
                           "advice": p.normalization_advice},
         "method": {
@@ -115,11 +126,11 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
                    "note": "Adapt the flag names to your script; load_recipe() gives the same numbers in Python "
                            "and its apply_env() sets [launch.env] inside the script.",
                    "env": dict(result.launch_env),
-                   "env_reason": (ENV_REASON if result.launch_env else None)},
+                   "env_reason": _env_reason(result.launch_env)},
         "provenance": {"tool": "batch-advisor", "tool_version": __version__, "torch_version": torch.__version__,
                        "python_version": platform.python_version(),
                        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                       "hardware": _hardware(s.device),
+                       "hardware": _hardware(s.device, result.host),
                        "command": shlex.join(argv) if argv else None},
         "ledger": ledger,
     }

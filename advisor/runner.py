@@ -18,13 +18,18 @@ class JobRunner:
     """Runs probes and short trainings through one adapter; every run lands in the ledger."""
 
     def __init__(self, adapter: Adapter, settings: MethodSettings, emit, cancel: CancelToken,
-                 options: dict | None = None):
+                 options: dict | None = None, tf32: bool = False):
         self.adapter, self.s, self.emit, self.cancel = adapter, settings, emit, cancel
         self.nproc = settings.nproc
         self.ledger: list[TrialRecord] = []
         self.model_info: dict | None = None
         self.optimizer_info: dict | None = None  # which optimizer implementation the workers ran
         self.env = adapter.environment("cuda" if settings.device.startswith("cuda") else "cpu")
+        self.tf32 = tf32
+        if tf32:  # the workers set the flags themselves; the variable carries TF32 to the user's run (launch env)
+            from .device import TF32_ENV
+
+            self.env.update(TF32_ENV)
         # ``options``: validate_setup's adapter.plan_options answer (checked against the optimizer)
         if options is None:
             options = adapter.plan_options(dict(settings.adapter_options), settings.optimizer or "", settings.precision)
@@ -34,7 +39,7 @@ class JobRunner:
 
     def _job(self, **kw) -> TrialJob:
         return TrialJob(workload=self.s.workload, device=self.s.device, memory_budget_bytes=self.s.memory_budget_bytes,
-                        collective_timeout_s=self.s.collective_timeout_s, workdir=self.s.workdir,
+                        collective_timeout_s=self.s.collective_timeout_s, workdir=self.s.workdir, tf32=self.tf32,
                         extra={"adapter_options": self.options, "optimizer": self.s.optimizer}, **kw)
 
     def _run(self, job: TrialJob, nproc: int, label: str, on_event=None) -> JobOutcome:
@@ -49,8 +54,8 @@ class JobRunner:
         return run_job(self.adapter.command, job, nproc, self.s.trial_timeout_s, self.s.idle_timeout_s, relay, label,
                        env=self.env, cancel=self.cancel)
 
-    def probe(self, batch: int, purpose: str) -> ProbeTrial:
-        precision = self.probe_precision
+    def probe(self, batch: int, purpose: str, precision: str | None = None) -> ProbeTrial:
+        precision = precision or self.probe_precision
         self.emit(ProbeStarted(batch, purpose, self.probe_nproc))
         outcome = self._run(self._job(kind="probe", per_device_batch=batch, steps=2, precision=precision),
                             self.probe_nproc, f"ceiling probe at batch {batch}")

@@ -10,20 +10,20 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from .adapters import Adapter
 from .ceiling import CeilingResult, ProbeTrial, search_ceiling
 from .device import HostDevices
-from .errors import AdvisorError, SetupError
+from .errors import AdvisorError, CancelledError, SetupError
 from .events import Decision, Event, Note, StepFinished, StepStarted
 from .launch import CancelToken
 from .ledger import TrialRecord
 from .lr import KNOWN_OPTIMIZERS, LRDecision, WarmupDecision
-from .method import (SWEEP_EVAL_POINTS, MethodSettings, SweepOutcome, TrialOutcome, WorkloadInfo, data_cap,
-                     decide_sweep, heterogeneous_devices_note, lr_and_warmup, make_plan, noise_summary,
-                     short_trial, start_value, sweep_candidates)
+from .method import (SWEEP_EVAL_POINTS, MethodSettings, SweepOutcome, TrialOutcome, WorkloadInfo, choose_precision,
+                     data_cap, decide_sweep, heterogeneous_devices_note, lr_and_warmup, make_plan,
+                     mixed_before_accumulation, noise_summary, short_trial, start_value, sweep_candidates)
 from .plan import Plan
 from .tasks import task_profile
 
@@ -72,6 +72,8 @@ class MethodResult:
     optimizer_implementation: str | None = None  # what the workers ran, as they reported it
     optimizer_hyperparameters: dict = field(default_factory=dict)  # weight decay, momentum, betas, eps
     optimizer_hyperparameters_source: str = ""
+    tf32: bool = False  # the probes ran with TF32 matmuls allowed; the user's run must allow them too
+    host: HostDevices | None = None  # what detect() found before the plan
 
 
 @dataclass
@@ -145,7 +147,8 @@ def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices
     elif s.precision in ("bf16", "fp16") and not getattr(caps, f"supports_{s.precision}", False):
         problems.append(f"the adapter {adapter.name!r} does not support {s.precision}")
     elif s.precision == "bf16" and host.type == "cuda" and not host.bf16:
-        problems.append("this GPU has no bf16 support; use --precision fp16 or fp32")
+        problems.append("bf16 needs a GPU with compute capability 8.0 or newer (Ampere); this one only emulates it, "
+                        "slowly: use --precision fp16 (AMP with a GradScaler) or fp32")
     workload = None
     try:
         workload = resolve_workload(s.workload)  # a bad workload fails here, before any process starts
@@ -201,17 +204,18 @@ class Session:
 
     def __init__(self, adapter: Adapter, settings: MethodSettings, setup: Setup,
                  on_event: Callable[[Event], None] | None = None, runner=None):
-        from .device import mixed_precision_for
         from .runner import JobRunner
 
         self.adapter, self.settings, self.setup = adapter, settings, setup
         self.on_event = on_event or (lambda event: None)
         self.cancel_token = CancelToken()
+        supported = {p for p in ("bf16", "fp16") if getattr(adapter.capabilities, f"supports_{p}", False)}
+        self.precision = choose_precision(settings.precision, settings.device, setup.host.bf16, supported)
+        self.mixed = self.precision.mixed  # tried before halving and before accumulation
         # Tests hand in a stub runner with the same probe/train/ledger/model_info/env/options surface.
-        self.runner = runner or JobRunner(adapter, settings, self._emit, self.cancel_token, setup.adapter_options)
-        self.mixed = mixed_precision_for(settings.device) if settings.precision == "auto" else None
-        if self.mixed and not getattr(adapter.capabilities, f"supports_{self.mixed}", False):
-            self.mixed = None
+        self.runner = runner or JobRunner(adapter, settings, self._emit, self.cancel_token, setup.adapter_options,
+                                          tf32=self.precision.tf32)
+        self._mixed_ceilings: dict[str, CeilingResult | str] = {}  # per mixed precision: its ceiling, or why none
         self.timings: dict[int, StepTiming] = {}
         self._probes: dict[int, ProbeTrial] = {}
         self.ceiling_result: CeilingResult | None = None
@@ -300,19 +304,38 @@ class Session:
         began = self._begin(1)
         if not reuse_probes:
             self._probes.clear()
-
-        def probe(batch: int, purpose: str) -> ProbeTrial:
-            if batch not in self._probes:
-                self._probes[batch] = self.runner.probe(batch, purpose)
-            return self._probes[batch]
-
-        max_batch = min(self.settings.max_batch, self.data_cap)
-        cap_reason = self.cap_reason if max_batch == self.data_cap else "the search's upper limit"
-        self.ceiling_result = search_ceiling(probe, self.settings.memory_budget_bytes, self.settings.headroom,
-                                             max_batch, cap_reason=cap_reason)
+        self._mixed_ceilings.clear()
+        self.ceiling_result = self._search_ceiling(self.precision.measure, self._probes)
         self.invalidate_after(1)
         self._end(1, began)
         return self.ceiling_result
+
+    def _search_ceiling(self, precision: str, probes: dict[int, ProbeTrial]) -> CeilingResult:
+        def probe(batch: int, purpose: str) -> ProbeTrial:
+            if batch not in probes:
+                probes[batch] = self.runner.probe(batch, purpose, precision)
+            return probes[batch]
+
+        max_batch = min(self.settings.max_batch, self.data_cap)
+        cap_reason = self.cap_reason if max_batch == self.data_cap else "the search's upper limit"
+        return search_ceiling(probe, self.settings.memory_budget_bytes, self.settings.headroom, max_batch,
+                              cap_reason=cap_reason, precision=precision)
+
+    def _mixed_cap(self, mixed: str) -> tuple[int | None, str]:
+        """The per-device cap with the ceiling re-probed in ``mixed`` precision, or None and why it cannot run."""
+        if mixed not in self._mixed_ceilings:
+            self._emit(Note(f"The plan needs accumulation in {self.precision.measure}: re-probing the memory "
+                            f"ceiling in {mixed} first (mixed precision before accumulation)."))
+            try:
+                self._mixed_ceilings[mixed] = self._search_ceiling(mixed, {})
+            except CancelledError:
+                raise
+            except AdvisorError as exc:
+                self._mixed_ceilings[mixed] = str(exc)  # asked again (a new global target), the answer stands
+        found = self._mixed_ceilings[mixed]
+        if isinstance(found, str):
+            return None, found
+        return min(found.per_device_max, self.data_cap), ""
 
     # -- step 2 -------------------------------------------------------------------------------------------
     def choose_start(self, per_device: int | None = None) -> StartChoice:
@@ -340,7 +363,7 @@ class Session:
         ceiling = self.ceiling_result
         cap, why = self.learnable_cap
         self.trial_outcome = short_trial(self.runner, self.start.per_device, ceiling, self.settings.trial_steps,
-                                         self.info, self.settings.start_precision, self.mixed,
+                                         self.info, self.precision.measure, self.mixed,
                                          lambda message: self._emit(Decision(3, message)), cap=max(cap, 1),
                                          cap_reason=why or ("the memory ceiling" if cap == ceiling.per_device_max
                                                             else self.cap_reason))
@@ -354,7 +377,7 @@ class Session:
             raise AdvisorError("Run the short trial (step 3) first, or give the batch to sweep around.")
         began = self._begin(4)
         chosen = chosen or self.trial_outcome.chosen
-        precision = self.trial_outcome.precision if self.trial_outcome else self.settings.start_precision
+        precision = self.trial_outcome.precision if self.trial_outcome else self.precision.measure
         cap, why = self.learnable_cap
         candidates, note = sweep_candidates(chosen, max(cap, chosen), self.settings.subset_sweep)
         if why and chosen * 2 > cap:
@@ -392,34 +415,52 @@ class Session:
             s.global_batch = global_batch
         info = self.info
         trial, sweep = self.trial_outcome, self.sweep_outcome
-        precision = trial.precision if trial else s.start_precision
+        measured = self.precision.measure
+        precision = trial.precision if trial else measured
+        ceiling, cap = self.ceiling_result, self.per_device_cap
+        accumulation_note = ""
+        if precision == measured:
+            target = s.global_batch or sweep.chosen * s.world_size
+            precision, cap, accumulation_note = mixed_before_accumulation(target, s.world_size, cap, self.precision,
+                                                                          self._mixed_cap)
+            if precision != measured:
+                mixed_ceiling = self._mixed_ceilings[precision]
+                ceiling = replace(mixed_ceiling, reason=f"In {precision} (re-probed: {measured} needed accumulation). "
+                                  + mixed_ceiling.reason)
         noise, noise_reason = noise_summary(self._trained_rows())
-        plan, lr, warmup = make_plan(s, info, self.per_device_cap, sweep.chosen, sweep.reason, precision, noise,
+        plan, lr, warmup = make_plan(s, info, cap, sweep.chosen, sweep.reason, precision, noise,
                                      amp_available=self.mixed is not None or s.device == "cpu")
-        note = heterogeneous_devices_note(self.ceiling_result, s.device_memories)
+        note = heterogeneous_devices_note(ceiling, s.device_memories)
         if note:
             plan.warnings.append(note)
-        if precision != s.start_precision:
-            precision_reason = (f"The trial ran out of memory in {s.start_precision} and fit in {precision}, so the "
-                                f"plan uses {precision} (mixed precision before shrinking the batch).")
-        elif s.precision == "auto":
-            precision_reason = "Nothing ran out of memory in fp32, so the plan keeps fp32 (--precision auto)."
+        if trial and trial.precision != measured:
+            outcome = (f"The trial ran out of memory in {measured} and fit in {trial.precision}, so the plan uses "
+                       f"{trial.precision} (mixed precision before shrinking the batch).")
+        elif accumulation_note:
+            outcome = accumulation_note
+        elif self.precision.mixed:
+            outcome = f"Nothing ran out of memory in {measured} and no accumulation was needed, so the plan keeps it."
         else:
-            precision_reason = f"{precision}, as asked (--precision {s.precision})."
+            outcome = ""
+        precision_reason = (self.precision.reason + " " + outcome).strip()
+        if self.precision.tf32:
+            plan.precision_advice += (" TF32: the probes ran with torch.backends.cuda.matmul.allow_tf32 = True and "
+                                      "torch.backends.cudnn.allow_tf32 = True; set them in the training script (or "
+                                      "torch.set_float32_matmul_precision('high')), or keep the launch line's "
+                                      "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1.")
         env = self.runner.env
         nproc_per_node = s.nproc if s.target_world_size is None else max(1, math.ceil(plan.world_size / s.nodes))
         launch = self.adapter.launch_command(LaunchSpec(nproc_per_node, s.nodes, plan.per_device,
                                                         plan.accumulation_steps, lr.value, warmup.steps,
                                                         plan.precision, env))
         timings = [self.timings[k] for k in sorted(self.timings)]
-        ceiling = self.ceiling_result
         self.result = MethodResult(
             s, info, ceiling, self.start.per_device if self.start else sweep.chosen,
             self.start.reason if self.start else "", trial.chosen if trial else sweep.chosen,
             trial.reason if trial else "", sweep.chosen, sweep.reason, plan, lr, warmup, list(self.runner.ledger),
             timings, noise, noise_reason, precision_reason, dict(env), launch,
-            self.adapter.recipe_extras(self.runner.options), self.per_device_cap,
-            self.cap_reason if self.per_device_cap < ceiling.per_device_max else "")
+            self.adapter.recipe_extras(self.runner.options), cap,
+            self.cap_reason if cap < ceiling.per_device_max else "")
         ran = getattr(self.runner, "optimizer_info", None) or {}
         self.result.optimizer_implementation = ran.get("implementation")
         self.result.adapter_extras.update(ran.get("adapter_extras") or {})
@@ -433,6 +474,8 @@ class Session:
             self.result.optimizer_hyperparameters = hyperparameters(
                 self.setup.optimizer, workload.momentum, workload.weight_decay, workload.betas, workload.eps)
             self.result.optimizer_hyperparameters_source = "the workload's settings"
+        self.result.tf32 = self.precision.tf32
+        self.result.host = self.setup.host
         return self.result
 
     def run_all(self) -> MethodResult:

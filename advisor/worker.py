@@ -515,6 +515,10 @@ def worker_main(strategy: WorkerStrategy, argv: list[str] | None = None) -> None
         if job.device == "cpu":
             torch.set_num_threads(1)  # one core per rank, as one GPU per rank
         strategy.setup(job)
+        if job.tf32:
+            from .device import enable_tf32
+
+            enable_tf32(strategy.device)
         emit("started", rank=strategy.rank, pid=os.getpid(), world_size=strategy.world_size,
              device=str(strategy.device))
         torch.manual_seed(job.seed)

@@ -37,10 +37,9 @@ def fake_cuda(monkeypatch):
 
     def props(index):
         calls.append(("get_device_properties", (index,), {}))
-        return types.SimpleNamespace(total_memory=80 * GIB, name="Fake H100")
+        return types.SimpleNamespace(total_memory=80 * GIB, name="Fake H100", major=9, minor=0)
 
     monkeypatch.setattr(torch.cuda, "get_device_properties", props)
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
     # Nothing held outside the allocator here (tests/test_gpu_memory_accounting.py covers what is).
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (80 * GIB, 80 * GIB))
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 0)
@@ -95,17 +94,117 @@ def test_cpu_path_uses_rlimit_and_the_tracker():
     assert measured.peak["how"].startswith("MemTracker") and measured.peak["peak_bytes"] > 0
 
 
-def test_mixed_precision_before_halving_picks_what_the_device_runs(fake_cuda, monkeypatch):
-    assert dev.mixed_precision_for("cpu") == "bf16"
-    assert dev.mixed_precision_for("cuda:1") == "bf16"
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
-    assert dev.mixed_precision_for("cuda:1") == "fp16"  # e.g. a V100
+def test_mixed_precision_before_halving_picks_what_the_device_runs():
+    assert dev.mixed_precision_for("cpu", bf16_native=False) == "bf16"  # CPU autocast is bf16
+    assert dev.mixed_precision_for("cuda:1", bf16_native=True) == "bf16"
+    assert dev.mixed_precision_for("cuda:1", bf16_native=False) == "fp16"  # a V100 or T4: fp16 with a GradScaler
+
+
+@pytest.fixture
+def cuda_below_torch(monkeypatch):
+    """CUDA patched beneath torch.cuda's public functions, so the real is_bf16_supported/get_device_properties
+    run: ``gpus`` is what the driver reports, ``inits`` records every CUDA initialisation, ``bf16_tensor`` how
+    often torch made a bf16 tensor on a card to test for (emulated) support."""
+    state = types.SimpleNamespace(gpus=[], inits=[], bf16_tensor=[])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: len(state.gpus))
+    monkeypatch.setattr(torch.cuda, "_lazy_init", lambda: state.inits.append("_lazy_init"))
+    monkeypatch.setattr(torch.cuda, "init", lambda: state.inits.append("init"))
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: 0, raising=False)
+    monkeypatch.setattr(torch.cuda, "_get_device_properties", lambda index: state.gpus[index], raising=False)
+
+    def make_bf16_tensor(device):  # what a pre-Ampere card does: the tensor is created, bf16 is emulated
+        state.bf16_tensor.append(device)
+        return True
+
+    monkeypatch.setattr(torch.cuda, "_check_bf16_tensor_supported", make_bf16_tensor)
+    return state
+
+
+def gpu(name, major, minor, memory=16 * GIB):
+    return types.SimpleNamespace(name=name, total_memory=memory, major=major, minor=minor)
+
+
+def test_a_v100_is_planned_with_fp16_although_torch_counts_its_bf16_emulation(cuda_below_torch, monkeypatch):
+    """Regression: detect() asked torch.cuda.is_bf16_supported(), which counts emulation by default."""
+    from advisor.adapters import load_adapter
+    from advisor.errors import SetupError
+    from advisor.method import MethodSettings, choose_precision
+    from advisor.session import validate_setup
+
+    cuda_below_torch.gpus = [gpu("Tesla V100-SXM2-16GB", 7, 0)]
+    # The installed torch's own answer, pinned: True by default (emulation), False for real support.
+    assert torch.cuda.is_bf16_supported() is True
+    assert torch.cuda.is_bf16_supported(including_emulation=False) is False
+    monkeypatch.setattr(dev, "query_cuda_devices", dev.cuda_inventory)  # the child process's code, run here
+    host = dev.detect()
+    assert host.capabilities == [(7, 0)] and host.bf16 is False and host.tf32 is False
+    assert dev.mixed_precision_for("cuda", host.bf16) == "fp16"
+    auto = choose_precision("auto", "cuda", host.bf16, {"bf16", "fp16"})
+    assert (auto.measure, auto.mixed, auto.tf32) == ("fp32", "fp16", False)
+    settings = MethodSettings("digits-mlp", "ddp", 1, "cuda", 2 * GIB, precision="bf16")
+    with pytest.raises(SetupError, match="compute capability 8.0"):
+        validate_setup(settings, load_adapter("ddp"), host)
+
+    cuda_below_torch.gpus = [gpu("NVIDIA A100-SXM4-80GB", 8, 0, 80 * GIB), gpu("NVIDIA H100", 9, 0, 80 * GIB)]
+    ampere = dev.detect()
+    assert ampere.bf16 and ampere.tf32 and ampere.capabilities == [(8, 0), (9, 0)]
+
+
+def test_detect_creates_no_cuda_context_in_the_orchestrator(cuda_below_torch, monkeypatch):
+    """Regression: get_device_properties and is_bf16_supported initialised CUDA in the engine process (a context
+    on GPU 0 for the whole plan; the emulation check even allocates there). The child process reads them."""
+    from advisor.adapters import load_adapter
+    from advisor.method import MethodSettings
+    from advisor.session import Session, validate_setup
+
+    cuda_below_torch.gpus = [gpu("Tesla T4", 7, 5), gpu("Tesla T4", 7, 5)]
+    asked = []
+    monkeypatch.setattr(dev, "query_cuda_devices",
+                        lambda: asked.append(1) or [{"name": "Tesla T4", "total_memory": 16 * GIB,
+                                                     "capability": [7, 5]}] * 2)
+    host = dev.detect()
+    settings = MethodSettings("digits-mlp", "ddp", 2, "cuda:1", 2 * GIB)
+    adapter = load_adapter("ddp")
+    session = Session(adapter, settings, validate_setup(settings, adapter, host), runner=types.SimpleNamespace())
+    assert asked == [1] and host.count == 2 and not host.bf16 and session.mixed == "fp16"
+    assert cuda_below_torch.inits == [] and cuda_below_torch.bf16_tensor == []
+
+
+def test_the_device_query_runs_in_a_real_child_process():
+    assert dev.query_cuda_devices() == [] if not torch.cuda.is_available() else dev.query_cuda_devices()
+
+
+def test_tf32_is_enabled_on_cuda_workers_and_carried_to_the_launch_env(monkeypatch):
+    from advisor.adapters import load_adapter
+    from advisor.job import TrialJob
+    from advisor.launch import CancelToken
+    from advisor.method import MethodSettings
+    from advisor.runner import JobRunner
+
+    matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        assert dev.enable_tf32(torch.device("cpu")) is False and torch.backends.cuda.matmul.allow_tf32 is False
+        assert dev.enable_tf32(torch.device("cuda", 1)) is True
+        assert torch.backends.cuda.matmul.allow_tf32 is True and torch.backends.cudnn.allow_tf32 is True
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
+    settings = MethodSettings("digits-mlp", "ddp", 2, "cuda", 2 * GIB)
+    runner = JobRunner(load_adapter("ddp"), settings, lambda event: None, CancelToken(), tf32=True)
+    job = runner._job(kind="probe", per_device_batch=2)
+    assert TrialJob.from_json(job.to_json()).tf32 is True  # what the worker reads
+    assert runner.env["TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"] == "1"  # workers and the user's launch line
+    plain = JobRunner(load_adapter("ddp"), settings, lambda event: None, CancelToken())
+    assert not plain._job(kind="probe", per_device_batch=2).tf32 and "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE" not in plain.env
 
 
 def test_host_detection_lists_every_gpu(fake_cuda, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(dev, "query_cuda_devices", dev.cuda_inventory)  # the child process's code, run here
     host = dev.detect()
     assert host.type == "cuda" and host.count == 2 and host.memories == [80 * GIB] * 2
-    assert "Fake H100" in host.describe()
+    assert "Fake H100" in host.describe() and host.bf16 and host.capabilities == [(9, 0)] * 2
     assert dev.detect("cpu").type == "cpu"

@@ -30,14 +30,16 @@ def info(**kw):
 
 
 class StubRunner:
-    """Memory = fixed + per_sample x batch (halved by mixed precision); throughput saturates at ``saturate``."""
+    """Memory = fixed + per_sample x batch (activations halved by mixed precision); throughput saturates at
+    ``saturate``. A precision in ``unsupported`` fails at every batch with oneDNN's primitive error."""
 
     def __init__(self, nproc=2, fixed=10 * MIB, per_sample=1 * MIB, budget=300 * MIB, saturate=10_000,
-                 val=None, train_seconds=None, evals=None):
+                 val=None, train_seconds=None, evals=None, unsupported=()):
         self.nproc, self.fixed, self.per_sample, self.budget, self.saturate = nproc, fixed, per_sample, budget, saturate
         self.val = val or (lambda batch: 0.9)
         self.train_seconds = train_seconds or (lambda batch: batch / 100)
         self.evals = evals
+        self.unsupported = set(unsupported)
         self.calls: list[tuple] = []
         self.ledger: list[TrialRecord] = []
         self.model_info = {"parameters": 1000, "has_batchnorm": False}
@@ -47,20 +49,24 @@ class StubRunner:
         activations = self.per_sample * batch * (0.5 if precision != "fp32" else 1)
         return self.fixed + activations
 
-    def probe(self, batch, purpose):
-        self.calls.append(("probe", batch))
-        peak = self.peak(batch)
+    def probe(self, batch, purpose, precision="fp32"):
+        self.calls.append(("probe", batch, precision))
+        if precision in self.unsupported:
+            return ProbeTrial(batch, "oom", None, 0.01, purpose, "RuntimeError: could not create a primitive")
+        peak = self.peak(batch, precision)
         fits = peak <= self.budget
-        return ProbeTrial(batch, "ok" if fits else "oom", int(peak) if fits else None, 0.01, purpose)
+        return ProbeTrial(batch, "ok" if fits else "oom", int(peak) if fits else None, 0.01, purpose,
+                          "" if fits else "DefaultCPUAllocator: can't allocate memory")
 
     def train(self, phase, per_device, steps, lr, warmup_steps=0, accumulation=1, evaluate=False,
               precision="fp32", eval_points=1):
         self.calls.append((phase, per_device, precision))
         peak = self.peak(per_device, precision)
         g = per_device * self.nproc
-        if peak > self.budget:
+        if peak > self.budget or precision in self.unsupported:
             record = TrialRecord(phase, per_device, self.nproc, accumulation, g, "oom", 0.1, lr=lr,
-                                 precision=precision)
+                                 precision=precision, note="could not create a primitive"
+                                 if precision in self.unsupported else "out of memory")
         else:
             throughput = min(g, self.saturate) * 100.0 if self.saturate else g * 100.0
             metric = self.val(per_device) if evaluate else None
@@ -347,3 +353,117 @@ def test_the_recipe_says_when_the_loader_not_the_model_sets_the_pace():
     trained = [row for row in recipe["ledger"] if row["phase"] in ("trial", "sweep")]
     assert trained and all(row["data_seconds"] > 0 for row in trained)  # the ledger carries the wait
     assert "loader-bottleneck" not in {w["code"] for w in recipes[0.1][0]["warnings"]}
+
+
+# -- precision: what auto measures, mixed precision before accumulation, unsupported configurations --------------
+
+GIB = 2**30
+
+
+def run_session(s, host, runner):
+    adapter = load_adapter("ddp")
+    session = Session(adapter, s, validate_setup(s, adapter, host), runner=runner)
+    return session, session.run_all()
+
+
+def test_auto_on_a_bf16_gpu_measures_ceiling_trial_and_sweep_in_bf16_with_tf32():
+    """Regression: auto measured everything in fp32 on a GPU, so the recipe described a job nobody runs."""
+    from advisor.report import build_recipe
+
+    h100 = HostDevices("cuda", ["H100", "H100"], [80 * GIB] * 2, bf16=True, capabilities=[(9, 0)] * 2)
+    runner = StubRunner(saturate=None)
+    session, result = run_session(settings(device="cuda"), h100, runner)
+    assert {c[2] for c in runner.calls if c[0] == "probe"} == {"bf16"}  # the ceiling too
+    assert {c[2] for c in runner.calls if c[0] in ("trial", "sweep")} == {"bf16"}
+    assert result.plan.precision == "bf16" and result.tf32
+    assert "bf16 Tensor Cores" in result.precision_reason and "TF32" in result.precision_reason
+    assert "allow_tf32" in result.plan.precision_advice
+    recipe = build_recipe(result)
+    assert recipe["precision"]["mode"] == "bf16" and recipe["precision"]["tf32"] is True
+    assert recipe["provenance"]["hardware"]["gpu"] == "H100"  # from detect(), not torch.cuda in this process
+    # The ceiling was found in bf16: half the activation memory of fp32 fits about twice the batch.
+    fp32_runner = StubRunner(saturate=None)
+    _, fp32 = run_session(settings(device="cuda", precision="fp32"), h100, fp32_runner)
+    assert {c[2] for c in fp32_runner.calls if c[0] != "probe"} == {"fp32"} and not fp32.tf32
+    assert result.ceiling.per_device_max > 1.8 * fp32.ceiling.per_device_max
+    assert "TF32 stays off" in fp32.precision_reason
+
+
+def test_auto_on_cpu_measures_fp32_and_keeps_it_when_nothing_is_short():
+    runner = StubRunner(saturate=None)
+    _, result = run_session(settings(), HostDevices("cpu"), runner)
+    assert {c[2] for c in runner.calls} == {"fp32"} and result.plan.precision == "fp32" and not result.tf32
+    assert "slow without AMX" in result.precision_reason and "no accumulation was needed" in result.precision_reason
+
+
+def test_mixed_precision_comes_before_accumulation():
+    """Regression: a plan that needed accumulation in fp32 only warned 'try mixed precision'; now the ceiling is
+    re-probed in bf16 and the plan takes it when it needs fewer accumulation steps."""
+    runner = StubRunner(saturate=None)  # fp32 ceiling ~245 per device; bf16 halves activations: ~490
+    session, result = run_session(settings(global_batch=800), HostDevices("cpu"), runner)
+    assert result.plan.precision == "bf16" and result.plan.accumulation_steps == 1 and result.plan.per_device == 400
+    assert {c[1] for c in runner.calls if c[0] == "probe" and c[2] == "bf16"}  # really re-probed in bf16
+    assert "mixed precision before accumulation" in result.precision_reason
+    assert result.ceiling.per_device_max >= 400 and "In bf16" in result.ceiling.reason
+    assert not any(w.code == "amp-before-shrinking" for w in result.plan.warnings)
+
+
+def test_mixed_before_accumulation_keeps_fp32_with_the_reason_when_bf16_cannot_run():
+    runner = StubRunner(saturate=None, unsupported={"bf16"})
+    _, result = run_session(settings(global_batch=800), HostDevices("cpu"), runner)
+    assert result.plan.precision == "fp32" and result.plan.accumulation_steps == 2
+    assert "cannot run" in result.precision_reason and "not supported by this CPU's oneDNN" in result.precision_reason
+
+
+def test_mixed_before_accumulation_is_a_pure_decision():
+    from advisor.method import PrecisionChoice, mixed_before_accumulation
+
+    auto = PrecisionChoice("fp32", "bf16", False, "")
+    asked = []
+    assert mixed_before_accumulation(400, 2, 250, auto, lambda m: asked.append(m))[:2] == ("fp32", 250)
+    assert asked == []  # no accumulation needed: nothing re-probed
+    assert mixed_before_accumulation(2000, 2, 250, auto, lambda m: (260, ""))[:2] == ("fp32", 250)  # 4 either way
+    assert mixed_before_accumulation(2000, 2, 250, auto, lambda m: (500, ""))[:2] == ("bf16", 500)
+    fixed = PrecisionChoice("fp32", None, False, "")
+    assert mixed_before_accumulation(2000, 2, 250, fixed, lambda m: 1 / 0)[:2] == ("fp32", 250)
+
+
+def test_a_primitive_error_that_persists_at_batch_one_is_an_unsupported_configuration():
+    """Regression: oneDNN's 'could not create a primitive' at every batch read as 'even a batch of 1 runs out
+    of memory'; a smaller batch that still fails is not memory."""
+    from advisor.ceiling import UnsupportedConfiguration
+
+    runner = StubRunner(unsupported={"bf16"})
+    with pytest.raises(UnsupportedConfiguration, match=r"bf16 is not supported by this CPU's oneDNN.*--precision fp32"):
+        search_ceiling(lambda b, p: runner.probe(b, p, "bf16"), runner.budget, precision="bf16")
+    adapter = load_adapter("ddp")
+    s = settings(precision="bf16")
+    session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=StubRunner(unsupported={"bf16"}))
+    with pytest.raises(UnsupportedConfiguration, match="batch 1 and 2"):
+        session.ceiling()
+    # A real memory limit also says it at large batches only: that stays an OOM edge.
+    tiny = StubRunner(fixed=1 * MIB, per_sample=1 * MIB, budget=3.5 * MIB)
+    oom_at_3 = lambda b, p: (ProbeTrial(b, "oom", None, 0.0, p, "could not create a primitive") if b > 2
+                             else tiny.probe(b, p))
+    assert search_ceiling(oom_at_3, tiny.budget).largest_ok == 2
+    with pytest.raises(Exception, match="Even a batch of 1 runs out of memory"):
+        search_ceiling(StubRunner(fixed=10 * MIB, budget=5 * MIB).probe, 5 * MIB)
+
+
+def test_primitive_failures_are_told_apart_by_the_classifier():
+    from advisor.oom import is_oom_message, is_primitive_failure, unsupported_configuration_message
+
+    assert is_primitive_failure("RuntimeError: could not create a primitive") and is_oom_message("could not create a primitive")
+    assert not is_primitive_failure("DefaultCPUAllocator: can't allocate memory")
+    text = unsupported_configuration_message("fp32", [1, 2], "could not create a primitive")
+    assert "no kernel for this model's configuration in fp32" in text and "not out of memory" in text
+
+
+def test_a_trial_whose_mixed_retry_meets_a_primitive_error_says_so_and_halves_in_fp32():
+    runner = StubRunner(budget=100 * MIB, saturate=None, unsupported={"bf16"})
+    ceiling = ceiling_for(runner)
+    runner.budget = 60 * MIB
+    outcome = short_trial(runner, 64, ceiling, 40, info(), "fp32", mixed="bf16")
+    assert outcome.precision == "fp32" and any("could not create a primitive" in d for d in outcome.decisions)
+    assert [c for c in runner.calls if c[0] == "trial"][:3] == [("trial", 64, "fp32"), ("trial", 64, "bf16"),
+                                                                   ("trial", 32, "fp32")]

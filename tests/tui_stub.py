@@ -27,13 +27,13 @@ class EventStubRunner:
     def peak(self, batch, precision="fp32"):
         return self.fixed + self.per_sample * batch * (0.5 if precision != "fp32" else 1)
 
-    def probe(self, batch, purpose):
+    def probe(self, batch, purpose, precision="fp32"):
         from advisor.errors import TrialError
 
         if self.fail_probe_at is not None and batch >= self.fail_probe_at:
             raise TrialError(f"The ceiling probe at batch {batch} failed on rank 0: RuntimeError: shape '[-1, 3]' "
                              "is invalid for input of size 1024\n    last worker lines: ...")
-        peak = self.peak(batch)
+        peak = self.peak(batch, precision)
         fits = peak <= self.budget * 0.9
         trial = ProbeTrial(batch, "ok" if fits else "oom", int(peak) if fits else None, 1.5, purpose,
                            "" if fits else "DefaultCPUAllocator: can't allocate memory",

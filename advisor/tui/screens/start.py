@@ -77,7 +77,7 @@ class StartScreen(StepScreen):
         target = settings.global_batch or choice.per_device * world
         cap = session.per_device_cap
         plan = plan_data_parallel(target, world, cap, info.task, info.num_classes, info.has_batchnorm,
-                                  settings.device, settings.start_precision,
+                                  settings.device, session.precision.measure,
                                   amp_available=session.mixed is not None or settings.device == "cpu",
                                   train_size=info.train_size)
         target_why = (f"You asked for a global batch of {settings.global_batch}." if settings.global_batch else
