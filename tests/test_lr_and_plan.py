@@ -174,3 +174,26 @@ def test_too_few_steps_per_epoch_warns():
     assert "few-steps-per-epoch" in codes(plan)
     assert "few-steps-per-epoch" not in codes(plan_data_parallel(64, 1, 2048, "image-classification",
                                                                  train_size=1438))
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam", "lamb"])
+@pytest.mark.parametrize("base", [256, 4096, 8192, 16384])
+def test_scaled_lr_has_no_jump_near_the_threshold_or_the_base_from_any_base(base, optimizer):
+    # Regression: from a base of 8192, SGD's LR jumped +41% between targets 4096 and 4097 (linear below the
+    # threshold, square root from the base above it).
+    def lr_at(target):
+        return scale_lr(0.1, base, target, optimizer, max_lr_factor=1e9).value
+
+    for centre in (4096, base):
+        values = [lr_at(b) for b in range(max(1, centre - 64), centre + 65)]
+        steps = [later / earlier for earlier, later in zip(values, values[1:])]
+        assert all(1.0 <= step < 1.01 for step in steps), (centre, max(steps), min(steps))
+
+
+def test_sgd_from_a_base_past_the_threshold_is_linear_below_it_and_square_root_above():
+    lr = scale_lr(0.1, 8192, 2048, "sgd")
+    # sqrt from 8192 down to 4096 (x 1/sqrt 2), then linear from 4096 down to 2048 (x 1/2).
+    assert lr.rule == "linear-sqrt" and lr.value == pytest.approx(0.1 / math.sqrt(2) / 2)
+    assert "linear between 2048 and 4096" in lr.reason
+    assert scale_lr(0.1, 8192, 4096, "sgd").value == pytest.approx(0.1 / math.sqrt(2))
+    assert scale_lr(0.1, 16384, 8192, "sgd").rule == "sqrt"
