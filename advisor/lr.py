@@ -156,6 +156,23 @@ def plan_warmup(
                           capped)
 
 
+def base_warmup_epochs(given: tuple[float, str] | None, current_steps: int | None, base_global_batch: int,
+                       train_size: int) -> tuple[float, str]:
+    """Today's warmup in epochs, and where it came from: --base-warmup, the workload's current_warmup_steps
+    (optimizer steps at the base global batch), or the advisor's default."""
+    if given is not None:
+        (amount, unit), source = given, "--base-warmup"
+    elif current_steps is not None:
+        amount, unit, source = current_steps, "steps", "the workload's current_warmup_steps"
+    else:
+        return DEFAULT_BASE_WARMUP_EPOCHS, ("the advisor's default; pass --base-warmup or set the workload's "
+                                            "current_warmup_steps to plan from yours")
+    if unit == "epochs":
+        return amount, f"{source}: {amount:g} epochs"
+    return amount * base_global_batch / train_size, (f"{source}: {amount:g} steps x global batch "
+                                                     f"{base_global_batch} / {train_size} samples")
+
+
 def parse_warmup(text: str) -> tuple[float, str]:
     """``--base-warmup``: ``500`` or ``500steps`` (optimizer steps at the base batch), ``2epochs``, ``0.5epoch``.
 

@@ -17,7 +17,7 @@ from typing import Callable, Protocol
 from .ceiling import DEFAULT_HEADROOM, CeilingResult, ProbeTrial
 from .errors import AdvisorError
 from .ledger import TrialRecord
-from .lr import LRDecision, WarmupDecision, plan_warmup, scale_lr
+from .lr import DEFAULT_BASE_WARMUP_EPOCHS, LRDecision, WarmupDecision, plan_warmup, scale_lr
 from .plan import Plan, Warning_, identical_batch_for, plan_data_parallel
 from .tasks import task_profile
 
@@ -50,7 +50,8 @@ class MethodSettings:
     max_batch: int = 65536
     device_memories: list[int] | None = None  # every device's memory, when they differ (heterogeneous GPUs)
     workdir: str = field(default_factory=os.getcwd)
-    base_warmup_epochs: float = 1.0
+    base_warmup: tuple[float, str] | None = None  # --base-warmup: (amount, "steps" | "epochs"); else the workload's
+    run_epochs: float | None = None  # --epochs: the planned run, which caps the warmup; else the workload's
     adapter_options: dict = field(default_factory=dict)  # e.g. a DeepSpeed ZeRO stage
     optimizer: str | None = None  # overrides the workload's optimizer
     task: str | None = None  # overrides the workload's task type (the task table row)
@@ -79,6 +80,10 @@ class WorkloadInfo:
     base_lr: float
     base_global_batch: int
     base_source: str
+    base_warmup_epochs: float = DEFAULT_BASE_WARMUP_EPOCHS
+    base_warmup_source: str = "the advisor's default"
+    run_epochs: float | None = None
+    run_source: str = ""
 
 
 class Runner(Protocol):
@@ -117,11 +122,15 @@ def lr_for(info: WorkloadInfo, global_batch: int) -> LRDecision:
     return scale_lr(info.base_lr, info.base_global_batch, global_batch, info.optimizer)
 
 
+def warmup_for(info: WorkloadInfo, lr: LRDecision) -> WarmupDecision:
+    return plan_warmup(lr.scale, info.train_size, lr.global_batch, info.base_warmup_epochs, info.base_warmup_source,
+                       info.run_epochs, info.run_source)
+
+
 def lr_and_warmup(info: WorkloadInfo, global_batch: int, steps: int) -> tuple[float, int]:
     """The scaled LR for a short run, with the planned warmup squeezed into its first quarter."""
     lr = lr_for(info, global_batch)
-    warmup = plan_warmup(lr.scale, info.train_size, global_batch).steps
-    return lr.value, min(warmup, steps // 4)
+    return lr.value, min(warmup_for(info, lr).steps, steps // 4)
 
 
 def data_cap(train_size: int, world_size: int) -> int:
@@ -299,7 +308,7 @@ def make_plan(settings: MethodSettings, info: WorkloadInfo, per_device_cap: int,
         plan.reason = (f"The sweep's winner, {sweep_choice} per device x {world} device(s) = global "
                        f"{target}. " + plan.reason)
     lr = lr_for(info, plan.global_batch)
-    warmup = plan_warmup(lr.scale, info.train_size, plan.global_batch, settings.base_warmup_epochs)
+    warmup = warmup_for(info, lr)
     if noise and plan.global_batch > NOISE_MARGIN * noise:
         why = (f"It stands because you asked for a global batch of {settings.global_batch} (--global-batch)."
                if settings.global_batch else

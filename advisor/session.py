@@ -20,7 +20,7 @@ from .errors import AdvisorError, SetupError
 from .events import Decision, Event, Note, StepFinished, StepStarted
 from .launch import CancelToken
 from .ledger import TrialRecord
-from .lr import KNOWN_OPTIMIZERS, LRDecision, WarmupDecision
+from .lr import DEFAULT_BASE_WARMUP_EPOCHS, KNOWN_OPTIMIZERS, LRDecision, WarmupDecision, base_warmup_epochs
 from .method import (SWEEP_EVAL_POINTS, MethodSettings, SweepOutcome, TrialOutcome, WorkloadInfo, data_cap,
                      decide_sweep, heterogeneous_devices_note, lr_and_warmup, make_plan, noise_summary,
                      short_trial, start_value, sweep_candidates)
@@ -83,6 +83,19 @@ class Setup:
     base_source: str
     optimizer: str
     notes: list[str] = field(default_factory=list)
+    base_warmup_epochs: float = DEFAULT_BASE_WARMUP_EPOCHS
+    base_warmup_source: str = "the advisor's default"
+    run_epochs: float | None = None
+    run_source: str = ""
+
+
+def base_source(lr_from_flag: bool, batch_from_flag: bool) -> str:
+    """Where the base LR and its global batch came from, said as the recipe records it."""
+    if lr_from_flag == batch_from_flag:
+        return "--base-lr/--base-batch" if lr_from_flag else "the workload's current_lr/current_batch_size"
+    lr = "--base-lr" if lr_from_flag else "the workload's current_lr"
+    batch = "--base-batch" if batch_from_flag else "the workload's current_batch_size"
+    return f"{lr} at {batch}"
 
 
 def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices) -> Setup:
@@ -176,19 +189,34 @@ def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices
     base_lr = base_batch = None
     source = ""
     if workload is not None:
-        try:
-            base_batch = s.base_batch or workload.current_batch_size or task_profile(workload.task).start_per_device
-        except AdvisorError as exc:
-            problems.append(str(exc).rstrip("."))
         base_lr = s.base_lr or workload.current_lr
+        # The base batch is the global batch the base LR was tuned at; never a guess (a task's per-device
+        # starting value taken as a global batch put every scaled LR off by that factor).
+        base_batch = s.base_batch or workload.current_batch_size
         if base_lr is None:
             problems.append(f"the workload {s.workload!r} gives no learning rate: pass --base-lr (the LR you use "
                             "today) and --base-batch (the global batch it was tuned for)")
-        source = ("--base-lr/--base-batch" if s.base_lr or s.base_batch
-                  else "the workload's current_lr/current_batch_size")
+        elif base_batch is None:
+            given = "--base-lr" if s.base_lr else "the workload's current_lr"
+            problems.append(f"{given} ({base_lr:g}) comes without the global batch it was tuned for, and the "
+                            f"workload {s.workload!r} sets no current_batch_size: pass --base-batch N (today's "
+                            "global batch: per-device x processes x accumulation), or set current_batch_size in "
+                            "the workload; every scaled LR depends on it")
+        source = base_source(s.base_lr is not None, s.base_batch is not None)
+    warmup_epochs, warmup_source = DEFAULT_BASE_WARMUP_EPOCHS, "the advisor's default"
+    if s.base_warmup is not None and not s.base_warmup[0] >= 0:
+        problems.append(f"--base-warmup must be 0 or more, not {s.base_warmup[0]:g}")
+    elif workload is not None and base_batch:
+        warmup_epochs, warmup_source = base_warmup_epochs(s.base_warmup, workload.current_warmup_steps, base_batch,
+                                                          len(workload.train_data))
+    if s.run_epochs is not None and not s.run_epochs > 0:
+        problems.append(f"--epochs must be positive (the length of the planned run), not {s.run_epochs:g}")
+    run_epochs = s.run_epochs or (workload.epochs if workload is not None else None)
+    run_source = "--epochs" if s.run_epochs else ("the workload's epochs" if run_epochs else "")
     if problems:
         raise SetupError("Cannot start the plan: " + "; ".join(problems) + ". Nothing was run.")
-    return Setup(workload, host, base_lr, base_batch, source, optimizer, notes)
+    return Setup(workload, host, base_lr, base_batch, source, optimizer, notes, warmup_epochs, warmup_source,
+                 run_epochs, run_source)
 
 
 class Session:
@@ -254,7 +282,8 @@ class Session:
         model = self.runner.model_info or {}
         return WorkloadInfo(w.name, w.task, w.num_classes, self.setup.optimizer, len(w.train_data), len(w.val_data),
                             model.get("parameters", 0), bool(model.get("has_batchnorm")), self.setup.base_lr,
-                            self.setup.base_global_batch, self.setup.base_source)
+                            self.setup.base_global_batch, self.setup.base_source, self.setup.base_warmup_epochs,
+                            self.setup.base_warmup_source, self.setup.run_epochs, self.setup.run_source)
 
     @property
     def data_cap(self) -> int:

@@ -7,6 +7,8 @@ on known inputs.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from advisor.adapters import load_adapter
@@ -313,3 +315,62 @@ def test_a_task_override_replaces_the_workloads_task_and_is_checked():
     assert setup.workload.task == "object-detection"
     with pytest.raises(SetupError, match="--task 'poetry'"):
         validate_setup(settings(task="poetry"), adapter, HostDevices("cpu"))
+
+
+# -- the base the LR and the warmup are scaled from ------------------------------------------------------------
+
+SMALL_DATA = Path(__file__).resolve().parent / "workloads" / "small_data.py"
+
+
+def test_base_lr_without_any_base_batch_stops_with_a_clear_error():
+    # Regression: --base-lr alone took the task's per-device starting value (32) as the global base batch.
+    from advisor.errors import SetupError
+
+    adapter = load_adapter("ddp")
+    with pytest.raises(SetupError) as err:
+        validate_setup(settings(workload=f"{SMALL_DATA}:tiny_without_base_batch", base_lr=0.1), adapter,
+                       HostDevices("cpu"))
+    assert "pass --base-batch N" in str(err.value) and "current_batch_size" in str(err.value)
+    # With the workload's current_batch_size, --base-lr is scaled from it, and the recipe says so.
+    setup = validate_setup(settings(workload=f"{SMALL_DATA}:tiny_142", base_lr=0.1), adapter, HostDevices("cpu"))
+    assert (setup.base_lr, setup.base_global_batch) == (0.1, 16)
+    assert setup.base_source == "--base-lr at the workload's current_batch_size"
+
+
+def test_the_warmup_starts_from_the_users_own_and_keeps_its_samples():
+    adapter = load_adapter("ddp")
+    workload = f"{SMALL_DATA}:tiny_142"
+    setup = validate_setup(settings(workload=workload), adapter, HostDevices("cpu"))
+    # 20 steps at global 16 over 142 samples: 320 samples, 2.25 epochs.
+    assert setup.base_warmup_epochs == pytest.approx(20 * 16 / 142)
+    assert "current_warmup_steps: 20 steps" in setup.base_warmup_source
+    flag = validate_setup(settings(workload=workload, base_warmup=(0.5, "epochs")), adapter, HostDevices("cpu"))
+    assert flag.base_warmup_epochs == 0.5 and flag.base_warmup_source.startswith("--base-warmup")
+    default = validate_setup(settings(), adapter, HostDevices("cpu"))  # digits-mlp sets no warmup
+    assert default.base_warmup_epochs == 1.0 and "advisor's default" in default.base_warmup_source
+
+
+def test_the_planned_warmup_is_stretched_past_2x_and_capped_by_the_stated_run():
+    from advisor.method import make_plan
+
+    base = dict(train_size=1000, base_global_batch=100, base_warmup_epochs=0.5, base_warmup_source="yours")
+    # Same global batch: the user's 0.5 epoch (5 steps of 100) stays 0.5 epoch.
+    _, _, same = make_plan(settings(nproc=2), info(**base), 512, 50, "", "fp32", None, True)
+    assert (same.epochs, same.steps, same.capped) == (0.5, 5, False)
+    # Global 400 (s = 4 > 2): 3 x 0.5 = 1.5 epochs; a stated 4-epoch run caps it at 20%, 0.8 epochs.
+    _, _, stretched = make_plan(settings(nproc=2), info(**base), 512, 200, "", "fp32", None, True)
+    assert stretched.epochs == 1.5 and not stretched.capped
+    _, _, capped = make_plan(settings(nproc=2), info(**base, run_epochs=4, run_source="--epochs"), 512, 200, "",
+                             "fp32", None, True)
+    assert capped.capped and capped.epochs == pytest.approx(0.8) and capped.steps <= 0.2 * 4 * capped.steps_per_epoch
+    assert "Capped at 20% of the 4-epoch run (--epochs)" in capped.reason
+
+
+def test_base_warmup_flag_parses_steps_and_epochs_and_rejects_the_rest(capsys):
+    from advisor.cli import main
+    from advisor.lr import parse_warmup
+
+    assert parse_warmup("500") == (500, "steps") and parse_warmup("500 steps") == (500, "steps")
+    assert parse_warmup("2epochs") == (2, "epochs") and parse_warmup("0.5epoch") == (0.5, "epochs")
+    assert main(["plan", "--device-memory", "1GiB", "--workload", "digits-mlp", "--base-warmup", "soon"]) == 2
+    assert "--base-warmup 'soon' is not a warmup length" in capsys.readouterr().err
