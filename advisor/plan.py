@@ -32,6 +32,7 @@ class Plan:
     normalization_advice: str = ""
     precision: str = "fp32"
     precision_advice: str = ""
+    validated_global: int | None = None  # the global batch the comparison sweep ran, for the extrapolation note
 
 
 def plan_data_parallel(

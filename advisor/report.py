@@ -66,7 +66,9 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
     return {
         "schema_version": SCHEMA_VERSION,
         "batch": {"per_device": p.per_device, "world_size": p.world_size,
-                  "accumulation_steps": p.accumulation_steps, "global": p.global_batch, "reason": p.reason},
+                  "accumulation_steps": p.accumulation_steps, "global": p.global_batch, "reason": p.reason,
+                  "validated_global": p.validated_global,
+                  "extrapolation": (round(p.global_batch / p.validated_global, 4) if p.validated_global else None)},
         "lr": {"value": result.lr.value, "base": result.lr.base, "base_global_batch": result.lr.base_global_batch,
                "rule": result.lr.rule, "scale": result.lr.scale, "cap": result.lr.cap, "capped": result.lr.capped,
                "optimizer": w.optimizer, "optimizer_implementation": result.optimizer_implementation,

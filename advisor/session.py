@@ -303,16 +303,17 @@ class Session:
 
     @property
     def learnable_cap(self) -> tuple[int, str]:
-        """The largest per-device batch the trial and sweep try: within memory and data, and leaving at least
-        MIN_STEPS_PER_EPOCH optimizer steps per epoch on the target cluster."""
+        """The largest per-device batch the start, the trial and the sweep use: within memory and data, and
+        leaving at least MIN_STEPS_PER_EPOCH optimizer steps per epoch at the global batch those runs validate
+        (per-device x this host's processes; the plan keeps that global batch on any target cluster)."""
         from .plan import MIN_STEPS_PER_EPOCH
 
         cap = self.per_device_cap
-        by_epoch = max(1, len(self.setup.workload.train_data) // (self.settings.world_size * MIN_STEPS_PER_EPOCH))
+        train_size, nproc = len(self.setup.workload.train_data), self.settings.nproc
+        by_epoch = max(1, train_size // (nproc * MIN_STEPS_PER_EPOCH))
         if by_epoch < cap:
-            return by_epoch, (f"{len(self.setup.workload.train_data)} training samples leave at least "
-                              f"{MIN_STEPS_PER_EPOCH} steps per epoch on {self.settings.world_size} process(es) only "
-                              f"up to {by_epoch} per device")
+            return by_epoch, (f"{train_size} training samples leave at least {MIN_STEPS_PER_EPOCH} steps per epoch "
+                              f"on {nproc} process(es) only up to {by_epoch} per device")
         return cap, ""
 
     # -- step 1 -------------------------------------------------------------------------------------------
@@ -343,15 +344,16 @@ class Session:
     def choose_start(self, per_device: int | None = None) -> StartChoice:
         """Step 2: the task table's value capped by the ceiling, or the user's own (still capped)."""
         began = self._begin(2)
-        cap = self.per_device_cap
+        cap, why = self.learnable_cap
+        cap_text = f"capped at {cap}: {why}." if why else f"capped by the ceiling of {cap}."
         if per_device is not None:
             if per_device < 1:
                 raise SetupError(f"The starting value must be at least 1, not {per_device}.")
             chosen = min(per_device, cap)
             reason = f"Your starting value of {per_device} per device" + (
-                f", capped by the ceiling of {cap}." if chosen < per_device else ".")
+                f", {cap_text}" if chosen < per_device else ".")
         else:
-            chosen, reason = start_value(self.info.task, cap)
+            chosen, reason = start_value(self.info.task, cap, cap_text)
         self.start = StartChoice(chosen, reason)
         self.invalidate_after(2)
         self._end(2, began)
@@ -381,9 +383,16 @@ class Session:
         chosen = chosen or self.trial_outcome.chosen
         precision = self.trial_outcome.precision if self.trial_outcome else self.settings.start_precision
         cap, why = self.learnable_cap
-        candidates, note = sweep_candidates(chosen, max(cap, chosen), self.settings.subset_sweep)
+        cap_text = why or ("the memory ceiling" if cap == self.ceiling_result.per_device_max else self.cap_reason)
+        notes = []
+        if chosen > cap:  # the cap bounds every sweep point, the centre included
+            notes.append(f"{chosen} per device is above the cap of {cap} ({cap_text}): sweeping around {cap}.")
+            chosen = cap
+        candidates, subset_note = sweep_candidates(chosen, cap, self.settings.subset_sweep)
+        notes += [subset_note] if subset_note else []
         if why and chosen * 2 > cap:
-            note = (note + " " if note else "") + f"Not sweeping above {max(cap, chosen)}: {why}."
+            notes.append(f"Not sweeping above {cap}: {why}.")
+        note = " ".join(notes)
         if note:
             self._emit(Note(note))
         info, steps = self.info, self.settings.sweep_steps

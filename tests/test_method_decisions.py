@@ -374,3 +374,60 @@ def test_base_warmup_flag_parses_steps_and_epochs_and_rejects_the_rest(capsys):
     assert parse_warmup("2epochs") == (2, "epochs") and parse_warmup("0.5epoch") == (0.5, "epochs")
     assert main(["plan", "--device-memory", "1GiB", "--workload", "digits-mlp", "--base-warmup", "soon"]) == 2
     assert "--base-warmup 'soon' is not a warmup length" in capsys.readouterr().err
+
+
+# -- plans that keep their own rules -----------------------------------------------------------------------------
+
+def test_the_steps_per_epoch_cap_bounds_the_start_every_trial_and_sweep_point_and_the_plan():
+    # Regression: 142 samples on 2 processes: "at most 7 per device keeps 10 steps per epoch", yet the trial
+    # started at 32, the sweep ran 16 and 32, and the plan advised global 32 with 4 steps an epoch.
+    adapter = load_adapter("ddp")
+    s = settings(workload=f"{SMALL_DATA}:tiny_142", nproc=2)
+    session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=StubRunner(nproc=2))
+    result = session.run_all()
+    assert session.learnable_cap[0] == 7 and "only up to 7 per device" in session.learnable_cap[1]
+    assert result.start_value == 7 and "capped at 7" in result.start_reason
+    ran = [c[1] for c in session.runner.calls if c[0] in ("trial", "sweep")]
+    assert ran and max(ran) <= 7
+    assert result.plan.global_batch <= 14 and 142 // result.plan.global_batch >= 10
+    assert "few-steps-per-epoch" not in {w.code for w in result.plan.warnings}
+    # A global batch the user insists on may break the rule, but the warning says who asked for it.
+    session.finish(global_batch=32)
+    few = next(w for w in session.result.plan.warnings if w.code == "few-steps-per-epoch")
+    assert "you asked for a global batch of 32 (--global-batch)" in few.message
+
+
+def test_a_trial_start_above_its_cap_starts_at_the_cap():
+    runner = StubRunner(saturate=None)
+    outcome = short_trial(runner, 32, ceiling_for(runner), 40, info(), "fp32", None, cap=7, cap_reason="data")
+    assert [c[1] for c in runner.calls if c[0] == "trial"] == [7]
+    assert "32: above the cap of 7 (data): starting at 7" == outcome.decisions[0]
+
+
+def test_a_cluster_plan_keeps_the_global_batch_the_sweep_validated():
+    # Regression: 2 local processes swept 64 per device (global 128); the 32-GPU plan multiplied it to 2048.
+    from advisor.method import make_plan
+    from advisor.report import build_recipe
+
+    s = settings(nproc=2, nodes=4, target_world_size=32)
+    plan, lr, _ = make_plan(s, info(train_size=100_000), 512, 64, "", "fp32", None, True)
+    assert (plan.global_batch, plan.per_device, plan.world_size, plan.validated_global) == (128, 4, 32, 128)
+    assert lr.global_batch == 128 and "64 per device x 2 process(es) = global 128" in plan.reason
+    unused = next(w for w in plan.warnings if w.code == "target-memory-unused")
+    assert "up to 16384" in unused.message and "not validated" in unused.message
+    # Forced past what was validated: the recipe says by how much.
+    forced, _, _ = make_plan(settings(nproc=2, nodes=4, target_world_size=32, global_batch=1024),
+                             info(train_size=100_000), 512, 64, "", "fp32", None, True)
+    note = next(w for w in forced.warnings if w.code == "global-not-validated")
+    assert "8x the 128 the comparison sweep ran" in note.message and "--global-batch" in note.message
+    # Rounding to identical batches on 48 devices is an extrapolation too (128 / 48 -> 3 x 48 = 144).
+    rounded, _, _ = make_plan(settings(nproc=2, target_world_size=48), info(train_size=100_000), 512, 64, "",
+                              "fp32", None, True)
+    assert rounded.global_batch == 144 and "1.12x" in next(
+        w for w in rounded.warnings if w.code == "global-not-validated").message
+    adapter = load_adapter("ddp")
+    session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=StubRunner(nproc=2))
+    recipe = build_recipe(session.run_all())
+    batch = recipe["batch"]
+    assert batch["validated_global"] == recipe["method"]["sweep_choice"] * 2
+    assert batch["extrapolation"] == round(batch["global"] / batch["validated_global"], 4)
