@@ -431,3 +431,18 @@ def test_a_cluster_plan_keeps_the_global_batch_the_sweep_validated():
     batch = recipe["batch"]
     assert batch["validated_global"] == recipe["method"]["sweep_choice"] * 2
     assert batch["extrapolation"] == round(batch["global"] / batch["validated_global"], 4)
+
+
+def test_a_ceiling_the_data_cap_sets_says_so_and_not_that_memory_or_headroom_did():
+    # Regression: "Keeping 15% headroom below 128 MiB that really fits gives 719" when the peak was 4.6 MiB.
+    runner = StubRunner(fixed=MIB, per_sample=1024, budget=128 * MIB)
+    result = search_ceiling(runner.probe, runner.budget, 0.15, max_batch=719, cap_reason="data")
+    assert result.per_device_max == 719
+    assert "The cap bounds the ceiling, not memory: at 719 the peak was 1.7 MiB of the 128 MiB budget (1%)" \
+        in result.reason
+    assert "headroom played no part" in result.reason and "that really fits" not in result.reason
+    small = search_ceiling(runner.probe, runner.budget, 0.15, max_batch=5, cap_reason="data")
+    assert small.per_device_max == 5 and "The cap bounds the ceiling, not memory" in small.reason
+    # Memory that binds keeps its headroom text.
+    bound = ceiling_for(StubRunner(budget=100 * MIB))
+    assert "headroom below" in bound.reason and "cap bounds" not in bound.reason
