@@ -79,7 +79,8 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
                    "base_epochs": result.warmup.base_epochs, "base_source": result.warmup.base_source,
                    "run_epochs": result.warmup.run_epochs, "capped_by_run": result.warmup.capped},
         "precision": {"mode": p.precision, "advice": p.precision_advice, "reason": result.precision_reason},
-        "normalization": {"sync_batchnorm": p.sync_batchnorm, "has_batchnorm": w.has_batchnorm,
+        "normalization": {"sync_batchnorm": p.sync_batchnorm, "sync_batchnorm_on_gpu": p.sync_batchnorm_on_gpu,
+                          "has_batchnorm": w.has_batchnorm,
                           "advice": p.normalization_advice},
         "method": {
             "start_value": result.start_value, "start_reason": result.start_reason,

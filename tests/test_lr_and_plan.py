@@ -197,3 +197,26 @@ def test_sgd_from_a_base_past_the_threshold_is_linear_below_it_and_square_root_a
     assert "linear between 2048 and 4096" in lr.reason
     assert scale_lr(0.1, 8192, 4096, "sgd").value == pytest.approx(0.1 / math.sqrt(2))
     assert scale_lr(0.1, 16384, 8192, "sgd").rule == "sqrt"
+
+
+def test_a_cpu_plan_never_sets_sync_batchnorm_and_advises_it_for_the_gpus(tmp_path):
+    # Regression: sync_batchnorm = true was written for multi-process CPU recipes; a CPU launch that applied it
+    # fails in torch's own DDP check (below), so the key stays false and the GPU advice has its own key.
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+
+    cpu = plan_data_parallel(64, world_size=8, ceiling=64, task="image-classification", has_batchnorm=True)
+    assert not cpu.sync_batchnorm and cpu.sync_batchnorm_on_gpu
+    assert "sync_batchnorm = false" in cpu.normalization_advice and "SyncBatchNorm on the GPUs" in cpu.normalization_advice
+    gpu = plan_data_parallel(64, world_size=8, ceiling=64, task="image-classification", has_batchnorm=True,
+                             device_type="cuda")
+    assert gpu.sync_batchnorm and gpu.sync_batchnorm_on_gpu
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        model = nn.SyncBatchNorm.convert_sync_batchnorm(nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4)))
+        with pytest.raises(ValueError, match="SyncBatchNorm layers only work with GPU modules"):
+            nn.parallel.DistributedDataParallel(model)
+        torch.nn.parallel.DistributedDataParallel(nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4)))  # plain BN runs
+    finally:
+        dist.destroy_process_group()
