@@ -95,6 +95,14 @@ def mixed_precision_for(device) -> str | None:
     return None
 
 
+def physical_memory_bytes() -> int | None:
+    """This host's physical RAM, or None where the OS does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 @dataclass
 class HostDevices:
     """What this host offers: the device type, and per GPU its name and memory."""
@@ -104,6 +112,7 @@ class HostDevices:
     memories: list[int] = field(default_factory=list)
     cpu_count: int = field(default_factory=lambda: os.cpu_count() or 1)
     bf16: bool = True
+    physical_memory: int | None = field(default_factory=lambda: physical_memory_bytes())  # RAM, for CPU budgets
 
     @property
     def count(self) -> int:

@@ -132,6 +132,18 @@ def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices
 
         problems.append(f"--device-memory {format_bytes(s.memory_budget_bytes)} is more than the smallest GPU here "
                         f"has ({format_bytes(min(host.memories))}); a probe cannot measure memory the card lacks")
+    elif host.type == "cpu" and host.physical_memory and s.nproc >= 1 \
+            and s.nproc * s.memory_budget_bytes > host.physical_memory:
+        from .units import format_bytes
+
+        ram, budget = host.physical_memory, s.memory_budget_bytes
+        problems.append(f"--nproc {s.nproc} x --device-memory {format_bytes(budget)} = "
+                        f"{format_bytes(s.nproc * budget)} is more than this host's {format_bytes(ram)} of RAM: trials "
+                        "run every process at once, each allowed its whole budget, so the host would swap or kill "
+                        "them before a real out-of-memory shows; use --device-memory "
+                        f"{format_bytes(ram // s.nproc)} or less"
+                        + (f", or --nproc {ram // budget} or fewer (--nodes/--world-size still plan for a bigger "
+                           "cluster)" if budget <= ram else ""))
     if not 0 <= s.headroom < 1:
         problems.append(f"--headroom must be a fraction in [0, 1) (0.10-0.20 is the method's range), not {s.headroom}")
     for name, steps in (("--trial-steps", s.trial_steps), ("--sweep-steps", s.sweep_steps)):

@@ -446,3 +446,19 @@ def test_a_ceiling_the_data_cap_sets_says_so_and_not_that_memory_or_headroom_did
     # Memory that binds keeps its headroom text.
     bound = ceiling_for(StubRunner(budget=100 * MIB))
     assert "headroom below" in bound.reason and "cap bounds" not in bound.reason
+
+
+def test_cpu_processes_times_memory_must_fit_the_hosts_ram():
+    # Regression: 99 processes x 100 GiB on a small machine was "Ready".
+    from advisor.errors import SetupError
+
+    adapter = load_adapter("ddp")
+    with pytest.raises(SetupError) as err:
+        validate_setup(settings(nproc=99, memory_budget_bytes=100 * 2**30), adapter, HostDevices("cpu"))
+    assert "--nproc 99 x --device-memory 100.0 GiB = 9.7 TiB is more than this host's" in str(err.value)
+    assert "or --nproc" not in str(err.value)  # one process of 100 GiB does not fit either
+    small = HostDevices("cpu", physical_memory=8 * 2**30)
+    with pytest.raises(SetupError, match=r"use --device-memory 2.0 GiB or less, or --nproc 2 or fewer"):
+        validate_setup(settings(nproc=4, memory_budget_bytes=3 * 2**30), adapter, small)
+    validate_setup(settings(nproc=2, memory_budget_bytes=3 * 2**30), adapter, small)  # 6 GiB of 8 fits
+    assert HostDevices("cpu").physical_memory > 0  # the real host says
