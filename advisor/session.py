@@ -25,7 +25,6 @@ from .method import (SWEEP_EVAL_POINTS, MethodSettings, SweepOutcome, TrialOutco
                      decide_sweep, heterogeneous_devices_note, lr_and_warmup, make_plan, noise_summary,
                      short_trial, start_value, sweep_candidates)
 from .plan import Plan
-from .tasks import task_profile
 
 STEP_TITLES = {1: "Memory ceiling", 2: "Starting value", 3: "Trial run", 4: "Sweep"}
 STEP_NAMES = {1: "memory ceiling", 2: "starting value", 3: "short trial", 4: "comparison sweep"}  # recipe keys
@@ -354,9 +353,11 @@ class Session:
 
     # -- step 2 -------------------------------------------------------------------------------------------
     def choose_start(self, per_device: int | None = None) -> StartChoice:
-        """Step 2: the task table's value capped by the ceiling, or the user's own (still capped)."""
+        """Step 2: the task table's value or the user's own, capped by the ceiling, the data and the steps per
+        epoch (``learnable_cap``), whichever binds; the reason names it."""
         began = self._begin(2)
         cap, why = self.learnable_cap
+        why = why or (self.cap_reason if cap < self.ceiling_result.per_device_max else "")
         cap_text = f"capped at {cap}: {why}." if why else f"capped by the ceiling of {cap}."
         if per_device is not None:
             if per_device < 1:
