@@ -177,11 +177,14 @@ def search_ceiling(
 
 def _cap_bound_text(trials: list[ProbeTrial], fit: MemoryFit, batch: int, budget_bytes: int, headroom: float) -> str:
     """The cap, not memory, set the ceiling: say so with the peak that was measured there."""
+    from .units import format_bytes
+
     peak = next((t.peak_bytes for t in trials if t.batch == batch and t.status == "ok" and t.peak_bytes),
                 fit.bytes_at(batch))
-    return (f"The cap bounds the ceiling, not memory: at {batch} the peak was {peak / 2**20:.1f} MiB of the "
-            f"{budget_bytes / 2**20:.0f} MiB budget ({peak / budget_bytes:.0%}), so the {headroom:.0%} headroom "
-            f"played no part. Ceiling: {batch}.")
+    share = peak / budget_bytes
+    return (f"The cap bounds the ceiling, not memory: at {batch} the peak was {format_bytes(peak)} of the "
+            f"{format_bytes(budget_bytes)} budget ({'under 1%' if share < 0.01 else f'{share:.0%}'}), so the "
+            f"{headroom:.0%} headroom played no part. Ceiling: {batch}.")
 
 
 def _small_ceiling(run, trials, budget_bytes, headroom, max_batch, cap_reason) -> CeilingResult:

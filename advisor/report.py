@@ -146,7 +146,7 @@ def human_summary(result: MethodResult, recipe_path: str | None) -> str:
         f"  global batch        {p.global_batch}",
         f"  learning rate       {result.lr.value:.4g}  ({result.lr.rule}; base {result.lr.base:g} at "
         f"{result.lr.base_global_batch})",
-        f"  warmup              {result.warmup.steps} steps ({result.warmup.epochs:g} epochs)",
+        f"  warmup              {result.warmup.steps} steps ({result.warmup.epochs:.3g} epochs)",
         f"  precision           {p.precision}",
         "",
         f"1. Ceiling: {c.per_device_max} per device after {len(c.trials)} probes. {c.reason}",

@@ -438,7 +438,7 @@ def test_a_ceiling_the_data_cap_sets_says_so_and_not_that_memory_or_headroom_did
     runner = StubRunner(fixed=MIB, per_sample=1024, budget=128 * MIB)
     result = search_ceiling(runner.probe, runner.budget, 0.15, max_batch=719, cap_reason="data")
     assert result.per_device_max == 719
-    assert "The cap bounds the ceiling, not memory: at 719 the peak was 1.7 MiB of the 128 MiB budget (1%)" \
+    assert "The cap bounds the ceiling, not memory: at 719 the peak was 1.7 MiB of the 128.0 MiB budget (1%)" \
         in result.reason
     assert "headroom played no part" in result.reason and "that really fits" not in result.reason
     small = search_ceiling(runner.probe, runner.budget, 0.15, max_batch=5, cap_reason="data")
