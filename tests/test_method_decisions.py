@@ -374,6 +374,11 @@ def test_base_warmup_flag_parses_steps_and_epochs_and_rejects_the_rest(capsys):
     assert parse_warmup("2epochs") == (2, "epochs") and parse_warmup("0.5epoch") == (0.5, "epochs")
     assert main(["plan", "--device-memory", "1GiB", "--workload", "digits-mlp", "--base-warmup", "soon"]) == 2
     assert "--base-warmup 'soon' is not a warmup length" in capsys.readouterr().err
+    from advisor.cli import build_parser, settings_from_args
+
+    args = build_parser().parse_args(["plan", "--device-memory", "1GiB", "--base-warmup", "300", "--epochs", "5"])
+    parsed = settings_from_args(args, HostDevices("cpu"))
+    assert parsed.base_warmup == (300, "steps") and parsed.run_epochs == 5
 
 
 # -- plans that keep their own rules -----------------------------------------------------------------------------
