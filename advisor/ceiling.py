@@ -192,13 +192,27 @@ def search_ceiling(
     reason = (f"Fit: {fit.fixed_bytes / 2**20:.1f} MiB fixed + {fit.per_sample_bytes / 2**20:.3f} MiB per sample. "
               + (f"Real OOM edge between {largest_ok} (ran) and {smallest_oom} (OOM). " if smallest_oom
                  else f"No OOM up to the cap of {max_batch}{' (' + cap_reason + ')' if cap_reason else ''}. ")
-              + f"Keeping {headroom:.0%} headroom below {usable / 2**20:.0f} MiB that really fits gives {ceiling}.")
+              + (_cap_bound_text(trials, fit, largest_ok, budget_bytes, headroom)
+                 if smallest_oom is None and ceiling == largest_ok and by_memory >= largest_ok else
+                 f"Keeping {headroom:.0%} headroom below {usable / 2**20:.0f} MiB that really fits gives {ceiling}."))
     if ceiling not in {t.batch for t in trials if t.status == "ok"}:
         # Confirm the answer itself with a real probe; near the edge OOM is a band, not a line.
         while ceiling > 1 and run(ceiling, "confirm").status != "ok":
             ceiling = max(1, math.floor(ceiling * 0.9))
     return CeilingResult(ceiling, budget_bytes, headroom, fit, largest_ok, smallest_oom, usable, trials, reason,
                          capped_by=cap_reason if smallest_oom is None else "")
+
+
+def _cap_bound_text(trials: list[ProbeTrial], fit: MemoryFit, batch: int, budget_bytes: int, headroom: float) -> str:
+    """The cap, not memory, set the ceiling: say so with the peak that was measured there."""
+    from .units import format_bytes
+
+    peak = next((t.peak_bytes for t in trials if t.batch == batch and t.status == "ok" and t.peak_bytes),
+                fit.bytes_at(batch))
+    share = peak / budget_bytes
+    return (f"The cap bounds the ceiling, not memory: at {batch} the peak was {format_bytes(peak)} of the "
+            f"{format_bytes(budget_bytes)} budget ({'under 1%' if share < 0.01 else f'{share:.0%}'}), so the "
+            f"{headroom:.0%} headroom played no part. Ceiling: {batch}.")
 
 
 def _small_ceiling(run, trials, budget_bytes, headroom, max_batch, cap_reason) -> CeilingResult:
@@ -228,13 +242,16 @@ def _small_ceiling(run, trials, budget_bytes, headroom, max_batch, cap_reason) -
                              trials, reason, capped_by="" if smallest_oom else cap_reason)
     fit = fit_linear(trials)
     usable = budget_bytes if smallest_oom is None else min(budget_bytes, fit.bytes_at(largest_ok))
-    ceiling = max(1, min(largest_ok, fit.batch_for((1 - headroom) * usable)))
+    by_memory = fit.batch_for((1 - headroom) * usable)
+    ceiling = max(1, min(largest_ok, by_memory))
     while ceiling > 1 and ceiling not in {t.batch for t in trials if t.status == "ok"} \
             and run(ceiling, "confirm").status != "ok":
         ceiling -= 1
     edge = (f"Real OOM edge between {largest_ok} (ran) and {smallest_oom} (OOM), probed one by one. " if smallest_oom
             else f"No OOM up to the cap of {max_batch} ({cap_reason}). ")
     reason = (f"Fit: {fit.fixed_bytes / 2**20:.1f} MiB fixed + {fit.per_sample_bytes / 2**20:.3f} MiB per sample. "
-              + edge + f"Keeping {headroom:.0%} headroom below {usable / 2**20:.0f} MiB gives {ceiling}.")
+              + edge + (_cap_bound_text(trials, fit, largest_ok, budget_bytes, headroom)
+                        if smallest_oom is None and ceiling == largest_ok and by_memory >= largest_ok else
+                        f"Keeping {headroom:.0%} headroom below {usable / 2**20:.0f} MiB gives {ceiling}."))
     return CeilingResult(ceiling, budget_bytes, headroom, fit, largest_ok, smallest_oom, usable, trials, reason,
                          capped_by="" if smallest_oom else cap_reason)

@@ -105,6 +105,15 @@ def settings_from_args(args, host):
                            "process then gets a real memory limit of that size.")
     nproc = args.nproc if args.nproc is not None else (host.count if host.type == "cuda" else 2)
     nodes, target_world_size, adapter_options = target_cluster_from_args(args)
+    base_warmup = None
+    if getattr(args, "base_warmup", None) is not None:
+        from .errors import SetupError
+        from .lr import parse_warmup
+
+        try:
+            base_warmup = parse_warmup(args.base_warmup)
+        except ValueError as exc:
+            raise SetupError(f"{exc}. Nothing was run.") from None
     return MethodSettings(
         workload=args.workload, adapter_name=args.adapter, nproc=nproc, device=host.type,
         memory_budget_bytes=budget, headroom=args.headroom, trial_steps=args.trial_steps,
@@ -112,7 +121,7 @@ def settings_from_args(args, host):
         base_lr=args.base_lr, base_batch=args.base_batch, precision=args.precision,
         trial_timeout_s=args.trial_timeout, idle_timeout_s=args.idle_timeout, workdir=os.getcwd(),
         device_memories=memories, optimizer=args.optimizer, task=getattr(args, "task", None), nodes=nodes, target_world_size=target_world_size,
-        adapter_options=adapter_options)
+        adapter_options=adapter_options, base_warmup=base_warmup, run_epochs=getattr(args, "epochs", None))
 
 
 def target_cluster_from_args(args) -> tuple[int, int | None, dict]:
@@ -372,7 +381,13 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--subset-sweep", action="store_true", help="sweep 8,16,32,64,128 instead of half/chosen/double")
     plan.add_argument("--global-batch", type=int, help="a global batch target to plan for (accumulation fills gaps)")
     plan.add_argument("--base-lr", type=float, help="the LR used today (default: the workload's)")
-    plan.add_argument("--base-batch", type=int, help="the global batch that LR was tuned for")
+    plan.add_argument("--base-batch", type=int, help="the global batch that LR was tuned for (default: the "
+                                                     "workload's current_batch_size)")
+    plan.add_argument("--base-warmup", help="the warmup used today: optimizer steps at the base batch (500) or "
+                                            "epochs (2epochs); default: the workload's current_warmup_steps, "
+                                            "else 1 epoch")
+    plan.add_argument("--epochs", type=float, help="the length of the planned run in epochs: the warmup never "
+                                                   "takes more than 20%% of it (default: the workload's epochs)")
     plan.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto",
                       help="auto (default): on a GPU with bf16 Tensor Cores (compute capability >= 8.0) measure "
                            "and plan in bf16 with TF32; elsewhere fp32, with mixed precision tried before halving "

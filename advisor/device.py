@@ -165,6 +165,14 @@ def enable_tf32(device) -> bool:
     return True
 
 
+def physical_memory_bytes() -> int | None:
+    """This host's physical RAM, or None where the OS does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 @dataclass
 class HostDevices:
     """What this host offers: the device type, and per GPU its name, memory and compute capability."""
@@ -175,6 +183,7 @@ class HostDevices:
     cpu_count: int = field(default_factory=lambda: os.cpu_count() or 1)
     bf16: bool = True  # on CUDA: every GPU has real bf16 (compute capability >= 8.0), not emulation
     capabilities: list[tuple[int, int]] = field(default_factory=list)
+    physical_memory: int | None = field(default_factory=lambda: physical_memory_bytes())  # RAM, for CPU budgets
 
     @property
     def count(self) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 # Adaptive optimizers: square-root scaling is the principled rule (Malladi et al. 2022).
@@ -18,6 +19,7 @@ LARGE_BATCH_THRESHOLD = 4096
 DEFAULT_MAX_LR_FACTOR = 16.0
 DEFAULT_BASE_WARMUP_EPOCHS = 1.0
 WARMUP_STRETCH_FACTOR = 3.0
+WARMUP_MAX_RUN_SHARE = 0.2  # a warmup never takes more than this share of the run the user states
 
 
 @dataclass
@@ -41,6 +43,15 @@ class WarmupDecision:
     steps: int
     steps_per_epoch: int
     reason: str
+    base_epochs: float = DEFAULT_BASE_WARMUP_EPOCHS  # today's warmup, in epochs (samples / training set)
+    base_source: str = "the advisor's default"
+    run_epochs: float | None = None  # the run the user stated, which the warmup may fill only partly
+    capped: bool = False
+
+
+def linear_then_sqrt(batch: float, knee: float) -> float:
+    """The LR curve of SGD-style scaling, up to a constant: linear to ``knee``, square root past it."""
+    return batch if batch <= knee else math.sqrt(knee * batch)
 
 
 def scale_lr(
@@ -73,17 +84,24 @@ def scale_lr(
         reason = (f"{optimizer} is SGD-style: linear scaling rule (Goyal et al. 2017), "
                   f"lr x {global_batch}/{base_global_batch}; it assumes the base LR was not already too high.")
     factor = s if rule == "linear" else math.sqrt(s)
+    knee = large_batch_threshold
+    low, high = sorted((base_global_batch, global_batch))
+    if rule == "linear" and high > knee:
+        # One curve for every base: the LR follows linear_then_sqrt(B) and the factor is its ratio, so the
+        # scaled LR is continuous in the target whichever side of the threshold the base sits on.
+        factor = linear_then_sqrt(global_batch, knee) / linear_then_sqrt(base_global_batch, knee)
+        if low >= knee:
+            rule = "sqrt"
+            reason = (f"Both global batches are at or past ~{knee}, where linear scaling breaks (Goyal et al. "
+                      f"2017): square root, lr x sqrt({global_batch}/{base_global_batch}) = x{factor:.4g}.")
+        else:
+            rule = "linear-sqrt"
+            reason = (f"Past a global batch of ~{knee} linear scaling breaks (Goyal et al. 2017): linear between "
+                      f"{low} and {knee} (x{knee / low:.3g}), square root between {knee} and {high} "
+                      f"(x{math.sqrt(high / knee):.3g}); from {base_global_batch} to {global_batch} that is "
+                      f"lr x {factor:.4g}. The warmup is planned from the batch scale s = {s:.3g}.")
     if global_batch > large_batch_threshold and optimizer not in LAYERWISE_OPTIMIZERS:
         layerwise = "lars" if optimizer in SGD_OPTIMIZERS else "lamb"
-        if rule == "linear":
-            # Continuous: linear up to the threshold, square root from there on (no jump at 4096 -> 4104).
-            knee = max(large_batch_threshold, base_global_batch)
-            factor = (knee / base_global_batch) * math.sqrt(global_batch / knee)
-            rule = "linear-sqrt" if knee > base_global_batch else "sqrt"
-            reason = (f"Past a global batch of ~{large_batch_threshold} linear scaling breaks (Goyal et al. 2017): "
-                      f"linear from {base_global_batch} to {knee} (x{knee / base_global_batch:.3g}), then square "
-                      f"root from {knee} to {global_batch} (x{math.sqrt(global_batch / knee):.3g}), "
-                      f"lr x {factor:.4g}. The warmup is planned from the batch scale s = {s:.3g}.")
         warnings.append(
             f"Global batch {global_batch} > {large_batch_threshold}: use a layer-wise adaptive optimizer "
             f"({layerwise.upper()}) or a constant LR with a longer warmup; they keep convergence at 4k-64k batches."
@@ -101,17 +119,73 @@ def plan_warmup(
     train_size: int,
     global_batch: int,
     base_warmup_epochs: float = DEFAULT_BASE_WARMUP_EPOCHS,
+    base_source: str = "the advisor's default",
+    run_epochs: float | None = None,
+    run_source: str = "",
 ) -> WarmupDecision:
-    """Warmup length in epochs and steps; lengthened when the batch grew more than 2x."""
+    """Warmup length in epochs and steps at ``global_batch``; lengthened when the batch grew more than 2x, and
+    never more than WARMUP_MAX_RUN_SHARE of the run the user states (``run_epochs``).
+
+    The base warmup is counted in epochs, i.e. in samples: converted to the new batch it keeps the same
+    samples (base steps x base batch / new batch), as Goyal et al. 2017 count warmup in epochs.
+    """
     steps_per_epoch = max(1, math.ceil(train_size / global_batch))
-    if scale > 2:
+    base = f"{base_warmup_epochs:.3g} epoch(s) ({base_source})"
+    if scale > 2 and base_warmup_epochs > 0:
         epochs = base_warmup_epochs * WARMUP_STRETCH_FACTOR
-        reason = (f"The global batch grew {scale:.3g}x (> 2x): warmup lengthened from {base_warmup_epochs:g} "
-                  f"to {epochs:g} epochs, rising from a small LR to the target.")
+        reason = (f"The global batch grew {scale:.3g}x (> 2x): warmup lengthened from {base} to {epochs:.3g} "
+                  f"epochs, rising from a small LR to the target.")
+    elif scale > 2:
+        epochs = DEFAULT_BASE_WARMUP_EPOCHS
+        reason = (f"No warmup today ({base_source}), but the global batch grew {scale:.3g}x (> 2x): warm up for "
+                  f"{epochs:g} epoch from a small LR to the target (DOMAIN 4).")
     else:
         epochs = base_warmup_epochs
-        reason = f"Batch scale {scale:.3g}x (<= 2x): the base warmup of {base_warmup_epochs:g} epoch(s) is enough."
-    return WarmupDecision(epochs, max(1, round(epochs * steps_per_epoch)), steps_per_epoch, reason)
+        reason = (f"Batch scale {scale:.3g}x (<= 2x): the base warmup of {base} is kept, as the same number of "
+                  "samples at the new batch.")
+    steps = max(1, round(epochs * steps_per_epoch)) if epochs > 0 else 0
+    capped = False
+    if run_epochs is not None and epochs > WARMUP_MAX_RUN_SHARE * run_epochs:
+        capped = True
+        epochs = WARMUP_MAX_RUN_SHARE * run_epochs
+        steps = min(steps, math.floor(epochs * steps_per_epoch))
+        reason += (f" Capped at {WARMUP_MAX_RUN_SHARE:.0%} of the {run_epochs:g}-epoch run ({run_source}): "
+                   f"{epochs:.3g} epochs, {steps} steps; a longer warmup would leave too little of the run at "
+                   "the target LR.")
+    return WarmupDecision(epochs, steps, steps_per_epoch, reason, base_warmup_epochs, base_source, run_epochs,
+                          capped)
+
+
+def base_warmup_epochs(given: tuple[float, str] | None, current_steps: int | None, base_global_batch: int,
+                       train_size: int) -> tuple[float, str]:
+    """Today's warmup in epochs, and where it came from: --base-warmup, the workload's current_warmup_steps
+    (optimizer steps at the base global batch), or the advisor's default."""
+    if given is not None:
+        (amount, unit), source = given, "--base-warmup"
+    elif current_steps is not None:
+        amount, unit, source = current_steps, "steps", "the workload's current_warmup_steps"
+    else:
+        return DEFAULT_BASE_WARMUP_EPOCHS, ("the advisor's default; pass --base-warmup or set the workload's "
+                                            "current_warmup_steps to plan from yours")
+    if unit == "epochs":
+        return amount, f"{source}: {amount:g} epochs"
+    return amount * base_global_batch / train_size, (f"{source}: {amount:g} steps x global batch "
+                                                     f"{base_global_batch} / {train_size} samples")
+
+
+def parse_warmup(text: str) -> tuple[float, str]:
+    """``--base-warmup``: ``500`` or ``500steps`` (optimizer steps at the base batch), ``2epochs``, ``0.5epoch``.
+
+    Returns (amount, "steps" | "epochs"); raises ValueError with the accepted forms.
+    """
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(steps?|epochs?|)\s*", text.lower())
+    if not match:
+        raise ValueError(f"--base-warmup {text!r} is not a warmup length: give optimizer steps at the base batch "
+                         "(500 or 500steps) or epochs (2epochs, 0.5epoch)")
+    amount, unit = float(match.group(1)), "epochs" if match.group(2).startswith("epoch") else "steps"
+    if unit == "steps" and not amount.is_integer():
+        raise ValueError(f"--base-warmup {text!r}: steps are whole numbers (or say epochs: {amount:g}epochs)")
+    return amount, unit
 
 
 def check_lr_change(base_lr: float, base_global_batch: int, new_lr: float, new_global_batch: int,

@@ -18,7 +18,7 @@ from .ceiling import DEFAULT_HEADROOM, CeilingResult, ProbeTrial
 from .errors import AdvisorError
 from .oom import is_primitive_failure
 from .ledger import TrialRecord
-from .lr import LRDecision, WarmupDecision, plan_warmup, scale_lr
+from .lr import DEFAULT_BASE_WARMUP_EPOCHS, LRDecision, WarmupDecision, plan_warmup, scale_lr
 from .plan import Plan, Warning_, identical_batch_for, plan_data_parallel
 from .tasks import task_profile
 
@@ -51,7 +51,8 @@ class MethodSettings:
     max_batch: int = 65536
     device_memories: list[int] | None = None  # every device's memory, when they differ (heterogeneous GPUs)
     workdir: str = field(default_factory=os.getcwd)
-    base_warmup_epochs: float = 1.0
+    base_warmup: tuple[float, str] | None = None  # --base-warmup: (amount, "steps" | "epochs"); else the workload's
+    run_epochs: float | None = None  # --epochs: the planned run, which caps the warmup; else the workload's
     adapter_options: dict = field(default_factory=dict)  # e.g. a DeepSpeed ZeRO stage
     optimizer: str | None = None  # overrides the workload's optimizer
     task: str | None = None  # overrides the workload's task type (the task table row)
@@ -82,6 +83,10 @@ class WorkloadInfo:
     base_lr: float
     base_global_batch: int
     base_source: str
+    base_warmup_epochs: float = DEFAULT_BASE_WARMUP_EPOCHS
+    base_warmup_source: str = "the advisor's default"
+    run_epochs: float | None = None
+    run_source: str = ""
 
 
 @dataclass
@@ -193,11 +198,15 @@ def lr_for(info: WorkloadInfo, global_batch: int) -> LRDecision:
     return scale_lr(info.base_lr, info.base_global_batch, global_batch, info.optimizer)
 
 
+def warmup_for(info: WorkloadInfo, lr: LRDecision) -> WarmupDecision:
+    return plan_warmup(lr.scale, info.train_size, lr.global_batch, info.base_warmup_epochs, info.base_warmup_source,
+                       info.run_epochs, info.run_source)
+
+
 def lr_and_warmup(info: WorkloadInfo, global_batch: int, steps: int) -> tuple[float, int]:
     """The scaled LR for a short run, with the planned warmup squeezed into its first quarter."""
     lr = lr_for(info, global_batch)
-    warmup = plan_warmup(lr.scale, info.train_size, global_batch).steps
-    return lr.value, min(warmup, steps // 4)
+    return lr.value, min(warmup_for(info, lr).steps, steps // 4)
 
 
 def data_cap(train_size: int, world_size: int) -> int:
@@ -209,17 +218,20 @@ def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, 
                 precision: str, mixed: str | None, decide: Decide = lambda message: None,
                 cap: int | None = None, cap_reason: str = "") -> TrialOutcome:
     """Step 3: run at ``start``; double while memory stays under 60% of the ceiling's; on OOM try ``mixed``
-    precision at the same batch (when the user left the precision open), then halve. Doubling never passes
-    ``cap`` (default: the ceiling), whose reason is said when it binds."""
+    precision at the same batch (when the user left the precision open), then halve. No run passes ``cap``
+    (default: the ceiling), the first included; its reason is said when it binds."""
     ceiling_bytes = ceiling.estimated_peak_bytes
     cap = ceiling.per_device_max if cap is None else cap
-    batch, rows, notes = start, [], []
+    batch, rows, notes = min(start, cap), [], []
     tried: dict[int, TrialRecord] = {}
     decisions: list[str] = []
 
     def say(message: str) -> None:
         decisions.append(message)
         decide(message)
+
+    if batch < start:  # the cap bounds the first run too, not only doubling
+        say(f"{start}: above the cap of {cap} ({cap_reason or 'the memory ceiling'}): starting at {batch}")
 
     while batch >= 1 and batch not in tried:
         lr, warmup = lr_and_warmup(info, batch * runner.nproc, steps)
@@ -366,19 +378,49 @@ def heterogeneous_devices_note(ceiling: CeilingResult, device_memories: list[int
     return identical_batch_for(ceilings)[1]
 
 
+def validated_global(settings: MethodSettings, per_device: int) -> int:
+    """The global batch a trial or sweep run at ``per_device`` validates: this host's processes, whatever the
+    target cluster."""
+    return per_device * settings.nproc
+
+
 def make_plan(settings: MethodSettings, info: WorkloadInfo, per_device_cap: int, sweep_choice: int,
               sweep_reason: str, precision: str, noise: float | None, amp_available: bool
               ) -> tuple[Plan, LRDecision, WarmupDecision]:
     """The data-parallel plan for the target cluster, its LR and warmup, and the warnings that go with them."""
-    world = settings.world_size
-    target = settings.global_batch or sweep_choice * world
+    world, nproc = settings.world_size, settings.nproc
+    validated = validated_global(settings, sweep_choice)
+    target = settings.global_batch or validated
     plan = plan_data_parallel(target, world, per_device_cap, info.task, info.num_classes, info.has_batchnorm,
                               settings.device, precision, amp_available=amp_available, train_size=info.train_size)
+    plan.validated_global = validated
     if not settings.global_batch:
-        plan.reason = (f"The sweep's winner, {sweep_choice} per device x {world} device(s) = global "
-                       f"{target}. " + plan.reason)
+        on_target = f"; the plan keeps it on the target's {world} device(s)" if world != nproc else ""
+        plan.reason = (f"The sweep's winner, {sweep_choice} per device x {nproc} process(es) = global "
+                       f"{validated}{on_target}. " + plan.reason)
+    if plan.global_batch != validated:
+        why = ("you asked for it (--global-batch)" if settings.global_batch
+               else f"identical per-device batches on {world} device(s) round it")
+        plan.warnings.append(Warning_(
+            "global-not-validated",
+            f"The global batch {plan.global_batch} was not validated: it is {plan.global_batch / validated:.3g}x "
+            f"the {validated} the comparison sweep ran ({sweep_choice} per device x {nproc} process(es)), because "
+            f"{why}. Its LR is scaled by the rules, but how it trains is an extrapolation: sweep it on the target "
+            "before a long run."))
+    elif world > nproc and plan.per_device < per_device_cap:
+        plan.warnings.append(Warning_(
+            "target-memory-unused",
+            f"On the target's {world} devices the validated global batch {validated} leaves {plan.per_device} per "
+            f"device, below the per-device cap of {per_device_cap}. A bigger global batch (up to "
+            f"{per_device_cap * world}) would use the memory but was not validated here: sweep it on the target, "
+            "or pass --global-batch N (the LR is scaled for it; the recipe then says it is extrapolated)."))
+    if settings.global_batch:
+        for warning in plan.warnings:
+            if warning.code == "few-steps-per-epoch":
+                warning.message += f" It stands because you asked for a global batch of {settings.global_batch} " \
+                                   "(--global-batch)."
     lr = lr_for(info, plan.global_batch)
-    warmup = plan_warmup(lr.scale, info.train_size, plan.global_batch, settings.base_warmup_epochs)
+    warmup = warmup_for(info, lr)
     if noise and plan.global_batch > NOISE_MARGIN * noise:
         why = (f"It stands because you asked for a global batch of {settings.global_batch} (--global-batch)."
                if settings.global_batch else
@@ -391,10 +433,12 @@ def make_plan(settings: MethodSettings, info: WorkloadInfo, per_device_cap: int,
     return plan, lr, warmup
 
 
-def start_value(task: str, cap: int) -> tuple[int, str]:
-    """Step 2: the task table's per-device starting value, capped by the ceiling."""
+def start_value(task: str, cap: int, cap_text: str = "") -> tuple[int, str]:
+    """Step 2: the task table's per-device starting value, capped (by the ceiling unless ``cap_text`` says
+    what else)."""
     profile = task_profile(task)
     start = min(profile.start_per_device, cap)
+    cap_text = cap_text or f"capped by the ceiling of {cap}."
     reason = (f"{profile.label}: start at {profile.start_per_device} per device ({profile.source})"
-              + (f", capped by the ceiling of {cap}." if start < profile.start_per_device else "."))
+              + (f", {cap_text}" if start < profile.start_per_device else "."))
     return start, reason

@@ -28,10 +28,12 @@ class Plan:
     target_global: int
     reason: str
     warnings: list[Warning_] = field(default_factory=list)
-    sync_batchnorm: bool = False
+    sync_batchnorm: bool = False  # convert to SyncBatchNorm for the run this recipe launches (never on CPU)
+    sync_batchnorm_on_gpu: bool = False  # advised for a multi-GPU run of the same plan
     normalization_advice: str = ""
     precision: str = "fp32"
     precision_advice: str = ""
+    validated_global: int | None = None  # the global batch the comparison sweep ran, for the extrapolation note
 
 
 def plan_data_parallel(
@@ -108,13 +110,16 @@ def plan_data_parallel(
         sensitive = " Detection and segmentation are the most sensitive." if task in BN_SENSITIVE_TASKS else ""
         why = (f"BatchNorm computes statistics per micro-batch of {per_device} (< {SMALL_MICRO_BATCH})"
                + (", and accumulation does not enlarge them" if accumulation > 1 else "") + ".")
+        if world_size > 1:
+            plan.sync_batchnorm_on_gpu = True
         if world_size > 1 and device_type == "cuda":
             plan.sync_batchnorm = True
             plan.normalization_advice = why + " Convert to SyncBatchNorm (torch.nn.SyncBatchNorm.convert_sync_batchnorm)." + sensitive
         elif world_size > 1:
-            plan.sync_batchnorm = True
+            # A CPU launch that applied sync_batchnorm = true would fail: DDP refuses SyncBatchNorm on CPU modules.
             plan.normalization_advice = (why + " Use SyncBatchNorm on the GPUs (it does not run on CPU, so the "
-                                         "advisor did not run it here), or GroupNorm/LayerNorm." + sensitive)
+                                         "advisor did not run it here, and the recipe keeps sync_batchnorm = false "
+                                         "with sync_batchnorm_on_gpu = true), or GroupNorm/LayerNorm." + sensitive)
         else:
             plan.normalization_advice = why + " On one device use GroupNorm or LayerNorm instead." + sensitive
         plan.warnings.append(Warning_("batchnorm-small-micro-batch", plan.normalization_advice))

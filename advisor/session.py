@@ -20,12 +20,11 @@ from .errors import AdvisorError, CancelledError, SetupError
 from .events import Decision, Event, Note, StepFinished, StepStarted
 from .launch import CancelToken
 from .ledger import TrialRecord
-from .lr import KNOWN_OPTIMIZERS, LRDecision, WarmupDecision
+from .lr import DEFAULT_BASE_WARMUP_EPOCHS, KNOWN_OPTIMIZERS, LRDecision, WarmupDecision, base_warmup_epochs
 from .method import (SWEEP_EVAL_POINTS, MethodSettings, SweepOutcome, TrialOutcome, WorkloadInfo, choose_precision,
                      data_cap, decide_sweep, heterogeneous_devices_note, lr_and_warmup, make_plan,
                      mixed_before_accumulation, noise_summary, short_trial, start_value, sweep_candidates)
 from .plan import Plan
-from .tasks import task_profile
 
 STEP_TITLES = {1: "Memory ceiling", 2: "Starting value", 3: "Trial run", 4: "Sweep"}
 STEP_NAMES = {1: "memory ceiling", 2: "starting value", 3: "short trial", 4: "comparison sweep"}  # recipe keys
@@ -88,6 +87,19 @@ class Setup:
     optimizer: str
     notes: list[str] = field(default_factory=list)
     adapter_options: dict | None = None  # checked against the optimizer and precision (adapter.plan_options)
+    base_warmup_epochs: float = DEFAULT_BASE_WARMUP_EPOCHS
+    base_warmup_source: str = "the advisor's default"
+    run_epochs: float | None = None
+    run_source: str = ""
+
+
+def base_source(lr_from_flag: bool, batch_from_flag: bool) -> str:
+    """Where the base LR and its global batch came from, said as the recipe records it."""
+    if lr_from_flag == batch_from_flag:
+        return "--base-lr/--base-batch" if lr_from_flag else "the workload's current_lr/current_batch_size"
+    lr = "--base-lr" if lr_from_flag else "the workload's current_lr"
+    batch = "--base-batch" if batch_from_flag else "the workload's current_batch_size"
+    return f"{lr} at {batch}"
 
 
 def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices) -> Setup:
@@ -124,6 +136,18 @@ def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices
 
         problems.append(f"--device-memory {format_bytes(s.memory_budget_bytes)} is more than the smallest GPU here "
                         f"has ({format_bytes(min(host.memories))}); a probe cannot measure memory the card lacks")
+    elif host.type == "cpu" and host.physical_memory and s.nproc >= 1 \
+            and s.nproc * s.memory_budget_bytes > host.physical_memory:
+        from .units import format_bytes
+
+        ram, budget = host.physical_memory, s.memory_budget_bytes
+        problems.append(f"--nproc {s.nproc} x --device-memory {format_bytes(budget)} = "
+                        f"{format_bytes(s.nproc * budget)} is more than this host's {format_bytes(ram)} of RAM: trials "
+                        "run every process at once, each allowed its whole budget, so the host would swap or kill "
+                        "them before a real out-of-memory shows; use --device-memory "
+                        f"{format_bytes(ram // s.nproc)} or less"
+                        + (f", or --nproc {ram // budget} or fewer (--nodes/--world-size still plan for a bigger "
+                           "cluster)" if budget <= ram else ""))
     if not 0 <= s.headroom < 1:
         problems.append(f"--headroom must be a fraction in [0, 1) (0.10-0.20 is the method's range), not {s.headroom}")
     for name, steps in (("--trial-steps", s.trial_steps), ("--sweep-steps", s.sweep_steps)):
@@ -183,19 +207,35 @@ def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices
     base_lr = base_batch = None
     source = ""
     if workload is not None:
-        try:
-            base_batch = s.base_batch or workload.current_batch_size or task_profile(workload.task).start_per_device
-        except AdvisorError as exc:
-            problems.append(str(exc).rstrip("."))
         base_lr = s.base_lr or workload.current_lr
+        # The base batch is the global batch the base LR was tuned at; never a guess (a task's per-device
+        # starting value taken as a global batch put every scaled LR off by that factor).
+        base_batch = s.base_batch or workload.current_batch_size
         if base_lr is None:
             problems.append(f"the workload {s.workload!r} gives no learning rate: pass --base-lr (the LR you use "
                             "today) and --base-batch (the global batch it was tuned for)")
-        source = ("--base-lr/--base-batch" if s.base_lr or s.base_batch
-                  else "the workload's current_lr/current_batch_size")
+        elif base_batch is None:
+            given = "--base-lr" if s.base_lr else "the workload's current_lr"
+            problems.append(f"{given} ({base_lr:g}) comes without the global batch it was tuned for, and the "
+                            f"workload {s.workload!r} sets no current_batch_size: pass --base-batch N (today's "
+                            "global batch: per-device x processes x accumulation), or set current_batch_size in "
+                            "the workload; every scaled LR depends on it")
+        source = base_source(s.base_lr is not None, s.base_batch is not None)
+    warmup_epochs, warmup_source = DEFAULT_BASE_WARMUP_EPOCHS, "the advisor's default"
+    if s.base_warmup is not None and not s.base_warmup[0] >= 0:
+        problems.append(f"--base-warmup must be 0 or more, not {s.base_warmup[0]:g}")
+    elif workload is not None and base_batch:
+        warmup_epochs, warmup_source = base_warmup_epochs(s.base_warmup, workload.current_warmup_steps, base_batch,
+                                                          len(workload.train_data))
+    if s.run_epochs is not None and not s.run_epochs > 0:
+        problems.append(f"--epochs must be positive (the length of the planned run), not {s.run_epochs:g}")
+    run_epochs = s.run_epochs or (workload.epochs if workload is not None else None)
+    run_source = "--epochs" if s.run_epochs else ("the workload's epochs" if run_epochs else "")
     if problems:
         raise SetupError("Cannot start the plan: " + "; ".join(problems) + ". Nothing was run.")
-    return Setup(workload, host, base_lr, base_batch, source, optimizer, notes, adapter_options)
+    return Setup(workload, host, base_lr, base_batch, source, optimizer, notes, adapter_options=adapter_options,
+                 base_warmup_epochs=warmup_epochs, base_warmup_source=warmup_source, run_epochs=run_epochs,
+                 run_source=run_source)
 
 
 class Session:
@@ -262,7 +302,8 @@ class Session:
         model = self.runner.model_info or {}
         return WorkloadInfo(w.name, w.task, w.num_classes, self.setup.optimizer, len(w.train_data), len(w.val_data),
                             model.get("parameters", 0), bool(model.get("has_batchnorm")), self.setup.base_lr,
-                            self.setup.base_global_batch, self.setup.base_source)
+                            self.setup.base_global_batch, self.setup.base_source, self.setup.base_warmup_epochs,
+                            self.setup.base_warmup_source, self.setup.run_epochs, self.setup.run_source)
 
     @property
     def data_cap(self) -> int:
@@ -282,16 +323,17 @@ class Session:
 
     @property
     def learnable_cap(self) -> tuple[int, str]:
-        """The largest per-device batch the trial and sweep try: within memory and data, and leaving at least
-        MIN_STEPS_PER_EPOCH optimizer steps per epoch on the target cluster."""
+        """The largest per-device batch the start, the trial and the sweep use: within memory and data, and
+        leaving at least MIN_STEPS_PER_EPOCH optimizer steps per epoch at the global batch those runs validate
+        (per-device x this host's processes; the plan keeps that global batch on any target cluster)."""
         from .plan import MIN_STEPS_PER_EPOCH
 
         cap = self.per_device_cap
-        by_epoch = max(1, len(self.setup.workload.train_data) // (self.settings.world_size * MIN_STEPS_PER_EPOCH))
+        train_size, nproc = len(self.setup.workload.train_data), self.settings.nproc
+        by_epoch = max(1, train_size // (nproc * MIN_STEPS_PER_EPOCH))
         if by_epoch < cap:
-            return by_epoch, (f"{len(self.setup.workload.train_data)} training samples leave at least "
-                              f"{MIN_STEPS_PER_EPOCH} steps per epoch on {self.settings.world_size} process(es) only "
-                              f"up to {by_epoch} per device")
+            return by_epoch, (f"{train_size} training samples leave at least {MIN_STEPS_PER_EPOCH} steps per epoch "
+                              f"on {nproc} process(es) only up to {by_epoch} per device")
         return cap, ""
 
     # -- step 1 -------------------------------------------------------------------------------------------
@@ -339,17 +381,20 @@ class Session:
 
     # -- step 2 -------------------------------------------------------------------------------------------
     def choose_start(self, per_device: int | None = None) -> StartChoice:
-        """Step 2: the task table's value capped by the ceiling, or the user's own (still capped)."""
+        """Step 2: the task table's value or the user's own, capped by the ceiling, the data and the steps per
+        epoch (``learnable_cap``), whichever binds; the reason names it."""
         began = self._begin(2)
-        cap = self.per_device_cap
+        cap, why = self.learnable_cap
+        why = why or (self.cap_reason if cap < self.ceiling_result.per_device_max else "")
+        cap_text = f"capped at {cap}: {why}." if why else f"capped by the ceiling of {cap}."
         if per_device is not None:
             if per_device < 1:
                 raise SetupError(f"The starting value must be at least 1, not {per_device}.")
             chosen = min(per_device, cap)
             reason = f"Your starting value of {per_device} per device" + (
-                f", capped by the ceiling of {cap}." if chosen < per_device else ".")
+                f", {cap_text}" if chosen < per_device else ".")
         else:
-            chosen, reason = start_value(self.info.task, cap)
+            chosen, reason = start_value(self.info.task, cap, cap_text)
         self.start = StartChoice(chosen, reason)
         self.invalidate_after(2)
         self._end(2, began)
@@ -379,9 +424,16 @@ class Session:
         chosen = chosen or self.trial_outcome.chosen
         precision = self.trial_outcome.precision if self.trial_outcome else self.precision.measure
         cap, why = self.learnable_cap
-        candidates, note = sweep_candidates(chosen, max(cap, chosen), self.settings.subset_sweep)
+        cap_text = why or ("the memory ceiling" if cap == self.ceiling_result.per_device_max else self.cap_reason)
+        notes = []
+        if chosen > cap:  # the cap bounds every sweep point, the centre included
+            notes.append(f"{chosen} per device is above the cap of {cap} ({cap_text}): sweeping around {cap}.")
+            chosen = cap
+        candidates, subset_note = sweep_candidates(chosen, cap, self.settings.subset_sweep)
+        notes += [subset_note] if subset_note else []
         if why and chosen * 2 > cap:
-            note = (note + " " if note else "") + f"Not sweeping above {max(cap, chosen)}: {why}."
+            notes.append(f"Not sweeping above {cap}: {why}.")
+        note = " ".join(notes)
         if note:
             self._emit(Note(note))
         info, steps = self.info, self.settings.sweep_steps

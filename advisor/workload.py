@@ -28,7 +28,10 @@ class Workload:
 
     ``train_data``/``val_data`` are map-style datasets yielding ``(input, target)``.
     ``current_batch_size``/``current_lr`` are the global batch and LR used today:
-    the base for LR scaling.
+    the base for LR scaling. ``current_warmup_steps`` is today's warmup in optimizer
+    steps at that global batch, and ``epochs`` the length of the run to plan for;
+    the planned warmup is derived from the first and never fills more than a
+    fraction of the second.
     """
 
     name: str
@@ -41,6 +44,8 @@ class Workload:
     optimizer: str = "sgd"
     current_batch_size: int | None = None
     current_lr: float | None = None
+    current_warmup_steps: int | None = None
+    epochs: float | None = None
     momentum: float = 0.9
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.999)  # Adam, AdamW and LAMB
@@ -70,6 +75,12 @@ class Workload:
             problems.append("current_batch_size must be a positive integer")
         if self.current_lr is not None and not self.current_lr > 0:
             problems.append("current_lr must be positive")
+        if self.current_warmup_steps is not None and (isinstance(self.current_warmup_steps, bool) or not
+                                                      isinstance(self.current_warmup_steps, int)
+                                                      or self.current_warmup_steps < 0):
+            problems.append("current_warmup_steps must be a whole number of optimizer steps, 0 or more")
+        if self.epochs is not None and not self.epochs > 0:
+            problems.append("epochs must be positive (the length of the planned run)")
         if problems:
             raise WorkloadError(f"The workload {spec!r} is not usable: " + "; ".join(problems) + ".")
         self.optimizer = self.optimizer.lower()

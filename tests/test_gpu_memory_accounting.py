@@ -111,8 +111,8 @@ def test_the_recipe_says_what_was_taken_off_the_budget():
              "allocator_budget_bytes": 7592 * MIB, "outside_allocator_how": "mem_get_info - memory_reserved"}
 
     class CudaLikeRunner(EventStubRunner):
-        def probe(self, batch, purpose):
-            trial = super().probe(batch, purpose)
+        def probe(self, batch, purpose, precision="fp32"):
+            trial = super().probe(batch, purpose, precision)
             trial.budget = dict(taken)
             return trial
 

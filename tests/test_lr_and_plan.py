@@ -174,3 +174,49 @@ def test_too_few_steps_per_epoch_warns():
     assert "few-steps-per-epoch" in codes(plan)
     assert "few-steps-per-epoch" not in codes(plan_data_parallel(64, 1, 2048, "image-classification",
                                                                  train_size=1438))
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam", "lamb"])
+@pytest.mark.parametrize("base", [256, 4096, 8192, 16384])
+def test_scaled_lr_has_no_jump_near_the_threshold_or_the_base_from_any_base(base, optimizer):
+    # Regression: from a base of 8192, SGD's LR jumped +41% between targets 4096 and 4097 (linear below the
+    # threshold, square root from the base above it).
+    def lr_at(target):
+        return scale_lr(0.1, base, target, optimizer, max_lr_factor=1e9).value
+
+    for centre in (4096, base):
+        values = [lr_at(b) for b in range(max(1, centre - 64), centre + 65)]
+        steps = [later / earlier for earlier, later in zip(values, values[1:])]
+        assert all(1.0 <= step < 1.01 for step in steps), (centre, max(steps), min(steps))
+
+
+def test_sgd_from_a_base_past_the_threshold_is_linear_below_it_and_square_root_above():
+    lr = scale_lr(0.1, 8192, 2048, "sgd")
+    # sqrt from 8192 down to 4096 (x 1/sqrt 2), then linear from 4096 down to 2048 (x 1/2).
+    assert lr.rule == "linear-sqrt" and lr.value == pytest.approx(0.1 / math.sqrt(2) / 2)
+    assert "linear between 2048 and 4096" in lr.reason
+    assert scale_lr(0.1, 8192, 4096, "sgd").value == pytest.approx(0.1 / math.sqrt(2))
+    assert scale_lr(0.1, 16384, 8192, "sgd").rule == "sqrt"
+
+
+def test_a_cpu_plan_never_sets_sync_batchnorm_and_advises_it_for_the_gpus(tmp_path):
+    # Regression: sync_batchnorm = true was written for multi-process CPU recipes; a CPU launch that applied it
+    # fails in torch's own DDP check (below), so the key stays false and the GPU advice has its own key.
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+
+    cpu = plan_data_parallel(64, world_size=8, ceiling=64, task="image-classification", has_batchnorm=True)
+    assert not cpu.sync_batchnorm and cpu.sync_batchnorm_on_gpu
+    assert "sync_batchnorm = false" in cpu.normalization_advice and "SyncBatchNorm on the GPUs" in cpu.normalization_advice
+    gpu = plan_data_parallel(64, world_size=8, ceiling=64, task="image-classification", has_batchnorm=True,
+                             device_type="cuda")
+    assert gpu.sync_batchnorm and gpu.sync_batchnorm_on_gpu
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        model = nn.SyncBatchNorm.convert_sync_batchnorm(nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4)))
+        with pytest.raises(ValueError, match="SyncBatchNorm layers only work with GPU modules"):
+            nn.parallel.DistributedDataParallel(model)
+        torch.nn.parallel.DistributedDataParallel(nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4)))  # plain BN runs
+    finally:
+        dist.destroy_process_group()

@@ -7,6 +7,8 @@ on known inputs.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from advisor.adapters import load_adapter
@@ -467,3 +469,155 @@ def test_a_trial_whose_mixed_retry_meets_a_primitive_error_says_so_and_halves_in
     assert outcome.precision == "fp32" and any("could not create a primitive" in d for d in outcome.decisions)
     assert [c for c in runner.calls if c[0] == "trial"][:3] == [("trial", 64, "fp32"), ("trial", 64, "bf16"),
                                                                    ("trial", 32, "fp32")]
+
+
+# -- the base the LR and the warmup are scaled from ------------------------------------------------------------
+
+SMALL_DATA = Path(__file__).resolve().parent / "workloads" / "small_data.py"
+
+
+def test_base_lr_without_any_base_batch_stops_with_a_clear_error():
+    # Regression: --base-lr alone took the task's per-device starting value (32) as the global base batch.
+    from advisor.errors import SetupError
+
+    adapter = load_adapter("ddp")
+    with pytest.raises(SetupError) as err:
+        validate_setup(settings(workload=f"{SMALL_DATA}:tiny_without_base_batch", base_lr=0.1), adapter,
+                       HostDevices("cpu"))
+    assert "pass --base-batch N" in str(err.value) and "current_batch_size" in str(err.value)
+    # With the workload's current_batch_size, --base-lr is scaled from it, and the recipe says so.
+    setup = validate_setup(settings(workload=f"{SMALL_DATA}:tiny_142", base_lr=0.1), adapter, HostDevices("cpu"))
+    assert (setup.base_lr, setup.base_global_batch) == (0.1, 16)
+    assert setup.base_source == "--base-lr at the workload's current_batch_size"
+
+
+def test_the_warmup_starts_from_the_users_own_and_keeps_its_samples():
+    adapter = load_adapter("ddp")
+    workload = f"{SMALL_DATA}:tiny_142"
+    setup = validate_setup(settings(workload=workload), adapter, HostDevices("cpu"))
+    # 20 steps at global 16 over 142 samples: 320 samples, 2.25 epochs.
+    assert setup.base_warmup_epochs == pytest.approx(20 * 16 / 142)
+    assert "current_warmup_steps: 20 steps" in setup.base_warmup_source
+    flag = validate_setup(settings(workload=workload, base_warmup=(0.5, "epochs")), adapter, HostDevices("cpu"))
+    assert flag.base_warmup_epochs == 0.5 and flag.base_warmup_source.startswith("--base-warmup")
+    default = validate_setup(settings(), adapter, HostDevices("cpu"))  # digits-mlp sets no warmup
+    assert default.base_warmup_epochs == 1.0 and "advisor's default" in default.base_warmup_source
+
+
+def test_the_planned_warmup_is_stretched_past_2x_and_capped_by_the_stated_run():
+    from advisor.method import make_plan
+
+    base = dict(train_size=1000, base_global_batch=100, base_warmup_epochs=0.5, base_warmup_source="yours")
+    # Same global batch: the user's 0.5 epoch (5 steps of 100) stays 0.5 epoch.
+    _, _, same = make_plan(settings(nproc=2), info(**base), 512, 50, "", "fp32", None, True)
+    assert (same.epochs, same.steps, same.capped) == (0.5, 5, False)
+    # Global 400 (s = 4 > 2): 3 x 0.5 = 1.5 epochs; a stated 4-epoch run caps it at 20%, 0.8 epochs.
+    _, _, stretched = make_plan(settings(nproc=2), info(**base), 512, 200, "", "fp32", None, True)
+    assert stretched.epochs == 1.5 and not stretched.capped
+    _, _, capped = make_plan(settings(nproc=2), info(**base, run_epochs=4, run_source="--epochs"), 512, 200, "",
+                             "fp32", None, True)
+    assert capped.capped and capped.epochs == pytest.approx(0.8) and capped.steps <= 0.2 * 4 * capped.steps_per_epoch
+    assert "Capped at 20% of the 4-epoch run (--epochs)" in capped.reason
+
+
+def test_base_warmup_flag_parses_steps_and_epochs_and_rejects_the_rest(capsys):
+    from advisor.cli import main
+    from advisor.lr import parse_warmup
+
+    assert parse_warmup("500") == (500, "steps") and parse_warmup("500 steps") == (500, "steps")
+    assert parse_warmup("2epochs") == (2, "epochs") and parse_warmup("0.5epoch") == (0.5, "epochs")
+    assert main(["plan", "--device-memory", "1GiB", "--workload", "digits-mlp", "--base-warmup", "soon"]) == 2
+    assert "--base-warmup 'soon' is not a warmup length" in capsys.readouterr().err
+    from advisor.cli import build_parser, settings_from_args
+
+    args = build_parser().parse_args(["plan", "--device-memory", "1GiB", "--base-warmup", "300", "--epochs", "5"])
+    parsed = settings_from_args(args, HostDevices("cpu"))
+    assert parsed.base_warmup == (300, "steps") and parsed.run_epochs == 5
+
+
+# -- plans that keep their own rules -----------------------------------------------------------------------------
+
+def test_the_steps_per_epoch_cap_bounds_the_start_every_trial_and_sweep_point_and_the_plan():
+    # Regression: 142 samples on 2 processes: "at most 7 per device keeps 10 steps per epoch", yet the trial
+    # started at 32, the sweep ran 16 and 32, and the plan advised global 32 with 4 steps an epoch.
+    adapter = load_adapter("ddp")
+    s = settings(workload=f"{SMALL_DATA}:tiny_142", nproc=2)
+    session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=StubRunner(nproc=2))
+    result = session.run_all()
+    assert session.learnable_cap[0] == 7 and "only up to 7 per device" in session.learnable_cap[1]
+    assert result.start_value == 7 and "capped at 7" in result.start_reason
+    ran = [c[1] for c in session.runner.calls if c[0] in ("trial", "sweep")]
+    assert ran and max(ran) <= 7
+    assert result.plan.global_batch <= 14 and 142 // result.plan.global_batch >= 10
+    assert "few-steps-per-epoch" not in {w.code for w in result.plan.warnings}
+    # A global batch the user insists on may break the rule, but the warning says who asked for it.
+    session.finish(global_batch=32)
+    few = next(w for w in session.result.plan.warnings if w.code == "few-steps-per-epoch")
+    assert "you asked for a global batch of 32 (--global-batch)" in few.message
+
+
+def test_a_trial_start_above_its_cap_starts_at_the_cap():
+    runner = StubRunner(saturate=None)
+    outcome = short_trial(runner, 32, ceiling_for(runner), 40, info(), "fp32", None, cap=7, cap_reason="data")
+    assert [c[1] for c in runner.calls if c[0] == "trial"] == [7]
+    assert "32: above the cap of 7 (data): starting at 7" == outcome.decisions[0]
+
+
+def test_a_cluster_plan_keeps_the_global_batch_the_sweep_validated():
+    # Regression: 2 local processes swept 64 per device (global 128); the 32-GPU plan multiplied it to 2048.
+    from advisor.method import make_plan
+    from advisor.report import build_recipe
+
+    s = settings(nproc=2, nodes=4, target_world_size=32)
+    plan, lr, _ = make_plan(s, info(train_size=100_000), 512, 64, "", "fp32", None, True)
+    assert (plan.global_batch, plan.per_device, plan.world_size, plan.validated_global) == (128, 4, 32, 128)
+    assert lr.global_batch == 128 and "64 per device x 2 process(es) = global 128" in plan.reason
+    unused = next(w for w in plan.warnings if w.code == "target-memory-unused")
+    assert "up to 16384" in unused.message and "not validated" in unused.message
+    # Forced past what was validated: the recipe says by how much.
+    forced, _, _ = make_plan(settings(nproc=2, nodes=4, target_world_size=32, global_batch=1024),
+                             info(train_size=100_000), 512, 64, "", "fp32", None, True)
+    note = next(w for w in forced.warnings if w.code == "global-not-validated")
+    assert "8x the 128 the comparison sweep ran" in note.message and "--global-batch" in note.message
+    # Rounding to identical batches on 48 devices is an extrapolation too (128 / 48 -> 3 x 48 = 144).
+    rounded, _, _ = make_plan(settings(nproc=2, target_world_size=48), info(train_size=100_000), 512, 64, "",
+                              "fp32", None, True)
+    assert rounded.global_batch == 144 and "1.12x" in next(
+        w for w in rounded.warnings if w.code == "global-not-validated").message
+    adapter = load_adapter("ddp")
+    session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=StubRunner(nproc=2))
+    recipe = build_recipe(session.run_all())
+    batch = recipe["batch"]
+    assert batch["validated_global"] == recipe["method"]["sweep_choice"] * 2
+    assert batch["extrapolation"] == round(batch["global"] / batch["validated_global"], 4)
+
+
+def test_a_ceiling_the_data_cap_sets_says_so_and_not_that_memory_or_headroom_did():
+    # Regression: "Keeping 15% headroom below 128 MiB that really fits gives 719" when the peak was 4.6 MiB.
+    runner = StubRunner(fixed=MIB, per_sample=1024, budget=128 * MIB)
+    result = search_ceiling(runner.probe, runner.budget, 0.15, max_batch=719, cap_reason="data")
+    assert result.per_device_max == 719
+    assert "The cap bounds the ceiling, not memory: at 719 the peak was 1.7 MiB of the 128.0 MiB budget (1%)" \
+        in result.reason
+    assert "headroom played no part" in result.reason and "that really fits" not in result.reason
+    small = search_ceiling(runner.probe, runner.budget, 0.15, max_batch=5, cap_reason="data")
+    assert small.per_device_max == 5 and "The cap bounds the ceiling, not memory" in small.reason
+    # Memory that binds keeps its headroom text.
+    bound = ceiling_for(StubRunner(budget=100 * MIB))
+    assert "headroom below" in bound.reason and "cap bounds" not in bound.reason
+
+
+def test_cpu_processes_times_memory_must_fit_the_hosts_ram():
+    # Regression: 99 processes x 100 GiB on a small machine was "Ready".
+    from advisor.errors import SetupError
+
+    adapter = load_adapter("ddp")
+    with pytest.raises(SetupError) as err:
+        validate_setup(settings(nproc=99, memory_budget_bytes=100 * 2**30), adapter, HostDevices("cpu"))
+    assert "--nproc 99 x --device-memory 100.0 GiB = 9.7 TiB is more than this host's" in str(err.value)
+    assert "or --nproc" not in str(err.value)  # one process of 100 GiB does not fit either
+    small = HostDevices("cpu", physical_memory=8 * 2**30)
+    with pytest.raises(SetupError, match=r"use --device-memory 2.0 GiB or less, or --nproc 2 or fewer"):
+        validate_setup(settings(nproc=4, memory_budget_bytes=3 * 2**30), adapter, small)
+    validate_setup(settings(nproc=2, memory_budget_bytes=3 * 2**30), adapter, small)  # 6 GiB of 8 fits
+    assert HostDevices("cpu").physical_memory > 0  # the real host says

@@ -53,11 +53,12 @@ def test_invalid_workload_fields(tmp_path):
     src.write_text("from advisor import Workload\n"
                    "def workload():\n"
                    "    return Workload(name='x', build_model=None, train_data=[], val_data=[1], loss_fn=len,"
-                   " task='poetry', optimizer='magic')\n")
+                   " task='poetry', optimizer='magic', current_warmup_steps=-1, epochs=0)\n")
     with pytest.raises(WorkloadError) as err:
         resolve_workload(f"{src}:workload")
     text = str(err.value)
-    for part in ("build_model", "train_data is empty", "task 'poetry'", "optimizer 'magic'"):
+    for part in ("build_model", "train_data is empty", "task 'poetry'", "optimizer 'magic'",
+                 "current_warmup_steps must be a whole number", "epochs must be positive"):
         assert part in text
 
 

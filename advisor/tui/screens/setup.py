@@ -274,7 +274,7 @@ class SetupScreen(Screen):
             select.value = value
         self.query_one("#base-batch", Input).placeholder = (
             f"the workload's: {w.current_batch_size}" if w.current_batch_size
-            else "the global batch your LR was tuned for (default: the task's starting value)")
+            else "required with an LR: the global batch it was tuned for")
         self.query_one("#base-lr", Input).placeholder = (
             f"the workload's: {w.current_lr:g}" if w.current_lr else "required: the LR you train with today")
         self._show_task_range()
