@@ -66,6 +66,8 @@ class LaunchSpec:
     precision: str
     env: dict = field(default_factory=dict)
     script: str = "train.py"
+    optimizer: str | None = None  # with its hyper-parameters, passed to the script as the probes ran them
+    optimizer_hyperparameters: dict = field(default_factory=dict)
 
 
 class AdapterBase:
@@ -143,8 +145,20 @@ def env_prefix(env: dict) -> list[str]:
 
 def training_args(spec: LaunchSpec) -> list[str]:
     """The plan's numbers as arguments to the user's script, the same for every launcher."""
-    return [f"--batch-size={spec.per_device}", f"--accumulation-steps={spec.accumulation_steps}",
+    args = [f"--batch-size={spec.per_device}", f"--accumulation-steps={spec.accumulation_steps}",
             f"--lr={spec.lr:.6g}", f"--warmup-steps={spec.warmup_steps}", f"--precision={spec.precision}"]
+    if spec.optimizer:
+        args += optimizer_args(spec.optimizer, spec.optimizer_hyperparameters)
+    return args
+
+
+def optimizer_args(optimizer: str, hyperparameters: dict | None) -> list[str]:
+    """The optimizer and its hyper-parameters as script arguments (``--weight-decay=0.05``, ``--betas=0.9,0.999``)."""
+    args = [f"--optimizer={optimizer}"]
+    for key, value in (hyperparameters or {}).items():
+        text = ",".join(f"{v:g}" for v in value) if isinstance(value, (list, tuple)) else f"{value:g}"
+        args.append(f"--{key.replace('_', '-')}={text}")
+    return args
 
 
 def torchrun_launch_line(spec: LaunchSpec) -> list[str]:

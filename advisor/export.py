@@ -221,7 +221,7 @@ def recipe_launch_spec(data: dict, script: str = "train.py") -> LaunchSpec:
     if n["adapter"] == "accelerate" and n["device"] == "cpu":
         env.setdefault("ACCELERATE_USE_CPU", "1")
     return LaunchSpec(per_node, nodes, n["per_device"], n["accumulation"], n["lr"], n["warmup"], n["precision"],
-                      env, script)
+                      env, script, n["optimizer"], n["hyperparameters"] or {})
 
 
 def accelerate_launch_line(data: dict, config_path: str = ACCELERATE_CONFIG_NAME,
@@ -260,7 +260,7 @@ def export_accelerate(data: dict) -> tuple[str, list[str]]:
         "# The config cannot hold the batch size or the LR: the launch line passes them to the script, which",
         "# gives gradient_accumulation_steps to Accelerator(...) and the batch size to its DataLoader.",
         f"# Optimizer {n['optimizer']} ({hyperparameter_text(n)}): the values the advisor's runs used.",
-        f"# Launch: {shell_line([*accelerate_launch_line(data), *optimizer_arguments(n)])}",
+        f"# Launch: {shell_line(accelerate_launch_line(data))}",
         "compute_environment: LOCAL_MACHINE",
         f"distributed_type: {distributed}",
         f'mixed_precision: "{mixed_precision}"',
@@ -293,16 +293,7 @@ def export_torchrun(data: dict, script: str = "train.py") -> tuple[str, list[str
     if nodes > 1:
         notes.append(f"Run the line on each of the {nodes} nodes with NODE_RANK (0..{nodes - 1}) and MASTER_ADDR "
                      "(the first node's address) set.")
-    return shell_line([*torchrun_launch_line(recipe_launch_spec(data, script)), *optimizer_arguments(n)]) + "\n", notes
-
-
-def optimizer_arguments(n: dict) -> list[str]:
-    """Script arguments for the optimizer and its hyper-parameters (adapt the names to your script)."""
-    args = [f"--optimizer={n['optimizer']}"]
-    for key, value in (n["hyperparameters"] or {}).items():
-        text = ",".join(f"{v:g}" for v in value) if isinstance(value, list) else f"{value:g}"
-        args.append(f"--{key.replace('_', '-')}={text}")
-    return args
+    return shell_line(torchrun_launch_line(recipe_launch_spec(data, script))) + "\n", notes
 
 
 def deepspeed_hostfile(data: dict) -> str:

@@ -502,9 +502,20 @@ class Session:
                                       "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1.")
         env = self.runner.env
         nproc_per_node = s.nproc if s.target_world_size is None else max(1, math.ceil(plan.world_size / s.nodes))
+        ran = getattr(self.runner, "optimizer_info", None) or {}
+        if ran.get("hyperparameters") is not None:
+            hyper, hyper_source = ran["hyperparameters"], "what the workers' optimizer held (its param_groups)"
+        else:
+            from .optimizers import hyperparameters
+
+            workload = self.setup.workload
+            hyper = hyperparameters(self.setup.optimizer, workload.momentum, workload.weight_decay, workload.betas,
+                                    workload.eps)
+            hyper_source = "the workload's settings"
         launch = self.adapter.launch_command(LaunchSpec(nproc_per_node, s.nodes, plan.per_device,
                                                         plan.accumulation_steps, lr.value, warmup.steps,
-                                                        plan.precision, env))
+                                                        plan.precision, env, optimizer=self.setup.optimizer,
+                                                        optimizer_hyperparameters=hyper))
         timings = [self.timings[k] for k in sorted(self.timings)]
         self.result = MethodResult(
             s, info, ceiling, self.start.per_device if self.start else sweep.chosen,
@@ -513,19 +524,9 @@ class Session:
             timings, noise, noise_reason, precision_reason, dict(env), launch,
             self.adapter.recipe_extras(self.runner.options), cap,
             self.cap_reason if cap < ceiling.per_device_max else "")
-        ran = getattr(self.runner, "optimizer_info", None) or {}
         self.result.optimizer_implementation = ran.get("implementation")
         self.result.adapter_extras.update(ran.get("adapter_extras") or {})
-        if ran.get("hyperparameters") is not None:
-            self.result.optimizer_hyperparameters = ran["hyperparameters"]
-            self.result.optimizer_hyperparameters_source = "what the workers' optimizer held (its param_groups)"
-        else:
-            workload = self.setup.workload
-            from .optimizers import hyperparameters
-
-            self.result.optimizer_hyperparameters = hyperparameters(
-                self.setup.optimizer, workload.momentum, workload.weight_decay, workload.betas, workload.eps)
-            self.result.optimizer_hyperparameters_source = "the workload's settings"
+        self.result.optimizer_hyperparameters, self.result.optimizer_hyperparameters_source = hyper, hyper_source
         self.result.tf32 = self.precision.tf32
         self.result.host = self.setup.host
         return self.result
