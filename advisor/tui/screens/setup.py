@@ -117,7 +117,7 @@ class SetupScreen(Screen):
                                                id="trial-steps", type="integer"))
                 yield row("Sweep steps", Input(compact=True, value=str(prefill.sweep_steps or PLAN_DEFAULTS["sweep-steps"]),
                                                id="sweep-steps", type="integer"))
-                yield row("Precision", Select(compact=True, options=[("auto: fp32, mixed precision before halving", "auto"),
+                yield row("Precision", Select(compact=True, options=[("auto: bf16 on Ampere+ GPUs; else fp32, mixed before halving", "auto"),
                                                ("fp32", "fp32"), ("bf16", "bf16"), ("fp16 (CUDA)", "fp16")],
                                               id="precision", value="auto", allow_blank=False))
                 yield row("", Checkbox("Subset sweep: 8, 16, 32, 64, 128 instead of half / chosen / double",

@@ -110,8 +110,9 @@ class TrialScreen(StepScreen):
                 log.write(f"→ {escape(decision)}")
         rows = [("Trial's choice per device", str(outcome.chosen), outcome.reason),
                 ("Precision", outcome.precision,
-                 "fp32 unless a trial ran out of memory in fp32 and fit in mixed precision (with --precision "
-                 "auto): mixed precision comes before shrinking the batch.")]
+                 "What the trial ran: with --precision auto, bf16 from the start on a GPU with bf16 Tensor Cores; "
+                 "elsewhere fp32, unless a trial ran out of memory in fp32 and fit in mixed precision (mixed "
+                 "precision comes before shrinking the batch).")]
         best = {r.per_device: r for r in outcome.rows if r.status == "ok"}
         for batch in sorted(best):
             r = best[batch]
