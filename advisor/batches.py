@@ -121,7 +121,8 @@ def shapes(batch) -> dict[str, list[int]]:
             for f in dataclasses.fields(obj):
                 walk(getattr(obj, f.name), f"{path}.{f.name}" if path else f.name)
         elif isinstance(obj, (tuple, list)):
-            for i, v in enumerate(obj):
+            names = getattr(obj, "_fields", None) or range(len(obj))  # a named tuple's fields by name
+            for i, v in zip(names, obj):
                 walk(v, f"{path}.{i}" if path else str(i))
 
     walk(batch, "")
