@@ -67,21 +67,21 @@ def batch_length(batch) -> int:
 
 
 def sample_size(sample) -> int:
-    """How large one raw sample is: its tensors' elements, or the items of its lists of numbers (token ids
-    before a collate). The longest samples by this measure are what a padding collate pads a batch to."""
-    size = sum(t.numel() for t in tensors_in(sample))
-    return size + _list_items(sample)
+    """How large one raw sample is: its largest tensor's elements, or its longest list of numbers (token ids
+    before a collate): a sequence's length, an image's pixels. The longest samples by this measure are what
+    a padding collate pads a batch to."""
+    return max([t.numel() for t in tensors_in(sample)] + [_longest_list(sample)])
 
 
-def _list_items(obj) -> int:
+def _longest_list(obj) -> int:
     if isinstance(obj, Mapping):
-        return sum(_list_items(v) for v in obj.values())
+        return max([_longest_list(v) for v in obj.values()] + [0])
     if isinstance(obj, (list, tuple)):
         if obj and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in obj):
             return len(obj)
-        return sum(_list_items(v) for v in obj)
+        return max([_longest_list(v) for v in obj] + [0])
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return sum(_list_items(getattr(obj, f.name)) for f in dataclasses.fields(obj))
+        return max([_longest_list(getattr(obj, f.name)) for f in dataclasses.fields(obj)] + [0])
     return 0
 
 
@@ -196,7 +196,7 @@ def select_probe_samples(workload, limit: int = SCAN_LIMIT, keep: int = KEEP_LON
         return ProbeSelection("uniform", [], f"random samples: every sample measured has the same size ({longest})",
                               longest, median)
     order = sorted(sizes, key=lambda i: (-sizes[i], i))[:keep]
-    by = "sample_length" if workload.sample_length else "tensor elements per sample"
+    by = "sample_length" if workload.sample_length else "elements of the largest tensor per sample"
     where = f"all {total}" if step == 1 else f"{len(sizes)} of {total} (every {step}th)"
     return ProbeSelection("longest", order,
                           f"the longest training samples ({by}: longest {longest}, median {median}; measured "

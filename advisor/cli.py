@@ -57,8 +57,7 @@ class StderrProgress:
 
         if r.status != "ok":
             return f"{r.phase} {r.per_device} per device: OOM ({r.precision})"
-        val = f", val acc {r.val_metric:.3f}" if r.val_metric is not None else (
-            f", val loss {r.val_loss:.4f}" if r.val_loss is not None else "")
+        val = f", {r.validation_text()}" if r.validation_text() else ""
         loss = r.final_loss if r.final_loss is not None else float("nan")
         return (f"{r.phase} {r.per_device} per device: {r.throughput:.0f} samples/s, "
                 f"peak {format_bytes(r.peak_bytes)}, loss {loss:.4f}{val} ({r.seconds:.1f} s)")

@@ -38,6 +38,13 @@ class TrialRecord:
         # TOML has no null: drop what was not measured.
         return {k: v for k, v in asdict(self).items() if v is not None and v != "" and v != [] and v != {}}
 
+    def validation_text(self) -> str:
+        """The run's validation result in a few words: ``val acc 0.912``, ``val f1 0.830``, ``val loss 0.4123``."""
+        if self.val_metric is not None:
+            name = self.val_metric_name or "accuracy"
+            return f"val {'acc' if name == 'accuracy' else name} {self.val_metric:.3f}"
+        return f"val loss {self.val_loss:.4f}" if self.val_loss is not None else ""
+
     @property
     def data_share(self) -> float | None:
         """The loader's share of a step's wall time (data wait + step), when both were measured."""

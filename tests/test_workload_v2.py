@@ -207,7 +207,7 @@ def test_probes_feed_the_longest_samples_through_the_collate():
     workload = tokens("tagger")
     selection = select_probe_samples(workload)
     lengths = [len(workload.train_data[i]["input_ids"]) for i in range(len(workload.train_data))]
-    assert selection.kind == "longest" and selection.longest == 2 * max(lengths)  # ids and labels per token
+    assert selection.kind == "longest" and selection.longest == max(lengths) == 64
     assert [lengths[i] for i in selection.indices[:4]] == [64] * 4 and "median" in selection.reason
     job = TrialJob(kind="probe", workload="t", per_device_batch=6, extra={"probe_indices": selection.indices})
     batches, _ = probe_batches(job, workload, strategy_for(job)).take(2)
