@@ -200,6 +200,12 @@ def cmd_check(args) -> int:
 def cmd_workloads(args) -> int:
     from .workload import builtin_names
 
+    if args.check:
+        from .workload_check import check_workload
+
+        print(check_workload(args.check).text())
+        return 0
+
     print("Built-in workloads (use --workload NAME, or your own 'module:function' / 'file.py:function'):")
     for name, desc in builtin_names().items():
         print(f"  {name:<24} {desc}")
@@ -429,7 +435,11 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "'not learning' (otherwise K comes from the log's accuracy)")
     diag.set_defaults(func=cmd_diagnose)
 
-    sub.add_parser("workloads", help="list the built-in workloads").set_defaults(func=cmd_workloads)
+    workloads = sub.add_parser("workloads", help="list the built-in workloads, or --check your own")
+    workloads.add_argument("--check", metavar="SPEC",
+                           help="build the workload once, run one training and one evaluation step at batch 2 in "
+                                "this process, and report what was found (exit 0) or what is wrong (exit 2)")
+    workloads.set_defaults(func=cmd_workloads)
     adapters = sub.add_parser("adapters", help="list the installed adapters: version, available or why not")
     adapters.add_argument("--json", action="store_true", help="a JSON list of objects (name, version, available, "
                                                               "reason, summary, capabilities)")

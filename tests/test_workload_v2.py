@@ -244,3 +244,37 @@ def test_sample_length_counts_token_lists_and_can_be_stated():
     assert select_probe_samples(workload).indices[0] == 4
     workload.sample_length = lambda sample: -len(sample["input_ids"])  # the user's own measure wins
     assert select_probe_samples(workload).indices[0] == 0
+
+
+def bad(function: str) -> str:
+    return f"{TEST_WORKLOADS / 'bad_v2.py'}:{function}"
+
+
+@pytest.mark.parametrize("function, expected", [
+    ("wrong_return_type", "returned dict, not advisor.Workload"),
+    ("model_not_a_module", r"build_model\(\) returned str, not a torch.nn.Module"),
+    ("dataset_of_the_wrong_shape", r"train_data\[0\] is a Tensor: the default loss needs \(input, target\) pairs"),
+    ("loss_not_a_scalar", r"loss has shape \(2,\), not a scalar: reduce it"),
+    ("nan_at_step_one", "loss is nan at step 1"),
+    ("collate_error", "Collating 2 samples .* default_collate raised RuntimeError: stack expects .* collate_fn that pads them"),
+    ("metric_missing", "ranks by metric 'f1', but validation computed acc"),
+])
+def test_each_bad_workload_gets_its_own_message(function, expected):
+    from advisor.workload_check import check_workload
+
+    with pytest.raises(WorkloadError, match=expected) as caught:
+        check_workload(bad(function))
+    assert "\n" not in str(caught.value)  # one paragraph
+
+
+def test_workloads_check_reports_what_it_found_and_exits_2_without_a_traceback(capsys):
+    from advisor.cli import main
+
+    assert main(["workloads", "--check", f"{TEST_WORKLOADS / 'tokens.py'}:tagger"]) == 0
+    out = capsys.readouterr().out
+    for text in ("parameters          14,884", "BatchNorm           no", "input_ids: int64[2,",
+                 "longest 64, median 16", "training step       loss", "token_accuracy (higher is better"):
+        assert text in out
+    assert main(["workloads", "--check", bad("nan_at_step_one")]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("advisor: The workload 'bad'") and "Traceback" not in captured.err
