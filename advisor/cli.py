@@ -212,6 +212,21 @@ def cmd_workloads(args) -> int:
     return 0
 
 
+def cmd_init(args) -> int:
+    from .errors import AdvisorError
+    from .templates import render
+
+    out = Path(args.out)
+    if out.exists() and not args.force:
+        raise AdvisorError(f"{out} already exists; nothing was written. Choose another --out, or pass --force to "
+                           "replace it.")
+    out.write_text(render(args.template, str(out)))
+    print(f"Wrote {out} (template {args.template}). Fill in each TODO, then:\n"
+          f"  advisor workloads --check {out}:workload\n"
+          f"  advisor plan --workload {out}:workload --nproc 2 --device-memory 8GiB --out recipe.toml")
+    return 0
+
+
 def cmd_adapters(args) -> int:
     from .adapters import adapter_statuses
 
@@ -435,6 +450,13 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "'not learning' (otherwise K comes from the log's accuracy)")
     diag.set_defaults(func=cmd_diagnose)
 
+    init = sub.add_parser("init", help="write a commented workload file to fill in (your own model)")
+    init.add_argument("--template", choices=("plain", "transformers", "timm", "lightning"), default="plain",
+                      help="plain PyTorch (runs as written), a transformers model, a timm model, or a Lightning "
+                           "module (default: plain)")
+    init.add_argument("--out", default="workload.py", help="the file to write (default: workload.py)")
+    init.add_argument("--force", action="store_true", help="replace an existing file")
+    init.set_defaults(func=cmd_init)
     workloads = sub.add_parser("workloads", help="list the built-in workloads, or --check your own")
     workloads.add_argument("--check", metavar="SPEC",
                            help="build the workload once, run one training and one evaluation step at batch 2 in "

@@ -45,8 +45,8 @@ def metric_direction(name: str) -> bool | None:
 class Workload:
     """Everything the advisor needs to train a user's model for a few steps.
 
-    Data: ``train_data``/``val_data`` are map-style datasets (``__len__``/``__getitem__``) or, for
-    streaming data, ``torch.utils.data.IterableDataset`` with ``train_size`` stated. A sample can be any
+    Data: ``train_data``/``val_data`` are map-style datasets (``__len__``/``__getitem__``); streaming
+    ``IterableDataset``s are not supported yet (``train_size`` is reserved for them). A sample can be any
     nesting of tuples, dicts, named tuples and dataclasses; ``collate_fn`` (default: torch's
     ``default_collate``) turns a list of samples into a batch, which is moved to the device whole.
 
@@ -153,10 +153,11 @@ class Workload:
     def _data_problems(self, name: str) -> list[str]:
         data = getattr(self, name)
         if is_iterable_dataset(data):
-            if name == "train_data" and not (isinstance(self.train_size, int) and self.train_size > 0):
-                return ["train_data is an IterableDataset: state train_size (samples per epoch; epochs and "
-                        "warmup are counted in it)"]
-            return []
+            # Streaming batches (and their per-rank sharding) are not wired into the workers yet: say so here
+            # rather than let a worker fail on len() minutes into a plan.
+            return [f"{name} is an IterableDataset, which the advisor cannot stream yet: materialise a "
+                    "representative part of it as a map-style dataset (e.g. list(itertools.islice(stream, N)), "
+                    "or datasets' .take(N) then a list)"]
         if not (hasattr(data, "__len__") and hasattr(data, "__getitem__")):
             return [f"{name} must be a dataset: map-style (with __len__ and __getitem__) or a "
                     f"torch.utils.data.IterableDataset, not {type(data).__name__}"]

@@ -52,7 +52,7 @@ def check_workload(spec: str, batch_size: int = CHECK_BATCH) -> WorkloadReport:
 
     from .batches import describe, select_probe_samples
     from .worker import _batch, _has_batchnorm
-    from .workload import check_scalar_loss, is_iterable_dataset, resolve_workload
+    from .workload import check_scalar_loss, resolve_workload
 
     workload = resolve_workload(spec)  # import errors, a wrong return type and bad fields: one message each
     report = WorkloadReport(spec, workload=workload)
@@ -72,23 +72,11 @@ def check_workload(spec: str, batch_size: int = CHECK_BATCH) -> WorkloadReport:
                if _has_batchnorm(model) else "no")
 
     data = workload.train_data
-    if is_iterable_dataset(data):
-        samples = []
-        try:
-            for sample in data:
-                samples.append(sample)
-                if len(samples) == batch_size:
-                    break
-        except Exception as exc:  # noqa: BLE001
-            raise _fail(f"Iterating the workload {name!r}'s train_data", exc, "Fix the dataset.") from None
-        report.add("training data", f"IterableDataset, {workload.train_size} samples per epoch (train_size)")
-    else:
-        try:
-            samples = [data[i] for i in range(min(batch_size, len(data)))]
-        except Exception as exc:  # noqa: BLE001
-            raise _fail(f"Reading the workload {name!r}'s train_data[0]", exc,
-                        "Fix the dataset's __getitem__.") from None
-        report.add("training data", f"{len(data)} samples ({type(data).__name__}); validation {len(workload.val_data)}")
+    try:
+        samples = [data[i] for i in range(min(batch_size, len(data)))]
+    except Exception as exc:  # noqa: BLE001
+        raise _fail(f"Reading the workload {name!r}'s train_data[0]", exc, "Fix the dataset's __getitem__.") from None
+    report.add("training data", f"{len(data)} samples ({type(data).__name__}); validation {len(workload.val_data)}")
     if not workload.has_own_loss and workload.collate_fn is None:
         first = samples[0]
         from collections.abc import Mapping
@@ -100,12 +88,7 @@ def check_workload(spec: str, batch_size: int = CHECK_BATCH) -> WorkloadReport:
                 "(input, target) pairs or dicts of model keyword arguments. Return (x, y) from __getitem__, or "
                 "give compute_loss(model, batch) for your batch structure.")
     try:
-        if is_iterable_dataset(data):
-            from torch.utils.data import default_collate
-
-            batch = (workload.collate_fn or default_collate)(samples)
-        else:
-            batch = _batch(data, torch.arange(len(samples)), workload.collate_fn)
+        batch = _batch(data, torch.arange(len(samples)), workload.collate_fn)
     except Exception as exc:  # noqa: BLE001
         ragged = "equal size" in str(exc) or "stack expects" in str(exc)
         raise _fail(f"Collating {len(samples)} samples of the workload {name!r}" +

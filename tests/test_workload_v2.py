@@ -278,3 +278,33 @@ def test_workloads_check_reports_what_it_found_and_exits_2_without_a_traceback(c
     assert main(["workloads", "--check", bad("nan_at_step_one")]) == 2
     captured = capsys.readouterr()
     assert captured.err.startswith("advisor: The workload 'bad'") and "Traceback" not in captured.err
+
+
+def test_an_iterable_dataset_is_refused_with_what_to_do_instead():
+    from torch.utils.data import IterableDataset
+
+    class Stream(IterableDataset):
+        def __iter__(self):
+            yield torch.zeros(2), torch.tensor(0)
+
+    with pytest.raises(WorkloadError, match="IterableDataset, which the advisor cannot stream yet: materialise"):
+        Workload(name="s", build_model=lambda: nn.Linear(2, 2), train_data=Stream(), val_data=Stream(),
+                 task="regression", loss_fn=nn.functional.cross_entropy).validate("s")
+
+
+def test_init_writes_a_template_that_passes_the_check_and_never_overwrites(tmp_path, capsys):
+    from advisor.cli import main
+
+    path = tmp_path / "workload.py"
+    assert main(["init", "--out", str(path)]) == 0
+    text = path.read_text()
+    assert f"advisor workloads --check {path}:workload" in text and "TODO" in text
+    assert "#   semantic-segmentation      start    8 per device" in text  # the task table, with its rows
+    assert main(["workloads", "--check", f"{path}:workload"]) == 0
+    assert "sweep ranks by      accuracy" in capsys.readouterr().out
+    assert main(["init", "--out", str(path), "--template", "timm"]) == 2
+    assert "already exists" in capsys.readouterr().err and path.read_text() == text
+    for template in ("transformers", "timm", "lightning"):  # their frameworks are not installed here: compile only
+        other = tmp_path / f"{template}.py"
+        assert main(["init", "--template", template, "--out", str(other)]) == 0
+        compile(other.read_text(), str(other), "exec")
