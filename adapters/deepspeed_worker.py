@@ -113,10 +113,11 @@ class DeepSpeedStrategy(WorkerStrategy):
         name = self.optimizer_name = workload.optimizer.lower()
         self.hyperparameters = workload.optimizer_hyperparameters()
         self.fused_ops, self.fused_ops_reason = fused_ops_for(name, self.device.type)
-        self.client = name == "lars" or (name == "lamb" and not self.fused_ops)
+        # A workload's own optimizer_factory (param groups) can only go in as a client optimizer.
+        self.client = name == "lars" or (name == "lamb" and not self.fused_ops) or workload.optimizer_factory is not None
         if not self.client:
             return None
-        return workload.make_optimizer(model.parameters(), job.lr)
+        return workload.optimizer_for(model, job.lr)
 
     def prepare(self, model, optimizer, job):
         import deepspeed

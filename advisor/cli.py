@@ -57,8 +57,7 @@ class StderrProgress:
 
         if r.status != "ok":
             return f"{r.phase} {r.per_device} per device: OOM ({r.precision})"
-        val = f", val acc {r.val_metric:.3f}" if r.val_metric is not None else (
-            f", val loss {r.val_loss:.4f}" if r.val_loss is not None else "")
+        val = f", {r.validation_text()}" if r.validation_text() else ""
         loss = r.final_loss if r.final_loss is not None else float("nan")
         return (f"{r.phase} {r.per_device} per device: {r.throughput:.0f} samples/s, "
                 f"peak {format_bytes(r.peak_bytes)}, loss {loss:.4f}{val} ({r.seconds:.1f} s)")
@@ -201,9 +200,30 @@ def cmd_check(args) -> int:
 def cmd_workloads(args) -> int:
     from .workload import builtin_names
 
+    if args.check:
+        from .workload_check import check_workload
+
+        print(check_workload(args.check).text())
+        return 0
+
     print("Built-in workloads (use --workload NAME, or your own 'module:function' / 'file.py:function'):")
     for name, desc in builtin_names().items():
         print(f"  {name:<24} {desc}")
+    return 0
+
+
+def cmd_init(args) -> int:
+    from .errors import AdvisorError
+    from .templates import render
+
+    out = Path(args.out)
+    if out.exists() and not args.force:
+        raise AdvisorError(f"{out} already exists; nothing was written. Choose another --out, or pass --force to "
+                           "replace it.")
+    out.write_text(render(args.template, str(out)))
+    print(f"Wrote {out} (template {args.template}). Fill in each TODO, then:\n"
+          f"  advisor workloads --check {out}:workload\n"
+          f"  advisor plan --workload {out}:workload --nproc 2 --device-memory 8GiB --out recipe.toml")
     return 0
 
 
@@ -430,7 +450,18 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "'not learning' (otherwise K comes from the log's accuracy)")
     diag.set_defaults(func=cmd_diagnose)
 
-    sub.add_parser("workloads", help="list the built-in workloads").set_defaults(func=cmd_workloads)
+    init = sub.add_parser("init", help="write a commented workload file to fill in (your own model)")
+    init.add_argument("--template", choices=("plain", "transformers", "timm", "lightning"), default="plain",
+                      help="plain PyTorch (runs as written), a transformers model, a timm model, or a Lightning "
+                           "module (default: plain)")
+    init.add_argument("--out", default="workload.py", help="the file to write (default: workload.py)")
+    init.add_argument("--force", action="store_true", help="replace an existing file")
+    init.set_defaults(func=cmd_init)
+    workloads = sub.add_parser("workloads", help="list the built-in workloads, or --check your own")
+    workloads.add_argument("--check", metavar="SPEC",
+                           help="build the workload once, run one training and one evaluation step at batch 2 in "
+                                "this process, and report what was found (exit 0) or what is wrong (exit 2)")
+    workloads.set_defaults(func=cmd_workloads)
     adapters = sub.add_parser("adapters", help="list the installed adapters: version, available or why not")
     adapters.add_argument("--json", action="store_true", help="a JSON list of objects (name, version, available, "
                                                               "reason, summary, capabilities)")

@@ -24,7 +24,10 @@ class TrialRecord:
     throughput: float | None = None
     final_loss: float | None = None
     val_loss: float | None = None
-    val_metric: float | None = None
+    val_metric: float | None = None  # the metric the sweep ranks by (val_metric_name), when not the loss
+    val_metric_name: str | None = None
+    higher_is_better: bool | None = None
+    val_metrics: dict = field(default_factory=dict)  # every metric validation computed, by name
     noise_scale: float | None = None
     train_seconds: float | None = None  # training time of the run, evaluation excluded
     note: str = ""
@@ -33,7 +36,14 @@ class TrialRecord:
 
     def to_dict(self) -> dict:
         # TOML has no null: drop what was not measured.
-        return {k: v for k, v in asdict(self).items() if v is not None and v != "" and v != []}
+        return {k: v for k, v in asdict(self).items() if v is not None and v != "" and v != [] and v != {}}
+
+    def validation_text(self) -> str:
+        """The run's validation result in a few words: ``val acc 0.912``, ``val f1 0.830``, ``val loss 0.4123``."""
+        if self.val_metric is not None:
+            name = self.val_metric_name or "accuracy"
+            return f"val {'acc' if name == 'accuracy' else name} {self.val_metric:.3f}"
+        return f"val loss {self.val_loss:.4f}" if self.val_loss is not None else ""
 
     @property
     def data_share(self) -> float | None:

@@ -301,16 +301,28 @@ def sweep_candidates(chosen: int, cap: int, subset: bool) -> tuple[list[int], st
     return candidates, note
 
 
-def _score(record: TrialRecord, higher_is_better: bool) -> float:
-    if higher_is_better:
-        return record.val_metric
-    return -(record.val_loss if record.val_loss is not None else math.inf)
+def ranked_metric(rows: list[TrialRecord]) -> tuple[str, bool]:
+    """(name, higher_is_better) the sweep ranks ``rows`` by: the workload's metric when every run computed
+    it, else the validation loss (never a metric a run did not compute)."""
+    ok = [r for r in rows if r.status == "ok"]
+    if ok and all(r.val_metric is not None for r in ok):
+        higher = ok[0].higher_is_better
+        return ok[0].val_metric_name or "accuracy", True if higher is None else higher
+    return "loss", False
 
 
-def time_to_reach(record: TrialRecord, target: float, higher_is_better: bool) -> float:
+def _score(record: TrialRecord, higher_is_better: bool, by_loss: bool = False) -> float:
+    value = (record.val_loss if by_loss else record.val_metric)
+    if value is None:
+        return -math.inf
+    return value if higher_is_better else -value
+
+
+def time_to_reach(record: TrialRecord, target: float, higher_is_better: bool, by_loss: bool | None = None) -> float:
     """Training seconds until the run's validation first reached ``target`` (its end if only measured there)."""
+    key = "val_loss" if (not higher_is_better if by_loss is None else by_loss) else "val_metric"
     for point in record.evals:
-        value = point.get("val_metric") if higher_is_better else point.get("val_loss")
+        value = point.get(key)
         if value is not None and (value >= target if higher_is_better else value <= target):
             return point["train_seconds"]
     return record.train_seconds if record.train_seconds is not None else math.inf
@@ -325,17 +337,19 @@ def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, 
         return chosen, "No sweep run could be made (no candidate batch fits); keeping the trial's choice."
     if not ok:
         return chosen, "Every sweep run ran out of memory; keeping the trial's choice."
-    higher_is_better = all(r.val_metric is not None for r in ok)
-    if higher_is_better and num_classes and max(r.val_metric for r in ok) < 1.5 / num_classes:
+    name, higher_is_better = ranked_metric(ok)
+    by_loss = name == "loss"
+    if name == "accuracy" and num_classes and max(r.val_metric for r in ok) < 1.5 / num_classes:
         return chosen, (f"No sweep run got clearly above chance (1/{num_classes}) in {steps} steps, so the "
                         "comparison says nothing: keeping the trial's choice. Run a longer sweep (--sweep-steps) "
                         "or check the base LR.")
-    best = max(_score(r, higher_is_better) for r in ok)
-    tolerance = METRIC_TIE if higher_is_better else METRIC_TIE * abs(best)
-    tied = [r for r in ok if best - _score(r, higher_is_better) <= tolerance]
+    best = max(_score(r, higher_is_better, by_loss) for r in ok)
+    # A fraction (accuracy, F1, IoU) ties within an absolute margin; anything else within a relative one.
+    tolerance = METRIC_TIE if higher_is_better and abs(best) <= 1 else METRIC_TIE * abs(best)
+    tied = [r for r in ok if best - _score(r, higher_is_better, by_loss) <= tolerance]
     target = (best - tolerance) if higher_is_better else -(best - tolerance)
-    metric = "validation accuracy" if higher_is_better else "validation loss"
-    table = ", ".join(f"{r.per_device}: {('%.3f' % r.val_metric) if higher_is_better else ('%.4f' % r.val_loss)}"
+    metric = f"validation {name}" + ("" if higher_is_better or by_loss else " (lower is better)")
+    table = ", ".join(f"{r.per_device}: {('%.4f' % r.val_loss) if by_loss else ('%.3f' % r.val_metric)}"
                       for r in ok)
     if len(tied) == 1:
         return tied[0].per_device, f"By {metric} after {steps} steps ({table}), {tied[0].per_device} per device is best."
@@ -346,7 +360,7 @@ def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, 
             pool = inside
             noise_note = (f" Only runs with a global batch within {NOISE_MARGIN:g}x the estimated noise scale "
                           f"(~{noise_scale:.0f}) were kept among the tied.")
-    timed = {r.per_device: time_to_reach(r, target, higher_is_better) for r in pool}
+    timed = {r.per_device: time_to_reach(r, target, higher_is_better, by_loss) for r in pool}
     winner = min(pool, key=lambda r: (timed[r.per_device], r.per_device))
     reached = ", ".join(f"{b}: {s:.2f} s" for b, s in sorted(timed.items()))
     return winner.per_device, (

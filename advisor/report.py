@@ -120,7 +120,8 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
         "warnings": [{"code": wn.code, "message": wn.message} for wn in p.warnings]
                     + [{"code": "lr", "message": m} for m in result.lr.warnings] + _measured_warnings(result),
         "workload": {"spec": s.workload, "name": w.name, "task": w.task, "num_classes": w.num_classes,
-                     "optimizer": w.optimizer, "train_size": w.train_size, "parameters": w.parameters},
+                     "optimizer": w.optimizer, "train_size": w.train_size, "parameters": w.parameters,
+                     **result.workload_notes},
         "adapter": {"name": s.adapter_name, **result.adapter_extras},
         "inputs": {"adapter": s.adapter_name, "nproc": s.nproc, "device": s.device,
                    "device_memory_bytes": s.memory_budget_bytes, "headroom": s.headroom,

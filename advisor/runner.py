@@ -24,6 +24,9 @@ class JobRunner:
         self.ledger: list[TrialRecord] = []
         self.model_info: dict | None = None
         self.optimizer_info: dict | None = None  # which optimizer implementation the workers ran
+        self.ranking_info: dict | None = None  # which validation metric ranks the sweep, and why
+        self.probe_batches: dict[int, dict] = {}  # per probed batch: what the probe fed (longest samples, shapes)
+        self.probe_selection = None  # advisor.batches.ProbeSelection: the samples probes feed (set by the session)
         self.env = adapter.environment("cuda" if settings.device.startswith("cuda") else "cpu")
         self.tf32 = tf32
         if tf32:  # the workers set the flags themselves; the variable carries TF32 to the user's run (launch env)
@@ -57,9 +60,16 @@ class JobRunner:
     def probe(self, batch: int, purpose: str, precision: str | None = None) -> ProbeTrial:
         precision = precision or self.probe_precision
         self.emit(ProbeStarted(batch, purpose, self.probe_nproc))
-        outcome = self._run(self._job(kind="probe", per_device_batch=batch, steps=2, precision=precision),
-                            self.probe_nproc, f"ceiling probe at batch {batch}")
+        job = self._job(kind="probe", per_device_batch=batch, steps=2, precision=precision)
+        selection = self.probe_selection
+        if selection is not None and selection.indices:
+            job.extra["probe_indices"] = selection.indices
+        outcome = self._run(job, self.probe_nproc, f"ceiling probe at batch {batch}")
         events = outcome.all("probe")
+        shapes = next((e["batch_shapes"] for e in events if e.get("batch_shapes")), None)
+        if shapes:
+            self.probe_batches[batch] = {"batch": batch, "samples": selection.reason if selection else
+                                         "random samples", "shapes": shapes}
         fitted = outcome.status == "ok" and events and all(e.get("status") == "ok" for e in events)
         worst = max(events, key=lambda e: e.get("peak_bytes") or 0) if events else {}
         oom = next((e for e in events if e.get("status") == "oom"), {})
@@ -102,6 +112,8 @@ class JobRunner:
                 raise AdvisorError(f"The {phase} at {per_device} per device ended without a result. "
                                    "Worker output:\n" + "\n".join(outcome.output_tail[-10:]))
             lead = next((r for r in results if r.get("rank") == 0), results[0])
+            if lead.get("ranking"):
+                self.ranking_info = lead["ranking"]
             peak = max((r.get("peak_bytes") or 0) for r in results) or None
             noise = (lead.get("noise") or {}).get("b_simple")
             record = TrialRecord(phase, per_device, self.nproc, accumulation, global_batch, "ok",
@@ -111,6 +123,9 @@ class JobRunner:
                                  data_seconds=max((r.get("data_seconds") or 0.0) for r in results),
                                  throughput=min(r["throughput"] for r in results), final_loss=lead.get("final_loss"),
                                  val_loss=lead.get("val_loss"), val_metric=lead.get("val_metric"),
+                                 val_metric_name=lead.get("val_metric_name"),
+                                 higher_is_better=lead.get("higher_is_better"),
+                                 val_metrics=lead.get("val_metrics") or {},
                                  noise_scale=noise, train_seconds=lead.get("train_seconds"),
                                  losses=lead.get("losses") or [], evals=lead.get("evals") or [], **common)
         self.ledger.append(record)

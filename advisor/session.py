@@ -73,6 +73,7 @@ class MethodResult:
     optimizer_hyperparameters_source: str = ""
     tf32: bool = False  # the probes ran with TF32 matmuls allowed; the user's run must allow them too
     host: HostDevices | None = None  # what detect() found before the plan
+    workload_notes: dict = field(default_factory=dict)  # the recipe's [workload] additions: metric, what was probed
 
 
 @dataclass
@@ -226,7 +227,7 @@ def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices
         problems.append(f"--base-warmup must be 0 or more, not {s.base_warmup[0]:g}")
     elif workload is not None and base_batch:
         warmup_epochs, warmup_source = base_warmup_epochs(s.base_warmup, workload.current_warmup_steps, base_batch,
-                                                          len(workload.train_data))
+                                                          workload.train_length)
     if s.run_epochs is not None and not s.run_epochs > 0:
         problems.append(f"--epochs must be positive (the length of the planned run), not {s.run_epochs:g}")
     run_epochs = s.run_epochs or (workload.epochs if workload is not None else None)
@@ -300,18 +301,18 @@ class Session:
     def info(self) -> WorkloadInfo:
         w = self.setup.workload
         model = self.runner.model_info or {}
-        return WorkloadInfo(w.name, w.task, w.num_classes, self.setup.optimizer, len(w.train_data), len(w.val_data),
+        return WorkloadInfo(w.name, w.task, w.num_classes, self.setup.optimizer, w.train_length, len(w.val_data),
                             model.get("parameters", 0), bool(model.get("has_batchnorm")), self.setup.base_lr,
                             self.setup.base_global_batch, self.setup.base_source, self.setup.base_warmup_epochs,
                             self.setup.base_warmup_source, self.setup.run_epochs, self.setup.run_source)
 
     @property
     def data_cap(self) -> int:
-        return data_cap(len(self.setup.workload.train_data), self.settings.world_size)
+        return data_cap(self.setup.workload.train_length, self.settings.world_size)
 
     @property
     def cap_reason(self) -> str:
-        return (f"the training set's share per device: {len(self.setup.workload.train_data)} samples / "
+        return (f"the training set's share per device: {self.setup.workload.train_length} samples / "
                 f"{self.settings.world_size} process(es)")
 
     @property
@@ -329,7 +330,7 @@ class Session:
         from .plan import MIN_STEPS_PER_EPOCH
 
         cap = self.per_device_cap
-        train_size, nproc = len(self.setup.workload.train_data), self.settings.nproc
+        train_size, nproc = self.setup.workload.train_length, self.settings.nproc
         by_epoch = max(1, train_size // (nproc * MIN_STEPS_PER_EPOCH))
         if by_epoch < cap:
             return by_epoch, (f"{train_size} training samples leave at least {MIN_STEPS_PER_EPOCH} steps per epoch "
@@ -344,6 +345,11 @@ class Session:
                 raise SetupError(f"Headroom must be a fraction in [0, 1), not {headroom}.")
             self.settings.headroom = headroom
         began = self._begin(1)
+        if getattr(self.runner, "probe_selection", "absent") is None:  # the worst case, measured once
+            from .batches import select_probe_samples
+
+            self.runner.probe_selection = select_probe_samples(self.setup.workload)
+            self._emit(Note(f"Memory probes feed {self.runner.probe_selection.reason}."))
         if not reuse_probes:
             self._probes.clear()
         self._mixed_ceilings.clear()
@@ -529,7 +535,21 @@ class Session:
         self.result.optimizer_hyperparameters, self.result.optimizer_hyperparameters_source = hyper, hyper_source
         self.result.tf32 = self.precision.tf32
         self.result.host = self.setup.host
+        self.result.workload_notes = self.workload_notes()
         return self.result
+
+    def workload_notes(self) -> dict:
+        """What the recipe's [workload] says about validation (the metric the sweep ranked by) and the probes."""
+        notes: dict = {}
+        ranking = getattr(self.runner, "ranking_info", None)
+        if ranking:
+            notes.update(metric=ranking["metric"], higher_is_better=ranking["higher_is_better"],
+                         metric_reason=ranking["reason"])
+        probed = getattr(self.runner, "probe_batches", None) or {}
+        largest = self.ceiling_result.largest_ok if self.ceiling_result else None
+        if largest in probed:
+            notes["probed"] = probed[largest]
+        return notes
 
     def run_all(self) -> MethodResult:
         """All four steps with the defaults, then the plan: what `advisor plan` does."""

@@ -48,7 +48,7 @@ class WorkerStrategy:
 
     def make_optimizer(self, workload, model, job: TrialJob):
         """The optimizer the user's training runs (with its state allocated on the first step)."""
-        return workload.make_optimizer(model.parameters(), job.lr)
+        return workload.optimizer_for(model, job.lr)
 
     def prepare(self, model, optimizer, job: TrialJob):
         """Wrap the model/optimizer for this flavour; set up precision. Returns (model, optimizer)."""
@@ -164,13 +164,10 @@ def _batch(dataset, indices, collate_fn=None):
 
 
 def to_device(obj, device):
-    if hasattr(obj, "to"):
-        return obj.to(device, non_blocking=True)
-    if isinstance(obj, dict):
-        return {k: to_device(v, device) for k, v in obj.items()}
-    if isinstance(obj, (tuple, list)):
-        return type(obj)(to_device(o, device) for o in obj)
-    return obj
+    """A batch of any nesting (dicts, tuples, named tuples, dataclasses, ModelOutput-like mappings) on ``device``."""
+    from .batches import map_tensors
+
+    return map_tensors(lambda t: t.to(device, non_blocking=True), obj)
 
 
 def loader_settings(device, world_size: int, collate_fn=None) -> dict:
@@ -274,13 +271,9 @@ class BatchStream:
 
 def _tensor_bytes(obj) -> int:
     """Bytes of the tensors in a (nested) batch."""
-    if hasattr(obj, "element_size") and hasattr(obj, "numel"):
-        return obj.numel() * obj.element_size()
-    if isinstance(obj, dict):
-        return sum(_tensor_bytes(v) for v in obj.values())
-    if isinstance(obj, (tuple, list)):
-        return sum(_tensor_bytes(v) for v in obj)
-    return 0
+    from .batches import tensor_bytes
+
+    return tensor_bytes(obj)
 
 
 def _has_batchnorm(model) -> bool:
@@ -336,6 +329,36 @@ class _Measured:
         return False
 
 
+class _RepeatedBatch:
+    """The same worst-case batch for every micro-step of a probe (``take`` as BatchStream's)."""
+
+    def __init__(self, batch):
+        self.batch = batch
+
+    def take(self, count: int) -> tuple[list, float]:
+        return [self.batch] * count, 0.0
+
+    def close(self) -> None: ...
+
+
+def probe_batches(job, workload, strategy):
+    """What a memory probe feeds: the workload's ``probe_batch(n)``, a batch of the longest samples (the
+    engine measured them: ``probe_indices``, longest first, repeated when the batch is larger), or, when
+    every sample has the same shape, random batches drawn with replacement in this process."""
+    import torch
+
+    size = job.per_device_batch
+    if workload.probe_batch is not None:
+        return _RepeatedBatch(workload.probe_batch(size))
+    longest = job.extra.get("probe_indices")
+    if longest:
+        indices = torch.tensor([longest[i % len(longest)] for i in range(size)])
+        return _RepeatedBatch(_batch(workload.train_data, indices, workload.collate_fn))
+    return BatchStream(workload.train_data, size, strategy.rank, strategy.world_size,
+                       job.seed + 1000 * strategy.rank, shard=False,
+                       loader={"num_workers": 0, "pin_memory": False, "collate_fn": workload.collate_fn})
+
+
 def run_probe(job, workload, strategy, model, optimizer, budget: dict):
     """Full training cycles (forward, backward, optimizer step with its state) at ``per_device_batch``.
 
@@ -343,10 +366,9 @@ def run_probe(job, workload, strategy, model, optimizer, budget: dict):
     """
     from .oom import is_oom_exception
 
-    # A probe only needs the right shape: batches drawn with replacement, loaded in this process.
-    stream = BatchStream(workload.train_data, job.per_device_batch, strategy.rank, strategy.world_size,
-                         job.seed + 1000 * strategy.rank, shard=False,
-                         loader={"num_workers": 0, "pin_memory": False, "collate_fn": workload.collate_fn})
+    from .batches import shapes
+
+    stream = probe_batches(job, workload, strategy)
     started = time.perf_counter()
     cycles = max(2, job.steps)
     try:
@@ -361,6 +383,7 @@ def run_probe(job, workload, strategy, model, optimizer, budget: dict):
              message=first_line(exc), seconds=time.perf_counter() - started, budget=budget)
         return
     emit("probe", rank=strategy.rank, batch=job.per_device_batch, status="ok", peak_bytes=measured.peak["peak_bytes"],
+         batch_shapes=shapes(batches[0]),
          measured_by=measured.peak["how"], breakdown=measured.peak["breakdown"], step_seconds=measured.seconds,
          data_seconds=data_seconds, seconds=time.perf_counter() - started, budget=budget)
 
@@ -420,6 +443,8 @@ def run_training(job, workload, strategy, model, optimizer, budget: dict):
     if job.evaluate:
         val = _evaluate(job, workload, strategy, model)
         evals.append({"step": job.steps, "train_seconds": train_seconds, **val})
+        ranked, higher, why = workload.ranking_metric(val.get("val_metrics", {}))
+        val["ranking"] = {"metric": ranked, "higher_is_better": higher, "reason": why}
     sample = strategy.gradient_norms()  # a collective: every rank takes part
     noise = noise_scale(sample).to_dict() if sample and sample.steps else None
     if not step_seconds:
@@ -437,59 +462,55 @@ def run_training(job, workload, strategy, model, optimizer, budget: dict):
 
 
 def _evaluate(job, workload, strategy, model) -> dict:
+    """Validation over this rank's share of ``val_data``: the loss, every metric computed, and the one the
+    sweep ranks by (``val_metric``, named in ``val_metric_name``) unless that is the loss itself."""
     import torch
+
+    from .batches import batch_length
 
     module = strategy.eval_model(model)
     module.eval()
     data = workload.val_data
     indices = list(range(strategy.rank, len(data), strategy.world_size))
-    totals = torch.zeros(4, dtype=torch.float64)  # loss sum, correct, count, count whose accuracy was computed
     chunk = max(1, job.per_device_batch)
     # Every rank runs the same number of forwards: under ZeRO-3 each one gathers parameters collectively, so
     # a rank with one chunk fewer would leave the others waiting. Rank 0 has the most indices; the others pad
     # with a forward on one sample that does not count.
     forwards = math.ceil(len(range(0, len(data), strategy.world_size)) / chunk)
+    names: list[str] | None = None
+    totals = None  # loss sum, sample count, then each metric's sum, in ``names`` order
     with torch.no_grad():
         for start in range(0, forwards * chunk, chunk):
             real = indices[start:start + chunk]
             batch = to_device(_batch(data, torch.tensor(real or [0]), workload.collate_fn), strategy.device)
-            if not (isinstance(batch, (tuple, list)) and len(batch) == 2):
-                # Dict or richer batches: the workload's own loss; no outputs to score, so no metric.
-                with strategy.precision_context(job):
-                    loss = workload.batch_loss(module, batch)
-                if real:
-                    count = _batch_length(batch)
-                    totals[0] += float(loss) * count
-                    totals[2] += count
-                continue
-            inputs, targets = batch
             with strategy.precision_context(job):
-                outputs = module(inputs)
+                loss, metrics = workload.eval_batch(module, batch)
+            if names is None:  # the first batch names the metrics; every rank computes the same ones
+                names = sorted(metrics)
+                totals = torch.zeros(2 + len(names), dtype=torch.float64)
             if not real:
                 continue
-            loss = workload.loss_fn(outputs.float(), targets)
-            totals[0] += float(loss) * len(targets)
-            totals[2] += len(targets)
-            if workload.num_classes and outputs.dim() == 2 and outputs.shape[-1] == workload.num_classes:
-                totals[1] += float((outputs.argmax(dim=-1) == targets).sum())
-                totals[3] += len(targets)
+            count = batch_length(batch)
+            totals[0] += loss * count
+            totals[1] += count
+            for i, name in enumerate(names):
+                if name not in metrics:
+                    from .errors import WorkloadError
+
+                    raise WorkloadError(f"The workload {workload.name!r}'s validation returned {name!r} for one "
+                                        "batch and not for another: return the same metrics for every batch.")
+                totals[2 + i] += metrics[name] * count
     totals = strategy.all_reduce_sum(totals.to(strategy.device)).cpu()
     module.train()
-    result = {"val_loss": float(totals[0] / totals[2])}
-    if totals[2] and totals[3] == totals[2]:  # accuracy only when every sample was scored as a classification
-        result["val_metric"] = float(totals[1] / totals[2])
-        result["val_metric_name"] = "accuracy"
+    count = float(totals[1])
+    result = {"val_loss": float(totals[0]) / count}
+    means = {name: float(totals[2 + i]) / count for i, name in enumerate(names)}
+    ranked, higher_is_better, _ = workload.ranking_metric(means)
+    if means:
+        result["val_metrics"] = means
+    if ranked in means:
+        result.update(val_metric=means[ranked], val_metric_name=ranked, higher_is_better=higher_is_better)
     return result
-
-
-def _batch_length(batch) -> int:
-    """Samples in a collated batch: the leading size of its first tensor."""
-    if hasattr(batch, "shape"):
-        return int(batch.shape[0])
-    for value in (batch.values() if isinstance(batch, dict) else batch):
-        if hasattr(value, "shape") or isinstance(value, (dict, list, tuple)):
-            return _batch_length(value)
-    raise ValueError(f"cannot tell how many samples a {type(batch).__name__} batch holds: it has no tensors")
 
 
 class _OOMExit(Exception):
@@ -543,7 +564,7 @@ def worker_main(strategy: WorkerStrategy, argv: list[str] | None = None) -> None
             model = strategy.build_model(workload, job)
             if strategy.rank == 0:
                 emit("model", parameters=parameter_count(model),
-                     has_batchnorm=_has_batchnorm(model), train_size=len(workload.train_data),
+                     has_batchnorm=_has_batchnorm(model), train_size=workload.train_length,
                      val_size=len(workload.val_data))
             optimizer = strategy.make_optimizer(workload, model, job)
             model, optimizer = strategy.prepare(model, optimizer, job)

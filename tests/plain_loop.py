@@ -1,6 +1,8 @@
 """A plain training loop, outside the advisor's worker code: does an advised batch really hold?
 
-Run as a fresh process: python tests/plain_loop.py WORKLOAD BATCH BUDGET_BYTES STEPS
+Run as a fresh process: python tests/plain_loop.py WORKLOAD BATCH BUDGET_BYTES STEPS [longest]
+With ``longest`` every step trains on the BATCH longest samples (the largest tensor of each), collated by the
+workload's collate_fn and scored by its loss: the worst batch an epoch of variable-length data meets.
 It loads the data, builds the model and the workload's optimizer, then limits the process's data
 segment so that BUDGET_BYTES cover the model's tensors and everything training allocates from here on
 (the probes' rule: the device budget holds tensors, not the interpreter), and trains STEPS steps at BATCH.
@@ -23,7 +25,14 @@ def main() -> int:
     torch.set_num_threads(1)
     torch.manual_seed(0)
     workload = resolve_workload(spec)
-    x_all, y_all = workload.train_data.tensors
+    longest = len(sys.argv) > 5 and sys.argv[5] == "longest"
+    if longest:
+        data = workload.train_data
+        length = [max(t.numel() for t in data[i].values()) for i in range(len(data))]
+        top = sorted(range(len(data)), key=lambda i: -length[i])[:batch]
+        worst = workload.collate_fn([data[i] for i in top])
+    else:
+        x_all, y_all = workload.train_data.tensors
     model = workload.build_model()
     optimizer = workload.make_optimizer(model.parameters(), workload.current_lr or 0.01)
     held = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
@@ -32,8 +41,11 @@ def main() -> int:
     step = 0
     try:
         for step in range(steps):
-            idx = torch.randint(0, len(x_all), (batch,))
-            loss = workload.loss_fn(model(x_all[idx]), y_all[idx])
+            if longest:
+                loss = workload.batch_loss(model, worst)
+            else:
+                idx = torch.randint(0, len(x_all), (batch,))
+                loss = workload.loss_fn(model(x_all[idx]), y_all[idx])
             loss.backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)

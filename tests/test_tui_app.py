@@ -234,3 +234,12 @@ async def test_a_global_target_on_the_recipe_screen_replans_and_clearing_it_goes
         await pilot.press("r")
         await wait_for(pilot, lambda: "recipe" in app.done, what="the plan again")
         assert app.session.result.plan.global_batch == picked
+
+
+async def test_setup_runs_the_workload_check_so_a_nan_loss_is_named_before_anything_starts():
+    # The same check as `advisor workloads --check`: it imports fine, but its first loss is NaN.
+    app = stub_app(workload=f"{ROOT / 'tests' / 'workloads' / 'bad_v2.py'}:nan_at_step_one")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: "checking" not in screen_text(app, "#workload-status"), what="the check")
+        assert "loss is nan at step 1" in screen_text(app, "#workload-status")
+        assert app.screen.workload is None

@@ -225,13 +225,15 @@ class SetupScreen(Screen):
         from textual.worker import get_current_worker
 
         from ...errors import AdvisorError
-        from ...workload import resolve_workload
+        from ...workload_check import check_workload
 
         time.sleep(0.3)  # let the typing settle before importing anything
         if get_current_worker().is_cancelled:
             return
         try:
-            workload = resolve_workload(spec)
+            # The same check as `advisor workloads --check`: one training and one evaluation step at batch 2,
+            # so a broken workload file is named here, not by a worker minutes into a plan.
+            workload = check_workload(spec).workload
         except AdvisorError as exc:
             self.post_message(WorkloadChecked(spec, error=str(exc)))
         except Exception as exc:  # user code can raise anything, even past the engine's checks
@@ -253,7 +255,7 @@ class SetupScreen(Screen):
         lr = f", LR {w.current_lr:g}" if w.current_lr else ", no LR given (fill in the LR used today)"
         batch = f" at batch {w.current_batch_size}" if w.current_batch_size else ""
         status.update(f"[green]✓[/green] {w.name}: {w.task}{classes}, {w.optimizer}{lr}{batch}; "
-                      f"{len(w.train_data)} training / {len(w.val_data)} validation samples")
+                      f"{w.train_length} training / {len(w.val_data)} validation samples")
         self._fill_from_workload()
 
     def _fill_from_workload(self) -> None:

@@ -103,8 +103,7 @@ class SweepScreen(StepScreen):
                  "Half, chosen and double the trial's choice, within the per-device cap (or the subset 8-128).")]
         for r in outcome.rows:
             if r.status == "ok":
-                metric = (f"val acc {r.val_metric:.3f}" if r.val_metric is not None
-                          else f"val loss {r.val_loss:.4f}" if r.val_loss is not None else "no validation")
+                metric = r.validation_text() or "no validation"
                 rows.append((f"{r.per_device}/device", metric,
                              f"After {r.steps} steps at LR {r.lr:.4g} (scaled from the base LR to global "
                              f"{r.global_batch}, warmup {r.warmup_steps or 0} steps), {r.train_seconds or 0:.1f} s "
