@@ -1,4 +1,5 @@
-"""Command line: `advisor plan`, `advisor check`, `advisor export`, `advisor workloads`, `advisor adapters`.
+"""Command line: `advisor plan`, `advisor replan`, `advisor history`, `advisor check`, `advisor export`,
+`advisor workloads`, `advisor adapters`.
 
 Heavy imports (torch) happen inside the commands that need them, so `--help`
 and `check` start fast.
@@ -247,6 +248,83 @@ def cmd_export(args) -> int:
     return 0
 
 
+def replan_target_from_args(args):
+    """The device and cluster `advisor replan` plans for: --gpu from the table and/or --device-memory."""
+    from .errors import SetupError
+    from .gpus import lookup_gpu
+    from .replan import ReplanTarget
+    from .units import parse_size
+
+    if not args.gpu and not args.device_memory:
+        raise SetupError("Say what to re-plan for: --gpu NAME (a card from the table, e.g. --gpu a100-80gb) or "
+                         "--device-memory SIZE (memory per device, e.g. --device-memory 80GiB), or both.")
+    gpu = None
+    if args.gpu:
+        try:
+            gpu = lookup_gpu(args.gpu)
+        except SetupError:
+            if not args.device_memory:
+                raise  # an unknown card needs its memory
+    memory = parse_size(args.device_memory) if args.device_memory else gpu.memory_bytes
+    source = "--device-memory" if args.device_memory else "the GPU table (nominal)"
+    device_type = args.device or ("cuda" if args.gpu else None)
+    if device_type is None:
+        from .recipe import check_recipe
+
+        device_type = "cpu" if str(check_recipe(args.recipe).get("inputs", {}).get("device", "cpu")) == "cpu" \
+            else "cuda"
+    if device_type == "cpu" and args.gpu:
+        raise SetupError("--device cpu contradicts --gpu; leave one out.")
+    return ReplanTarget(memory, source, gpu, device_type, args.nproc, args.nodes or 1, args.precision,
+                        args.global_batch, args.headroom)
+
+
+def cmd_replan(args) -> int:
+    from .recipe import check_output_path, check_recipe, save_recipe
+    from .replan import confirm, device_present, render_table, replan, replanned_recipe, with_confirmation
+
+    out = Path(args.out) if args.out else None
+    if out:
+        if out.resolve() == Path(args.recipe).resolve():
+            raise AdvisorError(f"--out {out} is the recipe being re-planned; write the re-plan to a new file "
+                               "(the source keeps what was measured).")
+        check_output_path(out, args.force)
+    data = check_recipe(args.recipe)
+    target = replan_target_from_args(args)
+    result = replan(data, args.recipe, target)
+    run_confirm = args.confirm
+    if not run_confirm and not args.no_confirm:
+        from .device import detect
+
+        run_confirm = device_present(target, detect("cpu" if target.device_type == "cpu" else None))
+    if run_confirm:
+        progress = StderrProgress()
+        progress.line(f"== confirming the estimate on this host: one probe at {result.per_device_max} per device "
+                      f"under {args.device_memory or args.gpu}, then a short trial")
+        outcome = confirm(result, os.getcwd(), trial_steps=args.trial_steps, on_event=progress)
+        result = with_confirmation(data, args.recipe, target, result, outcome)
+    document = replanned_recipe(result, ["advisor"] + sys.argv[1:])
+    saved = save_recipe(document, out, force=args.force) if out else None
+    if args.json:
+        print(json.dumps({"rows": [vars(r) for r in result.rows], "notes": result.notes,
+                          "per_device_max": result.per_device_max, "estimated": not result.confirmation,
+                          "confirmation": {k: v for k, v in (result.confirmation or {}).items() if k != "rows"}
+                          or None, "per_device_batch": result.plan.per_device, "accumulation_steps":
+                          result.plan.accumulation_steps, "global_batch": result.plan.global_batch,
+                          "world_size": result.world_size, "lr": result.lr.value, "warmup_steps": result.warmup.steps,
+                          "precision": result.precision, "recipe": str(saved.path) if saved else None}, indent=2))
+    else:
+        print(render_table(result))
+        if saved:
+            print(f"Re-planned recipe written to {saved.path}" + (f" (the previous one kept as {saved.backup})"
+                                                                  if saved.backup else ""))
+    if saved and saved.fallback_reason:
+        print(f"advisor: the recipe could not be written where asked ({saved.fallback_reason}); saved to "
+              f"{saved.path} instead.", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _format_evidence(evidence: dict) -> list[str]:
     lines = []
     for key, value in evidence.items():
@@ -435,6 +513,30 @@ def build_parser() -> argparse.ArgumentParser:
     adapters.add_argument("--json", action="store_true", help="a JSON list of objects (name, version, available, "
                                                               "reason, summary, capabilities)")
     adapters.set_defaults(func=cmd_adapters)
+
+    rp = sub.add_parser("replan", help="re-plan a recipe for another GPU or cluster from its memory fit "
+                                       "(estimates, labelled; confirmed by a real probe where the device is here)")
+    rp.add_argument("recipe")
+    rp.add_argument("--gpu", help="the new card, from the table (a100-80gb, h100-80gb, v100-32gb, rtx-4090, t4, ...)")
+    rp.add_argument("--device-memory", help="memory per device of the new card (required for a card the table "
+                                            "does not know; overrides the table's size)")
+    rp.add_argument("--device", choices=("cpu", "cuda"), help="the new device type (default: cuda with --gpu, "
+                                                              "else the recipe's)")
+    rp.add_argument("--nproc", type=int, help="processes per node on the new cluster (default: the recipe's)")
+    rp.add_argument("--nodes", type=int, help="nodes of the new cluster (default 1)")
+    rp.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto",
+                    help="auto (default): the card's policy (bf16 on compute capability >= 8.0); a fixed one must "
+                         "match the precision the recipe's fit was measured in")
+    rp.add_argument("--global-batch", type=int, help="a new global target (default: the recipe's)")
+    rp.add_argument("--headroom", type=float, help="memory kept free (default: the recipe's)")
+    rp.add_argument("--confirm", action="store_true", help="run the confirming probe and trial (the default when "
+                                                           "the new device is on this host)")
+    rp.add_argument("--no-confirm", action="store_true", help="never run anything; estimates only")
+    rp.add_argument("--trial-steps", type=int, default=20, help="steps of the confirming trial (default 20)")
+    rp.add_argument("--out", help="write the re-planned recipe here (never over an existing one without --force)")
+    rp.add_argument("--force", action="store_true", help="replace an existing --out, keeping a .bak backup")
+    rp.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    rp.set_defaults(func=cmd_replan)
 
     export = sub.add_parser("export", help="a recipe as a DeepSpeed JSON config, an Accelerate config YAML or a "
                                            "torchrun command line")
