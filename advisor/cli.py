@@ -168,9 +168,17 @@ def cmd_plan(args) -> int:
     setup = validate_setup(settings, adapter, host)
     progress = StderrProgress()
     started = time.monotonic()
-    result = Session(adapter, settings, setup, progress).run_all()
+    known, recorder = _plan_history(args, settings, setup, out, progress)
+    listeners = [progress] + ([recorder] if recorder else [])
+    session = Session(adapter, settings, setup, lambda event: [listen(event) for listen in listeners], known=known)
+    if recorder:
+        recorder.model_info = lambda: session.runner.model_info
+    result = session.run_all()
     recipe = build_recipe(result, ["advisor"] + sys.argv[1:])
     saved = save_recipe(recipe, out, force=args.force) if out else None
+    if recorder:
+        recorder.context.recipe = str(saved.path) if saved else None
+        recorder.plan(result)
     if saved and saved.backup:
         progress.line(f"   the previous recipe was kept as {saved.backup}")
     progress.line(f"== done in {time.monotonic() - started:.0f} s")
@@ -183,6 +191,57 @@ def cmd_plan(args) -> int:
         print(f"advisor: the recipe could not be written where asked ({saved.fallback_reason}). The finished "
               f"run was saved to {saved.path} instead: move it where you want it.", file=sys.stderr)
         return 1
+    return 0
+
+
+def _plan_history(args, settings, setup, out, progress):
+    """The history this plan reads (unless --fresh) and appends to (unless --no-history): next to --out, or
+    --history / $ADVISOR_HISTORY. Returns (what it knows of this workload on this device class, the recorder)."""
+    from .history import HistoryRecorder, Known, history_path, read_history, run_context
+
+    path = None if args.no_history else history_path(args.history, out)
+    if path is None:
+        return None, None
+    context = run_context(settings, setup, str(out) if out else None)
+    known = None
+    if not args.fresh:
+        read = read_history(path)
+        known = Known.select(read.rows, context.workload, context.device, settings.adapter_name)
+        if known:
+            progress.line(f"   history: {len(known.rows)} earlier row(s) of {context.workload['name']} on this device "
+                          f"class in {path}: the ceiling starts at the known edge, the trial at the best known "
+                          "value, and the sweep reuses runs at the same settings (--fresh ignores them)")
+        known = known or None
+    recorder = HistoryRecorder(path, context, lambda: None, warn=lambda message: progress.line(f"   {message}"))
+    return known, recorder
+
+
+def cmd_history(args) -> int:
+    from .history import append_row, default_read_path, filter_rows, read_history, render_history, rows_from_recipe
+    from .recipe import check_recipe
+
+    path = default_read_path(args.history)
+    if args.import_recipes:
+        for recipe in args.import_recipes:
+            rows = rows_from_recipe(check_recipe(recipe), recipe)
+            existing = {(r.get("imported_from"), r.get("kind"), r.get("time"), r.get("per_device"))
+                        for r in read_history(path).rows}
+            fresh = [r for r in rows if (r.get("imported_from"), r.get("kind"), r.get("time"), r.get("per_device"))
+                     not in existing]
+            for row in fresh:
+                append_row(path, row)
+            print(f"advisor: {recipe}: {len(fresh)} row(s) added to {path}"
+                  + (f" ({len(rows) - len(fresh)} already there)" if len(fresh) < len(rows) else ""), file=sys.stderr)
+    read = read_history(path)
+    if not path.exists():
+        raise AdvisorError(f"No history at {path}. `advisor plan --out recipes/NAME.toml` (or `advisor replan "
+                           "--out`) records there, `--history PATH` or ADVISOR_HISTORY chooses another file, and "
+                           "`advisor history --import RECIPE` adds an existing recipe's runs.")
+    if args.json:
+        print(json.dumps({"path": str(path), "skipped_lines": read.skipped,
+                          "rows": filter_rows(read.rows, args.workload)}, indent=2))
+    else:
+        print(render_history(read, args.workload))
     return 0
 
 
@@ -279,6 +338,25 @@ def replan_target_from_args(args):
                         args.global_batch, args.headroom)
 
 
+def _record_replan(args, data, result, saved) -> None:
+    """One history row for the re-plan, next to the new recipe (or --history / $ADVISOR_HISTORY)."""
+    from .history import RunContext, append_row, history_path, replan_row
+
+    path = history_path(args.history, saved.path if saved else None)
+    if path is None:
+        return
+    workload = data.get("workload", {})
+    target = result.target
+    context = RunContext({k: workload.get(k) for k in ("name", "spec", "parameters", "train_size", "task")},
+                         {"type": target.device_type, "name": target.gpu.name if target.gpu else target.device_type,
+                          "memory_bytes": target.memory_bytes},
+                         str(data.get("adapter", {}).get("name") or "ddp"), recipe=str(saved.path) if saved else None)
+    try:
+        append_row(path, replan_row(context, result))
+    except OSError as exc:
+        print(f"advisor: could not append to the history {path} ({exc.strerror or exc}).", file=sys.stderr)
+
+
 def cmd_replan(args) -> int:
     from .recipe import check_output_path, check_recipe, save_recipe
     from .replan import confirm, device_present, render_table, replan, replanned_recipe, with_confirmation
@@ -305,6 +383,7 @@ def cmd_replan(args) -> int:
         result = with_confirmation(data, args.recipe, target, result, outcome)
     document = replanned_recipe(result, ["advisor"] + sys.argv[1:])
     saved = save_recipe(document, out, force=args.force) if out else None
+    _record_replan(args, data, result, saved)
     if args.json:
         print(json.dumps({"rows": [vars(r) for r in result.rows], "notes": result.notes,
                           "per_device_max": result.per_device_max, "estimated": not result.confirmation,
@@ -486,7 +565,20 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--out", help="recipe path to write (never overwritten without --force)")
     plan.add_argument("--force", action="store_true", help="replace an existing recipe, keeping a .bak backup")
     plan.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    plan.add_argument("--history", help="the history file to read and append to (default: .history.jsonl next to "
+                                        "--out, or $ADVISOR_HISTORY)")
+    plan.add_argument("--fresh", action="store_true", help="ignore the history: search the ceiling, start the trial "
+                                                          "and run every sweep point anew (still recorded)")
+    plan.add_argument("--no-history", action="store_true", help="neither read nor append to the history")
     plan.set_defaults(func=cmd_plan)
+
+    hist = sub.add_parser("history", help="the ledger across runs: every plan, replan, trial and sweep, as a table")
+    hist.add_argument("--workload", help="only this workload (name or spec)")
+    hist.add_argument("--json", action="store_true", help="the rows as JSON")
+    hist.add_argument("--history", help="the history file (default: $ADVISOR_HISTORY, else recipes/.history.jsonl)")
+    hist.add_argument("--import", dest="import_recipes", nargs="+", metavar="RECIPE",
+                      help="first add these recipes' own ledgers (runs already imported are skipped)")
+    hist.set_defaults(func=cmd_history)
 
     check = sub.add_parser("check", help="validate a recipe (exit 0 valid, 2 invalid)")
     check.add_argument("recipe")
@@ -536,6 +628,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--out", help="write the re-planned recipe here (never over an existing one without --force)")
     rp.add_argument("--force", action="store_true", help="replace an existing --out, keeping a .bak backup")
     rp.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    rp.add_argument("--history", help="append the re-plan to this history file (default: next to --out)")
     rp.set_defaults(func=cmd_replan)
 
     export = sub.add_parser("export", help="a recipe as a DeepSpeed JSON config, an Accelerate config YAML or a "

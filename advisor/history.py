@@ -58,7 +58,7 @@ def append_row(path: str | os.PathLike, row: dict) -> None:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     line = (json.dumps(row, separators=(",", ":"), default=str) + "\n").encode("utf-8")
-    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(target, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)  # read: the last byte
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
@@ -434,6 +434,7 @@ class HistoryRecorder:
                  warn: Callable[[str], None] = lambda message: None):
         self.path, self.context, self.model_info, self.warn = Path(path), context, model_info, warn
         self.failed = False
+        self._recorded: set[int] = set()  # ledger records already appended (by identity: the runner's own)
 
     def _fill(self) -> None:
         info = self.model_info() or {}
@@ -454,12 +455,20 @@ class HistoryRecorder:
         from .events import TrialFinished
 
         if isinstance(event, TrialFinished):
-            self._fill()
-            record = event.record
-            reused = record.note.startswith("reused from the history") if record.note else False
-            self.append(run_row(self.context, record, reused_from=record.note.split("(", 1)[1].split(")")[0]
-                                if reused else None))
+            self.record(event.record)
+
+    def record(self, record: TrialRecord) -> None:
+        if id(record) in self._recorded or record.phase not in ("trial", "sweep"):
+            return
+        self._recorded.add(id(record))
+        self._fill()
+        reused = record.note.startswith("reused from the history") if record.note else False
+        self.append(run_row(self.context, record, reused_from=record.note.split("(", 1)[1].split(")")[0]
+                            if reused else None))
 
     def plan(self, result) -> None:
+        """The plan row, after any run of its ledger not yet recorded (a runner that sends no events)."""
+        for record in result.ledger:
+            self.record(record)
         self._fill()
         self.append(plan_row(self.context, result))
