@@ -370,11 +370,17 @@ def cmd_replan(args) -> int:
     data = check_recipe(args.recipe)
     target = replan_target_from_args(args)
     result = replan(data, args.recipe, target)
+    if args.confirm and args.no_confirm:
+        raise AdvisorError("--confirm and --no-confirm contradict each other; give one.")
     run_confirm = args.confirm
-    if not run_confirm and not args.no_confirm:
+    if not args.no_confirm:
         from .device import detect
 
-        run_confirm = device_present(target, detect("cpu" if target.device_type == "cpu" else None))
+        host = detect("cpu" if target.device_type == "cpu" else None)
+        if args.confirm and target.device_type == "cuda" and host.type != "cuda":
+            raise AdvisorError("--confirm runs a real probe on the new card, and this host has no GPU. Run the "
+                               "same command on a host with the card, or leave --confirm out for the estimate.")
+        run_confirm = run_confirm or device_present(target, host)
     if run_confirm:
         progress = StderrProgress()
         progress.line(f"== confirming the estimate on this host: one probe at {result.per_device_max} per device "

@@ -150,3 +150,31 @@ def test_history_of_another_budget_or_a_moved_edge_falls_back_to_the_search(tmp_
     fresh = StubRunner(per_sample=2 * 2**20)
     _, fresh_result, _ = _plan(fresh, tmp_path / "other.jsonl")
     assert second_result.ceiling.per_device_max == fresh_result.ceiling.per_device_max
+
+
+def test_plan_reads_the_history_unless_fresh_and_records_next_to_its_recipe(tmp_path):
+    import argparse
+
+    from advisor.cli import StderrProgress, _plan_history
+
+    out = tmp_path / "recipes" / "w.toml"
+    runner = StubRunner()
+    first, _, _ = _plan(runner, out.parent / ".history.jsonl")
+    lines = []
+
+    class Lines(StderrProgress):
+        def line(self, text):
+            lines.append(text)
+
+    def args(**kw):
+        base = dict(history=None, fresh=False, no_history=False)
+        base.update(kw)
+        return argparse.Namespace(**base)
+
+    known, recorder = _plan_history(args(), first.settings, first.setup, out, Lines(stream=open(__file__)))
+    assert known and recorder.path == out.parent / ".history.jsonl" and "--fresh ignores them" in lines[-1]
+    known, recorder = _plan_history(args(fresh=True), first.settings, first.setup, out, Lines(stream=open(__file__)))
+    assert known is None and recorder is not None  # --fresh still records
+    assert _plan_history(args(no_history=True), first.settings, first.setup, out, Lines(stream=open(__file__))) \
+        == (None, None)
+    assert _plan_history(args(), first.settings, first.setup, None, Lines(stream=open(__file__))) == (None, None)

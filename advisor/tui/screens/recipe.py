@@ -232,6 +232,9 @@ class RecipeScreen(StepScreen):
 
         session = self.session
         target = history_path(None, path)
+        if getattr(self, "_recorded", None) == (id(self.result), str(target)):
+            return f"Runs already recorded in the history {escape(str(target))}."  # saved again: no duplicate rows
+        self._recorded = (id(self.result), str(target))
         warnings: list[str] = []
         recorder = HistoryRecorder(target, run_context(session.settings, session.setup, str(path)),
                                    lambda: session.runner.model_info, warn=warnings.append)
