@@ -488,23 +488,13 @@ def _launch(r: ReplanResult, old: dict) -> dict:
 
 
 def confirm(r: ReplanResult, workdir: str, trial_steps: int = 20, run_trial: bool = True,
-            on_event=None) -> dict:
+            on_event=None, runner=None) -> dict:
     """One real probe at the estimated ceiling under the new memory (a fresh process, the ceiling's own probe)
     and a short trial at the planned per-device batch; a probe that runs out of memory steps down 10% at a time,
     as the ceiling search confirms its answer. Returns what was measured, with the ledger rows."""
-    from .adapters import load_adapter
-    from .launch import CancelToken
-    from .method import MethodSettings
-    from .runner import JobRunner
-
     data = r.source.data
-    adapter = load_adapter(data.get("adapter", {}).get("name") or "ddp")
-    settings = MethodSettings(workload=str(r.source.workload.get("spec") or r.source.workload.get("name")),
-                              adapter_name=adapter.name, nproc=r.nproc, device=r.target.device_type,
-                              memory_budget_bytes=r.target.memory_bytes, precision=r.precision,
-                              optimizer=data.get("inputs", {}).get("optimizer"), workdir=workdir)
-    runner = JobRunner(adapter, settings, on_event or (lambda event: None), CancelToken(),
-                       tf32=bool(r.target.gpu and r.target.gpu.bf16 and r.precision != "fp32"))
+    if runner is None:  # tests hand in a stub with the JobRunner's probe/train/ledger surface
+        runner = _confirm_runner(r, workdir, on_event)
     headroom = r.target.headroom if r.target.headroom is not None else r.source.headroom
     batch = r.per_device_max
     probes = [runner.probe(batch, "replan confirm", r.precision)]
@@ -553,6 +543,23 @@ def confirm(r: ReplanResult, workdir: str, trial_steps: int = 20, run_trial: boo
         raise ReplanError(f"Confirming the re-plan: {summary}. The recipe's line does not hold on this device; "
                           f"measure it: {measure_command(data, r.target)}")
     return outcome
+
+
+def _confirm_runner(r: ReplanResult, workdir: str, on_event=None):
+    """The real runner, through the recipe's adapter, under the new memory."""
+    from .adapters import load_adapter
+    from .launch import CancelToken
+    from .method import MethodSettings
+    from .runner import JobRunner
+
+    data = r.source.data
+    adapter = load_adapter(data.get("adapter", {}).get("name") or "ddp")
+    settings = MethodSettings(workload=str(r.source.workload.get("spec") or r.source.workload.get("name")),
+                              adapter_name=adapter.name, nproc=r.nproc, device=r.target.device_type,
+                              memory_budget_bytes=r.target.memory_bytes, precision=r.precision,
+                              optimizer=data.get("inputs", {}).get("optimizer"), workdir=workdir)
+    return JobRunner(adapter, settings, on_event or (lambda event: None), CancelToken(),
+                     tf32=bool(r.target.gpu and r.target.gpu.bf16 and r.precision != "fp32"))
 
 
 def device_present(target: ReplanTarget, host) -> bool:

@@ -17,7 +17,8 @@ from advisor.cli import main
 from advisor.errors import SetupError
 from advisor.gpus import lookup_gpu
 from advisor.recipe import check_recipe, dumps_recipe, read_recipe_data
-from advisor.replan import ReplanError, ReplanTarget, render_table, replan, replanned_recipe
+from advisor.replan import (ReplanError, ReplanTarget, confirm, render_table, replan, replanned_recipe,
+                            with_confirmation)
 
 MIB, GIB = 2**20, 2**30
 REPO = Path(__file__).resolve().parents[1]
@@ -162,3 +163,24 @@ def test_cli_replan_table_and_a_no_clobber_atomic_write(tmp_path, capsys):
     assert "--gpu NAME" in capsys.readouterr().err
     assert main(["replan", str(source), "--gpu", "b200"]) == 2
     assert main(["replan", str(source), "--gpu", "b200", "--device-memory", "180GiB", "--no-confirm"]) == 0
+
+
+def test_a_confirming_probe_that_runs_out_steps_down_and_keeps_the_headroom_below_what_ran():
+    from test_history import StubRunner
+
+    recipe = rtx3090_recipe(outside_allocator_bytes=None, smallest_oom=None)
+    recipe["inputs"]["device"] = "cpu"
+    cpu = ReplanTarget(48 * GIB, "--device-memory", None, "cpu", 2)
+    estimate = replan(recipe, "r.toml", cpu, torch_version=TORCH)
+    # floor((0.85 x 48 GiB - 3 GiB) / 150 MiB) = 258; the device really holds 3 GiB + 200 x 150 MiB.
+    assert estimate.per_device_max == 258
+    stub = StubRunner(fixed=3 * GIB, per_sample=150 * MIB, budget=3 * GIB + 200 * 150 * MIB)
+    outcome = confirm(estimate, ".", runner=stub, trial_steps=8)
+    # 258 OOM, 232 OOM, 208 OOM, 187 ran (10% steps); then 15% headroom below 187's memory: floor(0.85 x (3072 +
+    # 187 x 150) MiB - 3072 MiB) / 150 MiB) = floor(155.9) = 155.
+    assert [c[1] for c in stub.calls if c[0] == "probe"] == [258, 232, 208, 187]
+    assert outcome["largest_ran"] == 187 and outcome["confirmed_ceiling"] == 155 and not outcome["probe_fits"]
+    result = with_confirmation(recipe, "r.toml", cpu, estimate, outcome, torch_version=TORCH)
+    assert result.per_device_max == 155 and result.plan.per_device <= 155
+    assert result.plan.accumulation_steps == 4  # 1024 on 2 devices under 155: ceil(1024 / 310) = 4
+    assert "ran out of memory" in render_table(result) and outcome["trial_status"] == "ok"
