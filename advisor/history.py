@@ -159,7 +159,10 @@ def plan_row(context: RunContext, result) -> dict:
     row = context.base("plan")
     chosen = next((r for r in result.ledger if r.phase == "sweep" and r.per_device == result.sweep_choice
                    and r.status == "ok"), None)
-    ceiling_precision = next((t for t in result.ledger if t.phase == "ceiling"), None)
+    # The ceiling's own precision: its edge probe's (a plan that re-probed in mixed precision keeps that ceiling).
+    at_edge = [t for t in result.ledger if t.phase == "ceiling" and t.status == "ok"
+               and t.per_device == result.ceiling.largest_ok]
+    ceiling_precision = at_edge[-1] if at_edge else None
     row.update(per_device=plan.per_device, world_size=plan.world_size, accumulation=plan.accumulation_steps,
                global_batch=plan.global_batch, lr=lr.value, warmup_steps=warmup.steps, precision=plan.precision,
                status="ok", sweep_choice=result.sweep_choice, trial_choice=result.trial_choice,

@@ -467,6 +467,7 @@ def _launch(r: ReplanResult, old: dict) -> dict:
     """The launch line for the new plan, through the recipe's adapter (its own launcher and flags)."""
     from .adapters import LaunchSpec, load_adapter, shell_line
     from .device import TF32_ENV
+    from .report import _env_reason  # the recipe's own wording for each variable
 
     name = old.get("adapter", {}).get("name") or old.get("inputs", {}).get("adapter") or "ddp"
     old_launch = old.get("launch", {})
@@ -484,7 +485,9 @@ def _launch(r: ReplanResult, old: dict) -> dict:
                           "optimizer"), optimizer_hyperparameters=hyper)
     return {"example": shell_line(adapter.launch_command(spec)),
             "note": old_launch.get("note", "Adapt the flag names to your script."), "env": env,
-            "env_reason": old_launch.get("env_reason") if env else None}
+            "env_reason": _env_reason(env) if r.target.device_type == "cpu" else (
+                "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 lets fp32 matmuls use the card's TF32 Tensor Cores (the auto "
+                "policy from compute capability 8.0); the re-plan ran nothing on this card." if env else None)}
 
 
 def confirm(r: ReplanResult, workdir: str, trial_steps: int = 20, run_trial: bool = True,
