@@ -303,7 +303,7 @@ def replan(data: dict, path: str, target: ReplanTarget, torch_version: str | Non
     result = ReplanResult(source, target, cap, usable, usable_reason, source.fit.bytes_at(cap), precision,
                           precision_reason, plan, lr, warmup, world, nproc)
     result.rows = table_rows(result)
-    result.notes = _notes(result, by_memory)
+    result.notes = _notes(result, by_memory, data_cap(train_size, world) if train_size else None)
     return result
 
 
@@ -357,11 +357,14 @@ def with_confirmation(data: dict, path: str, target: ReplanTarget, estimate: Rep
     return result
 
 
-def _notes(r: ReplanResult, by_memory: int) -> list[str]:
+def _notes(r: ReplanResult, by_memory: int, share: int | None) -> list[str]:
     notes = [REPLAN_NOTE, "Usable memory: " + r.usable_reason + ".", r.precision_reason]
-    if r.per_device_max < by_memory:
+    if share is not None and r.per_device_max == share < by_memory:
         notes.append(f"Memory alone would fit {by_memory} per device; the training set's share per device "
                      f"({r.source.workload.get('train_size')} samples / {r.world_size}) caps it at {r.per_device_max}.")
+    elif r.per_device_max < by_memory:
+        notes.append(f"The recipe's line estimated {by_memory} per device; a real probe on this device found the "
+                     f"edge lower, so the ceiling is {r.per_device_max}.")
     spare = r.per_device_max * r.world_size
     if r.plan.per_device < r.per_device_max and not r.target.global_batch:
         notes.append(f"The new device fits up to {r.per_device_max} per device, {spare} global without accumulation "
@@ -424,8 +427,9 @@ def replanned_recipe(r: ReplanResult, argv: list[str] | None = None) -> dict:
                        "per_sample_bytes": old_ceiling["per_sample_bytes"], "estimated": True,
                        "estimate_note": ("per_device_max is an estimate: the recipe's fitted memory line under the "
                                          f"new memory ({r.usable_reason}), not a real probe on this device"
-                                         + ("; a real probe then confirmed it" if r.confirmation
-                                            and r.confirmation.get("probe_fits") else "")),
+                                         + ("" if not r.confirmation else "; a real probe then confirmed it"
+                                            if r.confirmation.get("probe_fits") else
+                                            "; a real probe then found the edge lower: " + r.confirmation["summary"])),
                        "reason": next(x.how for x in r.rows if x.name == "ceiling per device")}
     if old_ceiling.get("measured_by"):
         data["ceiling"]["measured_by"] = old_ceiling["measured_by"] + " (in the source recipe)"

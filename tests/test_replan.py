@@ -184,3 +184,5 @@ def test_a_confirming_probe_that_runs_out_steps_down_and_keeps_the_headroom_belo
     assert result.per_device_max == 155 and result.plan.per_device <= 155
     assert result.plan.accumulation_steps == 4  # 1024 on 2 devices under 155: ceil(1024 / 310) = 4
     assert "ran out of memory" in render_table(result) and outcome["trial_status"] == "ok"
+    assert any("found the edge lower, so the ceiling is 155" in note for note in result.notes)
+    assert "found the edge lower" in replanned_recipe(result)["ceiling"]["estimate_note"]
