@@ -1,4 +1,5 @@
-"""Command line: `advisor plan`, `advisor check`, `advisor export`, `advisor workloads`, `advisor adapters`.
+"""Command line: `advisor plan`, `advisor replan`, `advisor history`, `advisor check`, `advisor export`,
+`advisor workloads`, `advisor adapters`.
 
 Heavy imports (torch) happen inside the commands that need them, so `--help`
 and `check` start fast.
@@ -166,9 +167,17 @@ def cmd_plan(args) -> int:
     setup = validate_setup(settings, adapter, host)
     progress = StderrProgress()
     started = time.monotonic()
-    result = Session(adapter, settings, setup, progress).run_all()
+    known, recorder = _plan_history(args, settings, setup, out, progress)
+    listeners = [progress] + ([recorder] if recorder else [])
+    session = Session(adapter, settings, setup, lambda event: [listen(event) for listen in listeners], known=known)
+    if recorder:
+        recorder.model_info = lambda: session.runner.model_info
+    result = session.run_all()
     recipe = build_recipe(result, ["advisor"] + sys.argv[1:])
     saved = save_recipe(recipe, out, force=args.force) if out else None
+    if recorder:
+        recorder.context.recipe = str(saved.path) if saved else None
+        recorder.plan(result)
     if saved and saved.backup:
         progress.line(f"   the previous recipe was kept as {saved.backup}")
     progress.line(f"== done in {time.monotonic() - started:.0f} s")
@@ -181,6 +190,57 @@ def cmd_plan(args) -> int:
         print(f"advisor: the recipe could not be written where asked ({saved.fallback_reason}). The finished "
               f"run was saved to {saved.path} instead: move it where you want it.", file=sys.stderr)
         return 1
+    return 0
+
+
+def _plan_history(args, settings, setup, out, progress):
+    """The history this plan reads (unless --fresh) and appends to (unless --no-history): next to --out, or
+    --history / $ADVISOR_HISTORY. Returns (what it knows of this workload on this device class, the recorder)."""
+    from .history import HistoryRecorder, Known, history_path, read_history, run_context
+
+    path = None if args.no_history else history_path(args.history, out)
+    if path is None:
+        return None, None
+    context = run_context(settings, setup, str(out) if out else None)
+    known = None
+    if not args.fresh:
+        read = read_history(path)
+        known = Known.select(read.rows, context.workload, context.device, settings.adapter_name)
+        if known:
+            progress.line(f"   history: {len(known.rows)} earlier row(s) of {context.workload['name']} on this device "
+                          f"class in {path}: the ceiling starts at the known edge, the trial at the best known "
+                          "value, and the sweep reuses runs at the same settings (--fresh ignores them)")
+        known = known or None
+    recorder = HistoryRecorder(path, context, lambda: None, warn=lambda message: progress.line(f"   {message}"))
+    return known, recorder
+
+
+def cmd_history(args) -> int:
+    from .history import append_row, default_read_path, filter_rows, read_history, render_history, rows_from_recipe
+    from .recipe import check_recipe
+
+    path = default_read_path(args.history)
+    if args.import_recipes:
+        for recipe in args.import_recipes:
+            rows = rows_from_recipe(check_recipe(recipe), recipe)
+            existing = {(r.get("imported_from"), r.get("kind"), r.get("time"), r.get("per_device"))
+                        for r in read_history(path).rows}
+            fresh = [r for r in rows if (r.get("imported_from"), r.get("kind"), r.get("time"), r.get("per_device"))
+                     not in existing]
+            for row in fresh:
+                append_row(path, row)
+            print(f"advisor: {recipe}: {len(fresh)} row(s) added to {path}"
+                  + (f" ({len(rows) - len(fresh)} already there)" if len(fresh) < len(rows) else ""), file=sys.stderr)
+    read = read_history(path)
+    if not path.exists():
+        raise AdvisorError(f"No history at {path}. `advisor plan --out recipes/NAME.toml` (or `advisor replan "
+                           "--out`) records there, `--history PATH` or ADVISOR_HISTORY chooses another file, and "
+                           "`advisor history --import RECIPE` adds an existing recipe's runs.")
+    if args.json:
+        print(json.dumps({"path": str(path), "skipped_lines": read.skipped,
+                          "rows": filter_rows(read.rows, args.workload)}, indent=2))
+    else:
+        print(render_history(read, args.workload))
     return 0
 
 
@@ -264,6 +324,109 @@ def cmd_export(args) -> int:
         print(f"advisor: wrote {target}", file=sys.stderr)
     if not args.out:
         sys.stdout.write(text)
+    return 0
+
+
+def replan_target_from_args(args):
+    """The device and cluster `advisor replan` plans for: --gpu from the table and/or --device-memory."""
+    from .errors import SetupError
+    from .gpus import lookup_gpu
+    from .replan import ReplanTarget
+    from .units import parse_size
+
+    if not args.gpu and not args.device_memory:
+        raise SetupError("Say what to re-plan for: --gpu NAME (a card from the table, e.g. --gpu a100-80gb) or "
+                         "--device-memory SIZE (memory per device, e.g. --device-memory 80GiB), or both.")
+    gpu = None
+    if args.gpu:
+        try:
+            gpu = lookup_gpu(args.gpu)
+        except SetupError:
+            if not args.device_memory:
+                raise  # an unknown card needs its memory
+    memory = parse_size(args.device_memory) if args.device_memory else gpu.memory_bytes
+    source = "--device-memory" if args.device_memory else "the GPU table (nominal)"
+    device_type = args.device or ("cuda" if args.gpu else None)
+    if device_type is None:
+        from .recipe import check_recipe
+
+        device_type = "cpu" if str(check_recipe(args.recipe).get("inputs", {}).get("device", "cpu")) == "cpu" \
+            else "cuda"
+    if device_type == "cpu" and args.gpu:
+        raise SetupError("--device cpu contradicts --gpu; leave one out.")
+    return ReplanTarget(memory, source, gpu, device_type, args.nproc, args.nodes or 1, args.precision,
+                        args.global_batch, args.headroom)
+
+
+def _record_replan(args, data, result, saved) -> None:
+    """One history row for the re-plan, next to the new recipe (or --history / $ADVISOR_HISTORY)."""
+    from .history import RunContext, append_row, history_path, replan_row
+
+    path = history_path(args.history, saved.path if saved else None)
+    if path is None:
+        return
+    workload = data.get("workload", {})
+    target = result.target
+    context = RunContext({k: workload.get(k) for k in ("name", "spec", "parameters", "train_size", "task")},
+                         {"type": target.device_type, "name": target.gpu.name if target.gpu else target.device_type,
+                          "memory_bytes": target.memory_bytes},
+                         str(data.get("adapter", {}).get("name") or "ddp"), recipe=str(saved.path) if saved else None)
+    try:
+        append_row(path, replan_row(context, result))
+    except OSError as exc:
+        print(f"advisor: could not append to the history {path} ({exc.strerror or exc}).", file=sys.stderr)
+
+
+def cmd_replan(args) -> int:
+    from .recipe import check_output_path, check_recipe, save_recipe
+    from .replan import confirm, device_present, render_table, replan, replanned_recipe, with_confirmation
+
+    out = Path(args.out) if args.out else None
+    if out:
+        if out.resolve() == Path(args.recipe).resolve():
+            raise AdvisorError(f"--out {out} is the recipe being re-planned; write the re-plan to a new file "
+                               "(the source keeps what was measured).")
+        check_output_path(out, args.force)
+    data = check_recipe(args.recipe)
+    target = replan_target_from_args(args)
+    result = replan(data, args.recipe, target)
+    if args.confirm and args.no_confirm:
+        raise AdvisorError("--confirm and --no-confirm contradict each other; give one.")
+    run_confirm = args.confirm
+    if not args.no_confirm:
+        from .device import detect
+
+        host = detect("cpu" if target.device_type == "cpu" else None)
+        if args.confirm and target.device_type == "cuda" and host.type != "cuda":
+            raise AdvisorError("--confirm runs a real probe on the new card, and this host has no GPU. Run the "
+                               "same command on a host with the card, or leave --confirm out for the estimate.")
+        run_confirm = run_confirm or device_present(target, host)
+    if run_confirm:
+        progress = StderrProgress()
+        progress.line(f"== confirming the estimate on this host: one probe at {result.per_device_max} per device "
+                      f"under {args.device_memory or args.gpu}, then a short trial")
+        outcome = confirm(result, os.getcwd(), trial_steps=args.trial_steps, on_event=progress)
+        result = with_confirmation(data, args.recipe, target, result, outcome)
+    document = replanned_recipe(result, ["advisor"] + sys.argv[1:])
+    saved = save_recipe(document, out, force=args.force) if out else None
+    _record_replan(args, data, result, saved)
+    if args.json:
+        print(json.dumps({"rows": [vars(r) for r in result.rows], "notes": result.notes,
+                          "per_device_max": result.per_device_max, "estimated": not result.confirmation,
+                          "confirmation": {k: v for k, v in (result.confirmation or {}).items() if k != "rows"}
+                          or None, "per_device_batch": result.plan.per_device, "accumulation_steps":
+                          result.plan.accumulation_steps, "global_batch": result.plan.global_batch,
+                          "world_size": result.world_size, "lr": result.lr.value, "warmup_steps": result.warmup.steps,
+                          "precision": result.precision, "recipe": str(saved.path) if saved else None}, indent=2))
+    else:
+        print(render_table(result))
+        if saved:
+            print(f"Re-planned recipe written to {saved.path}" + (f" (the previous one kept as {saved.backup})"
+                                                                  if saved.backup else ""))
+    if saved and saved.fallback_reason:
+        print(f"advisor: the recipe could not be written where asked ({saved.fallback_reason}); saved to "
+              f"{saved.path} instead.", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -428,7 +591,20 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--out", help="recipe path to write (never overwritten without --force)")
     plan.add_argument("--force", action="store_true", help="replace an existing recipe, keeping a .bak backup")
     plan.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    plan.add_argument("--history", help="the history file to read and append to (default: .history.jsonl next to "
+                                        "--out, or $ADVISOR_HISTORY)")
+    plan.add_argument("--fresh", action="store_true", help="ignore the history: search the ceiling, start the trial "
+                                                          "and run every sweep point anew (still recorded)")
+    plan.add_argument("--no-history", action="store_true", help="neither read nor append to the history")
     plan.set_defaults(func=cmd_plan)
+
+    hist = sub.add_parser("history", help="the ledger across runs: every plan, replan, trial and sweep, as a table")
+    hist.add_argument("--workload", help="only this workload (name or spec)")
+    hist.add_argument("--json", action="store_true", help="the rows as JSON")
+    hist.add_argument("--history", help="the history file (default: $ADVISOR_HISTORY, else recipes/.history.jsonl)")
+    hist.add_argument("--import", dest="import_recipes", nargs="+", metavar="RECIPE",
+                      help="first add these recipes' own ledgers (runs already imported are skipped)")
+    hist.set_defaults(func=cmd_history)
 
     check = sub.add_parser("check", help="validate a recipe (exit 0 valid, 2 invalid)")
     check.add_argument("recipe")
@@ -466,6 +642,31 @@ def build_parser() -> argparse.ArgumentParser:
     adapters.add_argument("--json", action="store_true", help="a JSON list of objects (name, version, available, "
                                                               "reason, summary, capabilities)")
     adapters.set_defaults(func=cmd_adapters)
+
+    rp = sub.add_parser("replan", help="re-plan a recipe for another GPU or cluster from its memory fit "
+                                       "(estimates, labelled; confirmed by a real probe where the device is here)")
+    rp.add_argument("recipe")
+    rp.add_argument("--gpu", help="the new card, from the table (a100-80gb, h100-80gb, v100-32gb, rtx-4090, t4, ...)")
+    rp.add_argument("--device-memory", help="memory per device of the new card (required for a card the table "
+                                            "does not know; overrides the table's size)")
+    rp.add_argument("--device", choices=("cpu", "cuda"), help="the new device type (default: cuda with --gpu, "
+                                                              "else the recipe's)")
+    rp.add_argument("--nproc", type=int, help="processes per node on the new cluster (default: the recipe's)")
+    rp.add_argument("--nodes", type=int, help="nodes of the new cluster (default 1)")
+    rp.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto",
+                    help="auto (default): the card's policy (bf16 on compute capability >= 8.0); a fixed one must "
+                         "match the precision the recipe's fit was measured in")
+    rp.add_argument("--global-batch", type=int, help="a new global target (default: the recipe's)")
+    rp.add_argument("--headroom", type=float, help="memory kept free (default: the recipe's)")
+    rp.add_argument("--confirm", action="store_true", help="run the confirming probe and trial (the default when "
+                                                           "the new device is on this host)")
+    rp.add_argument("--no-confirm", action="store_true", help="never run anything; estimates only")
+    rp.add_argument("--trial-steps", type=int, default=20, help="steps of the confirming trial (default 20)")
+    rp.add_argument("--out", help="write the re-planned recipe here (never over an existing one without --force)")
+    rp.add_argument("--force", action="store_true", help="replace an existing --out, keeping a .bak backup")
+    rp.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    rp.add_argument("--history", help="append the re-plan to this history file (default: next to --out)")
+    rp.set_defaults(func=cmd_replan)
 
     export = sub.add_parser("export", help="a recipe as a DeepSpeed JSON config, an Accelerate config YAML or a "
                                            "torchrun command line")

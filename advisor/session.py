@@ -244,7 +244,7 @@ class Session:
     ``finish()`` in order; redo any of them; ``cancel()`` from another thread stops the running one."""
 
     def __init__(self, adapter: Adapter, settings: MethodSettings, setup: Setup,
-                 on_event: Callable[[Event], None] | None = None, runner=None):
+                 on_event: Callable[[Event], None] | None = None, runner=None, known=None):
         from .runner import JobRunner
 
         self.adapter, self.settings, self.setup = adapter, settings, setup
@@ -264,6 +264,7 @@ class Session:
         self.trial_outcome: TrialOutcome | None = None
         self.sweep_outcome: SweepOutcome | None = None
         self.result: MethodResult | None = None
+        self.known = known  # history.Known: what earlier runs of this workload on this device class measured
         for note in setup.notes:
             self._emit(Note(note))
 
@@ -366,6 +367,15 @@ class Session:
 
         max_batch = min(self.settings.max_batch, self.data_cap)
         cap_reason = self.cap_reason if max_batch == self.data_cap else "the search's upper limit"
+        seed = self.known.ceiling_seed(precision, self.settings.memory_budget_bytes) if self.known else None
+        if seed:
+            from .history import seeded_ceiling
+
+            found, why = seeded_ceiling(probe, seed, self.settings.memory_budget_bytes, self.settings.headroom,
+                                        max_batch, lambda: (self.runner.model_info or {}).get("parameters"))
+            if found is not None:
+                return found
+            self._emit(Note(f"History: {why}."))
         return search_ceiling(probe, self.settings.memory_budget_bytes, self.settings.headroom, max_batch,
                               cap_reason=cap_reason, precision=precision)
 
@@ -399,6 +409,10 @@ class Session:
             chosen = min(per_device, cap)
             reason = f"Your starting value of {per_device} per device" + (
                 f", {cap_text}" if chosen < per_device else ".")
+        elif self.known and self.known.best_start(self.settings.nproc):
+            known, why = self.known.best_start(self.settings.nproc)
+            chosen = min(known, cap)
+            reason = f"Start at {why}" + (f", {cap_text}" if chosen < known else ".")
         else:
             chosen, reason = start_value(self.info.task, cap, cap_text)
         self.start = StartChoice(chosen, reason)
@@ -443,8 +457,9 @@ class Session:
         if note:
             self._emit(Note(note))
         info, steps = self.info, self.settings.sweep_steps
-        rows = [self.runner.train("sweep", batch, steps, *lr_and_warmup(info, batch * self.runner.nproc, steps),
-                                  evaluate=True, precision=precision, eval_points=SWEEP_EVAL_POINTS)
+        rows = [self._reused_run("sweep", batch, steps, precision)
+                or self.runner.train("sweep", batch, steps, *lr_and_warmup(info, batch * self.runner.nproc, steps),
+                                     evaluate=True, precision=precision, eval_points=SWEEP_EVAL_POINTS)
                 for batch in candidates]
         noise, _ = noise_summary(self._trained_rows())
         pick, reason = decide_sweep(rows, chosen, info.num_classes, steps, noise, self.runner.nproc)
@@ -455,6 +470,25 @@ class Session:
         self.invalidate_after(4)
         self._end(4, began)
         return self.sweep_outcome
+
+    def _reused_run(self, phase: str, batch: int, steps: int, precision: str) -> TrialRecord | None:
+        """A run the history measured at exactly these settings: reused, not re-run, and said so in the ledger."""
+        if not self.known:
+            return None
+        from .events import TrialFinished
+        from .history import record_from_row
+
+        lr, warmup = lr_and_warmup(self.info, batch * self.runner.nproc, steps)
+        row = self.known.measured_run(phase, {"per_device": batch, "world_size": self.runner.nproc,
+                                              "accumulation": 1, "steps": steps, "precision": precision, "lr": lr,
+                                              "warmup_steps": warmup})
+        if row is None:
+            return None
+        record = record_from_row(row)
+        self._emit(Note(f"{phase} at {batch} per device: {record.note}."))
+        self.runner.ledger.append(record)
+        self._emit(TrialFinished(record))
+        return record
 
     def _trained_rows(self) -> list[TrialRecord]:
         return [r for r in self.runner.ledger if r.phase in ("trial", "sweep")]

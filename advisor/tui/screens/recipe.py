@@ -48,7 +48,8 @@ class RecipeScreen(StepScreen):
     AUTO_RUN = True
     INTRO = ("The plan for your cluster from the steps above, the learning rate scaled to its global batch and "
              "the warmup. Save it (ctrl+s) and commit it next to your training code.")
-    BINDINGS = StepScreen.BINDINGS + [Binding("ctrl+s", "save", "Save recipe", priority=True)]
+    BINDINGS = StepScreen.BINDINGS + [Binding("ctrl+s", "save", "Save recipe", priority=True),
+                                      Binding("g", "replan", "Re-plan for another GPU")]
 
     def compose_body(self):
         with Horizontal():
@@ -163,6 +164,15 @@ class RecipeScreen(StepScreen):
             return self.result is not None
         return super().check_action(action, parameters)
 
+    def action_replan(self) -> None:
+        """Re-plan the plan on screen for another GPU (the engine's `advisor replan`; estimates, labelled)."""
+        from .replan import ReplanScreen
+
+        if self.recipe is None:
+            self.app.notify("Nothing to re-plan yet: the plan has not been made.", severity="warning")
+            return
+        self.app.push_screen(ReplanScreen(self.recipe))
+
     def action_save(self) -> None:
         from .help import ConfirmScreen
 
@@ -208,10 +218,28 @@ class RecipeScreen(StepScreen):
         if saved.fallback_reason:
             lines = [f"[red]Could not write where asked[/red] ({escape(saved.fallback_reason)}); the recipe was saved "
                      f"to {escape(str(saved.path))} instead: move it where you want it."]
+        recorded = self._record_history(saved.path)
+        if recorded:
+            lines.append(recorded)
         lines.append("To reproduce it without the app:")
         lines.append(f"  [b]{escape(shlex.join(command))}[/b]")
         self._show_saved("\n".join(lines))
         self.saved_path = saved.path
+
+    def _record_history(self, path) -> str:
+        """The plan and its runs, appended to the history next to the saved recipe (as `advisor plan --out`)."""
+        from ...history import HistoryRecorder, history_path, run_context
+
+        session = self.session
+        target = history_path(None, path)
+        if getattr(self, "_recorded", None) == (id(self.result), str(target)):
+            return f"Runs already recorded in the history {escape(str(target))}."  # saved again: no duplicate rows
+        self._recorded = (id(self.result), str(target))
+        warnings: list[str] = []
+        recorder = HistoryRecorder(target, run_context(session.settings, session.setup, str(path)),
+                                   lambda: session.runner.model_info, warn=warnings.append)
+        recorder.plan(self.result)
+        return escape(warnings[0]) if warnings else f"Runs recorded in the history {escape(str(target))}."
 
     def _show_saved(self, text: str) -> None:
         self.query_one("#saved", Static).update(text)

@@ -56,6 +56,16 @@ def quick_spec_problem(spec: str, builtins: dict) -> str:
     return ""
 
 
+def _history_summary(name: str, train_size: int) -> str | None:
+    """What the history (recipes/.history.jsonl, or $ADVISOR_HISTORY) knows about this workload; never fails."""
+    from ...history import default_read_path, read_history, summary_for
+
+    try:
+        return summary_for(read_history(default_read_path()), name, train_size)
+    except OSError:
+        return None
+
+
 def row(label: str, *widgets, id: str | None = None) -> Horizontal:
     return Horizontal(Label(label, classes="field-label"), *widgets, classes="field", id=id)
 
@@ -254,8 +264,10 @@ class SetupScreen(Screen):
         classes = f", {w.num_classes} classes" if w.num_classes else ""
         lr = f", LR {w.current_lr:g}" if w.current_lr else ", no LR given (fill in the LR used today)"
         batch = f" at batch {w.current_batch_size}" if w.current_batch_size else ""
+        known = _history_summary(w.name, w.train_length)
         status.update(f"[green]✓[/green] {w.name}: {w.task}{classes}, {w.optimizer}{lr}{batch}; "
-                      f"{w.train_length} training / {len(w.val_data)} validation samples")
+                      f"{w.train_length} training / {len(w.val_data)} validation samples"
+                      + (f"\n[b]History:[/b] {escape(known)}" if known else ""))
         self._fill_from_workload()
 
     def _fill_from_workload(self) -> None:

@@ -1,0 +1,180 @@
+"""The ledger across runs: append-only JSON lines that survive crashes and concurrent writers, `advisor history`,
+and the next plan starting from it (stub runners: milliseconds)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from advisor.adapters import load_adapter
+from advisor.cli import main
+from advisor.device import HostDevices
+from advisor.history import (HistoryRecorder, Known, append_row, read_history, run_context)
+from advisor.session import Session, validate_setup
+from test_method_decisions import StubRunner as DecisionStub
+from test_method_decisions import settings
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class StubRunner(DecisionStub):
+    """The decisions' stub, recording the warmup each run was given as the real runner does."""
+
+    def train(self, phase, per_device, steps, lr, warmup_steps=0, **kw):
+        record = super().train(phase, per_device, steps, lr, warmup_steps, **kw)
+        record.warmup_steps = warmup_steps
+        return record
+
+
+def _writer(path: str, worker: int, count: int) -> None:
+    for i in range(count):
+        append_row(path, {"kind": "trial", "worker": worker, "i": i, "pad": "x" * 3000})
+
+
+def test_concurrent_writers_never_interleave_rows(tmp_path):
+    path = str(tmp_path / ".history.jsonl")
+    procs = [multiprocessing.Process(target=_writer, args=(path, w, 40)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=60)
+    read = read_history(path)
+    assert read.skipped == 0 and len(read.rows) == 160
+    assert {(r["worker"], r["i"]) for r in read.rows} == {(w, i) for w in range(4) for i in range(40)}
+
+
+def test_a_row_torn_by_a_crash_is_left_out_and_the_next_append_starts_a_fresh_line(tmp_path):
+    path = tmp_path / ".history.jsonl"
+    append_row(path, {"kind": "plan", "n": 1})
+    # A writer killed mid-write leaves part of a line, without its newline.
+    with open(path, "ab") as handle:
+        handle.write(b'{"kind":"trial","n":2,"peak_by')
+    append_row(path, {"kind": "sweep", "n": 3})
+    read = read_history(path)
+    assert [r["n"] for r in read.rows] == [1, 3] and read.skipped == 1
+    # A real crash: a writer process killed at once leaves only whole rows (or one torn tail, skipped).
+    code = ("import sys; sys.path.insert(0, %r)\nfrom advisor.history import append_row\n"
+            "for i in range(100000): append_row(%r, {'kind': 'trial', 'i': i, 'pad': 'y' * 5000})" % (str(REPO), str(path)))
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        proc.wait(timeout=1.5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    append_row(path, {"kind": "plan", "n": 4})
+    read = read_history(path)
+    assert read.skipped <= 2 and read.rows[-1] == {"kind": "plan", "n": 4}
+    assert all(r["kind"] in ("plan", "trial", "sweep") for r in read.rows)
+
+
+def test_advisor_history_prints_the_repositorys_own_runs(capsys, monkeypatch):
+    monkeypatch.chdir(REPO)
+    monkeypatch.delenv("ADVISOR_HISTORY", raising=False)
+    assert main(["history"]) == 0
+    out = capsys.readouterr().out
+    assert "digits-cnn" in out and "samples/s" in out and "val metric" in out and "0.978" in out
+    assert "recipes/.history.jsonl" in out
+    assert main(["history", "--workload", "digits-cnn", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert {r["kind"] for r in rows} >= {"plan", "sweep", "trial"}
+    for row in rows:  # DOMAIN 7's columns
+        for key in ("workload", "host", "device", "adapter", "precision", "per_device", "accumulation",
+                    "global_batch", "lr"):
+            assert key in row
+
+
+def test_history_import_is_idempotent_and_a_missing_file_is_explained(tmp_path, capsys):
+    path = tmp_path / "h.jsonl"
+    assert main(["history", "--history", str(path)]) == 2
+    assert "No history at" in capsys.readouterr().err
+    recipe = str(REPO / "recipes" / "digits-cnn.toml")
+    assert main(["history", "--history", str(path), "--import", recipe]) == 0
+    assert main(["history", "--history", str(path), "--import", recipe]) == 0
+    assert len(read_history(path).rows) == 4
+
+
+def _plan(runner, path, known=None, **kw):
+    adapter = load_adapter("ddp")
+    s = settings(**kw)
+    setup = validate_setup(s, adapter, HostDevices("cpu"))
+    recorder = HistoryRecorder(path, run_context(s, setup), lambda: runner.model_info)
+    session = Session(adapter, s, setup, recorder, runner=runner, known=known)
+    result = session.run_all()
+    recorder.plan(result)
+    return session, result, recorder
+
+
+def probes(runner):
+    return [c for c in runner.calls if c[0] == "probe"]
+
+
+def test_a_second_plan_with_history_probes_3x_less_and_reaches_the_same_ceiling(tmp_path):
+    path = tmp_path / ".history.jsonl"
+    first_runner = StubRunner()
+    first, first_result, recorder = _plan(first_runner, path)
+    rows = read_history(path).rows
+    assert [r["kind"] for r in rows].count("plan") == 1 and any(r["kind"] == "sweep" for r in rows)
+    known = Known.select(rows, run_context(first.settings, first.setup).workload,
+                         run_context(first.settings, first.setup).device, "ddp")
+    assert known
+    second_runner = StubRunner()
+    second, second_result, _ = _plan(second_runner, path, known=known)
+    assert second_result.ceiling.per_device_max == first_result.ceiling.per_device_max
+    assert len(probes(first_runner)) >= 3 * len(probes(second_runner)), (probes(first_runner), probes(second_runner))
+    assert "from the history" in second_result.ceiling.reason
+    # The trial starts at the best known value, and sweep points measured at the same settings are not re-run.
+    assert second.start.per_device == first_result.sweep_choice and "history" in second.start.reason
+    reused = [r for r in second_result.ledger if r.phase == "sweep" and "reused from the history" in r.note]
+    assert reused and not [c for c in second_runner.calls if c[0] == "sweep" and c[1] in {r.per_device for r in reused}]
+    assert second_result.sweep_choice == first_result.sweep_choice
+    rows = read_history(path).rows
+    assert any(r.get("reused_from") for r in rows)  # the ledger says which were reused
+
+
+def test_history_of_another_budget_or_a_moved_edge_falls_back_to_the_search(tmp_path):
+    path = tmp_path / ".history.jsonl"
+    first_runner = StubRunner()
+    first, first_result, _ = _plan(first_runner, path)
+    context = run_context(first.settings, first.setup)
+    rows = read_history(path).rows
+    other_budget = dict(context.device, memory_bytes=context.device["memory_bytes"] * 2)
+    assert not Known.select(rows, context.workload, other_budget, "ddp").ceiling_seed("fp32", other_budget["memory_bytes"])
+    # The same budget, but the model grew: the known ceiling no longer fits, so the search runs (reusing that probe).
+    grown = StubRunner(per_sample=2 * 2**20)
+    second, second_result, _ = _plan(grown, path, known=Known.select(rows, context.workload, context.device, "ddp"))
+    fresh = StubRunner(per_sample=2 * 2**20)
+    _, fresh_result, _ = _plan(fresh, tmp_path / "other.jsonl")
+    assert second_result.ceiling.per_device_max == fresh_result.ceiling.per_device_max
+
+
+def test_plan_reads_the_history_unless_fresh_and_records_next_to_its_recipe(tmp_path):
+    import argparse
+
+    from advisor.cli import StderrProgress, _plan_history
+
+    out = tmp_path / "recipes" / "w.toml"
+    runner = StubRunner()
+    first, _, _ = _plan(runner, out.parent / ".history.jsonl")
+    lines = []
+
+    class Lines(StderrProgress):
+        def line(self, text):
+            lines.append(text)
+
+    def args(**kw):
+        base = dict(history=None, fresh=False, no_history=False)
+        base.update(kw)
+        return argparse.Namespace(**base)
+
+    known, recorder = _plan_history(args(), first.settings, first.setup, out, Lines(stream=open(__file__)))
+    assert known and recorder.path == out.parent / ".history.jsonl" and "--fresh ignores them" in lines[-1]
+    known, recorder = _plan_history(args(fresh=True), first.settings, first.setup, out, Lines(stream=open(__file__)))
+    assert known is None and recorder is not None  # --fresh still records
+    assert _plan_history(args(no_history=True), first.settings, first.setup, out, Lines(stream=open(__file__))) \
+        == (None, None)
+    assert _plan_history(args(), first.settings, first.setup, None, Lines(stream=open(__file__))) == (None, None)
