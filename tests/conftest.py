@@ -53,3 +53,11 @@ def ddp():
 
 def workload_spec(function: str) -> str:
     return f"{TEST_WORKLOADS / 'faulty.py'}:{function}"
+
+
+@pytest.fixture(autouse=True)
+def private_history(tmp_path_factory, monkeypatch):
+    """Every test reads and writes a history of its own, never the repository's recipes/.history.jsonl or another
+    test's: a plan seeded by earlier runs would decide differently. Tests of the history itself set or unset
+    ADVISOR_HISTORY as they need."""
+    monkeypatch.setenv("ADVISOR_HISTORY", str(tmp_path_factory.mktemp("history") / ".history.jsonl"))

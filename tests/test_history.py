@@ -152,11 +152,12 @@ def test_history_of_another_budget_or_a_moved_edge_falls_back_to_the_search(tmp_
     assert second_result.ceiling.per_device_max == fresh_result.ceiling.per_device_max
 
 
-def test_plan_reads_the_history_unless_fresh_and_records_next_to_its_recipe(tmp_path):
+def test_plan_reads_the_history_unless_fresh_and_records_next_to_its_recipe(tmp_path, monkeypatch):
     import argparse
 
     from advisor.cli import StderrProgress, _plan_history
 
+    monkeypatch.delenv("ADVISOR_HISTORY", raising=False)  # this test is about the default: next to the recipe
     out = tmp_path / "recipes" / "w.toml"
     runner = StubRunner()
     first, _, _ = _plan(runner, out.parent / ".history.jsonl")
