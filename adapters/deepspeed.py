@@ -22,7 +22,10 @@ class DeepSpeedAdapter(AdapterBase):
     def unavailable_reason(self) -> str | None:
         if self.version() is None:
             return "the deepspeed package is not installed (pip install 'batch-advisor[deepspeed]')"
-        return None
+        from advisor.extensions import stale_build_locks, stale_lock_message
+
+        stale = stale_build_locks()
+        return stale_lock_message(stale) if stale else None
 
     def command(self, job_path: str, nproc: int) -> list[str]:
         return torchrun_command("advisor_adapters.deepspeed_worker", job_path, nproc)

@@ -35,7 +35,13 @@ def heartbeat(what: str, every_s: float = HEARTBEAT_S):
     done = threading.Event()
 
     def beat():
+        from advisor.extensions import stale_build_locks, stale_lock_message
+
         while not done.wait(every_s):
+            stale = stale_build_locks()
+            if stale:  # waiting on a lock nobody holds is no progress: stop beating so the idle timeout names it
+                emit("stalled", what=what, message=stale_lock_message(stale))
+                return
             emit("heartbeat", what=what)
 
     thread = threading.Thread(target=beat, daemon=True)

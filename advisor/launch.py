@@ -203,6 +203,9 @@ def _hung_message(label: str, outcome: JobOutcome, nproc: int, what: str, hint: 
     where = f"; the last progress was step {progress[-1]['step']}" if progress else ""
     missing = sorted(set(range(nproc)) - started)
     ranks = f"; ranks that never started: {missing}" if missing else ""
+    stalled = outcome.all("stalled")
+    if stalled:  # a worker said why it cannot go on (e.g. a stale build lock): that is the fix to give
+        hint = stalled[-1].get("message") or hint
     return (f"The {label} {what} ({nproc} process(es){where}{ranks}): {hint}. "
             "Every worker process was stopped and nothing was written.")
 
