@@ -249,7 +249,6 @@ def test_shell_line_quotes_everything_but_variable_references():
 def launch(line: str, workdir, timeout=300) -> list[dict]:
     """Run a launch line as a user pastes it (bash, in the directory holding train.py and the config);
     return each process's report, ordered by rank. The launcher's whole process group dies with the test."""
-    import hashlib
     import os
     import shutil
     import signal
@@ -257,12 +256,8 @@ def launch(line: str, workdir, timeout=300) -> list[dict]:
     import sys
 
     shutil.copy(REPO / "tests" / "launched_train.py", workdir / "train.py")
-    # DeepSpeed's CPU comm op is compiled once per venv (~20 s) into a cache keyed by this venv, so that runs from
-    # other checkouts, whose build files name other paths, do not rebuild it under each other's lock.
-    venv_key = hashlib.sha1(sys.prefix.encode()).hexdigest()[:12]
-    extensions = Path.home() / ".cache" / "torch_extensions" / f"batch-advisor-{venv_key}"
     env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}", "OMP_NUM_THREADS": "1",
-           "DS_ACCELERATOR": "cpu", "TORCH_EXTENSIONS_DIR": str(extensions)}
+           "DS_ACCELERATOR": "cpu"}  # TORCH_EXTENSIONS_DIR: one cache per venv, set in conftest
     proc = subprocess.Popen(["bash", "-c", line], cwd=workdir, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
