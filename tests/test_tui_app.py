@@ -243,3 +243,26 @@ async def test_setup_runs_the_workload_check_so_a_nan_loss_is_named_before_anyth
         await wait_for(pilot, lambda: "checking" not in screen_text(app, "#workload-status"), what="the check")
         assert "loss is nan at step 1" in screen_text(app, "#workload-status")
         assert app.screen.workload is None
+
+
+def test_the_ceiling_screen_says_the_cap_not_memory_set_a_ceiling_no_probe_ran_out_at():
+    """Regression: with a data cap and no OOM the numbers said 'memory that really fits 128 MiB' (the budget;
+    the peak was a few MiB) and showed a headroom that played no part."""
+    from advisor.ceiling import ProbeTrial, search_ceiling
+    from advisor.tui.screens.ceiling import ceiling_numbers
+
+    def tiny_model(batch, purpose):  # 2 MiB + 3 KiB a sample: a 128 MiB budget is never reached below 719
+        return ProbeTrial(batch, "ok", 2 * 2**20 + 3 * 2**10 * batch, 1.0, purpose=purpose)
+
+    capped = search_ceiling(tiny_model, 128 * 2**20, 0.15, max_batch=719, cap_reason="the training set's share")
+    rows = {label: (value, why) for label, value, why in ceiling_numbers(capped, None)}
+    assert rows["Set by"][0] == "the cap, not memory" and "the training set's share" in rows["Set by"][1]
+    assert rows["Memory that really fits"][0] == "not reached" and "no part" in rows["Headroom"][0]
+
+    def big_model(batch, purpose):  # memory sets this one: the numbers keep the edge and the headroom
+        return ProbeTrial(batch, "ok" if batch <= 100 else "oom", 2**20 * batch if batch <= 100 else None, 1.0,
+                          purpose=purpose)
+
+    bounded = search_ceiling(big_model, 128 * 2**20, 0.15, max_batch=719, cap_reason="the training set's share")
+    rows = {label: value for label, value, _ in ceiling_numbers(bounded, None)}
+    assert "Set by" not in rows and rows["Memory that really fits"].endswith("MiB") and rows["Headroom"] == "15%"

@@ -134,14 +134,24 @@ def ceiling_numbers(result, session) -> list[tuple[str, str, str]]:
     rows = [("Ceiling per device", str(result.per_device_max), result.reason),
             ("Memory budget", format_bytes(result.budget_bytes),
              "The memory per device the plan is for: --device-memory, or the smallest GPU's own. On CPU each "
-             "probe process gets a real memory limit of this size."),
-            ("Memory that really fits", format_bytes(result.usable_bytes),
-             "The budget, or less where the out-of-memory edge says so: on CPU allocator overhead counts against "
-             "the limit but not in tensor bytes, so the real edge sits below the budget."),
-            ("Headroom", f"{result.headroom:.0%}",
-             f"Kept free below the memory that really fits ({format_bytes(result.usable_bytes)} x "
-             f"{1 - result.headroom:.2f} = {format_bytes(result.usable_bytes * (1 - result.headroom))}). The method "
-             "keeps 10-20% for framework overhead and fragmentation.")]
+             "probe process gets a real memory limit of this size.")]
+    if result.smallest_oom is None and result.capped_by:
+        # No probe met the memory edge: the cap set the ceiling, and neither the edge nor the headroom played a part.
+        rows += [("Set by", "the cap, not memory",
+                  f"No probe ran out of memory up to {result.largest_ok}: the cap ({result.capped_by}) bounds the "
+                  "ceiling, so the memory that really fits was never reached and the headroom played no part."),
+                 ("Memory that really fits", "not reached",
+                  "The out-of-memory edge lies somewhere above the largest probe: no probe got there."),
+                 ("Headroom", f"{result.headroom:.0%} (no part)",
+                  "Kept free below the out-of-memory edge when memory sets the ceiling; here the cap did.")]
+    else:
+        rows += [("Memory that really fits", format_bytes(result.usable_bytes),
+                  "The budget, or less where the out-of-memory edge says so: on CPU allocator overhead counts "
+                  "against the limit but not in tensor bytes, so the real edge sits below the budget."),
+                 ("Headroom", f"{result.headroom:.0%}",
+                  f"Kept free below the memory that really fits ({format_bytes(result.usable_bytes)} x "
+                  f"{1 - result.headroom:.2f} = {format_bytes(result.usable_bytes * (1 - result.headroom))}). The "
+                  "method keeps 10-20% for framework overhead and fragmentation.")]
     if result.fit is not None:
         rows += [("Fixed memory", format_bytes(result.fit.fixed_bytes),
                   "The intercept of the line memory(b) = fixed + per-sample x b fitted to the measured peaks: "
