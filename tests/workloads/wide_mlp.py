@@ -1,4 +1,4 @@
-"""A model whose parameters are larger than the per-device budget of its test (ZeRO-3 must shard it)."""
+"""Models whose parameters are larger than the per-device budget of their test (ZeRO-3 must shard them)."""
 
 import os
 
@@ -18,14 +18,27 @@ def _data(n: int, seed: int) -> TensorDataset:
     return TensorDataset(x, (x[:, 0] > 0).long())
 
 
-def build() -> nn.Module:
-    layers = [nn.Linear(64, WIDTH), nn.ReLU()]
-    for _ in range(DEPTH):
-        layers += [nn.Linear(WIDTH, WIDTH, bias=False), nn.ReLU()]
-    return nn.Sequential(*layers, nn.Linear(WIDTH, 2))
+def build(width: int = WIDTH, depth: int = DEPTH) -> nn.Module:
+    layers = [nn.Linear(64, width), nn.ReLU()]
+    for _ in range(depth):
+        layers += [nn.Linear(width, width, bias=False), nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(width, 2))
+
+
+def _workload(name: str, build_model) -> Workload:
+    # SGD without momentum: no optimizer state, so what a rank holds is its shards of the parameters, their fp32
+    # copy and their gradients.
+    return Workload(name=name, build_model=build_model, train_data=_data(1024, 0), val_data=_data(256, 1),
+                    loss_fn=nn.functional.cross_entropy, task="nlp-classification", num_classes=2, optimizer="sgd",
+                    momentum=0.0, current_batch_size=32, current_lr=0.01)
 
 
 def workload() -> Workload:
-    return Workload(name="wide-mlp", build_model=build, train_data=_data(1024, 0), val_data=_data(256, 1),
-                    loss_fn=nn.functional.cross_entropy, task="nlp-classification", num_classes=2, optimizer="sgd",
-                    current_batch_size=32, current_lr=0.01)
+    return _workload("wide-mlp", build)
+
+
+def deep_workload() -> Workload:
+    """The same 32 MiB in 32 layers of 1 MiB: under ZeRO-3 a rank gathers a layer at a time, so on 4 processes
+    (a quarter of the shards each, plus their fp32 copy and gradients: 3/4 of the model) it fits a budget
+    below the model's size."""
+    return _workload("deep-mlp", lambda: build(512, 32))
