@@ -7,6 +7,8 @@ DeepSpeed's fused optimizer ops (FusedAdam, FusedLamb) are checked before ``init
 cannot build, torch's Adam (``torch_adam``) or the advisor's LAMB (the same rule) runs instead, and
 the recipe says so. Building them, and DeepSpeed's first process-group set-up, can take minutes:
 heartbeat events keep the engine's idle timeout from taking that for a hang.
+Under ZeRO-3 the model is built inside ``deepspeed.zero.Init`` with the same config, so a model larger
+than one device is only ever held as shards.
 """
 
 from __future__ import annotations
@@ -101,10 +103,11 @@ def zero3_buffers(zero_optimizer) -> dict[str, list]:
     copy of this rank's shards, its gradient partitions and the reduce buffer. The inner torch optimizer sees
     the fp32 partitions only during its step (DeepSpeed swaps them into its param_groups and out again), so
     neither the module nor the memory tracker holds them."""
+    buckets = getattr(zero_optimizer, "ipg_buckets", {}).values()
     found = {
         "zero3_fp32_partitions": list(getattr(zero_optimizer, "fp32_partitioned_groups_flat", None) or []),
         "zero3_gradient_partitions": [getattr(zero_optimizer, "grad_partitions_flat_buffer", None)],
-        "zero3_reduce_buffer": [getattr(b, "buffer", None) for b in getattr(zero_optimizer, "ipg_buckets", {}).values()],
+        "zero3_reduce_buffer": [getattr(bucket, "buffer", None) for bucket in buckets],
     }
     return {name: [t for t in tensors if t is not None] for name, tensors in found.items()}
 

@@ -10,6 +10,8 @@ from advisor import Workload
 
 # 8 x 1024 x 1024 fp32 weights: 32 MiB of parameters (bench/gpu_smoke.sh widens it to exceed a GPU budget)
 WIDTH, DEPTH = int(os.environ.get("WIDE_MLP_WIDTH", 1024)), 8
+# 32 x 512 x 512: the same 32 MiB in 1 MiB layers (bench/gpu_smoke.sh widens it: 4096 gives 2 GiB)
+DEEP_WIDTH, DEEP_DEPTH = int(os.environ.get("DEEP_MLP_WIDTH", 512)), 32
 
 
 def _data(n: int, seed: int) -> TensorDataset:
@@ -38,7 +40,8 @@ def workload() -> Workload:
 
 
 def deep_workload() -> Workload:
-    """The same 32 MiB in 32 layers of 1 MiB: under ZeRO-3 a rank gathers a layer at a time, so on 4 processes
-    (a quarter of the shards each, plus their fp32 copy and gradients: 3/4 of the model) it fits a budget
-    below the model's size."""
-    return _workload("deep-mlp", lambda: build(512, 32))
+    """The same 32 MiB in 32 layers of 1 MiB: under ZeRO-3 a rank gathers a layer or two at a time, so on 8
+    processes (an eighth of the parameters each, their fp32 copy and gradients: 3/8 of the model, plus that
+    working set) it fits a budget well below the model's size. On 4 the shards alone are 3/4 of the model and
+    the working set (gathered layers, full gradients before they are reduced) takes the rest."""
+    return _workload("deep-mlp", lambda: build(DEEP_WIDTH, DEEP_DEPTH))
