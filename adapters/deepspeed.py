@@ -74,9 +74,13 @@ class DeepSpeedAdapter(AdapterBase):
         if options.get("zero_stage_reason"):
             extras["zero_stage_reason"] = options["zero_stage_reason"]
         if stage >= 1:
-            extras["probe_world_size"] = ("the ceiling probes ran with every process of this host (--nproc): ZeRO "
-                                          f"stage {stage} shards state over the processes, so per-device memory "
-                                          "depends on their number; a bigger target cluster needs less")
+            sharded = "parameters, gradients and optimizer state" if stage == 3 else (
+                "gradients and optimizer state" if stage == 2 else "optimizer state")
+            extras["probe_world_size"] = (
+                "the ceiling probes ran with every process of this host (--nproc; the number is [ceiling] "
+                f"probe_world_size): ZeRO stage {stage} shards {sharded} over the processes, so per-device memory "
+                "depends on their number. A smaller world needs more memory per device than the ceiling measured "
+                "(plan again with that --nproc before running on fewer devices); a bigger target cluster needs less")
         return extras
 
     def launch_command(self, spec: LaunchSpec) -> list[str]:

@@ -7,6 +7,8 @@ DeepSpeed's fused optimizer ops (FusedAdam, FusedLamb) are checked before ``init
 cannot build, torch's Adam (``torch_adam``) or the advisor's LAMB (the same rule) runs instead, and
 the recipe says so. Building them, and DeepSpeed's first process-group set-up, can take minutes:
 heartbeat events keep the engine's idle timeout from taking that for a hang.
+Under ZeRO-3 the model is built inside ``deepspeed.zero.Init`` with the same config, so a model larger
+than one device is only ever held as shards.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import torch.distributed as dist
 
 from advisor.device import worker_device
 from advisor.export import DEFAULT_ZERO_STAGE
+from advisor.memory import meta_parameter_count, parameter_count
 from advisor.worker import WorkerStrategy, emit, to_device, worker_main
 
 # The fused op each config optimizer runs on CUDA; LARS has none (DeepSpeed has no LARS).
@@ -101,7 +104,31 @@ def _cast_floats(obj, dtype):
     return obj
 
 
+def zero3_buffers(zero_optimizer) -> dict[str, list]:
+    """The tensors a ZeRO-3 optimizer allocates at ``initialize`` beside the parameter shards, by name: the fp32
+    copy of this rank's shards, its gradient partitions and the reduce buffer. The inner torch optimizer sees
+    the fp32 partitions only during its step (DeepSpeed swaps them into its param_groups and out again), so
+    neither the module nor the memory tracker holds them."""
+    buckets = getattr(zero_optimizer, "ipg_buckets", {}).values()
+    found = {
+        "zero3_fp32_partitions": list(getattr(zero_optimizer, "fp32_partitioned_groups_flat", None) or []),
+        "zero3_gradient_partitions": [getattr(zero_optimizer, "grad_partitions_flat_buffer", None)],
+        "zero3_reduce_buffer": [getattr(bucket, "buffer", None) for bucket in buckets],
+    }
+    return {name: [t for t in tensors if t is not None] for name, tensors in found.items()}
+
+
+def _computed(named: dict[str, list]) -> dict[str, int]:
+    """Bytes by name ("... (computed)": summed from the tensors, not measured), the empty ones left out."""
+    from advisor.memory import storage_bytes
+
+    return {f"{name} (computed)": storage_bytes(tensors) for name, tensors in named.items() if tensors}
+
+
 class DeepSpeedStrategy(WorkerStrategy):
+    config = None  # the DeepSpeed config; under ZeRO-3 made before the model, which is built under it
+    config_parameters = None  # the parameter count the config's buckets were sized for
+
     def setup(self, job):
         import deepspeed
 
@@ -113,14 +140,42 @@ class DeepSpeedStrategy(WorkerStrategy):
         self.zero_stage = int(job.extra.get("adapter_options", {}).get("zero_stage", DEFAULT_ZERO_STAGE))
         self.low_precision = LOW_PRECISION.get(job.precision)
 
-    def make_optimizer(self, workload, model, job):
-        """A client optimizer where the config cannot name it (LARS, LAMB without DeepSpeed's fused op);
-        else None and the config's own."""
+    def _choose_optimizer(self, workload) -> None:
+        """Which optimizer runs and how: DeepSpeed's config optimizer (fused op or torch's) or a client one."""
         name = self.optimizer_name = workload.optimizer.lower()
         self.hyperparameters = workload.optimizer_hyperparameters()
         self.fused_ops, self.fused_ops_reason = fused_ops_for(name, self.device.type)
         # A workload's own optimizer_factory (param groups) can only go in as a client optimizer.
         self.client = name == "lars" or (name == "lamb" and not self.fused_ops) or workload.optimizer_factory is not None
+
+    def _config(self, job, parameters: int | None) -> dict:
+        from advisor.export import deepspeed_config
+
+        return deepspeed_config(
+            job.per_device_batch, job.accumulation_steps, self.world_size, self.optimizer_name,
+            job.lr, job.warmup_steps, job.precision, self.zero_stage, self.device.type,
+            hyperparameters=self.hyperparameters, parameters=parameters, client_optimizer=self.client,
+            fused_ops=self.fused_ops)
+
+    def build_model(self, workload, job):
+        """ZeRO-3 partitions parameters: the model is built inside ``deepspeed.zero.Init`` with the run's own
+        config, so each layer is split over the processes as it is made and no rank ever holds the whole model
+        (built whole first, a model larger than one device could never reach ``initialize``)."""
+        if self.zero_stage < 3:
+            return super().build_model(workload, job)
+        import deepspeed
+
+        self._choose_optimizer(workload)
+        self.config_parameters = meta_parameter_count(workload)
+        self.config = self._config(job, self.config_parameters)
+        # remote_device None: the shards stay on this rank's device (cuda:LOCAL_RANK, as worker_device chose)
+        with deepspeed.zero.Init(config_dict_or_path=self.config, remote_device=None):
+            return workload.build_model()
+
+    def make_optimizer(self, workload, model, job):
+        """A client optimizer where the config cannot name it (LARS, LAMB without DeepSpeed's fused op);
+        else None and the config's own."""
+        self._choose_optimizer(workload)
         if not self.client:
             return None
         return workload.optimizer_for(model, job.lr)
@@ -128,13 +183,9 @@ class DeepSpeedStrategy(WorkerStrategy):
     def prepare(self, model, optimizer, job):
         import deepspeed
 
-        from advisor.export import deepspeed_config
-
-        self.config = deepspeed_config(
-            job.per_device_batch, job.accumulation_steps, self.world_size, self.optimizer_name,
-            job.lr, job.warmup_steps, job.precision, self.zero_stage, self.device.type,
-            hyperparameters=self.hyperparameters, parameters=sum(p.numel() for p in model.parameters()),
-            client_optimizer=self.client, fused_ops=self.fused_ops)
+        parameters = parameter_count(model)
+        if self.config is None or self.config_parameters != parameters:
+            self.config, self.config_parameters = self._config(job, parameters), parameters
         with heartbeat("deepspeed.initialize (a fused optimizer op may be compiling)"):
             engine, ds_optimizer, _, scheduler = deepspeed.initialize(
                 model=model, optimizer=optimizer, model_parameters=None if optimizer else model.parameters(),
@@ -192,12 +243,26 @@ class DeepSpeedStrategy(WorkerStrategy):
         return engine.module, self._inner(optimizer)
 
     def extra_memory(self, engine) -> dict[str, int]:
-        """ZeRO's flat fp32 partitions (the inner optimizer's parameters, made at initialize time)."""
+        """ZeRO's flat fp32 partitions (the inner optimizer's parameters, made at initialize time); under ZeRO-3
+        also its gradient partitions and reduce buffer, all allocated by ``initialize``."""
+        if self.zero_stage == 3:
+            return _computed(zero3_buffers(engine.optimizer))
         own = {p.data_ptr() for p in engine.module.parameters()}
         inner = self._inner(engine.optimizer)
         flat = sum(p.numel() * p.element_size() for group in getattr(inner, "param_groups", [])
                    for p in group["params"] if p.data_ptr() not in own)
         return {"zero_partitions (computed)": int(flat)} if flat else {}
+
+    def counted_apart(self, engine) -> tuple[dict[str, int], list]:
+        """ZeRO-3: the module's parameters are emptied placeholders, and the step writes in place into the
+        shards and buffers made at ``initialize`` (which a tracker would count as new memory): count each once,
+        by name. Gathered parameters, full gradients and activations stay with the tracker."""
+        if self.zero_stage != 3:
+            return {}, []
+        named = {"zero3_parameter_shards": [p.ds_tensor for p in engine.module.parameters()
+                                            if getattr(p, "ds_tensor", None) is not None],
+                 **zero3_buffers(engine.optimizer)}
+        return _computed(named), [t for tensors in named.values() for t in tensors]
 
     def all_reduce_sum(self, tensor):
         dist.all_reduce(tensor)

@@ -15,6 +15,12 @@ from .errors import ExportError
 TARGETS = ("deepspeed", "accelerate", "torchrun")
 DEEPSPEED_BUCKET_MAX = 500_000_000  # DeepSpeed's default reduce/allgather bucket (elements)
 DEEPSPEED_BUCKET_MIN = 1 << 20
+# ZeRO-3: what a rank gathers (prefetch, live parameters, reuse distance) and its reduce buffer, as a share of the
+# model (1/32: a layer of a 32-layer model), never below 64k elements and never above DeepSpeed's own defaults.
+ZERO3_SHARE_DIVISOR = 32
+ZERO3_SHARE_MIN = 1 << 16
+ZERO3_PREFETCH_DEFAULT = 50_000_000  # stage3_prefetch_bucket_size
+ZERO3_LIVE_DEFAULT = 1_000_000_000  # stage3_max_live_parameters and stage3_max_reuse_distance
 RENDEZVOUS_PORT = 29500
 DEFAULT_ZERO_STAGE = 2  # the DeepSpeed adapter's stage unless the optimizer needs whole tensors (see below)
 # DeepSpeed optimizers ZeRO was tested with. Other elementwise ones (SGD, RMSprop) give the same update on a
@@ -66,6 +72,24 @@ def deepspeed_bucket(parameters: int | None) -> int:
     return int(min(DEEPSPEED_BUCKET_MAX, max(DEEPSPEED_BUCKET_MIN, parameters)))
 
 
+def zero3_working_set(parameters: int | None) -> dict:
+    """ZeRO-3's gather and reduce sizes at a fraction of the model, so a rank holds its shards plus a few layers.
+
+    DeepSpeed's defaults (1e9 live and reuse-distance elements, 5e7 prefetched, a 5e8-element reduce buffer
+    allocated up front, 1e9-element optimizer sub-groups) keep a model below a billion parameters gathered
+    whole after the first step and copy a rank's whole gradient shard at each step, so the peak would not
+    reflect sharding. Capped at those defaults: a larger model keeps DeepSpeed's tuning."""
+    if not parameters:
+        return {}
+    share = max(ZERO3_SHARE_MIN, parameters // ZERO3_SHARE_DIVISOR)  # a layer's scale in a deep model
+    return {"reduce_bucket_size": min(DEEPSPEED_BUCKET_MAX, share),
+            "stage3_prefetch_bucket_size": min(ZERO3_PREFETCH_DEFAULT, share),
+            "stage3_max_live_parameters": min(ZERO3_LIVE_DEFAULT, 2 * share),
+            "stage3_max_reuse_distance": min(ZERO3_LIVE_DEFAULT, share),
+            # the optimizer step flattens one sub-group's gradient partitions at a time: a shard-sized copy by default
+            "sub_group_size": min(ZERO3_LIVE_DEFAULT, share)}
+
+
 def deepspeed_optimizer_block(optimizer: str, lr: float, hyperparameters: dict | None = None,
                               fused_ops: bool = True) -> dict | None:
     """The config's "optimizer" entry, or None where DeepSpeed has no such optimizer (LARS).
@@ -109,7 +133,8 @@ def deepspeed_config(per_device: int, accumulation: int, world_size: int, optimi
         "train_batch_size": per_device * accumulation * world_size,
         "train_micro_batch_size_per_gpu": per_device,
         "gradient_accumulation_steps": accumulation,
-        "zero_optimization": {"stage": zero_stage, "reduce_bucket_size": bucket, "allgather_bucket_size": bucket},
+        "zero_optimization": {"stage": zero_stage, "reduce_bucket_size": bucket, "allgather_bucket_size": bucket,
+                              **(zero3_working_set(parameters) if zero_stage == 3 else {})},
         "bf16": {"enabled": precision == "bf16"},
         # DeepSpeed casts the weights to half but leaves float inputs alone unless auto_cast: a float batch
         # would meet half weights and fail in the first layer.

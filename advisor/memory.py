@@ -26,6 +26,18 @@ def parameter_count(model) -> int:
     return sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters())
 
 
+def meta_parameter_count(workload) -> int | None:
+    """The workload's parameter count from a build on the meta device (no memory, the RNG left as it was),
+    for settings needed before the real model exists; None where the build cannot run on meta."""
+    import torch
+
+    try:
+        with torch.random.fork_rng(devices=[]), torch.device("meta"):
+            return parameter_count(workload.build_model())
+    except Exception:  # noqa: BLE001 - a build that touches data (loads weights, calls .item()) cannot count here
+        return None
+
+
 def held_tensor_bytes(model) -> int:
     """Bytes this process holds for the model's parameters and buffers: for a ZeRO-3-partitioned parameter
     its own shard (``ds_tensor``), not the emptied full-size placeholder."""
@@ -62,8 +74,11 @@ def apply_budget(device, budget_bytes: int | None, held_bytes: int = 0) -> dict:
 
 
 @contextlib.contextmanager
-def measure_peak(device, model, optimizer):
-    """Yield a dict whose ``peak_bytes`` holds the step's peak memory once the block ends."""
+def measure_peak(device, model, optimizer, counted_apart=()):
+    """Yield a dict whose ``peak_bytes`` holds the step's peak memory once the block ends.
+
+    ``counted_apart``: tensors (made before the step, alive through it) whose bytes the caller counts itself;
+    on CPU the tracker leaves them out of its figures."""
     from .device import normalize, peak_allocated, reset_peak
 
     out: dict = {"peak_bytes": None, "how": None, "breakdown": {}, "next_call": lambda: None}
@@ -76,13 +91,29 @@ def measure_peak(device, model, optimizer):
     from torch.distributed._tools.mem_tracker import MemTracker
 
     tracker = MemTracker()
-    tracker.track_external(model, optimizer)
+    # Registered up front, an in-place op on them is not new memory; registered tensors land in "Other".
+    tracker.track_external(model, optimizer, *counted_apart)
+    apart = storage_bytes(counted_apart)
     # Accumulation runs several forwards in one tracked step; MemTracker needs its module stats reset between them.
     out["next_call"] = tracker.reset_mod_stats
     with tracker:
         yield out
     peaks = tracker.get_tracker_snapshot("peak")
-    cpu = next(iter(peaks.values()), {})
+    cpu = dict(next(iter(peaks.values()), {}))
+    if apart:
+        other = next((k for k in cpu if getattr(k, "value", k) == "Other"), None)
+        if other is not None:
+            cpu[other] = max(0, cpu[other] - apart)
+        cpu["Total"] = max(0, cpu.get("Total", 0) - apart)
     out["peak_bytes"] = int(cpu.get("Total", 0))
     out["how"] = "MemTracker (tensor bytes)"
     out["breakdown"] = {getattr(k, "value", str(k)): int(v) for k, v in cpu.items() if k != "Total"}
+
+
+def storage_bytes(tensors) -> int:
+    """Bytes of the distinct storages behind ``tensors`` (views of one flat buffer count once)."""
+    seen: dict[int, int] = {}
+    for t in tensors:
+        storage = t.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()
+    return sum(seen.values())

@@ -83,6 +83,9 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
         ceiling["outside_allocator_bytes"] = outside["outside_allocator_bytes"]
         ceiling["allocator_budget_bytes"] = outside["allocator_budget_bytes"]
         ceiling["outside_allocator_reason"] = outside["outside_allocator_how"]
+    probe_worlds = sorted({row.world_size for row in result.ledger if row.phase == "ceiling"})
+    if probe_worlds:  # how many processes the probes ran with (the adapter's call: 1, or the plan's --nproc)
+        ceiling["probe_world_size"] = probe_worlds[-1]
     measured_by = next((t.measured_by for t in c.trials if t.measured_by), None)
     if measured_by:
         ceiling["measured_by"] = measured_by

@@ -131,6 +131,12 @@ class WorkerStrategy:
         """Bytes a training step holds outside the tracked tensors (e.g. DDP's all-reduce buckets), by name."""
         return {}
 
+    def counted_apart(self, model) -> tuple[dict[str, int], list]:
+        """Memory the CPU tracker would misattribute, counted by name instead: (bytes by name, the tensors that
+        hold them). The tracker leaves those tensors out (an in-place op on a tensor made before the step would
+        otherwise count as new memory) and the peak adds the named bytes (e.g. ZeRO-3's shards and buffers)."""
+        return {}, []
+
     def sample_noise(self, active: bool) -> None:
         """Whether the coming steps count towards the gradient-noise estimate."""
 
@@ -300,9 +306,11 @@ class _Measured:
         from .memory import measure_peak
 
         self._stack = contextlib.ExitStack()
+        self.apart: dict[str, int] = {}
         if self.measure:
             module, optimizer = self.strategy.memory_view(self.model, self.optimizer)
-            self.peak = self._stack.enter_context(measure_peak(self.strategy.device, module, optimizer))
+            self.apart, tensors = self.strategy.counted_apart(self.model)
+            self.peak = self._stack.enter_context(measure_peak(self.strategy.device, module, optimizer, tensors))
         synchronize(self.strategy.device)
         self._started = time.perf_counter()
         return self
@@ -320,7 +328,7 @@ class _Measured:
         if self.measure and exc[0] is None:
             extra = {}
             if self.strategy.device.type == "cpu":
-                extra = dict(self.strategy.extra_memory(self.model))
+                extra = {**self.strategy.extra_memory(self.model), **self.apart}
                 extra["input_batches"] = _tensor_bytes(self.batches)
             if extra:  # a CUDA peak counts every allocation already; a CPU tracker only the tensors it saw
                 self.peak["peak_bytes"] += sum(extra.values())
@@ -563,7 +571,8 @@ def worker_main(strategy: WorkerStrategy, argv: list[str] | None = None) -> None
             what = "the model itself does not fit"
             model = strategy.build_model(workload, job)
             if strategy.rank == 0:
-                emit("model", parameters=parameter_count(model),
+                # built_bytes: what this rank holds once the model is built (under ZeRO-3, only its shards)
+                emit("model", parameters=parameter_count(model), built_bytes=held_tensor_bytes(model),
                      has_batchnorm=_has_batchnorm(model), train_size=workload.train_length,
                      val_size=len(workload.val_data))
             optimizer = strategy.make_optimizer(workload, model, job)

@@ -14,8 +14,8 @@
 #          budget, the recipe's precision is the one that ran, and the advised ceiling survives 50 steps of
 #          a plain loop under the same cap.
 #   lamb   a DeepSpeed probe with --optimizer lamb (ZeRO stage 0) runs.
-#   zero3  a model whose parameters exceed the capped budget gets a ceiling under ZeRO-3 (NPROC >= 4 GPUs:
-#          ZeRO-3 holds ~1.5x the model per process on 2; with fewer GPUs the check is reported as skipped).
+#   zero3  a model whose parameters exceed the capped budget gets a ceiling under ZeRO-3 (NPROC >= 8 GPUs:
+#          per process ZeRO-3 holds 3/world of the fp32 model plus gathered layers; fewer GPUs: skipped).
 # Prints one `RESULT gpu_smoke pass=N fail=M skip=K` line; exits 1 if any check failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
