@@ -46,8 +46,8 @@ def test_the_recipe_names_the_probe_world_size_and_that_fewer_devices_need_more_
     from advisor.report import build_recipe
 
     class ShardedProbes(EventStubRunner):
-        def probe(self, batch, purpose):
-            trial = super().probe(batch, purpose)
+        def probe(self, batch, purpose, precision="fp32"):
+            trial = super().probe(batch, purpose, precision)
             self.ledger[-1].world_size = self.nproc
             return trial
 
