@@ -20,6 +20,12 @@ parser.add_argument("--precision")
 parser.add_argument("--deepspeed", action="store_true")
 parser.add_argument("--deepspeed_config")
 parser.add_argument("--local_rank", type=int)  # the deepspeed launcher passes it
+# The optimizer and its hyper-parameters, as the launch line passes them (the DeepSpeed config holds its own).
+parser.add_argument("--optimizer")
+parser.add_argument("--momentum", type=float)
+parser.add_argument("--weight-decay", type=float)
+parser.add_argument("--eps", type=float)
+parser.add_argument("--betas", type=lambda text: [float(v) for v in text.split(",")])
 args = parser.parse_args()
 
 if args.deepspeed_config:
@@ -34,6 +40,7 @@ if args.deepspeed_config:
     lr = config.optimizer_params["lr"]
     precision = "bf16" if config.bfloat16_config.enabled else "fp16" if config.float16_config.enabled else "fp32"
     launcher = "deepspeed"
+    optimizer = {"name": config.optimizer_name, **{k: v for k, v in config.optimizer_params.items() if k != "lr"}}
 elif "ACCELERATE_MIXED_PRECISION" in os.environ or "ACCELERATE_USE_CPU" in os.environ:
     from accelerate import Accelerator
 
@@ -53,7 +60,10 @@ else:
     per_device, accumulation, lr, precision = args.batch_size, args.accumulation_steps, args.lr, args.precision
     launcher = "torch.distributed"
 
-report = {"launcher": launcher, "world": world, "rank": rank, "per_device": per_device,
+if not args.deepspeed_config:
+    optimizer = {"name": args.optimizer, **{key: value for key in ("momentum", "weight_decay", "eps", "betas")
+                                            if (value := getattr(args, key)) is not None}}
+report = {"optimizer": optimizer, "launcher": launcher, "world": world, "rank": rank, "per_device": per_device,
           "accumulation": accumulation, "global": per_device * world * accumulation, "lr": lr,
           "precision": precision, "asked_precision": args.precision}
 # One file per process: the processes share stdout, and their lines can interleave.

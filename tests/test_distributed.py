@@ -136,7 +136,9 @@ def test_ceiling_search_meets_a_real_oom_and_lands_within_one_bisection_step():
     assert any(t.status == "oom" for t in result.trials), "the search never met a real OOM"
     step = result.smallest_oom - result.largest_ok
     assert 0 < step <= max(1, 0.05 * result.largest_ok)
-    assert result.per_device_max == result.largest_ok  # no headroom asked for
+    # No headroom asked for: the ceiling is the largest batch that ran, or just under it where the fitted peak
+    # there passes the budget (on CPU the peak counts the input batch and the parameters the limit credits).
+    assert result.largest_ok - step <= result.per_device_max <= result.largest_ok
     # Independent probes in fresh processes: the true edge lies within one bisection step of the answer.
     assert runner.probe(result.largest_ok - step, "check").status == "ok"
     assert runner.probe(result.smallest_oom + step, "check").status == "oom"

@@ -28,6 +28,8 @@ def recipe(per_device=16, world=4, accumulation=2, optimizer="adamw", precision=
         "adapter": {"name": adapter, **({"zero_stage": zero_stage} if adapter == "deepspeed" else {})},
         "inputs": {"device": device, "nodes": nodes, "world_size": world, "adapter": adapter},
         "launch": {"env": {"MALLOC_MMAP_THRESHOLD_": "65536"} if device == "cpu" else {}},
+        # Not the libraries' defaults, so a launch that drops them cannot pass for one that carries them.
+        "optimizer": {"name": optimizer, "momentum": 0.8, "weight_decay": 0.05, "betas": [0.85, 0.98], "eps": 1e-6},
     }
     return data
 
@@ -283,6 +285,12 @@ def assert_reports(reports, data, launcher, world):
         assert r["per_device"] == b["per_device"] and r["accumulation"] == b["accumulation_steps"]
         assert r["global"] == b["global"] and r["lr"] == pytest.approx(data["lr"]["value"])
         assert r["precision"] == data["precision"]["mode"]
+        from advisor.optimizers import HYPERPARAMETERS
+
+        optimizer = data["lr"]["optimizer"]
+        expected = {key: data["optimizer"][key] for key in HYPERPARAMETERS[optimizer]}
+        ran = {key: value for key, value in r["optimizer"].items() if key in expected}
+        assert r["optimizer"]["name"].lower() == optimizer and ran == pytest.approx(expected), r["optimizer"]
 
 
 @pytest.mark.distributed

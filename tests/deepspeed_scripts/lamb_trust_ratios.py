@@ -28,8 +28,13 @@ class Work:  # the part of advisor.Workload the strategy uses
     def optimizer_hyperparameters(self):
         return {"betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01}
 
+    optimizer_factory = None  # the default: one param group, built from the workload's name
+
     def make_optimizer(self, params, lr):
         return Lamb(params, lr=lr, weight_decay=0.01)
+
+    def optimizer_for(self, model, lr):
+        return self.make_optimizer(model.parameters(), lr)
 
     def batch_loss(self, model, batch):
         return torch.nn.functional.cross_entropy(model(batch[0]), batch[1])
