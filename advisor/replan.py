@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field
 
 from .ceiling import MemoryFit
-from .errors import AdvisorError, RecipeError
+from .errors import AdvisorError
 from .gpus import GpuSpec
 from .units import format_bytes
 

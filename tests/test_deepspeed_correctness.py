@@ -8,10 +8,8 @@ import json
 import os
 import subprocess
 import sys
-import types
 
 import pytest
-import tomli_w
 
 from advisor.adapters import load_adapter
 from advisor.errors import ExportError, SetupError, TrialError
@@ -278,7 +276,6 @@ def test_zero3_evaluation_with_unequal_shards_does_not_deadlock_and_uses_the_wor
 
 def test_every_rank_runs_the_same_number_of_evaluation_forwards():
     """Under ZeRO-3 each forward is a collective: a rank with one chunk fewer would leave the others waiting."""
-    import torch
 
     from advisor.job import TrialJob
     from advisor.worker import WorkerStrategy, _evaluate

@@ -58,7 +58,7 @@ def test_loss_at_ln_k_with_chance_accuracy_is_not_learning(tmp_path):
     for epoch in range(1, 5):
         for batch, loss in enumerate((2.3031, 2.3019, 2.3027, 2.3024)):
             lines.append(f"Train Epoch: {epoch} [{batch * 12800}/50000 ({batch * 26}%)]\tLoss: {loss:.6f}")
-        lines.append(f"Test set: Average loss: 2.3026, Accuracy: 1000/10000 (10.00%)")
+        lines.append("Test set: Average loss: 2.3026, Accuracy: 1000/10000 (10.00%)")
     [finding] = primary(diagnose_text(tmp_path, "\n".join(lines) + "\n"))
     assert finding.kind == "not-learning" and finding.severity == "error"
     assert finding.evidence["classes"] == 10 and finding.confidence == "high"

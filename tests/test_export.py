@@ -4,7 +4,6 @@ torchrun's own argument parser. Not by comparing strings."""
 import json
 import shlex
 import types
-from pathlib import Path
 
 import pytest
 import tomli_w

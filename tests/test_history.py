@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from advisor.adapters import load_adapter
 from advisor.cli import main

@@ -7,7 +7,6 @@ V100 vs an A100; and the clear refusals (no fit, another precision, another torc
 
 from __future__ import annotations
 
-import copy
 import math
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pytest
 from advisor.cli import main
 from advisor.errors import SetupError
 from advisor.gpus import lookup_gpu
-from advisor.recipe import check_recipe, dumps_recipe, read_recipe_data
+from advisor.recipe import check_recipe, dumps_recipe
 from advisor.replan import (ReplanError, ReplanTarget, confirm, render_table, replan, replanned_recipe,
                             with_confirmation)
 
