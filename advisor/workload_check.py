@@ -7,6 +7,7 @@ never first shows as a traceback from a worker in the middle of a plan.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import traceback
 from dataclasses import dataclass, field
@@ -43,6 +44,17 @@ def _where(exc: BaseException) -> str:
 def _fail(what: str, exc: BaseException, fix: str) -> WorkloadError:
     return WorkloadError(f"{what} raised {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
                          f"{_where(exc)}. {fix}")
+
+
+@contextlib.contextmanager
+def _blamed(what: str, fix: str):
+    """A failure of the user's code inside the block becomes one WorkloadError naming ``what`` and ``fix``."""
+    try:
+        yield
+    except WorkloadError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the user's code can raise anything
+        raise _fail(what, exc, fix) from None
 
 
 def check_workload(spec: str, batch_size: int = CHECK_BATCH) -> WorkloadReport:
@@ -101,24 +113,15 @@ def check_workload(spec: str, batch_size: int = CHECK_BATCH) -> WorkloadReport:
     report.add("memory probes feed", selection.reason)
 
     lr = workload.current_lr or 1e-3
-    try:
+    with _blamed(f"Building the workload {name!r}'s optimizer", "Fix optimizer_factory or the optimizer settings."):
         optimizer = workload.optimizer_for(model, lr)
-    except WorkloadError:
-        raise
-    except Exception as exc:  # noqa: BLE001
-        raise _fail(f"Building the workload {name!r}'s optimizer", exc,
-                    "Fix optimizer_factory or the optimizer settings.") from None
     report.add("optimizer", f"{workload.optimizer}: {type(optimizer).__module__}.{type(optimizer).__qualname__}, "
                             f"{len(optimizer.param_groups)} param group(s)")
     model.train()
-    try:
+    with _blamed(f"The training step's loss of the workload {name!r} (batch {describe(batch)})",
+                 "Check the model's forward and the loss against this batch structure "
+                 "(compute_loss(model, batch) can take any structure)."):
         loss = workload.batch_loss(model, batch)
-    except WorkloadError:
-        raise
-    except Exception as exc:  # noqa: BLE001
-        raise _fail(f"The training step's loss of the workload {name!r} (batch {describe(batch)})", exc,
-                    "Check the model's forward and the loss against this batch structure "
-                    "(compute_loss(model, batch) can take any structure).") from None
     check_scalar_loss(loss, name)
     value = float(loss.detach())
     if not math.isfinite(value):
@@ -136,16 +139,11 @@ def check_workload(spec: str, batch_size: int = CHECK_BATCH) -> WorkloadReport:
     report.add("training step", f"loss {value:.4f} at batch {len(samples)} (finite, scalar)")
 
     val = workload.val_data
-    try:
+    with _blamed(f"The evaluation step of the workload {name!r}", "Fix evaluate(model, batch) or the validation data."):
         val_batch = _batch(val, torch.arange(min(batch_size, len(val))), workload.collate_fn)
         model.eval()
         with torch.no_grad():
             val_loss, metrics = workload.eval_batch(model, val_batch)
-    except WorkloadError:
-        raise
-    except Exception as exc:  # noqa: BLE001
-        raise _fail(f"The evaluation step of the workload {name!r}", exc,
-                    "Fix evaluate(model, batch) or the validation data.") from None
     ranked, higher, why = workload.ranking_metric(metrics)  # a named metric that was not computed: an error
     shown = ", ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items()))
     report.add("evaluation step", f"val loss {val_loss:.4f}" + (f"; {shown}" if shown else ""))
