@@ -71,3 +71,27 @@ def private_history(tmp_path_factory, monkeypatch):
     test's: a plan seeded by earlier runs would decide differently. Tests of the history itself set or unset
     ADVISOR_HISTORY as they need."""
     monkeypatch.setenv("ADVISOR_HISTORY", str(tmp_path_factory.mktemp("history") / ".history.jsonl"))
+
+
+def plain_strategy(job):
+    """The worker's plain single-process strategy (CPU), set up for ``job``."""
+    from advisor.worker import WorkerStrategy
+
+    strategy = WorkerStrategy()
+    strategy.setup(job)
+    return strategy
+
+
+def train_in_process(workload, capsys, **job_kw) -> dict:
+    """run_training in this process with the plain strategy; returns its result event."""
+    from advisor.job import TrialJob, decode_event
+    from advisor.worker import run_training
+
+    job = TrialJob(kind="train", workload=workload.name, **job_kw)
+    strategy = plain_strategy(job)
+    model = workload.build_model()
+    optimizer = strategy.make_optimizer(workload, model, job)
+    model, optimizer = strategy.prepare(model, optimizer, job)
+    run_training(job, workload, strategy, model, optimizer, {"enforced": False})
+    found = [e for e in map(decode_event, capsys.readouterr().out.splitlines()) if e]
+    return next(e for e in found if e["event"] == "result")

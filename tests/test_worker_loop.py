@@ -12,9 +12,9 @@ from torch import nn
 from torch.utils.data import Dataset, TensorDataset
 
 from advisor.job import TrialJob, decode_event
-from advisor.worker import BatchStream, WorkerStrategy, _evaluate, run_training
+from advisor.worker import BatchStream, _evaluate
 from advisor.workload import Workload, resolve_workload
-from conftest import TEST_WORKLOADS
+from conftest import TEST_WORKLOADS, plain_strategy, train_in_process
 
 
 def known(function: str) -> Workload:
@@ -23,23 +23,6 @@ def known(function: str) -> Workload:
 
 def events(capsys) -> list[dict]:
     return [e for e in map(decode_event, capsys.readouterr().out.splitlines()) if e]
-
-
-def plain_strategy(job) -> WorkerStrategy:
-    strategy = WorkerStrategy()
-    strategy.setup(job)
-    return strategy
-
-
-def train_in_process(workload, capsys, **job_kw) -> dict:
-    """run_training with the plain single-process strategy; returns its result event."""
-    job = TrialJob(kind="train", workload=workload.name, **job_kw)
-    strategy = plain_strategy(job)
-    model = workload.build_model()
-    optimizer = strategy.make_optimizer(workload, model, job)
-    model, optimizer = strategy.prepare(model, optimizer, job)
-    run_training(job, workload, strategy, model, optimizer, {"enforced": False})
-    return next(e for e in events(capsys) if e["event"] == "result")
 
 
 class SlowSamples(Dataset):

@@ -13,32 +13,16 @@ from torch.utils.data import Dataset, TensorDataset
 
 from advisor.batches import select_probe_samples, shapes
 from advisor.errors import WorkloadError
-from advisor.job import TrialJob, decode_event
+from advisor.job import TrialJob
 from advisor.ledger import TrialRecord
 from advisor.method import decide_sweep
-from advisor.worker import WorkerStrategy, _evaluate, probe_batches, run_training, to_device
+from advisor.worker import _evaluate, probe_batches, to_device
 from advisor.workload import Workload, resolve_workload
-from conftest import TEST_WORKLOADS
+from conftest import TEST_WORKLOADS, plain_strategy, train_in_process
 
 
 def tokens(function: str) -> Workload:
     return resolve_workload(f"{TEST_WORKLOADS / 'tokens.py'}:{function}")
-
-
-def strategy_for(job) -> WorkerStrategy:
-    strategy = WorkerStrategy()
-    strategy.setup(job)
-    return strategy
-
-
-def train_in_process(workload, capsys, **job_kw) -> dict:
-    job = TrialJob(kind="train", workload=workload.name, **job_kw)
-    strategy = strategy_for(job)
-    model = workload.build_model()
-    optimizer = strategy.make_optimizer(workload, model, job)
-    run_training(job, workload, strategy, model, optimizer, {"enforced": False})
-    found = [e for e in map(decode_event, capsys.readouterr().out.splitlines()) if e]
-    return next(e for e in found if e["event"] == "result")
 
 
 def test_a_hugging_face_style_workload_trains_on_its_own_loss_and_reports_its_own_metric(capsys):
@@ -57,7 +41,7 @@ def test_validation_metrics_are_each_batchs_value_weighted_by_its_samples():
     workload = tokens("tagger")
     job = TrialJob(kind="train", workload=workload.name, per_device_batch=10)  # 96 samples: 9 chunks of 10, one of 6
     model = workload.build_model()
-    result = _evaluate(job, workload, strategy_for(job), model)
+    result = _evaluate(job, workload, plain_strategy(job), model)
     data = workload.val_data
     with torch.no_grad():
         chunks = [workload.collate_fn([data[i] for i in range(s, min(s + 10, len(data)))]) for s in range(0, 96, 10)]
@@ -97,7 +81,7 @@ def test_a_workload_that_overrides_batch_loss_validates_with_it():
     workload = _tuple_output_workload()
     job = TrialJob(kind="train", workload=workload.name, per_device_batch=8)
     model = workload.build_model()
-    result = _evaluate(job, workload, strategy_for(job), model)
+    result = _evaluate(job, workload, plain_strategy(job), model)
     with torch.no_grad():
         expected = float(workload.batch_loss(model, workload.val_data.tensors))
     assert result == {"val_loss": pytest.approx(expected, rel=1e-5)}  # a loss, and no metric it did not compute
@@ -113,7 +97,7 @@ def test_compute_loss_and_evaluate_replace_the_defaults():
 
     workload = _tuple_output_workload(Workload, compute_loss=compute_loss, evaluate=evaluate)
     job = TrialJob(kind="train", workload=workload.name, per_device_batch=8)
-    result = _evaluate(job, workload, strategy_for(job), workload.build_model())
+    result = _evaluate(job, workload, plain_strategy(job), workload.build_model())
     assert set(result["val_metrics"]) == {"accuracy", "top2"} and result["val_metrics"]["top2"] == 1.0
     assert result["val_metric_name"] == "accuracy" and result["val_metric"] == result["val_metrics"]["accuracy"]
 
@@ -125,7 +109,7 @@ def test_a_segmentation_model_with_num_classes_ranks_by_loss_not_by_a_zero_accur
                         val_data=TensorDataset(x, y), loss_fn=nn.functional.cross_entropy,
                         task="semantic-segmentation", num_classes=5).validate("seg")
     job = TrialJob(kind="train", workload="seg", per_device_batch=4)
-    result = _evaluate(job, workload, strategy_for(job), workload.build_model())
+    result = _evaluate(job, workload, plain_strategy(job), workload.build_model())
     assert set(result) == {"val_loss"}
     assert workload.ranking_metric([])[:2] == ("loss", False)
 
@@ -135,7 +119,7 @@ def test_a_named_metric_that_evaluate_does_not_return_is_an_error_not_a_zero():
     workload.metric = "f1"
     job = TrialJob(kind="train", workload=workload.name, per_device_batch=32)
     with pytest.raises(WorkloadError, match=r"ranks by metric 'f1'.*computed token_accuracy"):
-        _evaluate(job, workload, strategy_for(job), workload.build_model())
+        _evaluate(job, workload, plain_strategy(job), workload.build_model())
 
 
 @pytest.mark.parametrize("fields, expected", [
@@ -171,7 +155,7 @@ def test_the_sweep_never_ranks_by_a_metric_some_runs_did_not_compute():
 def test_the_optimizer_factory_builds_what_trains_with_its_param_groups(capsys):
     workload = tokens("tagger_with_param_groups")
     job = TrialJob(kind="train", workload=workload.name, per_device_batch=4, lr=2e-3)
-    strategy = strategy_for(job)
+    strategy = plain_strategy(job)
     optimizer = strategy.make_optimizer(workload, workload.build_model(), job)
     assert isinstance(optimizer, torch.optim.AdamW) and [g["weight_decay"] for g in optimizer.param_groups] == [0.1, 0]
     assert all(g["lr"] == 2e-3 and g["betas"] == (0.9, 0.95) for g in optimizer.param_groups)
@@ -210,7 +194,7 @@ def test_probes_feed_the_longest_samples_through_the_collate():
     assert selection.kind == "longest" and selection.longest == max(lengths) == 64
     assert [lengths[i] for i in selection.indices[:4]] == [64] * 4 and "median" in selection.reason
     job = TrialJob(kind="probe", workload="t", per_device_batch=6, extra={"probe_indices": selection.indices})
-    batches, _ = probe_batches(job, workload, strategy_for(job)).take(2)
+    batches, _ = probe_batches(job, workload, plain_strategy(job)).take(2)
     # The 4 longest samples and the next longest 2, padded by the workload's own collate to 64.
     assert batches[0]["input_ids"].shape == (6, 64) and batches[1] is batches[0]
     assert int(batches[0]["attention_mask"].sum(dim=1).min()) == sorted(lengths)[-6]
@@ -224,7 +208,7 @@ def test_uniform_data_keeps_random_probe_batches_and_a_stated_worst_case_wins():
     stated.probe_batch = lambda n: {"input_ids": torch.ones(n, 128, dtype=torch.long)}
     assert select_probe_samples(stated).kind == "probe_batch"
     job = TrialJob(kind="probe", workload="t", per_device_batch=3)
-    batches, _ = probe_batches(job, stated, strategy_for(job)).take(1)
+    batches, _ = probe_batches(job, stated, plain_strategy(job)).take(1)
     assert batches[0]["input_ids"].shape == (3, 128)
 
 
