@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset, TensorDataset
 
-from advisor.job import TrialJob, decode_event
+from advisor.job import TrialJob
 from advisor.worker import BatchStream, _evaluate
 from advisor.workload import Workload, resolve_workload
 from conftest import TEST_WORKLOADS, plain_strategy, train_in_process
@@ -19,10 +19,6 @@ from conftest import TEST_WORKLOADS, plain_strategy, train_in_process
 
 def known(function: str) -> Workload:
     return resolve_workload(f"{TEST_WORKLOADS / 'known_answers.py'}:{function}")
-
-
-def events(capsys) -> list[dict]:
-    return [e for e in map(decode_event, capsys.readouterr().out.splitlines()) if e]
 
 
 class SlowSamples(Dataset):
