@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from advisor.adapters import (AdapterBase, Capabilities, LaunchSpec, env_prefix, torchrun_command, torchrun_launch_line,
                               training_args)
 
@@ -56,3 +58,23 @@ class AccelerateAdapter(AdapterBase):
         if spec.precision != "fp32":
             where.append(f"--mixed_precision={spec.precision}")
         return [*env_prefix(spec.env), "accelerate", "launch", *where, spec.script, *training_args(spec)]
+
+    def script_command(self, module: str, job_path: str, nproc: int) -> list[str]:
+        if _job_device(job_path) == "cpu":
+            # `accelerate launch` starts one process on CPU whatever --num_processes says: torchrun starts N.
+            return torchrun_command(module, job_path, nproc)
+        where = [f"--num_processes={nproc}", "--num_machines=1"] + (["--multi_gpu"] if nproc > 1 else [])
+        return [sys.executable, "-m", "accelerate.commands.launch", *where, "--module", module, "--job", job_path]
+
+    def script_launcher(self, nproc: int, device_type: str) -> list[str]:
+        if device_type == "cpu":  # the launch env carries ACCELERATE_USE_CPU=1
+            return super().script_launcher(nproc, device_type)
+        return ["accelerate", "launch", f"--num_processes={nproc}", "--num_machines=1"] + (
+            ["--multi_gpu"] if nproc > 1 else [])
+
+
+def _job_device(job_path: str) -> str:
+    import json
+    from pathlib import Path
+
+    return str(json.loads(Path(job_path).read_text()).get("device", "cpu")).split(":")[0]

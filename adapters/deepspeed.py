@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from advisor.adapters import AdapterBase, Capabilities, LaunchSpec, env_prefix, torchrun_command
 from advisor.export import DEFAULT_ZERO_STAGE, choose_zero_stage
 
@@ -90,3 +92,15 @@ class DeepSpeedAdapter(AdapterBase):
                      "--master_addr=$MASTER_ADDR", "--master_port=29500"]
         return [*env_prefix(spec.env), "deepspeed", *where, spec.script, "--deepspeed",
                 "--deepspeed_config=ds_config.json"]
+
+    def script_command(self, module: str, job_path: str, nproc: int) -> list[str]:
+        import socket
+
+        with socket.socket() as sock:  # the deepspeed launcher's default port may be taken by another run
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        return [sys.executable, "-m", "deepspeed.launcher.runner", f"--num_gpus={nproc}", f"--master_port={port}",
+                "--module", module, "--job", job_path]
+
+    def script_launcher(self, nproc: int, device_type: str) -> list[str]:
+        return ["deepspeed", f"--num_gpus={nproc}"]

@@ -116,6 +116,15 @@ class AdapterBase:
     def launch_command(self, spec: LaunchSpec) -> list[str]:
         return torchrun_launch_line(spec)
 
+    def script_command(self, module: str, job_path: str, nproc: int) -> list[str]:
+        """argv that starts ``nproc`` processes of ``python -m module --job job_path`` the way this adapter's
+        users launch their scripts (the script door runs the shim through it)."""
+        return torchrun_command(module, job_path, nproc)
+
+    def script_launcher(self, nproc: int, device_type: str) -> list[str]:
+        """The launcher words in front of the user's script in the recipe's launch example."""
+        return ["torchrun", "--standalone", "--nnodes=1", f"--nproc-per-node={nproc}"]
+
 
 class _WithDefaults(AdapterBase):
     """A minimal third-party adapter, with AdapterBase's defaults for whatever it does not define."""

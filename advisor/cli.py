@@ -164,15 +164,28 @@ def cmd_plan(args) -> int:
     adapter = load_adapter(args.adapter)
     host = detect(args.device)
     settings = settings_from_args(args, host)
-    setup = validate_setup(settings, adapter, host)
     progress = StderrProgress()
     started = time.monotonic()
-    known, recorder = _plan_history(args, settings, setup, out, progress)
+    door = None
+    if getattr(args, "script_command", None) is not None:  # `advisor plan [options] -- SCRIPT ARGS`
+        from .door import finish_script_result, script_session
+
+        progress.line(f"== a first look at {args.script_command[0] if args.script_command else 'the script'}")
+        session, door = script_session(args.script_command, adapter, settings, host, progress)
+        setup = session.setup
+        known, recorder = None, None  # the history keys on workloads; a script's runs are not recorded yet
+    else:
+        setup = validate_setup(settings, adapter, host)
+        known, recorder = _plan_history(args, settings, setup, out, progress)
     listeners = [progress] + ([recorder] if recorder else [])
-    session = Session(adapter, settings, setup, lambda event: [listen(event) for listen in listeners], known=known)
+    if door is None:
+        session = Session(adapter, settings, setup, lambda event: [listen(event) for listen in listeners],
+                          known=known)
     if recorder:
         recorder.model_info = lambda: session.runner.model_info
     result = session.run_all()
+    if door is not None:
+        finish_script_result(result, door, adapter)
     recipe = build_recipe(result, ["advisor"] + sys.argv[1:])
     saved = save_recipe(recipe, out, force=args.force) if out else None
     if recorder:
@@ -681,7 +694,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    script_command = None
+    if argv[:1] == ["plan"] and "--" in argv:  # `advisor plan [options] -- SCRIPT [ARGS...]`: the script door
+        split = argv.index("--")
+        argv, script_command = argv[:split], argv[split + 1:]
     args = parser.parse_args(argv)
+    if script_command is not None:
+        args.script_command = script_command
     try:
         if not getattr(args, "func", None) or getattr(args, "tui", False):
             return cmd_tui(args)  # bare `advisor`, `advisor tui`, `advisor diagnose --tui`

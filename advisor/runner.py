@@ -39,11 +39,13 @@ class JobRunner:
         self.options = options
         self.probe_nproc = adapter.probe_processes(settings.nproc, self.options)
         self.probe_precision = settings.start_precision
+        self.job_extra: dict = {}  # more for every job (the script door: which script, how to set its batch)
 
     def _job(self, **kw) -> TrialJob:
         return TrialJob(workload=self.s.workload, device=self.s.device, memory_budget_bytes=self.s.memory_budget_bytes,
                         collective_timeout_s=self.s.collective_timeout_s, workdir=self.s.workdir, tf32=self.tf32,
-                        extra={"adapter_options": self.options, "optimizer": self.s.optimizer}, **kw)
+                        extra={"adapter_options": self.options, "optimizer": self.s.optimizer, **self.job_extra},
+                        **kw)
 
     def _run(self, job: TrialJob, nproc: int, label: str, on_event=None) -> JobOutcome:
         def relay(event):

@@ -103,8 +103,10 @@ def base_source(lr_from_flag: bool, batch_from_flag: bool) -> str:
     return f"{lr} at {batch}"
 
 
-def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices) -> Setup:
-    """Every input checked up front: one SetupError naming each problem and its fix (exit 2)."""
+def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices, workload=None) -> Setup:
+    """Every input checked up front: one SetupError naming each problem and its fix (exit 2).
+
+    ``workload``: one already resolved (the script door's ScriptWorkload); else ``settings.workload`` is."""
     from .workload import resolve_workload
 
     problems: list[str] = []
@@ -174,9 +176,9 @@ def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices
     elif s.precision == "bf16" and host.type == "cuda" and not host.bf16:
         problems.append("bf16 needs a GPU with compute capability 8.0 or newer (Ampere); this one only emulates it, "
                         "slowly: use --precision fp16 (AMP with a GradScaler) or fp32")
-    workload = None
     try:
-        workload = resolve_workload(s.workload)  # a bad workload fails here, before any process starts
+        if workload is None:
+            workload = resolve_workload(s.workload)  # a bad workload fails here, before any process starts
     except AdvisorError as exc:
         problems.append(str(exc).rstrip("."))
     if s.task is not None:
