@@ -185,7 +185,7 @@ def cmd_plan(args) -> int:
         recorder.model_info = lambda: session.runner.model_info
     result = session.run_all()
     if door is not None:
-        finish_script_result(result, door, adapter)
+        finish_script_result(result, door, adapter, session.runner.script_seen)
     recipe = build_recipe(result, ["advisor"] + sys.argv[1:])
     saved = save_recipe(recipe, out, force=args.force) if out else None
     if recorder:

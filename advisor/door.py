@@ -31,7 +31,7 @@ _HF_MARKERS = ("HfArgumentParser", "TrainingArguments")
 HF_PLAN_FLAGS = ("per_device_train_batch_size", "gradient_accumulation_steps", "learning_rate", "warmup_steps",
                  "bf16", "fp16")
 HF_RUN_FLAGS = ("max_steps", "eval_strategy", "eval_steps", "output_dir", "use_cpu", "report_to", "save_strategy",
-                "evaluation_strategy")
+                "evaluation_strategy", "logging_steps", "logging_strategy")
 _BOOL_WORDS = {"true", "false", "yes", "no", "1", "0", "t", "f", "y", "n"}
 _MULTI_VALUE_FLAGS = {"report_to"}  # nargs="+" in TrainingArguments
 # TrainingArguments' defaults, for the base LR and batch when the user's ARGS leave them out
@@ -81,6 +81,8 @@ class RunValues:
     output_dir: str | None = None  # a scratch folder; None keeps the user's (the launch example)
     on_cpu: bool = True
     scaffolding: bool = True  # max_steps, eval cadence, no saving, no reporting: the run's, not the plan's
+    # a memory probe of a Trainer script: the flags that put the longest batch first (group_by_length)
+    longest_first: list[str] = field(default_factory=list)
 
 
 def detect_form(script_argv: list[str], workdir: str = ".") -> ScriptSpec:
@@ -129,7 +131,7 @@ def _strip_flags(args: list[str], names) -> tuple[list[str], list[str]]:
         taken = [arg]
         i += 1
         if "=" not in arg:
-            if name in ("bf16", "fp16", "use_cpu"):
+            if name in ("bf16", "fp16", "use_cpu", "group_by_length"):
                 if i < len(args) and args[i].lower() in _BOOL_WORDS:
                     taken.append(args[i])
                     i += 1
@@ -173,6 +175,8 @@ def script_arguments(spec: ScriptSpec, run: RunValues) -> tuple[list[str], list[
         managed.append("warmup_steps")
     if run.scaffolding:
         managed += list(HF_RUN_FLAGS)
+    if run.longest_first:
+        managed += ["group_by_length", "train_sampling_strategy"]
     kept, removed = _strip_flags(spec.args, managed)
     ours = [f"--per_device_train_batch_size={run.per_device}", f"--gradient_accumulation_steps={run.accumulation}"]
     if run.lr is not None:
@@ -182,12 +186,14 @@ def script_arguments(spec: ScriptSpec, run: RunValues) -> tuple[list[str], list[
     if run.precision in ("bf16", "fp16"):
         ours.append(f"--{run.precision}")
     if run.scaffolding:
-        ours += [f"--max_steps={run.steps}", "--save_strategy=no", "--report_to=none"]
+        ours += [f"--max_steps={run.steps}", "--save_strategy=no", "--report_to=none", "--logging_steps=1",
+                 "--logging_strategy=steps"]
         ours += ([f"--eval_strategy=steps", f"--eval_steps={run.steps}"] if run.evaluate else ["--eval_strategy=no"])
         if run.output_dir:
             ours.append(f"--output_dir={run.output_dir}")
         if run.on_cpu:
             ours.append("--use_cpu")
+    ours += run.longest_first
     return kept + ours, removed
 
 
@@ -281,16 +287,49 @@ class Door:
     seen: dict
     base_notes: list[str] = field(default_factory=list)
 
-    def workload_section(self, result) -> dict:
+    def workload_section(self, result, runs_seen: list[dict]) -> dict:
         """The recipe's [workload] additions: the script, its arguments and what was replaced, what the shim saw."""
         plan = result.plan
-        run = RunValues(plan.per_device, plan.accumulation_steps, result.settings.sweep_steps, result.lr.value,
+        run = RunValues(plan.per_device, plan.accumulation_steps, plan_steps(result), result.lr.value,
                         result.warmup.steps, plan.precision, scaffolding=False)
         _, replaced = script_arguments(self.spec, run)
-        seen = {k: v for k, v in self.seen.items() if v not in (None, {}, [])}
         return {"script": self.spec.path, "script_args": list(self.spec.args), "script_form": self.spec.form,
                 "script_form_reason": self.spec.reason, "replaced_args": replaced,
-                "seen": _toml_safe(seen)}
+                "seen": _toml_safe(self.seen_summary(result, runs_seen))}
+
+    def seen_summary(self, result, runs_seen: list[dict]) -> dict:
+        """What the shim saw over every run: batch structure, the longest batch the probes fed against the
+        longest sample in the data, precision, optimizer class."""
+        look = self.seen
+        probes = [r for r in runs_seen if r.get("kind") == "probe" and r.get("longest_elements_per_sample")]
+        longest_probe = max(probes, key=lambda r: r["longest_elements_per_sample"], default=None)
+        summary = {"batch_structure": look.get("batch_shapes"), "optimizer": look.get("optimizer"),
+                   "optimizer_hyperparameters": look.get("hyperparameters"), "precision": result.plan.precision,
+                   "has_batchnorm": look.get("has_batchnorm"), "train_size": look.get("train_size"),
+                   "task_reason": self.workload.seen.get("task_reason")}
+        if longest_probe:
+            summary["longest_probed"] = {"elements_per_sample": longest_probe["longest_elements_per_sample"],
+                                         "at_batch": longest_probe["batch"],
+                                         "shapes": longest_probe.get("longest_batch_shapes")}
+        data = look.get("data_longest")
+        if data:
+            summary["longest_in_data"] = {"elements_per_sample": data["longest"], "median": data["median"],
+                                          "measured": data["measured"], "of": data["of"]}
+        return summary
+
+    def longest_warning(self, runs_seen: list[dict]) -> str | None:
+        """A warning when the probes fed shorter batches than the data's longest sample."""
+        data = self.seen.get("data_longest")
+        probed = [r["longest_elements_per_sample"] for r in runs_seen
+                  if r.get("kind") == "probe" and r.get("longest_elements_per_sample")]
+        if not data or not probed or max(probed) >= data["longest"]:
+            return None
+        how = ("even with --group_by_length (the longest batch first)" if self.spec.form == "hf" else
+               "(the probes feed the script's own batches, a few steps each)")
+        return (f"The ceiling probes' longest batch held {max(probed)} elements per sample, but the longest training "
+                f"sample holds {data['longest']} (median {data['median']}) {how}: a step of the real run that meets "
+                "it needs more memory than any probe measured. Cap the length in the script (a max-length flag), "
+                "sort or bucket the data so a probe sees the longest batch, or keep more headroom (--headroom).")
 
     def launch_example(self, result, launcher: list[str]) -> list[str]:
         plan = result.plan
@@ -300,12 +339,10 @@ class Door:
 
 
 def plan_steps(result) -> int:
-    """The planned run's optimizer steps for a {steps} placeholder: its epochs at the planned global batch,
-    else the sweep's length."""
-    epochs = result.workload.run_epochs
-    if epochs and result.workload.train_size:
-        return max(1, int(epochs * result.workload.train_size // max(1, result.plan.global_batch)))
-    return result.settings.sweep_steps
+    """The planned run's optimizer steps for a {steps} placeholder: its epochs (--epochs; else one) at the
+    planned global batch."""
+    epochs = result.workload.run_epochs or 1
+    return max(1, int(epochs * result.workload.train_size // max(1, result.plan.global_batch)))
 
 
 def _toml_safe(value):
@@ -394,12 +431,17 @@ def script_session(script_argv: list[str], adapter, settings, host, on_event=Non
     return session, door
 
 
-def finish_script_result(result, door: Door, adapter) -> None:
+def finish_script_result(result, door: Door, adapter, runs_seen: list[dict]) -> None:
     """The recipe's [workload] and [launch].example for the script: the user's own command, advised values in."""
     from .adapters import env_prefix
 
     s = result.settings
     nproc = s.nproc if s.target_world_size is None else max(1, -(-result.plan.world_size // s.nodes))
     launcher = adapter.script_launcher(nproc, "cuda" if s.device.startswith("cuda") else "cpu")
-    result.workload_notes.update(door.workload_section(result))
+    result.workload_notes.update(door.workload_section(result, runs_seen))
+    warning = door.longest_warning(runs_seen)
+    if warning:
+        from .plan import Warning_
+
+        result.plan.warnings.append(Warning_("longest-batch", warning))
     result.launch_command = [*env_prefix(result.launch_env), *door.launch_example(result, launcher)]

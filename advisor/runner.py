@@ -39,6 +39,7 @@ class JobRunner:
         self.options = options
         self.probe_nproc = adapter.probe_processes(settings.nproc, self.options)
         self.probe_precision = settings.start_precision
+        self.script_seen: list[dict] = []  # per shim report: what the script's run saw
         self.job_extra: dict = {}  # more for every job (the script door: which script, how to set its batch)
 
     def _job(self, **kw) -> TrialJob:
@@ -49,6 +50,8 @@ class JobRunner:
 
     def _run(self, job: TrialJob, nproc: int, label: str, on_event=None) -> JobOutcome:
         def relay(event):
+            if event.get("seen"):  # the script door's shim: what the user's script fed and ran
+                self.script_seen.append({"kind": job.kind, "batch": job.per_device_batch, **event["seen"]})
             if event["event"] == "model" and self.model_info is None:
                 self.model_info = event
             elif event["event"] == "optimizer":

@@ -102,9 +102,11 @@ class ShimMonitor:
         self.step_started = time.perf_counter()
         self.waited = 0.0
         self.train_length: int | None = None
+        self.data_longest: dict | None = None  # the longest training sample (the look run measures them)
         self.val_length: int | None = None
         self.stop_after = job.steps
         self.readers = None
+        self.spec_form = job.extra.get("script", {}).get("form")
 
     # -- forward: the budget (CPU), the batch the script feeds, BatchNorm -------------------------------
     def forward_pre(self, module, args):
@@ -235,6 +237,8 @@ class ShimMonitor:
             if length is not None:
                 if monitor.train_length is None and not monitor.first_forward_done:
                     monitor.train_length = length
+                    if monitor.job.kind == "look":
+                        monitor.data_longest = _longest_sample(self.dataset)
                 elif length != monitor.train_length and monitor.val_length is None:
                     monitor.val_length = length
             return original_iter(self)
@@ -351,7 +355,7 @@ class ShimMonitor:
                 "optimizer": (f"{type(getattr(self.optimizer_seen, 'optimizer', self.optimizer_seen)).__module__}."
                               f"{type(getattr(self.optimizer_seen, 'optimizer', self.optimizer_seen)).__qualname__}"
                               if self.optimizer_seen is not None else None),
-                "has_batchnorm": self.has_batchnorm}
+                "has_batchnorm": self.has_batchnorm, "data_longest": self.data_longest}
 
     def finish(self):
         """The requested steps are done: report and end the process (no script teardown, no saving)."""
@@ -384,7 +388,10 @@ class ShimMonitor:
         peak = self.measured_peak()
         step_seconds = statistics.median(self.step_seconds) if self.step_seconds else None
         global_batch = job.per_device_batch * self.world * job.accumulation_steps
-        losses = self.losses or self.logged_losses
+        # A Trainer scales what it back-propagates (by the world size when it averages tokens across devices):
+        # its own logged loss (every step: --logging_steps=1) is the one to report.
+        prefer_log = self.spec_form == "hf" and len(self.logged_losses) >= len(self.losses) // 2 > 0
+        losses = self.logged_losses if prefer_log or not self.losses else self.losses
         val = {**self.val, **self.reported}
         payload: dict = {}
         if job.evaluate:
@@ -396,10 +403,11 @@ class ShimMonitor:
              throughput=global_batch / step_seconds if step_seconds else None,
              train_seconds=sum(self.step_seconds) + sum(self.data_seconds),
              losses=losses if self.rank == 0 else None, final_loss=losses[-1] if losses else None,
-             loss_source=("the loss the script back-propagates" if self.losses else
-                          "the script's logged loss" if losses else "none seen"),
+             loss_source=("none seen" if not losses else "the script's logged loss" if losses is self.logged_losses
+                          else "the loss the script back-propagates"),
              lr=job.lr, warmup_steps=job.warmup_steps, precision=job.precision, budget=self.budget, noise=None,
-             evals=[{"step": self.steps_done, **payload}] if (payload and self.rank == 0) else None,
+             evals=([{"step": self.steps_done, "train_seconds": sum(self.step_seconds) + sum(self.data_seconds),
+                      **payload}] if (payload and self.rank == 0) else None),
              seen=self.seen(), **payload)
 
     def script_ended(self):
@@ -435,6 +443,37 @@ def _validation(val: dict) -> dict:
         out["ranking"] = {"metric": "loss", "higher_is_better": False,
                           "reason": "the script's log reports a validation loss and no accuracy"}
     return out
+
+
+def _longest_first_flags() -> list[str]:
+    """The installed Trainer's flag for LengthGroupedSampler, which puts the longest batch first: transformers 5
+    spells it --train_sampling_strategy group_by_length, 4.x --group_by_length."""
+    import dataclasses
+
+    try:
+        from transformers import TrainingArguments
+    except ImportError:
+        return []
+    names = {f.name for f in dataclasses.fields(TrainingArguments)}
+    if "train_sampling_strategy" in names:
+        return ["--train_sampling_strategy=group_by_length"]
+    return ["--group_by_length"] if "group_by_length" in names else []
+
+
+def _longest_sample(dataset) -> dict | None:
+    """The longest sample of a sized, indexable data set (elements of its largest tensor or longest list), as
+    the Workload probes measure them; None where samples cannot be read by index."""
+    from .batches import SCAN_LIMIT, sample_size
+
+    try:
+        total = len(dataset)
+        step = max(1, total // SCAN_LIMIT)
+        sizes = [int(sample_size(dataset[i])) for i in range(0, total, step)]
+    except Exception:  # noqa: BLE001 - an iterable or unusual data set: the recipe says it was not measured
+        return None
+    if not sizes:
+        return None
+    return {"longest": max(sizes), "median": int(statistics.median(sizes)), "measured": len(sizes), "of": total}
 
 
 def _has_batchnorm(module) -> bool:
@@ -490,7 +529,8 @@ def main(argv: list[str] | None = None) -> None:
                         lr=None if job.kind == "look" and spec.form == "hf" else job.lr,
                         warmup=None if job.kind == "look" and spec.form == "hf" else job.warmup_steps,
                         precision=job.precision,
-                        evaluate=job.evaluate, output_dir=str(scratch), on_cpu=device.type == "cpu")
+                        evaluate=job.evaluate, output_dir=str(scratch), on_cpu=device.type == "cpu",
+                        longest_first=_longest_first_flags() if job.kind == "probe" and spec.form == "hf" else [])
         script_argv, _ = script_arguments(spec, run)
         emit("started", rank=rank, pid=os.getpid(), world_size=world, device=str(device), argv=script_argv)
         if device.type == "cuda" and job.memory_budget_bytes and job.kind != "look":
