@@ -17,7 +17,7 @@ if "TORCH_EXTENSIONS_DIR" not in os.environ:
     _venv_key = hashlib.sha1(sys.prefix.encode()).hexdigest()[:12]
     os.environ["TORCH_EXTENSIONS_DIR"] = str(Path.home() / ".cache" / "torch_extensions" / f"batch-advisor-{_venv_key}")
 TEST_WORKLOADS = REPO / "tests" / "workloads"
-WORKER_MARKERS = ("advisor_adapters.", "torch.distributed.run")
+WORKER_MARKERS = ("advisor_adapters.", "torch.distributed.run", "advisor.shim")
 
 
 def advisor_processes(engine_pids=None):

@@ -1,0 +1,194 @@
+"""The script door: `advisor plan -- SCRIPT ARGS` measures a user's unmodified training script.
+
+Decisions (which flags, which form, refusals) run in milliseconds; the real runs start the scripts under
+tests/door_scripts/ on 2 gloo processes through the adapter's launcher and the shim.
+"""
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from advisor.door import RunValues, ScriptSpec, detect_form, hf_flag_value, script_arguments
+from advisor.errors import SetupError, TrialError
+
+SCRIPTS = Path(__file__).parent / "door_scripts"
+PLAIN_ARGS = ["--batch-size", "{per_device}", "--steps", "{steps}", "--lr", "{lr}", "--warmup", "{warmup}"]
+
+
+# ------------------------------------------------------------------------------------------- decisions (fast)
+
+def test_a_trainer_script_gets_its_flags_replaced():
+    spec = detect_form(["hf_trainer.py", "--output_dir", "mine", "--per_device_train_batch_size", "64",
+                        "--learning_rate=3e-4", "--bf16", "--report_to", "wandb", "tensorboard", "--num_train_epochs",
+                        "3"], str(SCRIPTS))
+    assert spec.form == "hf" and "HfArgumentParser" in spec.reason
+    args, replaced = script_arguments(spec, RunValues(per_device=12, accumulation=2, steps=7, lr=0.01, warmup=3,
+                                                      precision="fp32", evaluate=True, output_dir="/scratch"))
+    assert "--per_device_train_batch_size=12" in args and "64" not in args
+    assert "--learning_rate=0.01" in args and "--learning_rate=3e-4" not in args
+    assert "--bf16" not in args and "wandb" not in args and "--report_to=none" in args
+    assert "--max_steps=7" in args and "--eval_steps=7" in args and "--output_dir=/scratch" in args
+    assert "--use_cpu" in args and args[:2] == ["--num_train_epochs", "3"]  # the user's other flags stay
+    assert "--per_device_train_batch_size 64" in replaced and "--report_to wandb tensorboard" in replaced
+
+
+def test_the_launch_example_keeps_the_users_own_run_flags():
+    spec = ScriptSpec("train.py", ["--output_dir", "mine", "--per_device_train_batch_size", "64"], "hf", "")
+    args, _ = script_arguments(spec, RunValues(per_device=32, accumulation=1, steps=9, lr=0.002, warmup=5,
+                                               precision="bf16", scaffolding=False))
+    assert args == ["--output_dir", "mine", "--per_device_train_batch_size=32", "--gradient_accumulation_steps=1",
+                    "--learning_rate=0.002", "--warmup_steps=5", "--bf16"]
+    assert hf_flag_value(spec.args, "per_device_train_batch_size") == 64
+    assert hf_flag_value(spec.args, "learning_rate") == 5e-5  # TrainingArguments' default
+
+
+def test_placeholders_are_filled_in_and_win_over_detection():
+    spec = detect_form(["plain_loop.py", *PLAIN_ARGS, "--precision={precision}"], str(SCRIPTS))
+    assert spec.form == "placeholders"
+    args, replaced = script_arguments(spec, RunValues(per_device=48, steps=11, lr=0.1, warmup=2, precision="bf16"))
+    assert args == ["--batch-size", "48", "--steps", "11", "--lr", "0.1", "--warmup", "2", "--precision=bf16"]
+    assert replaced == ["{per_device}", "{steps}", "{lr}", "{warmup}", "--precision={precision}"]
+
+
+def test_a_script_with_neither_form_is_refused_before_anything_runs(tmp_path, capsys):
+    from advisor.cli import main
+
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nprint('training')\n")
+    code = main(["plan", "--device-memory", "64MiB", "--", str(script), "--batch-size", "32"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "cannot tell how to set the batch size" in err and "Nothing was run" in err
+    assert "--per_device_train_batch_size" in err and "{per_device}" in err  # both forms shown
+
+
+def test_placeholders_without_the_batch_are_refused():
+    with pytest.raises(SetupError, match=r"not \{per_device\}"):
+        detect_form(["plain_loop.py", "--steps", "{steps}"], str(SCRIPTS))
+
+
+# ------------------------------------------------------------------------------------------- real runs
+
+def _shim_job(kind="train", steps=6, per_device=16, args=None, evaluate=False, budget=256 << 20):
+    from advisor.job import TrialJob
+
+    spec = ScriptSpec("plain_loop.py", args if args is not None else PLAIN_ARGS, "placeholders", "test")
+    return TrialJob(kind=kind, workload="script:plain_loop.py", per_device_batch=per_device, steps=steps, lr=0.05,
+                    memory_budget_bytes=budget, evaluate=evaluate, workdir=str(SCRIPTS),
+                    extra={"script": spec.to_dict()})
+
+
+def _run(job, nproc=2, idle=120.0):
+    from advisor.adapters import load_adapter
+    from advisor.door import ScriptAdapter
+    from advisor.launch import run_job
+
+    adapter = load_adapter("ddp")
+    return run_job(ScriptAdapter(adapter).command, job, nproc, 300.0, idle, None, "door test",
+                   env=adapter.environment("cpu"))
+
+
+@pytest.mark.distributed
+def test_the_shim_reports_a_training_run_like_a_worker(no_leftover_processes):
+    outcome = _run(_shim_job(evaluate=True))
+    results = outcome.all("result")
+    assert sorted(r["rank"] for r in results) == [0, 1]
+    lead = next(r for r in results if r["rank"] == 0)
+    assert lead["steps"] == 6 and len(lead["losses"]) == 6 and lead["loss_source"].startswith("the loss")
+    assert lead["peak_bytes"] > 0 and lead["measured_by"].startswith("MemTracker") and lead["budget"]["enforced"]
+    assert lead["throughput"] > 0 and lead["val_metric_name"] == "val_acc" and lead["val_loss"] > 0
+    assert lead["seen"]["optimizer"] == "torch.optim.sgd.SGD" and lead["seen"]["batch_sizes"] == [16]
+    assert [e["step"] for e in outcome.all("progress")] == [1, 2, 3, 4, 5, 6]
+
+
+FAULTS = [
+    ("ends early", ["--batch-size", "{per_device}", "--steps", "3"], "ended after 3 optimizer step(s)"),
+    ("ignores the batch", [*PLAIN_ARGS, "--fixed-batch", "8"], "first training batch holds 8"),
+    ("never steps", [*PLAIN_ARGS, "--no-step"], "without stepping an optimizer"),
+    ("asks for input", [*PLAIN_ARGS, "--ask"], "asked for input"),
+]
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("name,args,message", FAULTS, ids=[f[0] for f in FAULTS])
+def test_each_script_fault_ends_with_its_message(name, args, message, no_leftover_processes):
+    with pytest.raises(TrialError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        _run(_shim_job(args=args))
+
+
+@pytest.mark.distributed
+def test_a_script_that_hangs_in_data_loading_times_out(no_leftover_processes):
+    with pytest.raises(TrialError, match="made no progress for 20 s.*data loader"):
+        _run(_shim_job(args=[*PLAIN_ARGS, "--hang-loader"]), idle=20.0)
+
+
+def _plan(tmp_path, script_argv, *options):
+    out = tmp_path / "recipe.toml"
+    argv = [sys.executable, "-m", "advisor.cli", "plan", "--nproc", "2", "--trial-steps", "4", "--sweep-steps", "6",
+            "--no-history", "--out", str(out), *options, "--", *script_argv]
+    done = subprocess.run(argv, cwd=SCRIPTS, capture_output=True, text=True, timeout=1500, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-3000:]
+    from advisor.recipe import load_recipe
+
+    return load_recipe(out)
+
+
+def _run_example(recipe, replace: dict[str, str]):
+    """The recipe's [launch].example, as the user would paste it, shortened to a few steps."""
+    words = shlex.split(recipe.data["launch"]["example"])
+    words = [replace.get(w, w) for w in words]
+    env = dict(__import__("os").environ)
+    if words[0] == "env":
+        while "=" in words[1]:
+            key, value = words.pop(1).split("=", 1)
+            env[key] = value
+        words.pop(0)
+    if words[0] == "torchrun":
+        words = [sys.executable, "-m", "torch.distributed.run", *words[1:]]
+    done = subprocess.run(words, cwd=SCRIPTS, capture_output=True, text=True, timeout=600, env=env,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return done
+
+
+@pytest.mark.distributed
+def test_a_plain_torchrun_loop_with_placeholders_gets_a_recipe_that_runs(tmp_path, no_leftover_processes):
+    recipe = _plan(tmp_path, ["plain_loop.py", *PLAIN_ARGS], "--device-memory", "256MiB", "--base-lr", "0.05",
+                   "--base-batch", "64")
+    workload = recipe.data["workload"]
+    assert workload["script_form"] == "placeholders" and workload["replaced_args"][0] == "{per_device}"
+    assert workload["seen"]["optimizer"] == "torch.optim.sgd.SGD"
+    example = recipe.data["launch"]["example"]
+    per_device = recipe.data["plan"]["per_device"] if "plan" in recipe.data else None
+    assert "plain_loop.py --batch-size" in example and "{" not in example
+    steps = example.split("--steps ")[1].split()[0]
+    _run_example(recipe, {steps: "3"})
+    assert per_device is None or f"--batch-size {per_device}" in example
+
+
+@pytest.mark.distributed
+def test_an_hf_trainer_script_gets_a_recipe_with_no_line_changed(tmp_path, no_leftover_processes):
+    recipe = _plan(tmp_path, ["hf_trainer.py", "--output_dir", "out", "--learning_rate", "1e-3",
+                              "--per_device_train_batch_size", "16", "--num_train_epochs", "3"],
+                   "--device-memory", "256MiB")
+    workload = recipe.data["workload"]
+    assert workload["script_form"] == "hf" and "--per_device_train_batch_size 16" in workload["replaced_args"]
+    seen = workload["seen"]
+    assert "input_ids" in " ".join(seen["batch_structure"]) and seen["longest_in_data"]["elements_per_sample"] <= 48
+    assert seen["longest_probed"]["elements_per_sample"] == seen["longest_in_data"]["elements_per_sample"]
+    example = recipe.data["launch"]["example"]
+    assert "hf_trainer.py --output_dir out" in example and "--per_device_train_batch_size=" in example
+    _run_example(recipe, {"3": "1", "--num_train_epochs": "--max_steps"})
+
+
+@pytest.mark.distributed
+def test_an_accelerate_loop_gets_a_recipe_that_runs(tmp_path, no_leftover_processes):
+    recipe = _plan(tmp_path, ["accelerate_loop.py", "--batch-size", "{per_device}", "--lr", "{lr}"],
+                   "--adapter", "accelerate", "--device-memory", "256MiB", "--base-lr", "1e-3", "--base-batch", "64")
+    assert recipe.data["workload"]["seen"]["optimizer"] == "torch.optim.adamw.AdamW"
+    example = recipe.data["launch"]["example"]
+    assert "ACCELERATE_USE_CPU=1" in example and "accelerate_loop.py --batch-size" in example
+    _run_example(recipe, {})
