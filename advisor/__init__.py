@@ -11,6 +11,14 @@ from .errors import AdvisorError, RecipeError, WorkloadError  # noqa: E402
 from .recipe import Recipe, load_recipe  # noqa: E402
 
 
+def report(**metrics: float) -> None:
+    """``advisor.report(accuracy=0.91)`` in a training script: a validation metric the script door's sweep ranks
+    by (prefixed ``val_`` unless named so). Outside an advisor run it does nothing."""
+    from .shim import report as shim_report
+
+    shim_report(**metrics)
+
+
 def __getattr__(name):
     # Workload pulls in nothing heavy, but keep `import advisor` minimal for recipe readers.
     if name == "Workload":
@@ -20,4 +28,5 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-__all__ = ["AdvisorError", "Recipe", "RecipeError", "Workload", "WorkloadError", "load_recipe", "__version__"]
+__all__ = ["AdvisorError", "Recipe", "RecipeError", "Workload", "WorkloadError", "load_recipe", "report",
+           "__version__"]

@@ -564,7 +564,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     _add_tui_flags(sub.add_parser("tui", help="open the app (what bare `advisor` does)"))
 
-    plan = sub.add_parser("plan", help="run the four-step method for real and write a recipe")
+    plan = sub.add_parser("plan", help="run the four-step method for real and write a recipe",
+                          usage="advisor plan [options] [-- SCRIPT [ARGS...]]",
+                          epilog="-- SCRIPT ARGS: measure your own training script instead of a workload: a Hugging "
+                                 "Face Trainer script as it is, any other with placeholders in ARGS ({per_device}, "
+                                 "{accumulation}, {steps}, {lr}, {warmup}, {precision}); see the README's \"Point "
+                                 "it at your script\".")
     plan.add_argument("--workload", default="digits-cnn",
                       help="built-in name, 'package.module:function' or 'path/file.py:function' (default digits-cnn)")
     plan.add_argument("--adapter", default="ddp", help="data-parallel flavour (see `advisor adapters`; default ddp)")

@@ -509,6 +509,8 @@ def _leave(code: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     global _MONITOR
+    if __name__ == "__main__":  # `python -m advisor.shim`: the script's `import advisor.shim` must find this copy
+        sys.modules["advisor.shim"] = sys.modules[__name__]
     parser = argparse.ArgumentParser(description="batch-advisor's script shim (launched by the engine)")
     parser.add_argument("--job", required=True)
     options = parser.parse_args(argv)

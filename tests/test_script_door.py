@@ -192,3 +192,28 @@ def test_an_accelerate_loop_gets_a_recipe_that_runs(tmp_path, no_leftover_proces
     example = recipe.data["launch"]["example"]
     assert "ACCELERATE_USE_CPU=1" in example and "accelerate_loop.py --batch-size" in example
     _run_example(recipe, {})
+
+
+@pytest.mark.distributed
+def test_the_ceiling_through_the_door_matches_the_workloads(tmp_path, no_leftover_processes):
+    """The same model and data, once as a script and once as a Workload: the OOM edges agree within one probe step."""
+    from advisor.adapters import load_adapter
+    from advisor.device import detect
+    from advisor.door import script_session
+    from advisor.method import MethodSettings
+    from advisor.session import Session, validate_setup
+
+    host = detect("cpu")
+    adapter = load_adapter("ddp")
+
+    def settings(workload):
+        return MethodSettings(workload=workload, adapter_name="ddp", nproc=2, device="cpu",
+                              memory_budget_bytes=24 << 20, workdir=str(SCRIPTS), base_lr=0.05, base_batch=64)
+
+    by_workload = Session(adapter, s := settings("plain_workload.py:workload"), validate_setup(s, adapter, host))
+    expected = by_workload.ceiling()
+    session, _ = script_session(["plain_loop.py", *PLAIN_ARGS, "--width", "1024"], adapter, settings(""), host)
+    found = session.ceiling()
+    assert expected.smallest_oom is not None and found.smallest_oom is not None  # a real edge, not the data cap
+    step = max(expected.smallest_oom - expected.largest_ok, found.smallest_oom - found.largest_ok)
+    assert abs(found.largest_ok - expected.largest_ok) <= step, (found.reason, expected.reason)

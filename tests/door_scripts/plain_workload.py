@@ -1,0 +1,20 @@
+"""plain_loop.py's model and data as a Workload: the same job through the Workload door, for comparison."""
+
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+from advisor import Workload
+
+
+def workload(width: int = 1024) -> Workload:
+    generator = torch.Generator().manual_seed(0)
+    features = torch.randn(2048, 64, generator=generator)
+    labels = (features[:, :8].sum(1) > 0).long()
+    return Workload(name="plain-loop-as-workload",
+                    build_model=lambda: nn.Sequential(nn.Linear(64, width), nn.ReLU(), nn.Linear(width, width),
+                                                      nn.ReLU(), nn.Linear(width, 2)),
+                    train_data=TensorDataset(features[:1792], labels[:1792]),
+                    val_data=TensorDataset(features[1792:], labels[1792:]), loss_fn=nn.functional.cross_entropy,
+                    task="nlp-classification", num_classes=2, optimizer="sgd", momentum=0.9, current_lr=0.05,
+                    current_batch_size=64)
