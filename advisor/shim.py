@@ -28,6 +28,7 @@ import os
 import runpy
 import statistics
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -495,6 +496,10 @@ def report(**metrics: float) -> None:
 
 
 def _leave(code: int) -> None:
+    if code == 1 and int(os.environ.get("RANK", 0)):
+        # Every rank usually fails the same way: rank 0 reports first, so that torchrun's SIGTERM to it, sent
+        # when another rank exits, does not read as the cause.
+        time.sleep(2.0)
     try:
         import torch.distributed as dist
 
@@ -525,7 +530,8 @@ def main(argv: list[str] | None = None) -> None:
 
         device, _ = worker_device(job.device)
         spec = ScriptSpec.from_dict(job.extra["script"])
-        scratch = Path(job.workdir) / ".advisor-scratch" / f"run-{os.getppid()}"
+        # A Trainer's --output_dir for the advisor's runs: a temporary folder, never the user's own
+        scratch = Path(tempfile.gettempdir()) / "advisor-scratch" / os.environ.get("BATCH_ADVISOR_ENGINE_PID", "run")
         run = RunValues(per_device=job.per_device_batch, accumulation=job.accumulation_steps, steps=job.steps,
                         # the look run keeps a Trainer script's own LR and warmup, to read them
                         lr=None if job.kind == "look" and spec.form == "hf" else job.lr,

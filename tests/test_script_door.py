@@ -171,7 +171,7 @@ def test_a_plain_torchrun_loop_with_placeholders_gets_a_recipe_that_runs(tmp_pat
 
 @pytest.mark.distributed
 def test_an_hf_trainer_script_gets_a_recipe_with_no_line_changed(tmp_path, no_leftover_processes):
-    recipe = _plan(tmp_path, ["hf_trainer.py", "--output_dir", "out", "--learning_rate", "1e-3",
+    recipe = _plan(tmp_path, ["hf_trainer.py", "--output_dir", str(tmp_path / "out"), "--learning_rate", "1e-3",
                               "--per_device_train_batch_size", "16", "--num_train_epochs", "3"],
                    "--device-memory", "256MiB")
     workload = recipe.data["workload"]
@@ -180,7 +180,7 @@ def test_an_hf_trainer_script_gets_a_recipe_with_no_line_changed(tmp_path, no_le
     assert "input_ids" in " ".join(seen["batch_structure"]) and seen["longest_in_data"]["elements_per_sample"] <= 48
     assert seen["longest_probed"]["elements_per_sample"] == seen["longest_in_data"]["elements_per_sample"]
     example = recipe.data["launch"]["example"]
-    assert "hf_trainer.py --output_dir out" in example and "--per_device_train_batch_size=" in example
+    assert f"hf_trainer.py --output_dir {tmp_path / 'out'}" in example and "--per_device_train_batch_size=" in example
     _run_example(recipe, {"3": "1", "--num_train_epochs": "--max_steps"})
 
 
