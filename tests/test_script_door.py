@@ -126,11 +126,23 @@ def test_a_script_that_hangs_in_data_loading_times_out(no_leftover_processes):
 
 
 def _plan(tmp_path, script_argv, *options):
+    """`advisor plan ... -- SCRIPT ARGS` in a subprocess; its process group is ended whatever happens."""
+    import os
+    import signal
+
     out = tmp_path / "recipe.toml"
     argv = [sys.executable, "-m", "advisor.cli", "plan", "--nproc", "2", "--trial-steps", "4", "--sweep-steps", "6",
             "--no-history", "--out", str(out), *options, "--", *script_argv]
-    done = subprocess.run(argv, cwd=SCRIPTS, capture_output=True, text=True, timeout=1500, stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, done.stderr[-3000:]
+    proc = subprocess.Popen(argv, cwd=SCRIPTS, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=1500)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert proc.returncode == 0, err[-3000:]
     from advisor.recipe import load_recipe
 
     return load_recipe(out)
@@ -155,6 +167,7 @@ def _run_example(recipe, replace: dict[str, str]):
 
 
 @pytest.mark.distributed
+@pytest.mark.timeout(1800)  # a whole plan: about ten launches of the script
 def test_a_plain_torchrun_loop_with_placeholders_gets_a_recipe_that_runs(tmp_path, no_leftover_processes):
     recipe = _plan(tmp_path, ["plain_loop.py", *PLAIN_ARGS], "--device-memory", "256MiB", "--base-lr", "0.05",
                    "--base-batch", "64")
@@ -170,9 +183,10 @@ def test_a_plain_torchrun_loop_with_placeholders_gets_a_recipe_that_runs(tmp_pat
 
 
 @pytest.mark.distributed
+@pytest.mark.timeout(1800)
 def test_an_hf_trainer_script_gets_a_recipe_with_no_line_changed(tmp_path, no_leftover_processes):
     recipe = _plan(tmp_path, ["hf_trainer.py", "--output_dir", str(tmp_path / "out"), "--learning_rate", "1e-3",
-                              "--per_device_train_batch_size", "16", "--num_train_epochs", "3"],
+                              "--per_device_train_batch_size", "16", "--num_train_epochs", "3", "--samples", "160"],
                    "--device-memory", "256MiB")
     workload = recipe.data["workload"]
     assert workload["script_form"] == "hf" and "--per_device_train_batch_size 16" in workload["replaced_args"]
@@ -185,6 +199,7 @@ def test_an_hf_trainer_script_gets_a_recipe_with_no_line_changed(tmp_path, no_le
 
 
 @pytest.mark.distributed
+@pytest.mark.timeout(1800)
 def test_an_accelerate_loop_gets_a_recipe_that_runs(tmp_path, no_leftover_processes):
     recipe = _plan(tmp_path, ["accelerate_loop.py", "--batch-size", "{per_device}", "--lr", "{lr}"],
                    "--adapter", "accelerate", "--device-memory", "256MiB", "--base-lr", "1e-3", "--base-batch", "64")
@@ -195,6 +210,7 @@ def test_an_accelerate_loop_gets_a_recipe_that_runs(tmp_path, no_leftover_proces
 
 
 @pytest.mark.distributed
+@pytest.mark.timeout(1800)
 def test_the_ceiling_through_the_door_matches_the_workloads(tmp_path, no_leftover_processes):
     """The same model and data, once as a script and once as a Workload: the OOM edges agree within one probe step."""
     from advisor.adapters import load_adapter
