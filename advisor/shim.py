@@ -130,6 +130,10 @@ class ShimMonitor:
             return
         if self.tracker is not None and self.tracker_step < self.steps_done:
             self._end_measure()
+        elif self.tracker is not None and self.tracker != "cuda":
+            # another micro-batch (or a validation batch) within the measured step: MemTracker wants its
+            # module stats reset between forwards, as the worker does between micro-steps
+            self.tracker.reset_mod_stats()
         if self.measure_next is not None:
             self._begin_measure(self.measure_next)
             self.measure_next = None
@@ -344,7 +348,11 @@ class ShimMonitor:
     # -- endings --------------------------------------------------------------------------------------
     def measured_peak(self) -> dict:
         if self.tracker is not None and self.tracker_step < self.steps_done:
-            self._end_measure()  # the process ends next: no hook runs again
+            self._end_measure()
+        elif self.tracker is not None and self.tracker != "cuda":
+            # another micro-batch (or a validation batch) within the measured step: MemTracker wants its
+            # module stats reset between forwards, as the worker does between micro-steps
+            self.tracker.reset_mod_stats()  # the process ends next: no hook runs again
         return max(self.peaks, key=lambda p: p["peak_bytes"]) if self.peaks else {}
 
     def seen(self) -> dict:

@@ -201,12 +201,13 @@ def test_an_hf_trainer_script_gets_a_recipe_with_no_line_changed(tmp_path, no_le
 @pytest.mark.distributed
 @pytest.mark.timeout(1800)
 def test_an_accelerate_loop_gets_a_recipe_that_runs(tmp_path, no_leftover_processes):
-    recipe = _plan(tmp_path, ["accelerate_loop.py", "--batch-size", "{per_device}", "--lr", "{lr}"],
+    # epoch-based, no {steps}: two epochs give a probe at the data cap (one batch an epoch) its two steps
+    recipe = _plan(tmp_path, ["accelerate_loop.py", "--batch-size", "{per_device}", "--lr", "{lr}", "--epochs", "2"],
                    "--adapter", "accelerate", "--device-memory", "256MiB", "--base-lr", "1e-3", "--base-batch", "64")
     assert recipe.data["workload"]["seen"]["optimizer"] == "torch.optim.adamw.AdamW"
     example = recipe.data["launch"]["example"]
     assert "ACCELERATE_USE_CPU=1" in example and "accelerate_loop.py --batch-size" in example
-    _run_example(recipe, {})
+    _run_example(recipe, {"2": "1"})
 
 
 @pytest.mark.distributed
