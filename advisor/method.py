@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol
 
 from .ceiling import DEFAULT_HEADROOM, CeilingResult, ProbeTrial
@@ -339,6 +339,11 @@ def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, 
         return chosen, "Every sweep run ran out of memory; keeping the trial's choice."
     name, higher_is_better = ranked_metric(ok)
     by_loss = name == "loss"
+    unvalidated = by_loss and any(r.val_loss is None for r in ok)
+    if unvalidated:  # a script that prints no validation (the script door): rank copies by their training loss
+        ok = [replace(r, val_loss=r.final_loss) for r in ok if r.final_loss is not None]
+        if not ok:
+            return chosen, "No sweep run reported a validation or training loss; keeping the trial's choice."
     if name == "accuracy" and num_classes and max(r.val_metric for r in ok) < 1.5 / num_classes:
         return chosen, (f"No sweep run got clearly above chance (1/{num_classes}) in {steps} steps, so the "
                         "comparison says nothing: keeping the trial's choice. Run a longer sweep (--sweep-steps) "
@@ -349,6 +354,8 @@ def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, 
     tied = [r for r in ok if best - _score(r, higher_is_better, by_loss) <= tolerance]
     target = (best - tolerance) if higher_is_better else -(best - tolerance)
     metric = f"validation {name}" + ("" if higher_is_better or by_loss else " (lower is better)")
+    if unvalidated:
+        metric = "training loss (the runs reported no validation metric)"
     table = ", ".join(f"{r.per_device}: {('%.4f' % r.val_loss) if by_loss else ('%.3f' % r.val_metric)}"
                       for r in ok)
     if len(tied) == 1:

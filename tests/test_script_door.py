@@ -227,7 +227,8 @@ def test_the_ceiling_through_the_door_matches_the_workloads(tmp_path, no_leftove
         return MethodSettings(workload=workload, adapter_name="ddp", nproc=2, device="cpu",
                               memory_budget_bytes=24 << 20, workdir=str(SCRIPTS), base_lr=0.05, base_batch=64)
 
-    by_workload = Session(adapter, s := settings("plain_workload.py:workload"), validate_setup(s, adapter, host))
+    by_workload = Session(adapter, s := settings(f"{SCRIPTS / 'plain_workload.py'}:workload"),
+                          validate_setup(s, adapter, host))
     expected = by_workload.ceiling()
     session, _ = script_session(["plain_loop.py", *PLAIN_ARGS, "--width", "1024"], adapter, settings(""), host)
     found = session.ceiling()
