@@ -235,3 +235,14 @@ def test_the_ceiling_through_the_door_matches_the_workloads(tmp_path, no_leftove
     assert expected.smallest_oom is not None and found.smallest_oom is not None  # a real edge, not the data cap
     step = max(expected.smallest_oom - expected.largest_ok, found.smallest_oom - found.largest_ok)
     assert abs(found.largest_ok - expected.largest_ok) <= step, (found.reason, expected.reason)
+
+
+def test_a_sweep_without_validation_ranks_by_training_loss_and_says_so():
+    from advisor.ledger import TrialRecord
+    from advisor.method import decide_sweep
+
+    rows = [TrialRecord("sweep", b, 2, 1, 2 * b, "ok", 1.0, final_loss=loss, throughput=100.0, step_seconds=0.1,
+                        train_seconds=1.0) for b, loss in ((16, 0.60), (32, 0.40))]
+    pick, reason = decide_sweep(rows, 16, None, 6)
+    assert pick == 32 and "training loss" in reason and "no validation metric" in reason
+    assert all(r.val_loss is None for r in rows)  # the ledger's rows keep saying no validation was seen
