@@ -18,7 +18,7 @@ def package_version(name: str) -> str | None:
 class AccelerateAdapter(AdapterBase):
     name = "accelerate"
     summary = "Hugging Face Accelerate: Accelerator.prepare, accelerator.accumulate/backward, its mixed precision"
-    capabilities = Capabilities(supports_accumulation=True, supports_lamb=True, measures_gradient_noise=True)
+    capabilities = Capabilities(supports_lamb=True)
     package = "accelerate"
 
     def version(self) -> str | None:

@@ -14,9 +14,8 @@ import os
 
 import torch
 
+from advisor.process_group import GradNoiseMeter, ProcessGroupStrategy
 from advisor.worker import to_device, worker_main
-
-from .ddp_worker import GradNoiseMeter, ProcessGroupStrategy
 
 MIXED_PRECISION = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}
 

@@ -8,7 +8,7 @@ from advisor.adapters import AdapterBase, Capabilities, torchrun_command
 class DDPAdapter(AdapterBase):
     name = "ddp"
     summary = "torch DistributedDataParallel via torchrun (gloo on CPU, NCCL on CUDA)"
-    capabilities = Capabilities(supports_accumulation=True, supports_lamb=True, measures_gradient_noise=True)
+    capabilities = Capabilities(supports_lamb=True)
 
     def version(self) -> str | None:
         from importlib.metadata import version

@@ -45,11 +45,3 @@ def noise_scale(sample: GradNormSample) -> NoiseScale:
     # Either estimate at or below zero means the short run was too noisy to separate signal from noise.
     return NoiseScale(true_sq, trace, trace / true_sq if true_sq > 0 and trace > 0 else None, sample)
 
-
-def analytic_linear_regression_b_simple(dim: int, distance_sq: float, noise_var: float) -> float:
-    """B_simple for least squares 0.5(w.x - y)^2, x ~ N(0, I_dim), y = w*.x + N(0, noise_var), at |w - w*|^2 = distance_sq.
-
-    G = d, Sigma = (|d|^2 + noise_var) I + d d^T (Isserlis), so tr(Sigma) = dim(|d|^2 + noise_var) + |d|^2.
-    Used to check the estimator against a value known in closed form.
-    """
-    return (dim * (distance_sq + noise_var) + distance_sq) / distance_sq

@@ -23,8 +23,9 @@ from .ledger import TrialRecord
 from .lr import DEFAULT_BASE_WARMUP_EPOCHS, KNOWN_OPTIMIZERS, LRDecision, WarmupDecision, base_warmup_epochs
 from .method import (SWEEP_EVAL_POINTS, MethodSettings, SweepOutcome, TrialOutcome, WorkloadInfo, choose_precision,
                      data_cap, decide_sweep, heterogeneous_devices_note, lr_and_warmup, make_plan,
-                     mixed_before_accumulation, noise_summary, short_trial, start_value, sweep_candidates)
-from .plan import Plan
+                     mixed_before_accumulation, noise_summary, short_trial, start_value, sweep_candidates,
+                     validated_global)
+from .plan import Plan, plan_data_parallel
 
 STEP_TITLES = {1: "Memory ceiling", 2: "Starting value", 3: "Trial run", 4: "Sweep"}
 STEP_NAMES = {1: "memory ceiling", 2: "starting value", 3: "short trial", 4: "comparison sweep"}  # recipe keys
@@ -256,6 +257,8 @@ class Session:
         # Tests hand in a stub runner with the same probe/train/ledger/model_info/env/options surface.
         self.runner = runner or JobRunner(adapter, settings, self._emit, self.cancel_token, setup.adapter_options,
                                           tf32=self.precision.tf32)
+        if runner is not None and setup.adapter_options is not None:
+            runner.options = setup.adapter_options  # a handed-in runner (tests, the app's stub) runs the checked ones
         self._mixed_ceilings: dict[str, CeilingResult | str] = {}  # per mixed precision: its ceiling, or why none
         self.timings: dict[int, StepTiming] = {}
         self._probes: dict[int, ProbeTrial] = {}
@@ -420,6 +423,23 @@ class Session:
         self._end(2, began)
         return self.start
 
+    @property
+    def amp_available(self) -> bool:
+        """Whether the plan may advise mixed precision: a mixed one is tried on this device, or it is a CPU."""
+        return self.mixed is not None or self.settings.device == "cpu"
+
+    def preview_plan(self, per_device: int) -> tuple[Plan, str]:
+        """The plan ``per_device`` (a starting value) gives before the trial and sweep run, and why its global
+        target is what it is: the user's --global-batch, else that value over the target's processes."""
+        s, info = self.settings, self.info
+        target = s.global_batch or validated_global(s, per_device)
+        plan = plan_data_parallel(target, s.world_size, self.per_device_cap, info.task, info.num_classes,
+                                  info.has_batchnorm, s.device, self.precision.measure,
+                                  amp_available=self.amp_available, train_size=info.train_size)
+        why = (f"You asked for a global batch of {s.global_batch}." if s.global_batch else
+               f"{per_device} per device x {s.nproc} process(es); the sweep (step 4) decides the final value.")
+        return plan, why
+
     # -- step 3 -------------------------------------------------------------------------------------------
     def trial(self) -> TrialOutcome:
         if self.start is None:
@@ -521,7 +541,7 @@ class Session:
                                   + mixed_ceiling.reason)
         noise, noise_reason = noise_summary(self._trained_rows())
         plan, lr, warmup = make_plan(s, info, cap, sweep.chosen, sweep.reason, precision, noise,
-                                     amp_available=self.mixed is not None or s.device == "cpu")
+                                     amp_available=self.amp_available)
         note = heterogeneous_devices_note(ceiling, s.device_memories)
         if note:
             plan.warnings.append(note)
@@ -593,8 +613,3 @@ class Session:
         self.sweep()
         return self.finish()
 
-
-def run_method(adapter: Adapter, settings: MethodSettings, host: HostDevices,
-               on_event: Callable[[Event], None] | None = None) -> MethodResult:
-    setup = validate_setup(settings, adapter, host)
-    return Session(adapter, settings, setup, on_event).run_all()

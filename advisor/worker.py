@@ -38,9 +38,11 @@ class WorkerStrategy:
     scaler = None  # a GradScaler under fp16 on CUDA, made in ``prepare``
 
     def setup(self, job: TrialJob) -> None:
-        import torch
+        """No super() needed. Set ``self.device`` (and ``rank``/``world_size`` under a process group): the default
+        is the job's device (``cpu``, ``cuda``: this process's card, ``cuda:N``)."""
+        from .device import worker_device
 
-        self.device = torch.device("cpu")
+        self.device, _ = worker_device(job.device)
 
     def build_model(self, workload, job: TrialJob):
         """The user's model on this process's device (a strategy that shards parameters builds it sharded)."""

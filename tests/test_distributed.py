@@ -53,7 +53,7 @@ def test_the_ddp_noise_hook_measures_the_known_noise_scale_of_least_squares(ddp)
     error here is about 5%, so a hook that averaged wrongly (norms of the summed gradient, a missing
     division, the local norm read after the all-reduce) lands far outside 15%.
     """
-    from advisor.noise import analytic_linear_regression_b_simple
+    from conftest import analytic_linear_regression_b_simple
 
     known = runpy.run_path(str(KNOWN_ANSWERS))
     expected = analytic_linear_regression_b_simple(known["DIM"], known["DISTANCE_SQ"], known["NOISE_VAR"])

@@ -9,8 +9,8 @@ import sys
 import pytest
 import torch
 
-from advisor.noise import GradNormSample, analytic_linear_regression_b_simple, noise_scale
-from conftest import REPO
+from advisor.noise import GradNormSample, noise_scale
+from conftest import REPO, analytic_linear_regression_b_simple
 
 
 def _linear_regression_norms(dim=16, distance_sq=1.0, noise_var=1.0, b_small=8, replicas=4, steps=6000, seed=0):

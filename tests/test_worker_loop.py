@@ -172,7 +172,7 @@ HOST_READS = ("item", "tolist", "__float__", "__int__", "__bool__", "cpu")
 def test_the_noise_hook_never_reads_a_number_back_to_the_host(one_rank_group, monkeypatch):
     from torch.nn.parallel import DistributedDataParallel
 
-    from advisor_adapters.ddp_worker import GradNoiseMeter, _noise_allreduce_hook
+    from advisor.process_group import GradNoiseMeter, _noise_allreduce_hook
 
     torch.manual_seed(0)
     ddp = DistributedDataParallel(nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1)))

@@ -103,17 +103,14 @@ class RecipeScreen(StepScreen):
         else:
             self.action_run()
 
-    def _setup_global_batch(self) -> int | None:
-        argv = self.app.plan_argv
-        return int(argv[argv.index("--global-batch") + 1]) if "--global-batch" in argv else None
-
     def make_call(self):
         from ...report import build_recipe
+        from ...settings import option_value
 
         text = self.query_one("#global-batch", Input).value.strip()
         session = self.session
         # finish(None) keeps a target set earlier; clearing the field goes back to the Setup's answer.
-        session.settings.global_batch = self._setup_global_batch()
+        session.settings.global_batch = option_value(self.app.plan_options, "global_batch")
         target = int(text) if text else None
 
         def plan():
@@ -123,16 +120,11 @@ class RecipeScreen(StepScreen):
         return plan
 
     def headless_command(self, path: str | None, force: bool = False) -> list[str]:
-        argv = list(self.app.plan_argv)
+        from ...settings import plan_command
+
         text = self.query_one("#global-batch", Input).value.strip()
-        if text:
-            if "--global-batch" in argv:
-                argv[argv.index("--global-batch") + 1] = text
-            else:
-                argv += ["--global-batch", text]
-        if path:
-            argv += ["--out", path] + (["--force"] if force else [])
-        return ["advisor"] + argv
+        options = {**self.app.plan_options, **({"global_batch": text} if text else {})}
+        return plan_command(options, path, force)
 
     def show_result(self, outcome) -> None:
         from ...recipe import dumps_recipe

@@ -16,8 +16,9 @@ from textual.widgets.option_list import Option
 
 from ..widgets import StepBar
 
-DEFAULT_WORKLOAD = "digits-cnn"
-PLAN_DEFAULTS = {"headroom": "0.15", "trial-steps": "40", "sweep-steps": "200"}
+# Form fields that hold a named plan option (advisor.settings) as typed text, by field id.
+TEXT_OPTIONS = ("workload", "nproc", "device-memory", "base-batch", "base-lr", "global-batch", "headroom", "trial-steps",
+                "sweep-steps", "nodes", "gpus-per-node")
 
 
 class WorkloadChecked(Message):
@@ -27,14 +28,14 @@ class WorkloadChecked(Message):
 
 
 class EnvironmentLoaded(Message):
-    def __init__(self, host, adapters: list[tuple[str, str, str]], error: str = "") -> None:
+    def __init__(self, host, adapters: list[tuple[str, str, str, tuple]], error: str = "") -> None:
         self.host, self.adapters, self.error = host, adapters, error
         super().__init__()
 
 
 class SetupChecked(Message):
-    def __init__(self, argv: list[str], adapter=None, settings=None, setup=None, error: str = "") -> None:
-        self.argv, self.adapter, self.settings, self.setup, self.error = argv, adapter, settings, setup, error
+    def __init__(self, options: dict, adapter=None, settings=None, setup=None, error: str = "") -> None:
+        self.options, self.adapter, self.settings, self.setup, self.error = options, adapter, settings, setup, error
         super().__init__()
 
 
@@ -83,6 +84,7 @@ class SetupScreen(Screen):
         self.workload = None  # the resolved Workload of the spec in the field, when it resolved
         self.host = None
         self.adapter_reasons: dict[str, str] = {}
+        self.adapter_options: dict[str, tuple] = {}  # adapter name -> its declared AdapterOptions
         self._checked_spec = ""
         self._started_task = None
 
@@ -90,6 +92,7 @@ class SetupScreen(Screen):
         from ..app import Prefill
         from ...tasks import TASKS
         from ...lr import KNOWN_OPTIMIZERS
+        from ...settings import PLAN_DEFAULTS
         from ...workload import builtin_names
 
         prefill: Prefill = self.app.prefill
@@ -99,13 +102,14 @@ class SetupScreen(Screen):
         yield Static("Tell the advisor what to train and on what. Nothing runs until you press Start; "
                      "everything is checked first.", classes="intro")
         with VerticalScroll(id="form"):
-            yield row("Workload", Input(compact=True, value=prefill.workload or DEFAULT_WORKLOAD, id="workload",
+            yield row("Workload", Input(compact=True, value=prefill.workload or PLAN_DEFAULTS["workload"], id="workload",
                                         placeholder="built-in name, package.module:function or file.py:function"))
             yield Static("", id="workload-status", classes="field-status")
             yield OptionList(*(Option(f"[b]{name}[/b]  {desc}", id=name) for name, desc in self.builtins.items()),
                              id="builtins")
             yield row("Adapter", Select(compact=True, options=[], id="adapter", allow_blank=True, prompt="finding adapters…"))
             yield Static("", id="adapter-status", classes="field-status")
+            yield VerticalScroll(id="adapter-options")
             yield row("Devices", Static("detecting…", id="devices"))
             yield row("Processes", Input(compact=True, value=str(prefill.nproc) if prefill.nproc else "", id="nproc", type="integer",
                                          placeholder="default: every GPU; 2 on CPU"))
@@ -121,11 +125,15 @@ class SetupScreen(Screen):
             yield row("Target global batch", Input(compact=True, id="global-batch", type="integer",
                                                    placeholder="empty: the sweep decides"))
             yield Static("", id="global-status", classes="field-status")
+            yield row("Target nodes", Input(compact=True, id="nodes", type="integer",
+                                            placeholder="default 1: the cluster the plan is for (probes run here)"))
+            yield row("GPUs per node", Input(compact=True, id="gpus-per-node", type="integer",
+                                             placeholder="default: the processes above"))
             with Collapsible(title="More settings (headroom, steps, precision)", id="more"):
-                yield row("Headroom", Input(compact=True, value=PLAN_DEFAULTS["headroom"], id="headroom", type="number"))
-                yield row("Trial steps", Input(compact=True, value=str(prefill.trial_steps or PLAN_DEFAULTS["trial-steps"]),
+                yield row("Headroom", Input(compact=True, value=str(PLAN_DEFAULTS["headroom"]), id="headroom", type="number"))
+                yield row("Trial steps", Input(compact=True, value=str(prefill.trial_steps or PLAN_DEFAULTS["trial_steps"]),
                                                id="trial-steps", type="integer"))
-                yield row("Sweep steps", Input(compact=True, value=str(prefill.sweep_steps or PLAN_DEFAULTS["sweep-steps"]),
+                yield row("Sweep steps", Input(compact=True, value=str(prefill.sweep_steps or PLAN_DEFAULTS["sweep_steps"]),
                                                id="sweep-steps", type="integer"))
                 yield row("Precision", Select(compact=True, options=[("auto: bf16 on Ampere+ GPUs; else fp32, mixed before halving", "auto"),
                                                ("fp32", "fp32"), ("bf16", "bf16"), ("fp16 (CUDA)", "fp16")],
@@ -158,10 +166,10 @@ class SetupScreen(Screen):
         for name in sorted(available_adapters()):
             try:
                 adapter = load_adapter(name)
-                reason = adapter.unavailable_reason() if hasattr(adapter, "unavailable_reason") else None
-                adapters.append((name, adapter.summary, reason or ""))
+                # load_adapter gives every adapter AdapterBase's defaults (unavailable_reason, options)
+                adapters.append((name, adapter.summary, adapter.unavailable_reason() or "", tuple(adapter.options)))
             except AdvisorError as exc:
-                adapters.append((name, "", str(exc)))
+                adapters.append((name, "", str(exc), ()))
         try:
             host = self.app.host or detect()
             error = ""
@@ -173,11 +181,13 @@ class SetupScreen(Screen):
         from ...units import format_bytes
 
         self.host = message.host
-        self.adapter_reasons = {name: reason for name, _, reason in message.adapters}
+        self.adapter_reasons = {name: reason for name, _, reason, _ in message.adapters}
+        self.adapter_options = {name: options for name, _, _, options in message.adapters}
         select = self.query_one("#adapter", Select)
-        select.set_options([(f"{name}: {summary}" if summary else name, name) for name, summary, _ in message.adapters])
+        select.set_options([(f"{name}: {summary}" if summary else name, name)
+                            for name, summary, _, _ in message.adapters])
         wanted = self.app.prefill.adapter or "ddp"
-        names = [name for name, _, _ in message.adapters]
+        names = [name for name, _, _, _ in message.adapters]
         if wanted in names:
             select.value = wanted
         elif names:
@@ -213,6 +223,24 @@ class SetupScreen(Screen):
         if unavailable:
             text += ("\n" if text else "") + "[dim]Unavailable: " + escape("; ".join(unavailable)) + "[/dim]"
         self.query_one("#adapter-status", Static).update(text)
+        self._show_adapter_options(name)
+
+    def _show_adapter_options(self, name: str) -> None:
+        """One field per option the chosen adapter declares (a DeepSpeed ZeRO stage), empty for its default."""
+        box = self.query_one("#adapter-options", VerticalScroll)
+        box.remove_children()
+        for option in self.adapter_options.get(name, ()):
+            field_id = f"adapter-option-{option.name}"
+            default = "" if option.default is None else f" {option.default}"
+            if option.choices is not None:
+                widget = Select(compact=True, options=[(f"default{default}", "")] + [(str(c), str(c))
+                                                                                    for c in option.choices],
+                                id=field_id, value="", allow_blank=False)
+            else:
+                widget = Input(compact=True, id=field_id, placeholder=f"default{default}: {option.help}")
+            box.mount(row(option.name.replace("_", " ").capitalize(), widget))
+            if option.help:
+                box.mount(Static(f"[dim]{escape(option.help)}[/dim]", classes="field-status"))
 
     # -- the workload, checked as you type ----------------------------------------------------------------
     @on(Input.Changed, "#workload")
@@ -327,33 +355,27 @@ class SetupScreen(Screen):
         field.focus()
 
     # -- start --------------------------------------------------------------------------------------------
-    def plan_argv(self) -> list[str]:
-        """The `advisor plan` arguments that say what the form says (the headless twin of this walk)."""
-        value = lambda name: self.query_one(f"#{name}", Input).value.strip()  # noqa: E731
-        argv = ["plan", "--workload", value("workload") or DEFAULT_WORKLOAD]
+    def plan_options(self) -> dict:
+        """The named plan options (advisor.settings) the form says; the engine reads the text and the defaults."""
+        options = {field.replace("-", "_"): self.query_one(f"#{field}", Input).value.strip() or None
+                   for field in TEXT_OPTIONS}
         adapter = self.query_one("#adapter", Select).value
-        argv += ["--adapter", adapter if isinstance(adapter, str) else "ddp"]
-        for name in ("nproc", "device-memory"):
-            if value(name):
-                argv += [f"--{name}", value(name)]
-        for name, default in PLAN_DEFAULTS.items():
-            if value(name) and value(name) != default:
-                argv += [f"--{name}", value(name)]
+        options["adapter"] = adapter if isinstance(adapter, str) else None
         precision = self.query_one("#precision", Select).value
-        if precision != "auto":
-            argv += ["--precision", str(precision)]
-        if self.query_one("#subset-sweep", Checkbox).value:
-            argv.append("--subset-sweep")
-        for name in ("global-batch", "base-lr", "base-batch"):
-            if value(name):
-                argv += [f"--{name}", value(name)]
+        options["precision"] = str(precision) if precision else None
+        options["subset_sweep"] = self.query_one("#subset-sweep", Checkbox).value
         optimizer = self.query_one("#optimizer", Select).value
         if optimizer and not (self.workload and optimizer == self.workload.optimizer):
-            argv += ["--optimizer", str(optimizer)]
+            options["optimizer"] = str(optimizer)
         task = self.query_one("#task", Select).value
         if task and not (self.workload and task == self.workload.task):
-            argv += ["--task", str(task)]
-        return argv
+            options["task"] = str(task)
+        options["adapter_options"] = {}
+        for option in self.adapter_options.get(options["adapter"], ()):
+            value = self.query_one(f"#adapter-option-{option.name}").value
+            if isinstance(value, str) and value.strip():
+                options["adapter_options"][option.name] = value.strip()
+        return options
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "start":
@@ -376,39 +398,35 @@ class SetupScreen(Screen):
                              "that size.")
             memory.focus()
             return
-        argv = self.plan_argv()
+        options = self.plan_options()
         task = self.query_one("#task", Select).value or None
-        if self.app.session is not None and argv == self.app.plan_argv and task == self._started_task:
+        if self.app.session is not None and options == self.app.plan_options and task == self._started_task:
             self.app.action_goto("ceiling")  # nothing changed: keep the steps already run
             return
         self.query_one("#start", Button).disabled = True
         self.query_one("#status", Static).update("[b]Checking…[/b] importing the workload")
         self._show_error("")
-        self.check_setup(argv)
+        self.check_setup(options)
 
     @work(thread=True, exclusive=True, group="setup", exit_on_error=False)
-    def check_setup(self, argv: list[str]) -> None:
+    def check_setup(self, options: dict) -> None:
         from ...adapters import load_adapter
-        from ...cli import build_parser, settings_from_args
         from ...device import detect
         from ...errors import AdvisorError
         from ...session import validate_setup
+        from ...settings import option_value, settings_from_options
 
         try:
-            try:
-                args = build_parser().parse_args(argv)
-            except SystemExit:
-                raise AdvisorError("A number in the form is not valid (see the fields).") from None
-            host = self.host or self.app.host or detect(args.device)
-            adapter = load_adapter(args.adapter)
-            settings = settings_from_args(args, host)
+            host = self.host or self.app.host or detect()
+            adapter = load_adapter(option_value(options, "adapter"))
+            settings = settings_from_options(options, host)
             setup = validate_setup(settings, adapter, host)
         except AdvisorError as exc:
-            self.post_message(SetupChecked(argv, error=str(exc)))
+            self.post_message(SetupChecked(options, error=str(exc)))
         except Exception as exc:  # a bug or a workload past the engine's checks: shown, never fatal
-            self.post_message(SetupChecked(argv, error=f"{type(exc).__name__}: {exc}"))
+            self.post_message(SetupChecked(options, error=f"{type(exc).__name__}: {exc}"))
         else:
-            self.post_message(SetupChecked(argv, adapter, settings, setup))
+            self.post_message(SetupChecked(options, adapter, settings, setup))
 
     def on_setup_checked(self, message: SetupChecked) -> None:
         self.query_one("#start", Button).disabled = False
@@ -420,7 +438,7 @@ class SetupScreen(Screen):
         notes = "; ".join(message.setup.notes)
         self.query_one("#status", Static).update("[green]Ready.[/green]" + (f" {escape(notes)}" if notes else ""))
         self._started_task = task or None
-        self.app.begin_session(message.adapter, message.settings, message.setup, message.argv)
+        self.app.begin_session(message.adapter, message.settings, message.setup, message.options)
         self.query_one(StepBar).update_steps()
         self.app.action_goto("ceiling")
 
