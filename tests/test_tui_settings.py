@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from test_adapters_cli import plugins  # noqa: F401 - the example plugins 'installed' (a fixture)
-from tui_stub import screen_text, stub_app, start_walk, wait_for, walk_to
+from tui_stub import screen_text, stub_app, start_walk, wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -25,14 +25,11 @@ async def test_the_setup_sets_the_zero_stage_and_a_target_cluster():
         app.screen.query_one("#adapter-option-zero_stage").value = "3"
         app.screen.query_one("#nodes").value = "2"
         app.screen.query_one("#gpus-per-node").value = "4"
-        await walk_to(pilot, "recipe")
-        await wait_for(pilot, lambda: "recipe" in app.done, what="the plan")
-        result = app.session.result
-        assert app.settings.world_size == 8 and app.settings.nodes == 2 and result.plan.world_size == 8
-        assert result.adapter_extras["zero_stage"] == 3
-        command = app.screen.headless_command(None)
-        assert command == plan_command(app.plan_options)
-        assert "--zero-stage 3" in " ".join(command) and "--nodes 2 --gpus-per-node 4" in " ".join(command)
+        await start_walk(pilot)
+        assert app.settings.world_size == 8 and app.settings.nodes == 2 and app.settings.nproc == 2
+        assert app.session.runner.options["zero_stage"] == 3  # what the probes run and the recipe records
+        command = " ".join(plan_command(app.plan_options))  # the Recipe screen's headless twin of this walk
+        assert "--adapter deepspeed" in command and "--nodes 2 --gpus-per-node 4 --zero-stage 3" in command
 
 
 async def test_a_plugins_option_is_an_app_field_checked_and_recorded(plugins):  # noqa: F811

@@ -85,6 +85,7 @@ class SetupScreen(Screen):
         self.host = None
         self.adapter_reasons: dict[str, str] = {}
         self.adapter_options: dict[str, tuple] = {}  # adapter name -> its declared AdapterOptions
+        self._options_shown_for = None  # the adapter whose option fields the form shows
         self._checked_spec = ""
         self._started_task = None
 
@@ -227,6 +228,9 @@ class SetupScreen(Screen):
 
     def _show_adapter_options(self, name: str) -> None:
         """One field per option the chosen adapter declares (a DeepSpeed ZeRO stage), empty for its default."""
+        if name == self._options_shown_for:
+            return  # the same adapter again (its Select posts Changed more than once): keep what was typed
+        self._options_shown_for = name
         box = self.query_one("#adapter-options", VerticalScroll)
         box.remove_children()
         for option in self.adapter_options.get(name, ()):
