@@ -7,7 +7,7 @@ import time
 from rich.markup import escape
 from textual import on, work
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import (Button, Checkbox, Collapsible, Footer, Header, Input, Label, OptionList, Select,
@@ -110,7 +110,7 @@ class SetupScreen(Screen):
                              id="builtins")
             yield row("Adapter", Select(compact=True, options=[], id="adapter", allow_blank=True, prompt="finding adapters…"))
             yield Static("", id="adapter-status", classes="field-status")
-            yield VerticalScroll(id="adapter-options")
+            yield Vertical(id="adapter-options")  # one field per option the chosen adapter declares
             yield row("Devices", Static("detecting…", id="devices"))
             yield row("Processes", Input(compact=True, value=str(prefill.nproc) if prefill.nproc else "", id="nproc", type="integer",
                                          placeholder="default: every GPU; 2 on CPU"))
@@ -231,7 +231,7 @@ class SetupScreen(Screen):
         if name == self._options_shown_for:
             return  # the same adapter again (its Select posts Changed more than once): keep what was typed
         self._options_shown_for = name
-        box = self.query_one("#adapter-options", VerticalScroll)
+        box = self.query_one("#adapter-options", Vertical)
         box.remove_children()
         for option in self.adapter_options.get(name, ()):
             field_id = f"adapter-option-{option.name}"
