@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Protocol, runtime_checkable
 
-from .errors import AdapterError
+from .errors import AdapterError, SetupError
 
 ENTRY_POINT_GROUP = "batch_advisor.adapters"
 
@@ -48,28 +48,29 @@ class AdapterOption:
 
     def parse(self, value, adapter: str):
         """``value`` (typed, or text from a flag or a field) as this option's type; SetupError names what is wrong."""
-        from .errors import SetupError
-
         if value is None or value == "":
             return self.default
         try:
-            if self.type is bool and isinstance(value, str):
-                if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
-                    raise ValueError(value)
-                parsed = value.lower() in ("true", "1", "yes")
-            elif self.type is bool and not isinstance(value, bool) or self.type is int and isinstance(value, bool):
-                raise ValueError(value)
-            elif self.type is int and isinstance(value, float) and not value.is_integer():
-                raise ValueError(value)
-            else:
-                parsed = self.type(value)
+            parsed = self._converted(value)
         except (TypeError, ValueError):
-            raise SetupError(f"{self.flag} (an option of the adapter {adapter!r}) must be {_type_words(self)}, "
-                             f"not {value!r}.") from None
-        if self.choices is not None and parsed not in self.choices:
+            parsed = _INVALID
+        if parsed is _INVALID or (self.choices is not None and parsed not in self.choices):
             raise SetupError(f"{self.flag} (an option of the adapter {adapter!r}) must be {_type_words(self)}, "
                              f"not {value!r}.")
         return parsed
+
+    def _converted(self, value):
+        if self.type is bool:
+            if isinstance(value, str) and value.lower() in _BOOL_WORDS:
+                return _BOOL_WORDS[value.lower()]
+            return value if isinstance(value, bool) else _INVALID
+        if self.type is int and (isinstance(value, bool) or isinstance(value, float) and not value.is_integer()):
+            return _INVALID  # True is not 1, and 2.5 is not 2
+        return self.type(value)
+
+
+_INVALID = object()
+_BOOL_WORDS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
 
 
 def _type_words(option: AdapterOption) -> str:
@@ -77,10 +78,6 @@ def _type_words(option: AdapterOption) -> str:
         words = [str(c) for c in option.choices]
         return "one of " + (", ".join(words[:-1]) + " or " + words[-1] if len(words) > 1 else words[0])
     return {int: "a whole number", float: "a number", bool: "true or false"}.get(option.type, "a text")
-
-
-def option_defaults(adapter) -> dict:
-    return {option.name: option.default for option in adapter.options}
 
 
 @runtime_checkable
@@ -149,7 +146,14 @@ class AdapterBase:
 
     def validate_options(self, options: dict) -> dict:
         """Every declared option, parsed and checked, with its default where not given; an unknown one refused."""
-        return check_options(self, options)
+        declared = {option.name: option for option in self.options}
+        unknown = sorted(set(options) - set(declared))
+        if unknown:
+            flags = ", ".join("--" + name.replace("_", "-") for name in unknown)
+            takes = f"takes only {', '.join(o.flag for o in self.options)}" if self.options else "takes no options"
+            raise SetupError(f"The adapter {self.name!r} {takes}, not {flags}. Remove them, or choose the adapter "
+                             "that has them (`advisor adapters` lists the installed ones).")
+        return {name: option.parse(options.get(name), self.name) for name, option in declared.items()}
 
     def plan_options(self, options: dict, optimizer: str, precision: str) -> dict:
         """The options checked against the optimizer and precision the plan runs (before any process starts),
@@ -163,19 +167,6 @@ class AdapterBase:
 
     def launch_command(self, spec: LaunchSpec) -> list[str]:
         return torchrun_launch_line(spec)
-
-
-def check_options(adapter, options: dict) -> dict:
-    from .errors import SetupError
-
-    declared = {option.name: option for option in adapter.options}
-    unknown = sorted(set(options) - set(declared))
-    if unknown:
-        flags = ", ".join("--" + name.replace("_", "-") for name in unknown)
-        takes = (f"takes only {', '.join(o.flag for o in adapter.options)}" if adapter.options else "takes no options")
-        raise SetupError(f"The adapter {adapter.name!r} {takes}, not {flags}. Remove them, or choose the adapter "
-                         "that has them (`advisor adapters` lists the installed ones).")
-    return {name: option.parse(options.get(name), adapter.name) for name, option in declared.items()}
 
 
 class _WithDefaults(AdapterBase):

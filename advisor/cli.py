@@ -95,8 +95,6 @@ def plan_options_from_args(args) -> dict:
 def adapter_options_from_argv(adapter, argv: list[str]) -> dict:
     """The adapter's declared options (``AdapterBase.options``) from the flags `advisor plan` left to it
     (``--zero-stage 3``); a flag no option declares is a SetupError naming the ones it has."""
-    from .adapters import check_options
-
     parser = argparse.ArgumentParser(prog=f"advisor plan --adapter {adapter.name}", add_help=False,
                                      allow_abbrev=False)
     for option in adapter.options:
@@ -105,8 +103,14 @@ def adapter_options_from_argv(adapter, argv: list[str]) -> dict:
     given, rest = parser.parse_known_args(argv)
     options = {name: value for name, value in vars(given).items() if value is not None}
     if rest:
-        flags = [word.split("=")[0] for word in rest if word.startswith("-")] or rest
-        check_options(adapter, {flag.lstrip("-").replace("-", "_"): None for flag in flags})
+        from .errors import SetupError
+
+        unknown = ", ".join(word.split("=")[0] for word in rest if word.startswith("-")) or " ".join(rest)
+        own = ", ".join(option.flag for option in adapter.options)
+        raise SetupError(f"`advisor plan` has no {unknown}, and the adapter {adapter.name!r} takes "
+                         + (f"only {own}" if own else "no options") + " of its own. Check the spelling (`advisor "
+                         "plan --help` lists the plan's flags), or choose the adapter that has it (`advisor adapters` "
+                         "lists each one's options).")
     return {name: value for name, value in adapter.validate_options(options).items() if name in options}
 
 

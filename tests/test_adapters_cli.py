@@ -149,7 +149,9 @@ def test_missing_package_is_unavailable_and_plan_says_how_to_install(monkeypatch
     (["--adapter", "horovod"], "Unknown adapter 'horovod'"),
     (["--adapter", "single", "--nproc", "1", "--optimizer", "lamb"], "cannot run the optimizer 'lamb'"),
     (["--optimizer", "magic"], "--optimizer 'magic' is not one of"),
-    (["--zero-stage", "2"], "The adapter 'ddp' takes no options, not --zero-stage"),
+    (["--zero-stage", "2"], "`advisor plan` has no --zero-stage, and the adapter 'ddp' takes no options"),
+    (["--adapter", "single", "--nproc", "1", "--thread", "2"], "has no --thread, and the adapter 'single' takes only "
+                                                                 "--threads"),
     (["--adapter", "deepspeed", "--zero-stage", "5"], "--zero-stage (an option of the adapter 'deepspeed') must be "
                                                       "one of 0, 1, 2 or 3, not '5'"),
     (["--adapter", "deepspeed", "--zero-stage", "2", "--optimizer", "lamb"], "--zero-stage 2 with --optimizer lamb"),
