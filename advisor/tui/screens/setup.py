@@ -224,15 +224,15 @@ class SetupScreen(Screen):
         if unavailable:
             text += ("\n" if text else "") + "[dim]Unavailable: " + escape("; ".join(unavailable)) + "[/dim]"
         self.query_one("#adapter-status", Static).update(text)
-        self._show_adapter_options(name)
+        if name != self._options_shown_for:  # its Select posts Changed more than once: keep what was typed
+            self._options_shown_for = name
+            self.call_later(self._show_adapter_options, name)
 
-    def _show_adapter_options(self, name: str) -> None:
+    async def _show_adapter_options(self, name: str) -> None:
         """One field per option the chosen adapter declares (a DeepSpeed ZeRO stage), empty for its default."""
-        if name == self._options_shown_for:
-            return  # the same adapter again (its Select posts Changed more than once): keep what was typed
-        self._options_shown_for = name
         box = self.query_one("#adapter-options", Vertical)
-        box.remove_children()
+        await box.remove_children()  # gone before the next adapter's fields mount (two may share an option name)
+        fields = []
         for option in self.adapter_options.get(name, ()):
             field_id = f"adapter-option-{option.name}"
             default = "" if option.default is None else f" {option.default}"
@@ -242,9 +242,10 @@ class SetupScreen(Screen):
                                 id=field_id, value="", allow_blank=False)
             else:
                 widget = Input(compact=True, id=field_id, placeholder=f"default{default}: {option.help}")
-            box.mount(row(option.name.replace("_", " ").capitalize(), widget))
+            fields.append(row(option.name.replace("_", " ").capitalize(), widget))
             if option.help:
-                box.mount(Static(f"[dim]{escape(option.help)}[/dim]", classes="field-status"))
+                fields.append(Static(f"[dim]{escape(option.help)}[/dim]", classes="field-status"))
+        await box.mount_all(fields)
 
     # -- the workload, checked as you type ----------------------------------------------------------------
     @on(Input.Changed, "#workload")
@@ -376,7 +377,8 @@ class SetupScreen(Screen):
             options["task"] = str(task)
         options["adapter_options"] = {}
         for option in self.adapter_options.get(options["adapter"], ()):
-            value = self.query_one(f"#adapter-option-{option.name}").value
+            shown = self.query(f"#adapter-option-{option.name}")  # none yet, right after the adapter changed
+            value = shown.first().value if shown else None
             if isinstance(value, str) and value.strip():
                 options["adapter_options"][option.name] = value.strip()
         return options
