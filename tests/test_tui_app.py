@@ -348,10 +348,11 @@ async def test_the_builtin_list_starts_on_the_current_workload_and_says_what_ent
 
 
 async def test_setup_errors_name_the_form_fields_and_every_problem_at_once():
-    app = stub_app(device_memory="lots", nproc=0)
+    app = stub_app(device_memory="lots")
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: "✓" in screen_text(app, "#workload-status"), CHECK_TIMEOUT, "the check")
         app.screen.query_one("#base-lr").value = "-1"
+        app.screen.query_one("#nproc").value = "0"
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: app.screen.query_one(".error-panel").has_class("shown"), what="the refusal")
         error = screen_text(app, ".error-panel")

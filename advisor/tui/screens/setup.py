@@ -256,8 +256,8 @@ class SetupScreen(Screen):
         spec = event.value.strip()
         problem = quick_spec_problem(spec, self.builtins)
         self._highlight_builtin(spec)
-        if spec == self._checked_spec and self.workload is not None:
-            return
+        if spec and spec in (self._checked_spec, self._checking_spec):
+            return  # the value checked, or being checked, already (the field posts its first value too)
         self._cancel_workload_check()
         self.workload, self._checked_spec = None, ""
         status = self.query_one("#workload-status", Static)
