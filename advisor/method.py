@@ -239,7 +239,7 @@ def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, 
         rows.append(record)
         if record.status == "oom" and mixed and precision == "fp32":
             say(f"{batch}: out of memory in fp32; re-running it in {mixed} mixed precision before halving "
-                "(DOMAIN 3: AMP before shrinking)")
+                "(mixed precision comes before a smaller batch)")
             retry = runner.train("trial", batch, steps, lr, warmup, precision=mixed)
             rows.append(retry)
             if retry.status == "ok":

@@ -262,6 +262,11 @@ class Session:
         self._mixed_ceilings: dict[str, CeilingResult | str] = {}  # per mixed precision: its ceiling, or why none
         self.timings: dict[int, StepTiming] = {}
         self._probes: dict[int, ProbeTrial] = {}
+        # Which step ran each ledger row (parallel to runner.ledger), and the rows a redo replaced: the recipe's
+        # ledger and the noise-scale median count only the walk that produced the plan.
+        self._row_steps: list[int] = []
+        self._running_step = 1
+        self._superseded: set[int] = set()  # id() of superseded rows
         self.ceiling_result: CeilingResult | None = None
         self.start: StartChoice | None = None
         self.trial_outcome: TrialOutcome | None = None
@@ -279,7 +284,26 @@ class Session:
         """Thread-safe: the running step's workers are stopped and it raises CancelledError."""
         self.cancel_token.cancel()
 
-    def _begin(self, step: int) -> tuple[float, int]:
+    def _attribute_rows(self, step: int) -> None:
+        """The ledger rows added since the last call were run by ``step``."""
+        added = len(self.runner.ledger) - len(self._row_steps)
+        self._row_steps += [step] * max(0, added)
+
+    def _supersede_from(self, step: int, keep=lambda row: False) -> None:
+        """A redo of ``step``: the rows of its earlier runs and of every later step no longer count."""
+        self._attribute_rows(self._running_step)
+        for row, ran_in in zip(self.runner.ledger, self._row_steps):
+            if ran_in >= step and not keep(row):
+                self._superseded.add(id(row))
+
+    @property
+    def ledger(self) -> list[TrialRecord]:
+        """The runs of the current walk: every row except those a redo superseded."""
+        return [row for row in self.runner.ledger if id(row) not in self._superseded]
+
+    def _begin(self, step: int, keep=lambda row: False) -> tuple[float, int]:
+        self._supersede_from(step, keep)
+        self._running_step = step
         self.cancel_token.reset()
         self._emit(StepStarted(step, STEP_TITLES[step]))
         return time.monotonic(), len(self.runner.ledger)
@@ -348,7 +372,9 @@ class Session:
             if not 0 <= headroom < 1:
                 raise SetupError(f"Headroom must be a fraction in [0, 1), not {headroom}.")
             self.settings.headroom = headroom
-        began = self._begin(1)
+        measure = self.precision.measure
+        began = self._begin(1, keep=lambda row: reuse_probes and row.phase == "ceiling" and row.precision == measure
+                            and row.per_device in self._probes)
         if getattr(self.runner, "probe_selection", "absent") is None:  # the worst case, measured once
             from .batches import select_probe_samples
 
@@ -387,12 +413,15 @@ class Session:
         if mixed not in self._mixed_ceilings:
             self._emit(Note(f"The plan needs accumulation in {self.precision.measure}: re-probing the memory "
                             f"ceiling in {mixed} first (mixed precision before accumulation)."))
+            self._attribute_rows(self._running_step)
             try:
                 self._mixed_ceilings[mixed] = self._search_ceiling(mixed, {})
             except CancelledError:
                 raise
             except AdvisorError as exc:
                 self._mixed_ceilings[mixed] = str(exc)  # asked again (a new global target), the answer stands
+            finally:
+                self._attribute_rows(1)  # kept, like the answer, until the ceiling is redone
         found = self._mixed_ceilings[mixed]
         if isinstance(found, str):
             return None, found
@@ -511,7 +540,7 @@ class Session:
         return record
 
     def _trained_rows(self) -> list[TrialRecord]:
-        return [r for r in self.runner.ledger if r.phase in ("trial", "sweep")]
+        return [r for r in self.ledger if r.phase in ("trial", "sweep")]
 
     # -- the plan -----------------------------------------------------------------------------------------
     def finish(self, global_batch: int | None = None) -> MethodResult:
@@ -580,7 +609,7 @@ class Session:
         self.result = MethodResult(
             s, info, ceiling, self.start.per_device if self.start else sweep.chosen,
             self.start.reason if self.start else "", trial.chosen if trial else sweep.chosen,
-            trial.reason if trial else "", sweep.chosen, sweep.reason, plan, lr, warmup, list(self.runner.ledger),
+            trial.reason if trial else "", sweep.chosen, sweep.reason, plan, lr, warmup, self.ledger,
             timings, noise, noise_reason, precision_reason, dict(env), launch,
             self.adapter.recipe_extras(self.runner.options), cap,
             self.cap_reason if cap < ceiling.per_device_max else "")

@@ -7,6 +7,7 @@ never first shows as a traceback from a worker in the middle of a plan.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import math
 import traceback
@@ -156,3 +157,109 @@ def check_workload(spec: str, batch_size: int = CHECK_BATCH) -> WorkloadReport:
              "warmup not stated (the advisor's default)"]
     report.add("today's run", ", ".join(today))
     return report
+
+
+@dataclass(frozen=True)
+class WorkloadSummary:
+    """What a front end shows of a checked workload (the Workload itself holds code and cannot cross processes)."""
+
+    name: str
+    task: str
+    num_classes: int | None
+    optimizer: str
+    current_lr: float | None
+    current_batch_size: int | None
+    train_length: int
+    val_length: int
+
+    @classmethod
+    def of(cls, workload) -> "WorkloadSummary":
+        return cls(workload.name, workload.task, workload.num_classes, workload.optimizer, workload.current_lr,
+                   workload.current_batch_size, workload.train_length, len(workload.val_data))
+
+
+_RUNNING_CHECKS: set = set()  # the check processes alive now: killed at exit if their thread did not get to it
+
+
+def _kill_running_checks() -> None:
+    from .launch import _kill_group
+
+    for proc in list(_RUNNING_CHECKS):
+        _kill_group(proc)
+
+
+def check_in_process(spec: str, cancelled=lambda: False, timeout_s: float = 600.0) -> WorkloadSummary:
+    """``check_workload`` in a child process, so that a workload that tokenises or downloads can be stopped:
+    ``cancelled()`` is polled and, once true, the child's whole process group is killed (CancelledError).
+    Raises WorkloadError with the check's own message when the workload is broken."""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    from .errors import CancelledError
+    from .launch import _kill_group
+
+    proc = subprocess.Popen([sys.executable, "-m", "advisor.workload_check", spec], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, errors="replace",
+                            start_new_session=True)
+    if not _RUNNING_CHECKS:
+        atexit.unregister(_kill_running_checks)
+        atexit.register(_kill_running_checks)  # a front end that exits while a check runs leaves no orphan
+    _RUNNING_CHECKS.add(proc)
+    began = time.monotonic()
+    try:
+        while True:
+            try:
+                out, err = proc.communicate(timeout=0.1)
+                break
+            except subprocess.TimeoutExpired:
+                if cancelled():
+                    _kill_group(proc)
+                    raise CancelledError(f"The check of the workload {spec!r} was cancelled; its process was "
+                                         "stopped.") from None
+                if time.monotonic() - began > timeout_s:
+                    _kill_group(proc)
+                    raise WorkloadError(f"The check of the workload {spec!r} did not finish within {timeout_s:.0f} "
+                                        "s (one training and one evaluation step at batch 2). Make building the "
+                                        "model and the data faster, or check it with `advisor workloads --check`."
+                                        ) from None
+    finally:
+        if proc.poll() is None:  # an exception in this thread (KeyboardInterrupt): never leave an orphan
+            _kill_group(proc)
+        _RUNNING_CHECKS.discard(proc)
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    answer = json.loads(lines[-1]) if lines else None
+    if not answer:  # the child died without answering (a crash in native code, a kill)
+        last = (err.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        raise WorkloadError(f"The check of the workload {spec!r} ended without an answer ({last}). Run "
+                            f"`advisor workloads --check {spec}` in a terminal to see the whole output.")
+    if answer.get("error"):
+        raise WorkloadError(answer["error"])
+    return WorkloadSummary(**answer["summary"])
+
+
+def _main(argv: list[str]) -> int:
+    """The child side of ``check_in_process``: one JSON line on stdout, the workload's own output on stderr."""
+    import json
+    import sys
+    from dataclasses import asdict
+
+    from .errors import AdvisorError
+
+    real_stdout, sys.stdout = sys.stdout, sys.stderr  # the user's prints must not break the answer line
+    try:
+        answer = {"summary": asdict(WorkloadSummary.of(check_workload(argv[0]).workload))}
+    except AdvisorError as exc:
+        answer = {"error": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - user code can raise anything, even past the engine's checks
+        answer = {"error": f"{type(exc).__name__}: {exc}"}
+    real_stdout.write(json.dumps(answer) + "\n")
+    real_stdout.flush()
+    return 0 if "summary" in answer else 2
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(_main(sys.argv[1:]))

@@ -7,6 +7,7 @@ on known inputs.
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 import pytest
@@ -245,6 +246,54 @@ def test_session_runs_step_by_step_redoes_and_invalidates():
     assert session.trial_outcome is None and session.sweep_outcome is None and session.result is None
     with pytest.raises(Exception, match="sweep"):
         session.finish()
+
+
+class LedgerStubRunner(StubRunner):
+    """StubRunner whose probes land in the ledger (as the real runner's do) and whose runs estimate a noise
+    scale, numbered so a test sees which walk a row came from."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.runs = 0
+
+    def probe(self, batch, purpose, precision="fp32"):
+        trial = super().probe(batch, purpose, precision)
+        self.ledger.append(TrialRecord("ceiling", batch, self.nproc, 1, batch * self.nproc, trial.status, 0.01,
+                                       precision=precision, peak_bytes=trial.peak_bytes, note=f"{purpose} probe"))
+        return trial
+
+    def train(self, *args, **kw):
+        record = super().train(*args, **kw)
+        self.runs += 1
+        record.noise_scale = 100.0 * self.runs
+        return record
+
+
+def test_a_redo_drops_the_superseded_walk_from_the_ledger_and_the_noise_scale():
+    adapter = load_adapter("ddp")
+    s = settings()
+    runner = LedgerStubRunner(saturate=None)
+    session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=runner)
+    session.ceiling()
+    probes = [r for r in runner.ledger if r.phase == "ceiling"]
+    session.choose_start(32)
+    session.trial()
+    first_sweep = session.sweep()
+    session.sweep()  # redone: the first sweep's rows no longer count
+    result = session.finish()
+    sweep_rows = [r for r in result.ledger if r.phase == "sweep"]
+    assert len(sweep_rows) == len(first_sweep.candidates)
+    assert not any(r is old for r in sweep_rows for old in first_sweep.rows)
+    current = [r for r in result.ledger if r.phase in ("trial", "sweep")]
+    assert f"median of {len(current)} runs" in result.noise_reason
+    assert result.noise_scale == statistics.median(r.noise_scale for r in current)
+    assert len(runner.ledger) > len(result.ledger)  # the runner keeps every run; the recipe the current walk
+    # A new headroom that reuses the probes keeps their rows; the trial and sweep rows all go.
+    session.ceiling(headroom=0.3, reuse_probes=True)
+    assert all(r is p for r, p in zip(session.ledger, probes))  # kept, in order; a new edge may add probes
+    assert all(r.phase == "ceiling" for r in session.ledger)
+    session.ceiling()  # probed again: only the new probes count
+    assert not any(r is old for r in session.ledger for old in probes) and session.ledger
 
 
 def test_setup_is_validated_before_anything_runs():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+import re
 
 from rich.markup import escape
 from textual import on, work
@@ -57,6 +57,39 @@ def quick_spec_problem(spec: str, builtins: dict) -> str:
     return ""
 
 
+# The form's labels for the `advisor plan` flags the engine's messages name: the app shows its own words.
+FIELD_LABELS = {"--workload": "Workload", "--adapter": "Adapter", "--nproc": "Processes",
+                "--device-memory": "Memory per device", "--task": "Task type", "--optimizer": "Optimizer",
+                "--base-batch": "Batch used today", "--base-lr": "LR used today",
+                "--global-batch": "Target global batch", "--headroom": "Headroom", "--trial-steps": "Trial steps",
+                "--sweep-steps": "Sweep steps", "--precision": "Precision", "--nodes": "Target nodes",
+                "--gpus-per-node": "GPUs per node", "--zero-stage": "Zero stage"}
+_FLAG = re.compile(r"(?:\b(pass|use|choose another) )?(" + "|".join(map(re.escape, FIELD_LABELS)) +
+                   r")\b(?: (SIZE|N)\b)?")
+
+
+def in_field_words(text: str) -> str:
+    """An engine message with the form's field labels in place of the CLI flags ('pass --base-lr' becomes
+    'fill in "LR used today"')."""
+    def label(match: re.Match) -> str:
+        verb, flag = match.group(1), match.group(2)
+        name = f'"{FIELD_LABELS[flag]}"'
+        if verb == "pass":
+            return f"fill in {name}"
+        if verb == "choose another":
+            return f"choose another {name}"
+        return f"{verb} {name}" if verb else name
+
+    return _FLAG.sub(label, text)
+
+
+def merged_problems(first: str, error: str) -> str:
+    """One 'Cannot start the plan: a; b. Nothing was run.' message with ``first`` named before the others."""
+    prefix, suffix = "Cannot start the plan: ", " Nothing was run."
+    rest = error.removeprefix(prefix).removesuffix(suffix).rstrip(".") if error else ""
+    return prefix + "; ".join(p for p in (first.rstrip("."), rest) if p) + "." + suffix
+
+
 def _history_summary(name: str, train_size: int) -> str | None:
     """What the history (recipes/.history.jsonl, or $ADVISOR_HISTORY) knows about this workload; never fails."""
     from ...history import default_read_path, read_history, summary_for
@@ -81,12 +114,13 @@ class SetupScreen(Screen):
 
     def __init__(self) -> None:
         super().__init__(name="setup")
-        self.workload = None  # the resolved Workload of the spec in the field, when it resolved
+        self.workload = None  # the WorkloadSummary of the spec in the field, when its check passed
         self.host = None
         self.adapter_reasons: dict[str, str] = {}
         self.adapter_options: dict[str, tuple] = {}  # adapter name -> its declared AdapterOptions
         self._options_shown_for = None  # the adapter whose option fields the form shows
-        self._checked_spec = ""
+        self._checked_spec = ""  # the spec whose check passed
+        self._checking_spec = ""  # the spec whose check runs now
         self._started_task = None
 
     def compose(self):
@@ -143,15 +177,17 @@ class SetupScreen(Screen):
                                        id="subset-sweep"))
         yield Static("", classes="error-panel")
         with Horizontal(classes="actions"):
-            yield Button("Start ▶ (Enter, ctrl+r)", id="start", variant="primary")
+            yield Button("Start ▶ (ctrl+r)", id="start", variant="primary")
             yield Static("", id="status")
             yield Button("Diagnose a log (ctrl+o)", id="diagnose")
         yield Footer()
 
     def on_mount(self) -> None:
         self.load_environment()
-        self.query_one("#workload", Input).focus()
-        self._check_spec(self.query_one("#workload", Input).value)
+        field = self.query_one("#workload", Input)
+        field.focus()
+        self._highlight_builtin(field.value.strip())
+        self._check_spec(field.value.strip())  # the pre-filled value is accepted as it is
 
     def on_screen_resume(self) -> None:
         self.query_one(StepBar).update_steps()
@@ -247,46 +283,69 @@ class SetupScreen(Screen):
                 fields.append(Static(f"[dim]{escape(option.help)}[/dim]", classes="field-status"))
         await box.mount_all(fields)
 
-    # -- the workload, checked as you type ----------------------------------------------------------------
+    # -- the workload, checked once per accepted value ----------------------------------------------------
     @on(Input.Changed, "#workload")
     def _workload_changed(self, event: Input.Changed) -> None:
+        # Only the no-import look while typing: the check itself imports and runs the user's code.
+        spec = event.value.strip()
+        problem = quick_spec_problem(spec, self.builtins)
+        self._highlight_builtin(spec)
+        if spec and spec in (self._checked_spec, self._checking_spec):
+            return  # the value checked, or being checked, already (the field posts its first value too)
+        self._cancel_workload_check()
+        self.workload, self._checked_spec = None, ""
+        status = self.query_one("#workload-status", Static)
+        status.update(f"[red]{escape(problem)}[/red]" if problem else
+                      "[dim]Enter (or leaving the field) checks it.[/dim]")
+
+    @on(Input.Blurred, "#workload")
+    def _workload_left(self, event: Input.Blurred) -> None:
         self._check_spec(event.value.strip())
 
     def _check_spec(self, spec: str) -> None:
+        """Check ``spec`` unless it was checked (or is being checked) already."""
+        if spec and spec in (self._checked_spec, self._checking_spec):
+            return
         status = self.query_one("#workload-status", Static)
         problem = quick_spec_problem(spec, self.builtins)
-        self.workload = None
+        self._cancel_workload_check()
+        self.workload, self._checked_spec = None, ""
         if problem:
             status.update(f"[red]{escape(problem)}[/red]")
-            self._checked_spec = ""
             return
-        status.update("[dim]checking… (the first check imports torch and the workload: a few seconds)[/dim]")
+        status.update("[dim]checking… one training and one evaluation step in a separate process (the first "
+                      "imports torch: a few seconds)[/dim]")
+        self._checking_spec = spec
         self.resolve_spec(spec)
+
+    def _cancel_workload_check(self) -> None:
+        self._checking_spec = ""
+        self.workers.cancel_group(self, "workload")  # its worker kills the check's process
 
     @work(thread=True, exclusive=True, group="workload", exit_on_error=False)
     def resolve_spec(self, spec: str) -> None:
         from textual.worker import get_current_worker
 
-        from ...errors import AdvisorError
-        from ...workload_check import check_workload
+        from ...errors import AdvisorError, CancelledError
+        from ...workload_check import check_in_process
 
-        time.sleep(0.3)  # let the typing settle before importing anything
-        if get_current_worker().is_cancelled:
-            return
+        worker = get_current_worker()
         try:
             # The same check as `advisor workloads --check`: one training and one evaluation step at batch 2,
-            # so a broken workload file is named here, not by a worker minutes into a plan.
-            workload = check_workload(spec).workload
+            # so a broken workload file is named here, not by a worker minutes into a plan. In a child process:
+            # a workload that tokenises or downloads can be stopped.
+            summary = check_in_process(spec, cancelled=lambda: worker.is_cancelled)
+        except CancelledError:
+            return
         except AdvisorError as exc:
             self.post_message(WorkloadChecked(spec, error=str(exc)))
-        except Exception as exc:  # user code can raise anything, even past the engine's checks
-            self.post_message(WorkloadChecked(spec, error=f"{type(exc).__name__}: {exc}"))
         else:
-            self.post_message(WorkloadChecked(spec, workload))
+            self.post_message(WorkloadChecked(spec, summary))
 
     def on_workload_checked(self, message: WorkloadChecked) -> None:
         if message.spec != self.query_one("#workload", Input).value.strip():
             return  # an answer for what was typed before
+        self._checking_spec = ""
         status = self.query_one("#workload-status", Static)
         if message.error:
             self.workload = None
@@ -299,7 +358,7 @@ class SetupScreen(Screen):
         batch = f" at batch {w.current_batch_size}" if w.current_batch_size else ""
         known = _history_summary(w.name, w.train_length)
         status.update(f"[green]✓[/green] {w.name}: {w.task}{classes}, {w.optimizer}{lr}{batch}; "
-                      f"{w.train_length} training / {len(w.val_data)} validation samples"
+                      f"{w.train_length} training / {w.val_length} validation samples"
                       + (f"\n[b]History:[/b] {escape(known)}" if known else ""))
         self._fill_from_workload()
 
@@ -353,10 +412,20 @@ class SetupScreen(Screen):
             field.placeholder = "empty: the sweep decides"
             status.update(f"[dim]{profile.source}[/dim]")
 
+    def _highlight_builtin(self, spec: str) -> None:
+        """The list's cursor sits on the workload in the field, so Enter on it keeps what is there."""
+        names = list(self.builtins)
+        if spec in names:
+            self.query_one("#builtins", OptionList).highlighted = names.index(spec)
+
     @on(OptionList.OptionSelected, "#builtins")
     def _builtin_picked(self, event: OptionList.OptionSelected) -> None:
         field = self.query_one("#workload", Input)
+        before = field.value.strip()
         field.value = event.option.id
+        self.app.notify(f"Workload: {event.option.id}" + (f" (was {before})." if before and before != event.option.id
+                                                           else " (unchanged)."), timeout=4)
+        self._check_spec(event.option.id)
         field.focus()
 
     # -- start --------------------------------------------------------------------------------------------
@@ -391,6 +460,10 @@ class SetupScreen(Screen):
 
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:
+        spec = self.query_one("#workload", Input).value.strip()
+        if event.input.id == "workload" and spec != self._checked_spec:
+            self._check_spec(spec)  # Enter accepts the typed workload; the next Enter starts
+            return
         self.action_start()
 
     def action_start(self) -> None:
@@ -421,18 +494,30 @@ class SetupScreen(Screen):
         from ...errors import AdvisorError
         from ...session import validate_setup
         from ...settings import option_value, settings_from_options
+        from ...units import parse_size
 
+        memory_problem = ""
+        if options.get("device_memory"):  # unreadable, it must not hide the other problems: checked on its own
+            try:
+                parse_size(options["device_memory"])
+            except AdvisorError as exc:
+                memory_problem = f"Memory per device: {exc}"
+                options = {**options, "device_memory": "1MiB"}  # a stand-in no budget rule objects to
         try:
             host = self.host or self.app.host or detect()
             adapter = load_adapter(option_value(options, "adapter"))
             settings = settings_from_options(options, host)
             setup = validate_setup(settings, adapter, host)
         except AdvisorError as exc:
-            self.post_message(SetupChecked(options, error=str(exc)))
+            error = merged_problems(memory_problem, str(exc)) if memory_problem else str(exc)
+            self.post_message(SetupChecked(options, error=error))
         except Exception as exc:  # a bug or a workload past the engine's checks: shown, never fatal
             self.post_message(SetupChecked(options, error=f"{type(exc).__name__}: {exc}"))
         else:
-            self.post_message(SetupChecked(options, adapter, settings, setup))
+            if memory_problem:
+                self.post_message(SetupChecked(options, error=merged_problems(memory_problem, "")))
+            else:
+                self.post_message(SetupChecked(options, adapter, settings, setup))
 
     def on_setup_checked(self, message: SetupChecked) -> None:
         self.query_one("#start", Button).disabled = False
@@ -450,7 +535,7 @@ class SetupScreen(Screen):
 
     def _show_error(self, text: str) -> None:
         panel = self.query_one(".error-panel", Static)
-        panel.update(f"[b]Cannot start[/b]\n{escape(text)}" if text else "")
+        panel.update(f"[b]Cannot start[/b]\n{escape(in_field_words(text))}" if text else "")
         panel.set_class(bool(text), "shown")
 
     def action_next(self) -> None:

@@ -16,7 +16,7 @@ class StartScreen(StepScreen):
     RUN_LABEL = "Choose"
     AUTO_RUN = True
     INTRO = ("Step 2. Experience gives a per-device starting value per task, just to get a full curve; it is "
-             "capped by the ceiling. Type your own value to start elsewhere, then r.")
+             "capped by the ceiling. To start elsewhere, type your own value and press Enter.")
 
     def compose_body(self):
         with Horizontal():
