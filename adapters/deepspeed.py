@@ -15,6 +15,7 @@ class DeepSpeedAdapter(AdapterBase):
     # No per-replica gradient norm: DeepSpeed reduces (and with ZeRO, partitions) gradients inside its engine.
     capabilities = Capabilities(supports_accumulation=True, supports_lamb=True, measures_gradient_noise=False)
     package = "deepspeed"
+    worker_module = "advisor_adapters.deepspeed_worker"
 
     def version(self) -> str | None:
         return package_version(self.package)
@@ -28,7 +29,7 @@ class DeepSpeedAdapter(AdapterBase):
         return stale_lock_message(stale) if stale else None
 
     def command(self, job_path: str, nproc: int) -> list[str]:
-        return torchrun_command("advisor_adapters.deepspeed_worker", job_path, nproc)
+        return torchrun_command(self.worker_module, job_path, nproc)
 
     def validate_options(self, options: dict) -> dict:
         from advisor.errors import SetupError
