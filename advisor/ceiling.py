@@ -171,7 +171,7 @@ def search_ceiling(
             break
         fit = _fit_if_measured(trials)
         predicted = fit.batch_for(budget_bytes) if fit else None
-        run(next_edge_probe(largest_ok, smallest_oom, predicted, max_batch), "edge")
+        run(next_edge_probe(largest_ok, smallest_oom, predicted, max_batch, resolution), "edge")
     fit = _fit_if_measured(trials)  # every measured point: the large probes pin the slope down
     if fit is None:
         reason = (f"Only a batch of {largest_ok} fits under {budget_bytes / 2**20:.0f} MiB"
@@ -199,33 +199,35 @@ def search_ceiling(
 
 
 # Where the real OOM edge has been met, as a share of the batch the fitted line predicts at the budget: at
-# it on a GPU, at 65-90% of it on CPU (allocator overhead counts against RLIMIT_DATA, not in tensor bytes).
-EDGE_PRIOR = (0.65, 1.0)
-EDGE_FIRST_GUESS = 0.8  # the first edge probe, inside that band: either outcome halves it
+# it on a GPU, at 65-90% of it on CPU (allocator overhead counts against RLIMIT_DATA, not in tensor bytes);
+# the low end leaves a margin below that.
+EDGE_PRIOR = (0.6, 0.8, 1.0)  # low end, the first probe, high end
 
 
-def next_edge_probe(largest_ok: int, smallest_oom: int | None, predicted: int | None, max_batch: int) -> int:
+def next_edge_probe(largest_ok: int, smallest_oom: int | None, predicted: int | None, max_batch: int,
+                    resolution: float = DEFAULT_RESOLUTION) -> int:
     """The next batch to probe, strictly between the largest batch that ran and the smallest that ran out.
 
-    With a fitted line, probes go where the edge is expected (``EDGE_PRIOR`` of its prediction) instead of
-    halving the whole range from the fit's small batches: once a probe contradicts the band, plain bisection.
-    Without a line (only one batch size ran and nothing ran out: the cap is below the fit's second batch),
-    the cap itself is probed.
+    With a fitted line, the first probe goes inside the band where the edge is expected (``EDGE_PRIOR`` of
+    the line's prediction at the budget), the second to that band's end on the side the first one points
+    to, so two probes usually bracket the edge within the band, where bisection then needs few steps.
+    Where the band was wrong (all ran past its top, or ran out below its bottom): growth or bisection.
+    Without a line (one size ran, nothing ran out: the cap is below the fit's second batch), the cap.
     """
+    if predicted is None:
+        return max_batch if smallest_oom is None else (largest_ok + smallest_oom) // 2
+    low, first, high = (math.floor(share * predicted) for share in EDGE_PRIOR)
     if smallest_oom is None:
-        if predicted is None:
-            return max_batch
-        for target in (round(EDGE_FIRST_GUESS * predicted), predicted):
-            if target > largest_ok:
-                return min(max_batch, target)
-        return min(max_batch, math.ceil(largest_ok * GROWTH))  # grow until OOM
-    guess = (largest_ok + smallest_oom) // 2
-    if predicted:
-        low = max(largest_ok + 1, math.floor(EDGE_PRIOR[0] * predicted))
-        high = min(smallest_oom - 1, math.ceil(EDGE_PRIOR[1] * predicted))
-        if low <= high:
-            guess = min(max(guess, low), high)
-    return guess
+        if largest_ok < first:
+            guess = first
+        elif largest_ok < high:
+            guess = math.ceil(high * (1 + resolution))  # just past the predicted edge: an OOM there closes the band
+        else:
+            guess = math.ceil(largest_ok * GROWTH)  # more fits than the line said: grow until OOM
+        return min(max_batch, max(largest_ok + 1, guess))
+    if largest_ok < low < smallest_oom - 1 and smallest_oom <= first:
+        return low  # ran out inside the band: its low end either closes it or says the band was wrong
+    return (largest_ok + smallest_oom) // 2
 
 
 def _bracket(trials: list[ProbeTrial]) -> tuple[int, int | None]:
