@@ -22,7 +22,7 @@ from advisor.launch import CancelToken, run_job, worker_env
 from advisor.method import MethodSettings
 from advisor.probe_server import ProbeServer
 from advisor.runner import JobRunner
-from conftest import REPO, workload_spec
+from conftest import REPO, advisor_processes, workload_spec
 
 MIB = 2**20
 
@@ -34,14 +34,34 @@ def _job(**kw) -> TrialJob:
     return TrialJob(**base)
 
 
-@pytest.fixture
-def server(ddp):
+@pytest.fixture(scope="module")
+def shared_server():
+    """One server for the module's tests (its start imports torch: seconds on a busy machine)."""
+    ddp = load_adapter("ddp")
     env = ddp.environment("cpu")
     probe_server = ProbeServer(ddp.worker_module, worker_env(_job(), env), str(REPO))
     assert probe_server.start(), probe_server.unavailable
     yield probe_server, env
     probe_server.close()
-    assert probe_server.proc.poll() is not None
+    assert probe_server.proc.poll() is not None and not advisor_processes()
+
+
+@pytest.fixture
+def server(shared_server):
+    """The shared server; after the test, no process of this engine but the server itself is left."""
+    yield shared_server
+    probe_server = shared_server[0]
+    deadline = time.monotonic() + 5
+    while _leftovers(probe_server) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = _leftovers(probe_server)
+    for proc in left:
+        proc.kill()
+    assert not left, f"processes left behind: {[p.info['cmdline'] for p in left]}"
+
+
+def _leftovers(probe_server):
+    return [p for p in advisor_processes() if p.pid != probe_server.proc.pid]
 
 
 def _alive(pid: int) -> bool:
@@ -71,7 +91,7 @@ def test_fast_probes_find_the_ceiling_fresh_torchrun_probes_find(no_leftover_pro
         fast.close()
 
 
-def test_a_probe_after_an_oom_runs_in_a_new_process_with_the_memory_of_a_fresh_one(no_leftover_processes, server):
+def test_a_probe_after_an_oom_runs_in_a_new_process_with_the_memory_of_a_fresh_one(server):
     probe_server, env = server
     pids, peaks = [], []
     for batch, expected in ((64, "ok"), (100_000, "oom"), (64, "ok")):
@@ -94,7 +114,7 @@ def test_forked_probes_run_with_the_launch_env(server):
     assert psutil.Process(probe_server.proc.pid).environ()["MALLOC_MMAP_THRESHOLD_"] == "65536"
 
 
-def test_cancelling_a_forked_probe_stops_it_and_leaves_no_process(no_leftover_processes, server):
+def test_cancelling_a_forked_probe_stops_it_and_leaves_no_process(server):
     probe_server, env = server
     cancel, started = CancelToken(), []
 
@@ -111,7 +131,7 @@ def test_cancelling_a_forked_probe_stops_it_and_leaves_no_process(no_leftover_pr
     assert run_job(None, _job(), 1, 120, env=env, server=probe_server).status == "ok"
 
 
-def test_a_hung_forked_probe_times_out_with_a_message(no_leftover_processes, server):
+def test_a_hung_forked_probe_times_out_with_a_message(server):
     probe_server, env = server
     job = _job(kind="train", workload=workload_spec("slow_linear"), steps=10_000, memory_budget_bytes=None,
                loss_every=10**9)
