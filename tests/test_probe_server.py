@@ -153,14 +153,18 @@ def test_a_killed_engine_takes_its_probe_server_and_probes_with_it(tmp_path):
         from advisor.job import TrialJob
         ddp = load_adapter("ddp")
         env = ddp.environment("cpu")
+        # Silent after its first step: a probe that writes would die of SIGPIPE anyway, this one must be ended.
         job = TrialJob(kind="train", workload=workload_spec("slow_linear"), per_device_batch=8, steps=10_000,
-                       workdir={str(REPO)!r})
+                       loss_every=10**9, workdir={str(REPO)!r})
         server = ProbeServer(ddp.worker_module, worker_env(job, env), {str(REPO)!r})
         assert server.start(), server.unavailable
         print("server", server.proc.pid, flush=True)
+        pid = []
         def on_event(event):
             if event["event"] == "started":
-                print("probe", event["pid"], flush=True)
+                pid.append(event["pid"])
+            if event["event"] == "progress":  # its last output line: from here on the probe is silent
+                print("probe", pid[0], flush=True)
         run_job(None, job, 1, 600, on_event=on_event, env=env, server=server)
     """))
     engine = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=REPO)
@@ -170,6 +174,7 @@ def test_a_killed_engine_takes_its_probe_server_and_probes_with_it(tmp_path):
         pids[name] = int(pid)
         if "probe" in pids:
             break
+    time.sleep(1.0)
     engine.kill()  # SIGKILL: no cleanup code of the engine runs
     engine.wait()
     deadline = time.monotonic() + 15
