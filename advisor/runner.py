@@ -8,7 +8,7 @@ import weakref
 from .adapters import Adapter
 from .ceiling import ProbeTrial
 from .errors import AdvisorError
-from .events import EvalPoint, ProbeFinished, ProbeStarted, RunStarted, TrialFinished, TrialProgress
+from .events import EvalPoint, Note, ProbeFinished, ProbeStarted, RunStarted, TrialFinished, TrialProgress
 from .job import TrialJob
 from .launch import CancelToken, JobOutcome, run_job, worker_env
 from .ledger import TrialRecord
@@ -40,9 +40,12 @@ class JobRunner:
         self.options = options
         self.probe_nproc = adapter.probe_processes(settings.nproc, self.options)
         self.probe_precision = settings.start_precision
-        # 1-process probes fork from a pre-imported server (advisor/probe_server.py); multi-process ones and
-        # adapters that name no worker module launch through their command as before.
-        self.fast_probes = fast_probes and self.probe_nproc == 1 and bool(getattr(adapter, "worker_module", None))
+        # 1-process CPU probes fork from a pre-imported server (advisor/probe_server.py); multi-process ones and
+        # adapters that name no worker module launch through their command as before. On CUDA the server keeps
+        # the fork-safety rules (it refuses to serve once CUDA is initialised) but has not run on a GPU yet:
+        # probes there launch fresh until it has.
+        self.fast_probes = (fast_probes and self.probe_nproc == 1 and settings.device == "cpu"
+                            and bool(getattr(adapter, "worker_module", None)))
         self.probe_server = None
         self.probe_server_unavailable: str | None = None  # why probes fell back to fresh launches, if they did
 
@@ -68,6 +71,7 @@ class JobRunner:
                 self.probe_server_unavailable = self.probe_server.unavailable
                 self.fast_probes = False
                 self.close()
+                self.emit(Note(f"Memory probes start a fresh launch each: {self.probe_server_unavailable}."))
                 return None
         return self.probe_server
 
