@@ -32,6 +32,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -117,8 +118,9 @@ def run_advisor(spec: str, budget: int, headroom: float) -> dict:
 
 def run_finder(finder: str, spec: str, budget: int) -> dict:
     started = time.monotonic()
-    run = subprocess.run([sys.executable, __file__, "--finder", finder, spec, str(budget)], capture_output=True,
-                         text=True, env=recipe_env(), timeout=1800)
+    with tempfile.TemporaryDirectory(prefix="bench-finder-") as scratch:  # Lightning leaves checkpoints in its cwd
+        run = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--finder", finder, spec, str(budget)],
+                             capture_output=True, text=True, env=recipe_env(), timeout=1800, cwd=scratch)
     seconds = time.monotonic() - started
     line = next((l for l in reversed(run.stdout.splitlines()) if l.startswith("{")), None)
     if line is None:
