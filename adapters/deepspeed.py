@@ -17,6 +17,7 @@ class DeepSpeedAdapter(AdapterBase):
     options = (AdapterOption("zero_stage", int, None, f"DeepSpeed ZeRO stage (default {DEFAULT_ZERO_STAGE}; "
                              "0 with LAMB/LARS, which need whole tensors)", choices=(0, 1, 2, 3)),)
     package = "deepspeed"
+    worker_module = "advisor_adapters.deepspeed_worker"
 
     def version(self) -> str | None:
         return package_version(self.package)
@@ -30,7 +31,7 @@ class DeepSpeedAdapter(AdapterBase):
         return stale_lock_message(stale) if stale else None
 
     def command(self, job_path: str, nproc: int) -> list[str]:
-        return torchrun_command("advisor_adapters.deepspeed_worker", job_path, nproc)
+        return torchrun_command(self.worker_module, job_path, nproc)
 
     def validate_options(self, options: dict) -> dict:
         # zero_stage_reason is not a user option: plan_options writes it, and its output comes back here.

@@ -128,6 +128,9 @@ class AdapterBase:
     summary = ""
     capabilities = Capabilities()
     options: tuple[AdapterOption, ...] = ()  # declared settings: flags, app fields, validation, recipe entries
+    # The module whose ``__main__`` runs one worker (``worker_main``). Set, a 1-process ceiling probe forks
+    # from a server that imported it once (advisor/probe_server.py) instead of a fresh torchrun launch.
+    worker_module: str | None = None
 
     def command(self, job_path: str, nproc: int) -> list[str]:
         raise NotImplementedError

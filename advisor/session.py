@@ -383,7 +383,10 @@ class Session:
         if not reuse_probes:
             self._probes.clear()
         self._mixed_ceilings.clear()
-        self.ceiling_result = self._search_ceiling(self.precision.measure, self._probes)
+        try:
+            self.ceiling_result = self._search_ceiling(self.precision.measure, self._probes)
+        finally:
+            self._close_probe_server()
         self.invalidate_after(1)
         self._end(1, began)
         return self.ceiling_result
@@ -408,6 +411,12 @@ class Session:
         return search_ceiling(probe, self.settings.memory_budget_bytes, self.settings.headroom, max_batch,
                               cap_reason=cap_reason, precision=precision)
 
+    def _close_probe_server(self) -> None:
+        """A search's probes share one probe server; it holds an imported torch, so it ends with the search."""
+        close = getattr(self.runner, "close", None)
+        if close:
+            close()
+
     def _mixed_cap(self, mixed: str) -> tuple[int | None, str]:
         """The per-device cap with the ceiling re-probed in ``mixed`` precision, or None and why it cannot run."""
         if mixed not in self._mixed_ceilings:
@@ -422,6 +431,7 @@ class Session:
                 self._mixed_ceilings[mixed] = str(exc)  # asked again (a new global target), the answer stands
             finally:
                 self._attribute_rows(1)  # kept, like the answer, until the ceiling is redone
+                self._close_probe_server()
         found = self._mixed_ceilings[mixed]
         if isinstance(found, str):
             return None, found
