@@ -44,7 +44,7 @@ class EventStubRunner:
         return trial
 
     def train(self, phase, per_device, steps, lr, warmup_steps=0, accumulation=1, evaluate=False,
-              precision="fp32", eval_points=1):
+              precision="fp32", eval_points=1, seed=0):
         g = per_device * self.nproc * accumulation
         self.emit(RunStarted(phase, per_device, self.nproc, accumulation, steps, precision, lr))
         peak = self.peak(per_device, precision)
