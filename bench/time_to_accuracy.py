@@ -1,6 +1,7 @@
 """Time to a target validation accuracy on digits: the advised batch against the largest that fits and an oracle.
 
     python bench/time_to_accuracy.py [--quick] [--target 0.9] [--seeds 3] [--epochs 12] [--device-memory 64MiB]
+                                     [--recipe PATH]
 
 1. `advisor plan` (2 gloo processes, digits-cnn) advises a per-device batch; its recipe also gives the
    largest per-device batch that fits (the ceiling, with the data cap) and the LR rules (base LR and batch,
@@ -112,16 +113,26 @@ def main() -> None:
     parser.add_argument("--device-memory", default="64MiB", help="per-device budget for the plan's ceiling")
     parser.add_argument("--sweep-steps", type=int, default=60, help="the plan's --sweep-steps")
     parser.add_argument("--trial-steps", type=int, default=12, help="the plan's --trial-steps")
+    parser.add_argument("--recipe", help="use the advice of this earlier digits-cnn plan instead of running one")
     args = parser.parse_args()
     if args.quick:
-        args.seeds, args.epochs, args.sweep_steps, args.trial_steps = 2, 8, 40, 8
+        args.seeds, args.epochs, args.sweep_steps, args.trial_steps, args.device_memory = 2, 8, 40, 8, "48MiB"
 
     from advisor.units import parse_size
     from advisor.workload import resolve_workload
 
     train_size = resolve_workload(WORKLOAD).train_length
-    with tempfile.TemporaryDirectory() as tmp:
-        recipe, plan_seconds = advise(args.device_memory, args.trial_steps, args.sweep_steps, Path(tmp) / "r.toml")
+    if args.recipe:  # a recipe an earlier `advisor plan` wrote for digits-cnn (its settings are in the recipe)
+        from advisor.recipe import read_recipe_data
+
+        recipe, plan_seconds = read_recipe_data(args.recipe)[0], math.nan
+        if recipe["workload"]["spec"] != WORKLOAD or recipe["inputs"]["nproc"] != NPROC:
+            sys.exit(f"--recipe {args.recipe} is not a {NPROC}-process {WORKLOAD} plan.")
+        args.device_memory = str(recipe["inputs"]["device_memory_bytes"])
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            recipe, plan_seconds = advise(args.device_memory, args.trial_steps, args.sweep_steps,
+                                          Path(tmp) / "r.toml")
     advised = recipe["batch"]["per_device"]
     largest = recipe["ceiling"]["per_device_max"]
     sweep = recipe["method"].get("sweep", {})
