@@ -70,7 +70,7 @@ class EventStubRunner:
                     self.emit(EvalPoint(phase, per_device, at, round(at * step_seconds, 3), round(1 - value, 3),
                                         value))
             record = TrialRecord(phase, per_device, self.nproc, accumulation, g, "ok", round(steps * step_seconds, 3),
-                                 lr=lr, warmup_steps=warmup_steps, precision=precision, steps=steps,
+                                 lr=lr, warmup_steps=warmup_steps, precision=precision, steps=steps, seed=seed,
                                  peak_bytes=int(peak), step_seconds=step_seconds, throughput=throughput,
                                  final_loss=losses[-1], val_loss=(1 - metric) if evaluate else None,
                                  val_metric=metric, train_seconds=round(steps * step_seconds, 3), losses=losses,
