@@ -18,6 +18,7 @@ class TrialRecord:
     warmup_steps: int | None = None
     precision: str = "fp32"
     steps: int | None = None
+    seed: int | None = None  # the training run's seed (init and data order); sweep ties rerun with another
     peak_bytes: int | None = None
     step_seconds: float | None = None  # one optimizer step on the device, the loader's wait excluded
     data_seconds: float | None = None  # per step, waiting for the next batches (the slowest rank's loader)

@@ -115,6 +115,7 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
             "start_value": result.start_value, "start_reason": result.start_reason,
             "trial_choice": result.trial_choice, "trial_reason": result.trial_reason,
             "sweep_choice": result.sweep_choice, "sweep_reason": result.sweep_reason,
+            "sweep": _sweep_section(result),
             "noise_scale": round(result.noise_scale, 1) if result.noise_scale else None,
             "noise_reason": result.noise_reason,
             "step_seconds": {t.name: round(t.seconds, 2) for t in result.timings},
@@ -147,6 +148,12 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
     }
 
 
+def _sweep_section(result: MethodResult) -> dict:
+    """The comparison sweep's verdict: the pick, whether the data could tell it from the others ("equal within
+    noise" and the rule that then picked), each candidate's value with its spread, and any diverged runs."""
+    return {"pick": result.sweep_choice, **result.sweep_summary}
+
+
 def json_summary(result: MethodResult, recipe_path: str | None) -> dict:
     p = result.plan
     return {
@@ -156,6 +163,7 @@ def json_summary(result: MethodResult, recipe_path: str | None) -> dict:
         "ceiling": {"per_device_max": result.ceiling.per_device_max, "trials": len(result.ceiling.trials),
                     "largest_ok": result.ceiling.largest_ok, "smallest_oom": result.ceiling.smallest_oom},
         "noise_scale": result.noise_scale,
+        "sweep": _sweep_section(result),
         "precision_reason": result.precision_reason,
         "launch": {"command": shell_line(result.launch_command), "env": dict(result.launch_env)},
         "warnings": [asdict(wn) for wn in p.warnings] + _measured_warnings(result),

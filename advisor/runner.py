@@ -120,8 +120,9 @@ class JobRunner:
 
     def train(self, phase: str, per_device: int, steps: int, lr: float, warmup_steps: int = 0,
               accumulation: int = 1, evaluate: bool = False, precision: str = "fp32",
-              eval_points: int = 1) -> TrialRecord:
+              eval_points: int = 1, seed: int = 0) -> TrialRecord:
         job = self._job(kind="train", per_device_batch=per_device, steps=steps, lr=lr, warmup_steps=warmup_steps,
+                        seed=seed,
                         accumulation_steps=accumulation, evaluate=evaluate, loss_every=max(1, steps // 20),
                         precision=precision, eval_points=eval_points if evaluate else 1)
         self.emit(RunStarted(phase, per_device, self.nproc, accumulation, steps, precision, lr))
@@ -136,7 +137,7 @@ class JobRunner:
 
         outcome = self._run(job, self.nproc, f"{phase} at {per_device} per device", on_event)
         global_batch = per_device * self.nproc * accumulation
-        common = dict(lr=lr, warmup_steps=warmup_steps, precision=precision, steps=steps)
+        common = dict(lr=lr, warmup_steps=warmup_steps, precision=precision, steps=steps, seed=seed)
         if outcome.status == "oom":
             oom = outcome.first("oom") or {}
             record = TrialRecord(phase, per_device, self.nproc, accumulation, global_batch, "oom",

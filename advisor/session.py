@@ -21,10 +21,10 @@ from .events import Decision, Event, Note, StepFinished, StepStarted
 from .launch import CancelToken
 from .ledger import TrialRecord
 from .lr import DEFAULT_BASE_WARMUP_EPOCHS, KNOWN_OPTIMIZERS, LRDecision, WarmupDecision, base_warmup_epochs
-from .method import (SWEEP_EVAL_POINTS, MethodSettings, SweepOutcome, TrialOutcome, WorkloadInfo, choose_precision,
-                     data_cap, decide_sweep, heterogeneous_devices_note, lr_and_warmup, make_plan,
-                     mixed_before_accumulation, noise_summary, short_trial, start_value, sweep_candidates,
-                     validated_global)
+from .method import (SWEEP_EVAL_POINTS, TIE_SEEDS, MethodSettings, SweepOutcome, TrialOutcome, WorkloadInfo,
+                     choose_precision, data_cap, decide_sweep, diverged, heterogeneous_devices_note, lr_and_warmup,
+                     make_plan, mixed_before_accumulation, noise_summary, short_trial, start_value, sweep_candidates,
+                     sweep_run_settings, validated_global)
 from .plan import Plan, plan_data_parallel
 
 STEP_TITLES = {1: "Memory ceiling", 2: "Starting value", 3: "Trial run", 4: "Sweep"}
@@ -75,6 +75,7 @@ class MethodResult:
     tf32: bool = False  # the probes ran with TF32 matmuls allowed; the user's run must allow them too
     host: HostDevices | None = None  # what detect() found before the plan
     workload_notes: dict = field(default_factory=dict)  # the recipe's [workload] additions: metric, what was probed
+    sweep_summary: dict = field(default_factory=dict)  # SweepOutcome.summary(): spread, ties, diverged runs
 
 
 @dataclass
@@ -515,32 +516,58 @@ class Session:
         note = " ".join(notes)
         if note:
             self._emit(Note(note))
-        info, steps = self.info, self.settings.sweep_steps
-        rows = [self._reused_run("sweep", batch, steps, precision)
-                or self.runner.train("sweep", batch, steps, *lr_and_warmup(info, batch * self.runner.nproc, steps),
-                                     evaluate=True, precision=precision, eval_points=SWEEP_EVAL_POINTS)
-                for batch in candidates]
+        info, steps, nproc = self.info, self.settings.sweep_steps, self.runner.nproc
+        # Equal samples: every candidate trains on what the centre sees in --sweep-steps steps, each with the
+        # warmup the plan would give its batch, so a bigger batch is not credited with more data.
+        samples = steps * chosen * nproc
+
+        def run(batch: int, seed: int) -> TrialRecord:
+            run_steps, lr, warmup = sweep_run_settings(info, batch * nproc, samples)
+            reused = self._reused_run("sweep", batch, run_steps, precision, lr, warmup, seed)
+            if reused:
+                return reused
+            extra = {"seed": seed} if seed else {}  # seed 0 is every runner's default
+            record = self.runner.train("sweep", batch, run_steps, lr, warmup, evaluate=True, precision=precision,
+                                       eval_points=SWEEP_EVAL_POINTS, **extra)
+            record.seed = seed
+            if record.status == "ok" and diverged(record):
+                record.note = (record.note + "; " if record.note else "") + "diverged: a NaN/inf loss or metric"
+            return record
+
+        rows = [run(batch, 0) for batch in candidates]
         noise, _ = noise_summary(self._trained_rows())
-        pick, reason = decide_sweep(rows, chosen, info.num_classes, steps, noise, self.runner.nproc)
+        verdict = decide_sweep(rows, chosen, info.num_classes, steps, noise, nproc, info.val_size)
+        if len(verdict.tied) > 1 and not verdict.equal_within_noise:
+            self._emit(Decision(4, verdict.reason))
+            for seed in range(1, TIE_SEEDS):
+                rows += [run(batch, seed) for batch in verdict.tied]
+            verdict = decide_sweep(rows, chosen, info.num_classes, steps, noise, nproc, info.val_size)
+        reason = verdict.reason
+        in_warmup = [b for b in candidates if sweep_run_settings(info, b * nproc, samples)[2]
+                     >= sweep_run_settings(info, b * nproc, samples)[0]]
+        if in_warmup:
+            reason += (f" At {', '.join(map(str, in_warmup))} per device the planned warmup outlasts the sweep run "
+                       f"({samples} samples each): the comparison covers the start of training only; a longer "
+                       "--sweep-steps covers more of it.")
         if note:
             reason = note + " " + reason
         self._emit(Decision(4, reason))
-        self.sweep_outcome = SweepOutcome(pick, reason, rows, candidates)
+        self.sweep_outcome = SweepOutcome(verdict.chosen, reason, rows, candidates, verdict, samples)
         self.invalidate_after(4)
         self._end(4, began)
         return self.sweep_outcome
 
-    def _reused_run(self, phase: str, batch: int, steps: int, precision: str) -> TrialRecord | None:
+    def _reused_run(self, phase: str, batch: int, steps: int, precision: str, lr: float, warmup: int,
+                    seed: int = 0) -> TrialRecord | None:
         """A run the history measured at exactly these settings: reused, not re-run, and said so in the ledger."""
         if not self.known:
             return None
         from .events import TrialFinished
         from .history import record_from_row
 
-        lr, warmup = lr_and_warmup(self.info, batch * self.runner.nproc, steps)
         row = self.known.measured_run(phase, {"per_device": batch, "world_size": self.runner.nproc,
                                               "accumulation": 1, "steps": steps, "precision": precision, "lr": lr,
-                                              "warmup_steps": warmup})
+                                              "warmup_steps": warmup, "seed": seed})
         if row is None:
             return None
         record = record_from_row(row)
@@ -629,6 +656,7 @@ class Session:
         self.result.tf32 = self.precision.tf32
         self.result.host = self.setup.host
         self.result.workload_notes = self.workload_notes()
+        self.result.sweep_summary = sweep.summary()
         return self.result
 
     def workload_notes(self) -> dict:

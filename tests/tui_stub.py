@@ -46,7 +46,7 @@ class EventStubRunner:
         return trial
 
     def train(self, phase, per_device, steps, lr, warmup_steps=0, accumulation=1, evaluate=False,
-              precision="fp32", eval_points=1):
+              precision="fp32", eval_points=1, seed=0):
         g = per_device * self.nproc * accumulation
         self.emit(RunStarted(phase, per_device, self.nproc, accumulation, steps, precision, lr))
         peak = self.peak(per_device, precision)
@@ -72,7 +72,7 @@ class EventStubRunner:
                     self.emit(EvalPoint(phase, per_device, at, round(at * step_seconds, 3), round(1 - value, 3),
                                         value))
             record = TrialRecord(phase, per_device, self.nproc, accumulation, g, "ok", round(steps * step_seconds, 3),
-                                 lr=lr, warmup_steps=warmup_steps, precision=precision, steps=steps,
+                                 lr=lr, warmup_steps=warmup_steps, precision=precision, steps=steps, seed=seed,
                                  peak_bytes=int(peak), step_seconds=step_seconds, throughput=throughput,
                                  final_loss=losses[-1], val_loss=(1 - metric) if evaluate else None,
                                  val_metric=metric, train_seconds=round(steps * step_seconds, 3), losses=losses,

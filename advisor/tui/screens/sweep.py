@@ -83,14 +83,18 @@ class SweepScreen(StepScreen):
             self.query_one("#notes", RichLog).write(f"[dim]{escape(event.message)}[/dim]")
 
     def add_run(self, record) -> None:
-        ok = record.status == "ok"
+        from ...method import diverged
+
+        seed = f" (seed {record.seed})" if record.seed else ""  # a tie's rerun
+        status = ("[red]OOM[/red]" if record.status != "ok" else "[red]diverged[/red]" if diverged(record)
+                  else f"[green]ok[/green]{seed}")
         self.query_one("#runs", DataTable).add_row(
             str(record.per_device), str(record.global_batch), f"{record.lr:.4g}" if record.lr else "-",
             f"{record.val_loss:.4f}" if record.val_loss is not None else "-",
             f"{record.val_metric:.3f}" if record.val_metric is not None else "-",
             f"{record.train_seconds:.1f}" if record.train_seconds is not None else "-",
             f"{record.throughput:.0f}" if record.throughput else "-",
-            "[green]ok[/green]" if ok else "[red]OOM[/red]")
+            status)
 
     def show_result(self, outcome) -> None:
         table = self.query_one("#runs", DataTable)
@@ -109,7 +113,7 @@ class SweepScreen(StepScreen):
         for r in outcome.rows:
             if r.status == "ok":
                 metric = r.validation_text() or "no validation"
-                rows.append((f"{r.per_device}/device", metric,
+                rows.append((f"{r.per_device}/device" + (f", seed {r.seed}" if r.seed else ""), metric,
                              f"After {r.steps} steps at LR {r.lr:.4g} (scaled from the base LR to global "
                              f"{r.global_batch}, warmup {r.warmup_steps or 0} steps), {r.train_seconds or 0:.1f} s "
                              "of training."))
