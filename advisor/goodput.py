@@ -146,14 +146,16 @@ def goodput_optimum(model: StepTimeModel | None, noise_scale: float | None, nois
         return GoodputResult(None, "Goodput-optimal batch: not computed, the fitted step time is zero.", model)
     best = max(candidates, key=lambda c: (c.goodput, -c.global_batch))
     result = GoodputResult(best, "", model, noise_scale, base_batch)
-    text = (f"Goodput-optimal batch (an estimate): {best.per_device} per device x {world_size} x {best.accumulation} "
-            f"accumulation = global {best.global_batch}, from the step-time model ({model.note}) and the noise scale "
+    text = (f"Goodput-optimal batch (an estimate): {best.per_device} per device x {world_size} device(s) x "
+            f"{best.accumulation} accumulation step(s) = global {best.global_batch}, from the step-time model ({model.note}) and the noise scale "
             f"~{noise_scale:.0f} with base batch {base_batch}. There S/S_min = {best.steps_ratio:.2f}, "
-            f"E/E_min = {best.examples_ratio:.2f}; LR x {best.lr_gain:.3g} from the base ({best.lr_gain_rule}).")
+            f"E/E_min = {best.examples_ratio:.2f}; its LR would be the base LR x {best.lr_gain:.3g} "
+            f"({best.lr_gain_rule}).")
     if best.past_critical:
         result.warnings.append(f"The goodput-optimal global batch {best.global_batch} is past the critical batch "
-                               f"(~ the noise scale, {noise_scale:.0f}): each step needs {best.examples_ratio:.2f}x "
-                               "the minimum samples; it wins on throughput, not on progress per sample.")
+                               f"(~ the noise scale, {noise_scale:.0f}): training there needs E/E_min = "
+                               f"{best.examples_ratio:.2f}x the fewest samples any batch would; it wins on throughput, "
+                               "not on progress per sample.")
     if rule_of_thumb:
         b, s = rule_of_thumb
         plan = _choice(model, b, s, world_size, noise_scale, base_batch, optimizer)
