@@ -106,7 +106,7 @@ class GoodputResult:
                        efficiency=round(c.efficiency, 4), steps_over_min=round(c.steps_ratio, 4),
                        examples_over_min=round(c.examples_ratio, 4), lr_gain=round(c.lr_gain, 4),
                        lr_gain_rule=c.lr_gain_rule, past_critical_batch=c.past_critical,
-                       noise_scale=self.noise_scale, base_batch=self.base_batch,
+                       noise_scale=round(self.noise_scale, 2), base_batch=self.base_batch,
                        rule_of_thumb_global=self.rule_of_thumb_global,
                        rule_of_thumb_goodput_share=(round(self.rule_of_thumb_share, 4)
                                                     if self.rule_of_thumb_share is not None else None),
