@@ -3,8 +3,7 @@
 B_simple = tr(Sigma) / |G|^2 predicts the critical batch: beyond it more batch buys little
 statistical progress. Two gradient norms at two batch sizes give unbiased estimates of both
 terms. Data parallelism hands them over for free: each replica's gradient (batch b_small) and
-the all-reduced one (batch b_big = b_small x replicas); on one process the micro-batches of an
-accumulated step do the same. Any adapter that can report those two squared norms per optimizer
+the all-reduced one (batch b_big = b_small x replicas). Any adapter that can report those two squared norms per optimizer
 step feeds this module; the maths lives here, not in a worker.
 
 Appendix A's recipe: the two terms are averaged over steps separately and only then divided (the
@@ -120,7 +119,7 @@ def estimate_noise(samples: list[GradNormSample], optimizer: str = "sgd", resamp
     if len(terms) < MIN_STEPS:
         return NoiseEstimate(None, None, None, len(terms), runs, (
             f"Gradient noise scale: unknown, {len(terms)} measured step(s) (needs {MIN_STEPS}+): it needs 2+ "
-            "processes (or accumulation on one), an adapter that reports per-replica and all-reduced gradient "
+            "processes, an adapter that reports per-replica and all-reduced gradient "
             "norms, and steps past the warm-up."), skipped=skipped, notes=notes)
     values = np.array(terms, dtype=np.float64)
     true_sq, trace = values.mean(axis=0)
