@@ -41,6 +41,10 @@ class AccelerateStrategy(ProcessGroupStrategy):
         self.noise.attach(model, job, self.world_size)
         return model, optimizer
 
+    def loss_scale(self):
+        scaler = getattr(self.accelerator, "scaler", None)
+        return scaler.get_scale() if scaler is not None else 1.0
+
     def precision_context(self, job):
         # The prepared model's forward already runs under Accelerate's autocast; evaluation does too.
         return contextlib.nullcontext()

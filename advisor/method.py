@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import os
-import statistics
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -18,6 +17,7 @@ from .ceiling import DEFAULT_HEADROOM, CeilingResult, ProbeTrial
 from .errors import AdvisorError
 from .oom import is_primitive_failure
 from .ledger import TrialRecord
+from .noise import GradNormSample, NoiseEstimate, estimate_noise
 from .lr import DEFAULT_BASE_WARMUP_EPOCHS, LRDecision, WarmupDecision, plan_warmup, scale_lr
 from .plan import Plan, Warning_, identical_batch_for, plan_data_parallel
 from .tasks import task_profile
@@ -509,18 +509,21 @@ def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, 
     return verdict
 
 
-def noise_summary(rows: list[TrialRecord]) -> tuple[float | None, str]:
+def noise_estimate(rows: list[TrialRecord], optimizer: str = "sgd") -> NoiseEstimate:
+    """B_simple with its bootstrap interval over the measured steps of every trial and sweep run whose loss fell."""
     # A run whose loss rose has gradients dominated by the blow-up, not by sampling noise.
     healthy = [r for r in rows if r.status == "ok" and r.losses and r.losses[-1] < r.losses[0]]
-    estimates = [r.noise_scale for r in healthy if r.noise_scale and r.noise_scale > 0]
-    if not estimates:
-        return None, ("Gradient noise scale: not estimated (needs 2+ processes, an adapter that reports "
-                      "per-replica and all-reduced gradient norms, and gradients whose noise dominates).")
-    value = statistics.median(estimates)
-    return value, (f"Estimated gradient noise scale B_simple ~ {value:.0f} (median of {len(estimates)} runs whose "
-                   "loss fell, over the second half of each run, from per-process vs all-reduced gradient norms; "
-                   "McCandlish et al. 2018). Past it, a bigger global batch buys little. This is an estimate "
-                   "from short, noisy runs.")
+    fields = GradNormSample.__dataclass_fields__
+    samples = [GradNormSample(**{k: (tuple(v) if isinstance(v, list) else v)
+                                 for k, v in r.gradient_norms.items() if k in fields})
+               for r in healthy if r.gradient_norms.get("small_sq_steps")]
+    return estimate_noise(samples, optimizer)
+
+
+def noise_summary(rows: list[TrialRecord], optimizer: str = "sgd") -> tuple[float | None, str]:
+    """The noise scale (None when unknown) and the sentence that explains it."""
+    estimate = noise_estimate(rows, optimizer)
+    return estimate.value, estimate.reason
 
 
 def heterogeneous_devices_note(ceiling: CeilingResult, device_memories: list[int] | None):

@@ -30,7 +30,7 @@ class ProcessGroupStrategy(WorkerStrategy):
         return tensor
 
     def sample_noise(self, active):
-        self.noise.sample(active)
+        self.noise.sample(active, self.loss_scale() if active else 1.0)
 
     def gradient_norms(self):
         return self.noise.gradient_norms(self.device, self.world_size)
@@ -50,16 +50,19 @@ def ddp_bucket_bytes(model) -> dict[str, int]:
 
 
 class GradNoiseMeter:
-    """|g|^2 per replica and after the all-reduce, from a DDP communication hook (any DDP-wrapped model).
+    """|g|^2 per replica and after the all-reduce, per optimizer step, from a DDP communication hook.
 
-    The sums stay on the device as tensors: the hook runs inside timed steps, and reading a number back
-    there would stall the device once per bucket. ``gradient_norms`` reads them once, after the run.
+    The hook adds each bucket's squares into the step's sums; ``sample`` (called before every step) closes
+    the previous step and records it with the loss scale it ran under. The sums stay on the device as
+    tensors: the hook runs inside timed steps, and reading a number back there would stall the device once
+    per bucket. ``gradient_norms`` reads them once, after the run.
     """
 
     def __init__(self):
         self.state = {"local_sq": None, "global_sq": None, "steps": 0, "active": True}
         self.batch_small = 0
         self.measuring = False
+        self.per_step: list[tuple] = []  # (local |g|^2, global |g|^2, loss scale) of each measured step
 
     def attach(self, ddp, job, world_size: int) -> None:
         if world_size > 1 and job.kind == "train" and isinstance(ddp, DistributedDataParallel):
@@ -67,25 +70,39 @@ class GradNoiseMeter:
             self.batch_small = job.per_device_batch * job.accumulation_steps
             ddp.register_comm_hook(self.state, _noise_allreduce_hook)
 
-    def sample(self, active: bool) -> None:
+    def sample(self, active: bool, loss_scale=1.0) -> None:
+        self._close_step()
         self.state["active"] = active
+        self.state["loss_scale"] = loss_scale
+
+    def _close_step(self) -> None:
+        if self.state["local_sq"] is not None and self.state["global_sq"] is not None:
+            self.per_step.append((self.state["local_sq"], self.state["global_sq"], self.state.get("loss_scale", 1.0)))
+        self.state["local_sq"] = self.state["global_sq"] = None
 
     def gradient_norms(self, device, world_size: int):
-        """Mean |g|^2 per step before (batch b) and after (batch b x N) the all-reduce, over every rank."""
+        """Each measured step's |g|^2 before (batch b, averaged over ranks) and after (batch b x N) the
+        all-reduce, the loss scale divided out, non-finite steps (fp16 overflow) left out."""
         if not self.measuring:
             return None
-        zero = torch.zeros((), dtype=torch.float64, device=device)
-        sums = [self.state[key] if self.state[key] is not None else zero for key in ("local_sq", "global_sq")]
-        stats = torch.stack([sums[0].to(device, torch.float64), sums[1].to(device, torch.float64),
-                             torch.tensor(float(self.state["steps"]), dtype=torch.float64, device=device)])
-        dist.all_reduce(stats)
-        stats = stats.cpu()
-        steps = float(stats[2]) / world_size
-        if not steps:
+        self._close_step()
+        if not self.per_step:
             return None
-        return GradNormSample(small_sq=float(stats[0]) / world_size / steps,
-                              big_sq=float(stats[1]) / world_size / steps,
-                              b_small=self.batch_small, b_big=self.batch_small * world_size, steps=int(steps))
+        local, global_, scale = (torch.stack([torch.as_tensor(row[i], dtype=torch.float64, device=device)
+                                              for row in self.per_step]) for i in range(3))
+        # Gradients of a scaled loss are scaled too: their squared norms by the scale squared.
+        local, global_ = local / scale.square(), global_ / scale.square()
+        stats = torch.stack([local, global_])
+        dist.all_reduce(stats)
+        stats = (stats / world_size).cpu()
+        finite = torch.isfinite(stats).all(dim=0)
+        small, big = stats[0][finite].tolist(), stats[1][finite].tolist()
+        skipped = int((~finite).sum())
+        if not small:
+            return None
+        return GradNormSample(small_sq=sum(small) / len(small), big_sq=sum(big) / len(big),
+                              b_small=self.batch_small, b_big=self.batch_small * world_size, steps=len(small),
+                              small_sq_steps=tuple(small), big_sq_steps=tuple(big), skipped=skipped)
 
 
 def _add_squared_norm(state, key: str, tensor) -> None:

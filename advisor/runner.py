@@ -163,7 +163,8 @@ class JobRunner:
                                  higher_is_better=lead.get("higher_is_better"),
                                  val_metrics=lead.get("val_metrics") or {},
                                  noise_scale=noise, train_seconds=lead.get("train_seconds"),
-                                 losses=lead.get("losses") or [], evals=lead.get("evals") or [], **common)
+                                 losses=lead.get("losses") or [], evals=lead.get("evals") or [],
+                                 gradient_norms=lead.get("noise") or {}, **common)
         self.ledger.append(record)
         self.emit(TrialFinished(record))
         return record

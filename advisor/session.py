@@ -21,11 +21,13 @@ from .events import Decision, Event, Note, StepFinished, StepStarted
 from .launch import CancelToken
 from .ledger import TrialRecord
 from .lr import DEFAULT_BASE_WARMUP_EPOCHS, KNOWN_OPTIMIZERS, LRDecision, WarmupDecision, base_warmup_epochs
+from .goodput import GoodputResult, fit_step_time, goodput_optimum, timed_points
 from .method import (SWEEP_EVAL_POINTS, TIE_SEEDS, MethodSettings, SweepOutcome, TrialOutcome, WorkloadInfo,
                      choose_precision, data_cap, decide_sweep, diverged, heterogeneous_devices_note, lr_and_warmup,
-                     make_plan, mixed_before_accumulation, noise_summary, short_trial, start_value, sweep_candidates,
-                     sweep_run_settings, validated_global)
-from .plan import Plan, plan_data_parallel
+                     make_plan, mixed_before_accumulation, noise_estimate, noise_summary, short_trial, start_value,
+                     sweep_candidates, sweep_run_settings, validated_global)
+from .noise import NoiseEstimate
+from .plan import Plan, Warning_, plan_data_parallel
 
 STEP_TITLES = {1: "Memory ceiling", 2: "Starting value", 3: "Trial run", 4: "Sweep"}
 STEP_NAMES = {1: "memory ceiling", 2: "starting value", 3: "short trial", 4: "comparison sweep"}  # recipe keys
@@ -76,6 +78,8 @@ class MethodResult:
     host: HostDevices | None = None  # what detect() found before the plan
     workload_notes: dict = field(default_factory=dict)  # the recipe's [workload] additions: metric, what was probed
     sweep_summary: dict = field(default_factory=dict)  # SweepOutcome.summary(): spread, ties, diverged runs
+    noise: NoiseEstimate | None = None  # the noise scale with its interval (noise_scale is its value)
+    goodput: GoodputResult | None = None  # the goodput-optimal batch beside the rule-of-thumb plan
 
 
 @dataclass
@@ -579,6 +583,18 @@ class Session:
     def _trained_rows(self) -> list[TrialRecord]:
         return [r for r in self.ledger if r.phase in ("trial", "sweep")]
 
+    def noise_estimate(self) -> NoiseEstimate:
+        """The noise scale and its interval from the trial and sweep runs so far."""
+        return noise_estimate(self._trained_rows(), self.setup.optimizer)
+
+    def goodput(self, estimate: NoiseEstimate, per_device: int, accumulation: int, world_size: int,
+                cap: int, precision: str | None) -> GoodputResult:
+        """The goodput-optimal batch from the runs' step times and ``estimate``, against the rule-of-thumb
+        ``per_device`` x ``accumulation`` on ``world_size`` devices."""
+        model = fit_step_time(timed_points(self.ledger, precision))
+        return goodput_optimum(model, estimate.value, estimate.reason, self.info.base_global_batch, world_size, cap,
+                               self.setup.optimizer, rule_of_thumb=(per_device, accumulation))
+
     # -- the plan -----------------------------------------------------------------------------------------
     def finish(self, global_batch: int | None = None) -> MethodResult:
         """The plan for the target cluster, LR, warmup and launch line, from the steps run so far."""
@@ -605,12 +621,15 @@ class Session:
                 mixed_ceiling = self._mixed_ceilings[precision]
                 ceiling = replace(mixed_ceiling, reason=f"In {precision} (re-probed: {measured} needed accumulation). "
                                   + mixed_ceiling.reason)
-        noise, noise_reason = noise_summary(self._trained_rows())
+        estimate = self.noise_estimate()
+        noise, noise_reason = estimate.value, estimate.reason
         plan, lr, warmup = make_plan(s, info, cap, sweep.chosen, sweep.reason, precision, noise,
                                      amp_available=self.amp_available)
         note = heterogeneous_devices_note(ceiling, s.device_memories)
         if note:
             plan.warnings.append(note)
+        goodput = self.goodput(estimate, plan.per_device, plan.accumulation_steps, plan.world_size, cap, precision)
+        plan.warnings += [Warning_("goodput-past-critical-batch", w) for w in goodput.warnings]
         if trial and trial.precision != measured:
             outcome = (f"The trial ran out of memory in {measured} and fit in {trial.precision}, so the plan uses "
                        f"{trial.precision} (mixed precision before shrinking the batch).")
@@ -657,6 +676,7 @@ class Session:
         self.result.host = self.setup.host
         self.result.workload_notes = self.workload_notes()
         self.result.sweep_summary = sweep.summary()
+        self.result.noise, self.result.goodput = estimate, goodput
         return self.result
 
     def workload_notes(self) -> dict:

@@ -142,6 +142,10 @@ class WorkerStrategy:
     def sample_noise(self, active: bool) -> None:
         """Whether the coming steps count towards the gradient-noise estimate."""
 
+    def loss_scale(self) -> float:
+        """The loss scale the coming step's gradients carry (a GradScaler's, under fp16), to divide out of norms."""
+        return self.scaler.get_scale() if self.scaler else 1.0
+
     def gradient_norms(self):
         """An ``advisor.noise.GradNormSample`` (collective: every rank calls it), or None if not measured."""
         return None
@@ -415,8 +419,9 @@ def run_training(job, workload, strategy, model, optimizer, budget: dict):
         for step in range(job.steps):
             if job.warmup_steps:
                 strategy.set_lr(optimizer, job.lr * min(1.0, (step + 1) / job.warmup_steps))
-            # The noise scale grows as training settles; the first steps' huge gradients would dominate it.
-            strategy.sample_noise(step >= job.steps // 2)
+            # The noise scale grows as training settles; the first steps' huge gradients (and the LR warm-up's)
+            # would dominate it.
+            strategy.sample_noise(step >= max(job.steps // 2, job.warmup_steps))
             # The loader's wait is timed apart from the step: samples/s decisions rest on the step alone,
             # and a slow loader shows up as data time instead of as a slow model.
             batches, waited = stream.take(job.accumulation_steps)

@@ -36,8 +36,22 @@ def recipe_numbers(result) -> list[tuple[str, str, str]]:
         ("SyncBatchNorm", "yes" if p.sync_batchnorm else "no", p.normalization_advice or
          ("The model has no BatchNorm." if not result.workload.has_batchnorm else "Per-device batches are large "
                                                                                    "enough for BatchNorm.")),
-        ("Noise scale", f"{result.noise_scale:.0f}" if result.noise_scale else "not estimated", result.noise_reason),
+        ("Noise scale", noise_text(result.noise) if result.noise else "unknown", result.noise_reason),
+        ("Goodput batch", goodput_text(result.goodput), result.goodput.reason if result.goodput else ""),
     ]
+
+
+def noise_text(estimate) -> str:
+    """B_simple and its interval, or "unknown"."""
+    return f"{estimate.value:.0f} ({estimate.low:.0f}-{estimate.high:.0f})" if estimate.known else "unknown"
+
+
+def goodput_text(goodput) -> str:
+    """The goodput-optimal global batch as per-device x accumulation, or why there is none."""
+    if goodput is None or goodput.choice is None:
+        return "not computed"
+    c = goodput.choice
+    return f"{c.global_batch} ({c.per_device} x {c.accumulation} acc.)"
 
 
 class RecipeScreen(StepScreen):

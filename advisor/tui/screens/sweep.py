@@ -117,4 +117,19 @@ class SweepScreen(StepScreen):
                              f"After {r.steps} steps at LR {r.lr:.4g} (scaled from the base LR to global "
                              f"{r.global_batch}, warmup {r.warmup_steps or 0} steps), {r.train_seconds or 0:.1f} s "
                              "of training."))
+        rows += self.noise_and_goodput_rows(outcome)
         self.query_one(Numbers).set_rows(rows)
+
+    def noise_and_goodput_rows(self, outcome) -> list[tuple[str, str, str]]:
+        """The noise scale with its interval, and the goodput-optimal batch beside the sweep's pick."""
+        from .recipe import goodput_text, noise_text
+
+        session = self.session
+        if session is None:
+            return []
+        estimate = session.noise_estimate()
+        cap, _ = session.learnable_cap
+        goodput = session.goodput(estimate, outcome.chosen, 1, session.runner.nproc, cap,
+                                  session.trial_outcome.precision if session.trial_outcome else None)
+        return [("Noise scale", noise_text(estimate), estimate.reason),
+                ("Goodput batch", goodput_text(goodput), goodput.reason)]
