@@ -24,7 +24,13 @@ from .lr import DEFAULT_BASE_WARMUP_EPOCHS, KNOWN_OPTIMIZERS, LRDecision, Warmup
 from .method import (SWEEP_EVAL_POINTS, MethodSettings, SweepOutcome, TrialOutcome, WorkloadInfo, choose_precision,
                      data_cap, decide_sweep, heterogeneous_devices_note, lr_and_warmup, make_plan,
                      mixed_before_accumulation, noise_summary, short_trial, start_value, sweep_candidates)
-from .plan import Plan
+from .plan import Plan, Warning_
+
+# A stream cannot be scanned for its longest samples: its ceiling holds only for batches like those the probes met.
+STREAM_PROBE_WARNING = ("The memory probes fed the training stream's batches as they came (an IterableDataset "
+                        "cannot be scanned for its longest samples): if its samples vary in size, a later, longer "
+                        "batch can exceed this ceiling. Give the workload probe_batch(n) (n samples at your "
+                        "maximum length) for a worst-case ceiling, or keep more headroom.")
 
 STEP_TITLES = {1: "Memory ceiling", 2: "Starting value", 3: "Trial run", 4: "Sweep"}
 STEP_NAMES = {1: "memory ceiling", 2: "starting value", 3: "short trial", 4: "comparison sweep"}  # recipe keys
@@ -525,6 +531,9 @@ class Session:
         note = heterogeneous_devices_note(ceiling, s.device_memories)
         if note:
             plan.warnings.append(note)
+        selection = getattr(self.runner, "probe_selection", None)
+        if selection is not None and selection.kind == "stream":
+            plan.warnings.append(Warning_("stream-probed-as-it-came", STREAM_PROBE_WARNING))
         if trial and trial.precision != measured:
             outcome = (f"The trial ran out of memory in {measured} and fit in {trial.precision}, so the plan uses "
                        f"{trial.precision} (mixed precision before shrinking the batch).")
