@@ -74,6 +74,8 @@ def check_workload(spec: str, batch_size: int = CHECK_BATCH) -> WorkloadReport:
     name = workload.name
     report.add("name", f"{name} ({workload.task}" + (f", {workload.num_classes} classes)" if workload.num_classes
                                                       else ")"))
+    if workload.description:
+        report.add("description", workload.description)
     torch.manual_seed(0)
     try:
         model = workload.build_model()

@@ -163,4 +163,14 @@ def test_workloads_check_runs_the_lightning_example(capsys):
     assert main(["workloads", "--check", EXAMPLE]) == 0
     out = capsys.readouterr().out
     assert "val_acc" in out and "sweep ranks by      val_acc (higher is better" in out
-    assert "2 param group(s)" in out
+    assert "2 param group(s)" in out and "CosineAnnealingLR) is ignored" in out
+
+
+def test_the_lightning_template_uses_the_integration_and_passes_the_check(tmp_path, capsys):
+    from advisor.cli import main
+
+    path = tmp_path / "workload.py"
+    assert main(["init", "--template", "lightning", "--out", str(path)]) == 0
+    assert "lightning_workload(" in path.read_text()
+    assert main(["workloads", "--check", f"{path}:workload"]) == 0
+    assert "sweep ranks by      val_acc (higher is better" in capsys.readouterr().out

@@ -116,3 +116,14 @@ def test_a_map_style_dataset_is_still_indexed_not_streamed():
                         loss_fn=nn.functional.cross_entropy, task="regression").validate("m")
     stream = BatchStream(data, 4, 0, 2, seed=0)
     assert stream.indices is not None and workload.train_length == 8
+
+
+def test_a_stream_with_probe_batch_is_probed_on_the_stated_worst_case():
+    from advisor.batches import select_probe_samples
+
+    longest = (torch.zeros(8, 16), torch.zeros(8, dtype=torch.long), torch.arange(8))
+    workload = dataclasses.replace(stream_workload(), probe_batch=lambda n: tuple(t[:n] for t in longest))
+    assert select_probe_samples(workload).kind == "probe_batch"
+    job = TrialJob(kind="probe", workload=workload.name, per_device_batch=4)
+    batch = probe_batches(job, workload, plain_strategy(job)).take(1)[0][0]
+    assert batch[0].shape == (4, 16) and batch[0].abs().sum() == 0  # the stated batch, not the stream's
