@@ -116,8 +116,14 @@ class WorkerStrategy:
         return {}
 
     def set_lr(self, optimizer, lr: float) -> None:
-        for group in optimizer.param_groups:
-            group["lr"] = lr
+        """The first param group at ``lr``, the others at their built share of it (an optimizer_factory's or
+        configure_optimizers' groups at different LRs keep their ratios through the warmup)."""
+        groups = optimizer.param_groups
+        if getattr(self, "_lr_shares", (None,))[0] is not optimizer:
+            base = groups[0]["lr"]
+            self._lr_shares = (optimizer, [group["lr"] / base if base else 1.0 for group in groups])
+        for group, share in zip(groups, self._lr_shares[1]):
+            group["lr"] = lr * share
 
     def eval_model(self, model):
         """The module to run validation forwards through."""

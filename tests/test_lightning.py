@@ -174,3 +174,20 @@ def test_the_lightning_template_uses_the_integration_and_passes_the_check(tmp_pa
     assert "lightning_workload(" in path.read_text()
     assert main(["workloads", "--check", f"{path}:workload"]) == 0
     assert "sweep ranks by      val_acc (higher is better" in capsys.readouterr().out
+
+
+def test_the_warmup_keeps_the_param_groups_lr_ratios():
+    from advisor.job import TrialJob
+    from conftest import plain_strategy
+
+    class TwoRates(Tiny):
+        def configure_optimizers(self):
+            return torch.optim.SGD([{"params": [self.net.weight]}, {"params": [self.net.bias], "lr": 0.01}], lr=0.1)
+
+    workload = lightning_workload(lambda: (TwoRates(), TinyData()), task="regression")
+    job = TrialJob(kind="train", workload=workload.name, per_device_batch=8)
+    strategy = plain_strategy(job)
+    optimizer = workload.optimizer_for(workload.build_model(), 0.4)
+    for lr in (0.1, 0.2, 0.4):  # warmup steps towards the trial's LR
+        strategy.set_lr(optimizer, lr)
+        assert [g["lr"] for g in optimizer.param_groups] == pytest.approx([lr, lr / 10])
