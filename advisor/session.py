@@ -29,6 +29,12 @@ from .method import (SWEEP_EVAL_POINTS, TIE_SEEDS, MethodSettings, SweepOutcome,
 from .noise import NoiseEstimate
 from .plan import Plan, Warning_, plan_data_parallel
 
+# A stream cannot be scanned for its longest samples: its ceiling holds only for batches like those the probes met.
+STREAM_PROBE_WARNING = ("The memory probes fed the training stream's batches as they came (an IterableDataset "
+                        "cannot be scanned for its longest samples): if its samples vary in size, a later, longer "
+                        "batch can exceed this ceiling. Give the workload probe_batch(n) (n samples at your "
+                        "maximum length) for a worst-case ceiling, or keep more headroom.")
+
 STEP_TITLES = {1: "Memory ceiling", 2: "Starting value", 3: "Trial run", 4: "Sweep"}
 STEP_NAMES = {1: "memory ceiling", 2: "starting value", 3: "short trial", 4: "comparison sweep"}  # recipe keys
 MIN_STEPS = 4  # a short run's first two steps pay one-time and tracking costs; time at least two more
@@ -630,6 +636,9 @@ class Session:
             plan.warnings.append(note)
         goodput = self.goodput(estimate, plan.per_device, plan.accumulation_steps, plan.world_size, cap, precision)
         plan.warnings += [Warning_("goodput-past-critical-batch", w) for w in goodput.warnings]
+        selection = getattr(self.runner, "probe_selection", None)
+        if selection is not None and selection.kind == "stream":
+            plan.warnings.append(Warning_("stream-probed-as-it-came", STREAM_PROBE_WARNING))
         if trial and trial.precision != measured:
             outcome = (f"The trial ran out of memory in {measured} and fit in {trial.precision}, so the plan uses "
                        f"{trial.precision} (mixed precision before shrinking the batch).")

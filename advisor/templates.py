@@ -195,16 +195,16 @@ def workload() -> Workload:
 ''' + _TODAY.format(batch=256, lr=0.1) + '''    )
 '''
 
-LIGHTNING = _HEADER.format(title="A Lightning module as a batch-advisor workload.") + '''
+LIGHTNING = _HEADER.format(title="A LightningModule and its LightningDataModule as a batch-advisor workload.") + '''
 import torch
-from torch.utils.data import TensorDataset
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
-from advisor import Workload
+from advisor.integrations.lightning import lightning_workload
 
 
-def build_module():
+def build():
     import lightning as L  # or: import pytorch_lightning as L
-    from torch import nn
 
     class Classifier(L.LightningModule):  # TODO your LightningModule
         def __init__(self):
@@ -214,50 +214,41 @@ def build_module():
         def forward(self, x):
             return self.net(x)
 
-        def training_step(self, batch, batch_idx):
+        def training_step(self, batch, batch_idx):  # the loss: a tensor or {"loss": ...}
             x, y = batch
             return nn.functional.cross_entropy(self(x), y)
 
-        def validation_step(self, batch, batch_idx):
+        def validation_step(self, batch, batch_idx):  # what it logs are the metrics the sweep can rank by
             x, y = batch
-            return {"val_acc": (self(x).argmax(-1) == y).float().mean()}
+            self.log("val_acc", (self(x).argmax(-1) == y).float().mean())
 
-        def configure_optimizers(self):
+        def configure_optimizers(self):  # param groups kept; the advisor sets the LR; schedulers are ignored
             return torch.optim.AdamW(self.parameters(), lr=1e-3)
 
-    return Classifier()
+    class Data(L.LightningDataModule):  # TODO your LightningDataModule (setup("fit") is called first)
+        def setup(self, stage):
+            # This toy data is random (it exists so --check runs).
+            g = torch.Generator().manual_seed(0)
+            x, y = torch.randn(1024, 32, generator=g), torch.randint(0, 4, (1024,), generator=g)
+            self.train, self.val = TensorDataset(x[:896], y[:896]), TensorDataset(x[896:], y[896:])
+
+        def train_dataloader(self):  # its dataset and collate_fn are used; batch size and sampler are the advisor's
+            return DataLoader(self.train, batch_size=64, shuffle=True)
+
+        def val_dataloader(self):
+            return DataLoader(self.val, batch_size=64)
+
+    return Classifier(), Data()
 
 
-def datasets():
-    # TODO your LightningDataModule's train/val datasets (setup("fit"), then .train_dataloader().dataset)
-    g = torch.Generator().manual_seed(0)
-    x, y = torch.randn(1024, 32, generator=g), torch.randint(0, 4, (1024,), generator=g)
-    return TensorDataset(x[:896], y[:896]), TensorDataset(x[896:], y[896:])
-
-
-def workload() -> Workload:
-    train, val = datasets()
-    return Workload(
+def workload():
+    return lightning_workload(
+        build,  # called in every worker process: a fresh module each time
         name="my-lightning-module",
-        build_model=build_module,
-        train_data=train,
-        val_data=val,
-        # The module's own steps: training_step is the loss, validation_step's dict the metrics.
-        compute_loss=lambda module, batch: module.training_step(batch, 0),
-        evaluate=lambda module, batch: module.validation_step(batch, 0),
-        metric="val_acc",
-        # configure_optimizers, as the factory (the advisor sets the LR it is trialling):
-        optimizer_factory=lambda module, lr: _with_lr(module.configure_optimizers(), lr),
-        optimizer="adamw",  # the family of what configure_optimizers returns: it sets the LR scaling rule
+        metric="val_acc",  # a name validation_step logs (None: the validation loss)
 {tasks}
         task="nlp-classification",  # TODO
 ''' + _TODAY.format(batch=64, lr=1e-3) + '''    )
-
-
-def _with_lr(optimizer, lr):
-    for group in optimizer.param_groups:
-        group["lr"] = lr
-    return optimizer
 '''
 
 TEMPLATES = {"plain": PLAIN, "transformers": TRANSFORMERS, "timm": TIMM, "lightning": LIGHTNING}

@@ -45,8 +45,12 @@ def metric_direction(name: str) -> bool | None:
 class Workload:
     """Everything the advisor needs to train a user's model for a few steps.
 
-    Data: ``train_data``/``val_data`` are map-style datasets (``__len__``/``__getitem__``); streaming
-    ``IterableDataset``s are not supported yet (``train_size`` is reserved for them). A sample can be any
+    Data: ``train_data``/``val_data`` are map-style datasets (``__len__``/``__getitem__``), or ``train_data``
+    is a streaming ``IterableDataset`` with ``train_size`` (its samples per epoch: epochs, warmup and the
+    per-device cap are counted from it). Each rank reads its own share of a stream: the advisor keeps every
+    world-size-th sample, unless ``stream_shards_itself=True`` says the dataset splits itself by rank and
+    loader worker (see ``advisor.streams``). Validation needs the same fixed samples for every run, so
+    ``val_data`` stays map-style. A sample can be any
     nesting of tuples, dicts, named tuples and dataclasses; ``collate_fn`` (default: torch's
     ``default_collate``) turns a list of samples into a batch, which is moved to the device whole.
 
@@ -102,6 +106,7 @@ class Workload:
     probe_batch: Callable[[int], Any] | None = None  # n -> the largest batch of n samples training meets
     sample_length: Callable[[Any], int] | None = None  # a raw sample's size, to find the longest ones
     train_size: int | None = None  # samples per epoch of an IterableDataset (epochs, warmup)
+    stream_shards_itself: bool = False  # an IterableDataset that splits itself by rank (and loader worker)
 
     def validate(self, spec: str) -> "Workload":
         problems = []
@@ -143,6 +148,9 @@ class Workload:
                                                       isinstance(self.current_warmup_steps, int)
                                                       or self.current_warmup_steps < 0):
             problems.append("current_warmup_steps must be a whole number of optimizer steps, 0 or more")
+        if self.train_size is not None and (isinstance(self.train_size, bool) or not isinstance(self.train_size, int)
+                                            or self.train_size < 1):
+            problems.append(f"train_size must be a positive whole number of samples per epoch, not {self.train_size!r}")
         if self.epochs is not None and not self.epochs > 0:
             problems.append("epochs must be positive (the length of the planned run)")
         if problems:
@@ -152,12 +160,16 @@ class Workload:
 
     def _data_problems(self, name: str) -> list[str]:
         data = getattr(self, name)
+        if is_iterable_dataset(data) and name == "val_data":
+            return ["val_data is an IterableDataset: validation compares every run on the same fixed samples, "
+                    "so give it as a map-style dataset (e.g. list(itertools.islice(stream, N)), or datasets' "
+                    ".take(N) then a list)"]
         if is_iterable_dataset(data):
-            # Streaming batches (and their per-rank sharding) are not wired into the workers yet: say so here
-            # rather than let a worker fail on len() minutes into a plan.
-            return [f"{name} is an IterableDataset, which the advisor cannot stream yet: materialise a "
-                    "representative part of it as a map-style dataset (e.g. list(itertools.islice(stream, N)), "
-                    "or datasets' .take(N) then a list)"]
+            if self.train_size is None:  # without it no epoch, warmup or per-device cap can be counted
+                return ["train_data is an IterableDataset (a stream) and train_size is not set: state its samples "
+                        "per epoch, train_size=N (epochs, warmup and the per-device cap are counted from it; a "
+                        "stream cannot be counted without reading it all)"]
+            return []
         if not (hasattr(data, "__len__") and hasattr(data, "__getitem__")):
             return [f"{name} must be a dataset: map-style (with __len__ and __getitem__) or a "
                     f"torch.utils.data.IterableDataset, not {type(data).__name__}"]
@@ -387,6 +399,8 @@ def resolve_workload(spec: str) -> Workload:
     func = _load_function(spec)
     try:
         result = func()
+    except WorkloadError:  # an integration's own message (advisor.integrations) is already the clear one
+        raise
     except Exception as exc:
         if isinstance(exc, ImportError) and "sklearn" in str(exc):
             raise WorkloadError(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import itertools
 import math
 import traceback
 from dataclasses import dataclass, field
@@ -65,13 +66,17 @@ def check_workload(spec: str, batch_size: int = CHECK_BATCH) -> WorkloadReport:
 
     from .batches import describe, select_probe_samples
     from .worker import _batch, _has_batchnorm
-    from .workload import check_scalar_loss, resolve_workload
+    from torch.utils.data import default_collate
+
+    from .workload import check_scalar_loss, is_iterable_dataset, resolve_workload
 
     workload = resolve_workload(spec)  # import errors, a wrong return type and bad fields: one message each
     report = WorkloadReport(spec, workload=workload)
     name = workload.name
     report.add("name", f"{name} ({workload.task}" + (f", {workload.num_classes} classes)" if workload.num_classes
                                                       else ")"))
+    if workload.description:
+        report.add("description", workload.description)
     torch.manual_seed(0)
     try:
         model = workload.build_model()
@@ -85,11 +90,20 @@ def check_workload(spec: str, batch_size: int = CHECK_BATCH) -> WorkloadReport:
                if _has_batchnorm(model) else "no")
 
     data = workload.train_data
+    streamed = is_iterable_dataset(data)
     try:
-        samples = [data[i] for i in range(min(batch_size, len(data)))]
+        samples = (list(itertools.islice(iter(data), batch_size)) if streamed else
+                   [data[i] for i in range(min(batch_size, len(data)))])
     except Exception as exc:  # noqa: BLE001
-        raise _fail(f"Reading the workload {name!r}'s train_data[0]", exc, "Fix the dataset's __getitem__.") from None
-    report.add("training data", f"{len(data)} samples ({type(data).__name__}); validation {len(workload.val_data)}")
+        raise _fail(f"Reading the workload {name!r}'s " + ("first training samples" if streamed else "train_data[0]"),
+                    exc, "Fix the dataset's " + ("__iter__." if streamed else "__getitem__.")) from None
+    if not samples:
+        raise WorkloadError(f"The workload {name!r}'s training stream yielded no sample: check its __iter__.")
+    sharding = ("splits itself by rank" if workload.stream_shards_itself else
+                "each rank keeps every world-size-th sample")
+    report.add("training data", (f"a stream ({type(data).__name__}), train_size {workload.train_size} stated; "
+                                 f"{sharding}" if streamed else f"{len(data)} samples ({type(data).__name__})")
+               + f"; validation {len(workload.val_data)}")
     if not workload.has_own_loss and workload.collate_fn is None:
         first = samples[0]
         from collections.abc import Mapping
@@ -101,7 +115,8 @@ def check_workload(spec: str, batch_size: int = CHECK_BATCH) -> WorkloadReport:
                 "(input, target) pairs or dicts of model keyword arguments. Return (x, y) from __getitem__, or "
                 "give compute_loss(model, batch) for your batch structure.")
     try:
-        batch = _batch(data, torch.arange(len(samples)), workload.collate_fn)
+        batch = ((workload.collate_fn or default_collate)(samples) if streamed else
+                 _batch(data, torch.arange(len(samples)), workload.collate_fn))
     except Exception as exc:  # noqa: BLE001
         ragged = "equal size" in str(exc) or "stack expects" in str(exc)
         raise _fail(f"Collating {len(samples)} samples of the workload {name!r}" +

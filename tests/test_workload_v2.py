@@ -266,18 +266,6 @@ def test_workloads_check_reports_what_it_found_and_exits_2_without_a_traceback(c
     assert captured.err.startswith("advisor: The workload 'bad'") and "Traceback" not in captured.err
 
 
-def test_an_iterable_dataset_is_refused_with_what_to_do_instead():
-    from torch.utils.data import IterableDataset
-
-    class Stream(IterableDataset):
-        def __iter__(self):
-            yield torch.zeros(2), torch.tensor(0)
-
-    with pytest.raises(WorkloadError, match="IterableDataset, which the advisor cannot stream yet: materialise"):
-        Workload(name="s", build_model=lambda: nn.Linear(2, 2), train_data=Stream(), val_data=Stream(),
-                 task="regression", loss_fn=nn.functional.cross_entropy).validate("s")
-
-
 def test_init_writes_a_template_that_passes_the_check_and_never_overwrites(tmp_path, capsys):
     from advisor.cli import main
 
