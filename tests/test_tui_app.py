@@ -5,6 +5,10 @@ Real processes run only in tests/test_tui_real.py; here every step takes millise
 
 from __future__ import annotations
 
+import asyncio
+import os
+import time
+
 import pytest
 from tui_stub import CHECK_TIMEOUT, cut_cells, run_step, screen_text, stub_app, wait_for, walk_to
 
@@ -297,6 +301,7 @@ async def test_the_sweep_table_shows_every_digit_at_both_sizes(size):
         throughputs = [table.get_row_at(i)[6] for i in range(table.row_count)]
         assert any(len(value) >= 5 for value in throughputs), throughputs  # the case that was cut
         assert cut_cells(table) == []
+        assert cut_cells(app.screen.query_one("#numbers DataTable")) == []  # "val acc 0.750", not "val acc 0.7"
 
 
 async def test_starting_value_enter_applies_the_typed_value_and_enter_explains_one_number_after_another():
@@ -416,36 +421,23 @@ async def test_the_workload_check_runs_once_per_accepted_value_in_a_process_that
     monkeypatch.setenv("PID_DIR", str(tmp_path))
     slow = tmp_path / "slow.py"
     slow.write_text(SLOW_WORKLOAD)
-    app = stub_app(workload="digits-mlp")
+    spec = f"{slow}:workload"
+    app = stub_app(workload=spec)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: "✓" in screen_text(app, "#workload-status"), CHECK_TIMEOUT, "the first check")
-        assert checked == ["digits-mlp"]
-        field = app.screen.query_one("#workload")
-        field.focus()
-        field.value = ""
-        await pilot.press(*"digits-cnn")  # ten edits: no check until the value is accepted
+        await wait_for(pilot, lambda: list(tmp_path.glob("*.pid")), CHECK_TIMEOUT, "the check's process")
+        first = int(next(tmp_path.glob("*.pid")).stem)
+        assert first != os.getpid() and checked == [spec]  # a child process, not the UI's
+        await pilot.press("end", "x")  # an edit cancels the running check: its process is killed
+        await wait_for(pilot, lambda: not _alive(first), 15, "the cancelled check's process to end")
+        await pilot.press("backspace")  # edits only: no check until the value is accepted
         await pilot.pause(0.5)
-        assert checked == ["digits-mlp"] and "Enter" in screen_text(app, "#workload-status")
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: "✓" in screen_text(app, "#workload-status"), CHECK_TIMEOUT, "the accepted value")
-        await pilot.press("tab")  # leaving the field checks again only a changed value
-        await pilot.pause(0.3)
-        assert checked == ["digits-mlp", "digits-cnn"]
-        assert app.screen.name == "setup"  # Enter on a value not yet checked checks it; it does not start
-
-        field.focus()
-        field.value = f"{slow}:workload"
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: list(tmp_path.glob("*.pid")), what="the check's process")
-        pid = int(next(tmp_path.glob("*.pid")).stem)
-        assert pid != __import__("os").getpid()  # not the UI process
-        await pilot.press("x")  # an edit cancels the running check: its process is killed
-        await wait_for(pilot, lambda: not _alive(pid), timeout=15, what="the cancelled check's process to end")
-        await pilot.press("backspace", "enter")
-        await wait_for(pilot, lambda: len(list(tmp_path.glob("*.pid"))) == 2, what="the second check")
-        second = next(int(p.stem) for p in tmp_path.glob("*.pid") if int(p.stem) != pid)
+        assert checked == [spec] and "Enter" in screen_text(app, "#workload-status")
+        await pilot.press("enter")  # Enter on a value not yet checked checks it; it does not start
+        await wait_for(pilot, lambda: len(list(tmp_path.glob("*.pid"))) == 2, CHECK_TIMEOUT, "the second check")
+        second = next(int(p.stem) for p in tmp_path.glob("*.pid") if int(p.stem) != first)
+        assert checked == [spec, spec] and app.screen.name == "setup"
     # Quitting the app while a check runs leaves no orphan.
-    deadline = __import__("time").monotonic() + 15
-    while _alive(second) and __import__("time").monotonic() < deadline:
-        await __import__("asyncio").sleep(0.1)
+    deadline = time.monotonic() + 15
+    while _alive(second) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
     assert not _alive(second)

@@ -107,7 +107,7 @@ class SweepScreen(StepScreen):
             name = f"{record.per_device}/device"
             if record.losses and name not in loss.series:
                 loss.set_series(name, list(range(1, len(record.losses) + 1)), record.losses)
-        rows = [("Sweep's pick per device", str(outcome.chosen), outcome.reason),
+        rows = [("Pick per device", str(outcome.chosen), outcome.reason),  # short: values must fit at 80 columns
                 ("Compared", ", ".join(map(str, outcome.candidates)),
                  "Half, chosen and double the trial's choice, within the per-device cap (or the subset 8-128).")]
         for r in outcome.rows:
