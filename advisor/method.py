@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
