@@ -183,7 +183,8 @@ def make_trainer():
         num_train_epochs=3,  # TODO the run you plan
         weight_decay=0.01, adam_beta1=0.9, adam_beta2=0.999, adam_epsilon=1e-8,  # optim="adamw_torch" (default)
         bf16=False,  # TODO True if you train in bf16: --precision auto then measures in bf16
-        gradient_checkpointing=False,  # TODO True if you train with it: the probes then measure it
+        # TODO activation_checkpointing=True (gradient_checkpointing in transformers 4) if you train with it:
+        # the probes then measure it.
         metric_for_best_model="accuracy", greater_is_better=True,  # the sweep ranks by it (unset: the loss)
         report_to="none", save_strategy="no", use_cpu=not torch.cuda.is_available(),
     )

@@ -91,6 +91,10 @@ def test_the_trainer_metric_for_best_model_names_the_ranking_and_eval_prefix_is_
     trainer = make_trainer()
     trainer.args.metric_for_best_model = None
     assert from_trainer(trainer).metric == "loss"
+    # A run given in max_steps with a warmup ratio: both converted at today's global batch (32 of 1024 samples).
+    trainer.args.max_steps, trainer.args.warmup_steps = 40, 0.1
+    workload = from_trainer(trainer, devices_today=2)
+    assert workload.epochs == 40 / 32 and workload.current_warmup_steps == 4  # ceil(0.1 x 40 steps)
 
 
 def test_gradient_checkpointing_and_bf16_from_training_arguments_reach_the_model_and_the_plan():
@@ -162,6 +166,18 @@ def test_a_missing_transformers_package_says_which_extra_installs_it():
     assert "pip install 'batch-advisor[transformers]'" in run.stdout, run.stdout + run.stderr
 
 
+def test_the_transformers_template_checks_in_both_shapes(tmp_path, capsys):
+    from advisor.cli import main
+
+    path = tmp_path / "workload.py"
+    assert main(["init", "--template", "transformers", "--out", str(path)]) == 0
+    capsys.readouterr()
+    for function in ("workload", "trainer"):
+        assert main(["workloads", "--check", f"{path}:{function}"]) == 0, capsys.readouterr().err
+        out = capsys.readouterr().out
+        assert "sweep ranks by      accuracy" in out and "input_ids" in out
+
+
 def test_the_plain_examples_build_and_step():
     text = resolve(f"{EXAMPLES / 'hf_text.py'}:workload")
     _, _, (_, metrics) = one_step(text)
@@ -171,7 +187,8 @@ def test_the_plain_examples_build_and_step():
 
     model = image.build_model().eval()
     batch = default_collate([image.val_data[i] for i in range(4)])  # dict samples, default collate
-    assert set(image.eval_batch(model, batch)[1]) == {"accuracy"}
+    with torch.no_grad():
+        assert set(image.eval_batch(model, batch)[1]) == {"accuracy"}
     tokens = resolve(f"{EXAMPLES / 'hf_tokens.py'}:workload")
     assert set(one_step(tokens)[2][1]) == {"token_accuracy"}
 

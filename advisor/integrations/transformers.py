@@ -28,6 +28,7 @@ transformers is imported only when a Trainer is converted: ``pip install 'batch-
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Callable
 
@@ -122,7 +123,7 @@ def from_trainer(trainer, *, name: str | None = None, task: str | None = None, d
     if problems:
         raise WorkloadError(f"The Trainer for {label!r} cannot become a workload: " + "; ".join(problems) + ".")
 
-    today = _todays_run(args, devices_today)
+    today = _todays_run(args, devices_today, len(trainer.train_dataset))
     fields = dict(
         name=label,
         build_model=_model_builder(trainer),
@@ -155,16 +156,28 @@ def from_trainer(trainer, *, name: str | None = None, task: str | None = None, d
     return Workload(**fields)
 
 
-def _todays_run(args, devices_today: int | None) -> dict:
+def _todays_run(args, devices_today: int | None, train_size: int) -> dict:
+    """current_lr, and what TrainingArguments tell of today's run: the global batch (with devices_today), the
+    warmup in steps (a ratio converted at that batch) and the length in epochs (max_steps converted)."""
     per_device, accumulation = int(args.per_device_train_batch_size), int(args.gradient_accumulation_steps)
-    warmup = getattr(args, "warmup_steps", 0) or 0
     today: dict[str, Any] = {"current_lr": float(args.learning_rate)}
-    if devices_today:
-        today["current_batch_size"] = per_device * accumulation * int(devices_today)
-    if isinstance(warmup, int) or (isinstance(warmup, float) and warmup >= 1 and warmup.is_integer()):
-        today["current_warmup_steps"] = int(warmup)  # a fraction below 1 (a ratio) leaves the advisor's default
-    if getattr(args, "max_steps", -1) in (None, -1) or args.max_steps <= 0:
+    global_batch = per_device * accumulation * int(devices_today) if devices_today else None
+    steps_per_epoch = math.ceil(train_size / global_batch) if global_batch else None
+    if global_batch:
+        today["current_batch_size"] = global_batch
+    max_steps = getattr(args, "max_steps", -1) or -1
+    if max_steps > 0:
+        if steps_per_epoch:
+            today["epochs"] = max_steps / steps_per_epoch
+    else:
         today["epochs"] = float(args.num_train_epochs)
+    warmup = float(getattr(args, "warmup_steps", 0) or 0)
+    ratio = warmup if 0 < warmup < 1 else float(getattr(args, "warmup_ratio", 0) or 0)  # 5.x: below 1 is a ratio
+    if warmup >= 1 or (warmup == 0 and not ratio):
+        today["current_warmup_steps"] = int(warmup)
+    elif steps_per_epoch and "epochs" in today:
+        today["current_warmup_steps"] = math.ceil(ratio * today["epochs"] * steps_per_epoch)
+    # else: a ratio of a run whose length in steps is unknown here leaves the advisor's default warmup
     return today
 
 
@@ -256,9 +269,9 @@ class _Evaluation:
         self._last: tuple[int, Any] | None = None  # (id of the batch, outputs) of the last evaluation forward
 
     def loss(self, model, batch):
-        if model.training:
+        if model.training:  # a copy: compute_loss may pop "labels", and a probe steps on one batch again
             self._last = None
-            return self.trainer.compute_loss(model, batch)
+            return self.trainer.compute_loss(model, dict(batch))
         loss, outputs = self.trainer.compute_loss(model, dict(batch), return_outputs=True)
         self._last = (id(batch), outputs)
         return loss
