@@ -211,6 +211,7 @@ PLANS = {
 
 
 @pytest.mark.distributed
+@pytest.mark.timeout(1800)  # ~9 runs, each importing torch and transformers: minutes on a loaded 2-core host
 @pytest.mark.usefixtures("no_leftover_processes")
 @pytest.mark.parametrize("case", list(PLANS))
 def test_plan_end_to_end_on_each_example_says_what_was_probed_and_what_ranked(case, tmp_path):
