@@ -396,6 +396,11 @@ def resolve_workload(spec: str) -> Workload:
             raise WorkloadError(
                 f"The workload {spec!r} needs scikit-learn for the digits data: pip install 'batch-advisor[examples]'."
             ) from None
+        if isinstance(exc, ImportError) and getattr(exc, "name", None) in ("transformers", "timm", "lightning"):
+            raise WorkloadError(
+                f"The workload {spec!r} needs the {exc.name!r} package, which is not installed here: pip install "
+                f"'batch-advisor[{exc.name}]' in the environment the advisor runs in."
+            ) from None
         last = traceback.extract_tb(exc.__traceback__)[-1]
         raise WorkloadError(
             f"The workload function {spec!r} raised {type(exc).__name__}: {exc} (at {last.filename}:{last.lineno})."
