@@ -236,7 +236,10 @@ def test_plan_end_to_end_on_each_example_says_what_was_probed_and_what_ranked(ca
     recipe = load_recipe(out)
     workload = recipe.data["workload"]
     assert workload["metric"] == metric and workload["higher_is_better"] is True
-    assert f"validation {metric}" in recipe.data["method"]["sweep_reason"]
+    sweep_reason = recipe.data["method"]["sweep_reason"]
+    # 8 steps from random weights may leave every run at chance: the sweep then says so and keeps the trial's
+    # choice; when it decides, it names the metric.
+    assert f"validation {metric}" in sweep_reason or "keeping the trial's choice" in sweep_reason
     probed = workload["probed"]
     if probed_key == "input_ids":  # ragged text: the longest sequences, padded by the example's collate
         assert "longest training samples" in probed["samples"] and "longest 64, median 16" in probed["samples"]
