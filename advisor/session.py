@@ -22,8 +22,8 @@ from .launch import CancelToken
 from .ledger import TrialRecord
 from .lr import DEFAULT_BASE_WARMUP_EPOCHS, KNOWN_OPTIMIZERS, LRDecision, WarmupDecision, base_warmup_epochs
 from .goodput import GoodputResult, fit_step_time, goodput_optimum, timed_points
-from .method import (SWEEP_EVAL_POINTS, TIE_SEEDS, MethodSettings, SweepOutcome, TrialOutcome, WorkloadInfo,
-                     choose_precision, data_cap, decide_sweep, diverged, heterogeneous_devices_note, lr_and_warmup,
+from .method import (SWEEP_EVAL_POINTS, TIE_SEEDS, MethodSettings, PrecisionChoice, SweepOutcome, TrialOutcome,
+                     WorkloadInfo, choose_precision, data_cap, decide_sweep, diverged, heterogeneous_devices_note, lr_and_warmup,
                      make_plan, mixed_before_accumulation, noise_estimate, noise_summary, short_trial, start_value,
                      sweep_candidates, sweep_run_settings, validated_global)
 from .noise import NoiseEstimate
@@ -251,6 +251,20 @@ def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices
                  run_source=run_source)
 
 
+def workload_precision(settings: MethodSettings, setup: Setup, supported: set[str]) -> PrecisionChoice | None:
+    """Under ``--precision auto``, the mixed precision the workload says it trains in (a Trainer's bf16/fp16),
+    when this device and adapter run it: the probes then measure what the training will hold. Else None."""
+    wanted = getattr(setup.workload, "precision", None)
+    if settings.precision != "auto" or wanted not in ("bf16", "fp16") or wanted not in supported:
+        return None
+    cuda = settings.device.startswith("cuda")
+    if (wanted == "fp16" and not cuda) or (wanted == "bf16" and cuda and not setup.host.bf16):
+        return None  # not runnable here: the auto rule decides, and its reason says what was measured
+    return PrecisionChoice(wanted, None, cuda and setup.host.bf16, (
+        f"{wanted}, as the workload trains (its precision = {wanted!r}, e.g. TrainingArguments {wanted}=True): the "
+        f"ceiling probes, the trial and the sweep ran in {wanted} autocast. Pass --precision fp32 to measure fp32."))
+
+
 class Session:
     """The four steps over one adapter. Call ``ceiling()``, ``choose_start()``, ``trial()``, ``sweep()``,
     ``finish()`` in order; redo any of them; ``cancel()`` from another thread stops the running one."""
@@ -263,7 +277,8 @@ class Session:
         self.on_event = on_event or (lambda event: None)
         self.cancel_token = CancelToken()
         supported = {p for p in ("bf16", "fp16") if getattr(adapter.capabilities, f"supports_{p}", False)}
-        self.precision = choose_precision(settings.precision, settings.device, setup.host.bf16, supported)
+        self.precision = workload_precision(settings, setup, supported) or choose_precision(
+            settings.precision, settings.device, setup.host.bf16, supported)
         self.mixed = self.precision.mixed  # tried before halving and before accumulation
         # Tests hand in a stub runner with the same probe/train/ledger/model_info/env/options surface.
         self.runner = runner or JobRunner(adapter, settings, self._emit, self.cancel_token, setup.adapter_options,

@@ -77,7 +77,8 @@ class Workload:
 
     Today's run: ``current_batch_size``/``current_lr`` are the global batch and LR used today (the base
     for LR scaling), ``current_warmup_steps`` today's warmup in optimizer steps at that global batch, and
-    ``epochs`` the length of the run to plan for.
+    ``epochs`` the length of the run to plan for; ``precision`` what it trains in (``bf16``/``fp16``/``fp32``;
+    None: the advisor's ``--precision auto`` rule), which the probes then measure in.
     """
 
     name: str
@@ -107,6 +108,7 @@ class Workload:
     sample_length: Callable[[Any], int] | None = None  # a raw sample's size, to find the longest ones
     train_size: int | None = None  # samples per epoch of an IterableDataset (epochs, warmup)
     stream_shards_itself: bool = False  # an IterableDataset that splits itself by rank (and loader worker)
+    precision: str | None = None  # what the user trains in ("fp32", "bf16", "fp16"): --precision auto measures in it
 
     def validate(self, spec: str) -> "Workload":
         problems = []
@@ -153,6 +155,8 @@ class Workload:
             problems.append(f"train_size must be a positive whole number of samples per epoch, not {self.train_size!r}")
         if self.epochs is not None and not self.epochs > 0:
             problems.append("epochs must be positive (the length of the planned run)")
+        if self.precision not in (None, "fp32", "bf16", "fp16"):
+            problems.append(f"precision must be None, 'fp32', 'bf16' or 'fp16', not {self.precision!r}")
         if problems:
             raise WorkloadError(f"The workload {spec!r} is not usable: " + "; ".join(problems) + ".")
         self.optimizer = self.optimizer.lower()
@@ -406,13 +410,30 @@ def resolve_workload(spec: str) -> Workload:
             raise WorkloadError(
                 f"The workload {spec!r} needs scikit-learn for the digits data: pip install 'batch-advisor[examples]'."
             ) from None
+        if isinstance(exc, ImportError) and getattr(exc, "name", None) in ("transformers", "timm", "lightning"):
+            raise WorkloadError(
+                f"The workload {spec!r} needs the {exc.name!r} package, which is not installed here: pip install "
+                f"'batch-advisor[{exc.name}]' in the environment the advisor runs in."
+            ) from None
         last = traceback.extract_tb(exc.__traceback__)[-1]
         raise WorkloadError(
             f"The workload function {spec!r} raised {type(exc).__name__}: {exc} (at {last.filename}:{last.lineno})."
         ) from None
+    from .integrations.transformers import from_trainer, is_trainer  # imports no transformers
+
+    if is_trainer(result):  # a Trainer built in this process (every worker calls the function anew)
+        try:
+            result = from_trainer(result)
+        except WorkloadError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the Trainer's parts are user code
+            last = traceback.extract_tb(exc.__traceback__)[-1]
+            raise WorkloadError(f"Turning the Trainer of {spec!r} into a workload failed with {type(exc).__name__}: "
+                                f"{exc} (at {last.filename}:{last.lineno}).") from None
     if not isinstance(result, Workload):
         raise WorkloadError(
             f"The workload function {spec!r} returned {type(result).__name__}, not advisor.Workload. "
-            "Return Workload(name=..., build_model=..., train_data=..., val_data=..., loss_fn=..., task=...)."
+            "Return Workload(name=..., build_model=..., train_data=..., val_data=..., loss_fn=..., task=...), "
+            "or a transformers.Trainer."
         )
     return result.validate(spec)
