@@ -20,8 +20,9 @@ def package_version(name: str) -> str | None:
 class AccelerateAdapter(AdapterBase):
     name = "accelerate"
     summary = "Hugging Face Accelerate: Accelerator.prepare, accelerator.accumulate/backward, its mixed precision"
-    capabilities = Capabilities(supports_accumulation=True, supports_lamb=True, measures_gradient_noise=True)
+    capabilities = Capabilities(supports_lamb=True)
     package = "accelerate"
+    worker_module = "advisor_adapters.accelerate_worker"
 
     def version(self) -> str | None:
         return package_version(self.package)
@@ -32,7 +33,7 @@ class AccelerateAdapter(AdapterBase):
         return None
 
     def command(self, job_path: str, nproc: int) -> list[str]:
-        return torchrun_command("advisor_adapters.accelerate_worker", job_path, nproc)
+        return torchrun_command(self.worker_module, job_path, nproc)
 
     def probe_processes(self, nproc: int, options: dict) -> int:
         # Accelerate wraps the model in DDP (whose all-reduce buckets hold the gradients' size again) only when

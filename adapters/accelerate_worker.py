@@ -14,9 +14,8 @@ import os
 
 import torch
 
+from advisor.process_group import GradNoiseMeter, ProcessGroupStrategy
 from advisor.worker import to_device, worker_main
-
-from .ddp_worker import GradNoiseMeter, ProcessGroupStrategy
 
 MIXED_PRECISION = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}
 
@@ -41,6 +40,10 @@ class AccelerateStrategy(ProcessGroupStrategy):
         model, optimizer = self.accelerator.prepare(model, optimizer)
         self.noise.attach(model, job, self.world_size)
         return model, optimizer
+
+    def loss_scale(self):
+        scaler = getattr(self.accelerator, "scaler", None)
+        return scaler.get_scale() if scaler is not None else 1.0
 
     def precision_context(self, job):
         # The prepared model's forward already runs under Accelerate's autocast; evaluation does too.

@@ -8,7 +8,8 @@ from advisor.adapters import AdapterBase, Capabilities, torchrun_command
 class DDPAdapter(AdapterBase):
     name = "ddp"
     summary = "torch DistributedDataParallel via torchrun (gloo on CPU, NCCL on CUDA)"
-    capabilities = Capabilities(supports_accumulation=True, supports_lamb=True, measures_gradient_noise=True)
+    capabilities = Capabilities(supports_lamb=True)
+    worker_module = "advisor_adapters.ddp_worker"
 
     def version(self) -> str | None:
         from importlib.metadata import version
@@ -16,4 +17,4 @@ class DDPAdapter(AdapterBase):
         return version("torch")
 
     def command(self, job_path: str, nproc: int) -> list[str]:
-        return torchrun_command("advisor_adapters.ddp_worker", job_path, nproc)
+        return torchrun_command(self.worker_module, job_path, nproc)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from advisor.adapters import AdapterBase, Capabilities, LaunchSpec, env_prefix, torchrun_command
+from advisor.adapters import AdapterBase, AdapterOption, Capabilities, LaunchSpec, env_prefix, torchrun_command
 from advisor.export import DEFAULT_ZERO_STAGE, choose_zero_stage
 
 from .accelerate import package_version
@@ -14,9 +14,12 @@ class DeepSpeedAdapter(AdapterBase):
     name = "deepspeed"
     summary = ("Microsoft DeepSpeed: deepspeed.initialize with the plan's config, ZeRO 0-3 (--zero-stage, default 2; "
                "0 with LAMB/LARS)")
-    # No per-replica gradient norm: DeepSpeed reduces (and with ZeRO, partitions) gradients inside its engine.
-    capabilities = Capabilities(supports_accumulation=True, supports_lamb=True, measures_gradient_noise=False)
+    capabilities = Capabilities(supports_lamb=True)
+    # No default here: without a stage asked for, plan_options picks one for the optimizer (2, or 0 with LAMB/LARS).
+    options = (AdapterOption("zero_stage", int, None, f"DeepSpeed ZeRO stage (default {DEFAULT_ZERO_STAGE}; "
+                             "0 with LAMB/LARS, which need whole tensors)", choices=(0, 1, 2, 3)),)
     package = "deepspeed"
+    worker_module = "advisor_adapters.deepspeed_worker"
 
     def version(self) -> str | None:
         return package_version(self.package)
@@ -30,19 +33,14 @@ class DeepSpeedAdapter(AdapterBase):
         return stale_lock_message(stale) if stale else None
 
     def command(self, job_path: str, nproc: int) -> list[str]:
-        return torchrun_command("advisor_adapters.deepspeed_worker", job_path, nproc)
+        return torchrun_command(self.worker_module, job_path, nproc)
 
     def validate_options(self, options: dict) -> dict:
-        from advisor.errors import SetupError
-
         # zero_stage_reason is not a user option: plan_options writes it, and its output comes back here.
-        unknown = sorted(set(options) - {"zero_stage", "zero_stage_reason"})
-        if unknown:
-            raise SetupError(f"The adapter 'deepspeed' takes only the option zero_stage, not {', '.join(unknown)}.")
-        stage = options.get("zero_stage", DEFAULT_ZERO_STAGE)
-        if isinstance(stage, bool) or not isinstance(stage, int) or stage not in (0, 1, 2, 3):
-            raise SetupError(f"--zero-stage must be 0, 1, 2 or 3, not {stage!r}.")
-        return {**options, "zero_stage": stage}
+        reason = options.get("zero_stage_reason")
+        checked = super().validate_options({k: v for k, v in options.items() if k != "zero_stage_reason"})
+        checked["zero_stage"] = DEFAULT_ZERO_STAGE if checked["zero_stage"] is None else checked["zero_stage"]
+        return {**checked, "zero_stage_reason": reason} if reason else checked
 
     def plan_options(self, options: dict, optimizer: str, precision: str) -> dict:
         """The ZeRO stage for this optimizer: LAMB/LARS need whole tensors, so stage 0 unless asked otherwise,
@@ -51,11 +49,11 @@ class DeepSpeedAdapter(AdapterBase):
         precision does not change the answer."""
         from advisor.errors import ExportError, SetupError
 
-        checked = self.validate_options({k: v for k, v in options.items() if k != "zero_stage_reason"})
-        try:
-            stage, reason = choose_zero_stage(optimizer, options.get("zero_stage"))
+        asked = AdapterBase.validate_options(self, {k: v for k, v in options.items() if k != "zero_stage_reason"})
+        try:  # None: no stage asked for, so the optimizer's
+            stage, reason = choose_zero_stage(optimizer, asked["zero_stage"])
         except ExportError as exc:
-            raise SetupError(f"--zero-stage {checked['zero_stage']} with --optimizer {optimizer}: {exc}") from None
+            raise SetupError(f"--zero-stage {asked['zero_stage']} with --optimizer {optimizer}: {exc}") from None
         return {"zero_stage": stage, "zero_stage_reason": reason}
 
     def probe_processes(self, nproc: int, options: dict) -> int:

@@ -16,21 +16,68 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Protocol, runtime_checkable
 
-from .errors import AdapterError
+from .errors import AdapterError, SetupError
 
 ENTRY_POINT_GROUP = "batch_advisor.adapters"
 
 
 @dataclass(frozen=True)
 class Capabilities:
-    supports_accumulation: bool = True
     supports_lamb: bool = False
     supports_bf16: bool = True
     supports_fp16: bool = True
     multi_process: bool = True
-    measures_gradient_noise: bool = False  # reports per-replica and all-reduced gradient norms
     needs_cuda: bool = False
     optimizers: frozenset[str] | None = None  # the optimizers it can run; None: every one the workload names
+
+
+@dataclass(frozen=True)
+class AdapterOption:
+    """One setting an adapter takes (a DeepSpeed ZeRO stage). From the declaration the engine makes the
+    `advisor plan` flag (``--zero-stage``), the app's field, the validation and the recipe's ``[adapter]`` entry."""
+
+    name: str  # a Python identifier; the flag is --name-with-dashes
+    type: type = str  # int, float, str or bool
+    default: object = None
+    help: str = ""
+    choices: tuple | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def parse(self, value, adapter: str):
+        """``value`` (typed, or text from a flag or a field) as this option's type; SetupError names what is wrong."""
+        if value is None or value == "":
+            return self.default
+        try:
+            parsed = self._converted(value)
+        except (TypeError, ValueError):
+            parsed = _INVALID
+        if parsed is _INVALID or (self.choices is not None and parsed not in self.choices):
+            raise SetupError(f"{self.flag} (an option of the adapter {adapter!r}) must be {_type_words(self)}, "
+                             f"not {value!r}.")
+        return parsed
+
+    def _converted(self, value):
+        if self.type is bool:
+            if isinstance(value, str) and value.lower() in _BOOL_WORDS:
+                return _BOOL_WORDS[value.lower()]
+            return value if isinstance(value, bool) else _INVALID
+        if self.type is int and (isinstance(value, bool) or isinstance(value, float) and not value.is_integer()):
+            return _INVALID  # True is not 1, and 2.5 is not 2
+        return self.type(value)
+
+
+_INVALID = object()
+_BOOL_WORDS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+
+
+def _type_words(option: AdapterOption) -> str:
+    if option.choices is not None:
+        words = [str(c) for c in option.choices]
+        return "one of " + (", ".join(words[:-1]) + " or " + words[-1] if len(words) > 1 else words[0])
+    return {int: "a whole number", float: "a number", bool: "true or false"}.get(option.type, "a text")
 
 
 @runtime_checkable
@@ -80,6 +127,10 @@ class AdapterBase:
     name = ""
     summary = ""
     capabilities = Capabilities()
+    options: tuple[AdapterOption, ...] = ()  # declared settings: flags, app fields, validation, recipe entries
+    # The module whose ``__main__`` runs one worker (``worker_main``). Set, a 1-process ceiling probe forks
+    # from a server that imported it once (advisor/probe_server.py) instead of a fresh torchrun launch.
+    worker_module: str | None = None
 
     def command(self, job_path: str, nproc: int) -> list[str]:
         raise NotImplementedError
@@ -97,12 +148,15 @@ class AdapterBase:
         return dict(CPU_ALLOCATOR_ENV) if device_type == "cpu" else {}
 
     def validate_options(self, options: dict) -> dict:
-        if options:
-            from .errors import SetupError
-
-            raise SetupError(f"The adapter {self.name!r} takes no options, but got {sorted(options)}. "
-                             "Remove them, or choose an adapter that has them.")
-        return {}
+        """Every declared option, parsed and checked, with its default where not given; an unknown one refused."""
+        declared = {option.name: option for option in self.options}
+        unknown = sorted(set(options) - set(declared))
+        if unknown:
+            flags = ", ".join("--" + name.replace("_", "-") for name in unknown)
+            takes = f"takes only {', '.join(o.flag for o in self.options)}" if self.options else "takes no options"
+            raise SetupError(f"The adapter {self.name!r} {takes}, not {flags}. Remove them, or choose the adapter "
+                             "that has them (`advisor adapters` lists the installed ones).")
+        return {name: option.parse(options.get(name), self.name) for name, option in declared.items()}
 
     def plan_options(self, options: dict, optimizer: str, precision: str) -> dict:
         """The options checked against the optimizer and precision the plan runs (before any process starts),
@@ -110,8 +164,9 @@ class AdapterBase:
         return self.validate_options(options)
 
     def recipe_extras(self, options: dict) -> dict:
-        """Adapter settings the recipe records (e.g. a ZeRO stage)."""
-        return {}
+        """Adapter settings the recipe's [adapter] table records: every declared option's value (a ZeRO stage)."""
+        checked = self.validate_options(options)
+        return {option.name: checked[option.name] for option in self.options if checked[option.name] is not None}
 
     def launch_command(self, spec: LaunchSpec) -> list[str]:
         return torchrun_launch_line(spec)
@@ -247,17 +302,6 @@ def load_adapter(name: str) -> Adapter:
     return adapter if isinstance(adapter, AdapterBase) else _WithDefaults(adapter)
 
 
-def describe_adapters() -> list[tuple[str, str]]:
-    """(name, summary) for every installed adapter; broken ones get a warning on stderr and are skipped."""
-    rows = []
-    for name in sorted(available_adapters()):
-        try:
-            rows.append((name, load_adapter(name).summary))
-        except AdapterError as exc:
-            print(f"warning: {exc}", file=sys.stderr)
-    return rows
-
-
 @dataclass(frozen=True)
 class AdapterStatus:
     """One row of `advisor adapters`: whether the adapter can run here, and if not, why."""
@@ -269,10 +313,12 @@ class AdapterStatus:
     reason: str | None
     summary: str
     capabilities: dict
+    options: list = field(default_factory=list)  # its declared options, as dicts (flag, type, default, help, choices)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "version": self.version, "available": self.available, "reason": self.reason,
-                "summary": self.summary, "entry_point": self.target, "capabilities": self.capabilities}
+                "summary": self.summary, "entry_point": self.target, "capabilities": self.capabilities,
+                "options": self.options}
 
 
 def _capabilities_dict(caps: Capabilities) -> dict:
@@ -309,7 +355,9 @@ def adapter_statuses() -> list[AdapterStatus]:
             print(f"warning: the adapter {name!r} failed its availability check: {type(exc).__name__}: {exc}",
                   file=sys.stderr)
             version, reason = dist_version, f"its availability check failed: {type(exc).__name__}: {exc}"
+        options = [{"name": o.name, "flag": o.flag, "type": o.type.__name__, "default": o.default, "help": o.help,
+                    "choices": list(o.choices) if o.choices is not None else None} for o in adapter.options]
         rows.append(AdapterStatus(name, ep.value, version, reason is None, reason, adapter.summary,
-                                  _capabilities_dict(adapter.capabilities)))
+                                  _capabilities_dict(adapter.capabilities), options))
     return rows
 

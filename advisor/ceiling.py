@@ -2,7 +2,8 @@
 
 Fit memory(b) = fixed + per_sample x b from two small real probes, predict the
 largest batch under the budget, then find the real out-of-memory edge with real
-probes (grow until OOM, bisect the band between the last fit and the first OOM).
+probes placed where the line says the edge is (then bisect the band between the
+largest batch that ran and the smallest that ran out).
 The ceiling keeps ``headroom`` of memory free below that edge: on a GPU the edge
 sits at the budget; on CPU allocator overhead puts it lower, and the headroom is
 kept against what really fits, not against the nominal budget.
@@ -135,6 +136,9 @@ def search_ceiling(
 
     ``probe(batch, purpose)`` runs one real step at ``batch`` in a fresh process under the budget;
     ``precision`` is what it runs in (named when the configuration turns out unsupported).
+    One path for every case: fit the line on two small batches, probe where it puts the edge, narrow the
+    band between the largest batch that ran and the smallest that ran out (to ``resolution``, one sample
+    at small batches), keep the headroom where a line was measured, and confirm the answer with a probe.
     """
     if not 0 <= headroom < 1:
         raise AdvisorError(f"Headroom must be a fraction in [0, 1), got {headroom}.")
@@ -147,9 +151,7 @@ def search_ceiling(
             on_trial(trial)
         return trial
 
-    for batch in FIT_BATCHES:
-        if batch > max_batch:
-            break
+    for batch in [b for b in FIT_BATCHES if b <= max_batch] or [max_batch]:
         trial = run(batch, "fit")
         if trial.status != "ok":
             if batch == FIT_BATCHES[0]:
@@ -161,46 +163,90 @@ def search_ceiling(
                             precision, [t.batch for t in smallest], smallest[-1].message))
                     raise AdvisorError(_nothing_fits_advice(one, budget_bytes))
             break
-    ok = [t for t in trials if t.status == "ok"]
-    if len({t.batch for t in ok}) < 2 or max(t.batch for t in ok) >= max_batch:
-        return _small_ceiling(run, trials, budget_bytes, headroom, max_batch, cap_reason)
-    fit = fit_linear(trials)
-    largest_ok = max(t.batch for t in ok)
-    smallest_oom: int | None = None
-    guess = min(max_batch, max(largest_ok + 1, fit.batch_for(budget_bytes)))
     while True:
-        trial = run(guess, "edge")
-        if trial.status == "ok":
-            largest_ok = max(largest_ok, guess)
-        else:
-            smallest_oom = guess if smallest_oom is None else min(smallest_oom, guess)
-        if smallest_oom is None:
-            if largest_ok >= max_batch:
-                break  # everything up to the cap fits
-            guess = min(max_batch, math.ceil(largest_ok * GROWTH))  # grow until OOM
-            continue
-        band = smallest_oom - largest_ok
-        if band <= max(1, math.floor(largest_ok * resolution)):
+        largest_ok, smallest_oom = _bracket(trials)
+        if smallest_oom is None and largest_ok >= max_batch:
+            break  # everything up to the cap fits
+        if smallest_oom is not None and smallest_oom - largest_ok <= max(1, math.floor(largest_ok * resolution)):
             break
-        guess = (largest_ok + smallest_oom) // 2
-    # Refit with every measured point: the large probes pin the slope down.
-    fit = fit_linear(trials)
+        fit = _fit_if_measured(trials)
+        predicted = fit.batch_for(budget_bytes) if fit else None
+        run(next_edge_probe(largest_ok, smallest_oom, predicted, max_batch, resolution), "edge")
+    fit = _fit_if_measured(trials)  # every measured point: the large probes pin the slope down
+    if fit is None:
+        reason = (f"Only a batch of {largest_ok} fits under {budget_bytes / 2**20:.0f} MiB"
+                  + (f" ({smallest_oom} ran out of memory)" if smallest_oom else f" (the cap: {cap_reason})")
+                  + ". With one size measured there is no memory line to fit, so no headroom could be kept: "
+                    "the ceiling is the largest batch that ran. Try mixed precision or a larger device.")
+        return CeilingResult(largest_ok, budget_bytes, headroom, None, largest_ok, smallest_oom, budget_bytes,
+                             trials, reason, capped_by="" if smallest_oom else cap_reason)
     usable = budget_bytes if smallest_oom is None else min(budget_bytes, fit.bytes_at(largest_ok))
-    target_bytes = (1 - headroom) * usable
-    by_memory = fit.batch_for(target_bytes)
+    by_memory = fit.batch_for((1 - headroom) * usable)
     ceiling = max(1, min(largest_ok, by_memory))
+    ran = {t.batch for t in trials if t.status == "ok"}
+    # Confirm the answer itself with a real probe; near the edge OOM is a band, not a line.
+    while ceiling > 1 and ceiling not in ran and run(ceiling, "confirm").status != "ok":
+        ceiling = max(1, math.floor(ceiling * 0.9))
+    edge = (f"Real OOM edge between {largest_ok} (ran) and {smallest_oom} (OOM){_probed(trials)}. " if smallest_oom
+            else f"No OOM up to the cap of {max_batch}{' (' + cap_reason + ')' if cap_reason else ''}. ")
     reason = (f"Fit: {fit.fixed_bytes / 2**20:.1f} MiB fixed + {fit.per_sample_bytes / 2**20:.3f} MiB per sample. "
-              + (f"Real OOM edge between {largest_ok} (ran) and {smallest_oom} (OOM). " if smallest_oom
-                 else f"No OOM up to the cap of {max_batch}{' (' + cap_reason + ')' if cap_reason else ''}. ")
-              + (_cap_bound_text(trials, fit, largest_ok, budget_bytes, headroom)
-                 if smallest_oom is None and ceiling == largest_ok and by_memory >= largest_ok else
-                 f"Keeping {headroom:.0%} headroom below {usable / 2**20:.0f} MiB that really fits gives {ceiling}."))
-    if ceiling not in {t.batch for t in trials if t.status == "ok"}:
-        # Confirm the answer itself with a real probe; near the edge OOM is a band, not a line.
-        while ceiling > 1 and run(ceiling, "confirm").status != "ok":
-            ceiling = max(1, math.floor(ceiling * 0.9))
+              + edge + (_cap_bound_text(trials, fit, largest_ok, budget_bytes, headroom)
+                        if smallest_oom is None and ceiling == largest_ok and by_memory >= largest_ok else
+                        f"Keeping {headroom:.0%} headroom below {usable / 2**20:.0f} MiB that really fits gives "
+                        f"{ceiling}."))
     return CeilingResult(ceiling, budget_bytes, headroom, fit, largest_ok, smallest_oom, usable, trials, reason,
                          capped_by=cap_reason if smallest_oom is None else "")
+
+
+# Where the real OOM edge has been met, as a share of the batch the fitted line predicts at the budget: at
+# it on a GPU, at 65-90% of it on CPU (allocator overhead counts against RLIMIT_DATA, not in tensor bytes);
+# the low end leaves a margin below that.
+EDGE_PRIOR = (0.6, 0.8, 1.0)  # low end, the first probe, high end
+
+
+def next_edge_probe(largest_ok: int, smallest_oom: int | None, predicted: int | None, max_batch: int,
+                    resolution: float = DEFAULT_RESOLUTION) -> int:
+    """The next batch to probe, strictly between the largest batch that ran and the smallest that ran out.
+
+    With a fitted line, the first probe goes inside the band where the edge is expected (``EDGE_PRIOR`` of
+    the line's prediction at the budget), the second to that band's end on the side the first one points
+    to, so two probes usually bracket the edge within the band, where bisection then needs few steps.
+    Where the band was wrong (all ran past its top, or ran out below its bottom): growth or bisection.
+    Without a line (one size ran, nothing ran out: the cap is below the fit's second batch), the cap.
+    """
+    if predicted is None:
+        return max_batch if smallest_oom is None else (largest_ok + smallest_oom) // 2
+    low, first, high = (math.floor(share * predicted) for share in EDGE_PRIOR)
+    if smallest_oom is None:
+        if largest_ok < first:
+            guess = first
+        elif largest_ok < high:
+            guess = math.ceil(high * (1 + resolution))  # just past the predicted edge: an OOM there closes the band
+        else:
+            guess = math.ceil(largest_ok * GROWTH)  # more fits than the line said: grow until OOM
+        return min(max_batch, max(largest_ok + 1, guess))
+    if largest_ok < low < smallest_oom - 1 and smallest_oom <= first:
+        return low  # ran out inside the band: its low end either closes it or says the band was wrong
+    return (largest_ok + smallest_oom) // 2
+
+
+def _bracket(trials: list[ProbeTrial]) -> tuple[int, int | None]:
+    """(largest batch that ran, smallest that ran out of memory or None)."""
+    largest_ok = max(t.batch for t in trials if t.status == "ok")
+    ooms = [t.batch for t in trials if t.status != "ok"]
+    return largest_ok, (min(ooms) if ooms else None)
+
+
+def _fit_if_measured(trials: list[ProbeTrial]) -> MemoryFit | None:
+    """The memory line once two batch sizes ran with a measured peak, else None."""
+    if len({t.batch for t in trials if t.status == "ok" and t.peak_bytes}) < 2:
+        return None
+    return fit_linear(trials)
+
+
+def _probed(trials: list[ProbeTrial]) -> str:
+    edge = [t for t in trials if t.purpose == "edge"]
+    return f", {len(edge)} edge probe{'s' if len(edge) != 1 else ''}" if edge else ""
 
 
 def _cap_bound_text(trials: list[ProbeTrial], fit: MemoryFit, batch: int, budget_bytes: int, headroom: float) -> str:
@@ -213,45 +259,3 @@ def _cap_bound_text(trials: list[ProbeTrial], fit: MemoryFit, batch: int, budget
     return (f"The cap bounds the ceiling, not memory: at {batch} the peak was {format_bytes(peak)} of the "
             f"{format_bytes(budget_bytes)} budget ({'under 1%' if share < 0.01 else f'{share:.0%}'}), so the "
             f"{headroom:.0%} headroom played no part. Ceiling: {batch}.")
-
-
-def _small_ceiling(run, trials, budget_bytes, headroom, max_batch, cap_reason) -> CeilingResult:
-    """Only small batches fit (or the cap is tiny): probe every size between the largest that ran and the
-    first OOM, fit a line only if two sizes ran, and keep the headroom only where a fit measures it."""
-    largest_ok = max(t.batch for t in trials if t.status == "ok")
-    ooms = [t.batch for t in trials if t.status != "ok"]
-    smallest_oom = min(ooms) if ooms else None
-    if smallest_oom is None and largest_ok < max_batch:
-        if run(max_batch, "edge").status == "ok":
-            largest_ok = max_batch
-        else:
-            smallest_oom = max_batch
-    while smallest_oom is not None and smallest_oom - largest_ok > 1:
-        guess = (largest_ok + smallest_oom) // 2
-        if run(guess, "edge").status == "ok":
-            largest_ok = guess
-        else:
-            smallest_oom = guess
-    ok = [t for t in trials if t.status == "ok"]
-    if len({t.batch for t in ok}) < 2:
-        reason = (f"Only a batch of {largest_ok} fits under {budget_bytes / 2**20:.0f} MiB"
-                  + (f" ({smallest_oom} ran out of memory)" if smallest_oom else f" (the cap: {cap_reason})")
-                  + ". With one size measured there is no memory line to fit, so no headroom could be kept: "
-                    "the ceiling is the largest batch that ran. Try mixed precision or a larger device.")
-        return CeilingResult(largest_ok, budget_bytes, headroom, None, largest_ok, smallest_oom, budget_bytes,
-                             trials, reason, capped_by="" if smallest_oom else cap_reason)
-    fit = fit_linear(trials)
-    usable = budget_bytes if smallest_oom is None else min(budget_bytes, fit.bytes_at(largest_ok))
-    by_memory = fit.batch_for((1 - headroom) * usable)
-    ceiling = max(1, min(largest_ok, by_memory))
-    while ceiling > 1 and ceiling not in {t.batch for t in trials if t.status == "ok"} \
-            and run(ceiling, "confirm").status != "ok":
-        ceiling -= 1
-    edge = (f"Real OOM edge between {largest_ok} (ran) and {smallest_oom} (OOM), probed one by one. " if smallest_oom
-            else f"No OOM up to the cap of {max_batch} ({cap_reason}). ")
-    reason = (f"Fit: {fit.fixed_bytes / 2**20:.1f} MiB fixed + {fit.per_sample_bytes / 2**20:.3f} MiB per sample. "
-              + edge + (_cap_bound_text(trials, fit, largest_ok, budget_bytes, headroom)
-                        if smallest_oom is None and ceiling == largest_ok and by_memory >= largest_ok else
-                        f"Keeping {headroom:.0%} headroom below {usable / 2**20:.0f} MiB gives {ceiling}."))
-    return CeilingResult(ceiling, budget_bytes, headroom, fit, largest_ok, smallest_oom, usable, trials, reason,
-                         capped_by="" if smallest_oom else cap_reason)

@@ -83,72 +83,42 @@ class StderrProgress:
         self.stream.flush()
 
 
-def settings_from_args(args, host):
-    """MethodSettings from `advisor plan` arguments and the detected host (shared with the TUI's CLI flags)."""
-    from .method import MethodSettings
-    from .units import parse_size
+def plan_options_from_args(args) -> dict:
+    """The named plan options (advisor.settings) an `advisor plan` command line gives, the adapter's own included."""
+    from .settings import PLAN_OPTIONS
 
-    memories = None
-    if args.device_memory:
-        budget = parse_size(args.device_memory)
-    elif host.type == "cuda":
-        # Plan for the smallest card so one identical per-device batch fits every one of them.
-        memories = host.memories[: args.nproc or len(host.memories)]
-        smallest = min(range(len(memories)), key=memories.__getitem__)
-        budget = memories[smallest]
-        if smallest != 0:
-            raise AdvisorError(f"GPU {smallest} has the least memory; probes run on GPU 0. Reorder the GPUs with "
-                               f"CUDA_VISIBLE_DEVICES so the smallest comes first, or pass --device-memory.")
-    else:
-        raise AdvisorError("No GPU here, so there is no device memory to measure against. Pass --device-memory "
-                           "SIZE (for example --device-memory 1GiB) to plan for a device of that size; each "
-                           "process then gets a real memory limit of that size.")
-    nproc = args.nproc if args.nproc is not None else (host.count if host.type == "cuda" else 2)
-    nodes, target_world_size, adapter_options = target_cluster_from_args(args)
-    base_warmup = None
-    if getattr(args, "base_warmup", None) is not None:
+    options = {name: getattr(args, name, None) for name in PLAN_OPTIONS}
+    options["adapter_options"] = dict(getattr(args, "adapter_options", None) or {})
+    return options
+
+
+def adapter_options_from_argv(adapter, argv: list[str]) -> dict:
+    """The adapter's declared options (``AdapterBase.options``) from the flags `advisor plan` left to it
+    (``--zero-stage 3``); a flag no option declares is a SetupError naming the ones it has."""
+    parser = argparse.ArgumentParser(prog=f"advisor plan --adapter {adapter.name}", add_help=False,
+                                     allow_abbrev=False)
+    for option in adapter.options:
+        extra = {"nargs": "?", "const": "true"} if option.type is bool else {}
+        parser.add_argument(option.flag, dest=option.name, **extra)
+    given, rest = parser.parse_known_args(argv)
+    options = {name: value for name, value in vars(given).items() if value is not None}
+    if rest:
         from .errors import SetupError
-        from .lr import parse_warmup
 
-        try:
-            base_warmup = parse_warmup(args.base_warmup)
-        except ValueError as exc:
-            raise SetupError(f"{exc}. Nothing was run.") from None
-    return MethodSettings(
-        workload=args.workload, adapter_name=args.adapter, nproc=nproc, device=host.type,
-        memory_budget_bytes=budget, headroom=args.headroom, trial_steps=args.trial_steps,
-        sweep_steps=args.sweep_steps, subset_sweep=args.subset_sweep, global_batch=args.global_batch,
-        base_lr=args.base_lr, base_batch=args.base_batch, precision=args.precision,
-        trial_timeout_s=args.trial_timeout, idle_timeout_s=args.idle_timeout, workdir=os.getcwd(),
-        device_memories=memories, optimizer=args.optimizer, task=getattr(args, "task", None), nodes=nodes, target_world_size=target_world_size,
-        adapter_options=adapter_options, base_warmup=base_warmup, run_epochs=getattr(args, "epochs", None))
+        unknown = ", ".join(word.split("=")[0] for word in rest if word.startswith("-")) or " ".join(rest)
+        own = ", ".join(option.flag for option in adapter.options)
+        raise SetupError(f"`advisor plan` has no {unknown}, and the adapter {adapter.name!r} takes "
+                         + (f"only {own}" if own else "no options") + " of its own. Check the spelling (`advisor "
+                         "plan --help` lists the plan's flags), or choose the adapter that has it (`advisor adapters` "
+                         "lists each one's options).")
+    return {name: value for name, value in adapter.validate_options(options).items() if name in options}
 
 
-def target_cluster_from_args(args) -> tuple[int, int | None, dict]:
-    """(nodes, target world size or None, adapter options) from --nodes/--gpus-per-node/--world-size/--zero-stage.
+def settings_from_args(args, host):
+    """MethodSettings from `advisor plan` arguments and the detected host (advisor.settings builds them)."""
+    from .settings import settings_from_options
 
-    Probes run on this host with --nproc processes; the plan, LR, warmup and exports are for the target.
-    """
-    from .errors import SetupError
-
-    nodes = getattr(args, "nodes", None) or 1
-    per_node = getattr(args, "gpus_per_node", None)
-    world = getattr(args, "world_size", None)
-    for flag, value in (("--nodes", getattr(args, "nodes", None)), ("--gpus-per-node", per_node),
-                        ("--world-size", world)):
-        if value is not None and value < 1:
-            raise SetupError(f"{flag} must be at least 1, not {value}.")
-    if per_node is not None and world is not None and world != nodes * per_node:
-        raise SetupError(f"--world-size {world} contradicts --nodes {nodes} x --gpus-per-node {per_node} = "
-                         f"{nodes * per_node}; give one or the other.")
-    target = world if world is not None else (nodes * per_node if per_node is not None else None)
-    if target is not None and target % nodes:
-        raise SetupError(f"--world-size {target} does not split evenly over --nodes {nodes}: launchers start the "
-                         "same number of processes on every node.")
-    options = {}
-    if getattr(args, "zero_stage", None) is not None:
-        options["zero_stage"] = args.zero_stage
-    return nodes, target, options
+    return settings_from_options(plan_options_from_args(args), host)
 
 
 def cmd_plan(args) -> int:
@@ -162,6 +132,7 @@ def cmd_plan(args) -> int:
     if out:
         check_output_path(out, args.force)
     adapter = load_adapter(args.adapter)
+    args.adapter_options = adapter_options_from_argv(adapter, args.adapter_argv)
     host = detect(args.device)
     settings = settings_from_args(args, host)
     progress = StderrProgress()
@@ -312,6 +283,8 @@ def cmd_adapters(args) -> int:
         print(f"  {row.name:<12} {row.version or '-':<10} {state}")
         if row.summary:
             print(f"  {'':<12} {row.summary}")
+        for option in row.options:
+            print(f"  {'':<12} option {option['flag']} {option['type'].upper()}: {option['help']}")
     return 0
 
 
@@ -557,6 +530,8 @@ def _add_tui_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .settings import PLAN_DEFAULTS
+
     parser = argparse.ArgumentParser(
         prog="advisor", description="Choose the batch size for data-parallel PyTorch training.")
     parser.add_argument("--version", action="version", version=f"batch-advisor {__version__}")
@@ -569,16 +544,18 @@ def build_parser() -> argparse.ArgumentParser:
                           epilog="-- SCRIPT ARGS: measure your own training script instead of a workload: a Hugging "
                                  "Face Trainer script as it is, any other with placeholders in ARGS ({per_device}, "
                                  "{accumulation}, {steps}, {lr}, {warmup}, {precision}); see the README's \"Point "
-                                 "it at your script\".")
-    plan.add_argument("--workload", default="digits-cnn",
+                                 "it at your script\". Each adapter declares its own options, given as flags after "
+                                 "these (for example --zero-stage 3 with --adapter deepspeed); `advisor adapters` "
+                                 "lists them.")
+    plan.add_argument("--workload", default=PLAN_DEFAULTS["workload"],
                       help="built-in name, 'package.module:function' or 'path/file.py:function' (default digits-cnn)")
-    plan.add_argument("--adapter", default="ddp", help="data-parallel flavour (see `advisor adapters`; default ddp)")
+    plan.add_argument("--adapter", default=PLAN_DEFAULTS["adapter"], help="data-parallel flavour (see `advisor adapters`; default ddp)")
     plan.add_argument("--nproc", type=int, help="data-parallel processes (default: every GPU; 2 on CPU)")
     plan.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when a GPU is visible")
     plan.add_argument("--device-memory", help="memory per device to plan for, e.g. 1GiB (default: the GPU's own)")
-    plan.add_argument("--headroom", type=float, default=0.15, help="memory left free below the OOM edge (0.10-0.20)")
-    plan.add_argument("--trial-steps", type=int, default=40, help="iterations of each short trial (30-50)")
-    plan.add_argument("--sweep-steps", type=int, default=200, help="steps of each comparison-sweep run")
+    plan.add_argument("--headroom", type=float, default=PLAN_DEFAULTS["headroom"], help="memory left free below the OOM edge (0.10-0.20)")
+    plan.add_argument("--trial-steps", type=int, default=PLAN_DEFAULTS["trial_steps"], help="iterations of each short trial (30-50)")
+    plan.add_argument("--sweep-steps", type=int, default=PLAN_DEFAULTS["sweep_steps"], help="steps of each comparison-sweep run")
     plan.add_argument("--subset-sweep", action="store_true", help="sweep 8,16,32,64,128 instead of half/chosen/double")
     plan.add_argument("--global-batch", type=int, help="a global batch target to plan for (accumulation fills gaps)")
     plan.add_argument("--base-lr", type=float, help="the LR used today (default: the workload's)")
@@ -589,7 +566,7 @@ def build_parser() -> argparse.ArgumentParser:
                                             "else 1 epoch")
     plan.add_argument("--epochs", type=float, help="the length of the planned run in epochs: the warmup never "
                                                    "takes more than 20%% of it (default: the workload's epochs)")
-    plan.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto",
+    plan.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default=PLAN_DEFAULTS["precision"],
                       help="auto (default): on a GPU with bf16 Tensor Cores (compute capability >= 8.0) measure "
                            "and plan in bf16 with TF32; elsewhere fp32, with mixed precision tried before halving "
                            "a batch or accumulating; or fix one")
@@ -597,14 +574,12 @@ def build_parser() -> argparse.ArgumentParser:
                                      "global range: see advisor/tasks.py)")
     plan.add_argument("--optimizer", help="the optimizer training runs, for real (sgd, adam, adamw, adagrad, "
                                           "rmsprop, lamb, lars; default: the workload's)")
-    plan.add_argument("--zero-stage", type=int, choices=(0, 1, 2, 3),
-                      help="DeepSpeed ZeRO stage (--adapter deepspeed; default 2)")
     plan.add_argument("--nodes", type=int, help="nodes of the target cluster (default 1; probes run on this host)")
     plan.add_argument("--gpus-per-node", type=int, help="processes per node on the target cluster (default --nproc)")
     plan.add_argument("--world-size", type=int, help="the target cluster's processes in all (instead of "
                                                      "--gpus-per-node)")
-    plan.add_argument("--trial-timeout", type=float, default=900.0, help="seconds one trial may take in all")
-    plan.add_argument("--idle-timeout", type=float, default=180.0, help="seconds without progress before a trial is "
+    plan.add_argument("--trial-timeout", type=float, default=PLAN_DEFAULTS["trial_timeout"], help="seconds one trial may take in all")
+    plan.add_argument("--idle-timeout", type=float, default=PLAN_DEFAULTS["idle_timeout"], help="seconds without progress before a trial is "
                                                                         "declared hung")
     plan.add_argument("--out", help="recipe path to write (never overwritten without --force)")
     plan.add_argument("--force", action="store_true", help="replace an existing recipe, keeping a .bak backup")
@@ -704,7 +679,11 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["plan"] and "--" in argv:  # `advisor plan [options] -- SCRIPT [ARGS...]`: the script door
         split = argv.index("--")
         argv, script_command = argv[:split], argv[split + 1:]
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)
+    if getattr(args, "command", None) == "plan":
+        args.adapter_argv = rest  # the chosen adapter's own options: cmd_plan reads them once it is loaded
+    elif rest:
+        parser.parse_args(argv)  # argparse's own message and exit 2 for a flag nothing declares
     if script_command is not None:
         args.script_command = script_command
     try:

@@ -22,14 +22,18 @@ def normalize(device) -> "torch.device":  # noqa: F821 - torch is imported lazil
 
 
 def worker_device(job_device: str) -> tuple["torch.device", str]:  # noqa: F821
-    """A launched worker's device (``cuda:LOCAL_RANK``, or cpu) and the process-group backend for it.
+    """A launched worker's device (``cuda:LOCAL_RANK``, the job's ``cuda:N`` without a launcher, or cpu) and the
+    process-group backend for it.
 
     On CUDA the device is made current, so later bare ``cuda`` calls land on this process's card.
     """
     import torch
 
     if job_device.startswith("cuda"):
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        # Under a launcher, LOCAL_RANK picks the card; a lone process keeps the job's own index (cuda:1).
+        named = torch.device(job_device).index
+        local_rank = os.environ.get("LOCAL_RANK")
+        device = torch.device("cuda", int(local_rank) if local_rank is not None else (named or 0))
         torch.cuda.set_device(device)
         return device, "nccl"
     return torch.device("cpu"), "gloo"

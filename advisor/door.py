@@ -267,6 +267,10 @@ class ScriptAdapter:
     Everything else (capabilities, options, environment, recipe extras) is the adapter's own; the engine
     never asks which one it is. The adapter's ``script_command`` says how its launcher starts a module."""
 
+    # Probes launch the shim fresh through the launcher: the probe server forks the adapter's own worker
+    # module, which would measure the adapter's worker instead of the user's script.
+    worker_module = None
+
     def __init__(self, inner):
         self._inner = inner
         self.name, self.summary, self.capabilities = inner.name, inner.summary, inner.capabilities

@@ -29,7 +29,7 @@ HISTORY_NAME = ".history.jsonl"
 HISTORY_ENV = "ADVISOR_HISTORY"
 ROW_VERSION = 1
 # What a reused sweep row must share with the one it stands for: the run would be the same run.
-SAME_SETTINGS = ("per_device", "world_size", "accumulation", "steps", "precision", "lr", "warmup_steps")
+SAME_SETTINGS = ("per_device", "world_size", "accumulation", "steps", "precision", "lr", "warmup_steps", "seed")
 
 
 def history_path(given: str | None = None, recipe_out: str | os.PathLike | None = None) -> Path | None:
@@ -133,7 +133,7 @@ def run_row(context: RunContext, record: TrialRecord, reused_from: str | None = 
     row = context.base(record.phase)
     row.update(per_device=record.per_device, world_size=record.world_size, accumulation=record.accumulation,
                global_batch=record.global_batch, status=record.status, lr=record.lr, warmup_steps=record.warmup_steps,
-               precision=record.precision, steps=record.steps, peak_bytes=record.peak_bytes,
+               precision=record.precision, steps=record.steps, seed=record.seed, peak_bytes=record.peak_bytes,
                step_seconds=record.step_seconds, throughput=record.throughput, train_seconds=record.train_seconds,
                final_loss=record.final_loss, val_loss=record.val_loss, val_metric=record.val_metric,
                evals=record.evals or None)

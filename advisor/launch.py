@@ -48,7 +48,10 @@ def _reader(stream, sink: queue.Queue) -> None:
     sink.put(None)
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc) -> None:
+    if hasattr(proc, "kill_group"):  # a probe forked by the probe server: the server signals its group
+        proc.kill_group()
+        return
     for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(proc.pid, sig)
@@ -83,7 +86,7 @@ class CancelToken:
         return self._event.is_set()
 
 
-def _worker_env(job: TrialJob, adapter_env: dict | None) -> dict:
+def worker_env(job: TrialJob, adapter_env: dict | None) -> dict:
     env = dict(os.environ)
     # The adapter's variables are the ones the user's training must run with too (the recipe carries them).
     env.update(adapter_env or {})
@@ -106,16 +109,22 @@ def run_job(
     label: str = "trial",
     env: dict | None = None,
     cancel: CancelToken | None = None,
+    server=None,
 ) -> JobOutcome:
-    """Run ``job`` on ``nproc`` workers; return their events, or raise TrialError with the cause."""
+    """Run ``job`` on ``nproc`` workers; return their events, or raise TrialError with the cause.
+
+    ``server``: an ``advisor.probe_server.ProbeServer`` started with ``worker_env(job, env)``; a 1-process
+    job is then forked from it instead of launched (same worker, same environment, no start-up)."""
     with tempfile.TemporaryDirectory(prefix="advisor-job-") as tmp:
         job_path = Path(tmp) / "job.json"
         job_path.write_text(job.to_json())
-        argv = command_for(str(job_path), nproc)
         started = time.monotonic()
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                text=True, errors="replace", bufsize=1, env=_worker_env(job, env), cwd=job.workdir,
-                                start_new_session=True)
+        if server is not None and nproc == 1:
+            proc = server.spawn(["--job", str(job_path)])
+        else:
+            proc = subprocess.Popen(command_for(str(job_path), nproc), stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, errors="replace",
+                                    bufsize=1, env=worker_env(job, env), cwd=job.workdir, start_new_session=True)
         lines: queue.Queue = queue.Queue()
         threading.Thread(target=_reader, args=(proc.stdout, lines), daemon=True).start()
         outcome = JobOutcome(status="ok")

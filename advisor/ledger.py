@@ -18,6 +18,7 @@ class TrialRecord:
     warmup_steps: int | None = None
     precision: str = "fp32"
     steps: int | None = None
+    seed: int | None = None  # the training run's seed (init and data order); sweep ties rerun with another
     peak_bytes: int | None = None
     step_seconds: float | None = None  # one optimizer step on the device, the loader's wait excluded
     data_seconds: float | None = None  # per step, waiting for the next batches (the slowest rank's loader)
@@ -33,10 +34,14 @@ class TrialRecord:
     note: str = ""
     losses: list[float] = field(default_factory=list)
     evals: list[dict] = field(default_factory=list)  # validation checkpoints: step, train_seconds, val_loss, ...
+    # The worker's gradient norms (advisor.noise.GradNormSample as a dict, per-step values included): the
+    # noise scale's interval is bootstrapped over them. Too long for the recipe's ledger, so to_dict leaves it out.
+    gradient_norms: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         # TOML has no null: drop what was not measured.
-        return {k: v for k, v in asdict(self).items() if v is not None and v != "" and v != [] and v != {}}
+        return {k: v for k, v in asdict(self).items()
+                if v is not None and v != "" and v != [] and v != {} and k != "gradient_norms"}
 
     def validation_text(self) -> str:
         """The run's validation result in a few words: ``val acc 0.912``, ``val f1 0.830``, ``val loss 0.4123``."""

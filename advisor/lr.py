@@ -138,7 +138,7 @@ def plan_warmup(
     elif scale > 2:
         epochs = DEFAULT_BASE_WARMUP_EPOCHS
         reason = (f"No warmup today ({base_source}), but the global batch grew {scale:.3g}x (> 2x): warm up for "
-                  f"{epochs:g} epoch from a small LR to the target (DOMAIN 4).")
+                  f"{epochs:g} epoch from a small LR to the target (a larger batch needs a warmup).")
     else:
         epochs = base_warmup_epochs
         reason = (f"Batch scale {scale:.3g}x (<= 2x): the base warmup of {base} is kept, as the same number of "

@@ -18,14 +18,17 @@ from .ceiling import DEFAULT_HEADROOM, CeilingResult, ProbeTrial
 from .errors import AdvisorError
 from .oom import is_primitive_failure
 from .ledger import TrialRecord
+from .noise import GradNormSample, NoiseEstimate, estimate_noise
 from .lr import DEFAULT_BASE_WARMUP_EPOCHS, LRDecision, WarmupDecision, plan_warmup, scale_lr
 from .plan import Plan, Warning_, identical_batch_for, plan_data_parallel
 from .tasks import task_profile
 
 HIGH_WATER = 0.60  # below this share of the ceiling's memory, double the trial batch
 WORTH_DOUBLING = 1.10  # doubling must buy >= 10% more samples/s to be worth it
-METRIC_TIE = 0.005  # validation metrics within this are a tie; then the one that got there first wins
+TIE_Z = 1.96  # two runs tie when their validation differs by less than this many standard errors (95%)
 SWEEP_EVAL_POINTS = 4  # validation checkpoints per sweep run, to time when each reached the metric
+MIN_SWEEP_STEPS = 4  # a sweep run's floor, whatever the equal-samples rule gives (its eval points need steps)
+TIE_SEEDS = 2  # a tie is rerun until each tied candidate has this many seeds, before time breaks it
 SUBSET_SWEEP = (8, 16, 32, 64, 128)
 NOISE_MARGIN = 2.0  # a global batch past this multiple of the noise scale buys little
 
@@ -171,7 +174,7 @@ class Runner(Protocol):
 
     def train(self, phase: str, per_device: int, steps: int, lr: float, warmup_steps: int = 0,
               accumulation: int = 1, evaluate: bool = False, precision: str = "fp32",
-              eval_points: int = 1) -> TrialRecord: ...
+              eval_points: int = 1, seed: int = 0) -> TrialRecord: ...
 
 
 Decide = Callable[[str], None]  # a decision, said as it is made (the UI shows them live)
@@ -187,11 +190,72 @@ class TrialOutcome:
 
 
 @dataclass
+class CandidateSummary:
+    """One sweep candidate over its seeds: the ranked validation value, its spread, and when it got there."""
+
+    per_device: int
+    status: str  # "ok" | "oom" | "diverged" (a non-finite loss or metric: it can never win)
+    values: list[float] = field(default_factory=list)  # the ranked value, one per seed
+    mean: float | None = None
+    spread: float | None = None  # half-width of its ~95% interval: validation-set size, checkpoints, seeds
+    seconds_to_target: float | None = None  # mean training seconds to reach the tied target (ties only)
+
+    def to_dict(self) -> dict:
+        out = {"per_device": self.per_device, "status": self.status, "seeds": len(self.values),
+               "values": [round(v, 6) for v in self.values],
+               "mean": None if self.mean is None else round(self.mean, 6),
+               "spread": None if self.spread is None else round(self.spread, 6),
+               "seconds_to_target": None if self.seconds_to_target is None else round(self.seconds_to_target, 3)}
+        return {k: v for k, v in out.items() if v is not None}
+
+
+@dataclass
+class SweepVerdict:
+    """decide_sweep's answer: the pick, why, and whether the data could tell the tied candidates apart."""
+
+    chosen: int
+    reason: str
+    metric: str = ""
+    tied: list[int] = field(default_factory=list)  # per-device batches within noise of the best (2+ = a tie)
+    equal_within_noise: bool = False  # the tie stood after every tied candidate ran TIE_SEEDS seeds
+    tie_rule: str = ""  # what picked among the equal ones
+    candidates: list[CandidateSummary] = field(default_factory=list)
+
+    @property
+    def headline(self) -> str:
+        """The verdict in a few words, for the recipe and --json."""
+        if self.equal_within_noise:
+            return f"equal within noise; picked by: {self.tie_rule}"
+        if len(self.tied) > 1:
+            return "within noise of each other after one seed; not rerun"
+        if len(self.tied) == 1:
+            return "best, outside the others' noise"
+        return "the comparison could not decide; the trial's choice kept"
+
+    @property
+    def diverged(self) -> list[int]:
+        return [c.per_device for c in self.candidates if c.status == "diverged"]
+
+
+@dataclass
 class SweepOutcome:
     chosen: int
     reason: str
     rows: list[TrialRecord]
     candidates: list[int]
+    verdict: SweepVerdict | None = None
+    samples: int | None = None  # training samples every candidate saw (equal samples)
+
+    def summary(self) -> dict:
+        """What the recipe's [method.sweep] and `plan --json` say about the comparison."""
+        verdict = self.verdict
+        out = {"samples_per_run": self.samples, "candidates": self.candidates}
+        if verdict:
+            out.update(verdict=verdict.headline, metric=verdict.metric or None,
+                       equal_within_noise=verdict.equal_within_noise,
+                       tie_rule=verdict.tie_rule or None, tied=verdict.tied if len(verdict.tied) > 1 else None,
+                       diverged=verdict.diverged or None, spread=[c.to_dict() for c in verdict.candidates])
+        return {k: v for k, v in out.items() if v is not None}
 
 
 def lr_for(info: WorkloadInfo, global_batch: int) -> LRDecision:
@@ -204,9 +268,19 @@ def warmup_for(info: WorkloadInfo, lr: LRDecision) -> WarmupDecision:
 
 
 def lr_and_warmup(info: WorkloadInfo, global_batch: int, steps: int) -> tuple[float, int]:
-    """The scaled LR for a short run, with the planned warmup squeezed into its first quarter."""
+    """The scaled LR for a short trial (it measures speed and memory), with the planned warmup squeezed into
+    its first quarter."""
     lr = lr_for(info, global_batch)
     return lr.value, min(warmup_for(info, lr).steps, steps // 4)
+
+
+def sweep_run_settings(info: WorkloadInfo, global_batch: int, samples: int) -> tuple[int, float, int]:
+    """(steps, LR, warmup steps) of one comparison-sweep run: ``samples`` training samples whatever its batch
+    (equal samples, so a bigger batch gets fewer steps, not more data), with the LR and the whole warmup the
+    plan would give that global batch."""
+    lr = lr_for(info, global_batch)
+    steps = max(MIN_SWEEP_STEPS, round(samples / global_batch))
+    return steps, lr.value, warmup_for(info, lr).steps
 
 
 def data_cap(train_size: int, world_size: int) -> int:
@@ -239,7 +313,7 @@ def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, 
         rows.append(record)
         if record.status == "oom" and mixed and precision == "fp32":
             say(f"{batch}: out of memory in fp32; re-running it in {mixed} mixed precision before halving "
-                "(DOMAIN 3: AMP before shrinking)")
+                "(mixed precision comes before a smaller batch)")
             retry = runner.train("trial", batch, steps, lr, warmup, precision=mixed)
             rows.append(retry)
             if retry.status == "ok":
@@ -311,11 +385,11 @@ def ranked_metric(rows: list[TrialRecord]) -> tuple[str, bool]:
     return "loss", False
 
 
-def _score(record: TrialRecord, higher_is_better: bool, by_loss: bool = False) -> float:
-    value = (record.val_loss if by_loss else record.val_metric)
-    if value is None:
-        return -math.inf
-    return value if higher_is_better else -value
+def diverged(record: TrialRecord) -> bool:
+    """A run whose training or validation loss (or metric) went NaN/inf: it diverged, whatever else it says."""
+    values = [record.final_loss, record.val_loss, record.val_metric, *record.losses]
+    values += [p.get(k) for p in record.evals for k in ("val_loss", "val_metric")]
+    return any(v is not None and not math.isfinite(v) for v in values)
 
 
 def time_to_reach(record: TrialRecord, target: float, higher_is_better: bool, by_loss: bool | None = None) -> float:
@@ -328,66 +402,138 @@ def time_to_reach(record: TrialRecord, target: float, higher_is_better: bool, by
     return record.train_seconds if record.train_seconds is not None else math.inf
 
 
-def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, steps: int,
-                 noise_scale: float | None = None, world_size: int = 1) -> tuple[int, str]:
-    """Step 4's pick: best validation wins; a tie goes to the run inside the noise scale that reached the
-    tied metric in the least training time (not the most samples/s at equal steps)."""
-    ok = [r for r in rows if r.status == "ok"]
-    if not rows:
-        return chosen, "No sweep run could be made (no candidate batch fits); keeping the trial's choice."
+def _ranked_value(record: TrialRecord, by_loss: bool) -> float:
+    return record.val_loss if by_loss else record.val_metric
+
+
+def _checkpoint_variance(record: TrialRecord, by_loss: bool) -> float:
+    """The ranked value's variance across the run's last checkpoints (the later half, at least two): how much
+    it still moves between evaluations, the noise a single end value carries."""
+    key = "val_loss" if by_loss else "val_metric"
+    points = [p[key] for p in record.evals if p.get(key) is not None]
+    tail = points[-max(2, math.ceil(len(points) / 2)):]
+    return statistics.variance(tail) if len(tail) >= 2 else 0.0
+
+
+def _summarise(batch: int, runs: list[TrialRecord], by_loss: bool, binomial_n: int | None) -> CandidateSummary:
+    """One candidate over its seeds. Its variance: the validation set's (binomial, for accuracy) or the
+    checkpoints' (anything else), plus the seeds' own spread when there are several; spread = TIE_Z x sqrt."""
+    if any(r.status == "ok" and diverged(r) for r in runs):
+        return CandidateSummary(batch, "diverged")
+    ok = [r for r in runs if r.status == "ok"]
     if not ok:
-        return chosen, "Every sweep run ran out of memory; keeping the trial's choice."
-    name, higher_is_better = ranked_metric(ok)
+        return CandidateSummary(batch, "oom")
+    values = [_ranked_value(r, by_loss) for r in ok]
+    mean = statistics.fmean(values)
+    if binomial_n:
+        p = min(max(mean, 0.0), 1.0)
+        variance = p * (1 - p) / binomial_n  # one validation set: more seeds do not shrink this part
+    else:
+        variance = statistics.fmean(_checkpoint_variance(r, by_loss) for r in ok) / len(ok)
+    if len(values) >= 2:
+        variance += statistics.variance(values) / len(values)
+    return CandidateSummary(batch, "ok", values, mean, TIE_Z * math.sqrt(variance))
+
+
+def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, steps: int,
+                 noise_scale: float | None = None, world_size: int = 1, val_size: int | None = None
+                 ) -> SweepVerdict:
+    """Step 4's pick: the best mean validation over each candidate's seeds wins when the others are outside
+    the noise (a binomial interval from ``val_size`` for accuracy, the spread across checkpoints otherwise,
+    plus the seeds' spread). Runs within it are tied; ``tied_needs_seeds`` says which to rerun with another
+    seed; once every tied one has TIE_SEEDS, they are equal within noise and the one inside the noise scale
+    that reached the tied value in the least training time wins. A diverged run never wins."""
+    if not rows:
+        return SweepVerdict(chosen, "No sweep run could be made (no candidate batch fits); keeping the trial's "
+                                    "choice.")
+    batches = sorted({r.per_device for r in rows})
+    usable = [r for r in rows if r.status == "ok" and not diverged(r)]
+    name, higher_is_better = ranked_metric(usable)
     by_loss = name == "loss"
-    unvalidated = by_loss and any(r.val_loss is None for r in ok)
+    unvalidated = by_loss and any(r.val_loss is None for r in usable)
     if unvalidated:  # a script that prints no validation (the script door): rank copies by their training loss
-        ok = [replace(r, val_loss=r.final_loss) for r in ok if r.final_loss is not None]
-        if not ok:
-            return chosen, "No sweep run reported a validation or training loss; keeping the trial's choice."
-    if name == "accuracy" and num_classes and max(r.val_metric for r in ok) < 1.5 / num_classes:
-        return chosen, (f"No sweep run got clearly above chance (1/{num_classes}) in {steps} steps, so the "
-                        "comparison says nothing: keeping the trial's choice. Run a longer sweep (--sweep-steps) "
-                        "or check the base LR.")
-    best = max(_score(r, higher_is_better, by_loss) for r in ok)
-    # A fraction (accuracy, F1, IoU) ties within an absolute margin; anything else within a relative one.
-    tolerance = METRIC_TIE if higher_is_better and abs(best) <= 1 else METRIC_TIE * abs(best)
-    tied = [r for r in ok if best - _score(r, higher_is_better, by_loss) <= tolerance]
-    target = (best - tolerance) if higher_is_better else -(best - tolerance)
+        rows = [replace(r, val_loss=r.final_loss) if r.status == "ok" and r.val_loss is None else r for r in rows]
+        usable = [r for r in rows if r.status == "ok" and not diverged(r) and r.val_loss is not None]
+        if not usable:
+            return SweepVerdict(chosen, "No sweep run reported a validation or training loss; keeping the trial's "
+                                        "choice.")
+    binomial_n = val_size if name == "accuracy" and higher_is_better and val_size else None
+    summaries = [_summarise(b, [r for r in rows if r.per_device == b], by_loss, binomial_n) for b in batches]
+    lost = [c.per_device for c in summaries if c.status == "diverged"]
+    lost_note = (f" Diverged (a NaN/inf loss or metric; never a pick): {', '.join(map(str, lost))} per device."
+                 if lost else "")
+    if not usable:
+        why = ("Every sweep run ran out of memory" if not lost else "Every sweep run diverged"
+               if len(lost) == len(summaries) else "Every sweep run ran out of memory or diverged")
+        return SweepVerdict(chosen, f"{why}; keeping the trial's choice.{lost_note}", candidates=summaries)
+    alive = [c for c in summaries if c.status == "ok"]
     metric = f"validation {name}" + ("" if higher_is_better or by_loss else " (lower is better)")
     if unvalidated:
         metric = "training loss (the runs reported no validation metric)"
-    table = ", ".join(f"{r.per_device}: {('%.4f' % r.val_loss) if by_loss else ('%.3f' % r.val_metric)}"
-                      for r in ok)
+    if name == "accuracy" and num_classes and max(c.mean for c in alive) < 1.5 / num_classes:
+        return SweepVerdict(chosen, (
+            f"No sweep run got clearly above chance (1/{num_classes}) in {steps} steps, so the comparison says "
+            "nothing: keeping the trial's choice. Run a longer sweep (--sweep-steps) or check the base LR."
+            + lost_note), metric, candidates=summaries)
+
+    def score(c: CandidateSummary) -> float:
+        return c.mean if higher_is_better else -c.mean
+
+    best = max(alive, key=score)
+    tied = [c for c in alive
+            if score(best) - score(c) <= math.hypot(best.spread, c.spread) or c is best]
+    fmt = (lambda v: f"{v:.4f}") if by_loss else (lambda v: f"{v:.3f}")
+    table = ", ".join(f"{c.per_device}: {fmt(c.mean)} ± {fmt(c.spread)}"
+                      + (f" ({len(c.values)} seeds)" if len(c.values) > 1 else "") for c in alive)
+    noise_source = (f"a binomial interval over the {binomial_n} validation samples" if binomial_n
+                    else "the spread across each run's last checkpoints")
+    said = f"By {metric} at equal training samples ({table}; ± is ~95%, from {noise_source}"
+    said += " and the seeds' spread)" if any(len(c.values) > 1 for c in alive) else ")"
+    verdict = SweepVerdict(best.per_device, "", metric, [c.per_device for c in tied], candidates=summaries)
     if len(tied) == 1:
-        return tied[0].per_device, f"By {metric} after {steps} steps ({table}), {tied[0].per_device} per device is best."
+        verdict.reason = f"{said}, {best.per_device} per device is best, outside the others' noise.{lost_note}"
+        return verdict
+    if any(len(c.values) < TIE_SEEDS for c in tied):
+        verdict.reason = (f"{said}, {', '.join(str(c.per_device) for c in tied)} per device are within noise of "
+                          f"each other: rerun with another seed before breaking the tie.{lost_note}")
+        return verdict
     pool, noise_note = tied, ""
     if noise_scale:
-        inside = [r for r in tied if r.per_device * world_size <= NOISE_MARGIN * noise_scale]
+        inside = [c for c in tied if c.per_device * world_size <= NOISE_MARGIN * noise_scale]
         if inside and len(inside) < len(tied):
             pool = inside
             noise_note = (f" Only runs with a global batch within {NOISE_MARGIN:g}x the estimated noise scale "
-                          f"(~{noise_scale:.0f}) were kept among the tied.")
-    timed = {r.per_device: time_to_reach(r, target, higher_is_better, by_loss) for r in pool}
-    winner = min(pool, key=lambda r: (timed[r.per_device], r.per_device))
-    reached = ", ".join(f"{b}: {s:.2f} s" for b, s in sorted(timed.items()))
-    return winner.per_device, (
-        f"By {metric} after {steps} steps ({table}), {len(tied)} runs tie within {METRIC_TIE:g}.{noise_note} "
-        f"The tie goes to the one that reached {abs(target):.3f} in the least training time ({reached}): "
-        f"{winner.per_device} per device.")
+                          f"(~{noise_scale:.0f}) were kept among the equal ones.")
+    worst_tied = min(score(c) for c in tied)
+    target = worst_tied if higher_is_better else -worst_tied
+    for c in pool:
+        runs = [r for r in usable if r.per_device == c.per_device]
+        c.seconds_to_target = statistics.fmean(time_to_reach(r, target, higher_is_better, by_loss) for r in runs)
+    winner = min(pool, key=lambda c: (c.seconds_to_target, c.per_device))
+    reached = ", ".join(f"{c.per_device}: {c.seconds_to_target:.2f} s" for c in pool)
+    verdict.chosen, verdict.equal_within_noise = winner.per_device, True
+    verdict.tie_rule = f"fastest to {fmt(target)} (training seconds, mean over {TIE_SEEDS} seeds)"
+    verdict.reason = (f"{said}, {', '.join(str(c.per_device) for c in tied)} per device are equal within noise "
+                      f"after {TIE_SEEDS} seeds each.{noise_note} Rule among equals: the fastest to reach "
+                      f"{fmt(target)} in training time ({reached}): {winner.per_device} per device.{lost_note}")
+    return verdict
 
 
-def noise_summary(rows: list[TrialRecord]) -> tuple[float | None, str]:
+def noise_estimate(rows: list[TrialRecord], optimizer: str = "sgd") -> NoiseEstimate:
+    """B_simple with its bootstrap interval over the measured steps of every trial and sweep run whose loss fell."""
     # A run whose loss rose has gradients dominated by the blow-up, not by sampling noise.
     healthy = [r for r in rows if r.status == "ok" and r.losses and r.losses[-1] < r.losses[0]]
-    estimates = [r.noise_scale for r in healthy if r.noise_scale and r.noise_scale > 0]
-    if not estimates:
-        return None, ("Gradient noise scale: not estimated (needs 2+ processes, an adapter that reports "
-                      "per-replica and all-reduced gradient norms, and gradients whose noise dominates).")
-    value = statistics.median(estimates)
-    return value, (f"Estimated gradient noise scale B_simple ~ {value:.0f} (median of {len(estimates)} runs whose "
-                   "loss fell, over the second half of each run, from per-process vs all-reduced gradient norms; "
-                   "McCandlish et al. 2018). Past it, a bigger global batch buys little. This is an estimate "
-                   "from short, noisy runs.")
+    fields = GradNormSample.__dataclass_fields__
+    samples = [GradNormSample(**{k: (tuple(v) if isinstance(v, list) else v)
+                                 for k, v in r.gradient_norms.items() if k in fields})
+               for r in healthy if r.gradient_norms.get("small_sq_steps")]
+    return estimate_noise(samples, optimizer)
+
+
+def noise_summary(rows: list[TrialRecord], optimizer: str = "sgd") -> tuple[float | None, str]:
+    """The noise scale (None when unknown) and the sentence that explains it."""
+    estimate = noise_estimate(rows, optimizer)
+    return estimate.value, estimate.reason
 
 
 def heterogeneous_devices_note(ceiling: CeilingResult, device_memories: list[int] | None):

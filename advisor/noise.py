@@ -3,24 +3,40 @@
 B_simple = tr(Sigma) / |G|^2 predicts the critical batch: beyond it more batch buys little
 statistical progress. Two gradient norms at two batch sizes give unbiased estimates of both
 terms. Data parallelism hands them over for free: each replica's gradient (batch b_small) and
-the all-reduced one (batch b_big = b_small x replicas). Any adapter that can report those two
-squared norms feeds this module; the maths lives here, not in a worker.
+the all-reduced one (batch b_big = b_small x replicas). Any adapter that can report those two squared norms per optimizer
+step feeds this module; the maths lives here, not in a worker.
+
+Appendix A's recipe: the two terms are averaged over steps separately and only then divided (the
+ratio of noisy per-step values is biased and heavy-tailed). A bootstrap over steps gives the
+interval; an interval spanning an order of magnitude is reported as unknown, not as a number.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import asdict, dataclass, field
+
+BOOTSTRAP_RESAMPLES = 2000
+# Two-sided: the 0.5th to 99.5th percentile of the bootstrap ratios. Per-step norms are heavy-tailed, so the
+# bootstrap understates the ratio's spread: on least squares with 150 steps a nominal 95% interval held the
+# truth in 91.5% of 200 seeds, a nominal 99% one in 99%.
+CONFIDENCE = 0.99
+MAX_SPREAD = 10.0  # high / low above this: the interval spans an order of magnitude, so "unknown"
+MIN_STEPS = 4  # fewer measured steps give no usable bootstrap
 
 
 @dataclass(frozen=True)
 class GradNormSample:
-    """Mean squared gradient norms over some optimizer steps, at two batch sizes."""
+    """Mean squared gradient norms over some optimizer steps, at two batch sizes, and the per-step values."""
 
     small_sq: float  # E|g_b|^2 for the per-replica batch b_small
     big_sq: float  # E|g_B|^2 for the all-reduced batch b_big
     b_small: int
     b_big: int
     steps: int
+    small_sq_steps: tuple[float, ...] = ()  # |g_b|^2 each step (averaged over replicas), loss scale divided out
+    big_sq_steps: tuple[float, ...] = ()  # |g_B|^2 each step
+    skipped: int = 0  # steps left out because a norm was not finite (an fp16 overflow step)
 
 
 @dataclass(frozen=True)
@@ -37,19 +53,98 @@ class NoiseScale:
 
 def noise_scale(sample: GradNormSample) -> NoiseScale:
     """Unbiased |G|^2 and tr(Sigma) from E|g_b|^2 = |G|^2 + tr(Sigma)/b at two batch sizes (Appendix A.1)."""
-    if sample.b_big <= sample.b_small:
-        raise ValueError(f"the big batch ({sample.b_big}) must exceed the small one ({sample.b_small})")
-    b, big = sample.b_small, sample.b_big
-    true_sq = (big * sample.big_sq - b * sample.small_sq) / (big - b)
-    trace = (sample.small_sq - sample.big_sq) / (1 / b - 1 / big)
+    true_sq, trace = _unbiased_terms(sample.small_sq, sample.big_sq, sample.b_small, sample.b_big)
     # Either estimate at or below zero means the short run was too noisy to separate signal from noise.
     return NoiseScale(true_sq, trace, trace / true_sq if true_sq > 0 and trace > 0 else None, sample)
 
 
-def analytic_linear_regression_b_simple(dim: int, distance_sq: float, noise_var: float) -> float:
-    """B_simple for least squares 0.5(w.x - y)^2, x ~ N(0, I_dim), y = w*.x + N(0, noise_var), at |w - w*|^2 = distance_sq.
+def _unbiased_terms(small_sq: float, big_sq: float, b: int, big: int) -> tuple[float, float]:
+    if big <= b:
+        raise ValueError(f"the big batch ({big}) must exceed the small one ({b})")
+    return (big * big_sq - b * small_sq) / (big - b), (small_sq - big_sq) / (1 / b - 1 / big)
 
-    G = d, Sigma = (|d|^2 + noise_var) I + d d^T (Isserlis), so tr(Sigma) = dim(|d|^2 + noise_var) + |d|^2.
-    Used to check the estimator against a value known in closed form.
+
+@dataclass(frozen=True)
+class NoiseEstimate:
+    """B_simple with a bootstrap interval, or ``value`` None and a reason when it cannot be told."""
+
+    value: float | None
+    low: float | None
+    high: float | None
+    steps: int  # optimizer steps the estimate rests on
+    runs: int
+    reason: str
+    true_grad_sq: float | None = None
+    trace_sigma: float | None = None
+    skipped: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def known(self) -> bool:
+        return self.value is not None
+
+    def to_dict(self) -> dict:
+        return {"value": self.value, "low": self.low, "high": self.high, "steps": self.steps, "runs": self.runs,
+                "skipped_steps": self.skipped, "confidence": CONFIDENCE, "reason": self.reason}
+
+
+def step_terms(sample: GradNormSample) -> list[tuple[float, float]]:
+    """Per-step unbiased (|G|^2, tr(Sigma)) from one run's per-step norms; non-finite steps left out."""
+    terms = []
+    for small, big in zip(sample.small_sq_steps, sample.big_sq_steps):
+        if math.isfinite(small) and math.isfinite(big):
+            terms.append(_unbiased_terms(small, big, sample.b_small, sample.b_big))
+    return terms
+
+
+def estimate_noise(samples: list[GradNormSample], optimizer: str = "sgd", resamples: int = BOOTSTRAP_RESAMPLES,
+                   seed: int = 0) -> NoiseEstimate:
+    """B_simple over every step of ``samples`` (runs at any batch sizes), with a percentile bootstrap interval.
+
+    |G|^2 and tr(Sigma) are each averaged over the steps, then divided; the bootstrap resamples steps and
+    repeats exactly that, so the interval covers the ratio's sampling error over steps.
     """
-    return (dim * (distance_sq + noise_var) + distance_sq) / distance_sq
+    import numpy as np
+
+    from .lr import ADAPTIVE_OPTIMIZERS
+
+    terms = [t for s in samples for t in step_terms(s)]
+    skipped = sum(s.skipped for s in samples) + sum(
+        len(s.small_sq_steps) - len(step_terms(s)) for s in samples)
+    runs = sum(1 for s in samples if step_terms(s))
+    notes = []
+    if optimizer.lower() in ADAPTIVE_OPTIMIZERS:
+        notes.append(f"{optimizer} rescales each coordinate, so B_simple (derived for SGD) is a proxy for its "
+                     "critical batch, not the exact value.")
+    if len(terms) < MIN_STEPS:
+        return NoiseEstimate(None, None, None, len(terms), runs, (
+            f"Gradient noise scale: unknown, {len(terms)} measured step(s) (needs {MIN_STEPS}+): it needs 2+ "
+            "processes, an adapter that reports per-replica and all-reduced gradient "
+            "norms, and steps past the warm-up."), skipped=skipped, notes=notes)
+    values = np.array(terms, dtype=np.float64)
+    true_sq, trace = values.mean(axis=0)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(values), size=(resamples, len(values)))
+    means = values[picks].mean(axis=1)  # resamples x 2: (|G|^2, tr(Sigma))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.where((means[:, 0] > 0) & (means[:, 1] > 0), means[:, 1] / means[:, 0], np.inf)
+    tail = (1 - CONFIDENCE) / 2
+    low, high = (float(q) for q in np.quantile(ratios, [tail, 1 - tail], method="inverted_cdf"))  # inf-safe
+    base = f"over {len(terms)} steps of {runs} run(s)"
+    if true_sq <= 0 or trace <= 0:
+        return NoiseEstimate(None, None, None, len(terms), runs, (
+            f"Gradient noise scale: unknown ({base}, the averaged |G|^2 or tr(Sigma) came out non-positive: the "
+            "gradient noise swamps the signal in runs this short)."), float(true_sq), float(trace), skipped, notes)
+    value = float(trace / true_sq)
+    if not math.isfinite(high) or low <= 0 or high / low > MAX_SPREAD:
+        spread = f"{low:.3g} to {high:.3g}" if math.isfinite(high) else f"{low:.3g} to unbounded"
+        return NoiseEstimate(None, low, high if math.isfinite(high) else None, len(terms), runs, (
+            f"Gradient noise scale: unknown ({base}, the point estimate {value:.3g} has a "
+            f"{CONFIDENCE:.0%} interval of {spread}, wider than {MAX_SPREAD:g}x: longer runs or more processes "
+            "would narrow it)."), float(true_sq), float(trace), skipped, notes)
+    reason = (f"Estimated gradient noise scale B_simple ~ {value:.0f} ({CONFIDENCE:.0%} bootstrap interval "
+              f"{low:.0f}-{high:.0f}, {base}; per-replica vs all-reduced gradient norms, |G|^2 and tr(Sigma) "
+              "averaged separately; McCandlish et al. 2018). Past it a bigger global batch buys little. An estimate "
+              "from short runs." + ("" if not skipped else f" {skipped} non-finite step(s) left out.")
+              + "".join(" " + n for n in notes))
+    return NoiseEstimate(value, low, high, len(terms), runs, reason, float(true_sq), float(trace), skipped, notes)

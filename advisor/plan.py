@@ -166,17 +166,6 @@ def plan_data_parallel(
     return plan
 
 
-def check_uneven_batches(per_device_batches: list[int]) -> Warning_ | None:
-    """Uneven per-device batches bias the synchronised gradient; allow a difference of at most 1."""
-    if per_device_batches and max(per_device_batches) - min(per_device_batches) > 1:
-        return Warning_(
-            "uneven-batches",
-            f"Per-device batches {per_device_batches} differ by more than 1: the averaged gradient over-weights "
-            "the samples on small-batch devices. Keep batches identical (use the smallest device's ceiling "
-            "everywhere) or balance the load explicitly.")
-    return None
-
-
 def identical_batch_for(ceilings: list[int]) -> tuple[int, Warning_ | None]:
     """With heterogeneous devices, the identical per-device batch is the smallest ceiling."""
     batch = min(ceilings)

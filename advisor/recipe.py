@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -269,6 +270,21 @@ def dumps_recipe(data: dict) -> str:
     return tomli_w.dumps(_clean(data))
 
 
+def _new_file_mode() -> int:
+    """What open() gives a new file: 0666 less the umask (mkstemp's 0600 would hide a recipe meant to be shared)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _file_mode(target: Path) -> int:
+    """The mode a recipe gets: the replaced file's (a committed example keeps its mode), else a new file's."""
+    try:
+        return stat.S_IMODE(target.stat().st_mode)
+    except OSError:
+        return _new_file_mode()
+
+
 def write_recipe(data: dict, path: str | os.PathLike, force: bool = False) -> Path | None:
     """Write atomically. Returns the backup path when an existing recipe was replaced."""
     target = Path(path)
@@ -280,6 +296,7 @@ def write_recipe(data: dict, path: str | os.PathLike, force: bool = False) -> Pa
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     backup = None
     try:
+        os.fchmod(fd, _file_mode(target))
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
@@ -344,6 +361,7 @@ def save_recipe(data: dict, path: str | os.PathLike, force: bool = False) -> Sav
             fd, fallback = tempfile.mkstemp(prefix=f"{target.stem}-", suffix=".toml", dir=folder)
         except OSError:
             continue
+        os.fchmod(fd, _new_file_mode())
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         return SaveOutcome(Path(fallback), None, reason)

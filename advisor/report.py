@@ -53,6 +53,35 @@ def _measured_warnings(result: MethodResult) -> list[dict]:
     return [{"code": "loader-bottleneck", "message": note}] if note else []
 
 
+def _noise_and_goodput_tables(result: MethodResult) -> dict:
+    """The recipe's [noise] (B_simple and its interval) and [goodput] (the goodput-optimal batch) tables."""
+    tables = {}
+    if result.noise is not None:
+        tables["noise"] = {k: (round(v, 2) if isinstance(v, float) else v)
+                           for k, v in result.noise.to_dict().items()}
+    if result.goodput is not None:
+        tables["goodput"] = result.goodput.to_dict()
+    return tables
+
+
+def _noise_json(result: MethodResult) -> dict:
+    noise = result.noise
+    if noise is None:
+        return {"value": result.noise_scale, "low": None, "high": None, "reason": result.noise_reason}
+    return {"value": noise.value, "low": noise.low, "high": noise.high, "reason": noise.reason}
+
+
+def _goodput_json(result: MethodResult) -> dict | None:
+    """The goodput-optimal batch, or None with the reason in ``goodput_reason``."""
+    choice = result.goodput.choice if result.goodput else None
+    if choice is None:
+        return None
+    return {"per_device": choice.per_device, "accumulation_steps": choice.accumulation,
+            "global": choice.global_batch, "steps_over_min": round(choice.steps_ratio, 4),
+            "examples_over_min": round(choice.examples_ratio, 4), "lr_gain": round(choice.lr_gain, 4),
+            "past_critical_batch": choice.past_critical}
+
+
 def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
     import torch
 
@@ -115,11 +144,13 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
             "start_value": result.start_value, "start_reason": result.start_reason,
             "trial_choice": result.trial_choice, "trial_reason": result.trial_reason,
             "sweep_choice": result.sweep_choice, "sweep_reason": result.sweep_reason,
+            "sweep": _sweep_section(result),
             "noise_scale": round(result.noise_scale, 1) if result.noise_scale else None,
             "noise_reason": result.noise_reason,
             "step_seconds": {t.name: round(t.seconds, 2) for t in result.timings},
         },
         "ceiling": ceiling,
+        **_noise_and_goodput_tables(result),
         "warnings": [{"code": wn.code, "message": wn.message} for wn in p.warnings]
                     + [{"code": "lr", "message": m} for m in result.lr.warnings] + _measured_warnings(result),
         "workload": {"spec": s.workload, "name": w.name, "task": w.task, "num_classes": w.num_classes,
@@ -147,6 +178,12 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
     }
 
 
+def _sweep_section(result: MethodResult) -> dict:
+    """The comparison sweep's verdict: the pick, whether the data could tell it from the others ("equal within
+    noise" and the rule that then picked), each candidate's value with its spread, and any diverged runs."""
+    return {"pick": result.sweep_choice, **result.sweep_summary}
+
+
 def json_summary(result: MethodResult, recipe_path: str | None) -> dict:
     p = result.plan
     return {
@@ -155,7 +192,10 @@ def json_summary(result: MethodResult, recipe_path: str | None) -> dict:
         "warmup_steps": result.warmup.steps, "precision": p.precision, "sync_batchnorm": p.sync_batchnorm,
         "ceiling": {"per_device_max": result.ceiling.per_device_max, "trials": len(result.ceiling.trials),
                     "largest_ok": result.ceiling.largest_ok, "smallest_oom": result.ceiling.smallest_oom},
-        "noise_scale": result.noise_scale,
+        "noise_scale": _noise_json(result),
+        "goodput_batch": _goodput_json(result),
+        "goodput_reason": result.goodput.reason if result.goodput else None,
+        "sweep": _sweep_section(result),
         "precision_reason": result.precision_reason,
         "launch": {"command": shell_line(result.launch_command), "env": dict(result.launch_env)},
         "warnings": [asdict(wn) for wn in p.warnings] + _measured_warnings(result),
@@ -184,6 +224,7 @@ def human_summary(result: MethodResult, recipe_path: str | None) -> str:
         f"3. Trial: {result.trial_choice}. {result.trial_reason}",
         f"4. Sweep: {result.sweep_choice}. {result.sweep_reason}",
         f"   {result.noise_reason}",
+        *([f"   {result.goodput.reason}"] if result.goodput else []),
         f"   Precision: {result.precision_reason}",
     ]
     measured = _measured_warnings(result)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import statistics
+import weakref
 
 from .adapters import Adapter
 from .ceiling import ProbeTrial
 from .errors import AdvisorError
-from .events import EvalPoint, ProbeFinished, ProbeStarted, RunStarted, TrialFinished, TrialProgress
+from .events import EvalPoint, Note, ProbeFinished, ProbeStarted, RunStarted, TrialFinished, TrialProgress
 from .job import TrialJob
-from .launch import CancelToken, JobOutcome, run_job
+from .launch import CancelToken, JobOutcome, run_job, worker_env
 from .ledger import TrialRecord
 from .method import MethodSettings
 
@@ -18,7 +19,7 @@ class JobRunner:
     """Runs probes and short trainings through one adapter; every run lands in the ledger."""
 
     def __init__(self, adapter: Adapter, settings: MethodSettings, emit, cancel: CancelToken,
-                 options: dict | None = None, tf32: bool = False):
+                 options: dict | None = None, tf32: bool = False, fast_probes: bool = True):
         self.adapter, self.s, self.emit, self.cancel = adapter, settings, emit, cancel
         self.nproc = settings.nproc
         self.ledger: list[TrialRecord] = []
@@ -41,6 +42,40 @@ class JobRunner:
         self.probe_precision = settings.start_precision
         self.script_seen: list[dict] = []  # per shim report: what the script's run saw
         self.job_extra: dict = {}  # more for every job (the script door: which script, how to set its batch)
+        # 1-process CPU probes fork from a pre-imported server (advisor/probe_server.py); multi-process ones and
+        # adapters that name no worker module launch through their command as before. On CUDA the server keeps
+        # the fork-safety rules (it refuses to serve once CUDA is initialised) but has not run on a GPU yet:
+        # probes there launch fresh until it has.
+        self.fast_probes = (fast_probes and self.probe_nproc == 1 and settings.device == "cpu"
+                            and bool(getattr(adapter, "worker_module", None)))
+        self.probe_server = None
+        self.probe_server_unavailable: str | None = None  # why probes fell back to fresh launches, if they did
+
+    def close(self) -> None:
+        """End the probe server (also done when the runner is collected or the engine exits)."""
+        if self.probe_server is not None:
+            self.probe_server.close()
+            self.probe_server = None
+
+    def _server_for(self, job: TrialJob):
+        """The probe server for ``job``'s environment, started on first use; None where probes launch fresh."""
+        if not self.fast_probes:
+            return None
+        from .probe_server import ProbeServer
+
+        env = worker_env(job, self.env)
+        if self.probe_server is not None and (self.probe_server.env != env or self.probe_server.cwd != job.workdir):
+            self.close()  # the environment changed (e.g. the caller's): a server carries the env it started with
+        if self.probe_server is None:
+            self.probe_server = ProbeServer(self.adapter.worker_module, env, job.workdir)
+            weakref.finalize(self, self.probe_server.close)
+            if not self.probe_server.start():
+                self.probe_server_unavailable = self.probe_server.unavailable
+                self.fast_probes = False
+                self.close()
+                self.emit(Note(f"Memory probes start a fresh launch each: {self.probe_server_unavailable}."))
+                return None
+        return self.probe_server
 
     def _job(self, **kw) -> TrialJob:
         return TrialJob(workload=self.s.workload, device=self.s.device, memory_budget_bytes=self.s.memory_budget_bytes,
@@ -48,7 +83,7 @@ class JobRunner:
                         extra={"adapter_options": self.options, "optimizer": self.s.optimizer, **self.job_extra},
                         **kw)
 
-    def _run(self, job: TrialJob, nproc: int, label: str, on_event=None) -> JobOutcome:
+    def _run(self, job: TrialJob, nproc: int, label: str, on_event=None, server=None) -> JobOutcome:
         def relay(event):
             if event.get("seen"):  # the script door's shim: what the user's script fed and ran
                 self.script_seen.append({"kind": job.kind, "batch": job.per_device_batch, **event["seen"]})
@@ -60,7 +95,7 @@ class JobRunner:
                 on_event(event)
 
         return run_job(self.adapter.command, job, nproc, self.s.trial_timeout_s, self.s.idle_timeout_s, relay, label,
-                       env=self.env, cancel=self.cancel)
+                       env=self.env, cancel=self.cancel, server=server)
 
     def probe(self, batch: int, purpose: str, precision: str | None = None) -> ProbeTrial:
         precision = precision or self.probe_precision
@@ -69,7 +104,7 @@ class JobRunner:
         selection = self.probe_selection
         if selection is not None and selection.indices:
             job.extra["probe_indices"] = selection.indices
-        outcome = self._run(job, self.probe_nproc, f"ceiling probe at batch {batch}")
+        outcome = self._run(job, self.probe_nproc, f"ceiling probe at batch {batch}", server=self._server_for(job))
         events = outcome.all("probe")
         shapes = next((e["batch_shapes"] for e in events if e.get("batch_shapes")), None)
         if shapes:
@@ -90,8 +125,9 @@ class JobRunner:
 
     def train(self, phase: str, per_device: int, steps: int, lr: float, warmup_steps: int = 0,
               accumulation: int = 1, evaluate: bool = False, precision: str = "fp32",
-              eval_points: int = 1) -> TrialRecord:
+              eval_points: int = 1, seed: int = 0) -> TrialRecord:
         job = self._job(kind="train", per_device_batch=per_device, steps=steps, lr=lr, warmup_steps=warmup_steps,
+                        seed=seed,
                         accumulation_steps=accumulation, evaluate=evaluate, loss_every=max(1, steps // 20),
                         precision=precision, eval_points=eval_points if evaluate else 1)
         self.emit(RunStarted(phase, per_device, self.nproc, accumulation, steps, precision, lr))
@@ -106,7 +142,7 @@ class JobRunner:
 
         outcome = self._run(job, self.nproc, f"{phase} at {per_device} per device", on_event)
         global_batch = per_device * self.nproc * accumulation
-        common = dict(lr=lr, warmup_steps=warmup_steps, precision=precision, steps=steps)
+        common = dict(lr=lr, warmup_steps=warmup_steps, precision=precision, steps=steps, seed=seed)
         if outcome.status == "oom":
             oom = outcome.first("oom") or {}
             record = TrialRecord(phase, per_device, self.nproc, accumulation, global_batch, "oom",
@@ -132,7 +168,8 @@ class JobRunner:
                                  higher_is_better=lead.get("higher_is_better"),
                                  val_metrics=lead.get("val_metrics") or {},
                                  noise_scale=noise, train_seconds=lead.get("train_seconds"),
-                                 losses=lead.get("losses") or [], evals=lead.get("evals") or [], **common)
+                                 losses=lead.get("losses") or [], evals=lead.get("evals") or [],
+                                 gradient_norms=lead.get("noise") or {}, **common)
         self.ledger.append(record)
         self.emit(TrialFinished(record))
         return record

@@ -21,10 +21,19 @@ from .events import Decision, Event, Note, StepFinished, StepStarted
 from .launch import CancelToken
 from .ledger import TrialRecord
 from .lr import DEFAULT_BASE_WARMUP_EPOCHS, KNOWN_OPTIMIZERS, LRDecision, WarmupDecision, base_warmup_epochs
-from .method import (SWEEP_EVAL_POINTS, MethodSettings, SweepOutcome, TrialOutcome, WorkloadInfo, choose_precision,
-                     data_cap, decide_sweep, heterogeneous_devices_note, lr_and_warmup, make_plan,
-                     mixed_before_accumulation, noise_summary, short_trial, start_value, sweep_candidates)
-from .plan import Plan
+from .goodput import GoodputResult, fit_step_time, goodput_optimum, timed_points
+from .method import (SWEEP_EVAL_POINTS, TIE_SEEDS, MethodSettings, PrecisionChoice, SweepOutcome, TrialOutcome,
+                     WorkloadInfo, choose_precision, data_cap, decide_sweep, diverged, heterogeneous_devices_note, lr_and_warmup,
+                     make_plan, mixed_before_accumulation, noise_estimate, noise_summary, short_trial, start_value,
+                     sweep_candidates, sweep_run_settings, validated_global)
+from .noise import NoiseEstimate
+from .plan import Plan, Warning_, plan_data_parallel
+
+# A stream cannot be scanned for its longest samples: its ceiling holds only for batches like those the probes met.
+STREAM_PROBE_WARNING = ("The memory probes fed the training stream's batches as they came (an IterableDataset "
+                        "cannot be scanned for its longest samples): if its samples vary in size, a later, longer "
+                        "batch can exceed this ceiling. Give the workload probe_batch(n) (n samples at your "
+                        "maximum length) for a worst-case ceiling, or keep more headroom.")
 
 STEP_TITLES = {1: "Memory ceiling", 2: "Starting value", 3: "Trial run", 4: "Sweep"}
 STEP_NAMES = {1: "memory ceiling", 2: "starting value", 3: "short trial", 4: "comparison sweep"}  # recipe keys
@@ -74,6 +83,9 @@ class MethodResult:
     tf32: bool = False  # the probes ran with TF32 matmuls allowed; the user's run must allow them too
     host: HostDevices | None = None  # what detect() found before the plan
     workload_notes: dict = field(default_factory=dict)  # the recipe's [workload] additions: metric, what was probed
+    sweep_summary: dict = field(default_factory=dict)  # SweepOutcome.summary(): spread, ties, diverged runs
+    noise: NoiseEstimate | None = None  # the noise scale with its interval (noise_scale is its value)
+    goodput: GoodputResult | None = None  # the goodput-optimal batch beside the rule-of-thumb plan
 
 
 @dataclass
@@ -241,6 +253,20 @@ def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices
                  run_source=run_source)
 
 
+def workload_precision(settings: MethodSettings, setup: Setup, supported: set[str]) -> PrecisionChoice | None:
+    """Under ``--precision auto``, the mixed precision the workload says it trains in (a Trainer's bf16/fp16),
+    when this device and adapter run it: the probes then measure what the training will hold. Else None."""
+    wanted = getattr(setup.workload, "precision", None)
+    if settings.precision != "auto" or wanted not in ("bf16", "fp16") or wanted not in supported:
+        return None
+    cuda = settings.device.startswith("cuda")
+    if (wanted == "fp16" and not cuda) or (wanted == "bf16" and cuda and not setup.host.bf16):
+        return None  # not runnable here: the auto rule decides, and its reason says what was measured
+    return PrecisionChoice(wanted, None, cuda and setup.host.bf16, (
+        f"{wanted}, as the workload trains (its precision = {wanted!r}, e.g. TrainingArguments {wanted}=True): the "
+        f"ceiling probes, the trial and the sweep ran in {wanted} autocast. Pass --precision fp32 to measure fp32."))
+
+
 class Session:
     """The four steps over one adapter. Call ``ceiling()``, ``choose_start()``, ``trial()``, ``sweep()``,
     ``finish()`` in order; redo any of them; ``cancel()`` from another thread stops the running one."""
@@ -253,14 +279,22 @@ class Session:
         self.on_event = on_event or (lambda event: None)
         self.cancel_token = CancelToken()
         supported = {p for p in ("bf16", "fp16") if getattr(adapter.capabilities, f"supports_{p}", False)}
-        self.precision = choose_precision(settings.precision, settings.device, setup.host.bf16, supported)
+        self.precision = workload_precision(settings, setup, supported) or choose_precision(
+            settings.precision, settings.device, setup.host.bf16, supported)
         self.mixed = self.precision.mixed  # tried before halving and before accumulation
         # Tests hand in a stub runner with the same probe/train/ledger/model_info/env/options surface.
         self.runner = runner or JobRunner(adapter, settings, self._emit, self.cancel_token, setup.adapter_options,
                                           tf32=self.precision.tf32)
+        if runner is not None and setup.adapter_options is not None:
+            runner.options = setup.adapter_options  # a handed-in runner (tests, the app's stub) runs the checked ones
         self._mixed_ceilings: dict[str, CeilingResult | str] = {}  # per mixed precision: its ceiling, or why none
         self.timings: dict[int, StepTiming] = {}
         self._probes: dict[int, ProbeTrial] = {}
+        # Which step ran each ledger row (parallel to runner.ledger), and the rows a redo replaced: the recipe's
+        # ledger and the noise-scale median count only the walk that produced the plan.
+        self._row_steps: list[int] = []
+        self._running_step = 1
+        self._superseded: set[int] = set()  # id() of superseded rows
         self.ceiling_result: CeilingResult | None = None
         self.start: StartChoice | None = None
         self.trial_outcome: TrialOutcome | None = None
@@ -278,7 +312,26 @@ class Session:
         """Thread-safe: the running step's workers are stopped and it raises CancelledError."""
         self.cancel_token.cancel()
 
-    def _begin(self, step: int) -> tuple[float, int]:
+    def _attribute_rows(self, step: int) -> None:
+        """The ledger rows added since the last call were run by ``step``."""
+        added = len(self.runner.ledger) - len(self._row_steps)
+        self._row_steps += [step] * max(0, added)
+
+    def _supersede_from(self, step: int, keep=lambda row: False) -> None:
+        """A redo of ``step``: the rows of its earlier runs and of every later step no longer count."""
+        self._attribute_rows(self._running_step)
+        for row, ran_in in zip(self.runner.ledger, self._row_steps):
+            if ran_in >= step and not keep(row):
+                self._superseded.add(id(row))
+
+    @property
+    def ledger(self) -> list[TrialRecord]:
+        """The runs of the current walk: every row except those a redo superseded."""
+        return [row for row in self.runner.ledger if id(row) not in self._superseded]
+
+    def _begin(self, step: int, keep=lambda row: False) -> tuple[float, int]:
+        self._supersede_from(step, keep)
+        self._running_step = step
         self.cancel_token.reset()
         self._emit(StepStarted(step, STEP_TITLES[step]))
         return time.monotonic(), len(self.runner.ledger)
@@ -347,7 +400,9 @@ class Session:
             if not 0 <= headroom < 1:
                 raise SetupError(f"Headroom must be a fraction in [0, 1), not {headroom}.")
             self.settings.headroom = headroom
-        began = self._begin(1)
+        measure = self.precision.measure
+        began = self._begin(1, keep=lambda row: reuse_probes and row.phase == "ceiling" and row.precision == measure
+                            and row.per_device in self._probes)
         if getattr(self.runner, "probe_selection", "absent") is None:  # the worst case, measured once
             from .batches import select_probe_samples
 
@@ -356,7 +411,10 @@ class Session:
         if not reuse_probes:
             self._probes.clear()
         self._mixed_ceilings.clear()
-        self.ceiling_result = self._search_ceiling(self.precision.measure, self._probes)
+        try:
+            self.ceiling_result = self._search_ceiling(self.precision.measure, self._probes)
+        finally:
+            self._close_probe_server()
         self.invalidate_after(1)
         self._end(1, began)
         return self.ceiling_result
@@ -381,17 +439,27 @@ class Session:
         return search_ceiling(probe, self.settings.memory_budget_bytes, self.settings.headroom, max_batch,
                               cap_reason=cap_reason, precision=precision)
 
+    def _close_probe_server(self) -> None:
+        """A search's probes share one probe server; it holds an imported torch, so it ends with the search."""
+        close = getattr(self.runner, "close", None)
+        if close:
+            close()
+
     def _mixed_cap(self, mixed: str) -> tuple[int | None, str]:
         """The per-device cap with the ceiling re-probed in ``mixed`` precision, or None and why it cannot run."""
         if mixed not in self._mixed_ceilings:
             self._emit(Note(f"The plan needs accumulation in {self.precision.measure}: re-probing the memory "
                             f"ceiling in {mixed} first (mixed precision before accumulation)."))
+            self._attribute_rows(self._running_step)
             try:
                 self._mixed_ceilings[mixed] = self._search_ceiling(mixed, {})
             except CancelledError:
                 raise
             except AdvisorError as exc:
                 self._mixed_ceilings[mixed] = str(exc)  # asked again (a new global target), the answer stands
+            finally:
+                self._attribute_rows(1)  # kept, like the answer, until the ceiling is redone
+                self._close_probe_server()
         found = self._mixed_ceilings[mixed]
         if isinstance(found, str):
             return None, found
@@ -421,6 +489,23 @@ class Session:
         self.invalidate_after(2)
         self._end(2, began)
         return self.start
+
+    @property
+    def amp_available(self) -> bool:
+        """Whether the plan may advise mixed precision: a mixed one is tried on this device, or it is a CPU."""
+        return self.mixed is not None or self.settings.device == "cpu"
+
+    def preview_plan(self, per_device: int) -> tuple[Plan, str]:
+        """The plan ``per_device`` (a starting value) gives before the trial and sweep run, and why its global
+        target is what it is: the user's --global-batch, else that value over the target's processes."""
+        s, info = self.settings, self.info
+        target = s.global_batch or validated_global(s, per_device)
+        plan = plan_data_parallel(target, s.world_size, self.per_device_cap, info.task, info.num_classes,
+                                  info.has_batchnorm, s.device, self.precision.measure,
+                                  amp_available=self.amp_available, train_size=info.train_size)
+        why = (f"You asked for a global batch of {s.global_batch}." if s.global_batch else
+               f"{per_device} per device x {s.nproc} process(es); the sweep (step 4) decides the final value.")
+        return plan, why
 
     # -- step 3 -------------------------------------------------------------------------------------------
     def trial(self) -> TrialOutcome:
@@ -458,32 +543,58 @@ class Session:
         note = " ".join(notes)
         if note:
             self._emit(Note(note))
-        info, steps = self.info, self.settings.sweep_steps
-        rows = [self._reused_run("sweep", batch, steps, precision)
-                or self.runner.train("sweep", batch, steps, *lr_and_warmup(info, batch * self.runner.nproc, steps),
-                                     evaluate=True, precision=precision, eval_points=SWEEP_EVAL_POINTS)
-                for batch in candidates]
+        info, steps, nproc = self.info, self.settings.sweep_steps, self.runner.nproc
+        # Equal samples: every candidate trains on what the centre sees in --sweep-steps steps, each with the
+        # warmup the plan would give its batch, so a bigger batch is not credited with more data.
+        samples = steps * chosen * nproc
+
+        def run(batch: int, seed: int) -> TrialRecord:
+            run_steps, lr, warmup = sweep_run_settings(info, batch * nproc, samples)
+            reused = self._reused_run("sweep", batch, run_steps, precision, lr, warmup, seed)
+            if reused:
+                return reused
+            extra = {"seed": seed} if seed else {}  # seed 0 is every runner's default
+            record = self.runner.train("sweep", batch, run_steps, lr, warmup, evaluate=True, precision=precision,
+                                       eval_points=SWEEP_EVAL_POINTS, **extra)
+            record.seed = seed
+            if record.status == "ok" and diverged(record):
+                record.note = (record.note + "; " if record.note else "") + "diverged: a NaN/inf loss or metric"
+            return record
+
+        rows = [run(batch, 0) for batch in candidates]
         noise, _ = noise_summary(self._trained_rows())
-        pick, reason = decide_sweep(rows, chosen, info.num_classes, steps, noise, self.runner.nproc)
+        verdict = decide_sweep(rows, chosen, info.num_classes, steps, noise, nproc, info.val_size)
+        if len(verdict.tied) > 1 and not verdict.equal_within_noise:
+            self._emit(Decision(4, verdict.reason))
+            for seed in range(1, TIE_SEEDS):
+                rows += [run(batch, seed) for batch in verdict.tied]
+            verdict = decide_sweep(rows, chosen, info.num_classes, steps, noise, nproc, info.val_size)
+        reason = verdict.reason
+        in_warmup = [b for b in candidates if sweep_run_settings(info, b * nproc, samples)[2]
+                     >= sweep_run_settings(info, b * nproc, samples)[0]]
+        if in_warmup:
+            reason += (f" At {', '.join(map(str, in_warmup))} per device the planned warmup outlasts the sweep run "
+                       f"({samples} samples each): the comparison covers the start of training only; a longer "
+                       "--sweep-steps covers more of it.")
         if note:
             reason = note + " " + reason
         self._emit(Decision(4, reason))
-        self.sweep_outcome = SweepOutcome(pick, reason, rows, candidates)
+        self.sweep_outcome = SweepOutcome(verdict.chosen, reason, rows, candidates, verdict, samples)
         self.invalidate_after(4)
         self._end(4, began)
         return self.sweep_outcome
 
-    def _reused_run(self, phase: str, batch: int, steps: int, precision: str) -> TrialRecord | None:
+    def _reused_run(self, phase: str, batch: int, steps: int, precision: str, lr: float, warmup: int,
+                    seed: int = 0) -> TrialRecord | None:
         """A run the history measured at exactly these settings: reused, not re-run, and said so in the ledger."""
         if not self.known:
             return None
         from .events import TrialFinished
         from .history import record_from_row
 
-        lr, warmup = lr_and_warmup(self.info, batch * self.runner.nproc, steps)
         row = self.known.measured_run(phase, {"per_device": batch, "world_size": self.runner.nproc,
                                               "accumulation": 1, "steps": steps, "precision": precision, "lr": lr,
-                                              "warmup_steps": warmup})
+                                              "warmup_steps": warmup, "seed": seed})
         if row is None:
             return None
         record = record_from_row(row)
@@ -493,7 +604,19 @@ class Session:
         return record
 
     def _trained_rows(self) -> list[TrialRecord]:
-        return [r for r in self.runner.ledger if r.phase in ("trial", "sweep")]
+        return [r for r in self.ledger if r.phase in ("trial", "sweep")]
+
+    def noise_estimate(self) -> NoiseEstimate:
+        """The noise scale and its interval from the trial and sweep runs so far."""
+        return noise_estimate(self._trained_rows(), self.setup.optimizer)
+
+    def goodput(self, estimate: NoiseEstimate, per_device: int, accumulation: int, world_size: int,
+                cap: int, precision: str | None) -> GoodputResult:
+        """The goodput-optimal batch from the runs' step times and ``estimate``, against the rule-of-thumb
+        ``per_device`` x ``accumulation`` on ``world_size`` devices."""
+        model = fit_step_time(timed_points(self.ledger, precision))
+        return goodput_optimum(model, estimate.value, estimate.reason, self.info.base_global_batch, world_size, cap,
+                               self.setup.optimizer, rule_of_thumb=(per_device, accumulation))
 
     # -- the plan -----------------------------------------------------------------------------------------
     def finish(self, global_batch: int | None = None) -> MethodResult:
@@ -521,12 +644,18 @@ class Session:
                 mixed_ceiling = self._mixed_ceilings[precision]
                 ceiling = replace(mixed_ceiling, reason=f"In {precision} (re-probed: {measured} needed accumulation). "
                                   + mixed_ceiling.reason)
-        noise, noise_reason = noise_summary(self._trained_rows())
+        estimate = self.noise_estimate()
+        noise, noise_reason = estimate.value, estimate.reason
         plan, lr, warmup = make_plan(s, info, cap, sweep.chosen, sweep.reason, precision, noise,
-                                     amp_available=self.mixed is not None or s.device == "cpu")
+                                     amp_available=self.amp_available)
         note = heterogeneous_devices_note(ceiling, s.device_memories)
         if note:
             plan.warnings.append(note)
+        goodput = self.goodput(estimate, plan.per_device, plan.accumulation_steps, plan.world_size, cap, precision)
+        plan.warnings += [Warning_("goodput-past-critical-batch", w) for w in goodput.warnings]
+        selection = getattr(self.runner, "probe_selection", None)
+        if selection is not None and selection.kind == "stream":
+            plan.warnings.append(Warning_("stream-probed-as-it-came", STREAM_PROBE_WARNING))
         if trial and trial.precision != measured:
             outcome = (f"The trial ran out of memory in {measured} and fit in {trial.precision}, so the plan uses "
                        f"{trial.precision} (mixed precision before shrinking the batch).")
@@ -562,7 +691,7 @@ class Session:
         self.result = MethodResult(
             s, info, ceiling, self.start.per_device if self.start else sweep.chosen,
             self.start.reason if self.start else "", trial.chosen if trial else sweep.chosen,
-            trial.reason if trial else "", sweep.chosen, sweep.reason, plan, lr, warmup, list(self.runner.ledger),
+            trial.reason if trial else "", sweep.chosen, sweep.reason, plan, lr, warmup, self.ledger,
             timings, noise, noise_reason, precision_reason, dict(env), launch,
             self.adapter.recipe_extras(self.runner.options), cap,
             self.cap_reason if cap < ceiling.per_device_max else "")
@@ -572,6 +701,8 @@ class Session:
         self.result.tf32 = self.precision.tf32
         self.result.host = self.setup.host
         self.result.workload_notes = self.workload_notes()
+        self.result.sweep_summary = sweep.summary()
+        self.result.noise, self.result.goodput = estimate, goodput
         return self.result
 
     def workload_notes(self) -> dict:
@@ -595,8 +726,3 @@ class Session:
         self.sweep()
         return self.finish()
 
-
-def run_method(adapter: Adapter, settings: MethodSettings, host: HostDevices,
-               on_event: Callable[[Event], None] | None = None) -> MethodResult:
-    setup = validate_setup(settings, adapter, host)
-    return Session(adapter, settings, setup, on_event).run_all()

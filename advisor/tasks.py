@@ -44,7 +44,7 @@ TASKS: dict[str, TaskProfile] = {
                     "Contrastive methods need very large batches; on small hardware use a MoCo-style "
                     "queue of negatives instead of a giant batch."),
         TaskProfile("regression", "regression / other", 32, None, 8,
-                    "the advisor's default; the brief gives no value for this task"),
+                    "the advisor's default: experience gives no value for this task"),
     )
 }
 

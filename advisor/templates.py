@@ -19,7 +19,7 @@ Fill in each TODO, then:
 
 The advisor builds this workload again in every worker process: keep everything inside functions,
 with no live objects (open files, CUDA tensors, process groups) created at import time.
-"""
+{more}"""
 '''
 
 _TODAY = '''        # TODAY'S RUN: the base every scaled learning rate and warmup comes from.
@@ -39,7 +39,7 @@ def task_table() -> str:
     return "\n".join(lines)
 
 
-PLAIN = _HEADER.format(title="A plain PyTorch workload for batch-advisor.") + '''
+PLAIN = _HEADER.format(title="A plain PyTorch workload for batch-advisor.", more="") + '''
 import torch
 from torch import nn
 from torch.utils.data import TensorDataset
@@ -86,13 +86,21 @@ def workload() -> Workload:
 ''' + _TODAY.format(batch=64, lr=0.05) + '''    )
 '''
 
-TRANSFORMERS = _HEADER.format(title="A Hugging Face transformers workload for batch-advisor.") + '''
+TRANSFORMERS = _HEADER.format(title="A Hugging Face transformers workload for batch-advisor.", more='''
+Two shapes, pick one (examples/hf_text.py is this file filled in):
+    workload()  a plain Workload: model, datasets, collator, loss and metric spelled out;
+    trainer()   your transformers.Trainer, converted by advisor.integrations.transformers.from_trainer:
+                its collator, compute_loss, TrainingArguments' optimizer settings, bf16/fp16, gradient
+                checkpointing, compute_metrics and metric_for_best_model.
+                advisor plan --workload {path}:trainer --nproc 2 --device-memory 8GiB --out recipe.toml
+''') + '''
 import torch
 from torch.utils.data import Dataset
 
 from advisor import Workload
 
 MAX_LENGTH = 128  # TODO your tokenizer's max_length: the longest sample sets the memory ceiling
+NUM_LABELS = 2  # TODO
 
 
 def build_model():
@@ -101,7 +109,7 @@ def build_model():
     # TODO from_pretrained("your-checkpoint") for fine-tuning (the weights are read in every worker);
     # a config alone builds a random model with no download.
     config = AutoConfig.for_model("bert", vocab_size=1000, hidden_size=64, num_hidden_layers=2,
-                                  num_attention_heads=2, intermediate_size=128, num_labels=2,
+                                  num_attention_heads=2, intermediate_size=128, num_labels=NUM_LABELS,
                                   max_position_embeddings=MAX_LENGTH)
     return AutoModelForSequenceClassification.from_config(config)
 
@@ -113,14 +121,13 @@ class Tokenized(Dataset):
         g = torch.Generator().manual_seed(seed)
         lengths = torch.randint(8, MAX_LENGTH + 1, (n,), generator=g)
         self.items = [{"input_ids": torch.randint(5, 1000, (int(k),), generator=g),
-                       "labels": torch.randint(0, 2, (), generator=g)} for k in lengths]
+                       "labels": torch.randint(0, NUM_LABELS, (), generator=g)} for k in lengths]
 
     def __len__(self):
         return len(self.items)
 
     def __getitem__(self, i):
-        item = self.items[i]
-        return {**item, "attention_mask": torch.ones_like(item["input_ids"])}
+        return self.items[i]
 
 
 def pad(samples):
@@ -142,8 +149,8 @@ def workload() -> Workload:
         collate_fn=pad,
         # LOSS: none given: model(**batch).loss, the model's own (the batch carries "labels").
         # METRIC: logits are (N, num_labels), so the sweep ranks by accuracy; for token classification or
-        # generation give evaluate(model, batch) -> {"f1": ...} and metric="f1".
-        num_classes=2,
+        # generation give evaluate(model, batch) -> {"f1": ...} and metric="f1" (see examples/hf_tokens.py).
+        num_classes=NUM_LABELS,
 {tasks}
         task="nlp-classification",  # TODO
         optimizer="adamw",
@@ -151,9 +158,55 @@ def workload() -> Workload:
         betas=(0.9, 0.999),
         eps=1e-8,
 ''' + _TODAY.format(batch=32, lr=5e-5) + '''    )
+
+
+def accuracy(prediction):
+    # TODO your compute_metrics (an EvalPrediction of logits and labels); the advisor calls it per
+    # validation batch and averages over samples (exact for accuracy; F1 gets a per-batch average).
+    return {"accuracy": float((prediction.predictions.argmax(-1) == prediction.label_ids).mean())}
+
+
+def make_trainer():
+    import os
+    import tempfile
+
+    from transformers import Trainer, TrainingArguments
+
+    # TODO your Trainer. The advisor never calls train(): it reads what training would do from here, and sets
+    # its own learning rate per trial (learning_rate below is today's, the base its scaling rules start from).
+    args = TrainingArguments(
+        output_dir=os.path.join(tempfile.gettempdir(), "my-transformer"),  # nothing is saved while measuring
+        per_device_train_batch_size=16,  # TODO today's per-device batch
+        gradient_accumulation_steps=1,  # TODO
+        learning_rate=5e-5,  # TODO today's learning rate
+        warmup_steps=0,  # TODO today's warmup, in optimizer steps
+        num_train_epochs=3,  # TODO the run you plan
+        weight_decay=0.01, adam_beta1=0.9, adam_beta2=0.999, adam_epsilon=1e-8,  # optim="adamw_torch" (default)
+        bf16=False,  # TODO True if you train in bf16: --precision auto then measures in bf16
+        # TODO activation_checkpointing=True (gradient_checkpointing in transformers 4) if you train with it:
+        # the probes then measure it.
+        metric_for_best_model="accuracy", greater_is_better=True,  # the sweep ranks by it (unset: the loss)
+        report_to="none", save_strategy="no", use_cpu=not torch.cuda.is_available(),
+    )
+    return Trainer(model=build_model(), args=args, train_dataset=Tokenized(2048, seed=1),
+                   eval_dataset=Tokenized(256, seed=2), data_collator=pad, compute_metrics=accuracy)
+
+
+def trainer() -> Workload:
+    from advisor.integrations.transformers import from_trainer
+
+    # devices_today: the GPUs today's run uses (today's global batch = per device x accumulation x devices).
+    # task=: the row of the table above; without it the model's head class decides (...ForSequenceClassification
+    # -> nlp-classification, ...ForCausalLM -> language-modeling).
+    return from_trainer(make_trainer(), name="my-transformer-trainer", devices_today=2)  # TODO devices_today
 '''
 
-TIMM = _HEADER.format(title="A timm image-model workload for batch-advisor.") + '''
+TIMM = _HEADER.format(title="A timm image-model workload for batch-advisor.", more='''
+timm needs torchvision, whose build must match your torch: on a GPU host `pip install 'batch-advisor[timm]'`
+next to your CUDA torch; with a CPU-only torch install the matching CPU torchvision from PyTorch's own index
+first (the registry's torchvision is a CUDA build that replaces a CPU torch). Without torchvision, a
+transformers vision model from a config does the same job (examples/hf_image.py).
+''') + '''
 import torch
 from torch import nn
 from torch.utils.data import TensorDataset
@@ -195,16 +248,16 @@ def workload() -> Workload:
 ''' + _TODAY.format(batch=256, lr=0.1) + '''    )
 '''
 
-LIGHTNING = _HEADER.format(title="A Lightning module as a batch-advisor workload.") + '''
+LIGHTNING = _HEADER.format(title="A LightningModule and its LightningDataModule as a batch-advisor workload.", more="") + '''
 import torch
-from torch.utils.data import TensorDataset
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
-from advisor import Workload
+from advisor.integrations.lightning import lightning_workload
 
 
-def build_module():
+def build():
     import lightning as L  # or: import pytorch_lightning as L
-    from torch import nn
 
     class Classifier(L.LightningModule):  # TODO your LightningModule
         def __init__(self):
@@ -214,50 +267,41 @@ def build_module():
         def forward(self, x):
             return self.net(x)
 
-        def training_step(self, batch, batch_idx):
+        def training_step(self, batch, batch_idx):  # the loss: a tensor or {"loss": ...}
             x, y = batch
             return nn.functional.cross_entropy(self(x), y)
 
-        def validation_step(self, batch, batch_idx):
+        def validation_step(self, batch, batch_idx):  # what it logs are the metrics the sweep can rank by
             x, y = batch
-            return {"val_acc": (self(x).argmax(-1) == y).float().mean()}
+            self.log("val_acc", (self(x).argmax(-1) == y).float().mean())
 
-        def configure_optimizers(self):
+        def configure_optimizers(self):  # param groups kept; the advisor sets the LR; schedulers are ignored
             return torch.optim.AdamW(self.parameters(), lr=1e-3)
 
-    return Classifier()
+    class Data(L.LightningDataModule):  # TODO your LightningDataModule (setup("fit") is called first)
+        def setup(self, stage):
+            # This toy data is random (it exists so --check runs).
+            g = torch.Generator().manual_seed(0)
+            x, y = torch.randn(1024, 32, generator=g), torch.randint(0, 4, (1024,), generator=g)
+            self.train, self.val = TensorDataset(x[:896], y[:896]), TensorDataset(x[896:], y[896:])
+
+        def train_dataloader(self):  # its dataset and collate_fn are used; batch size and sampler are the advisor's
+            return DataLoader(self.train, batch_size=64, shuffle=True)
+
+        def val_dataloader(self):
+            return DataLoader(self.val, batch_size=64)
+
+    return Classifier(), Data()
 
 
-def datasets():
-    # TODO your LightningDataModule's train/val datasets (setup("fit"), then .train_dataloader().dataset)
-    g = torch.Generator().manual_seed(0)
-    x, y = torch.randn(1024, 32, generator=g), torch.randint(0, 4, (1024,), generator=g)
-    return TensorDataset(x[:896], y[:896]), TensorDataset(x[896:], y[896:])
-
-
-def workload() -> Workload:
-    train, val = datasets()
-    return Workload(
+def workload():
+    return lightning_workload(
+        build,  # called in every worker process: a fresh module each time
         name="my-lightning-module",
-        build_model=build_module,
-        train_data=train,
-        val_data=val,
-        # The module's own steps: training_step is the loss, validation_step's dict the metrics.
-        compute_loss=lambda module, batch: module.training_step(batch, 0),
-        evaluate=lambda module, batch: module.validation_step(batch, 0),
-        metric="val_acc",
-        # configure_optimizers, as the factory (the advisor sets the LR it is trialling):
-        optimizer_factory=lambda module, lr: _with_lr(module.configure_optimizers(), lr),
-        optimizer="adamw",  # the family of what configure_optimizers returns: it sets the LR scaling rule
+        metric="val_acc",  # a name validation_step logs (None: the validation loss)
 {tasks}
         task="nlp-classification",  # TODO
 ''' + _TODAY.format(batch=64, lr=1e-3) + '''    )
-
-
-def _with_lr(optimizer, lr):
-    for group in optimizer.param_groups:
-        group["lr"] = lr
-    return optimizer
 '''
 
 TEMPLATES = {"plain": PLAIN, "transformers": TRANSFORMERS, "timm": TIMM, "lightning": LIGHTNING}

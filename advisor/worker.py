@@ -38,9 +38,11 @@ class WorkerStrategy:
     scaler = None  # a GradScaler under fp16 on CUDA, made in ``prepare``
 
     def setup(self, job: TrialJob) -> None:
-        import torch
+        """No super() needed. Set ``self.device`` (and ``rank``/``world_size`` under a process group): the default
+        is the job's device (``cpu``, ``cuda``: this process's card, ``cuda:N``)."""
+        from .device import worker_device
 
-        self.device = torch.device("cpu")
+        self.device, _ = worker_device(job.device)
 
     def build_model(self, workload, job: TrialJob):
         """The user's model on this process's device (a strategy that shards parameters builds it sharded)."""
@@ -116,8 +118,14 @@ class WorkerStrategy:
         return {}
 
     def set_lr(self, optimizer, lr: float) -> None:
-        for group in optimizer.param_groups:
-            group["lr"] = lr
+        """The first param group at ``lr``, the others at their built share of it (an optimizer_factory's or
+        configure_optimizers' groups at different LRs keep their ratios through the warmup)."""
+        groups = optimizer.param_groups
+        if getattr(self, "_lr_shares", (None,))[0] is not optimizer:
+            base = groups[0]["lr"]
+            self._lr_shares = (optimizer, [group["lr"] / base if base else 1.0 for group in groups])
+        for group, share in zip(groups, self._lr_shares[1]):
+            group["lr"] = lr * share
 
     def eval_model(self, model):
         """The module to run validation forwards through."""
@@ -139,6 +147,10 @@ class WorkerStrategy:
 
     def sample_noise(self, active: bool) -> None:
         """Whether the coming steps count towards the gradient-noise estimate."""
+
+    def loss_scale(self) -> float:
+        """The loss scale the coming step's gradients carry (a GradScaler's, under fp16), to divide out of norms."""
+        return self.scaler.get_scale() if self.scaler else 1.0
 
     def gradient_norms(self):
         """An ``advisor.noise.GradNormSample`` (collective: every rank calls it), or None if not measured."""
@@ -231,15 +243,23 @@ class BatchStream:
     """
 
     def __init__(self, dataset, batch: int, rank: int, world: int, seed: int, shard: bool = True,
-                 device=None, collate_fn=None, loader: dict | None = None):
+                 device=None, collate_fn=None, loader: dict | None = None, stream_of: tuple[str, bool] | None = None):
         import torch
         from torch.utils.data import DataLoader, TensorDataset
 
         self.dataset, self.batch, self.rank, self.world = dataset, batch, rank, world
-        self.indices = _IndexBatches(len(dataset), batch, rank, world, seed, shard)
-        self.sharded = self.indices.sharded
         self.settings = loader or loader_settings(device, world, collate_fn)
         self.loader = None
+        if stream_of is not None:  # (workload name, stream_shards_itself): an IterableDataset, see advisor.streams
+            from .streams import StreamBatches, stream_loader
+
+            name, shards_itself = stream_of
+            self.indices, self.sharded = None, True  # a stream is always read in per-rank shares
+            self.loader = stream_loader(dataset, batch, rank, world, shards_itself, self.settings, seed)
+            self._batches = StreamBatches(self.loader, name, rank, batch)
+            return
+        self.indices = _IndexBatches(len(dataset), batch, rank, world, seed, shard)
+        self.sharded = self.indices.sharded
         if isinstance(dataset, TensorDataset) and self.settings.get("collate_fn") is None:
             self._batches = self._tensor_batches()
         else:
@@ -270,9 +290,16 @@ class BatchStream:
 
     def close(self) -> None:
         """Stop the loader's worker processes now rather than at interpreter exit (workers end with os._exit)."""
-        shutdown = getattr(self._batches, "_shutdown_workers", None)
+        shutdown = getattr(self._batches, "_shutdown_workers", None) or getattr(self._batches, "close", None)
         if shutdown:
             shutdown()
+
+
+def stream_of(workload) -> tuple[str, bool] | None:
+    """BatchStream's ``stream_of`` for ``workload``'s training data: None unless it is an IterableDataset."""
+    from .workload import is_iterable_dataset
+
+    return (workload.name, workload.stream_shards_itself) if is_iterable_dataset(workload.train_data) else None
 
 
 def _tensor_bytes(obj) -> int:
@@ -352,7 +379,8 @@ class _RepeatedBatch:
 def probe_batches(job, workload, strategy):
     """What a memory probe feeds: the workload's ``probe_batch(n)``, a batch of the longest samples (the
     engine measured them: ``probe_indices``, longest first, repeated when the batch is larger), or, when
-    every sample has the same shape, random batches drawn with replacement in this process."""
+    every sample has the same shape, random batches drawn with replacement in this process; a stream's
+    batches as this rank's share yields them (the recipe warns: no worst case was chosen)."""
     import torch
 
     size = job.per_device_batch
@@ -364,7 +392,8 @@ def probe_batches(job, workload, strategy):
         return _RepeatedBatch(_batch(workload.train_data, indices, workload.collate_fn))
     return BatchStream(workload.train_data, size, strategy.rank, strategy.world_size,
                        job.seed + 1000 * strategy.rank, shard=False,
-                       loader={"num_workers": 0, "pin_memory": False, "collate_fn": workload.collate_fn})
+                       loader={"num_workers": 0, "pin_memory": False, "collate_fn": workload.collate_fn},
+                       stream_of=stream_of(workload))
 
 
 def run_probe(job, workload, strategy, model, optimizer, budget: dict):
@@ -402,7 +431,7 @@ def run_training(job, workload, strategy, model, optimizer, budget: dict):
     from .oom import is_oom_exception
 
     stream = BatchStream(workload.train_data, job.per_device_batch, strategy.rank, strategy.world_size, job.seed,
-                         device=strategy.device, collate_fn=workload.collate_fn)
+                         device=strategy.device, collate_fn=workload.collate_fn, stream_of=stream_of(workload))
     step_seconds, data_seconds, losses, evals = [], [], [], []
     peak: dict = {}
     train_seconds = 0.0
@@ -413,8 +442,9 @@ def run_training(job, workload, strategy, model, optimizer, budget: dict):
         for step in range(job.steps):
             if job.warmup_steps:
                 strategy.set_lr(optimizer, job.lr * min(1.0, (step + 1) / job.warmup_steps))
-            # The noise scale grows as training settles; the first steps' huge gradients would dominate it.
-            strategy.sample_noise(step >= job.steps // 2)
+            # The noise scale grows as training settles; the first steps' huge gradients (and the LR warm-up's)
+            # would dominate it.
+            strategy.sample_noise(step >= max(job.steps // 2, job.warmup_steps))
             # The loader's wait is timed apart from the step: samples/s decisions rest on the step alone,
             # and a slow loader shows up as data time instead of as a slow model.
             batches, waited = stream.take(job.accumulation_steps)

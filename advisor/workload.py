@@ -45,8 +45,12 @@ def metric_direction(name: str) -> bool | None:
 class Workload:
     """Everything the advisor needs to train a user's model for a few steps.
 
-    Data: ``train_data``/``val_data`` are map-style datasets (``__len__``/``__getitem__``); streaming
-    ``IterableDataset``s are not supported yet (``train_size`` is reserved for them). A sample can be any
+    Data: ``train_data``/``val_data`` are map-style datasets (``__len__``/``__getitem__``), or ``train_data``
+    is a streaming ``IterableDataset`` with ``train_size`` (its samples per epoch: epochs, warmup and the
+    per-device cap are counted from it). Each rank reads its own share of a stream: the advisor keeps every
+    world-size-th sample, unless ``stream_shards_itself=True`` says the dataset splits itself by rank and
+    loader worker (see ``advisor.streams``). Validation needs the same fixed samples for every run, so
+    ``val_data`` stays map-style. A sample can be any
     nesting of tuples, dicts, named tuples and dataclasses; ``collate_fn`` (default: torch's
     ``default_collate``) turns a list of samples into a batch, which is moved to the device whole.
 
@@ -73,7 +77,8 @@ class Workload:
 
     Today's run: ``current_batch_size``/``current_lr`` are the global batch and LR used today (the base
     for LR scaling), ``current_warmup_steps`` today's warmup in optimizer steps at that global batch, and
-    ``epochs`` the length of the run to plan for.
+    ``epochs`` the length of the run to plan for; ``precision`` what it trains in (``bf16``/``fp16``/``fp32``;
+    None: the advisor's ``--precision auto`` rule), which the probes then measure in.
     """
 
     name: str
@@ -102,6 +107,8 @@ class Workload:
     probe_batch: Callable[[int], Any] | None = None  # n -> the largest batch of n samples training meets
     sample_length: Callable[[Any], int] | None = None  # a raw sample's size, to find the longest ones
     train_size: int | None = None  # samples per epoch of an IterableDataset (epochs, warmup)
+    stream_shards_itself: bool = False  # an IterableDataset that splits itself by rank (and loader worker)
+    precision: str | None = None  # what the user trains in ("fp32", "bf16", "fp16"): --precision auto measures in it
 
     def validate(self, spec: str) -> "Workload":
         problems = []
@@ -143,8 +150,13 @@ class Workload:
                                                       isinstance(self.current_warmup_steps, int)
                                                       or self.current_warmup_steps < 0):
             problems.append("current_warmup_steps must be a whole number of optimizer steps, 0 or more")
+        if self.train_size is not None and (isinstance(self.train_size, bool) or not isinstance(self.train_size, int)
+                                            or self.train_size < 1):
+            problems.append(f"train_size must be a positive whole number of samples per epoch, not {self.train_size!r}")
         if self.epochs is not None and not self.epochs > 0:
             problems.append("epochs must be positive (the length of the planned run)")
+        if self.precision not in (None, "fp32", "bf16", "fp16"):
+            problems.append(f"precision must be None, 'fp32', 'bf16' or 'fp16', not {self.precision!r}")
         if problems:
             raise WorkloadError(f"The workload {spec!r} is not usable: " + "; ".join(problems) + ".")
         self.optimizer = self.optimizer.lower()
@@ -152,12 +164,16 @@ class Workload:
 
     def _data_problems(self, name: str) -> list[str]:
         data = getattr(self, name)
+        if is_iterable_dataset(data) and name == "val_data":
+            return ["val_data is an IterableDataset: validation compares every run on the same fixed samples, "
+                    "so give it as a map-style dataset (e.g. list(itertools.islice(stream, N)), or datasets' "
+                    ".take(N) then a list)"]
         if is_iterable_dataset(data):
-            # Streaming batches (and their per-rank sharding) are not wired into the workers yet: say so here
-            # rather than let a worker fail on len() minutes into a plan.
-            return [f"{name} is an IterableDataset, which the advisor cannot stream yet: materialise a "
-                    "representative part of it as a map-style dataset (e.g. list(itertools.islice(stream, N)), "
-                    "or datasets' .take(N) then a list)"]
+            if self.train_size is None:  # without it no epoch, warmup or per-device cap can be counted
+                return ["train_data is an IterableDataset (a stream) and train_size is not set: state its samples "
+                        "per epoch, train_size=N (epochs, warmup and the per-device cap are counted from it; a "
+                        "stream cannot be counted without reading it all)"]
+            return []
         if not (hasattr(data, "__len__") and hasattr(data, "__getitem__")):
             return [f"{name} must be a dataset: map-style (with __len__ and __getitem__) or a "
                     f"torch.utils.data.IterableDataset, not {type(data).__name__}"]
@@ -387,18 +403,37 @@ def resolve_workload(spec: str) -> Workload:
     func = _load_function(spec)
     try:
         result = func()
+    except WorkloadError:  # an integration's own message (advisor.integrations) is already the clear one
+        raise
     except Exception as exc:
         if isinstance(exc, ImportError) and "sklearn" in str(exc):
             raise WorkloadError(
                 f"The workload {spec!r} needs scikit-learn for the digits data: pip install 'batch-advisor[examples]'."
             ) from None
+        if isinstance(exc, ImportError) and getattr(exc, "name", None) in ("transformers", "timm", "lightning"):
+            raise WorkloadError(
+                f"The workload {spec!r} needs the {exc.name!r} package, which is not installed here: pip install "
+                f"'batch-advisor[{exc.name}]' in the environment the advisor runs in."
+            ) from None
         last = traceback.extract_tb(exc.__traceback__)[-1]
         raise WorkloadError(
             f"The workload function {spec!r} raised {type(exc).__name__}: {exc} (at {last.filename}:{last.lineno})."
         ) from None
+    from .integrations.transformers import from_trainer, is_trainer  # imports no transformers
+
+    if is_trainer(result):  # a Trainer built in this process (every worker calls the function anew)
+        try:
+            result = from_trainer(result)
+        except WorkloadError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the Trainer's parts are user code
+            last = traceback.extract_tb(exc.__traceback__)[-1]
+            raise WorkloadError(f"Turning the Trainer of {spec!r} into a workload failed with {type(exc).__name__}: "
+                                f"{exc} (at {last.filename}:{last.lineno}).") from None
     if not isinstance(result, Workload):
         raise WorkloadError(
             f"The workload function {spec!r} returned {type(result).__name__}, not advisor.Workload. "
-            "Return Workload(name=..., build_model=..., train_data=..., val_data=..., loss_fn=..., task=...)."
+            "Return Workload(name=..., build_model=..., train_data=..., val_data=..., loss_fn=..., task=...), "
+            "or a transformers.Trainer."
         )
     return result.validate(spec)

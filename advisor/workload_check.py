@@ -7,7 +7,9 @@ never first shows as a traceback from a worker in the middle of a plan.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import itertools
 import math
 import traceback
 from dataclasses import dataclass, field
@@ -64,13 +66,17 @@ def check_workload(spec: str, batch_size: int = CHECK_BATCH) -> WorkloadReport:
 
     from .batches import describe, select_probe_samples
     from .worker import _batch, _has_batchnorm
-    from .workload import check_scalar_loss, resolve_workload
+    from torch.utils.data import default_collate
+
+    from .workload import check_scalar_loss, is_iterable_dataset, resolve_workload
 
     workload = resolve_workload(spec)  # import errors, a wrong return type and bad fields: one message each
     report = WorkloadReport(spec, workload=workload)
     name = workload.name
     report.add("name", f"{name} ({workload.task}" + (f", {workload.num_classes} classes)" if workload.num_classes
                                                       else ")"))
+    if workload.description:
+        report.add("description", workload.description)
     torch.manual_seed(0)
     try:
         model = workload.build_model()
@@ -84,11 +90,20 @@ def check_workload(spec: str, batch_size: int = CHECK_BATCH) -> WorkloadReport:
                if _has_batchnorm(model) else "no")
 
     data = workload.train_data
+    streamed = is_iterable_dataset(data)
     try:
-        samples = [data[i] for i in range(min(batch_size, len(data)))]
+        samples = (list(itertools.islice(iter(data), batch_size)) if streamed else
+                   [data[i] for i in range(min(batch_size, len(data)))])
     except Exception as exc:  # noqa: BLE001
-        raise _fail(f"Reading the workload {name!r}'s train_data[0]", exc, "Fix the dataset's __getitem__.") from None
-    report.add("training data", f"{len(data)} samples ({type(data).__name__}); validation {len(workload.val_data)}")
+        raise _fail(f"Reading the workload {name!r}'s " + ("first training samples" if streamed else "train_data[0]"),
+                    exc, "Fix the dataset's " + ("__iter__." if streamed else "__getitem__.")) from None
+    if not samples:
+        raise WorkloadError(f"The workload {name!r}'s training stream yielded no sample: check its __iter__.")
+    sharding = ("splits itself by rank" if workload.stream_shards_itself else
+                "each rank keeps every world-size-th sample")
+    report.add("training data", (f"a stream ({type(data).__name__}), train_size {workload.train_size} stated; "
+                                 f"{sharding}" if streamed else f"{len(data)} samples ({type(data).__name__})")
+               + f"; validation {len(workload.val_data)}")
     if not workload.has_own_loss and workload.collate_fn is None:
         first = samples[0]
         from collections.abc import Mapping
@@ -100,7 +115,8 @@ def check_workload(spec: str, batch_size: int = CHECK_BATCH) -> WorkloadReport:
                 "(input, target) pairs or dicts of model keyword arguments. Return (x, y) from __getitem__, or "
                 "give compute_loss(model, batch) for your batch structure.")
     try:
-        batch = _batch(data, torch.arange(len(samples)), workload.collate_fn)
+        batch = ((workload.collate_fn or default_collate)(samples) if streamed else
+                 _batch(data, torch.arange(len(samples)), workload.collate_fn))
     except Exception as exc:  # noqa: BLE001
         ragged = "equal size" in str(exc) or "stack expects" in str(exc)
         raise _fail(f"Collating {len(samples)} samples of the workload {name!r}" +
@@ -156,3 +172,109 @@ def check_workload(spec: str, batch_size: int = CHECK_BATCH) -> WorkloadReport:
              "warmup not stated (the advisor's default)"]
     report.add("today's run", ", ".join(today))
     return report
+
+
+@dataclass(frozen=True)
+class WorkloadSummary:
+    """What a front end shows of a checked workload (the Workload itself holds code and cannot cross processes)."""
+
+    name: str
+    task: str
+    num_classes: int | None
+    optimizer: str
+    current_lr: float | None
+    current_batch_size: int | None
+    train_length: int
+    val_length: int
+
+    @classmethod
+    def of(cls, workload) -> "WorkloadSummary":
+        return cls(workload.name, workload.task, workload.num_classes, workload.optimizer, workload.current_lr,
+                   workload.current_batch_size, workload.train_length, len(workload.val_data))
+
+
+_RUNNING_CHECKS: set = set()  # the check processes alive now: killed at exit if their thread did not get to it
+
+
+def _kill_running_checks() -> None:
+    from .launch import _kill_group
+
+    for proc in list(_RUNNING_CHECKS):
+        _kill_group(proc)
+
+
+def check_in_process(spec: str, cancelled=lambda: False, timeout_s: float = 600.0) -> WorkloadSummary:
+    """``check_workload`` in a child process, so that a workload that tokenises or downloads can be stopped:
+    ``cancelled()`` is polled and, once true, the child's whole process group is killed (CancelledError).
+    Raises WorkloadError with the check's own message when the workload is broken."""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    from .errors import CancelledError
+    from .launch import _kill_group
+
+    proc = subprocess.Popen([sys.executable, "-m", "advisor.workload_check", spec], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, errors="replace",
+                            start_new_session=True)
+    if not _RUNNING_CHECKS:
+        atexit.unregister(_kill_running_checks)
+        atexit.register(_kill_running_checks)  # a front end that exits while a check runs leaves no orphan
+    _RUNNING_CHECKS.add(proc)
+    began = time.monotonic()
+    try:
+        while True:
+            try:
+                out, err = proc.communicate(timeout=0.1)
+                break
+            except subprocess.TimeoutExpired:
+                if cancelled():
+                    _kill_group(proc)
+                    raise CancelledError(f"The check of the workload {spec!r} was cancelled; its process was "
+                                         "stopped.") from None
+                if time.monotonic() - began > timeout_s:
+                    _kill_group(proc)
+                    raise WorkloadError(f"The check of the workload {spec!r} did not finish within {timeout_s:.0f} "
+                                        "s (one training and one evaluation step at batch 2). Make building the "
+                                        "model and the data faster, or check it with `advisor workloads --check`."
+                                        ) from None
+    finally:
+        if proc.poll() is None:  # an exception in this thread (KeyboardInterrupt): never leave an orphan
+            _kill_group(proc)
+        _RUNNING_CHECKS.discard(proc)
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    answer = json.loads(lines[-1]) if lines else None
+    if not answer:  # the child died without answering (a crash in native code, a kill)
+        last = (err.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        raise WorkloadError(f"The check of the workload {spec!r} ended without an answer ({last}). Run "
+                            f"`advisor workloads --check {spec}` in a terminal to see the whole output.")
+    if answer.get("error"):
+        raise WorkloadError(answer["error"])
+    return WorkloadSummary(**answer["summary"])
+
+
+def _main(argv: list[str]) -> int:
+    """The child side of ``check_in_process``: one JSON line on stdout, the workload's own output on stderr."""
+    import json
+    import sys
+    from dataclasses import asdict
+
+    from .errors import AdvisorError
+
+    real_stdout, sys.stdout = sys.stdout, sys.stderr  # the user's prints must not break the answer line
+    try:
+        answer = {"summary": asdict(WorkloadSummary.of(check_workload(argv[0]).workload))}
+    except AdvisorError as exc:
+        answer = {"error": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - user code can raise anything, even past the engine's checks
+        answer = {"error": f"{type(exc).__name__}: {exc}"}
+    real_stdout.write(json.dumps(answer) + "\n")
+    real_stdout.flush()
+    return 0 if "summary" in answer else 2
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(_main(sys.argv[1:]))

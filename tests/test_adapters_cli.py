@@ -16,6 +16,7 @@ from advisor.session import Session, validate_setup
 from conftest import REPO
 
 PLUGIN = REPO / "examples" / "single-process-plugin"
+PROTOCOL_PLUGIN = REPO / "examples" / "protocol-worker"
 
 
 def dist_info(site, name, entry_points):
@@ -28,13 +29,15 @@ def dist_info(site, name, entry_points):
 
 @pytest.fixture
 def plugins(tmp_path, monkeypatch):
-    """The example plugin 'installed', plus a broken one whose module does not exist."""
+    """The example plugins 'installed', plus a broken one whose module does not exist."""
     site = tmp_path / "site"
     dist_info(site, "advisor_single", "single = advisor_single:SingleProcessAdapter")
+    dist_info(site, "advisor_protocol", "protocol = advisor_protocol:ProtocolAdapter")
     dist_info(site, "advisor_broken", "broken = advisor_no_such_module:Adapter")
-    path = os.pathsep.join([str(PLUGIN), str(site)])
+    path = os.pathsep.join([str(PLUGIN), str(PROTOCOL_PLUGIN), str(site)])
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.syspath_prepend(str(PLUGIN))
+    monkeypatch.syspath_prepend(str(PROTOCOL_PLUGIN))
     monkeypatch.setenv("PYTHONPATH", path + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return path
 
@@ -47,6 +50,9 @@ def test_adapters_json_lists_every_adapter_and_a_broken_plugin_is_one_stderr_lin
     assert rows["deepspeed"]["available"] and rows["deepspeed"]["version"]
     assert rows["single"]["available"] and rows["single"]["version"] == "0.1.0"
     assert rows["single"]["capabilities"]["optimizers"] == ["adam", "adamw", "sgd"]
+    assert rows["single"]["options"] == [{"name": "threads", "flag": "--threads", "type": "int", "default": 1,
+                                          "help": rows["single"]["options"][0]["help"], "choices": [1, 2, 4]}]
+    assert [o["flag"] for o in rows["deepspeed"]["options"]] == ["--zero-stage"] and rows["ddp"]["options"] == []
     assert not rows["broken"]["available"] and "failed to import" in rows["broken"]["reason"]
     warnings = [line for line in run.stderr.splitlines() if line.strip()]
     assert len(warnings) == 1 and "broken" in warnings[0]
@@ -54,16 +60,78 @@ def test_adapters_json_lists_every_adapter_and_a_broken_plugin_is_one_stderr_lin
     assert text.returncode == 0 and "single" in text.stdout and "unavailable" in text.stdout
 
 
-def test_the_example_plugin_runs_a_real_probe(plugins):
+def test_the_example_plugin_runs_a_real_probe_with_its_option(plugins):
     from advisor.launch import CancelToken
     from advisor.method import MethodSettings
     from advisor.runner import JobRunner
 
     adapter = load_adapter("single")
     settings = MethodSettings(workload="digits-mlp", adapter_name="single", nproc=1, device="cpu",
-                              memory_budget_bytes=256 * 2**20, workdir=str(REPO))
-    trial = JobRunner(adapter, settings, lambda event: None, CancelToken()).probe(32, "test")
+                              memory_budget_bytes=256 * 2**20, workdir=str(REPO), adapter_options={"threads": 2})
+    runner = JobRunner(adapter, settings, lambda event: None, CancelToken())
+    trial = runner.probe(32, "test")
     assert trial.status == "ok" and trial.peak_bytes > 0
+    assert runner.optimizer_info["adapter_extras"] == {"threads_ran": 2}  # the worker read the option
+
+
+def parse_plan(argv):
+    """What `advisor plan ARGV` parses, the chosen adapter's own flags included (as cmd_plan does)."""
+    from advisor.cli import adapter_options_from_argv
+
+    args, rest = build_parser().parse_known_args(["plan", *argv])
+    adapter = load_adapter(args.adapter)
+    args.adapter_options = adapter_options_from_argv(adapter, rest)
+    return args, adapter
+
+
+def test_a_plugin_option_is_a_validated_flag_recorded_in_the_recipe(plugins, capsys):
+    from test_method_decisions import StubRunner
+
+    from advisor.recipe import check_recipe, dumps_recipe
+
+    common = ["--adapter", "single", "--nproc", "1", "--device-memory", "1GiB", "--workload", "digits-mlp"]
+    for bad, expected in (("3", "must be one of 1, 2 or 4, not '3'"), ("two", "must be one of 1, 2 or 4")):
+        assert main(["plan", *common, "--threads", bad]) == 2
+        err = capsys.readouterr().err
+        assert "--threads (an option of the adapter 'single')" in err and expected in err
+        assert "Traceback" not in err and err.count("\n") == 1
+    args, adapter = parse_plan([*common, "--threads=2", "--trial-steps", "4", "--sweep-steps", "4"])
+    host = HostDevices("cpu")
+    settings = settings_from_args(args, host)
+    assert settings.adapter_options == {"threads": 2}
+    session = Session(adapter, settings, validate_setup(settings, adapter, host), runner=StubRunner(nproc=1))
+    data = build_recipe(session.run_all(), ["advisor", "plan", *common, "--threads", "2"])
+    assert data["adapter"]["threads"] == 2
+    text = dumps_recipe(data)
+    path = REPO / "recipes" / ".test-plugin-option.toml"
+    try:
+        path.write_text(text)
+        assert check_recipe(path)["adapter"]["threads"] == 2
+    finally:
+        path.unlink(missing_ok=True)
+    # Without the flag the recipe records the declared default.
+    args, adapter = parse_plan([*common, "--trial-steps", "4", "--sweep-steps", "4"])
+    settings = settings_from_args(args, host)
+    session = Session(adapter, settings, validate_setup(settings, adapter, host), runner=StubRunner(nproc=1))
+    assert build_recipe(session.run_all(), ["advisor", "plan"])["adapter"]["threads"] == 1
+
+
+def test_a_worker_written_from_the_protocol_doc_runs_real_probes(plugins):
+    """examples/protocol-worker speaks the documented job file, event lines and exit codes without worker_main:
+    a batch that fits is measured, and one that does not is an out-of-memory answer (exit 75), not a crash."""
+    from advisor.launch import CancelToken
+    from advisor.method import MethodSettings
+    from advisor.runner import JobRunner
+
+    adapter = load_adapter("protocol")
+    settings = MethodSettings(workload="digits-mlp", adapter_name="protocol", nproc=1, device="cpu",
+                              memory_budget_bytes=64 * 2**20, workdir=str(REPO))
+    runner = JobRunner(adapter, settings, lambda event: None, CancelToken())
+    fits = runner.probe(32, "test")
+    assert fits.status == "ok" and fits.peak_bytes > 0 and fits.measured_by.startswith("MemTracker")
+    assert runner.model_info["parameters"] > 0
+    too_big = runner.probe(2**14, "test")
+    assert too_big.status == "oom" and too_big.peak_bytes is None and too_big.message
 
 
 def test_missing_package_is_unavailable_and_plan_says_how_to_install(monkeypatch, capsys):
@@ -81,7 +149,12 @@ def test_missing_package_is_unavailable_and_plan_says_how_to_install(monkeypatch
     (["--adapter", "horovod"], "Unknown adapter 'horovod'"),
     (["--adapter", "single", "--nproc", "1", "--optimizer", "lamb"], "cannot run the optimizer 'lamb'"),
     (["--optimizer", "magic"], "--optimizer 'magic' is not one of"),
-    (["--zero-stage", "2"], "takes no options"),
+    (["--zero-stage", "2"], "`advisor plan` has no --zero-stage, and the adapter 'ddp' takes no options"),
+    (["--adapter", "single", "--nproc", "1", "--thread", "2"], "has no --thread, and the adapter 'single' takes only "
+                                                                 "--threads"),
+    (["--adapter", "deepspeed", "--zero-stage", "5"], "--zero-stage (an option of the adapter 'deepspeed') must be "
+                                                      "one of 0, 1, 2 or 3, not '5'"),
+    (["--adapter", "deepspeed", "--zero-stage", "2", "--optimizer", "lamb"], "--zero-stage 2 with --optimizer lamb"),
     (["--world-size", "12", "--nodes", "2", "--gpus-per-node", "4"], "contradicts"),
     (["--world-size", "9", "--nodes", "2"], "does not split evenly"),
 ])
@@ -105,15 +178,13 @@ def test_planning_for_a_bigger_cluster_than_the_probe_host():
     """Probes on this host's 2 processes; plan, LR, warmup, launch line and exports for 4 nodes x 8."""
     from test_method_decisions import StubRunner
 
-    args = build_parser().parse_args(["plan", "--adapter", "deepspeed", "--zero-stage", "3", "--nproc", "2",
-                                      "--nodes", "4", "--gpus-per-node", "8", "--device-memory", "1GiB",
-                                      "--workload", "digits-cnn", "--trial-steps", "4", "--sweep-steps", "4"])
+    args, adapter = parse_plan(["--adapter", "deepspeed", "--zero-stage", "3", "--nproc", "2", "--nodes", "4",
+                                "--gpus-per-node", "8", "--device-memory", "1GiB", "--workload", "digits-cnn",
+                                "--trial-steps", "4", "--sweep-steps", "4"])
     host = HostDevices("cpu")
     settings = settings_from_args(args, host)
     assert settings.world_size == 32 and settings.nproc == 2 and settings.adapter_options == {"zero_stage": 3}
-    adapter = load_adapter("deepspeed")
     session = Session(adapter, settings, validate_setup(settings, adapter, host), runner=StubRunner(nproc=2))
-    session.runner.options = adapter.validate_options(settings.adapter_options)
     result = session.run_all()
     assert result.plan.world_size == 32
     assert result.plan.global_batch == result.plan.per_device * 32 * result.plan.accumulation_steps
@@ -143,5 +214,5 @@ def test_launch_lines_each_launcher_accepts():
     line = deepspeed.launch_command(LaunchSpec(8, 1, 32, 2, 0.01, 10, "bf16", {}))
     assert line[0] == "deepspeed" and "--num_gpus=8" in line and "--deepspeed_config=ds_config.json" in line
     assert deepspeed.probe_processes(4, {"zero_stage": 0}) == 1 and deepspeed.probe_processes(4, {}) == 4
-    with pytest.raises(Exception, match="must be 0, 1, 2 or 3"):
+    with pytest.raises(Exception, match="must be one of 0, 1, 2 or 3"):
         deepspeed.validate_options({"zero_stage": 5})

@@ -175,3 +175,49 @@ print({MARK!r} + json.dumps({{"rc": rc, "torch": sorted(m for m in sys.modules i
     result = run_probe(code, tmp_path)
     assert result["rc"] == expected_rc
     assert result["torch"] == [], f"advisor {args[0]} imported torch"
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module a file imports (absolute, and relative resolved against its package), read from its AST."""
+    import ast
+
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")
+            if node.level:
+                base = base[:len(base) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)  # `from advisor import cli`
+    return names
+
+
+def forbidden_imports(files, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
+    found = {}
+    for path in files:
+        hits = sorted(m for m in imported_modules(path) if any(m == f or m.startswith(f + ".") for f in forbidden))
+        if hits:
+            found[str(path.relative_to(ROOT))] = hits
+    return found
+
+
+def test_the_app_imports_nothing_from_the_cli():
+    """The app builds settings through the engine (advisor.settings), never through the CLI's argument parser."""
+    files = sorted((ROOT / "advisor" / "tui").rglob("*.py"))
+    assert len(files) > 5 and imported_modules(ROOT / "advisor" / "tui" / "app.py")  # something to check
+    assert forbidden_imports(files, ("advisor.cli",)) == {}
+
+
+def test_the_engine_files_import_no_ui_app_or_cli():
+    """The same rule as the fresh-interpreter walk, read from every engine file's source, function-level imports
+    included (the walk only sees what importing a module runs)."""
+    files = [p for p in sorted((ROOT / "advisor").rglob("*.py"))
+             if not any(p.is_relative_to(ROOT / "advisor" / part) for part in ("tui", "cli.py"))]
+    assert len(files) > 20
+    assert forbidden_imports(files, ("textual", "rich", "advisor.tui", "advisor.cli")) == {}

@@ -208,3 +208,20 @@ def test_host_detection_lists_every_gpu(fake_cuda, monkeypatch):
     assert host.type == "cuda" and host.count == 2 and host.memories == [80 * GIB] * 2
     assert "Fake H100" in host.describe() and host.bf16 and host.capabilities == [(9, 0)] * 2
     assert dev.detect("cpu").type == "cpu"
+
+
+def test_the_default_strategy_runs_on_the_jobs_device_not_always_the_cpu(fake_cuda, monkeypatch):
+    """A plugin's plain WorkerStrategy takes the job's device: ``cuda:1`` for a lone process, ``cuda:LOCAL_RANK``
+    under a launcher, the CPU for a CPU job."""
+    from advisor.job import TrialJob
+
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: fake_cuda.append(("set_device", (device,), {})))
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    strategy = WorkerStrategy()
+    strategy.setup(TrialJob(kind="probe", workload="digits-mlp", per_device_batch=8, device="cuda:1"))
+    assert strategy.device == torch.device("cuda", 1) and devices_of(fake_cuda, "set_device") == [strategy.device]
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    strategy.setup(TrialJob(kind="probe", workload="digits-mlp", per_device_batch=8, device="cuda"))
+    assert strategy.device == torch.device("cuda", 3)
+    strategy.setup(TrialJob(kind="probe", workload="digits-mlp", per_device_batch=8, device="cpu"))
+    assert strategy.device == torch.device("cpu")

@@ -53,7 +53,7 @@ def test_the_ddp_noise_hook_measures_the_known_noise_scale_of_least_squares(ddp)
     error here is about 5%, so a hook that averaged wrongly (norms of the summed gradient, a missing
     division, the local norm read after the all-reduce) lands far outside 15%.
     """
-    from advisor.noise import analytic_linear_regression_b_simple
+    from conftest import analytic_linear_regression_b_simple
 
     known = runpy.run_path(str(KNOWN_ANSWERS))
     expected = analytic_linear_regression_b_simple(known["DIM"], known["DISTANCE_SQ"], known["NOISE_VAR"])
@@ -63,6 +63,13 @@ def test_the_ddp_noise_hook_measures_the_known_noise_scale_of_least_squares(ddp)
     assert (noise["b_small"], noise["b_big"], noise["steps"]) == (32, 64, 200)
     assert noise["g_true_sq"] == pytest.approx(known["DISTANCE_SQ"], rel=0.15)
     assert noise["b_simple"] == pytest.approx(expected, rel=0.15)
+    # Each measured step travels with the result, so the engine bootstraps an interval over them.
+    from advisor.noise import GradNormSample, estimate_noise
+
+    assert len(noise["small_sq_steps"]) == len(noise["big_sq_steps"]) == 200 and noise["skipped"] == 0
+    estimate = estimate_noise([GradNormSample(**{k: tuple(v) if isinstance(v, list) else v for k, v in noise.items()
+                                                 if k in GradNormSample.__dataclass_fields__})])
+    assert estimate.low <= expected <= estimate.high and estimate.value == pytest.approx(noise["b_simple"])
 
 
 def test_accumulation_matches_one_plain_big_batch_step(ddp):

@@ -7,6 +7,8 @@ on known inputs.
 
 from __future__ import annotations
 
+import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -43,6 +45,7 @@ class StubRunner:
         self.evals = evals
         self.unsupported = set(unsupported)
         self.calls: list[tuple] = []
+        self.runs: list[dict] = []  # every train() call's settings
         self.ledger: list[TrialRecord] = []
         self.model_info = {"parameters": 1000, "has_batchnorm": False}
         self.env, self.options = {}, {}
@@ -61,8 +64,10 @@ class StubRunner:
                           "" if fits else "DefaultCPUAllocator: can't allocate memory")
 
     def train(self, phase, per_device, steps, lr, warmup_steps=0, accumulation=1, evaluate=False,
-              precision="fp32", eval_points=1):
+              precision="fp32", eval_points=1, seed=0):
         self.calls.append((phase, per_device, precision))
+        self.runs.append(dict(phase=phase, per_device=per_device, steps=steps, lr=lr, warmup_steps=warmup_steps,
+                              seed=seed))
         peak = self.peak(per_device, precision)
         g = per_device * self.nproc
         if peak > self.budget or precision in self.unsupported:
@@ -148,35 +153,118 @@ def record(batch, metric, train_seconds, evals=(), throughput=None):
 
 def test_sweep_best_validation_wins():
     rows = [record(32, 0.90, 1), record(64, 0.95, 2), record(128, 0.91, 4)]
-    assert decide_sweep(rows, 64, 10, 200)[0] == 64
+    assert decide_sweep(rows, 64, 10, 200).chosen == 64
+
+
+def seeds(*rows):
+    """The same runs again under seed 1 (a tie's rerun)."""
+    return [*rows, *(replace(r, seed=1) for r in rows)]
 
 
 def test_sweep_tie_goes_to_the_run_that_reached_the_metric_first_not_the_fastest_samples_per_second():
     # Regression: on tiny data every run hits 1.0; the tie went to the most samples/s at equal steps.
-    rows = [record(32, 1.0, 3.0, [{"step": 50, "train_seconds": 0.5, "val_metric": 1.0}]),
-            record(64, 1.0, 4.0, [{"step": 50, "train_seconds": 1.1, "val_metric": 0.99}]),
-            record(4096, 1.0, 30.0, [{"step": 50, "train_seconds": 8.0, "val_metric": 1.0}], throughput=1e6)]
-    chosen, why = decide_sweep(rows, 64, 3, 200)
-    assert chosen == 32 and "least training time" in why
+    rows = seeds(record(32, 1.0, 3.0, [{"step": 50, "train_seconds": 0.5, "val_metric": 1.0}]),
+                 record(64, 1.0, 4.0, [{"step": 50, "train_seconds": 1.1, "val_metric": 0.99}]),
+                 record(4096, 1.0, 30.0, [{"step": 50, "train_seconds": 8.0, "val_metric": 1.0}], throughput=1e6))
+    verdict = decide_sweep(rows, 64, 3, 200)
+    assert verdict.chosen == 32 and verdict.equal_within_noise and "fastest to reach" in verdict.reason
     assert time_to_reach(rows[1], 0.995, True) == 4.0  # never reached at a checkpoint: the run's end
 
 
 def test_sweep_tie_prefers_runs_inside_the_noise_scale():
-    rows = [record(64, 1.0, 5.0), record(512, 1.0, 1.0)]
-    chosen, why = decide_sweep(rows, 64, 3, 200, noise_scale=100, world_size=2)
-    assert chosen == 64 and "noise scale" in why
+    rows = seeds(record(64, 1.0, 5.0), record(512, 1.0, 1.0))
+    verdict = decide_sweep(rows, 64, 3, 200, noise_scale=100, world_size=2)
+    assert verdict.chosen == 64 and "noise scale" in verdict.reason
 
 
 def test_sweep_below_chance_keeps_the_trial_choice():
     rows = [record(32, 0.11, 1), record(64, 0.12, 1)]
-    chosen, why = decide_sweep(rows, 64, 10, 200)
-    assert chosen == 64 and "chance" in why
+    verdict = decide_sweep(rows, 64, 10, 200)
+    assert verdict.chosen == 64 and "chance" in verdict.reason
 
 
 def test_sweep_with_nothing_to_run_says_so_and_oom_says_oom():
-    assert "no candidate" in decide_sweep([], 4, 10, 200)[1].lower()
+    assert "no candidate" in decide_sweep([], 4, 10, 200).reason.lower()
     oom = TrialRecord("sweep", 8, 1, 1, 8, "oom", 1.0)
-    assert "ran out of memory" in decide_sweep([oom], 4, 10, 200)[1]
+    assert "ran out of memory" in decide_sweep([oom], 4, 10, 200).reason
+
+
+def test_the_tie_threshold_comes_from_the_validation_sets_size():
+    # Regression: a "tie" was 0.005 accuracy whatever the validation set's size.
+    rows = [record(32, 0.93, 1.0), record(64, 0.90, 0.5)]
+    small = decide_sweep(rows, 64, 10, 200, val_size=300)  # +-0.03 on 300 samples: 0.03 apart is noise
+    assert small.tied == [32, 64] and not small.equal_within_noise and "another seed" in small.reason
+    large = decide_sweep(rows, 64, 10, 200, val_size=20_000)  # +-0.004: 0.03 apart is real
+    assert large.chosen == 32 and large.tied == [32] and "outside the others' noise" in large.reason
+    spread = {c.per_device: c.spread for c in small.candidates}
+    assert spread[32] == pytest.approx(1.96 * (0.93 * 0.07 / 300) ** 0.5)
+    assert "0.930 ± 0.029" in small.reason and "binomial interval over the 300 validation samples" in small.reason
+
+
+def test_a_tie_that_survives_a_second_seed_is_equal_within_noise_and_names_its_rule():
+    first = [record(32, 0.93, 2.0), record(64, 0.90, 1.0)]
+    second = [replace(first[0], val_metric=0.92, seed=1), replace(first[1], val_metric=0.91, seed=1)]
+    verdict = decide_sweep(first + second, 64, 10, 200, val_size=300)
+    assert verdict.equal_within_noise and verdict.chosen == 64  # the faster of two equal ones
+    assert verdict.tie_rule.startswith("fastest") and "equal within noise after 2 seeds" in verdict.reason
+    assert {c.per_device: len(c.values) for c in verdict.candidates} == {32: 2, 64: 2}
+    assert "equal within noise" in verdict.headline
+
+
+def test_a_loss_ranked_tie_uses_the_spread_across_checkpoints():
+    def by_loss(batch, losses):
+        evals = [{"step": i, "train_seconds": i, "val_loss": v} for i, v in enumerate(losses, 1)]
+        return TrialRecord("sweep", batch, 1, 1, batch, "ok", 1.0, val_loss=losses[-1], train_seconds=4.0,
+                           evals=evals)
+
+    settled = [by_loss(32, [0.9, 0.5, 0.41, 0.40]), by_loss(64, [0.9, 0.6, 0.45, 0.44])]
+    assert decide_sweep(settled, 64, None, 200).tied == [32]  # 0.04 apart, each moving 0.01: 32 wins
+    jumpy = [by_loss(32, [0.9, 0.5, 0.30, 0.40]), by_loss(64, [0.9, 0.6, 0.55, 0.44])]
+    assert decide_sweep(jumpy, 64, None, 200).tied == [32, 64]  # moving by 0.1 between checkpoints: a tie
+
+
+def test_a_diverged_run_never_wins_and_is_named():
+    # Regression: a NaN loss went unflagged (and a NaN validation loss broke the ranking).
+    nan = float("nan")
+    rows = [record(32, 0.90, 1.0), replace(record(64, 0.99, 1.0), final_loss=nan, losses=[2.0, nan])]
+    verdict = decide_sweep(rows, 64, 10, 200, val_size=20_000)
+    assert verdict.chosen == 32 and verdict.diverged == [64]
+    assert "Diverged (a NaN/inf loss or metric; never a pick): 64 per device" in verdict.reason
+    by_loss = [TrialRecord("sweep", b, 1, 1, b, "ok", 1.0, val_loss=v, train_seconds=1.0)
+               for b, v in ((32, 0.5), (64, nan))]
+    assert decide_sweep(by_loss, 64, None, 200).chosen == 32
+    everything = decide_sweep([rows[1]], 32, 10, 200)
+    assert everything.chosen == 32 and "Every sweep run diverged" in everything.reason
+
+
+def test_the_sweep_runs_at_equal_samples_with_planned_warmups_and_reruns_only_a_tie_with_a_second_seed():
+    # Regression: every candidate ran the same steps (the double batch saw 4x the half's samples), its warmup
+    # squeezed into a quarter of them, one seed decided, and the recipe could not say "equal within noise".
+    from advisor.method import lr_for, warmup_for
+    from advisor.report import build_recipe, json_summary
+
+    adapter = load_adapter("ddp")
+    s = settings(nproc=2, sweep_steps=40)
+    runner = StubRunner(saturate=None, val=lambda batch: {8: 0.80, 16: 0.95, 32: 0.94}[batch])
+    session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=runner)
+    session.ceiling()
+    outcome = session.sweep(16)
+    runs = [r for r in runner.runs if r["phase"] == "sweep"]
+    assert [(r["per_device"], r["seed"]) for r in runs] == [(8, 0), (16, 0), (32, 0), (16, 1), (32, 1)]
+    assert {r["per_device"]: r["steps"] for r in runs} == {8: 80, 16: 40, 32: 20}  # 1280 samples each
+    assert outcome.samples == 1280
+    planned = {b: warmup_for(session.info, lr_for(session.info, b * 2)).steps for b in (8, 16, 32)}
+    assert all(r["warmup_steps"] == planned[r["per_device"]] for r in runs)
+    assert any(planned[r["per_device"]] > r["steps"] // 4 for r in runs)  # not squeezed into a quarter
+    verdict = outcome.verdict
+    assert verdict.equal_within_noise and verdict.tied == [16, 32] and outcome.chosen == 16  # the faster one
+    assert "equal within noise" in outcome.reason and "8: 0.800 ±" in outcome.reason
+    result = session.finish()
+    recipe_sweep = build_recipe(result)["method"]["sweep"]
+    assert recipe_sweep["equal_within_noise"] is True and recipe_sweep["tie_rule"].startswith("fastest")
+    assert recipe_sweep["verdict"].startswith("equal within noise") and recipe_sweep["pick"] == 16
+    assert [c["seeds"] for c in recipe_sweep["spread"]] == [1, 2, 2] and recipe_sweep["samples_per_run"] == 1280
+    assert json_summary(result, None)["sweep"] == recipe_sweep
 
 
 def test_subset_sweep_with_a_ceiling_below_eight_falls_back_to_half_chosen_double():
@@ -245,6 +333,60 @@ def test_session_runs_step_by_step_redoes_and_invalidates():
     assert session.trial_outcome is None and session.sweep_outcome is None and session.result is None
     with pytest.raises(Exception, match="sweep"):
         session.finish()
+
+
+class LedgerStubRunner(StubRunner):
+    """StubRunner whose probes land in the ledger (as the real runner's do) and whose runs estimate a noise
+    scale, numbered so a test sees which walk a row came from."""
+
+    STEPS = 5  # measured noise steps each training run reports
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.trained = 0
+
+    def probe(self, batch, purpose, precision="fp32"):
+        trial = super().probe(batch, purpose, precision)
+        self.ledger.append(TrialRecord("ceiling", batch, self.nproc, 1, batch * self.nproc, trial.status, 0.01,
+                                       precision=precision, peak_bytes=trial.peak_bytes, note=f"{purpose} probe"))
+        return trial
+
+    def train(self, *args, **kw):
+        record = super().train(*args, **kw)
+        self.trained += 1
+        # Per-step norms of a known B_simple (|G|^2 = 1, tr(Sigma) = 32 at b = 32 vs 64), slightly different per run.
+        small = [2.0 + 0.01 * self.trained + 0.001 * i for i in range(self.STEPS)]
+        record.gradient_norms = dict(small_sq=small[0], big_sq=1.5, b_small=32, b_big=64, steps=self.STEPS,
+                                     small_sq_steps=small, big_sq_steps=[1.5] * self.STEPS)
+        return record
+
+
+def test_a_redo_drops_the_superseded_walk_from_the_ledger_and_the_noise_scale():
+    adapter = load_adapter("ddp")
+    s = settings()
+    runner = LedgerStubRunner(saturate=None)
+    session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=runner)
+    session.ceiling()
+    probes = [r for r in runner.ledger if r.phase == "ceiling"]
+    session.choose_start(32)
+    session.trial()
+    first_sweep = session.sweep()
+    second_sweep = session.sweep()  # redone: the first sweep's rows no longer count
+    result = session.finish()
+    sweep_rows = [r for r in result.ledger if r.phase == "sweep"]
+    assert len(sweep_rows) == len(second_sweep.rows) == len(first_sweep.rows)  # a tie's second seed included
+    assert not any(r is old for r in sweep_rows for old in first_sweep.rows)
+    current = [r for r in result.ledger if r.phase in ("trial", "sweep")]
+    healthy = [r for r in current if r.losses and r.losses[-1] < r.losses[0]]
+    assert healthy and result.noise.steps == LedgerStubRunner.STEPS * len(healthy)  # no superseded run's steps
+    assert f"over {result.noise.steps} steps of {len(healthy)} run(s)" in result.noise_reason
+    assert len(runner.ledger) > len(result.ledger)  # the runner keeps every run; the recipe the current walk
+    # A new headroom that reuses the probes keeps their rows; the trial and sweep rows all go.
+    session.ceiling(headroom=0.3, reuse_probes=True)
+    assert all(r is p for r, p in zip(session.ledger, probes))  # kept, in order; a new edge may add probes
+    assert all(r.phase == "ceiling" for r in session.ledger)
+    session.ceiling()  # probed again: only the new probes count
+    assert not any(r is old for r in session.ledger for old in probes) and session.ledger
 
 
 def test_setup_is_validated_before_anything_runs():

@@ -49,6 +49,26 @@ def test_existing_recipe_is_never_overwritten_without_force(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
+def test_recipes_are_written_readable_by_others_and_a_replaced_one_keeps_its_mode(tmp_path):
+    import os
+    import stat
+
+    old_umask = os.umask(0o022)
+    try:
+        path = tmp_path / "r.toml"
+        write_recipe(minimal(), path)
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644  # like any file a user commits, not mkstemp's 0600
+        path.chmod(0o664)  # a committed example keeps its mode when `make run` rewrites it with --force
+        write_recipe(minimal(per_device=8, accumulation_steps=4), path, force=True)
+        assert stat.S_IMODE(path.stat().st_mode) == 0o664
+        os.umask(0o077)  # the user's umask still decides for a new file
+        private = tmp_path / "private.toml"
+        write_recipe(minimal(), private)
+        assert stat.S_IMODE(private.stat().st_mode) == 0o600
+    finally:
+        os.umask(old_umask)
+
+
 def test_an_invalid_recipe_is_not_written(tmp_path):
     path = tmp_path / "r.toml"
     with pytest.raises(RecipeError, match="batch.global"):

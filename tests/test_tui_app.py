@@ -5,12 +5,16 @@ Real processes run only in tests/test_tui_real.py; here every step takes millise
 
 from __future__ import annotations
 
+import asyncio
+import os
+import time
+
 import pytest
-from tui_stub import screen_text, stub_app, wait_for, walk_to
+from tui_stub import CHECK_TIMEOUT, cut_cells, run_step, screen_text, stub_app, wait_for, walk_to
 
 from advisor.recipe import check_recipe
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.timeout(300)
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 
 
@@ -133,16 +137,19 @@ async def test_a_workload_that_fails_to_import_is_reported_on_setup(tmp_path):
     broken.write_text("import no_such_package_anywhere\n\ndef workload():\n    pass\n")
     app = stub_app(workload=f"{broken}:workload")
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: "checking" not in screen_text(app, "#workload-status"), what="the check")
+        await wait_for(pilot, lambda: "checking" not in screen_text(app, "#workload-status"), CHECK_TIMEOUT, "the check")
         status = screen_text(app, "#workload-status")
         assert "Cannot import the workload module" in status and "no_such_package_anywhere" in status
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: app.screen.query_one(".error-panel").has_class("shown"), what="the refusal")
         assert "no_such_package_anywhere" in screen_text(app, ".error-panel")
         assert app.session is None and app.screen.name == "setup"
-        # Fixing the field is enough: validation follows the typing.
-        app.screen.query_one("#workload").value = "digits-mlp"
-        await wait_for(pilot, lambda: "✓" in screen_text(app, "#workload-status"), what="the good workload")
+        # Fixing the field and pressing Enter is enough: the accepted value is checked.
+        field = app.screen.query_one("#workload")
+        field.value = "digits-mlp"
+        field.focus()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "✓" in screen_text(app, "#workload-status"), CHECK_TIMEOUT, "the good workload")
 
 
 async def test_a_malformed_workload_spec_is_flagged_as_you_type():
@@ -164,6 +171,20 @@ async def test_diagnose_shows_the_finding_its_evidence_and_actions():
         evidence = screen_text(app, "#evidence")
         assert "line 77" in evidence and "DefaultCPUAllocator: can't allocate" in evidence  # the quoted OOM line
         assert "1." in screen_text(app, "#actions")
+
+
+async def test_the_overfitting_plot_shows_the_validation_loss_beside_the_training_loss():
+    from advisor.tui.app import create_app
+
+    app = create_app(diagnose_logs=[str(ROOT / "tests" / "corpus" / "logs" / "hf_overfit.log")])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.screen.name == "diagnose" and app.screen.findings, what="the findings")
+        kinds = [finding.kind for _, finding in app.screen.findings]
+        app.screen.query_one("#findings").highlighted = kinds.index("overfitting")
+        await pilot.pause(0.2)
+        chart = app.screen.query_one("#curve")
+        assert not chart.has_class("hidden")
+        assert {"train_loss", "val_loss"} <= set(chart.series)  # the curve that shows the problem is drawn
 
 
 async def test_diagnose_names_a_missing_log():
@@ -240,7 +261,7 @@ async def test_setup_runs_the_workload_check_so_a_nan_loss_is_named_before_anyth
     # The same check as `advisor workloads --check`: it imports fine, but its first loss is NaN.
     app = stub_app(workload=f"{ROOT / 'tests' / 'workloads' / 'bad_v2.py'}:nan_at_step_one")
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: "checking" not in screen_text(app, "#workload-status"), what="the check")
+        await wait_for(pilot, lambda: "checking" not in screen_text(app, "#workload-status"), CHECK_TIMEOUT, "the check")
         assert "loss is nan at step 1" in screen_text(app, "#workload-status")
         assert app.screen.workload is None
 
@@ -266,3 +287,157 @@ def test_the_ceiling_screen_says_the_cap_not_memory_set_a_ceiling_no_probe_ran_o
     bounded = search_ceiling(big_model, 128 * 2**20, 0.15, max_batch=719, cap_reason="the training set's share")
     rows = {label: value for label, value, _ in ceiling_numbers(bounded, None)}
     assert "Set by" not in rows and rows["Memory that really fits"].endswith("MiB") and rows["Headroom"] == "15%"
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
+async def test_the_sweep_table_shows_every_digit_at_both_sizes(size):
+    # Throughput up to five digits (samples/s 14347 showed as 1434 at 120x40; val acc as `0.` at 80x24).
+    app = stub_app(runner_kwargs={"saturate": 100_000, "rate": 250})
+    async with app.run_test(size=size) as pilot:
+        await walk_to(pilot, "sweep")
+        await run_step(pilot, "sweep")
+        table = app.screen.query_one("#runs")
+        assert table.row_count >= 2
+        throughputs = [table.get_row_at(i)[6] for i in range(table.row_count)]
+        assert any(len(value) >= 5 for value in throughputs), throughputs  # the case that was cut
+        assert cut_cells(table) == []
+        assert cut_cells(app.screen.query_one("#numbers DataTable")) == []  # "val acc 0.750", not "val acc 0.7"
+
+
+async def test_starting_value_enter_applies_the_typed_value_and_enter_explains_one_number_after_another():
+    from advisor.tui.screens.help import ExplainScreen
+
+    app = stub_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await walk_to(pilot, "start")
+        await run_step(pilot, "start")
+        intro = screen_text(app, ".intro")
+        assert "then r" not in intro and "press Enter" in intro  # r typed into the field is a digit's neighbour
+        app.screen.query_one("#per-device").focus()
+        await pilot.press("1", "6", "enter")
+        await wait_for(pilot, lambda: "start" in app.done and app.session.start.per_device == 16, what="16 applied")
+        app.screen.query_one("#numbers DataTable").focus()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ExplainScreen), what="the explanation")
+        assert app.screen.title_text.startswith("Starting value per device")
+        await pilot.press("escape")
+        await pilot.pause(0.2)
+        await pilot.press("down", "enter")  # the next number, not the next step
+        await wait_for(pilot, lambda: isinstance(app.screen, ExplainScreen), what="the second explanation")
+        assert app.screen.title_text.startswith("Per-device cap")
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert app.screen.name == "start"
+
+
+async def test_the_builtin_list_starts_on_the_current_workload_and_says_what_enter_picked():
+    app = stub_app(workload="digits-mlp")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: "✓" in screen_text(app, "#workload-status"), CHECK_TIMEOUT, "the check")
+        assert "Enter" not in str(app.screen.query_one("#start").label)  # Enter in the list does not start
+        listing = app.screen.query_one("#builtins")
+        names = list(app.screen.builtins)
+        assert listing.highlighted == names.index("digits-mlp")
+        listing.focus()
+        await pilot.press("enter")  # on the current value: nothing swapped, and it says so
+        await pilot.pause(0.2)
+        assert app.screen.query_one("#workload").value == "digits-mlp"
+        assert any("digits-mlp (unchanged)" in n.message for n in app._notifications)
+        listing.focus()
+        other = next(i for i, name in enumerate(names) if name != "digits-mlp")
+        listing.highlighted = other
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert app.screen.query_one("#workload").value == names[other]
+        assert any(f"{names[other]} (was digits-mlp)" in n.message for n in app._notifications)
+
+
+async def test_setup_errors_name_the_form_fields_and_every_problem_at_once():
+    app = stub_app(device_memory="lots")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: "✓" in screen_text(app, "#workload-status"), CHECK_TIMEOUT, "the check")
+        app.screen.query_one("#base-lr").value = "-1"
+        app.screen.query_one("#nproc").value = "0"
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.screen.query_one(".error-panel").has_class("shown"), what="the refusal")
+        error = screen_text(app, ".error-panel")
+        # The unreadable memory no longer hides the rest: all three are named, by their labels.
+        assert "Memory per device" in error and "'lots'" in error
+        assert '"Processes" must be at least 1' in error
+        assert '"LR used today" must be positive' in error
+        assert "--" not in error, error
+
+
+def test_no_internal_words_in_the_engines_user_facing_strings():
+    """The app shows the engine's messages: no "the brief", no "DOMAIN 3" (docstrings and comments may)."""
+    import ast
+    import re
+
+    found = []
+    for path in (ROOT / "advisor").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)
+                      and isinstance(node.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+                    and re.search(r"\bthe brief\b|\bDOMAIN\b", node.value)):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value[:60]}")
+    assert found == []
+
+
+SLOW_WORKLOAD = """
+import os
+import time
+from pathlib import Path
+
+Path(os.environ["PID_DIR"], f"{os.getpid()}.pid").write_text("")  # the check's process, for the test
+time.sleep(120)  # a workload that tokenises or downloads at import
+
+
+def workload():
+    raise AssertionError("never reached")
+"""
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_the_workload_check_runs_once_per_accepted_value_in_a_process_that_cancel_kills(tmp_path,
+                                                                                           monkeypatch):
+    import advisor.workload_check as workload_check
+
+    checked = []
+    real = workload_check.check_in_process
+    monkeypatch.setattr(workload_check, "check_in_process", lambda spec, **kw: checked.append(spec) or real(spec, **kw))
+    monkeypatch.setenv("PID_DIR", str(tmp_path))
+    slow = tmp_path / "slow.py"
+    slow.write_text(SLOW_WORKLOAD)
+    spec = f"{slow}:workload"
+    app = stub_app(workload=spec)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: list(tmp_path.glob("*.pid")), CHECK_TIMEOUT, "the check's process")
+        first = int(next(tmp_path.glob("*.pid")).stem)
+        assert first != os.getpid() and checked == [spec]  # a child process, not the UI's
+        await pilot.press("end", "x")  # an edit cancels the running check: its process is killed
+        await wait_for(pilot, lambda: not _alive(first), 15, "the cancelled check's process to end")
+        await pilot.press("backspace")  # edits only: no check until the value is accepted
+        await pilot.pause(0.5)
+        assert checked == [spec] and "Enter" in screen_text(app, "#workload-status")
+        await pilot.press("enter")  # Enter on a value not yet checked checks it; it does not start
+        await wait_for(pilot, lambda: len(list(tmp_path.glob("*.pid"))) == 2, CHECK_TIMEOUT, "the second check")
+        second = next(int(p.stem) for p in tmp_path.glob("*.pid") if int(p.stem) != first)
+        assert checked == [spec, spec] and app.screen.name == "setup"
+    # Quitting the app while a check runs leaves no orphan.
+    deadline = time.monotonic() + 15
+    while _alive(second) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    assert not _alive(second)

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tui_stub import run_step, screen_text, stub_app, wait_for, walk_to
+from tui_stub import CHECK_TIMEOUT, run_step, screen_text, stub_app, wait_for, walk_to
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.timeout(400)
 SIZE = (120, 40)
 CORPUS_LOG = Path(__file__).resolve().parent / "corpus" / "logs" / "hf_overfit.log"
 
@@ -48,7 +48,7 @@ def at_step(step: str, run: bool = True):
 
 async def setup_checked(pilot) -> None:
     await pilot.pause()
-    await wait_for(pilot, lambda: "✓" in screen_text(pilot.app, "#workload-status"), what="the check")
+    await wait_for(pilot, lambda: "✓" in screen_text(pilot.app, "#workload-status"), CHECK_TIMEOUT, "the check")
     await steady(pilot, "setup")
 
 
@@ -70,6 +70,12 @@ def test_trial_run_screen(snap_compare):
 
 def test_sweep_screen(snap_compare):
     assert snap_compare(stub_app(), terminal_size=SIZE, run_before=at_step("sweep"))
+
+
+def test_sweep_screen_at_80x24(snap_compare):
+    """The smallest supported terminal: the runs table still shows every digit (tests/test_tui_app.py reads it)."""
+    assert snap_compare(stub_app(runner_kwargs={"saturate": 100_000, "rate": 250}), terminal_size=(80, 24),
+                        run_before=at_step("sweep"))
 
 
 def test_recipe_screen(snap_compare):

@@ -172,7 +172,7 @@ HOST_READS = ("item", "tolist", "__float__", "__int__", "__bool__", "cpu")
 def test_the_noise_hook_never_reads_a_number_back_to_the_host(one_rank_group, monkeypatch):
     from torch.nn.parallel import DistributedDataParallel
 
-    from advisor_adapters.ddp_worker import GradNoiseMeter, _noise_allreduce_hook
+    from advisor.process_group import GradNoiseMeter, _noise_allreduce_hook
 
     torch.manual_seed(0)
     ddp = DistributedDataParallel(nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1)))
@@ -199,3 +199,28 @@ def test_the_noise_hook_never_reads_a_number_back_to_the_host(one_rank_group, mo
     squared = sum(float(g.double().pow(2).sum()) for g in grads)
     assert float(meter.state["global_sq"]) == pytest.approx(2 * squared, rel=1e-5)
     assert float(meter.state["local_sq"]) == pytest.approx(2 * squared, rel=1e-5)
+
+
+def test_the_noise_meter_keeps_each_step_divides_out_the_loss_scale_and_skips_overflow(one_rank_group):
+    """Three steps on the same batch: plain, under a loss scale of 8 (as a GradScaler runs fp16), and one
+    whose gradients overflowed. The first two report the same |g|^2; the third is left out and counted."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    from advisor_adapters.ddp_worker import GradNoiseMeter, _noise_allreduce_hook
+
+    torch.manual_seed(0)
+    ddp = DistributedDataParallel(nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1)))
+    meter = GradNoiseMeter()
+    ddp.register_comm_hook(meter.state, _noise_allreduce_hook)
+    meter.measuring, meter.batch_small = True, 16
+    x, y = torch.randn(16, 8), torch.randn(16, 1)
+    for scale in (1.0, 8.0, float("inf")):
+        meter.sample(True, scale if scale != float("inf") else 1.0)
+        (nn.functional.mse_loss(ddp(x), y) * scale).backward()
+        if scale == 1.0:
+            squared = sum(float(p.grad.double().pow(2).sum()) for p in ddp.parameters())
+        ddp.zero_grad()
+    sample = meter.gradient_norms(torch.device("cpu"), 1)
+    assert sample.steps == 2 and sample.skipped == 1
+    assert sample.small_sq_steps == pytest.approx((squared, squared), rel=1e-5)
+    assert sample.big_sq_steps == pytest.approx((squared, squared), rel=1e-5)

@@ -65,7 +65,7 @@ def test_invalid_workload_fields(tmp_path):
 def test_registry_loads_ddp():  # listing without importing: tests/test_architecture.py
     assert available_adapters()["ddp"] == "advisor_adapters.ddp:DDPAdapter"
     adapter = load_adapter("ddp")
-    assert isinstance(adapter, Adapter) and adapter.capabilities.supports_accumulation
+    assert isinstance(adapter, Adapter) and adapter.capabilities.multi_process
     assert "torch.distributed.run" in adapter.command("/tmp/job.json", 2)
 
 
@@ -84,8 +84,8 @@ def test_a_broken_plugin_warns_and_the_rest_keep_working(monkeypatch, capsys):
                                    load=lambda: (_ for _ in ()).throw(ImportError("no module named no_such_pkg")))
     real = list(registry.entry_points(group=registry.ENTRY_POINT_GROUP))
     monkeypatch.setattr(registry, "entry_points", lambda group: real + [broken])
-    rows = dict(registry.describe_adapters())
-    assert "ddp" in rows and "broken" not in rows
+    rows = {row.name: row for row in registry.adapter_statuses()}
+    assert rows["ddp"].available and not rows["broken"].available
     assert "failed to import" in capsys.readouterr().err
 
 

@@ -12,14 +12,16 @@ from advisor.events import EvalPoint, ProbeFinished, RunStarted, TrialFinished, 
 from advisor.ledger import TrialRecord
 
 MIB = 1024 * 1024
+CHECK_TIMEOUT = 120  # the Setup's workload check and the first Start import torch (a child process, then the app)
 
 
 class EventStubRunner:
     def __init__(self, emit, nproc=2, fixed=20 * MIB, per_sample=int(0.5 * MIB), budget=128 * MIB, saturate=4000,
-                 fail_probe_at=None):
+                 fail_probe_at=None, rate=50):
         self.emit, self.nproc = emit, nproc
         self.fixed, self.per_sample, self.budget, self.saturate = fixed, per_sample, budget, saturate
         self.fail_probe_at = fail_probe_at
+        self.rate = rate  # samples/s per sample of global batch, until ``saturate``
         self.ledger: list[TrialRecord] = []
         self.model_info = {"parameters": 12_345, "has_batchnorm": False}
         self.env, self.options = {"MALLOC_MMAP_THRESHOLD_": "65536"}, {}
@@ -44,7 +46,7 @@ class EventStubRunner:
         return trial
 
     def train(self, phase, per_device, steps, lr, warmup_steps=0, accumulation=1, evaluate=False,
-              precision="fp32", eval_points=1):
+              precision="fp32", eval_points=1, seed=0):
         g = per_device * self.nproc * accumulation
         self.emit(RunStarted(phase, per_device, self.nproc, accumulation, steps, precision, lr))
         peak = self.peak(per_device, precision)
@@ -52,7 +54,7 @@ class EventStubRunner:
             record = TrialRecord(phase, per_device, self.nproc, accumulation, g, "oom", 0.5, lr=lr,
                                  precision=precision, steps=steps, note="out of memory")
         else:
-            throughput = float(min(g * 50, self.saturate))
+            throughput = float(min(g * self.rate, self.saturate))
             step_seconds = g / throughput
             losses = []
             for step in range(1, steps + 1):
@@ -70,7 +72,7 @@ class EventStubRunner:
                     self.emit(EvalPoint(phase, per_device, at, round(at * step_seconds, 3), round(1 - value, 3),
                                         value))
             record = TrialRecord(phase, per_device, self.nproc, accumulation, g, "ok", round(steps * step_seconds, 3),
-                                 lr=lr, warmup_steps=warmup_steps, precision=precision, steps=steps,
+                                 lr=lr, warmup_steps=warmup_steps, precision=precision, steps=steps, seed=seed,
                                  peak_bytes=int(peak), step_seconds=step_seconds, throughput=throughput,
                                  final_loss=losses[-1], val_loss=(1 - metric) if evaluate else None,
                                  val_metric=metric, train_seconds=round(steps * step_seconds, 3), losses=losses,
@@ -123,11 +125,15 @@ def screen_text(app, selector: str) -> str:
 async def start_walk(pilot, timeout: float = 60.0):
     """On Setup: wait for the workload check, then Start; returns on the Memory ceiling screen."""
     app = pilot.app
+    # The check runs in a child process that imports torch: on a loaded machine that alone takes a while.
     await wait_for(pilot, lambda: screen_text(app, "#workload-status").strip() and "checking" not in screen_text(
-        app, "#workload-status"), timeout, "the workload check")
+        app, "#workload-status"), max(timeout, CHECK_TIMEOUT), "the workload check")
     await pilot.press("ctrl+r")
-    await wait_for(pilot, lambda: app.session is not None and app.screen.name == "ceiling", timeout,
+    await wait_for(pilot, lambda: app.session is not None and app.screen.name == "ceiling", max(timeout, CHECK_TIMEOUT),
                    "the Setup check to finish")
+    # The first Start imports the workload in the app's process (its check ran in a child): a key pressed
+    # before the new screen has focused its Run button is lost, as it would be for a user.
+    await wait_for(pilot, lambda: app.screen.focused is not None, timeout, "the ceiling screen to be ready")
 
 
 async def run_step(pilot, step: str, timeout: float = 60.0):
@@ -155,3 +161,21 @@ async def walk_to(pilot, target: str, timeout: float = 60.0):
         await pilot.press("n")
         await wait_for(pilot, lambda: app.screen.name != step, timeout, f"leaving {step}")
     await pilot.pause(0.2)
+
+
+def rendered_lines(widget) -> list[str]:
+    """The text a line-API widget (a DataTable) shows now, one string a screen row: what the user reads,
+    after any cutting by the widget's width."""
+    return ["".join(segment.text for segment in widget.render_line(y)) for y in range(widget.size.height)]
+
+
+def cut_cells(table) -> list[str]:
+    """The cells of ``table`` whose whole value does not show on screen (a value cut by its column or by the
+    table's edge shows only as its beginning)."""
+    import re
+
+    from rich.text import Text
+
+    shown = {token for line in rendered_lines(table) for token in re.split(r"[\s│|▏▕]+", line) if token}
+    values = [Text.from_markup(str(cell)).plain for index in range(table.row_count) for cell in table.get_row_at(index)]
+    return [value for value in values if value.strip() and any(t not in shown for t in value.split())]

@@ -63,7 +63,7 @@ class AdvisorApp(App):
         self.session = None
         self.adapter = None
         self.settings = None
-        self.plan_argv: list[str] = []  # `advisor plan` arguments equal to the Setup form
+        self.plan_options: dict = {}  # the Setup form's named plan options (advisor.settings)
         self.done: set[str] = set()
         self.running: str | None = None
         self._event_target = None
@@ -105,11 +105,11 @@ class AdvisorApp(App):
         self.push_screen(ExplainScreen(title, text))
 
     # -- the session --------------------------------------------------------------------------------------
-    def begin_session(self, adapter, settings, setup, argv: list[str]) -> None:
+    def begin_session(self, adapter, settings, setup, options: dict) -> None:
         """A new Setup: a new session; every step after Setup starts over."""
         from ..session import Session
 
-        self.adapter, self.settings, self.plan_argv = adapter, settings, argv
+        self.adapter, self.settings, self.plan_options = adapter, settings, options
         self._event_target = None  # the set-up notes were shown on the Setup screen already
         runner = self.runner_factory(adapter, settings, self._relay_engine_event) if self.runner_factory else None
         self.session = Session(adapter, settings, setup, self._relay_engine_event, runner=runner)

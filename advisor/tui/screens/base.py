@@ -8,7 +8,7 @@ import time
 from rich.markup import escape
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Footer, Header, Static
 
 from ..messages import SessionEvent, StepDone, StepFailed
@@ -61,12 +61,20 @@ class StepScreen(Screen):
     def running(self) -> bool:
         return self.app.running == self.STEP
 
+    def on_screen_suspend(self) -> None:
+        self._under_popup = isinstance(self.app.screen, ModalScreen)
+
     def on_screen_resume(self) -> None:
         self.query_one(StepBar).update_steps()
         done = self.STEP in self.app.done
         self.query_one("#next", Button).disabled = not done
-        # Focus a button, not a field, so the single-letter keys work at once.
-        self.query_one("#next" if done and self.NEXT else "#run", Button).focus()
+        if getattr(self, "_under_popup", False):
+            # Back from an explanation or a question: focus stays where it was (the next Enter on the numbers
+            # explains the next number; it must not press Next).
+            self._under_popup = False
+        else:
+            # Focus a button, not a field, so the single-letter keys work at once.
+            self.query_one("#next" if done and self.NEXT else "#run", Button).focus()
         if self.AUTO_RUN and self.STEP not in self.app.done and not self.app.running and self.app.reachable(self.STEP):
             self.action_run()
 

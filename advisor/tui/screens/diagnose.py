@@ -11,9 +11,12 @@ from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from ...diagnose.records import TRAIN_LOSS, VAL_LOSS
 from ..widgets import Chart
 
 SEVERITY_STYLE = {"error": "red", "warning": "yellow"}
+# Findings read off two curves show both: overfitting is validation rising while training falls.
+CURVES_BY_KIND = {"overfitting": (TRAIN_LOSS, VAL_LOSS), "slow-convergence": (TRAIN_LOSS, VAL_LOSS)}
 
 
 class DiagnosisReady(Message):
@@ -202,14 +205,16 @@ class DiagnoseScreen(Screen):
     def _plot(self, report, finding, chart: Chart) -> None:
         # The public diagnose result carries the findings, not the curves; plot them when a report has them.
         series = getattr(report, "series", None)
-        name = finding.evidence.get("series", "train_loss")
-        points = series.get(name) if isinstance(series, dict) else None
-        if not points:
+        names = CURVES_BY_KIND.get(finding.kind) or (finding.evidence.get("series", TRAIN_LOSS),)
+        curves = {name: series.get(name) for name in names} if isinstance(series, dict) else {}
+        curves = {name: points for name, points in curves.items() if points}
+        if not curves:
             chart.add_class("hidden")
             return
         chart.clear()
-        xs = [p.step if p.step is not None else index for index, p in enumerate(points)]
-        chart.set_series(name, xs, [p.value for p in points])
+        for name, points in curves.items():
+            xs = [p.step if p.step is not None else index for index, p in enumerate(points)]
+            chart.set_series(name, xs, [p.value for p in points])
         marked = flagged_range(finding.evidence)
         if marked:
             chart.vlines += [(marked[0], "red"), (marked[1], "red")]

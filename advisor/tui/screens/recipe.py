@@ -36,8 +36,22 @@ def recipe_numbers(result) -> list[tuple[str, str, str]]:
         ("SyncBatchNorm", "yes" if p.sync_batchnorm else "no", p.normalization_advice or
          ("The model has no BatchNorm." if not result.workload.has_batchnorm else "Per-device batches are large "
                                                                                    "enough for BatchNorm.")),
-        ("Noise scale", f"{result.noise_scale:.0f}" if result.noise_scale else "not estimated", result.noise_reason),
+        ("Noise scale", noise_text(result.noise) if result.noise else "unknown", result.noise_reason),
+        ("Goodput batch", goodput_text(result.goodput), result.goodput.reason if result.goodput else ""),
     ]
+
+
+def noise_text(estimate) -> str:
+    """B_simple and its interval, or "unknown"."""
+    return f"{estimate.value:.0f} ({estimate.low:.0f}-{estimate.high:.0f})" if estimate.known else "unknown"
+
+
+def goodput_text(goodput) -> str:
+    """The goodput-optimal global batch as per-device x accumulation, or why there is none."""
+    if goodput is None or goodput.choice is None:
+        return "not computed"
+    c = goodput.choice
+    return f"{c.global_batch} ({c.per_device} x {c.accumulation} acc.)"
 
 
 class RecipeScreen(StepScreen):
@@ -103,17 +117,14 @@ class RecipeScreen(StepScreen):
         else:
             self.action_run()
 
-    def _setup_global_batch(self) -> int | None:
-        argv = self.app.plan_argv
-        return int(argv[argv.index("--global-batch") + 1]) if "--global-batch" in argv else None
-
     def make_call(self):
         from ...report import build_recipe
+        from ...settings import option_value
 
         text = self.query_one("#global-batch", Input).value.strip()
         session = self.session
         # finish(None) keeps a target set earlier; clearing the field goes back to the Setup's answer.
-        session.settings.global_batch = self._setup_global_batch()
+        session.settings.global_batch = option_value(self.app.plan_options, "global_batch")
         target = int(text) if text else None
 
         def plan():
@@ -123,16 +134,11 @@ class RecipeScreen(StepScreen):
         return plan
 
     def headless_command(self, path: str | None, force: bool = False) -> list[str]:
-        argv = list(self.app.plan_argv)
+        from ...settings import plan_command
+
         text = self.query_one("#global-batch", Input).value.strip()
-        if text:
-            if "--global-batch" in argv:
-                argv[argv.index("--global-batch") + 1] = text
-            else:
-                argv += ["--global-batch", text]
-        if path:
-            argv += ["--out", path] + (["--force"] if force else [])
-        return ["advisor"] + argv
+        options = {**self.app.plan_options, **({"global_batch": text} if text else {})}
+        return plan_command(options, path, force)
 
     def show_result(self, outcome) -> None:
         from ...recipe import dumps_recipe

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import time
+import re
 
 from rich.markup import escape
 from textual import on, work
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import (Button, Checkbox, Collapsible, Footer, Header, Input, Label, OptionList, Select,
@@ -16,8 +16,9 @@ from textual.widgets.option_list import Option
 
 from ..widgets import StepBar
 
-DEFAULT_WORKLOAD = "digits-cnn"
-PLAN_DEFAULTS = {"headroom": "0.15", "trial-steps": "40", "sweep-steps": "200"}
+# Form fields that hold a named plan option (advisor.settings) as typed text, by field id.
+TEXT_OPTIONS = ("workload", "nproc", "device-memory", "base-batch", "base-lr", "global-batch", "headroom", "trial-steps",
+                "sweep-steps", "nodes", "gpus-per-node")
 
 
 class WorkloadChecked(Message):
@@ -27,14 +28,14 @@ class WorkloadChecked(Message):
 
 
 class EnvironmentLoaded(Message):
-    def __init__(self, host, adapters: list[tuple[str, str, str]], error: str = "") -> None:
+    def __init__(self, host, adapters: list[tuple[str, str, str, tuple]], error: str = "") -> None:
         self.host, self.adapters, self.error = host, adapters, error
         super().__init__()
 
 
 class SetupChecked(Message):
-    def __init__(self, argv: list[str], adapter=None, settings=None, setup=None, error: str = "") -> None:
-        self.argv, self.adapter, self.settings, self.setup, self.error = argv, adapter, settings, setup, error
+    def __init__(self, options: dict, adapter=None, settings=None, setup=None, error: str = "") -> None:
+        self.options, self.adapter, self.settings, self.setup, self.error = options, adapter, settings, setup, error
         super().__init__()
 
 
@@ -54,6 +55,39 @@ def quick_spec_problem(spec: str, builtins: dict) -> str:
     if (location.endswith(".py") or "/" in location) and not Path(location).expanduser().is_file():
         return f"There is no file {location!r} (relative to the directory advisor was started in)."
     return ""
+
+
+# The form's labels for the `advisor plan` flags the engine's messages name: the app shows its own words.
+FIELD_LABELS = {"--workload": "Workload", "--adapter": "Adapter", "--nproc": "Processes",
+                "--device-memory": "Memory per device", "--task": "Task type", "--optimizer": "Optimizer",
+                "--base-batch": "Batch used today", "--base-lr": "LR used today",
+                "--global-batch": "Target global batch", "--headroom": "Headroom", "--trial-steps": "Trial steps",
+                "--sweep-steps": "Sweep steps", "--precision": "Precision", "--nodes": "Target nodes",
+                "--gpus-per-node": "GPUs per node", "--zero-stage": "Zero stage"}
+_FLAG = re.compile(r"(?:\b(pass|use|choose another) )?(" + "|".join(map(re.escape, FIELD_LABELS)) +
+                   r")\b(?: (SIZE|N)\b)?")
+
+
+def in_field_words(text: str) -> str:
+    """An engine message with the form's field labels in place of the CLI flags ('pass --base-lr' becomes
+    'fill in "LR used today"')."""
+    def label(match: re.Match) -> str:
+        verb, flag = match.group(1), match.group(2)
+        name = f'"{FIELD_LABELS[flag]}"'
+        if verb == "pass":
+            return f"fill in {name}"
+        if verb == "choose another":
+            return f"choose another {name}"
+        return f"{verb} {name}" if verb else name
+
+    return _FLAG.sub(label, text)
+
+
+def merged_problems(first: str, error: str) -> str:
+    """One 'Cannot start the plan: a; b. Nothing was run.' message with ``first`` named before the others."""
+    prefix, suffix = "Cannot start the plan: ", " Nothing was run."
+    rest = error.removeprefix(prefix).removesuffix(suffix).rstrip(".") if error else ""
+    return prefix + "; ".join(p for p in (first.rstrip("."), rest) if p) + "." + suffix
 
 
 def _history_summary(name: str, train_size: int) -> str | None:
@@ -80,16 +114,20 @@ class SetupScreen(Screen):
 
     def __init__(self) -> None:
         super().__init__(name="setup")
-        self.workload = None  # the resolved Workload of the spec in the field, when it resolved
+        self.workload = None  # the WorkloadSummary of the spec in the field, when its check passed
         self.host = None
         self.adapter_reasons: dict[str, str] = {}
-        self._checked_spec = ""
+        self.adapter_options: dict[str, tuple] = {}  # adapter name -> its declared AdapterOptions
+        self._options_shown_for = None  # the adapter whose option fields the form shows
+        self._checked_spec = ""  # the spec whose check passed
+        self._checking_spec = ""  # the spec whose check runs now
         self._started_task = None
 
     def compose(self):
         from ..app import Prefill
         from ...tasks import TASKS
         from ...lr import KNOWN_OPTIMIZERS
+        from ...settings import PLAN_DEFAULTS
         from ...workload import builtin_names
 
         prefill: Prefill = self.app.prefill
@@ -99,13 +137,14 @@ class SetupScreen(Screen):
         yield Static("Tell the advisor what to train and on what. Nothing runs until you press Start; "
                      "everything is checked first.", classes="intro")
         with VerticalScroll(id="form"):
-            yield row("Workload", Input(compact=True, value=prefill.workload or DEFAULT_WORKLOAD, id="workload",
+            yield row("Workload", Input(compact=True, value=prefill.workload or PLAN_DEFAULTS["workload"], id="workload",
                                         placeholder="built-in name, package.module:function or file.py:function"))
             yield Static("", id="workload-status", classes="field-status")
             yield OptionList(*(Option(f"[b]{name}[/b]  {desc}", id=name) for name, desc in self.builtins.items()),
                              id="builtins")
             yield row("Adapter", Select(compact=True, options=[], id="adapter", allow_blank=True, prompt="finding adapters…"))
             yield Static("", id="adapter-status", classes="field-status")
+            yield Vertical(id="adapter-options")  # one field per option the chosen adapter declares
             yield row("Devices", Static("detecting…", id="devices"))
             yield row("Processes", Input(compact=True, value=str(prefill.nproc) if prefill.nproc else "", id="nproc", type="integer",
                                          placeholder="default: every GPU; 2 on CPU"))
@@ -121,11 +160,15 @@ class SetupScreen(Screen):
             yield row("Target global batch", Input(compact=True, id="global-batch", type="integer",
                                                    placeholder="empty: the sweep decides"))
             yield Static("", id="global-status", classes="field-status")
+            yield row("Target nodes", Input(compact=True, id="nodes", type="integer",
+                                            placeholder="default 1: the cluster the plan is for (probes run here)"))
+            yield row("GPUs per node", Input(compact=True, id="gpus-per-node", type="integer",
+                                             placeholder="default: the processes above"))
             with Collapsible(title="More settings (headroom, steps, precision)", id="more"):
-                yield row("Headroom", Input(compact=True, value=PLAN_DEFAULTS["headroom"], id="headroom", type="number"))
-                yield row("Trial steps", Input(compact=True, value=str(prefill.trial_steps or PLAN_DEFAULTS["trial-steps"]),
+                yield row("Headroom", Input(compact=True, value=str(PLAN_DEFAULTS["headroom"]), id="headroom", type="number"))
+                yield row("Trial steps", Input(compact=True, value=str(prefill.trial_steps or PLAN_DEFAULTS["trial_steps"]),
                                                id="trial-steps", type="integer"))
-                yield row("Sweep steps", Input(compact=True, value=str(prefill.sweep_steps or PLAN_DEFAULTS["sweep-steps"]),
+                yield row("Sweep steps", Input(compact=True, value=str(prefill.sweep_steps or PLAN_DEFAULTS["sweep_steps"]),
                                                id="sweep-steps", type="integer"))
                 yield row("Precision", Select(compact=True, options=[("auto: bf16 on Ampere+ GPUs; else fp32, mixed before halving", "auto"),
                                                ("fp32", "fp32"), ("bf16", "bf16"), ("fp16 (CUDA)", "fp16")],
@@ -134,15 +177,17 @@ class SetupScreen(Screen):
                                        id="subset-sweep"))
         yield Static("", classes="error-panel")
         with Horizontal(classes="actions"):
-            yield Button("Start ▶ (Enter, ctrl+r)", id="start", variant="primary")
+            yield Button("Start ▶ (ctrl+r)", id="start", variant="primary")
             yield Static("", id="status")
             yield Button("Diagnose a log (ctrl+o)", id="diagnose")
         yield Footer()
 
     def on_mount(self) -> None:
         self.load_environment()
-        self.query_one("#workload", Input).focus()
-        self._check_spec(self.query_one("#workload", Input).value)
+        field = self.query_one("#workload", Input)
+        field.focus()
+        self._highlight_builtin(field.value.strip())
+        self._check_spec(field.value.strip())  # the pre-filled value is accepted as it is
 
     def on_screen_resume(self) -> None:
         self.query_one(StepBar).update_steps()
@@ -158,10 +203,10 @@ class SetupScreen(Screen):
         for name in sorted(available_adapters()):
             try:
                 adapter = load_adapter(name)
-                reason = adapter.unavailable_reason() if hasattr(adapter, "unavailable_reason") else None
-                adapters.append((name, adapter.summary, reason or ""))
+                # load_adapter gives every adapter AdapterBase's defaults (unavailable_reason, options)
+                adapters.append((name, adapter.summary, adapter.unavailable_reason() or "", tuple(adapter.options)))
             except AdvisorError as exc:
-                adapters.append((name, "", str(exc)))
+                adapters.append((name, "", str(exc), ()))
         try:
             host = self.app.host or detect()
             error = ""
@@ -173,11 +218,13 @@ class SetupScreen(Screen):
         from ...units import format_bytes
 
         self.host = message.host
-        self.adapter_reasons = {name: reason for name, _, reason in message.adapters}
+        self.adapter_reasons = {name: reason for name, _, reason, _ in message.adapters}
+        self.adapter_options = {name: options for name, _, _, options in message.adapters}
         select = self.query_one("#adapter", Select)
-        select.set_options([(f"{name}: {summary}" if summary else name, name) for name, summary, _ in message.adapters])
+        select.set_options([(f"{name}: {summary}" if summary else name, name)
+                            for name, summary, _, _ in message.adapters])
         wanted = self.app.prefill.adapter or "ddp"
-        names = [name for name, _, _ in message.adapters]
+        names = [name for name, _, _, _ in message.adapters]
         if wanted in names:
             select.value = wanted
         elif names:
@@ -213,47 +260,92 @@ class SetupScreen(Screen):
         if unavailable:
             text += ("\n" if text else "") + "[dim]Unavailable: " + escape("; ".join(unavailable)) + "[/dim]"
         self.query_one("#adapter-status", Static).update(text)
+        if name != self._options_shown_for:  # its Select posts Changed more than once: keep what was typed
+            self._options_shown_for = name
+            self.call_later(self._show_adapter_options, name)
 
-    # -- the workload, checked as you type ----------------------------------------------------------------
+    async def _show_adapter_options(self, name: str) -> None:
+        """One field per option the chosen adapter declares (a DeepSpeed ZeRO stage), empty for its default."""
+        box = self.query_one("#adapter-options", Vertical)
+        await box.remove_children()  # gone before the next adapter's fields mount (two may share an option name)
+        fields = []
+        for option in self.adapter_options.get(name, ()):
+            field_id = f"adapter-option-{option.name}"
+            default = "" if option.default is None else f" {option.default}"
+            if option.choices is not None:
+                widget = Select(compact=True, options=[(f"default{default}", "")] + [(str(c), str(c))
+                                                                                    for c in option.choices],
+                                id=field_id, value="", allow_blank=False)
+            else:
+                widget = Input(compact=True, id=field_id, placeholder=f"default{default}: {option.help}")
+            fields.append(row(option.name.replace("_", " ").capitalize(), widget))
+            if option.help:
+                fields.append(Static(f"[dim]{escape(option.help)}[/dim]", classes="field-status"))
+        await box.mount_all(fields)
+
+    # -- the workload, checked once per accepted value ----------------------------------------------------
     @on(Input.Changed, "#workload")
     def _workload_changed(self, event: Input.Changed) -> None:
+        # Only the no-import look while typing: the check itself imports and runs the user's code.
+        spec = event.value.strip()
+        problem = quick_spec_problem(spec, self.builtins)
+        self._highlight_builtin(spec)
+        if spec and spec in (self._checked_spec, self._checking_spec):
+            return  # the value checked, or being checked, already (the field posts its first value too)
+        self._cancel_workload_check()
+        self.workload, self._checked_spec = None, ""
+        status = self.query_one("#workload-status", Static)
+        status.update(f"[red]{escape(problem)}[/red]" if problem else
+                      "[dim]Enter (or leaving the field) checks it.[/dim]")
+
+    @on(Input.Blurred, "#workload")
+    def _workload_left(self, event: Input.Blurred) -> None:
         self._check_spec(event.value.strip())
 
     def _check_spec(self, spec: str) -> None:
+        """Check ``spec`` unless it was checked (or is being checked) already."""
+        if spec and spec in (self._checked_spec, self._checking_spec):
+            return
         status = self.query_one("#workload-status", Static)
         problem = quick_spec_problem(spec, self.builtins)
-        self.workload = None
+        self._cancel_workload_check()
+        self.workload, self._checked_spec = None, ""
         if problem:
             status.update(f"[red]{escape(problem)}[/red]")
-            self._checked_spec = ""
             return
-        status.update("[dim]checking… (the first check imports torch and the workload: a few seconds)[/dim]")
+        status.update("[dim]checking… one training and one evaluation step in a separate process (the first "
+                      "imports torch: a few seconds)[/dim]")
+        self._checking_spec = spec
         self.resolve_spec(spec)
+
+    def _cancel_workload_check(self) -> None:
+        self._checking_spec = ""
+        self.workers.cancel_group(self, "workload")  # its worker kills the check's process
 
     @work(thread=True, exclusive=True, group="workload", exit_on_error=False)
     def resolve_spec(self, spec: str) -> None:
         from textual.worker import get_current_worker
 
-        from ...errors import AdvisorError
-        from ...workload_check import check_workload
+        from ...errors import AdvisorError, CancelledError
+        from ...workload_check import check_in_process
 
-        time.sleep(0.3)  # let the typing settle before importing anything
-        if get_current_worker().is_cancelled:
-            return
+        worker = get_current_worker()
         try:
             # The same check as `advisor workloads --check`: one training and one evaluation step at batch 2,
-            # so a broken workload file is named here, not by a worker minutes into a plan.
-            workload = check_workload(spec).workload
+            # so a broken workload file is named here, not by a worker minutes into a plan. In a child process:
+            # a workload that tokenises or downloads can be stopped.
+            summary = check_in_process(spec, cancelled=lambda: worker.is_cancelled)
+        except CancelledError:
+            return
         except AdvisorError as exc:
             self.post_message(WorkloadChecked(spec, error=str(exc)))
-        except Exception as exc:  # user code can raise anything, even past the engine's checks
-            self.post_message(WorkloadChecked(spec, error=f"{type(exc).__name__}: {exc}"))
         else:
-            self.post_message(WorkloadChecked(spec, workload))
+            self.post_message(WorkloadChecked(spec, summary))
 
     def on_workload_checked(self, message: WorkloadChecked) -> None:
         if message.spec != self.query_one("#workload", Input).value.strip():
             return  # an answer for what was typed before
+        self._checking_spec = ""
         status = self.query_one("#workload-status", Static)
         if message.error:
             self.workload = None
@@ -266,7 +358,7 @@ class SetupScreen(Screen):
         batch = f" at batch {w.current_batch_size}" if w.current_batch_size else ""
         known = _history_summary(w.name, w.train_length)
         status.update(f"[green]✓[/green] {w.name}: {w.task}{classes}, {w.optimizer}{lr}{batch}; "
-                      f"{w.train_length} training / {len(w.val_data)} validation samples"
+                      f"{w.train_length} training / {w.val_length} validation samples"
                       + (f"\n[b]History:[/b] {escape(known)}" if known else ""))
         self._fill_from_workload()
 
@@ -320,40 +412,45 @@ class SetupScreen(Screen):
             field.placeholder = "empty: the sweep decides"
             status.update(f"[dim]{profile.source}[/dim]")
 
+    def _highlight_builtin(self, spec: str) -> None:
+        """The list's cursor sits on the workload in the field, so Enter on it keeps what is there."""
+        names = list(self.builtins)
+        if spec in names:
+            self.query_one("#builtins", OptionList).highlighted = names.index(spec)
+
     @on(OptionList.OptionSelected, "#builtins")
     def _builtin_picked(self, event: OptionList.OptionSelected) -> None:
         field = self.query_one("#workload", Input)
+        before = field.value.strip()
         field.value = event.option.id
+        self.app.notify(f"Workload: {event.option.id}" + (f" (was {before})." if before and before != event.option.id
+                                                           else " (unchanged)."), timeout=4)
+        self._check_spec(event.option.id)
         field.focus()
 
     # -- start --------------------------------------------------------------------------------------------
-    def plan_argv(self) -> list[str]:
-        """The `advisor plan` arguments that say what the form says (the headless twin of this walk)."""
-        value = lambda name: self.query_one(f"#{name}", Input).value.strip()  # noqa: E731
-        argv = ["plan", "--workload", value("workload") or DEFAULT_WORKLOAD]
+    def plan_options(self) -> dict:
+        """The named plan options (advisor.settings) the form says; the engine reads the text and the defaults."""
+        options = {field.replace("-", "_"): self.query_one(f"#{field}", Input).value.strip() or None
+                   for field in TEXT_OPTIONS}
         adapter = self.query_one("#adapter", Select).value
-        argv += ["--adapter", adapter if isinstance(adapter, str) else "ddp"]
-        for name in ("nproc", "device-memory"):
-            if value(name):
-                argv += [f"--{name}", value(name)]
-        for name, default in PLAN_DEFAULTS.items():
-            if value(name) and value(name) != default:
-                argv += [f"--{name}", value(name)]
+        options["adapter"] = adapter if isinstance(adapter, str) else None
         precision = self.query_one("#precision", Select).value
-        if precision != "auto":
-            argv += ["--precision", str(precision)]
-        if self.query_one("#subset-sweep", Checkbox).value:
-            argv.append("--subset-sweep")
-        for name in ("global-batch", "base-lr", "base-batch"):
-            if value(name):
-                argv += [f"--{name}", value(name)]
+        options["precision"] = str(precision) if precision else None
+        options["subset_sweep"] = self.query_one("#subset-sweep", Checkbox).value
         optimizer = self.query_one("#optimizer", Select).value
         if optimizer and not (self.workload and optimizer == self.workload.optimizer):
-            argv += ["--optimizer", str(optimizer)]
+            options["optimizer"] = str(optimizer)
         task = self.query_one("#task", Select).value
         if task and not (self.workload and task == self.workload.task):
-            argv += ["--task", str(task)]
-        return argv
+            options["task"] = str(task)
+        options["adapter_options"] = {}
+        for option in self.adapter_options.get(options["adapter"], ()):
+            shown = self.query(f"#adapter-option-{option.name}")  # none yet, right after the adapter changed
+            value = shown.first().value if shown else None
+            if isinstance(value, str) and value.strip():
+                options["adapter_options"][option.name] = value.strip()
+        return options
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "start":
@@ -363,6 +460,10 @@ class SetupScreen(Screen):
 
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:
+        spec = self.query_one("#workload", Input).value.strip()
+        if event.input.id == "workload" and spec != self._checked_spec:
+            self._check_spec(spec)  # Enter accepts the typed workload; the next Enter starts
+            return
         self.action_start()
 
     def action_start(self) -> None:
@@ -376,39 +477,47 @@ class SetupScreen(Screen):
                              "that size.")
             memory.focus()
             return
-        argv = self.plan_argv()
+        options = self.plan_options()
         task = self.query_one("#task", Select).value or None
-        if self.app.session is not None and argv == self.app.plan_argv and task == self._started_task:
+        if self.app.session is not None and options == self.app.plan_options and task == self._started_task:
             self.app.action_goto("ceiling")  # nothing changed: keep the steps already run
             return
         self.query_one("#start", Button).disabled = True
         self.query_one("#status", Static).update("[b]Checking…[/b] importing the workload")
         self._show_error("")
-        self.check_setup(argv)
+        self.check_setup(options)
 
     @work(thread=True, exclusive=True, group="setup", exit_on_error=False)
-    def check_setup(self, argv: list[str]) -> None:
+    def check_setup(self, options: dict) -> None:
         from ...adapters import load_adapter
-        from ...cli import build_parser, settings_from_args
         from ...device import detect
         from ...errors import AdvisorError
         from ...session import validate_setup
+        from ...settings import option_value, settings_from_options
+        from ...units import parse_size
 
-        try:
+        memory_problem = ""
+        if options.get("device_memory"):  # unreadable, it must not hide the other problems: checked on its own
             try:
-                args = build_parser().parse_args(argv)
-            except SystemExit:
-                raise AdvisorError("A number in the form is not valid (see the fields).") from None
-            host = self.host or self.app.host or detect(args.device)
-            adapter = load_adapter(args.adapter)
-            settings = settings_from_args(args, host)
+                parse_size(options["device_memory"])
+            except AdvisorError as exc:
+                memory_problem = f"Memory per device: {exc}"
+                options = {**options, "device_memory": "1MiB"}  # a stand-in no budget rule objects to
+        try:
+            host = self.host or self.app.host or detect()
+            adapter = load_adapter(option_value(options, "adapter"))
+            settings = settings_from_options(options, host)
             setup = validate_setup(settings, adapter, host)
         except AdvisorError as exc:
-            self.post_message(SetupChecked(argv, error=str(exc)))
+            error = merged_problems(memory_problem, str(exc)) if memory_problem else str(exc)
+            self.post_message(SetupChecked(options, error=error))
         except Exception as exc:  # a bug or a workload past the engine's checks: shown, never fatal
-            self.post_message(SetupChecked(argv, error=f"{type(exc).__name__}: {exc}"))
+            self.post_message(SetupChecked(options, error=f"{type(exc).__name__}: {exc}"))
         else:
-            self.post_message(SetupChecked(argv, adapter, settings, setup))
+            if memory_problem:
+                self.post_message(SetupChecked(options, error=merged_problems(memory_problem, "")))
+            else:
+                self.post_message(SetupChecked(options, adapter, settings, setup))
 
     def on_setup_checked(self, message: SetupChecked) -> None:
         self.query_one("#start", Button).disabled = False
@@ -420,13 +529,13 @@ class SetupScreen(Screen):
         notes = "; ".join(message.setup.notes)
         self.query_one("#status", Static).update("[green]Ready.[/green]" + (f" {escape(notes)}" if notes else ""))
         self._started_task = task or None
-        self.app.begin_session(message.adapter, message.settings, message.setup, message.argv)
+        self.app.begin_session(message.adapter, message.settings, message.setup, message.options)
         self.query_one(StepBar).update_steps()
         self.app.action_goto("ceiling")
 
     def _show_error(self, text: str) -> None:
         panel = self.query_one(".error-panel", Static)
-        panel.update(f"[b]Cannot start[/b]\n{escape(text)}" if text else "")
+        panel.update(f"[b]Cannot start[/b]\n{escape(in_field_words(text))}" if text else "")
         panel.set_class(bool(text), "shown")
 
     def action_next(self) -> None:

@@ -16,7 +16,7 @@ class StartScreen(StepScreen):
     RUN_LABEL = "Choose"
     AUTO_RUN = True
     INTRO = ("Step 2. Experience gives a per-device starting value per task, just to get a full curve; it is "
-             "capped by the ceiling. Type your own value to start elsewhere, then r.")
+             "capped by the ceiling. To start elsewhere, type your own value and press Enter.")
 
     def compose_body(self):
         with Horizontal():
@@ -68,22 +68,11 @@ class StartScreen(StepScreen):
         return lambda: session.choose_start(value)
 
     def show_result(self, choice) -> None:
-        from ...method import validated_global
-        from ...plan import plan_data_parallel
-
         session = self.session
-        info, settings = session.info, session.settings
-        self._mark_task(info.task)
-        world = settings.world_size
-        target = settings.global_batch or validated_global(settings, choice.per_device)
+        settings = session.settings
+        self._mark_task(session.info.task)
         cap = session.per_device_cap
-        plan = plan_data_parallel(target, world, cap, info.task, info.num_classes, info.has_batchnorm,
-                                  settings.device, session.precision.measure,
-                                  amp_available=session.mixed is not None or settings.device == "cpu",
-                                  train_size=info.train_size)
-        target_why = (f"You asked for a global batch of {settings.global_batch}." if settings.global_batch else
-                      f"{choice.per_device} per device x {settings.nproc} process(es); the sweep (step 4) decides "
-                      "the final value.")
+        plan, target_why = session.preview_plan(choice.per_device)
         self.query_one(Numbers).set_rows([
             ("Starting value per device", str(choice.per_device), choice.reason),
             ("Per-device cap", str(cap), f"The memory ceiling ({session.ceiling_result.per_device_max})"

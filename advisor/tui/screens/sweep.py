@@ -10,6 +10,10 @@ from ..widgets import Chart, Numbers
 from .base import StepScreen
 
 
+RUN_COLUMNS = ("per\ndevice", "global\nbatch", "LR", "val\nloss", "val\nmetric", "train\nseconds", "samples\n/s",
+               "result")
+
+
 class SweepScreen(StepScreen):
     STEP = "sweep"
     TITLE = "Sweep"
@@ -20,10 +24,12 @@ class SweepScreen(StepScreen):
              "one that reached it in the least training time. Press r to run.")
 
     def compose_body(self):
+        # The table spans the screen: its numbers are never cut, even at 80 columns (a half-width column cut
+        # samples/s 14347 to 1434); two-line labels keep the columns as narrow as their values.
+        yield DataTable(id="runs", cursor_type="row", header_height=2)
+        yield ProgressBar(id="progress", show_eta=False)
         with Horizontal():
             with Vertical(classes="column"):
-                yield DataTable(id="runs", cursor_type="row")
-                yield ProgressBar(id="progress", show_eta=False)
                 yield RichLog(id="notes", wrap=True, markup=True, min_width=20)
                 yield Numbers(id="numbers")
             with Vertical(classes="column"):
@@ -32,9 +38,8 @@ class SweepScreen(StepScreen):
 
     def on_mount(self) -> None:
         table = self.query_one("#runs", DataTable)
-        for label, width in (("batch", 5), ("global", 6), ("LR", 8), ("val loss", 8), ("val acc", 7),
-                             ("train", 7), ("samples/s", 9), ("result", 6)):
-            table.add_column(label, width=width)  # fixed widths: the table looks the same however rows arrive
+        for label in RUN_COLUMNS:
+            table.add_column(label)  # as wide as the widest value: numbers grow their column, never get cut
         self._notes: list[str] = []
 
     def clear(self) -> None:
@@ -78,14 +83,18 @@ class SweepScreen(StepScreen):
             self.query_one("#notes", RichLog).write(f"[dim]{escape(event.message)}[/dim]")
 
     def add_run(self, record) -> None:
-        ok = record.status == "ok"
+        from ...method import diverged
+
+        seed = f" (seed {record.seed})" if record.seed else ""  # a tie's rerun
+        status = ("[red]OOM[/red]" if record.status != "ok" else "[red]diverged[/red]" if diverged(record)
+                  else f"[green]ok[/green]{seed}")
         self.query_one("#runs", DataTable).add_row(
             str(record.per_device), str(record.global_batch), f"{record.lr:.4g}" if record.lr else "-",
             f"{record.val_loss:.4f}" if record.val_loss is not None else "-",
             f"{record.val_metric:.3f}" if record.val_metric is not None else "-",
-            f"{record.train_seconds:.1f} s" if record.train_seconds is not None else "-",
+            f"{record.train_seconds:.1f}" if record.train_seconds is not None else "-",
             f"{record.throughput:.0f}" if record.throughput else "-",
-            "[green]ok[/green]" if ok else "[red]OOM[/red]")
+            status)
 
     def show_result(self, outcome) -> None:
         table = self.query_one("#runs", DataTable)
@@ -98,14 +107,29 @@ class SweepScreen(StepScreen):
             name = f"{record.per_device}/device"
             if record.losses and name not in loss.series:
                 loss.set_series(name, list(range(1, len(record.losses) + 1)), record.losses)
-        rows = [("Sweep's pick per device", str(outcome.chosen), outcome.reason),
+        rows = [("Pick per device", str(outcome.chosen), outcome.reason),  # short: values must fit at 80 columns
                 ("Compared", ", ".join(map(str, outcome.candidates)),
                  "Half, chosen and double the trial's choice, within the per-device cap (or the subset 8-128).")]
         for r in outcome.rows:
             if r.status == "ok":
                 metric = r.validation_text() or "no validation"
-                rows.append((f"{r.per_device}/device", metric,
+                rows.append((f"{r.per_device}/device" + (f", seed {r.seed}" if r.seed else ""), metric,
                              f"After {r.steps} steps at LR {r.lr:.4g} (scaled from the base LR to global "
                              f"{r.global_batch}, warmup {r.warmup_steps or 0} steps), {r.train_seconds or 0:.1f} s "
                              "of training."))
+        rows += self.noise_and_goodput_rows(outcome)
         self.query_one(Numbers).set_rows(rows)
+
+    def noise_and_goodput_rows(self, outcome) -> list[tuple[str, str, str]]:
+        """The noise scale with its interval, and the goodput-optimal batch beside the sweep's pick."""
+        from .recipe import goodput_text, noise_text
+
+        session = self.session
+        if session is None:
+            return []
+        estimate = session.noise_estimate()
+        cap, _ = session.learnable_cap
+        goodput = session.goodput(estimate, outcome.chosen, 1, session.runner.nproc, cap,
+                                  session.trial_outcome.precision if session.trial_outcome else None)
+        return [("Noise scale", noise_text(estimate), estimate.reason),
+                ("Goodput batch", goodput_text(goodput), goodput.reason)]

@@ -1,0 +1,363 @@
+"""A pre-imported fork server for 1-process memory probes: a fresh process per probe without the start-up.
+
+Every ceiling probe must run in a process of its own: after an out-of-memory glibc keeps the grown heap,
+so a later probe in the same process would meet the limit early. A fresh torchrun launch gives that, but
+pays interpreter start-up, torchrun's agent and ``import torch`` twice (a few seconds a probe). The server
+pays them once: it starts with the workers' environment (the recipe's ``[launch.env]``, e.g. the allocator
+settings glibc reads at start-up, which a fork inherits), imports the adapter's worker module (torch with
+it) and then only forks. Each probe is a child forked from that clean, never-probed parent: its own
+process, its own heap, its own session (process group), running the worker module's ``__main__`` exactly
+as a torchrun worker of world size 1 would (RANK/WORLD_SIZE/MASTER_* set as torchrun sets them).
+
+Fork safety (torch's rules, torch/cuda/__init__.py): CUDA cannot be used in a child forked after the parent
+initialised it ("Cannot re-initialize CUDA in forked subprocess"), and even ``torch.cuda.is_available()``
+runs cuInit (unless PYTORCH_NVML_BASED_CUDA_CHECK=1). So the parent never touches a device; after its imports
+it checks that torch did not initialise CUDA and that the driver library is not loaded, and refuses to serve
+otherwise; the engine then launches probes the ordinary way. The parent runs
+no torch op, so no intra-op thread pool exists to be lost in the fork.
+
+Nothing outlives the engine: the server exits (ending its children) when the engine's end of the control
+socket closes, and server and children ask the kernel for SIGKILL when their parent dies.
+
+Protocol over a Unix stream socket, one JSON object a line. Engine -> server: ``{"op": "run", "job": path,
+"cwd": dir, "argv": [...]}`` with the write end of the child's output pipe attached (SCM_RIGHTS), and
+``{"op": "kill", "pid": N}``. Server -> engine: ``{"ready": true}`` or ``{"ready": false, "reason": ...}``,
+then ``{"pid": N}`` per run, ``{"exit": N, "code": C}`` when a child ends (negative C: killed by signal -C).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from .errors import TrialError
+
+SERVER_MODULE = "advisor.probe_server"
+START_TIMEOUT_S = 120.0  # the server's own imports (torch, the adapter's framework) on a loaded machine
+_PR_SET_PDEATHSIG = 1
+# What every worker imports after reading its job (the engine's worker-side modules, the CPU memory tracker):
+# imported once here. The user's workload module is not: its code runs in each probe, as in training.
+PRELOADED = ("advisor.workload", "advisor.memory", "advisor.batches", "advisor.oom", "advisor.optimizers",
+             "advisor.device", "advisor.noise", "torch.distributed._tools.mem_tracker")
+
+
+def _die_with_parent() -> None:
+    """Ask the kernel to SIGKILL this process when its parent exits (Linux); elsewhere the socket's EOF does it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+# ----------------------------------------------------------------------------------------------- engine side
+
+
+class ForkedWorker:
+    """One forked probe process, as ``run_job`` drives it: its output, its exit, a kill of its group."""
+
+    def __init__(self, server: "ProbeServer", pid: int, stdout):
+        self.server, self.pid, self.stdout = server, pid, stdout
+        self.returncode: int | None = None
+        self._ended = threading.Event()
+
+    def _exited(self, code: int) -> None:
+        self.returncode = code
+        self._ended.set()
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._ended.wait(timeout):
+            raise subprocess.TimeoutExpired(f"probe process {self.pid}", timeout)
+        return self.returncode
+
+    def kill_group(self) -> None:
+        """SIGTERM, then SIGKILL, to the child's whole process group (it is a session leader)."""
+        for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
+            if self._ended.is_set():
+                return
+            self.server.signal(self.pid, sig)
+            if self._ended.wait(wait):
+                return
+
+
+class ProbeServer:
+    """Engine-side handle of one fork server (one per worker module and environment); started lazily."""
+
+    def __init__(self, worker_module: str, env: dict, cwd: str | None = None):
+        self.worker_module, self.env, self.cwd = worker_module, env, cwd
+        self.proc: subprocess.Popen | None = None
+        self.unavailable: str | None = None  # why the server cannot serve (then probes launch as before)
+        self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._children: dict[int, ForkedWorker] = {}
+        self._pending: list = []  # (event, slot) for replies {"pid": N}, in request order
+        self._ready = threading.Event()
+
+    def start(self) -> bool:
+        """Start the server if needed; False (with ``unavailable`` saying why) when it cannot serve."""
+        if self.proc is not None or self.unavailable:
+            return self.unavailable is None
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        argv = [sys.executable, "-m", SERVER_MODULE, self.worker_module, str(theirs.fileno())]
+        # A file, not a pipe, for the server's own messages: nobody reads them unless the start fails.
+        self._stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(argv, env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=self._stderr, pass_fds=(theirs.fileno(),),
+                                     start_new_session=True)
+        theirs.close()
+        self._sock = ours
+        self._closed = False
+        threading.Thread(target=self._read_replies, daemon=True).start()
+        if not self._ready.wait(START_TIMEOUT_S) or self.unavailable:
+            self.unavailable = self.unavailable or f"the probe server did not start within {START_TIMEOUT_S:.0f} s"
+            self.close()
+            return False
+        return True
+
+    def _read_replies(self) -> None:
+        buffer = b""
+        while True:
+            try:
+                data = self._sock.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                break
+            buffer += data
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                self._handle(json.loads(line))
+        # The server is gone: every child still running was killed with it (PDEATHSIG); wake whoever waits.
+        if not self._ready.is_set():
+            self.proc.wait()
+            self._stderr.seek(0)
+            err = self._stderr.read().decode(errors="replace")[-2000:]
+            self.unavailable = f"the probe server exited at start-up: {err.strip() or 'no output'}"
+            self._ready.set()
+        with self._lock:
+            for event, slot in self._pending:
+                slot.append(None)
+                event.set()
+            self._pending.clear()
+            for child in list(self._children.values()):
+                child._exited(-signal.SIGKILL)
+            self._children.clear()
+
+    def _handle(self, reply: dict) -> None:
+        if "ready" in reply:
+            if not reply["ready"]:
+                self.unavailable = reply.get("reason") or "the probe server refused to serve"
+            self._ready.set()
+        elif "pid" in reply:
+            with self._lock:
+                event, slot = self._pending.pop(0)
+            slot.append(reply["pid"])
+            event.set()
+        elif "exit" in reply:
+            with self._lock:
+                child = self._children.pop(reply["exit"], None)
+            if child:
+                child._exited(reply["code"])
+
+    def _send(self, message: dict, fds=()) -> None:
+        data = (json.dumps(message) + "\n").encode()
+        if fds:
+            socket.send_fds(self._sock, [data], list(fds))
+        else:
+            self._sock.sendall(data)
+
+    def spawn(self, argv: list[str]) -> ForkedWorker:
+        """Fork one worker running the worker module with ``argv`` (``--job PATH``), in the server's environment."""
+        read_fd, write_fd = os.pipe()
+        event, slot = threading.Event(), []
+        try:
+            with self._lock:
+                self._pending.append((event, slot))
+                self._send({"op": "run", "argv": argv, "cwd": self.cwd}, fds=(write_fd,))
+        except OSError as exc:
+            os.close(read_fd)
+            raise TrialError(f"The probe server is gone ({exc}); the probe could not start.") from None
+        finally:
+            os.close(write_fd)
+        if not event.wait(30) or slot[0] is None:
+            os.close(read_fd)
+            raise TrialError("The probe server did not start the probe process (it exited or hung); "
+                             "run again, and report it if it repeats.")
+        stdout = os.fdopen(read_fd, "r", errors="replace", buffering=1)
+        child = ForkedWorker(self, slot[0], stdout)
+        with self._lock:
+            self._children[child.pid] = child
+        return child
+
+    def signal(self, pid: int, sig: int) -> None:
+        try:
+            self._send({"op": "kill", "pid": pid, "signal": int(sig)})
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        """End the server and any probe it still runs (idempotent)."""
+        if self.proc is not None and not self._closed:
+            self._closed = True
+            _close_server(self.proc, self._sock, self._stderr)
+
+
+def _close_server(proc: subprocess.Popen, sock: socket.socket, stderr) -> None:
+    """Closing the socket tells the server to end its children and exit; make sure it did."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    sock.close()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    stderr.close()
+
+
+# ----------------------------------------------------------------------------------------------- server side
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run_child(worker_module: str, argv: list[str], cwd: str | None, out_fd: int, control: socket.socket) -> None:
+    """In the forked child: become a torchrun-like rank 0 of 1 in a session of its own, then run the worker."""
+    code = 1
+    try:
+        os.setsid()
+        _die_with_parent()
+        control.close()
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
+            signal.signal(sig, signal.SIG_DFL)
+        os.dup2(out_fd, 1)
+        os.dup2(out_fd, 2)
+        os.close(out_fd)
+        if cwd:
+            os.chdir(cwd)
+        # What torchrun sets for a worker of a 1-process job (the env:// rendezvous reads MASTER_*).
+        os.environ.update({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1",
+                           "GROUP_RANK": "0", "ROLE_RANK": "0", "ROLE_WORLD_SIZE": "1",
+                           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())})
+        import runpy
+
+        sys.argv = [worker_module, *argv]
+        runpy.run_module(worker_module, run_name="__main__", alter_sys=True)  # worker_main ends with os._exit
+    except BaseException:  # noqa: BLE001 - report, then leave without running the server's cleanup
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _cuda_driver_loaded() -> bool:
+    """Whether the CUDA driver library is mapped: ``torch.cuda.is_available()`` calls cuInit without marking
+    torch initialised, and a driver initialised before a fork is unusable in the child."""
+    try:
+        with open("/proc/self/maps") as maps:
+            return any("libcuda.so" in line for line in maps)
+    except OSError:
+        return False
+
+
+def serve(worker_module: str, control_fd: int) -> None:
+    _die_with_parent()
+    control = socket.socket(fileno=control_fd)
+
+    def reply(message: dict) -> None:
+        control.sendall((json.dumps(message) + "\n").encode())
+
+    try:
+        import importlib
+
+        import torch
+
+        importlib.import_module(worker_module)
+        for module in PRELOADED:
+            importlib.import_module(module)
+        if torch.cuda.is_initialized() or _cuda_driver_loaded():
+            reply({"ready": False, "reason": f"importing {worker_module} initialised CUDA, and a forked child "
+                                             "cannot use CUDA then"})
+            return
+    except Exception as exc:  # noqa: BLE001 - the engine falls back to launching each probe
+        reply({"ready": False, "reason": f"importing {worker_module} failed: {type(exc).__name__}: {exc}"})
+        return
+    reply({"ready": True})
+    children: set[int] = set()
+    buffer, fds = b"", []
+    try:
+        while True:
+            readable, _, _ = select.select([control], [], [], 0.05)
+            if readable:
+                data, new_fds, _, _ = socket.recv_fds(control, 65536, 16)
+                if not data:
+                    break  # the engine is gone (or closed us): end everything
+                buffer += data
+                fds.extend(new_fds)
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    request = json.loads(line)
+                    if request["op"] == "run":
+                        out_fd = fds.pop(0)
+                        sys.stdout.flush()
+                        sys.stderr.flush()
+                        pid = os.fork()
+                        if pid == 0:
+                            _run_child(worker_module, request["argv"], request.get("cwd"), out_fd, control)
+                        os.close(out_fd)
+                        children.add(pid)
+                        reply({"pid": pid})
+                    elif request["op"] == "kill" and request["pid"] in children:
+                        try:
+                            os.killpg(request["pid"], request.get("signal", signal.SIGKILL))
+                        except ProcessLookupError:
+                            pass
+            for pid in list(children):
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    children.discard(pid)
+                    try:
+                        os.killpg(pid, signal.SIGKILL)  # anything the probe started in its group goes with it
+                    except ProcessLookupError:
+                        pass
+                    reply({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    finally:
+        for pid in children:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 5
+        while children and time.monotonic() < deadline:
+            for pid in list(children):
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    children.discard(pid)
+            time.sleep(0.02)
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1], int(sys.argv[2]))

@@ -1,0 +1,135 @@
+"""Plan settings from named options: the one constructor every front end uses (the CLI, the app).
+
+An option is named as its `advisor plan` flag, underscored (``device_memory``, ``gpus_per_node``); a
+value left out or None takes its default, and every default lives in ``PLAN_DEFAULTS`` (the
+argparse defaults, the app's fields and ``plan_command`` read them from there). ``adapter_options``
+holds the chosen adapter's declared options (``AdapterBase.options``) by name.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import fields
+
+from .errors import AdvisorError, SetupError
+from .method import MethodSettings
+from .workloads import DEFAULT_WORKLOAD
+
+
+def _settings_default(name: str):
+    return next(f.default for f in fields(MethodSettings) if f.name == name)
+
+
+PLAN_DEFAULTS = {
+    "workload": DEFAULT_WORKLOAD, "adapter": "ddp", "headroom": _settings_default("headroom"),
+    "trial_steps": _settings_default("trial_steps"), "sweep_steps": _settings_default("sweep_steps"),
+    "precision": _settings_default("precision"), "trial_timeout": _settings_default("trial_timeout_s"),
+    "idle_timeout": _settings_default("idle_timeout_s"), "nodes": _settings_default("nodes"),
+    "subset_sweep": False,
+}
+# Every named option `settings_from_options` reads, in the order `plan_command` writes them.
+PLAN_OPTIONS = ("workload", "adapter", "nproc", "device", "device_memory", "headroom", "trial_steps", "sweep_steps",
+                "subset_sweep", "global_batch", "base_lr", "base_batch", "base_warmup", "epochs", "precision", "task",
+                "optimizer", "nodes", "gpus_per_node", "world_size", "trial_timeout", "idle_timeout")
+_TYPES = {"nproc": int, "headroom": float, "trial_steps": int, "sweep_steps": int, "global_batch": int,
+          "base_lr": float, "base_batch": int, "epochs": float, "nodes": int, "gpus_per_node": int,
+          "world_size": int, "trial_timeout": float, "idle_timeout": float}
+
+
+def option_value(options: dict, name: str):
+    """The named option as given, or its default; text (from a form field) is read as the option's type."""
+    value = options.get(name)
+    if value is None or value == "":
+        return PLAN_DEFAULTS.get(name)
+    kind = _TYPES.get(name)
+    if kind is None or not isinstance(value, str):
+        return value
+    try:
+        return kind(value.strip())
+    except ValueError:
+        words = "a whole number" if kind is int else "a number"
+        raise SetupError(f"--{name.replace('_', '-')} must be {words}, not {value!r}.") from None
+
+
+def settings_from_options(options: dict, host, workdir: str | None = None) -> MethodSettings:
+    """MethodSettings from named options and the detected host; a SetupError names what is wrong and its fix."""
+    from .units import parse_size
+
+    unknown = sorted(set(options) - set(PLAN_OPTIONS) - {"adapter_options"})
+    if unknown:
+        raise SetupError(f"Unknown plan option(s) {', '.join(unknown)}; the options are {', '.join(PLAN_OPTIONS)}.")
+    value = lambda name: option_value(options, name)  # noqa: E731
+    nproc = value("nproc")
+    memories = None
+    if value("device_memory"):
+        budget = parse_size(value("device_memory"))
+    elif host.type == "cuda":
+        # Plan for the smallest card so one identical per-device batch fits every one of them.
+        memories = host.memories[: nproc or len(host.memories)]
+        smallest = min(range(len(memories)), key=memories.__getitem__)
+        budget = memories[smallest]
+        if smallest != 0:
+            raise AdvisorError(f"GPU {smallest} has the least memory; probes run on GPU 0. Reorder the GPUs with "
+                               f"CUDA_VISIBLE_DEVICES so the smallest comes first, or pass --device-memory.")
+    else:
+        raise AdvisorError("No GPU here, so there is no device memory to measure against. Pass --device-memory "
+                           "SIZE (for example --device-memory 1GiB) to plan for a device of that size; each "
+                           "process then gets a real memory limit of that size.")
+    nproc = nproc if nproc is not None else (host.count if host.type == "cuda" else 2)
+    nodes, target_world_size = target_cluster(value("nodes"), value("gpus_per_node"), value("world_size"))
+    base_warmup = None
+    if value("base_warmup") is not None:
+        from .lr import parse_warmup
+
+        try:
+            base_warmup = parse_warmup(str(value("base_warmup")))
+        except ValueError as exc:
+            raise SetupError(f"{exc}. Nothing was run.") from None
+    return MethodSettings(
+        workload=value("workload"), adapter_name=value("adapter"), nproc=nproc, device=host.type,
+        memory_budget_bytes=budget, headroom=value("headroom"), trial_steps=value("trial_steps"),
+        sweep_steps=value("sweep_steps"), subset_sweep=bool(value("subset_sweep")), global_batch=value("global_batch"),
+        base_lr=value("base_lr"), base_batch=value("base_batch"), precision=value("precision"),
+        trial_timeout_s=value("trial_timeout"), idle_timeout_s=value("idle_timeout"),
+        workdir=workdir or os.getcwd(), device_memories=memories, optimizer=value("optimizer") or None,
+        task=value("task") or None, nodes=nodes, target_world_size=target_world_size,
+        adapter_options=dict(options.get("adapter_options") or {}), base_warmup=base_warmup,
+        run_epochs=value("epochs"))
+
+
+def target_cluster(nodes: int | None, per_node: int | None, world: int | None) -> tuple[int, int | None]:
+    """(nodes, target world size or None) from --nodes/--gpus-per-node/--world-size.
+
+    Probes run on this host with --nproc processes; the plan, LR, warmup and exports are for the target.
+    """
+    for flag, given in (("--nodes", nodes), ("--gpus-per-node", per_node), ("--world-size", world)):
+        if given is not None and given < 1:
+            raise SetupError(f"{flag} must be at least 1, not {given}.")
+    nodes = nodes or 1
+    if per_node is not None and world is not None and world != nodes * per_node:
+        raise SetupError(f"--world-size {world} contradicts --nodes {nodes} x --gpus-per-node {per_node} = "
+                         f"{nodes * per_node}; give one or the other.")
+    target = world if world is not None else (nodes * per_node if per_node is not None else None)
+    if target is not None and target % nodes:
+        raise SetupError(f"--world-size {target} does not split evenly over --nodes {nodes}: launchers start the "
+                         "same number of processes on every node.")
+    return nodes, target
+
+
+def plan_command(options: dict, out: str | None = None, force: bool = False) -> list[str]:
+    """The `advisor plan` command that says what ``options`` say (defaults left out): the headless twin of a walk
+    in the app, which the recipe records."""
+    argv = ["advisor", "plan"]
+    for name in PLAN_OPTIONS:
+        value = option_value(options, name)
+        if value is None or (value == PLAN_DEFAULTS.get(name) and name not in ("workload", "adapter")):
+            continue
+        flag = "--" + name.replace("_", "-")
+        argv += [flag] if value is True else ([] if value is False else [flag, f"{value:g}" if isinstance(value, float)
+                                                                         else str(value)])
+    for name, value in sorted((options.get("adapter_options") or {}).items()):
+        if value is not None and value != "":
+            argv += ["--" + name.replace("_", "-"), str(value)]
+    if out:
+        argv += ["--out", out] + (["--force"] if force else [])
+    return argv

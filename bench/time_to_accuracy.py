@@ -1,0 +1,177 @@
+"""Time to a target validation accuracy on digits: the advised batch against the largest that fits and an oracle.
+
+    python bench/time_to_accuracy.py [--quick] [--target 0.9] [--seeds 3] [--epochs 12] [--device-memory 64MiB]
+                                     [--recipe PATH]
+
+1. `advisor plan` (2 gloo processes, digits-cnn) advises a per-device batch; its recipe also gives the
+   largest per-device batch that fits (the ceiling, with the data cap) and the LR rules (base LR and batch,
+   optimizer, base warmup).
+2. Every per-device batch of an exhaustive grid (powers of two from 4 up to the largest that fits, plus the
+   largest and the advised ones) trains for the same number of epochs, several seeds each, through the
+   product's own 2-process worker, with the LR and warmup the plan's rules give its global batch, and
+   validates at evenly spaced checkpoints. A run's time to target is its training time (validation
+   excluded) at the first checkpoint at or above --target; a run that never gets there counts as inf.
+3. Per batch the median over seeds; the oracle is the grid's best. Runs are interleaved (seed by seed over
+   the grid) so that load on a shared machine falls on every batch alike.
+
+Goal (issue 16): the advised batch within 1.1x of the oracle's time, and faster than the largest that fits.
+Ends with: RESULT time_to_accuracy vs_oracle=<advised / oracle> vs_largest=<advised / largest>
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+WORKLOAD = "digits-cnn"
+NPROC = 2
+
+
+def advise(device_memory: str, trial_steps: int, sweep_steps: int, out: Path) -> tuple[dict, float]:
+    """Run `advisor plan` as a user would; the recipe it wrote, and its wall time."""
+    started = time.monotonic()
+    run = subprocess.run([sys.executable, "-m", "advisor.cli", "plan", "--workload", WORKLOAD, "--nproc", str(NPROC),
+                          "--device-memory", device_memory, "--trial-steps", str(trial_steps), "--sweep-steps",
+                          str(sweep_steps), "--out", str(out), "--json", "--fresh"],
+                         capture_output=True, text=True, cwd=REPO, timeout=1800)
+    if run.returncode != 0:
+        sys.exit(f"advisor plan failed (exit {run.returncode}):\n{run.stderr[-3000:]}")
+    from advisor.recipe import read_recipe_data
+
+    data, _ = read_recipe_data(out)
+    return data, time.monotonic() - started
+
+
+def grid_for(largest: int, advised: int) -> list[int]:
+    batches, b = set(), 4
+    while b <= largest:
+        batches.add(b)
+        b *= 2
+    return sorted(batches | {largest, advised})
+
+
+class Trainer:
+    """Training runs through the product's runner (real torchrun, 2 gloo processes, the DDP adapter)."""
+
+    def __init__(self, device_memory_bytes: int, recipe: dict, train_size: int):
+        from advisor.adapters import load_adapter
+        from advisor.launch import CancelToken
+        from advisor.method import MethodSettings
+        from advisor.runner import JobRunner
+
+        settings = MethodSettings(workload=WORKLOAD, adapter_name="ddp", nproc=NPROC, device="cpu",
+                                  memory_budget_bytes=device_memory_bytes, workdir=str(REPO),
+                                  trial_timeout_s=1800)
+        self.runner = JobRunner(load_adapter("ddp"), settings, lambda event: None, CancelToken())
+        lr = recipe["lr"]
+        self.base_lr, self.base_batch, self.optimizer = lr["base"], lr["base_global_batch"], lr["optimizer"]
+        self.base_warmup_epochs = recipe["warmup"]["base_epochs"]
+        self.train_size = train_size
+
+    def schedule(self, global_batch: int) -> tuple[float, int]:
+        """The plan's rules for this global batch: scaled LR and the planned warmup (steps)."""
+        from advisor.lr import plan_warmup, scale_lr
+
+        lr = scale_lr(self.base_lr, self.base_batch, global_batch, self.optimizer)
+        warmup = plan_warmup(lr.scale, self.train_size, global_batch, self.base_warmup_epochs)
+        return lr.value, warmup.steps
+
+    def run(self, per_device: int, epochs: float, seed: int, eval_points: int):
+        global_batch = per_device * NPROC
+        steps = max(4, math.ceil(epochs * self.train_size / global_batch))
+        lr, warmup = self.schedule(global_batch)
+        return self.runner.train("sweep", per_device, steps, lr, warmup, evaluate=True,
+                                 eval_points=min(eval_points, steps), seed=seed)
+
+
+def seconds_to(record, target: float) -> float:
+    if record.status != "ok":
+        return math.inf
+    for point in record.evals:
+        if point.get("val_metric") is not None and point["val_metric"] >= target:
+            return point["train_seconds"]
+    return math.inf
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="2 seeds, 8 epochs, a short plan (a few minutes)")
+    parser.add_argument("--target", type=float, default=0.90, help="validation accuracy to reach")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--epochs", type=float, default=12, help="training epochs per run (the same for all)")
+    parser.add_argument("--eval-points", type=int, default=24, help="validation checkpoints per run")
+    parser.add_argument("--device-memory", default="64MiB", help="per-device budget for the plan's ceiling")
+    parser.add_argument("--sweep-steps", type=int, default=60, help="the plan's --sweep-steps")
+    parser.add_argument("--trial-steps", type=int, default=12, help="the plan's --trial-steps")
+    parser.add_argument("--recipe", help="use the advice of this earlier digits-cnn plan instead of running one")
+    args = parser.parse_args()
+    if args.quick:
+        args.seeds, args.epochs, args.sweep_steps, args.trial_steps, args.device_memory = 2, 8, 40, 8, "48MiB"
+
+    from advisor.units import parse_size
+    from advisor.workload import resolve_workload
+
+    train_size = resolve_workload(WORKLOAD).train_length
+    if args.recipe:  # a recipe an earlier `advisor plan` wrote for digits-cnn (its settings are in the recipe)
+        from advisor.recipe import read_recipe_data
+
+        recipe, plan_seconds = read_recipe_data(args.recipe)[0], math.nan
+        if recipe["workload"]["spec"] != WORKLOAD or recipe["inputs"]["nproc"] != NPROC:
+            sys.exit(f"--recipe {args.recipe} is not a {NPROC}-process {WORKLOAD} plan.")
+        args.device_memory = str(recipe["inputs"]["device_memory_bytes"])
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            recipe, plan_seconds = advise(args.device_memory, args.trial_steps, args.sweep_steps,
+                                          Path(tmp) / "r.toml")
+    advised = recipe["batch"]["per_device"]
+    largest = recipe["ceiling"]["per_device_max"]
+    sweep = recipe["method"].get("sweep", {})
+    print(f"advisor plan: {plan_seconds:.0f} s; advised {advised} per device (x{NPROC}), largest that fits "
+          f"{largest}; sweep verdict: {sweep.get('verdict', '?')}", flush=True)
+
+    trainer = Trainer(parse_size(args.device_memory), recipe, train_size)
+    grid = grid_for(largest, advised)
+    times: dict[int, list[float]] = {b: [] for b in grid}
+    finals: dict[int, list[float]] = {b: [] for b in grid}
+    started = time.monotonic()
+    for seed in range(args.seeds):
+        for batch in grid:
+            record = trainer.run(batch, args.epochs, seed, args.eval_points)
+            times[batch].append(seconds_to(record, args.target))
+            finals[batch].append(record.val_metric if record.val_metric is not None else math.nan)
+            print(f"  seed {seed} batch {batch}: {times[batch][-1]:.2f} s to {args.target}, final "
+                  f"{finals[batch][-1]:.3f}", flush=True)
+    median = {b: statistics.median(t) for b, t in times.items()}
+    oracle = min(grid, key=lambda b: (median[b], b))
+
+    print()
+    print(f"time to validation accuracy {args.target} on digits ({WORKLOAD}, {NPROC} gloo processes, "
+          f"{args.epochs:g} epochs a run, {args.seeds} seeds, LR and warmup by the plan's rules; "
+          f"grid in {time.monotonic() - started:.0f} s)")
+    print(f"{'per-device':>10} {'global':>7} {'lr':>8} {'warmup':>7} {'median s':>9} {'per seed (s)':<28} "
+          f"{'final acc':>9}  role")
+    for b in grid:
+        lr, warmup = trainer.schedule(b * NPROC)
+        roles = [name for name, v in (("advised", advised), ("largest", largest), ("oracle", oracle)) if v == b]
+        per_seed = ", ".join("inf" if math.isinf(t) else f"{t:.2f}" for t in times[b])
+        print(f"{b:>10} {b * NPROC:>7} {lr:>8.4f} {warmup:>7} {median[b]:>9.2f} {per_seed:<28} "
+              f"{statistics.median(finals[b]):>9.3f}  {'+'.join(roles)}")
+    vs_oracle = median[advised] / median[oracle] if math.isfinite(median[oracle]) else math.nan
+    vs_largest = median[advised] / median[largest] if math.isfinite(median[largest]) else 0.0
+    print(json.dumps({"advised": advised, "largest": largest, "oracle": oracle, "median_seconds": median,
+                      "sweep": sweep}, default=str))
+    print(f"RESULT time_to_accuracy vs_oracle={vs_oracle:.3f} vs_largest={vs_largest:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""Fast, still isolated probes: 1-process probes fork from a pre-imported server (advisor/probe_server.py).
+
+Real processes throughout: the DDP adapter's worker, real RLIMIT_DATA budgets, real OOMs, real kills.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import psutil
+import pytest
+
+from advisor.adapters import load_adapter
+from advisor.ceiling import search_ceiling
+from advisor.errors import CancelledError, TrialError
+from advisor.job import TrialJob
+from advisor.launch import CancelToken, run_job, worker_env
+from advisor.method import MethodSettings
+from advisor.probe_server import ProbeServer
+from advisor.runner import JobRunner
+from conftest import REPO, advisor_processes, workload_spec
+
+MIB = 2**20
+
+
+def _job(**kw) -> TrialJob:
+    base = dict(kind="probe", workload="digits-mlp", per_device_batch=8, steps=2, workdir=str(REPO),
+                memory_budget_bytes=64 * MIB)
+    base.update(kw)
+    return TrialJob(**base)
+
+
+@pytest.fixture(scope="module")
+def shared_server():
+    """One server for the module's tests (its start imports torch: seconds on a busy machine)."""
+    ddp = load_adapter("ddp")
+    env = ddp.environment("cpu")
+    probe_server = ProbeServer(ddp.worker_module, worker_env(_job(), env), str(REPO))
+    assert probe_server.start(), probe_server.unavailable
+    yield probe_server, env
+    probe_server.close()
+    assert probe_server.proc.poll() is not None and not advisor_processes()
+
+
+@pytest.fixture
+def server(shared_server):
+    """The shared server; after the test, no process of this engine but the server itself is left."""
+    yield shared_server
+    probe_server = shared_server[0]
+    deadline = time.monotonic() + 5
+    while _leftovers(probe_server) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = _leftovers(probe_server)
+    for proc in left:
+        proc.kill()
+    assert not left, f"processes left behind: {[p.info['cmdline'] for p in left]}"
+
+
+def _leftovers(probe_server):
+    return [p for p in advisor_processes() if p.pid != probe_server.proc.pid]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_fast_probes_find_the_ceiling_fresh_torchrun_probes_find(no_leftover_processes):
+    """The search runs on forked probes; fresh torchrun launches agree on both sides of its edge and measure
+    the same peak at a fit batch (the same worker, environment and budget, only the start differs)."""
+    settings = MethodSettings(workload="digits-mlp", adapter_name="ddp", nproc=1, device="cpu",
+                              memory_budget_bytes=64 * MIB, workdir=str(REPO))
+    fast = JobRunner(load_adapter("ddp"), settings, lambda event: None, CancelToken())
+    fresh = JobRunner(load_adapter("ddp"), settings, lambda event: None, CancelToken(), fast_probes=False)
+    try:
+        result = search_ceiling(lambda b, p: fast.probe(b, p), settings.memory_budget_bytes, headroom=0.0)
+        assert fast.probe_server is not None and fast.probe_server_unavailable is None
+        step = result.smallest_oom - result.largest_ok
+        assert 0 < step <= max(1, 0.05 * result.largest_ok)
+        assert fresh.probe(result.largest_ok - step, "check").status == "ok"
+        assert fresh.probe(result.smallest_oom + step, "check").status == "oom"
+        fit = next(t for t in result.trials if t.purpose == "fit" and t.status == "ok")
+        assert fresh.probe(fit.batch, "check").peak_bytes == fit.peak_bytes
+    finally:
+        fast.close()
+
+
+def test_a_probe_after_an_oom_runs_in_a_new_process_with_the_memory_of_a_fresh_one(server):
+    probe_server, env = server
+    pids, peaks = [], []
+    for batch, expected in ((64, "ok"), (100_000, "oom"), (64, "ok")):
+        outcome = run_job(None, _job(per_device_batch=batch), 1, 120, env=env, server=probe_server)
+        assert outcome.status == expected
+        pids.append(outcome.first("started")["pid"])
+        peaks.append(outcome.first("probe").get("peak_bytes"))
+    assert len(set(pids)) == 3 and probe_server.proc.pid not in pids
+    assert not any(_alive(pid) for pid in pids)  # each probe's process is gone once its answer is in
+    assert peaks[2] == peaks[0]  # the OOM left nothing behind for the next probe
+
+
+def test_forked_probes_run_with_the_launch_env(server):
+    """glibc reads MALLOC_MMAP_THRESHOLD_ at start-up: the server starts with it, and a fork inherits it."""
+    probe_server, env = server
+    assert env["MALLOC_MMAP_THRESHOLD_"] == "65536"
+    outcome = run_job(None, _job(), 1, 120, env=env, server=probe_server)
+    pid = outcome.first("started")["pid"]
+    assert pid != probe_server.proc.pid
+    assert psutil.Process(probe_server.proc.pid).environ()["MALLOC_MMAP_THRESHOLD_"] == "65536"
+
+
+def test_cancelling_a_forked_probe_stops_it_and_leaves_no_process(server):
+    probe_server, env = server
+    cancel, started = CancelToken(), []
+
+    def on_event(event):
+        if event["event"] == "started":
+            started.append(event["pid"])
+            threading.Timer(1.0, cancel.cancel).start()
+
+    job = _job(kind="train", workload=workload_spec("slow_linear"), steps=10_000, memory_budget_bytes=None)
+    with pytest.raises(CancelledError, match="cancelled"):
+        run_job(None, job, 1, 120, on_event=on_event, env=env, cancel=cancel, server=probe_server)
+    assert started and not _alive(started[0])
+    assert probe_server.proc.poll() is None  # the server itself keeps serving
+    assert run_job(None, _job(), 1, 120, env=env, server=probe_server).status == "ok"
+
+
+def test_a_hung_forked_probe_times_out_with_a_message(server):
+    probe_server, env = server
+    job = _job(kind="train", workload=workload_spec("slow_linear"), steps=10_000, memory_budget_bytes=None,
+               loss_every=10**9)
+    began = time.monotonic()
+    with pytest.raises(TrialError, match="made no progress for 3 s") as err:
+        run_job(None, job, 1, 120, idle_timeout_s=3, env=env, server=probe_server)
+    assert time.monotonic() - began < 30 and "stopped" in str(err.value)
+
+
+def test_a_killed_engine_takes_its_probe_server_and_probes_with_it(tmp_path):
+    script = tmp_path / "engine.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(REPO / 'tests')!r})
+        from advisor.adapters import load_adapter
+        from advisor.launch import run_job, worker_env
+        from advisor.probe_server import ProbeServer
+        from conftest import workload_spec
+        from advisor.job import TrialJob
+        ddp = load_adapter("ddp")
+        env = ddp.environment("cpu")
+        # Silent after its first step: a probe that writes would die of SIGPIPE anyway, this one must be ended.
+        job = TrialJob(kind="train", workload=workload_spec("slow_linear"), per_device_batch=8, steps=10_000,
+                       loss_every=10**9, workdir={str(REPO)!r})
+        server = ProbeServer(ddp.worker_module, worker_env(job, env), {str(REPO)!r})
+        assert server.start(), server.unavailable
+        print("server", server.proc.pid, flush=True)
+        pid = []
+        def on_event(event):
+            if event["event"] == "started":
+                pid.append(event["pid"])
+            if event["event"] == "progress":  # its last output line: from here on the probe is silent
+                print("probe", pid[0], flush=True)
+        run_job(None, job, 1, 600, on_event=on_event, env=env, server=server)
+    """))
+    engine = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    pids = {}
+    for line in engine.stdout:
+        name, pid = line.split()
+        pids[name] = int(pid)
+        if "probe" in pids:
+            break
+    time.sleep(1.0)
+    engine.kill()  # SIGKILL: no cleanup code of the engine runs
+    engine.wait()
+    deadline = time.monotonic() + 15
+    while any(_alive(p) for p in pids.values()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    survivors = [p for p in pids.values() if _alive(p)]
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    assert set(pids) == {"server", "probe"} and not survivors

@@ -1,0 +1,56 @@
+"""The Setup's form becomes settings through the engine (advisor.settings): the DeepSpeed ZeRO stage, a target
+cluster and a plugin's declared option are fields, checked, run and recorded; stub runner, no processes."""
+
+from __future__ import annotations
+
+import pytest
+from test_adapters_cli import plugins  # noqa: F401 - the example plugins 'installed' (a fixture)
+from tui_stub import screen_text, stub_app, start_walk, wait_for
+
+pytestmark = pytest.mark.timeout(180)
+
+
+async def wait_for_adapter_fields(pilot, adapter: str, field: str):
+    app = pilot.app
+    await wait_for(pilot, lambda: app.screen.query_one("#adapter").value == adapter
+                   and app.screen.query(f"#{field}"), what=f"the {adapter} adapter's fields")
+
+
+async def test_the_setup_sets_the_zero_stage_and_a_target_cluster():
+    from advisor.settings import plan_command
+
+    app = stub_app(adapter="deepspeed")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for_adapter_fields(pilot, "deepspeed", "adapter-option-zero_stage")
+        app.screen.query_one("#adapter-option-zero_stage").value = "3"
+        app.screen.query_one("#nodes").value = "2"
+        app.screen.query_one("#gpus-per-node").value = "4"
+        await start_walk(pilot)
+        assert app.settings.world_size == 8 and app.settings.nodes == 2 and app.settings.nproc == 2
+        assert app.session.runner.options["zero_stage"] == 3  # what the probes run and the recipe records
+        command = " ".join(plan_command(app.plan_options))  # the Recipe screen's headless twin of this walk
+        assert "--adapter deepspeed" in command and "--nodes 2 --gpus-per-node 4 --zero-stage 3" in command
+
+
+async def test_a_plugins_option_is_an_app_field_checked_and_recorded(plugins):  # noqa: F811
+    app = stub_app(adapter="single", nproc=1)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for_adapter_fields(pilot, "single", "adapter-option-threads")
+        assert "intra-op CPU threads" in " ".join(str(s.render()) for s in app.screen.query("#adapter-options Static"))
+        app.screen.query_one("#adapter-option-threads").value = "2"
+        await start_walk(pilot)
+        assert app.session.runner.options == {"threads": 2} and app.plan_options["adapter_options"] == {"threads": "2"}
+
+
+async def test_a_bad_value_and_an_impossible_cluster_are_named_on_the_setup():
+    app = stub_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: screen_text(app, "#workload-status").strip() and "checking" not in screen_text(
+            app, "#workload-status"), what="the workload check")
+        for field, value, expected in (("headroom", "lots", "must be a number, not 'lots'"),
+                                       ("nodes", "0", "must be at least 1, not 0")):
+            app.screen.query_one(f"#{field}").value = value
+            await pilot.press("ctrl+r")
+            await wait_for(pilot, lambda: expected in screen_text(app, ".error-panel"), what=f"the {field} error")
+            assert app.session is None
+            app.screen.query_one(f"#{field}").value = ""
