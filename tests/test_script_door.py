@@ -212,7 +212,7 @@ def test_an_accelerate_loop_gets_a_recipe_that_runs(tmp_path, no_leftover_proces
 
 @pytest.mark.distributed
 @pytest.mark.timeout(1800)
-@pytest.mark.xfail(strict=False, reason="open: measured 2026-12-01 at 24 MiB, the door's OOM edge was 438-452 and "
+@pytest.mark.xfail(strict=True, reason="open (issue 14): measured 2026-12-01 at 24 MiB, the door's OOM edge was 438-452 and "
                    "the Workload's 522-542 (the shim's RLIMIT_DATA starts at the first forward, after the script's "
                    "loader and optimizer exist; the worker's after wrapping)")
 def test_the_ceiling_through_the_door_matches_the_workloads(tmp_path, no_leftover_processes):
