@@ -441,3 +441,32 @@ async def test_the_workload_check_runs_once_per_accepted_value_in_a_process_that
     while _alive(second) and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
     assert not _alive(second)
+
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
+async def test_every_step_screens_tables_show_every_value_whole_at_both_sizes(size):
+    # Cut before: the probe table's `time` at 80x24, the Starting value's task table ("start / de", its
+    # source column) at 120x40, the Trial's fixed-width columns (samples/s 32000, `ok`), the numbers panes'
+    # values ("128.0" for 128.0 MiB) at 80x24. Labels may wrap or shorten; values never.
+    # One walk checks every step screen as it is done (a walk per screen would cost a minute more).
+    from textual.widgets import DataTable
+
+    from advisor.tui.app import STEP_NAMES
+
+    app = stub_app(runner_kwargs={"saturate": 100_000, "rate": 250})  # five-digit samples/s
+    cut = {}
+    async with app.run_test(size=size) as pilot:
+        await walk_to(pilot, "ceiling")
+        for step in STEP_NAMES[1:]:
+            await run_step(pilot, step)
+            tables = list(app.screen.query(DataTable))
+            assert tables and all(table.row_count for table in tables), (step, [t.row_count for t in tables])
+            for table in tables:
+                cut[f"{step} #{table.id or table.parent.id}"] = cut_cells(table)
+            if step != STEP_NAMES[-1]:
+                await pilot.press("n")
+                await wait_for(pilot, lambda: app.screen.name != step, what=f"leaving {step}")
+    assert set(cut) >= {"ceiling #probes", "ceiling #numbers", "start #tasks", "start #numbers", "trial #runs",
+                        "trial #numbers", "sweep #runs", "recipe #numbers"}
+    assert cut == dict.fromkeys(cut, [])

@@ -169,6 +169,15 @@ def rendered_lines(widget) -> list[str]:
     return ["".join(segment.text for segment in widget.render_line(y)) for y in range(widget.size.height)]
 
 
+def all_rendered_lines(table) -> list[str]:
+    """Every line of a DataTable as it shows at its width, rows scrolled out of view included (a row below
+    the fold is reached by scrolling down; a value cut at the table's right edge is what the user misses)."""
+    scroll_x = table.scroll_offset.x
+    return ["".join(segment.text for segment in table._render_line(y, scroll_x, scroll_x + table.size.width,
+                                                                      table.rich_style))
+            for y in range(table.virtual_size.height)]
+
+
 def cut_cells(table) -> list[str]:
     """The cells of ``table`` whose whole value does not show on screen (a value cut by its column or by the
     table's edge shows only as its beginning)."""
@@ -176,6 +185,6 @@ def cut_cells(table) -> list[str]:
 
     from rich.text import Text
 
-    shown = {token for line in rendered_lines(table) for token in re.split(r"[\s│|▏▕]+", line) if token}
+    shown = {token for line in all_rendered_lines(table) for token in re.split(r"[\s│|▏▕]+", line) if token}
     values = [Text.from_markup(str(cell)).plain for index in range(table.row_count) for cell in table.get_row_at(index)]
     return [value for value in values if value.strip() and any(t not in shown for t in value.split())]

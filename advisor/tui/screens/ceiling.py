@@ -10,10 +10,15 @@ from ..widgets import MemoryChart, Numbers
 from .base import StepScreen
 
 
+MIB = 1024 * 1024
+# Units sit in the two-line labels, so the values stay short enough for half of an 80-column screen.
+PROBE_COLUMNS = ("batch", "purpose", "peak\nMiB", "result", "time\ns")
+
+
 def probe_cells(trial) -> tuple:
     result = "[green]fits[/green]" if trial.status == "ok" else "[red]OOM[/red]"
-    return (str(trial.batch), trial.purpose or "", format_bytes(trial.peak_bytes) if trial.peak_bytes else "-",
-            result, f"{trial.seconds:.1f} s")
+    return (str(trial.batch), trial.purpose or "", f"{trial.peak_bytes / MIB:.1f}" if trial.peak_bytes else "-",
+            result, f"{trial.seconds:.1f}")
 
 
 class CeilingScreen(StepScreen):
@@ -33,14 +38,14 @@ class CeilingScreen(StepScreen):
                     yield Input(compact=True, id="headroom", type="number", placeholder="0.10-0.20")
                 yield Static("[dim]Enter applies a new headroom to the probes already run.[/dim]",
                              classes="field-status")
-                yield DataTable(id="probes", cursor_type="row")
+                yield DataTable(id="probes", cursor_type="row", header_height=2)
                 yield Numbers(id="numbers")
             yield MemoryChart(id="chart", classes="column")
 
     def on_mount(self) -> None:
         table = self.query_one("#probes", DataTable)
-        for label, width in (("batch", 6), ("purpose", 8), ("peak", 10), ("result", 6), ("time", 7)):
-            table.add_column(label, width=width)  # fixed widths: the table looks the same however rows arrive
+        for label in PROBE_COLUMNS:
+            table.add_column(label)  # as wide as the widest value: a number grows its column, never gets cut
         self._probes = []
         self._shown = []  # the rows of the probe table, in order
         self._probed_headroom = None

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Input, Label, Static
 
-from ..widgets import Numbers
+from ..widgets import FittedTable, Numbers
+
+# The task's name wraps to fit half of an 80-column screen; the numbers keep their width. The highlighted
+# row's source shows below the table.
+TASK_COLUMNS = ("task", "start\n/dev.", "global\nrange")
 from .base import StepScreen
 
 
@@ -21,8 +26,10 @@ class StartScreen(StepScreen):
     def compose_body(self):
         with Horizontal():
             with Vertical(classes="column"):
-                yield Static("[b]Task table[/b] (per-device start, global range)", classes="caption")
-                yield DataTable(id="tasks", cursor_type="row")
+                yield Static("[b]Task table[/b]", classes="caption")
+                yield FittedTable(id="tasks", cursor_type="row", header_height=2, label_column=0,
+                                  min_label_width=15)
+                yield Static("", id="task-source", classes="field-status")
                 with Horizontal(classes="field"):
                     yield Label("Your starting value", classes="field-label")
                     yield Input(compact=True, id="per-device", type="integer", placeholder="empty: the table's value")
@@ -33,14 +40,27 @@ class StartScreen(StepScreen):
                 yield Static("", id="warnings", classes="warnings")
 
     def on_mount(self) -> None:
+        self._fill_tasks(None)
+
+    def _fill_tasks(self, task: str | None) -> None:
+        """The task table, with ▶ on ``task`` (the workload's)."""
         from ...tasks import TASKS
 
-        table = self.query_one("#tasks", DataTable)
-        table.add_columns(" ", "task", "start / device", "global", "source")
+        rows = []
         for profile in TASKS.values():
             low_high = f"{profile.global_range[0]}-{profile.global_range[1]}" if profile.global_range else "-"
-            table.add_row(" ", profile.label, str(profile.start_per_device), low_high, profile.source,
-                          key=profile.name)
+            mark = "▶ " if profile.name == task else "  "
+            rows.append((mark + profile.label, str(profile.start_per_device), low_high))
+        self.query_one("#tasks", FittedTable).fill(list(TASK_COLUMNS), rows, keys=list(TASKS))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        from ...tasks import TASKS
+
+        if event.data_table.id != "tasks" or event.row_key.value not in TASKS:
+            return
+        event.stop()
+        profile = TASKS[event.row_key.value]
+        self.query_one("#task-source", Static).update(f"[dim]{escape(profile.label)}: {escape(profile.source)}[/dim]")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -54,12 +74,9 @@ class StartScreen(StepScreen):
     def _mark_task(self, task: str | None) -> None:
         from ...tasks import TASKS
 
-        table = self.query_one("#tasks", DataTable)
-        column = table.ordered_columns[0].key
-        for index, name in enumerate(TASKS):
-            table.update_cell(name, column, "▶" if name == task else " ")
-            if name == task:
-                table.move_cursor(row=index)
+        self._fill_tasks(task)
+        if task in TASKS:
+            self.query_one("#tasks", FittedTable).move_cursor(row=list(TASKS).index(task))
 
     def make_call(self):
         text = self.query_one("#per-device", Input).value.strip()

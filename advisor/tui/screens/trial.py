@@ -11,6 +11,8 @@ from ..widgets import Chart, Numbers
 from .base import StepScreen
 
 MIB = 1024 * 1024
+TRIAL_COLUMNS = ("per\ndevice", "global\nbatch", "precision", "peak", "of\nceiling", "step\ntime", "samples\n/s",
+                 "result")
 
 
 class TrialScreen(StepScreen):
@@ -23,10 +25,12 @@ class TrialScreen(StepScreen):
              "doubling only while it buys at least 10% more samples/s. Press r to run.")
 
     def compose_body(self):
+        # The runs table spans the screen, as the Sweep's does: in half of an 80-column screen its eight
+        # columns cut values; two-line labels keep each column as narrow as its values.
+        yield DataTable(id="runs", cursor_type="row", header_height=2)
+        yield ProgressBar(id="progress", show_eta=False)
         with Horizontal():
             with Vertical(classes="column"):
-                yield DataTable(id="runs", cursor_type="row")
-                yield ProgressBar(id="progress", show_eta=False)
                 yield Static("[b]Decisions[/b]", classes="caption")
                 yield RichLog(id="decisions", wrap=True, markup=True, min_width=20)
                 yield Numbers(id="numbers")
@@ -37,9 +41,8 @@ class TrialScreen(StepScreen):
 
     def on_mount(self) -> None:
         table = self.query_one("#runs", DataTable)
-        for label, width in (("batch", 5), ("global", 6), ("precision", 9), ("peak", 10), ("of ceiling", 10),
-                             ("step", 7), ("samples/s", 9), ("result", 6)):
-            table.add_column(label, width=width)  # fixed widths: the table looks the same however rows arrive
+        for label in TRIAL_COLUMNS:
+            table.add_column(label)  # as wide as the widest value: a number grows its column, never gets cut
 
     def clear(self) -> None:
         self.query_one("#runs", DataTable).clear()

@@ -8,9 +8,12 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
+from .fitted_table import FittedTable
 
-class ExplainedTable(DataTable):
-    """A table whose rows carry a reason: hovering a row shows it as a tooltip."""
+
+class ExplainedTable(FittedTable):
+    """A table whose rows carry a reason: hovering a row shows it as a tooltip; its labels wrap, its values
+    never get cut."""
 
     reasons: list[str] = []
 
@@ -43,9 +46,7 @@ class Numbers(Vertical):
         self._rows: list[tuple[str, str, str]] = []
 
     def compose(self):
-        table = ExplainedTable(cursor_type="row", show_header=False, zebra_stripes=True)
-        table.add_columns("quantity", "value")
-        yield table
+        yield ExplainedTable(cursor_type="row", show_header=False, zebra_stripes=True)
         yield Static("", classes="why")
 
     @property
@@ -56,10 +57,9 @@ class Numbers(Vertical):
         """``rows``: (what, value, why: the rule and the inputs that produced the value)."""
         self._rows = list(rows)
         table = self.table
-        table.clear()
         table.reasons = [why for _, _, why in self._rows]
-        for index, (label, value, _) in enumerate(self._rows):
-            table.add_row(label, value, key=str(index))
+        table.fill(["quantity", "value"], [(label, value) for label, value, _ in self._rows],
+                   keys=[str(index) for index in range(len(self._rows))])
         self._show_why(0)
 
     def _show_why(self, index: int) -> None:
