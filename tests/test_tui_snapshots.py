@@ -78,6 +78,26 @@ def test_sweep_screen_at_80x24(snap_compare):
                         run_before=at_step("sweep"))
 
 
+SMALL = (80, 24)  # the smallest supported terminal: labels wrap or shorten, every value shows whole
+
+
+def test_memory_ceiling_screen_at_80x24(snap_compare):
+    assert snap_compare(stub_app(), terminal_size=SMALL, run_before=at_step("ceiling"))
+
+
+def test_starting_value_screen_at_80x24(snap_compare):
+    assert snap_compare(stub_app(), terminal_size=SMALL, run_before=at_step("start"))
+
+
+def test_trial_run_screen_at_80x24(snap_compare):
+    assert snap_compare(stub_app(runner_kwargs={"saturate": 100_000, "rate": 250}), terminal_size=SMALL,
+                        run_before=at_step("trial"))
+
+
+def test_recipe_screen_at_80x24(snap_compare):
+    assert snap_compare(stub_app(), terminal_size=SMALL, run_before=at_step("recipe"))
+
+
 def test_recipe_screen(snap_compare):
     assert snap_compare(stub_app(), terminal_size=SIZE, run_before=at_step("recipe"))
 

@@ -29,7 +29,7 @@ class StartScreen(StepScreen):
                 yield Static("[b]Task table[/b]", classes="caption")
                 yield FittedTable(id="tasks", cursor_type="row", header_height=2, label_column=0,
                                   min_label_width=15)
-                yield Static("", id="task-source", classes="field-status")
+                yield Static("", id="task-source")
                 with Horizontal(classes="field"):
                     yield Label("Your starting value", classes="field-label")
                     yield Input(compact=True, id="per-device", type="integer", placeholder="empty: the table's value")
