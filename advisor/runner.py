@@ -7,7 +7,7 @@ import weakref
 
 from .adapters import Adapter
 from .ceiling import ProbeTrial
-from .errors import AdvisorError
+from .errors import AdvisorError, CancelledError, TrialError
 from .events import EvalPoint, Note, ProbeFinished, ProbeStarted, RunStarted, TrialFinished, TrialProgress
 from .job import TrialJob
 from .launch import CancelToken, JobOutcome, run_job, worker_env
@@ -104,7 +104,22 @@ class JobRunner:
         selection = self.probe_selection
         if selection is not None and selection.indices:
             job.extra["probe_indices"] = selection.indices
-        outcome = self._run(job, self.probe_nproc, f"ceiling probe at batch {batch}", server=self._server_for(job))
+        label = f"ceiling probe at batch {batch}"
+        server = self._server_for(job)
+        try:
+            outcome = self._run(job, self.probe_nproc, label, server=server)
+        except CancelledError:
+            raise
+        except TrialError as exc:
+            if server is None:
+                raise
+            # The fresh launch is the reference path; a forked probe that crashed (a library that is not
+            # fork-safe, seen as SIGSEGV in a transformers model) is probed again that way, and so is the rest.
+            self.fast_probes = False
+            self.close()
+            self.emit(Note(f"A forked memory probe failed ({str(exc).splitlines()[0][:160]}); probing batch {batch} "
+                           "again with a fresh launch, as every later probe of this plan will be."))
+            outcome = self._run(job, self.probe_nproc, label)
         events = outcome.all("probe")
         shapes = next((e["batch_shapes"] for e in events if e.get("batch_shapes")), None)
         if shapes:

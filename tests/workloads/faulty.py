@@ -83,3 +83,15 @@ def slow_to_build():
         return nn.Linear(16, 2)
 
     return _workload(build, "slow-build")
+
+
+def segfault_when_forked():
+    """Dies of SIGSEGV in a probe forked from the probe server (a library that is not fork-safe), works in a
+    fresh launch: a forked probe's parent is the server, a fresh worker's is torchrun."""
+    import signal
+
+    with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+        parent = f.read().replace(b"\0", b" ").decode()
+    if "advisor.probe_server" in parent:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return _workload(lambda: nn.Linear(16, 2), "segfault-when-forked")
