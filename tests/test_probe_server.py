@@ -205,3 +205,24 @@ def test_a_forked_probe_that_crashes_is_probed_again_with_a_fresh_launch(no_left
         assert runner.probe(4, "edge").status == "ok"  # and the next one launches fresh
     finally:
         runner.close()
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["forked", "fresh"])
+def test_a_cpu_probe_killed_by_sigsegv_under_its_memory_limit_counts_as_out_of_memory(fast, no_leftover_processes):
+    """Under RLIMIT_DATA a native library that ignores a failed allocation dies of SIGSEGV at the edge (a
+    transformers ResNet did, forked and fresh): that probe is an OOM answer with the reason, not a crashed plan.
+    Without a memory limit the same death stays a crash."""
+    settings = MethodSettings(workload=workload_spec("segfault_at_16"), adapter_name="ddp", nproc=1, device="cpu",
+                              memory_budget_bytes=64 * MIB, workdir=str(REPO))
+    runner = JobRunner(load_adapter("ddp"), settings, lambda event: None, CancelToken(), fast_probes=fast)
+    try:
+        assert runner.probe(8, "edge").status == "ok"
+        edge = runner.probe(16, "edge")
+        assert edge.status == "oom" and "SIGSEGV under the memory limit" in edge.message
+    finally:
+        runner.close()
+    unlimited = MethodSettings(workload=workload_spec("segfault_at_16"), adapter_name="ddp", nproc=1, device="cpu",
+                               memory_budget_bytes=None, workdir=str(REPO))
+    runner = JobRunner(load_adapter("ddp"), unlimited, lambda event: None, CancelToken(), fast_probes=False)
+    with pytest.raises(TrialError, match="SIGSEGV"):
+        runner.probe(16, "edge")

@@ -95,3 +95,21 @@ def segfault_when_forked():
     if "advisor.probe_server" in parent:
         os.kill(os.getpid(), signal.SIGSEGV)
     return _workload(lambda: nn.Linear(16, 2), "segfault-when-forked")
+
+
+def segfault_at_16():
+    """Dies of SIGSEGV at 16 samples or more, as a native library that does not check a failed allocation does at
+    the CPU memory edge."""
+    import signal
+
+    class Edge(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Linear(16, 2)
+
+        def forward(self, x):
+            if x.shape[0] >= 16:
+                os.kill(os.getpid(), signal.SIGSEGV)
+            return self.net(x)
+
+    return _workload(Edge, "segfault-at-16")
