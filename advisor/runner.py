@@ -7,7 +7,7 @@ import weakref
 
 from .adapters import Adapter
 from .ceiling import ProbeTrial
-from .errors import AdvisorError
+from .errors import AdvisorError, CancelledError, TrialError
 from .events import EvalPoint, Note, ProbeFinished, ProbeStarted, RunStarted, TrialFinished, TrialProgress
 from .job import TrialJob
 from .launch import CancelToken, JobOutcome, run_job, worker_env
@@ -104,7 +104,28 @@ class JobRunner:
         selection = self.probe_selection
         if selection is not None and selection.indices:
             job.extra["probe_indices"] = selection.indices
-        outcome = self._run(job, self.probe_nproc, f"ceiling probe at batch {batch}", server=self._server_for(job))
+        label = f"ceiling probe at batch {batch}"
+        server = self._server_for(job)
+        try:
+            outcome = self._run(job, self.probe_nproc, label, server=server)
+        except CancelledError:
+            raise
+        except TrialError as exc:
+            if server is None:
+                outcome = self._segfault_as_oom(exc)
+            else:
+                # The fresh launch is the reference path; a forked probe that crashed (a library that is not
+                # fork-safe) is probed again that way, and so is the rest of the plan.
+                self.fast_probes = False
+                self.close()
+                self.emit(Note(f"A forked memory probe failed ({str(exc).splitlines()[0][:160]}); probing batch "
+                               f"{batch} again with a fresh launch, as every later probe of this plan will be."))
+                try:
+                    outcome = self._run(job, self.probe_nproc, label)
+                except CancelledError:
+                    raise
+                except TrialError as again:
+                    outcome = self._segfault_as_oom(again)
         events = outcome.all("probe")
         shapes = next((e["batch_shapes"] for e in events if e.get("batch_shapes")), None)
         if shapes:
@@ -122,6 +143,16 @@ class JobRunner:
                                        note=f"{purpose} probe" + (f": {trial.message}" if trial.message else "")))
         self.emit(ProbeFinished(trial))
         return trial
+
+    def _segfault_as_oom(self, exc: TrialError) -> JobOutcome:
+        """A CPU probe killed by SIGSEGV under its memory limit ran out of memory: a native library that does not
+        check for a failed allocation (seen in a transformers ResNet's convolutions near the edge, fresh launch
+        and fork alike) dies that way instead of raising. Any other failure stays the error it is."""
+        if not (self.s.device == "cpu" and self.s.memory_budget_bytes and "SIGSEGV" in str(exc)):
+            raise exc
+        message = ("killed by SIGSEGV under the memory limit (counted as out of memory: a native library that does "
+                   "not check for a failed allocation dies this way at the CPU memory edge)")
+        return JobOutcome("oom", [{"event": "probe", "status": "oom", "message": message}])
 
     def train(self, phase: str, per_device: int, steps: int, lr: float, warmup_steps: int = 0,
               accumulation: int = 1, evaluate: bool = False, precision: str = "fp32",

@@ -507,7 +507,7 @@ def _leave(code: int) -> None:
     if code == 1 and int(os.environ.get("RANK", 0)):
         # Every rank usually fails the same way: rank 0 reports first, so that torchrun's SIGTERM to it, sent
         # when another rank exits, does not read as the cause.
-        time.sleep(2.0)
+        time.sleep(10.0)  # generous: on a loaded host rank 0 can take seconds to write its report
     try:
         import torch.distributed as dist
 

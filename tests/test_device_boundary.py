@@ -85,7 +85,7 @@ def test_step_times_on_cuda_1_are_taken_with_the_device_synchronised(fake_cuda):
 
 def test_cpu_path_uses_rlimit_and_the_tracker():
     strategy = WorkerStrategy()
-    strategy.setup(None)
+    strategy.setup(types.SimpleNamespace(device="cpu"))  # the default strategy runs on the job's device
     model = torch.nn.Linear(4, 2)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     with _Measured(strategy, model, optimizer, measure=True) as measured:

@@ -184,3 +184,45 @@ def test_a_killed_engine_takes_its_probe_server_and_probes_with_it(tmp_path):
     for pid in survivors:
         os.kill(pid, signal.SIGKILL)
     assert set(pids) == {"server", "probe"} and not survivors
+
+
+def test_a_forked_probe_that_crashes_is_probed_again_with_a_fresh_launch(no_leftover_processes):
+    """A forked probe killed by a signal (seen: SIGSEGV in a transformers model) is not an answer: the same
+    probe runs again as a fresh launch (the reference path), the user is told, and later probes launch fresh."""
+    from advisor.events import Note
+
+    settings = MethodSettings(workload=workload_spec("segfault_when_forked"), adapter_name="ddp", nproc=1,
+                              device="cpu", memory_budget_bytes=64 * MIB, workdir=str(REPO))
+    events = []
+    runner = JobRunner(load_adapter("ddp"), settings, events.append, CancelToken())
+    try:
+        assert runner.fast_probes
+        trial = runner.probe(8, "edge")
+        assert trial.status == "ok" and trial.peak_bytes
+        notes = [e.message for e in events if isinstance(e, Note)]
+        assert any("forked memory probe failed" in n and "fresh launch" in n for n in notes), notes
+        assert not runner.fast_probes and runner.probe_server is None
+        assert runner.probe(4, "edge").status == "ok"  # and the next one launches fresh
+    finally:
+        runner.close()
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["forked", "fresh"])
+def test_a_cpu_probe_killed_by_sigsegv_under_its_memory_limit_counts_as_out_of_memory(fast, no_leftover_processes):
+    """Under RLIMIT_DATA a native library that ignores a failed allocation dies of SIGSEGV at the edge (a
+    transformers ResNet did, forked and fresh): that probe is an OOM answer with the reason, not a crashed plan.
+    Without a memory limit the same death stays a crash."""
+    settings = MethodSettings(workload=workload_spec("segfault_at_16"), adapter_name="ddp", nproc=1, device="cpu",
+                              memory_budget_bytes=64 * MIB, workdir=str(REPO))
+    runner = JobRunner(load_adapter("ddp"), settings, lambda event: None, CancelToken(), fast_probes=fast)
+    try:
+        assert runner.probe(8, "edge").status == "ok"
+        edge = runner.probe(16, "edge")
+        assert edge.status == "oom" and "SIGSEGV under the memory limit" in edge.message
+    finally:
+        runner.close()
+    unlimited = MethodSettings(workload=workload_spec("segfault_at_16"), adapter_name="ddp", nproc=1, device="cpu",
+                               memory_budget_bytes=None, workdir=str(REPO))
+    runner = JobRunner(load_adapter("ddp"), unlimited, lambda event: None, CancelToken(), fast_probes=False)
+    with pytest.raises(TrialError, match="SIGSEGV"):
+        runner.probe(16, "edge")

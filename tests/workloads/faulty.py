@@ -83,3 +83,33 @@ def slow_to_build():
         return nn.Linear(16, 2)
 
     return _workload(build, "slow-build")
+
+
+def segfault_when_forked():
+    """Dies of SIGSEGV in a probe forked from the probe server (a library that is not fork-safe), works in a
+    fresh launch: a forked probe's parent is the server, a fresh worker's is torchrun."""
+    import signal
+
+    with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+        parent = f.read().replace(b"\0", b" ").decode()
+    if "advisor.probe_server" in parent:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return _workload(lambda: nn.Linear(16, 2), "segfault-when-forked")
+
+
+def segfault_at_16():
+    """Dies of SIGSEGV at 16 samples or more, as a native library that does not check a failed allocation does at
+    the CPU memory edge."""
+    import signal
+
+    class Edge(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Linear(16, 2)
+
+        def forward(self, x):
+            if x.shape[0] >= 16:
+                os.kill(os.getpid(), signal.SIGSEGV)
+            return self.net(x)
+
+    return _workload(Edge, "segfault-at-16")
