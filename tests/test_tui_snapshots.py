@@ -89,11 +89,6 @@ def test_starting_value_screen_at_80x24(snap_compare):
     assert snap_compare(stub_app(), terminal_size=SMALL, run_before=at_step("start"))
 
 
-def test_trial_run_screen_at_80x24(snap_compare):
-    assert snap_compare(stub_app(runner_kwargs={"saturate": 100_000, "rate": 250}), terminal_size=SMALL,
-                        run_before=at_step("trial"))
-
-
 def test_recipe_screen_at_80x24(snap_compare):
     assert snap_compare(stub_app(), terminal_size=SMALL, run_before=at_step("recipe"))
 
