@@ -102,8 +102,9 @@ class ProbeServer:
         self._pending: list = []  # (event, slot) for replies {"pid": N}, in request order
         self._ready = threading.Event()
 
-    def start(self) -> bool:
-        """Start the server if needed; False (with ``unavailable`` saying why) when it cannot serve."""
+    def start(self, cancel=None) -> bool:
+        """Start the server if needed; False (with ``unavailable`` saying why) when it cannot serve. A set
+        ``cancel`` token (the app's Esc) stops the start at once: CancelledError, no process left."""
         if self.proc is not None or self.unavailable:
             return self.unavailable is None
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -117,7 +118,15 @@ class ProbeServer:
         self._sock = ours
         self._closed = False
         threading.Thread(target=self._read_replies, daemon=True).start()
-        if not self._ready.wait(START_TIMEOUT_S) or self.unavailable:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not self._ready.wait(0.2) and time.monotonic() < deadline:
+            if cancel is not None and cancel.cancelled:
+                self.close()
+                from .errors import CancelledError
+
+                raise CancelledError("The memory probe was cancelled while its probe server started; every worker "
+                                     "process was stopped. Nothing was recorded for it.")
+        if not self._ready.is_set() or self.unavailable:
             self.unavailable = self.unavailable or f"the probe server did not start within {START_TIMEOUT_S:.0f} s"
             self.close()
             return False

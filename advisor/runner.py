@@ -69,7 +69,7 @@ class JobRunner:
         if self.probe_server is None:
             self.probe_server = ProbeServer(self.adapter.worker_module, env, job.workdir)
             weakref.finalize(self, self.probe_server.close)
-            if not self.probe_server.start():
+            if not self.probe_server.start(self.cancel):
                 self.probe_server_unavailable = self.probe_server.unavailable
                 self.fast_probes = False
                 self.close()
