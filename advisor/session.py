@@ -23,7 +23,7 @@ from .ledger import TrialRecord
 from .lr import DEFAULT_BASE_WARMUP_EPOCHS, KNOWN_OPTIMIZERS, LRDecision, WarmupDecision, base_warmup_epochs
 from .goodput import GoodputResult, fit_step_time, goodput_optimum, timed_points
 from .method import (SWEEP_EVAL_POINTS, TIE_SEEDS, MethodSettings, PrecisionChoice, SweepOutcome, TrialOutcome,
-                     WorkloadInfo, choose_precision, data_cap, decide_sweep, diverged, heterogeneous_devices_note, lr_and_warmup,
+                     WorkloadInfo, choose_precision, data_cap, decide_sweep, diverged, heterogeneous_devices_note,
                      make_plan, mixed_before_accumulation, noise_estimate, noise_summary, short_trial, start_value,
                      sweep_candidates, sweep_run_settings, validated_global)
 from .noise import NoiseEstimate
