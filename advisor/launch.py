@@ -189,6 +189,12 @@ def run_job(
         # torchrun ends the survivors with SIGTERM: those are not the cause.
         silent_deaths = sorted(((r, c) for r, c in _failures(tail) if c < 0 and r not in errored),
                                key=lambda rc: rc[1] == -signal.SIGTERM)
+        if errors:
+            # A rank that reported an error and a peer that torchrun then stopped with SIGTERM (before the
+            # peer reached the same error): the SIGTERM is the echo, the report is the cause.
+            silent_deaths = [(r, c) for r, c in silent_deaths if c != -signal.SIGTERM]
+            if root_code == -signal.SIGTERM:
+                root_rank, root_code = None, None
         if silent_deaths:  # killed by a signal without a word: that is the cause, not its peers' errors
             root_rank, root_code = silent_deaths[0]
         if root_rank is not None and root_rank not in errored:

@@ -504,10 +504,15 @@ def confirm(r: ReplanResult, workdir: str, trial_steps: int = 20, run_trial: boo
         runner = _confirm_runner(r, workdir, on_event)
     headroom = r.target.headroom if r.target.headroom is not None else r.source.headroom
     batch = r.per_device_max
-    probes = [runner.probe(batch, "replan confirm", r.precision)]
-    while probes[-1].status != "ok" and batch > 1:
-        batch = max(1, math.floor(batch * 0.9))  # the ceiling search's own confirm step
-        probes.append(runner.probe(batch, "replan confirm", r.precision))
+    try:
+        probes = [runner.probe(batch, "replan confirm", r.precision)]
+        while probes[-1].status != "ok" and batch > 1:
+            batch = max(1, math.floor(batch * 0.9))  # the ceiling search's own confirm step
+            probes.append(runner.probe(batch, "replan confirm", r.precision))
+    finally:
+        close = getattr(runner, "close", None)  # the probes' fork server holds an imported torch: end it now
+        if close:
+            close()
     fits = probes[-1].status == "ok"
     confirmed = batch
     if fits and len(probes) > 1:

@@ -162,6 +162,31 @@ def test_a_crash_in_the_model_names_rank_and_error(ddp):
     assert "RuntimeError" in text and "rank" in text and "view" in text
 
 
+def test_a_peer_stopped_by_sigterm_after_a_reported_error_is_the_echo_not_the_cause():
+    """Seen in CI: rank 0 reported its error and exited; torchrun then stopped rank 1 with SIGTERM and named
+    it as the first failure. The report is the cause; the SIGTERM is torchrun cleaning up."""
+    from advisor.job import encode_event
+
+    tail = "\n".join([
+        encode_event("error", rank=0, error="RuntimeError", message="the script asked for input", traceback=[]),
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2026-12-01_17:06:13",
+        "  host      : localhost",
+        "  rank      : 1 (local_rank: 1)",
+        "  exitcode  : -15 (pid: 2)",
+        "Failures:",
+        "[1]:",
+        "  rank      : 0 (local_rank: 0)",
+        "  exitcode  : 1 (pid: 1)",
+    ])
+    script = f"import sys; print({tail!r}); sys.exit(1)"
+    with pytest.raises(TrialError) as err:
+        run_job(lambda path, n: [sys.executable, "-c", script], job(), 2, timeout_s=60)
+    assert "failed on rank 0" in str(err.value) and "asked for input" in str(err.value)
+    assert "SIGTERM" not in str(err.value)
+
+
 def test_a_killed_worker_ends_in_a_clear_error(ddp):
     pids = {}
 

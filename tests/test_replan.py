@@ -174,7 +174,10 @@ def test_a_confirming_probe_that_runs_out_steps_down_and_keeps_the_headroom_belo
     # floor((0.85 x 48 GiB - 3 GiB) / 150 MiB) = 258; the device really holds 3 GiB + 200 x 150 MiB.
     assert estimate.per_device_max == 258
     stub = StubRunner(fixed=3 * GIB, per_sample=150 * MIB, budget=3 * GIB + 200 * 150 * MIB)
+    stub.close = lambda: stub.calls.append(("close",))  # the real runner ends its probe server there
     outcome = confirm(estimate, ".", runner=stub, trial_steps=8)
+    kinds = [c[0] for c in stub.calls]
+    assert kinds.count("close") == 1 and kinds.index("close") == len([k for k in kinds if k == "probe"])
     # 258 OOM, 232 OOM, 208 OOM, 187 ran (10% steps); then 15% headroom below 187's memory: floor(0.85 x (3072 +
     # 187 x 150) MiB - 3072 MiB) / 150 MiB) = floor(155.9) = 155.
     assert [c[1] for c in stub.calls if c[0] == "probe"] == [258, 232, 208, 187]

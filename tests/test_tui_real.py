@@ -101,8 +101,9 @@ async def test_the_full_walk_saves_the_recipe_advisor_plan_makes(tmp_path, monke
     command = shlex.split(from_app["provenance"]["command"])
     assert command[:2] == ["advisor", "plan"] and command[-2:] == ["--out", "recipes/digits-mlp.toml"]
     assert "advisor plan" in shown
-    # The command the app shows, run headless, decides the same.
-    headless = command[2:-2] + ["--out", str(tmp_path / "headless.toml")]
+    # The command the app shows, run headless, decides the same (--fresh: the app's own plan is in the history
+    # now, and a plan seeded from it starts from its result rather than measuring again).
+    headless = command[2:-2] + ["--fresh", "--out", str(tmp_path / "headless.toml")]
     proc = subprocess.run([sys.executable, "-m", "advisor.cli", "plan", *headless], capture_output=True,
                           text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr

@@ -206,7 +206,7 @@ def test_the_noise_meter_keeps_each_step_divides_out_the_loss_scale_and_skips_ov
     whose gradients overflowed. The first two report the same |g|^2; the third is left out and counted."""
     from torch.nn.parallel import DistributedDataParallel
 
-    from advisor_adapters.ddp_worker import GradNoiseMeter, _noise_allreduce_hook
+    from advisor.process_group import GradNoiseMeter, _noise_allreduce_hook
 
     torch.manual_seed(0)
     ddp = DistributedDataParallel(nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1)))
