@@ -178,13 +178,9 @@ class ShimMonitor:
             emit("model", parameters=parameter_count(module), built_bytes=held_tensor_bytes(module),
                  has_batchnorm=_has_batchnorm(module), train_size=self.train_length, val_size=self.val_length)
         if self.device.type == "cpu" and self.job.kind != "look":
-            held = held_tensor_bytes(module)
-            try:
-                from advisor_adapters.ddp_worker import ddp_bucket_bytes
+            from .process_group import ddp_bucket_bytes
 
-                held += sum(ddp_bucket_bytes(module).values())
-            except ImportError:
-                pass
+            held = held_tensor_bytes(module) + sum(ddp_bucket_bytes(module).values())
             self.budget = apply_budget(self.device, self.job.memory_budget_bytes, held)
 
     # -- backward: the loss the script back-propagates --------------------------------------------------
