@@ -99,6 +99,8 @@ class ShimMonitor:
         self.scales: dict[int, float] = {}
         self.tracker = None
         self.tracker_step = 0  # the optimizer steps done when the tracker started
+        self.tracked_input_bytes = 0  # the batches fetched while the CPU tracker ran (fetched out of its sight)
+        self.outside_tracker: dict[str, int] = {}  # bytes a step holds that the CPU tracker cannot see, by name
         self.measure_next = None  # the optimizer whose next step to measure
         self.step_started = time.perf_counter()
         self.waited = 0.0
@@ -137,6 +139,21 @@ class ShimMonitor:
         if self.measure_next is not None:
             self._begin_measure(self.measure_next)
             self.measure_next = None
+
+    def fetch_untracked(self, fetch, iterator):
+        """Fetch a batch out of the CPU tracker's sight and count the batch's own bytes instead, as the worker
+        counts its input batches: MemTracker charges a view of an untracked storage at the storage's full size,
+        so a TensorDataset indexed in the loader would count the whole dataset as the step's memory."""
+        if self.tracker is None or self.tracker == "cuda":
+            return fetch(iterator)
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        from .batches import tensor_bytes
+
+        with _disable_current_modes():
+            batch = fetch(iterator)
+        self.tracked_input_bytes += tensor_bytes(batch)
+        return batch
 
     def forward_post(self, module, args, kwargs, output):
         """The outermost training forward's inputs: global pre-hooks do not see keyword arguments."""
@@ -180,7 +197,8 @@ class ShimMonitor:
         if self.device.type == "cpu" and self.job.kind != "look":
             from .process_group import ddp_bucket_bytes
 
-            held = held_tensor_bytes(module) + sum(ddp_bucket_bytes(module).values())
+            self.outside_tracker = ddp_bucket_bytes(module)  # made at wrap time: the tracker never sees them
+            held = held_tensor_bytes(module) + sum(self.outside_tracker.values())
             self.budget = apply_budget(self.device, self.job.memory_budget_bytes, held)
 
     # -- backward: the loss the script back-propagates --------------------------------------------------
@@ -223,7 +241,7 @@ class ShimMonitor:
             monitor.between_steps()
             started = time.perf_counter()
             try:
-                return original_next(self)
+                return monitor.fetch_untracked(original_next, self)
             finally:
                 monitor.waited += time.perf_counter() - started
 
@@ -303,6 +321,7 @@ class ShimMonitor:
         tracker.track_external(getattr(optimizer, "optimizer", optimizer))
         tracker.__enter__()
         self.tracker = tracker
+        self.tracked_input_bytes = 0
 
     def _end_measure(self):
         if self.tracker is None:
@@ -317,9 +336,11 @@ class ShimMonitor:
         tracker.__exit__(None, None, None)
         peaks = tracker.get_tracker_snapshot("peak")
         cpu = dict(next(iter(peaks.values()), {}))
-        self.peaks.append({"peak_bytes": int(cpu.get("Total", 0)), "how": "MemTracker (tensor bytes)",
-                           "breakdown": {getattr(k, "value", str(k)): int(v) for k, v in cpu.items()
-                                         if k != "Total"}})
+        breakdown = {getattr(k, "value", str(k)): int(v) for k, v in cpu.items() if k != "Total"}
+        extra = {**self.outside_tracker, "input_batches": self.tracked_input_bytes}
+        breakdown.update(extra)
+        self.peaks.append({"peak_bytes": int(cpu.get("Total", 0)) + sum(extra.values()),
+                           "how": "MemTracker (tensor bytes)", "breakdown": breakdown})
 
     # -- log lines: validation metrics, a logged training loss ------------------------------------------
     def read_line(self, line: str):

@@ -212,11 +212,15 @@ def test_an_accelerate_loop_gets_a_recipe_that_runs(tmp_path, no_leftover_proces
 
 @pytest.mark.distributed
 @pytest.mark.timeout(1800)
-@pytest.mark.xfail(strict=True, reason="open (issue 14): measured 2026-12-01 at 24 MiB, the door's OOM edge was 438-452 and "
-                   "the Workload's 522-542 (the shim's RLIMIT_DATA starts at the first forward, after the script's "
-                   "loader and optimizer exist; the worker's after wrapping)")
 def test_the_ceiling_through_the_door_matches_the_workloads(tmp_path, no_leftover_processes):
-    """The same model and data, once as a script and once as a Workload: the OOM edges agree within one probe step."""
+    """The same model and data, once as a script (tests/door_scripts/conv_loop.py) and once as a Workload
+    (plain_workload.py:conv_workload): the OOM edges and the ceilings agree within one probe step (the
+    search's 10% confirm step). A convolutional net whose activations (~1 MiB a sample) dominate, so the few
+    MiB of process overhead RLIMIT_DATA also counts on CPU (which differs between a forked and a fresh
+    process) stay below one step; measured 2026-12-01 at 96 MiB: Workload edge 69/72, ceiling 58; door 72/75,
+    ceiling 61 (before the shim fetched batches out of the tracker's sight, the door's fit had 30 MiB fixed)."""
+    import math
+
     from advisor.adapters import load_adapter
     from advisor.device import detect
     from advisor.door import script_session
@@ -228,16 +232,51 @@ def test_the_ceiling_through_the_door_matches_the_workloads(tmp_path, no_leftove
 
     def settings(workload):
         return MethodSettings(workload=workload, adapter_name="ddp", nproc=2, device="cpu",
-                              memory_budget_bytes=24 << 20, workdir=str(SCRIPTS), base_lr=0.05, base_batch=64)
+                              memory_budget_bytes=96 << 20, workdir=str(SCRIPTS), base_lr=0.05, base_batch=64)
 
-    by_workload = Session(adapter, s := settings(f"{SCRIPTS / 'plain_workload.py'}:workload"),
+    by_workload = Session(adapter, s := settings(f"{SCRIPTS / 'plain_workload.py'}:conv_workload"),
                           validate_setup(s, adapter, host))
     expected = by_workload.ceiling()
-    session, _ = script_session(["plain_loop.py", *PLAIN_ARGS, "--width", "1024"], adapter, settings(""), host)
+    session, _ = script_session(["conv_loop.py", "--batch-size", "{per_device}", "--steps", "{steps}", "--lr", "{lr}"],
+                                adapter, settings(""), host)
     found = session.ceiling()
     assert expected.smallest_oom is not None and found.smallest_oom is not None  # a real edge, not the data cap
-    step = max(expected.smallest_oom - expected.largest_ok, found.smallest_oom - found.largest_ok)
+    step = max(1, math.ceil(0.1 * max(expected.largest_ok, found.largest_ok)))
     assert abs(found.largest_ok - expected.largest_ok) <= step, (found.reason, expected.reason)
+    assert abs(found.per_device_max - expected.per_device_max) <= step, (found.reason, expected.reason)
+    # The two memory lines agree too: the same fixed bytes and bytes per sample, within 5%.
+    assert found.fit.per_sample_bytes == pytest.approx(expected.fit.per_sample_bytes, rel=0.05)
+    assert abs(found.fit.fixed_bytes - expected.fit.fixed_bytes) <= 0.05 * expected.fit.bytes_at(expected.largest_ok)
+
+
+@pytest.mark.distributed
+def test_a_door_probe_counts_the_step_not_the_dataset_its_loader_indexes(no_leftover_processes):
+    """One probe at batch 8 through the door and through the Workload: the same tensor bytes, within 5%.
+    MemTracker charges a view of an untracked storage at the storage's full size, so before the shim fetched
+    batches out of its sight, a TensorDataset indexed by the loader put the whole dataset (30 MiB) in the step."""
+    from advisor.adapters import load_adapter
+    from advisor.device import detect
+    from advisor.door import script_session
+    from advisor.method import MethodSettings
+    from advisor.session import Session, validate_setup
+
+    host = detect("cpu")
+    adapter = load_adapter("ddp")
+
+    def settings(workload):
+        return MethodSettings(workload=workload, adapter_name="ddp", nproc=2, device="cpu",
+                              memory_budget_bytes=256 << 20, workdir=str(SCRIPTS), base_lr=0.05, base_batch=64)
+
+    workload = Session(adapter, s := settings(f"{SCRIPTS / 'plain_workload.py'}:conv_workload"),
+                       validate_setup(s, adapter, host))
+    expected = workload.runner.probe(8, "compare")
+    workload.runner.close()
+    session, _ = script_session(["conv_loop.py", "--batch-size", "{per_device}", "--steps", "{steps}", "--lr", "{lr}"],
+                                adapter, settings(""), host)
+    found = session.runner.probe(8, "compare")
+    assert found.status == expected.status == "ok"
+    assert found.peak_bytes == pytest.approx(expected.peak_bytes, rel=0.05), (found.breakdown, expected.breakdown)
+    assert found.breakdown["input_batches"] == 8 * 3 * 64 * 64 * 4 + 8 * 8  # the batch itself: images and labels
 
 
 def test_a_sweep_without_validation_ranks_by_training_loss_and_says_so():
