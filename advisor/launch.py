@@ -205,7 +205,9 @@ def run_job(
             raise TrialError(
                 f"The {label} failed on rank {first.get('rank')}: {first.get('error')}: {first.get('message')}\n"
                 + "\n".join("    " + l for l in first.get("traceback", [])[-6:])
-                + "\nFix the error in the workload (run its model on one batch by hand to check), then run again."
+                + ("\nFix the error in the script (run its command once by hand with the same arguments to check), "
+                   "then run again." if job.extra.get("script") else
+                   "\nFix the error in the workload (run its model on one batch by hand to check), then run again.")
             )
         if proc.returncode not in (0, None):
             raise TrialError(_crash_message(label, root_rank, root_code or proc.returncode, tail, nproc))

@@ -115,8 +115,9 @@ FAULTS = [
 @pytest.mark.distributed
 @pytest.mark.parametrize("name,args,message", FAULTS, ids=[f[0] for f in FAULTS])
 def test_each_script_fault_ends_with_its_message(name, args, message, no_leftover_processes):
-    with pytest.raises(TrialError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(TrialError, match=message.replace("(", r"\(").replace(")", r"\)")) as err:
         _run(_shim_job(args=args))
+    assert "Fix the error in the script" in str(err.value) and "in the workload" not in str(err.value)
 
 
 @pytest.mark.distributed
