@@ -7,6 +7,7 @@ workers measured: each trial and sweep run's ``train_seconds`` (its steps and th
 excluded) and each ceiling probe's measured step (``step_seconds``, two cycles a probe). Everything else of
 the plan's wall time (process start-up, torchrun, `import torch`, model builds, rendezvous, evaluation, the
 engine's own work) is overhead. Goal (issue 16): <= 25%. The machine is shared: numbers are noisy.
+The steps default to the product's own (--trial-steps 40, --sweep-steps 200): a plan as users run it.
 Ends with: RESULT overhead share=<median share> wall_s=<median wall> probes=<ceiling probes of the last run>
 """
 
@@ -19,6 +20,9 @@ import time
 from pathlib import Path
 
 import tomllib
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from advisor.settings import PLAN_DEFAULTS  # noqa: E402
 
 PROBE_CYCLES = 2  # run_probe runs max(2, steps) cycles with steps=2; the ledger keeps the measured one's time
 
@@ -50,8 +54,9 @@ def main() -> None:
     parser.add_argument("--workload", default="digits-cnn")
     parser.add_argument("--nproc", type=int, default=2)
     parser.add_argument("--device-memory", default="48MiB")
-    parser.add_argument("--trial-steps", type=int, default=8)
-    parser.add_argument("--sweep-steps", type=int, default=12)
+    # The plan as users run it: the product's own step counts (a 8/12-step plan is all start-up by design).
+    parser.add_argument("--trial-steps", type=int, default=PLAN_DEFAULTS["trial_steps"])
+    parser.add_argument("--sweep-steps", type=int, default=PLAN_DEFAULTS["sweep_steps"])
     parser.add_argument("--runs", type=int, default=1)
     args = parser.parse_args()
     rows = [run_plan(args) for _ in range(args.runs)]
@@ -59,6 +64,8 @@ def main() -> None:
     for i, r in enumerate(rows):
         print(f"{i:>3} {r['wall']:>8.1f} {r['steps']:>10.2f} {r['probes']:>6} {r['probe_seconds']:>8.1f} "
               f"{r['runs']:>4} {r['share']:>6.1%}")
+    print(f"(trial steps {args.trial_steps}, sweep steps {args.sweep_steps}, {args.workload} on {args.nproc} "
+          f"process(es) under {args.device_memory})")
     share = statistics.median(r["share"] for r in rows)
     wall = statistics.median(r["wall"] for r in rows)
     print(f"RESULT overhead share={share:.3f} wall_s={wall:.1f} probes={rows[-1]['probes']}")
