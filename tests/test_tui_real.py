@@ -158,6 +158,7 @@ async def test_a_script_walks_the_app_to_the_recipe_advisor_plan_dash_dash_write
         await wait_for(pilot, lambda: "✓" in screen_text(app, "#script-status"), what="the field's check")
         app.screen.query_one("#base-lr").value = "0.05"
         app.screen.query_one("#base-batch").value = "64"
+        app.screen.query_one("#task").value = "image-classification"  # starts at 64: one trial run, not three
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: bool(my_workers()), timeout=60, what="the first look's process")
         await pilot.press("escape")
@@ -180,4 +181,5 @@ async def test_a_script_walks_the_app_to_the_recipe_advisor_plan_dash_dash_write
     command = data["provenance"]["command"]
     assert command.endswith(" --out recipes/plain_loop.toml -- " + shlex.join(shlex.split(line)))
     assert "--workload" not in command and "--base-lr 0.05 --base-batch 64" in command
+    assert "--task image-classification" in command
     assert command in " ".join(shown.split())  # the line the app shows to reproduce it
