@@ -87,16 +87,22 @@ def assert_follows_from_its_pick(data: dict) -> None:
     assert (warmup["steps"], warmup["epochs"]) == (expected.steps, pytest.approx(expected.epochs))
 
 
+async def walk_and_save(pilot, saved) -> str:
+    """From Setup: every step, then ctrl+s on the Recipe (its default path is ``saved``); what the app shows."""
+    app = pilot.app
+    await walk_to(pilot, "recipe", timeout=300)
+    await wait_for(pilot, lambda: "recipe" in app.done, what="the plan")
+    await pilot.press("ctrl+s")
+    await wait_for(pilot, saved.exists, what="the saved recipe")
+    return screen_text(app, "#saved")
+
+
 async def test_the_full_walk_saves_the_recipe_advisor_plan_makes(tmp_path, monkeypatch, no_workers_left):
     monkeypatch.chdir(tmp_path)
     app = create_app(Prefill("digits-mlp", "ddp", 2, "128MiB", 8, 12), host=cpu_host())
     async with app.run_test(size=(120, 40)) as pilot:
-        await walk_to(pilot, "recipe", timeout=300)
-        await wait_for(pilot, lambda: "recipe" in app.done, what="the plan")
-        await pilot.press("ctrl+s")
         saved = tmp_path / "recipes" / "digits-mlp.toml"
-        await wait_for(pilot, saved.exists, what="the saved recipe")
-        shown = screen_text(app, "#saved")
+        shown = await walk_and_save(pilot, saved)
     from_app = check_recipe(saved)
     command = shlex.split(from_app["provenance"]["command"])
     assert command[:2] == ["advisor", "plan"] and command[-2:] == ["--out", "recipes/digits-mlp.toml"]
@@ -165,12 +171,8 @@ async def test_a_script_walks_the_app_to_the_recipe_advisor_plan_dash_dash_write
         await wait_for(pilot, lambda: "cancelled" in screen_text(app, ".error-panel"), timeout=15, what="the cancel")
         await wait_for(pilot, lambda: not my_workers(), timeout=5, what="the look's processes to go")
         assert app.session is None and app.screen.name == "setup"
-        await walk_to(pilot, "recipe", timeout=300)
-        await wait_for(pilot, lambda: "recipe" in app.done, what="the plan")
-        await pilot.press("ctrl+s")
         saved = tmp_path / "recipes" / "plain_loop.toml"
-        await wait_for(pilot, saved.exists, what="the saved recipe")
-        shown = screen_text(app, "#saved")
+        shown = await walk_and_save(pilot, saved)
     data = check_recipe(saved)
     workload, plan = data["workload"], data["batch"]
     assert workload["script"] == "plain_loop.py" and workload["script_form"] == "placeholders"
