@@ -162,8 +162,6 @@ async def test_a_script_walks_the_app_to_the_recipe_advisor_plan_dash_dash_write
     app = create_app(Prefill(None, "ddp", 2, "256MiB", 4, 6, script=line), host=cpu_host())
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: "✓" in screen_text(app, "#script-status"), what="the field's check")
-        app.screen.query_one("#base-lr").value = "0.05"
-        app.screen.query_one("#base-batch").value = "64"
         app.screen.query_one("#task").value = "image-classification"  # starts at 64: one trial run, not three
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: bool(my_workers()), timeout=60, what="the first look's process")
@@ -171,6 +169,15 @@ async def test_a_script_walks_the_app_to_the_recipe_advisor_plan_dash_dash_write
         await wait_for(pilot, lambda: "cancelled" in screen_text(app, ".error-panel"), timeout=15, what="the cancel")
         await wait_for(pilot, lambda: not my_workers(), timeout=5, what="the look's processes to go")
         assert app.session is None and app.screen.name == "setup"
+        # {lr} is the advisor's to fill in, so the LR used today must come from the form: said after the look,
+        # in the form's words (not the door's `advisor plan --` ones)
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: "learning rate" in screen_text(app, ".error-panel"), timeout=120,
+                       what="the missing LR")
+        error = screen_text(app, ".error-panel")
+        assert 'fill in "LR used today"' in error and "Script field" not in error and app.session is None
+        app.screen.query_one("#base-lr").value = "0.05"
+        app.screen.query_one("#base-batch").value = "64"
         saved = tmp_path / "recipes" / "plain_loop.toml"
         shown = await walk_and_save(pilot, saved)
     data = check_recipe(saved)

@@ -645,19 +645,22 @@ class SetupScreen(Screen):
     def _script_session(self, script: str, adapter, settings, host) -> dict:
         """SetupChecked's fields for a script: the script door's session (its first look run here, in the check's
         worker, stopped by Esc), or the door's own message (the one `advisor plan -- SCRIPT` gives)."""
-        from ...door import script_session, split_script_line
-        from ...errors import CancelledError, SetupError, TrialError
+        from ...door import detect_form, script_session, split_script_line
+        from ...errors import AdvisorError, CancelledError, TrialError
 
         try:
             argv = split_script_line(script)
+            detect_form(argv, settings.workdir)  # script_session checks it again; its refusal is the door's own
+        except AdvisorError as exc:  # the door refused the script before anything ran: `advisor plan -- ` words
+            return {"error": SCRIPT_FIELD_HINT + str(exc), "verbatim": True}
+        try:
             found = script_session(argv, adapter, settings, host, self._script_relay, cancel=self._look_cancel)
         except CancelledError:
             return {"error": "The first look at the script was cancelled; its process was stopped and nothing was "
                              "kept. Press Start to look again."}
-        except SetupError as exc:  # the door refused the script before anything ran
-            return {"error": SCRIPT_FIELD_HINT + str(exc), "verbatim": True}
         except TrialError as exc:  # the script's own run failed: its message, with its last lines
             return {"error": str(exc), "verbatim": True}
+        # any other AdvisorError (a setup problem found after the look) is shown in the form's words by the caller
         session, _ = found
         return {"adapter": adapter, "settings": settings, "setup": session.setup, "script_session": found}
 
