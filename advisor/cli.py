@@ -530,7 +530,6 @@ def _add_tui_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device-memory", help="pre-fill the app's memory per device, e.g. 1GiB")
     parser.add_argument("--trial-steps", type=int, help="pre-fill the app's trial steps")
     parser.add_argument("--sweep-steps", type=int, help="pre-fill the app's sweep steps")
-    # `advisor [tui] [options] -- SCRIPT [ARGS...]` pre-fills the Script field (argparse never sees the part after --)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -541,7 +540,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"batch-advisor {__version__}")
     _add_tui_flags(parser)  # bare `advisor` opens the app
     sub = parser.add_subparsers(dest="command")
-    _add_tui_flags(sub.add_parser("tui", help="open the app (what bare `advisor` does)"))
+    _add_tui_flags(sub.add_parser("tui", help="open the app (what bare `advisor` does); `advisor [tui] [options] -- "
+                                              "SCRIPT [ARGS...]` opens it with your script in the Setup",
+                                  usage="advisor tui [options] [-- SCRIPT [ARGS...]]"))
 
     plan = sub.add_parser("plan", help="run the four-step method for real and write a recipe",
                           usage="advisor plan [options] [-- SCRIPT [ARGS...]]",
