@@ -514,8 +514,11 @@ def cmd_tui(args) -> int:
     if getattr(args, "command", None) == "diagnose":
         app = create_app(diagnose_logs=args.logs, diagnose_recipe=args.recipe)
     else:
+        import shlex
+
+        script = getattr(args, "script_command", None)  # `advisor -- train.py ARGS`: the Script field, filled in
         app = create_app(Prefill(args.workload, args.adapter, args.nproc, args.device_memory, args.trial_steps,
-                                 args.sweep_steps))
+                                 args.sweep_steps, shlex.join(script) if script else None))
     app.run()
     return app.return_code or 0
 
@@ -537,7 +540,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"batch-advisor {__version__}")
     _add_tui_flags(parser)  # bare `advisor` opens the app
     sub = parser.add_subparsers(dest="command")
-    _add_tui_flags(sub.add_parser("tui", help="open the app (what bare `advisor` does)"))
+    _add_tui_flags(sub.add_parser("tui", help="open the app (what bare `advisor` does); `advisor [tui] [options] -- "
+                                              "SCRIPT [ARGS...]` opens it with your script in the Setup",
+                                  usage="advisor tui [options] [-- SCRIPT [ARGS...]]"))
 
     plan = sub.add_parser("plan", help="run the four-step method for real and write a recipe",
                           usage="advisor plan [options] [-- SCRIPT [ARGS...]]",
@@ -672,13 +677,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _subcommands(parser: argparse.ArgumentParser) -> set[str]:
+    return {name for action in parser._subparsers._group_actions for name in action.choices}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     script_command = None
-    if argv[:1] == ["plan"] and "--" in argv:  # `advisor plan [options] -- SCRIPT [ARGS...]`: the script door
+    if "--" in argv:  # `advisor plan [options] -- SCRIPT [ARGS...]` (the script door); `advisor [tui] -- ...` too
         split = argv.index("--")
-        argv, script_command = argv[:split], argv[split + 1:]
+        command = next((word for word in argv[:split] if not word.startswith("-")), None)
+        if command in ("plan", "tui") or command not in _subcommands(parser):  # no subcommand: the app
+            argv, script_command = argv[:split], argv[split + 1:]
     args, rest = parser.parse_known_args(argv)
     if getattr(args, "command", None) == "plan":
         args.adapter_argv = rest  # the chosen adapter's own options: cmd_plan reads them once it is loaded

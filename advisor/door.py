@@ -116,6 +116,16 @@ def detect_form(script_argv: list[str], workdir: str = ".") -> ScriptSpec:
                      "run. Use one of the two forms:\n" + BOTH_FORMS)
 
 
+def split_script_line(line: str) -> list[str]:
+    """The SCRIPT ARGS of `advisor plan -- SCRIPT ARGS` from one typed line (the app's Script field), split as a
+    shell would; a SetupError for unbalanced quotes."""
+    try:
+        return shlex.split(line)
+    except ValueError as exc:
+        raise SetupError(f"The script line cannot be split into words ({exc}): close the quote, or quote the "
+                         "argument that holds a space, as you would in a shell.") from None
+
+
 def _strip_flags(args: list[str], names) -> tuple[list[str], list[str]]:
     """``args`` without the given --flags (``--f v``, ``--f=v``, a bare boolean ``--f``); and what was removed."""
     names = set(names)
@@ -383,11 +393,12 @@ def look(adapter, settings, spec: ScriptSpec, cancel=None) -> dict:
             "hyperparameters": optimizer.get("hyperparameters") or {}}
 
 
-def open_door(script_argv: list[str], adapter, settings) -> Door:
+def open_door(script_argv: list[str], adapter, settings, cancel=None) -> Door:
     """Check the script (refused before anything runs when the advisor cannot set its batch), then look at it
-    once; returns the Door whose workload the session plans for."""
+    once (``cancel``: a CancelToken that stops the look and its process); returns the Door whose workload the
+    session plans for."""
     spec = detect_form(script_argv, settings.workdir)
-    seen = look(adapter, settings, spec)
+    seen = look(adapter, settings, spec, cancel=cancel)
     notes = []
     if spec.form == "hf":
         per_device = hf_flag_value(spec.args, "per_device_train_batch_size")
@@ -417,12 +428,13 @@ def open_door(script_argv: list[str], adapter, settings) -> Door:
     return Door(spec, workload, seen, notes)
 
 
-def script_session(script_argv: list[str], adapter, settings, host, on_event=None, known=None):
-    """(a Session over the user's script, its Door): the look run done, the setup checked (SetupError, exit 2)."""
+def script_session(script_argv: list[str], adapter, settings, host, on_event=None, known=None, cancel=None):
+    """(a Session over the user's script, its Door): the look run done, the setup checked (SetupError, exit 2).
+    ``cancel`` (a CancelToken) stops the look run: the app's Esc while it runs."""
     from .batches import ProbeSelection
     from .session import Session, validate_setup
 
-    door = open_door(script_argv, adapter, settings)  # refuses a script it cannot set before anything runs
+    door = open_door(script_argv, adapter, settings, cancel)  # refuses a script it cannot set before anything runs
     settings.workload = f"script:{door.spec.path}"
     wrapped = ScriptAdapter(adapter)
     setup = validate_setup(settings, wrapped, host, workload=door.workload)

@@ -116,11 +116,15 @@ def target_cluster(nodes: int | None, per_node: int | None, world: int | None) -
     return nodes, target
 
 
-def plan_command(options: dict, out: str | None = None, force: bool = False) -> list[str]:
+def plan_command(options: dict, out: str | None = None, force: bool = False,
+                 script: list[str] | None = None) -> list[str]:
     """The `advisor plan` command that says what ``options`` say (defaults left out): the headless twin of a walk
-    in the app, which the recipe records."""
+    in the app, which the recipe records. ``script``: SCRIPT ARGS, measured through the script door
+    (`advisor plan ... -- SCRIPT ARGS`) instead of a workload."""
     argv = ["advisor", "plan"]
     for name in PLAN_OPTIONS:
+        if name == "workload" and script:
+            continue  # the script is the workload
         value = option_value(options, name)
         if value is None or (value == PLAN_DEFAULTS.get(name) and name not in ("workload", "adapter")):
             continue
@@ -132,4 +136,6 @@ def plan_command(options: dict, out: str | None = None, force: bool = False) -> 
             argv += ["--" + name.replace("_", "-"), str(value)]
     if out:
         argv += ["--out", out] + (["--force"] if force else [])
+    if script:
+        argv += ["--", *script]  # last: everything after `--` belongs to the script
     return argv

@@ -470,3 +470,85 @@ async def test_every_step_screens_tables_show_every_value_whole_at_both_sizes(si
     assert set(cut) >= {"ceiling #probes", "ceiling #numbers", "start #tasks", "start #numbers", "trial #runs",
                         "trial #numbers", "sweep #runs", "recipe #numbers"}
     assert cut == dict.fromkeys(cut, [])
+
+
+# -- the script door in the Setup (issue 14): which of workload / script, and a script the door refuses --------
+
+PLAIN_LINE = "plain_loop.py --batch-size {per_device} --steps {steps} --lr {lr} --warmup {warmup}"
+
+
+@pytest.mark.parametrize("workload,script,message", [
+    ("digits-mlp", PLAIN_LINE, "Both a workload (digits-mlp) and a script are given"),
+    ("", "", "Neither a workload nor a script is given"),
+], ids=["both", "neither"])
+async def test_setup_takes_a_workload_or_a_script_not_both_nor_neither(workload, script, message, tmp_path,
+                                                                      monkeypatch):
+    monkeypatch.chdir(ROOT / "tests" / "door_scripts")
+    app = stub_app(workload=workload, script=script)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.1)
+        app.screen.query_one("#workload").value = workload  # the Prefill's default workload, cleared
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.screen.query_one(".error-panel").has_class("shown"), what="the error")
+        error = screen_text(app, ".error-panel")
+        assert message in error
+        assert ("Clear the Workload field to measure your script" if script else "or your training script's "
+                "command line in the Script field") in error
+        assert app.session is None and app.screen.name == "setup"
+
+
+async def test_a_script_the_door_cannot_set_gets_the_clis_message_in_the_app(tmp_path, monkeypatch):
+    from advisor.door import BOTH_FORMS
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("import torch\nprint('training')\n")
+    app = stub_app(workload="", script="train.py --batch-size 32")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: "cannot tell" in screen_text(app, "#script-status"), what="the field's check")
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.screen.query_one(".error-panel").has_class("shown"), what="the error")
+        error = screen_text(app, ".error-panel")
+        assert "cannot tell how to set the batch size of train.py" in error and "Nothing was run" in error
+        assert "type the part after `--` (SCRIPT ARGS) into the Script field" in error
+        # the CLI's own examples, flags and all (not turned into field labels)
+        assert BOTH_FORMS.splitlines()[1].strip() in error and "--device-memory 8GiB" in error
+        assert "Traceback" not in error and app.session is None
+
+
+async def test_the_script_field_says_how_the_advisor_sets_the_batch(monkeypatch):
+    monkeypatch.chdir(ROOT / "tests" / "door_scripts")
+    app = stub_app(workload="", script=PLAIN_LINE)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: "✓" in screen_text(app, "#script-status"), what="the field's check")
+        assert "placeholders in the arguments: lr, per_device, steps, warmup" in screen_text(app, "#script-status")
+        assert "the script below is measured" in screen_text(app, "#workload-status")
+        field = app.screen.query_one("#script")
+        field.value = "plain_loop.py --steps {steps}"
+        field.focus()
+        await pilot.press("enter")  # Enter checks: refused, nothing starts
+        await wait_for(pilot, lambda: "not {per_device}" in screen_text(app, "#script-status"), what="the refusal")
+        assert app.session is None and app.screen.name == "setup"
+
+
+def test_the_apps_command_for_a_script_is_advisor_plan_with_the_script_after_dashes():
+    import shlex
+
+    from advisor.settings import plan_command
+
+    command = plan_command({"workload": None, "nproc": "2", "device_memory": "256MiB"}, "recipes/plain_loop.toml",
+                           script=shlex.split(PLAIN_LINE))
+    assert "--workload" not in command
+    assert shlex.join(command) == ("advisor plan --adapter ddp --nproc 2 --device-memory 256MiB --out "
+                                   "recipes/plain_loop.toml -- plain_loop.py --batch-size '{per_device}' --steps "
+                                   "'{steps}' --lr '{lr}' --warmup '{warmup}'")
+
+
+def test_advisor_dash_dash_script_opens_the_app_with_the_script_filled_in(monkeypatch):
+    from advisor import cli
+
+    opened = []
+    monkeypatch.setattr(cli, "cmd_tui", lambda args: opened.append(args) or 0)
+    assert cli.main(["--nproc", "2", "--", "train.py", "--lr", "{lr}"]) == 0
+    assert cli.main(["tui", "--", "train.py", "--x", "a b"]) == 0
+    assert [a.script_command for a in opened] == [["train.py", "--lr", "{lr}"], ["train.py", "--x", "a b"]]
+    assert opened[0].nproc == 2

@@ -87,16 +87,22 @@ def assert_follows_from_its_pick(data: dict) -> None:
     assert (warmup["steps"], warmup["epochs"]) == (expected.steps, pytest.approx(expected.epochs))
 
 
+async def walk_and_save(pilot, saved) -> str:
+    """From Setup: every step, then ctrl+s on the Recipe (its default path is ``saved``); what the app shows."""
+    app = pilot.app
+    await walk_to(pilot, "recipe", timeout=300)
+    await wait_for(pilot, lambda: "recipe" in app.done, what="the plan")
+    await pilot.press("ctrl+s")
+    await wait_for(pilot, saved.exists, what="the saved recipe")
+    return screen_text(app, "#saved")
+
+
 async def test_the_full_walk_saves_the_recipe_advisor_plan_makes(tmp_path, monkeypatch, no_workers_left):
     monkeypatch.chdir(tmp_path)
     app = create_app(Prefill("digits-mlp", "ddp", 2, "128MiB", 8, 12), host=cpu_host())
     async with app.run_test(size=(120, 40)) as pilot:
-        await walk_to(pilot, "recipe", timeout=300)
-        await wait_for(pilot, lambda: "recipe" in app.done, what="the plan")
-        await pilot.press("ctrl+s")
         saved = tmp_path / "recipes" / "digits-mlp.toml"
-        await wait_for(pilot, saved.exists, what="the saved recipe")
-        shown = screen_text(app, "#saved")
+        shown = await walk_and_save(pilot, saved)
     from_app = check_recipe(saved)
     command = shlex.split(from_app["provenance"]["command"])
     assert command[:2] == ["advisor", "plan"] and command[-2:] == ["--out", "recipes/digits-mlp.toml"]
@@ -139,3 +145,50 @@ async def test_a_probe_that_crashes_shows_the_workers_error_in_the_app(no_worker
         assert "shape '[-1, 3]' is invalid" in error  # the worker's own last lines
         assert "ceiling" not in app.done and app.is_running
         assert not app.screen.query_one("#run").disabled
+
+
+async def test_a_script_walks_the_app_to_the_recipe_advisor_plan_dash_dash_writes(tmp_path, monkeypatch,
+                                                                                  no_workers_left):
+    """The Setup's Script field (issue 14): Esc stops the first look and its process; Start again walks the four
+    steps on 2 gloo processes through the shim; the saved recipe names the script, its [launch].example is the
+    user's own command with the values filled in, and its provenance is the `advisor plan -- SCRIPT` line."""
+    import shutil
+    from pathlib import Path
+
+    scripts = Path(__file__).parent / "door_scripts"
+    shutil.copy(scripts / "plain_loop.py", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    line = "plain_loop.py --batch-size {per_device} --steps {steps} --lr {lr} --warmup {warmup}"
+    app = create_app(Prefill(None, "ddp", 2, "256MiB", 4, 6, script=line), host=cpu_host())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: "✓" in screen_text(app, "#script-status"), what="the field's check")
+        app.screen.query_one("#task").value = "image-classification"  # starts at 64: one trial run, not three
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: bool(my_workers()), timeout=60, what="the first look's process")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: "cancelled" in screen_text(app, ".error-panel"), timeout=15, what="the cancel")
+        await wait_for(pilot, lambda: not my_workers(), timeout=5, what="the look's processes to go")
+        assert app.session is None and app.screen.name == "setup"
+        # {lr} is the advisor's to fill in, so the LR used today must come from the form: said after the look,
+        # in the form's words (not the door's `advisor plan --` ones)
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: "learning rate" in screen_text(app, ".error-panel"), timeout=120,
+                       what="the missing LR")
+        error = screen_text(app, ".error-panel")
+        assert 'fill in "LR used today"' in error and "Script field" not in error and app.session is None
+        app.screen.query_one("#base-lr").value = "0.05"
+        app.screen.query_one("#base-batch").value = "64"
+        saved = tmp_path / "recipes" / "plain_loop.toml"
+        shown = await walk_and_save(pilot, saved)
+    data = check_recipe(saved)
+    workload, plan = data["workload"], data["batch"]
+    assert workload["script"] == "plain_loop.py" and workload["script_form"] == "placeholders"
+    assert workload["script_args"] == shlex.split(line)[1:] and workload["seen"]["optimizer"] == "torch.optim.sgd.SGD"
+    example = data["launch"]["example"]
+    assert f"plain_loop.py --batch-size {plan['per_device']} --steps " in example and "{" not in example
+    assert f"--lr {data['lr']['value']:.6g}" in example
+    command = data["provenance"]["command"]
+    assert command.endswith(" --out recipes/plain_loop.toml -- " + shlex.join(shlex.split(line)))
+    assert "--workload" not in command and "--base-lr 0.05 --base-batch 64" in command
+    assert "--task image-classification" in command
+    assert command in " ".join(shown.split())  # the line the app shows to reproduce it

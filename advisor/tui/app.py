@@ -34,6 +34,7 @@ class Prefill:
     device_memory: str | None = None
     trial_steps: int | None = None
     sweep_steps: int | None = None
+    script: str | None = None  # SCRIPT ARGS as one line (`advisor -- train.py ARGS`), instead of a workload
 
 
 # (adapter, settings, emit) -> an object with the JobRunner surface; tests hand in a stub.
@@ -61,6 +62,7 @@ class AdvisorApp(App):
         self.diagnose_recipe = diagnose_recipe
         self.start_screen = start
         self.session = None
+        self.door = None  # advisor.door.Door when the session measures the user's script
         self.adapter = None
         self.settings = None
         self.plan_options: dict = {}  # the Setup form's named plan options (advisor.settings)
@@ -105,14 +107,19 @@ class AdvisorApp(App):
         self.push_screen(ExplainScreen(title, text))
 
     # -- the session --------------------------------------------------------------------------------------
-    def begin_session(self, adapter, settings, setup, options: dict) -> None:
-        """A new Setup: a new session; every step after Setup starts over."""
+    def begin_session(self, adapter, settings, setup, options: dict, script_session=None) -> None:
+        """A new Setup: a new session; every step after Setup starts over. ``script_session``: (Session, Door)
+        from advisor.door.script_session, built by the Setup's check (its look run is real work)."""
         from ..session import Session
 
         self.adapter, self.settings, self.plan_options = adapter, settings, options
         self._event_target = None  # the set-up notes were shown on the Setup screen already
-        runner = self.runner_factory(adapter, settings, self._relay_engine_event) if self.runner_factory else None
-        self.session = Session(adapter, settings, setup, self._relay_engine_event, runner=runner)
+        if script_session is not None:
+            self.session, self.door = script_session
+        else:
+            runner = self.runner_factory(adapter, settings, self._relay_engine_event) if self.runner_factory else None
+            self.session = Session(adapter, settings, setup, self._relay_engine_event, runner=runner)
+            self.door = None
         self.forget_from("ceiling")
         self.done.add("setup")
 
@@ -123,6 +130,12 @@ class AdvisorApp(App):
             screen = self.get_screen(name)
             if hasattr(screen, "reset") and name != "setup":
                 screen.reset()
+
+    def relay_for_new_session(self) -> Callable[[Any], None]:
+        """The event relay for a session built before begin_session (the script door's, in the Setup's worker):
+        quiet until begin_session, since its set-up notes are shown on the Setup screen."""
+        self._event_target = None
+        return self._relay_engine_event
 
     def _relay_engine_event(self, event) -> None:
         # Called from the worker thread; post_message is thread-safe.

@@ -94,6 +94,8 @@ class RecipeScreen(StepScreen):
     def _workload_name(self) -> str:
         from ...workload import builtin_names
 
+        if self.app.door is not None:
+            return Path(self.app.door.spec.path).stem
         spec = self.session.settings.workload
         return spec if spec in builtin_names() else self.session.setup.workload.name
 
@@ -122,13 +124,17 @@ class RecipeScreen(StepScreen):
         from ...settings import option_value
 
         text = self.query_one("#global-batch", Input).value.strip()
-        session = self.session
+        session, door, adapter = self.session, self.app.door, self.app.adapter
         # finish(None) keeps a target set earlier; clearing the field goes back to the Setup's answer.
         session.settings.global_batch = option_value(self.app.plan_options, "global_batch")
         target = int(text) if text else None
 
         def plan():
+            from ...door import finish_script_result
+
             result = session.finish(target)
+            if door is not None:  # as `advisor plan -- SCRIPT`: [workload] names the script, the user's command
+                finish_script_result(result, door, adapter, session.runner.script_seen)
             return result, build_recipe(result, self.headless_command(None))
 
         return plan
@@ -138,7 +144,8 @@ class RecipeScreen(StepScreen):
 
         text = self.query_one("#global-batch", Input).value.strip()
         options = {**self.app.plan_options, **({"global_batch": text} if text else {})}
-        return plan_command(options, path, force)
+        door = self.app.door
+        return plan_command(options, path, force, script=[door.spec.path, *door.spec.args] if door else None)
 
     def show_result(self, outcome) -> None:
         from ...recipe import dumps_recipe
@@ -237,6 +244,8 @@ class RecipeScreen(StepScreen):
         from ...history import HistoryRecorder, history_path, run_context
 
         session = self.session
+        if self.app.door is not None:
+            return "A script's runs are not recorded in the history yet (as with `advisor plan -- SCRIPT`)."
         target = history_path(None, path)
         if getattr(self, "_recorded", None) == (id(self.result), str(target)):
             return f"Runs already recorded in the history {escape(str(target))}."  # saved again: no duplicate rows

@@ -1,4 +1,5 @@
-"""Setup: the workload, adapter, devices and the numbers used today; checked before any process starts."""
+"""Setup: the workload (or the user's own script), adapter, devices and the numbers used today; checked before any
+process starts."""
 
 from __future__ import annotations
 
@@ -34,9 +35,28 @@ class EnvironmentLoaded(Message):
 
 
 class SetupChecked(Message):
-    def __init__(self, options: dict, adapter=None, settings=None, setup=None, error: str = "") -> None:
+    def __init__(self, options: dict, adapter=None, settings=None, setup=None, error: str = "",
+                 script_session=None, verbatim: bool = False) -> None:
         self.options, self.adapter, self.settings, self.setup, self.error = options, adapter, settings, setup, error
+        self.script_session = script_session  # (Session, Door) when the form names a script
+        self.verbatim = verbatim  # the error quotes `advisor plan` command lines: keep its flags as they are
         super().__init__()
+
+
+# Above the script door's own message in the app: its examples are `advisor plan` lines.
+SCRIPT_FIELD_HINT = "In the app, type the part after `--` (SCRIPT ARGS) into the Script field.\n"
+
+
+def both_or_neither_problem(workload: str, script: str) -> str:
+    """Why the form cannot start when it names both a workload and a script, or neither; empty when one."""
+    if workload and script:
+        return (f"Both a workload ({workload}) and a script are given, and the advisor measures one of them. Clear "
+                "the Workload field to measure your script, or clear the Script field to use the workload.")
+    if not workload and not script:
+        return ("Neither a workload nor a script is given. Type a workload in the Workload field (a built-in name, "
+                "package.module:function or file.py:function), or your training script's command line in the Script "
+                "field (for example: train.py --batch-size {per_device} --lr {lr}).")
+    return ""
 
 
 def quick_spec_problem(spec: str, builtins: dict) -> str:
@@ -110,6 +130,7 @@ class SetupScreen(Screen):
         Binding("ctrl+r", "start", "Check and start"),
         Binding("n", "next", "Next step", show=False),
         Binding("ctrl+o", "diagnose", "Diagnose a log"),
+        Binding("escape", "cancel_look", "Cancel the look"),
     ]
 
     def __init__(self) -> None:
@@ -122,6 +143,8 @@ class SetupScreen(Screen):
         self._checked_spec = ""  # the spec whose check passed
         self._checking_spec = ""  # the spec whose check runs now
         self._started_task = None
+        self._look_cancel = None  # the CancelToken of the script's first look while Start checks a script
+        self._script_checked = ""  # the script line whose form the Script status shows
 
     def compose(self):
         from ..app import Prefill
@@ -137,11 +160,16 @@ class SetupScreen(Screen):
         yield Static("Tell the advisor what to train and on what. Nothing runs until you press Start; "
                      "everything is checked first.", classes="intro")
         with VerticalScroll(id="form"):
-            yield row("Workload", Input(compact=True, value=prefill.workload or PLAN_DEFAULTS["workload"], id="workload",
+            workload = prefill.workload or ("" if prefill.script else PLAN_DEFAULTS["workload"])
+            yield row("Workload", Input(compact=True, value=workload, id="workload",
                                         placeholder="built-in name, package.module:function or file.py:function"))
             yield Static("", id="workload-status", classes="field-status")
             yield OptionList(*(Option(f"[b]{name}[/b]  {desc}", id=name) for name, desc in self.builtins.items()),
                              id="builtins")
+            yield row("Script", Input(compact=True, value=prefill.script or "", id="script",
+                                      placeholder="or your own: train.py --batch-size {per_device} --lr {lr} "
+                                                  "(clear Workload)"))
+            yield Static("", id="script-status", classes="field-status")
             yield row("Adapter", Select(compact=True, options=[], id="adapter", allow_blank=True, prompt="finding adapters…"))
             yield Static("", id="adapter-status", classes="field-status")
             yield Vertical(id="adapter-options")  # one field per option the chosen adapter declares
@@ -188,6 +216,10 @@ class SetupScreen(Screen):
         field.focus()
         self._highlight_builtin(field.value.strip())
         self._check_spec(field.value.strip())  # the pre-filled value is accepted as it is
+        script = self.query_one("#script", Input)
+        if script.value.strip():
+            script.focus()
+            self._check_script(script.value.strip())
 
     def on_screen_resume(self) -> None:
         self.query_one(StepBar).update_steps()
@@ -288,7 +320,7 @@ class SetupScreen(Screen):
     def _workload_changed(self, event: Input.Changed) -> None:
         # Only the no-import look while typing: the check itself imports and runs the user's code.
         spec = event.value.strip()
-        problem = quick_spec_problem(spec, self.builtins)
+        problem = self._workload_problem(spec)
         self._highlight_builtin(spec)
         if spec and spec in (self._checked_spec, self._checking_spec):
             return  # the value checked, or being checked, already (the field posts its first value too)
@@ -307,9 +339,12 @@ class SetupScreen(Screen):
         if spec and spec in (self._checked_spec, self._checking_spec):
             return
         status = self.query_one("#workload-status", Static)
-        problem = quick_spec_problem(spec, self.builtins)
+        problem = self._workload_problem(spec)
         self._cancel_workload_check()
         self.workload, self._checked_spec = None, ""
+        if not spec and not problem:
+            status.update("[dim]Empty: the script below is measured.[/dim]")
+            return
         if problem:
             status.update(f"[red]{escape(problem)}[/red]")
             return
@@ -317,6 +352,55 @@ class SetupScreen(Screen):
                       "imports torch: a few seconds)[/dim]")
         self._checking_spec = spec
         self.resolve_spec(spec)
+
+    def _workload_problem(self, spec: str) -> str:
+        """quick_spec_problem, except that an empty workload is fine while the Script field holds a script."""
+        if not spec and self.query_one("#script", Input).value.strip():
+            return ""
+        return quick_spec_problem(spec, self.builtins)
+
+    # -- the script: its form read from its arguments and source, nothing run before Start ----------------
+    @on(Input.Changed, "#script")
+    def _script_changed(self, event: Input.Changed) -> None:
+        text = event.value.strip()
+        if text and text == self._script_checked:
+            return  # its status is shown already (the field posts its first value too)
+        self._script_checked = ""
+        self.query_one("#script-status", Static).update(
+            "[dim]Enter (or leaving the field) checks how the advisor sets its batch; Start runs it once for a "
+            "first look.[/dim]" if text else "")
+        workload = self.query_one("#workload", Input).value.strip()
+        if not workload:  # an empty workload is fine with a script, and asked for without one
+            problem = self._workload_problem("")
+            self.query_one("#workload-status", Static).update(
+                f"[red]{escape(problem)}[/red]" if problem else "[dim]Empty: the script below is measured.[/dim]")
+
+    @on(Input.Blurred, "#script")
+    def _script_left(self, event: Input.Blurred) -> None:
+        self._check_script(event.value.strip())
+
+    def _check_script(self, text: str) -> bool:
+        """Show how the advisor will set the script's batch (advisor.door.detect_form: its arguments and its
+        source, nothing imported or run), or why it cannot; True when it can."""
+        import os
+
+        from ...door import detect_form, split_script_line
+        from ...errors import SetupError
+
+        status = self.query_one("#script-status", Static)
+        self._script_checked = text
+        if not text:
+            status.update("")
+            return False
+        try:
+            spec = detect_form(split_script_line(text), os.getcwd())
+        except SetupError as exc:
+            first = str(exc).split("\n")[0]  # the whole message, with both forms, comes at Start
+            status.update(f"[red]{escape(first)}[/red]")
+            return False
+        status.update(f"[green]✓[/green] {escape(spec.path)}: {escape(spec.reason)}. Start runs it once on one "
+                      "process for a first look (Esc cancels).")
+        return True
 
     def _cancel_workload_check(self) -> None:
         self._checking_spec = ""
@@ -433,6 +517,8 @@ class SetupScreen(Screen):
         """The named plan options (advisor.settings) the form says; the engine reads the text and the defaults."""
         options = {field.replace("-", "_"): self.query_one(f"#{field}", Input).value.strip() or None
                    for field in TEXT_OPTIONS}
+        # SCRIPT ARGS as typed; check_setup takes it out before the named options reach the engine
+        options["script"] = self.query_one("#script", Input).value.strip() or None
         adapter = self.query_one("#adapter", Select).value
         options["adapter"] = adapter if isinstance(adapter, str) else None
         precision = self.query_one("#precision", Select).value
@@ -461,9 +547,11 @@ class SetupScreen(Screen):
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:
         spec = self.query_one("#workload", Input).value.strip()
-        if event.input.id == "workload" and spec != self._checked_spec:
+        if event.input.id == "workload" and spec and spec != self._checked_spec:
             self._check_spec(spec)  # Enter accepts the typed workload; the next Enter starts
             return
+        if event.input.id == "script" and not self._check_script(event.value.strip()):
+            return  # its status says why; Start would say the same at length
         self.action_start()
 
     def action_start(self) -> None:
@@ -478,14 +566,42 @@ class SetupScreen(Screen):
             memory.focus()
             return
         options = self.plan_options()
+        problem = both_or_neither_problem(options["workload"] or "", options["script"] or "")
+        if problem:
+            self._show_error(problem)
+            self.query_one("#script" if options["script"] or not options["workload"] else "#workload", Input).focus()
+            return
         task = self.query_one("#task", Select).value or None
         if self.app.session is not None and options == self.app.plan_options and task == self._started_task:
             self.app.action_goto("ceiling")  # nothing changed: keep the steps already run
             return
         self.query_one("#start", Button).disabled = True
-        self.query_one("#status", Static).update("[b]Checking…[/b] importing the workload")
+        self.query_one("#status", Static).update(
+            "[b]Checking…[/b] a first look at the script: one short run on one process (Esc cancels)"
+            if options["script"] else "[b]Checking…[/b] importing the workload")
         self._show_error("")
+        if options["script"]:
+            from ...launch import CancelToken
+
+            self._look_cancel = CancelToken()
+            self._script_relay = self.app.relay_for_new_session()  # no step runs (checked above)
+            self.refresh_bindings()
         self.check_setup(options)
+
+    def on_unmount(self) -> None:
+        if self._look_cancel is not None:
+            self._look_cancel.cancel()  # the app quits during the look: its process goes too
+
+    def action_cancel_look(self) -> None:
+        """Esc while Start looks at the script: its process is stopped, nothing is kept."""
+        if self._look_cancel is not None:
+            self._look_cancel.cancel()
+            self.query_one("#status", Static).update("[b]Cancelling…[/b]")
+
+    def check_action(self, action: str, parameters) -> bool | None:
+        if action == "cancel_look":
+            return self._look_cancel is not None
+        return super().check_action(action, parameters)
 
     @work(thread=True, exclusive=True, group="setup", exit_on_error=False)
     def check_setup(self, options: dict) -> None:
@@ -503,10 +619,17 @@ class SetupScreen(Screen):
             except AdvisorError as exc:
                 memory_problem = f"Memory per device: {exc}"
                 options = {**options, "device_memory": "1MiB"}  # a stand-in no budget rule objects to
+        script = options.get("script")
+        named = {name: value for name, value in options.items() if name != "script"}
         try:
             host = self.host or self.app.host or detect()
-            adapter = load_adapter(option_value(options, "adapter"))
-            settings = settings_from_options(options, host)
+            adapter = load_adapter(option_value(named, "adapter"))
+            settings = settings_from_options(named, host)
+            if script:
+                found = ({"error": merged_problems(memory_problem, "")} if memory_problem
+                         else self._script_session(script, adapter, settings, host))
+                self.post_message(SetupChecked(options, **found))
+                return
             setup = validate_setup(settings, adapter, host)
         except AdvisorError as exc:
             error = merged_problems(memory_problem, str(exc)) if memory_problem else str(exc)
@@ -519,23 +642,49 @@ class SetupScreen(Screen):
             else:
                 self.post_message(SetupChecked(options, adapter, settings, setup))
 
+    def _script_session(self, script: str, adapter, settings, host) -> dict:
+        """SetupChecked's fields for a script: the script door's session (its first look run here, in the check's
+        worker, stopped by Esc), or the door's own message (the one `advisor plan -- SCRIPT` gives)."""
+        from ...door import detect_form, script_session, split_script_line
+        from ...errors import AdvisorError, CancelledError, TrialError
+
+        try:
+            argv = split_script_line(script)
+            detect_form(argv, settings.workdir)  # script_session checks it again; its refusal is the door's own
+        except AdvisorError as exc:  # the door refused the script before anything ran: `advisor plan -- ` words
+            return {"error": SCRIPT_FIELD_HINT + str(exc), "verbatim": True}
+        try:
+            found = script_session(argv, adapter, settings, host, self._script_relay, cancel=self._look_cancel)
+        except CancelledError:
+            return {"error": "The first look at the script was cancelled; its process was stopped and nothing was "
+                             "kept. Press Start to look again."}
+        except TrialError as exc:  # the script's own run failed: its message, with its last lines
+            return {"error": str(exc), "verbatim": True}
+        # any other AdvisorError (a setup problem found after the look) is shown in the form's words by the caller
+        session, _ = found
+        return {"adapter": adapter, "settings": settings, "setup": session.setup, "script_session": found}
+
     def on_setup_checked(self, message: SetupChecked) -> None:
         self.query_one("#start", Button).disabled = False
+        self._look_cancel = None
+        self.refresh_bindings()
         if message.error:
             self.query_one("#status", Static).update("[red]Not started.[/red] Fix what the message says.")
-            self._show_error(message.error)
+            self._show_error(message.error, verbatim=message.verbatim)
             return
         task = self.query_one("#task", Select).value
         notes = "; ".join(message.setup.notes)
         self.query_one("#status", Static).update("[green]Ready.[/green]" + (f" {escape(notes)}" if notes else ""))
         self._started_task = task or None
-        self.app.begin_session(message.adapter, message.settings, message.setup, message.options)
+        self.app.begin_session(message.adapter, message.settings, message.setup, message.options,
+                               message.script_session)
         self.query_one(StepBar).update_steps()
         self.app.action_goto("ceiling")
 
-    def _show_error(self, text: str) -> None:
+    def _show_error(self, text: str, verbatim: bool = False) -> None:
         panel = self.query_one(".error-panel", Static)
-        panel.update(f"[b]Cannot start[/b]\n{escape(in_field_words(text))}" if text else "")
+        shown = text if verbatim else in_field_words(text)
+        panel.update(f"[b]Cannot start[/b]\n{escape(shown)}" if text else "")
         panel.set_class(bool(text), "shown")
 
     def action_next(self) -> None:
