@@ -34,6 +34,9 @@ def _job(**kw) -> TrialJob:
     return TrialJob(**base)
 
 
+SHARED_SERVER_PIDS: set[int] = set()  # the module's shared server: alive between tests by design
+
+
 @pytest.fixture(scope="module")
 def shared_server():
     """One server for the module's tests (its start imports torch: seconds on a busy machine)."""
@@ -41,9 +44,27 @@ def shared_server():
     env = ddp.environment("cpu")
     probe_server = ProbeServer(ddp.worker_module, worker_env(_job(), env), str(REPO))
     assert probe_server.start(), probe_server.unavailable
+    SHARED_SERVER_PIDS.add(probe_server.proc.pid)
     yield probe_server, env
     probe_server.close()
     assert probe_server.proc.poll() is not None and not advisor_processes()
+
+
+@pytest.fixture
+def no_leftover_processes():
+    """conftest's check, less the module's shared server (which earlier tests keep alive on purpose)."""
+    yield
+    deadline = time.monotonic() + 5
+    while _ours_left() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    survivors = _ours_left()
+    for proc in survivors:
+        proc.kill()
+    assert not survivors, f"processes left behind: {[p.info['cmdline'] for p in survivors]}"
+
+
+def _ours_left() -> list:
+    return [p for p in advisor_processes() if p.pid not in SHARED_SERVER_PIDS]
 
 
 @pytest.fixture
