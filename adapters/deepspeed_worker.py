@@ -15,45 +15,19 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import threading
 
 import torch
 import torch.distributed as dist
 
 from advisor.device import worker_device
+from advisor.extensions import heartbeat
 from advisor.export import DEFAULT_ZERO_STAGE
 from advisor.memory import meta_parameter_count, parameter_count
 from advisor.worker import WorkerStrategy, emit, to_device, worker_main
 
 # The fused op each config optimizer runs on CUDA; LARS has none (DeepSpeed has no LARS).
 FUSED_OPS = {"adam": "FusedAdamBuilder", "adamw": "FusedAdamBuilder", "lamb": "FusedLambBuilder"}
-HEARTBEAT_S = 5.0
 LOW_PRECISION = {"bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-@contextlib.contextmanager
-def heartbeat(what: str, every_s: float = HEARTBEAT_S):
-    """Emit a "heartbeat" event every ``every_s`` seconds while the block runs (a JIT build of a DeepSpeed op
-    prints nothing for minutes; any event resets the engine's idle timeout)."""
-    done = threading.Event()
-
-    def beat():
-        from advisor.extensions import stale_build_locks, stale_lock_message
-
-        while not done.wait(every_s):
-            stale = stale_build_locks()
-            if stale:  # waiting on a lock nobody holds is no progress: stop beating so the idle timeout names it
-                emit("stalled", what=what, message=stale_lock_message(stale))
-                return
-            emit("heartbeat", what=what)
-
-    thread = threading.Thread(target=beat, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()
 
 
 def fused_op_usable(builder, accelerator: str | None = None) -> tuple[bool, str]:

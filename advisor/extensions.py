@@ -9,7 +9,9 @@ folder as its working directory for the whole build.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -65,3 +67,31 @@ def stale_lock_message(locks: list[Path]) -> str:
     return (f"a stale build lock of torch's JIT extensions ({paths}), left by a build that was killed midway, "
             "makes every DeepSpeed worker on this host wait for it forever; no build is running in its folder, so "
             f"remove it: rm {paths}")
+
+
+HEARTBEAT_S = 5.0
+
+
+@contextlib.contextmanager
+def heartbeat(what: str, every_s: float = HEARTBEAT_S):
+    """Emit a "heartbeat" event every ``every_s`` seconds while the block runs (a JIT build of a DeepSpeed op
+    prints nothing for minutes; any event resets the engine's idle timeout)."""
+    from .job import encode_event
+
+    done = threading.Event()
+
+    def beat():
+        while not done.wait(every_s):
+            stale = stale_build_locks()
+            if stale:  # waiting on a lock nobody holds is no progress: stop beating so the idle timeout names it
+                print(encode_event("stalled", what=what, message=stale_lock_message(stale)), flush=True)
+                return
+            print(encode_event("heartbeat", what=what), flush=True)
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()

@@ -537,13 +537,32 @@ def _leave(code: int) -> None:
     os._exit(code)
 
 
+def _heartbeat_through_extension_builds() -> None:
+    """A JIT build of a torch extension (DeepSpeed builds its ops at the script's first init_distributed or
+    initialize) prints nothing for minutes: send heartbeats meanwhile, as the DeepSpeed worker does, so the idle
+    timeout does not kill the build halfway (which would leave a lock that hangs every later DeepSpeed start)."""
+    from torch.utils import cpp_extension
+
+    from .extensions import heartbeat
+
+    build = cpp_extension._jit_compile
+
+    def built_with_heartbeats(name, *args, **kwargs):
+        with heartbeat(f"building the torch extension {name}"):
+            return build(name, *args, **kwargs)
+
+    cpp_extension._jit_compile = built_with_heartbeats
+
+
 def main(argv: list[str] | None = None) -> None:
     global _MONITOR
     if __name__ == "__main__":  # `python -m advisor.shim`: the script's `import advisor.shim` must find this copy
         sys.modules["advisor.shim"] = sys.modules[__name__]
     parser = argparse.ArgumentParser(description="batch-advisor's script shim (launched by the engine)")
     parser.add_argument("--job", required=True)
-    options = parser.parse_args(argv)
+    # What the launcher adds for the script itself (the deepspeed launcher's --local_rank=N) goes on to it, in
+    # front of its own arguments, as `deepspeed train.py ARGS` would hand it over.
+    options, launcher_args = parser.parse_known_args(argv)
     job = TrialJob.from_json(Path(options.job).read_text())
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     code = 0
@@ -575,6 +594,7 @@ def main(argv: list[str] | None = None) -> None:
             monitor.budget = monitor_budget
         monitor.wrap_backward()
         monitor.wrap_loader()
+        _heartbeat_through_extension_builds()
         from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
         from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
@@ -585,7 +605,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.stdout = _LogTee(sys.stdout, monitor.read_line)
         sys.stderr = _LogTee(sys.stderr, monitor.read_line)
         script = str(Path(job.workdir) / spec.path)
-        sys.argv = [script, *script_argv]
+        sys.argv = [script, *launcher_args, *script_argv]
         sys.path.insert(0, str(Path(script).parent))
         try:
             runpy.run_path(script, run_name="__main__")

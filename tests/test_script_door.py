@@ -280,6 +280,31 @@ def test_a_door_probe_counts_the_step_not_the_dataset_its_loader_indexes(no_left
     assert found.breakdown["input_batches"] == 8 * 3 * 64 * 64 * 4 + 8 * 8  # the batch itself: images and labels
 
 
+@pytest.mark.distributed
+@pytest.mark.timeout(900)
+def test_a_deepspeed_loop_runs_through_the_deepspeed_launcher(no_leftover_processes):
+    """The deepspeed adapter starts the shim with DeepSpeed's own launcher, which hands the script --local_rank
+    (the script refuses to run without it); the shim counts the steps DeepSpeed's engine takes."""
+    from advisor.adapters import load_adapter
+    from advisor.door import ScriptAdapter
+    from advisor.job import TrialJob
+    from advisor.launch import run_job
+
+    adapter = load_adapter("deepspeed")
+    if adapter.unavailable_reason():
+        pytest.skip(adapter.unavailable_reason())
+    args = ["--batch-size", "{per_device}", "--steps", "{steps}", "--lr", "{lr}"]
+    spec = ScriptSpec("deepspeed_loop.py", args, "placeholders", "test")
+    job = TrialJob(kind="train", workload="script:deepspeed_loop.py", per_device_batch=16, steps=4, lr=0.05,
+                   memory_budget_bytes=256 << 20, workdir=str(SCRIPTS), extra={"script": spec.to_dict()})
+    outcome = run_job(ScriptAdapter(adapter).command, job, 2, 600.0, 240.0, None, "door test",
+                      env=adapter.environment("cpu"))
+    results = outcome.all("result")
+    assert sorted(r["rank"] for r in results) == [0, 1]
+    lead = next(r for r in results if r["rank"] == 0)
+    assert lead["steps"] == 4 and lead["peak_bytes"] > 0 and lead["seen"]["batch_sizes"] == [16]
+
+
 def test_a_sweep_without_validation_ranks_by_training_loss_and_says_so():
     from advisor.ledger import TrialRecord
     from advisor.method import decide_sweep
