@@ -76,7 +76,7 @@ HEARTBEAT_S = 5.0
 def heartbeat(what: str, every_s: float = HEARTBEAT_S):
     """Emit a "heartbeat" event every ``every_s`` seconds while the block runs (a JIT build of a DeepSpeed op
     prints nothing for minutes; any event resets the engine's idle timeout)."""
-    from .job import encode_event
+    from .worker import emit
 
     done = threading.Event()
 
@@ -84,9 +84,9 @@ def heartbeat(what: str, every_s: float = HEARTBEAT_S):
         while not done.wait(every_s):
             stale = stale_build_locks()
             if stale:  # waiting on a lock nobody holds is no progress: stop beating so the idle timeout names it
-                print(encode_event("stalled", what=what, message=stale_lock_message(stale)), flush=True)
+                emit("stalled", what=what, message=stale_lock_message(stale))
                 return
-            print(encode_event("heartbeat", what=what), flush=True)
+            emit("heartbeat", what=what)
 
     thread = threading.Thread(target=beat, daemon=True)
     thread.start()

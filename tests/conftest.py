@@ -41,17 +41,27 @@ def advisor_processes(engine_pids=None):
     return found
 
 
+def assert_none_left(find) -> None:
+    """Give the processes ``find()`` lists 5 s to end; kill any survivor (so later tests stay clean) and fail."""
+    deadline = time.monotonic() + 5
+    while find() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    survivors = find()
+    described = []
+    for proc in survivors:
+        try:
+            described.append(proc.cmdline())
+        except psutil.Error:
+            described.append(f"pid {proc.pid} (gone)")
+        proc.kill()
+    assert not survivors, f"processes left behind: {described}"
+
+
 @pytest.fixture
 def no_leftover_processes():
     """Fail the test if any worker survives it; kill survivors so later tests stay clean."""
     yield
-    deadline = time.monotonic() + 5
-    while advisor_processes() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    survivors = advisor_processes()
-    for proc in survivors:
-        proc.kill()
-    assert not survivors, f"processes left behind: {[p.info['cmdline'] for p in survivors]}"
+    assert_none_left(advisor_processes)
 
 
 @pytest.fixture

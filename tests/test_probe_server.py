@@ -22,7 +22,7 @@ from advisor.launch import CancelToken, run_job, worker_env
 from advisor.method import MethodSettings
 from advisor.probe_server import ProbeServer
 from advisor.runner import JobRunner
-from conftest import REPO, advisor_processes, workload_spec
+from conftest import REPO, advisor_processes, assert_none_left, workload_spec
 
 MIB = 2**20
 
@@ -54,13 +54,7 @@ def shared_server():
 def no_leftover_processes():
     """conftest's check, less the module's shared server (which earlier tests keep alive on purpose)."""
     yield
-    deadline = time.monotonic() + 5
-    while _ours_left() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    survivors = _ours_left()
-    for proc in survivors:
-        proc.kill()
-    assert not survivors, f"processes left behind: {[p.info['cmdline'] for p in survivors]}"
+    assert_none_left(_ours_left)
 
 
 def _ours_left() -> list:
@@ -71,18 +65,7 @@ def _ours_left() -> list:
 def server(shared_server):
     """The shared server; after the test, no process of this engine but the server itself is left."""
     yield shared_server
-    probe_server = shared_server[0]
-    deadline = time.monotonic() + 5
-    while _leftovers(probe_server) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    left = _leftovers(probe_server)
-    for proc in left:
-        proc.kill()
-    assert not left, f"processes left behind: {[p.info['cmdline'] for p in left]}"
-
-
-def _leftovers(probe_server):
-    return [p for p in advisor_processes() if p.pid != probe_server.proc.pid]
+    assert_none_left(_ours_left)
 
 
 def _alive(pid: int) -> bool:

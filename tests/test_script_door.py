@@ -211,17 +211,9 @@ def test_an_accelerate_loop_gets_a_recipe_that_runs(tmp_path, no_leftover_proces
     _run_example(recipe, {"2": "1"})
 
 
-@pytest.mark.distributed
-@pytest.mark.timeout(1800)
-def test_the_ceiling_through_the_door_matches_the_workloads(tmp_path, no_leftover_processes):
-    """The same model and data, once as a script (tests/door_scripts/conv_loop.py) and once as a Workload
-    (plain_workload.py:conv_workload): the OOM edges and the ceilings agree within one probe step (the
-    search's 10% confirm step). A convolutional net whose activations (~1 MiB a sample) dominate, so the few
-    MiB of process overhead RLIMIT_DATA also counts on CPU (which differs between a forked and a fresh
-    process) stay below one step; measured 2026-12-01 at 96 MiB: Workload edge 69/72, ceiling 58; door 72/75,
-    ceiling 61 (before the shim fetched batches out of the tracker's sight, the door's fit had 30 MiB fixed)."""
-    import math
-
+def _conv_twins(budget_bytes: int):
+    """conv_loop.py's model and data two ways, on 2 CPU processes under ``budget_bytes``: (a Session over its
+    Workload twin, a function that opens the door on the script and returns that Session: it runs a look)."""
     from advisor.adapters import load_adapter
     from advisor.device import detect
     from advisor.door import script_session
@@ -233,14 +225,32 @@ def test_the_ceiling_through_the_door_matches_the_workloads(tmp_path, no_leftove
 
     def settings(workload):
         return MethodSettings(workload=workload, adapter_name="ddp", nproc=2, device="cpu",
-                              memory_budget_bytes=96 << 20, workdir=str(SCRIPTS), base_lr=0.05, base_batch=64)
+                              memory_budget_bytes=budget_bytes, workdir=str(SCRIPTS), base_lr=0.05, base_batch=64)
 
-    by_workload = Session(adapter, s := settings(f"{SCRIPTS / 'plain_workload.py'}:conv_workload"),
-                          validate_setup(s, adapter, host))
+    workload_settings = settings(f"{SCRIPTS / 'plain_workload.py'}:conv_workload")
+    by_workload = Session(adapter, workload_settings, validate_setup(workload_settings, adapter, host))
+
+    def by_script():
+        return script_session(["conv_loop.py", "--batch-size", "{per_device}", "--steps", "{steps}", "--lr", "{lr}"],
+                              adapter, settings(""), host)[0]
+
+    return by_workload, by_script
+
+
+@pytest.mark.distributed
+@pytest.mark.timeout(1800)
+def test_the_ceiling_through_the_door_matches_the_workloads(tmp_path, no_leftover_processes):
+    """The same model and data, once as a script (tests/door_scripts/conv_loop.py) and once as a Workload
+    (plain_workload.py:conv_workload): the OOM edges and the ceilings agree within one probe step (the
+    search's 10% confirm step). A convolutional net whose activations (~1 MiB a sample) dominate, so the few
+    MiB of process overhead RLIMIT_DATA also counts on CPU (which differs between a forked and a fresh
+    process) stay below one step; measured 2026-12-01 at 96 MiB: Workload edge 69/72, ceiling 58; door 72/75,
+    ceiling 61 (before the shim fetched batches out of the tracker's sight, the door's fit had 30 MiB fixed)."""
+    import math
+
+    by_workload, by_script = _conv_twins(96 << 20)
     expected = by_workload.ceiling()
-    session, _ = script_session(["conv_loop.py", "--batch-size", "{per_device}", "--steps", "{steps}", "--lr", "{lr}"],
-                                adapter, settings(""), host)
-    found = session.ceiling()
+    found = by_script().ceiling()
     assert expected.smallest_oom is not None and found.smallest_oom is not None  # a real edge, not the data cap
     step = max(1, math.ceil(0.1 * max(expected.largest_ok, found.largest_ok)))
     assert abs(found.largest_ok - expected.largest_ok) <= step, (found.reason, expected.reason)
@@ -255,26 +265,10 @@ def test_a_door_probe_counts_the_step_not_the_dataset_its_loader_indexes(no_left
     """One probe at batch 8 through the door and through the Workload: the same tensor bytes, within 5%.
     MemTracker charges a view of an untracked storage at the storage's full size, so before the shim fetched
     batches out of its sight, a TensorDataset indexed by the loader put the whole dataset (30 MiB) in the step."""
-    from advisor.adapters import load_adapter
-    from advisor.device import detect
-    from advisor.door import script_session
-    from advisor.method import MethodSettings
-    from advisor.session import Session, validate_setup
-
-    host = detect("cpu")
-    adapter = load_adapter("ddp")
-
-    def settings(workload):
-        return MethodSettings(workload=workload, adapter_name="ddp", nproc=2, device="cpu",
-                              memory_budget_bytes=256 << 20, workdir=str(SCRIPTS), base_lr=0.05, base_batch=64)
-
-    workload = Session(adapter, s := settings(f"{SCRIPTS / 'plain_workload.py'}:conv_workload"),
-                       validate_setup(s, adapter, host))
-    expected = workload.runner.probe(8, "compare")
-    workload.runner.close()
-    session, _ = script_session(["conv_loop.py", "--batch-size", "{per_device}", "--steps", "{steps}", "--lr", "{lr}"],
-                                adapter, settings(""), host)
-    found = session.runner.probe(8, "compare")
+    by_workload, by_script = _conv_twins(256 << 20)
+    expected = by_workload.runner.probe(8, "compare")
+    by_workload.runner.close()
+    found = by_script().runner.probe(8, "compare")
     assert found.status == expected.status == "ok"
     assert found.peak_bytes == pytest.approx(expected.peak_bytes, rel=0.05), (found.breakdown, expected.breakdown)
     assert found.breakdown["input_batches"] == 8 * 3 * 64 * 64 * 4 + 8 * 8  # the batch itself: images and labels

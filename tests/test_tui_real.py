@@ -10,7 +10,7 @@ import time
 
 import pytest
 import psutil
-from conftest import WORKER_MARKERS, workload_spec
+from conftest import WORKER_MARKERS, assert_none_left, workload_spec
 from tui_stub import cpu_host, run_step, screen_text, start_walk, wait_for, walk_to
 
 from advisor.recipe import check_recipe
@@ -46,13 +46,7 @@ def no_workers_left():
     """Like conftest's no_leftover_processes, but only for this process's own descendants: other
     sessions on a shared machine run their own workers, and those must be neither counted nor killed."""
     yield
-    deadline = time.monotonic() + 5
-    while my_workers() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    survivors = my_workers()
-    for proc in survivors:
-        proc.kill()
-    assert not survivors, f"processes left behind: {[p.cmdline() for p in survivors]}"
+    assert_none_left(my_workers)
 
 
 PICK_DEPENDENT = (("method", "sweep_choice"), ("batch", "per_device"), ("batch", "global"), ("lr", "value"),

@@ -4,6 +4,8 @@ after a deliberate change, and look at the new SVGs before committing them."""
 
 from __future__ import annotations
 
+import re
+import time
 from pathlib import Path
 
 import pytest
@@ -28,9 +30,6 @@ def frozen_step_clock(monkeypatch):
 async def steady(pilot, screen: str) -> None:
     """No blinking cursor, and the screen the test is about (the plugin takes a picture of whatever shows)."""
     from textual.widgets import Input
-
-    import re
-    import time
 
     for field in pilot.app.screen.query(Input):
         field.cursor_blink = False
