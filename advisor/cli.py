@@ -562,6 +562,10 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--trial-steps", type=int, default=PLAN_DEFAULTS["trial_steps"], help="iterations of each short trial (30-50)")
     plan.add_argument("--sweep-steps", type=int, default=PLAN_DEFAULTS["sweep_steps"], help="steps of each comparison-sweep run")
     plan.add_argument("--subset-sweep", action="store_true", help="sweep 8,16,32,64,128 instead of half/chosen/double")
+    plan.add_argument("--sweep-walk", type=int, default=PLAN_DEFAULTS["sweep_walk"],
+                      help="extra sweep candidates (half the smallest or double the largest) while the edge of the "
+                           f"swept range wins on validation and on time (default {PLAN_DEFAULTS['sweep_walk']}; 0: "
+                           "half/chosen/double only)")
     plan.add_argument("--global-batch", type=int, help="a global batch target to plan for (accumulation fills gaps)")
     plan.add_argument("--base-lr", type=float, help="the LR used today (default: the workload's)")
     plan.add_argument("--base-batch", type=int, help="the global batch that LR was tuned for (default: the "

@@ -31,6 +31,7 @@ MIN_SWEEP_STEPS = 4  # a sweep run's floor, whatever the equal-samples rule give
 TIE_SEEDS = 2  # a tie is rerun until each tied candidate has this many seeds, before time breaks it
 SUBSET_SWEEP = (8, 16, 32, 64, 128)
 NOISE_MARGIN = 2.0  # a global batch past this multiple of the noise scale buys little
+SWEEP_WALK = 2  # extra sweep candidates, each half (or double) the last, while the edge of the swept range wins
 
 
 @dataclass
@@ -44,6 +45,7 @@ class MethodSettings:
     trial_steps: int = 40
     sweep_steps: int = 200
     subset_sweep: bool = False
+    sweep_walk: int = SWEEP_WALK
     global_batch: int | None = None  # a global target the user insists on; else the sweep decides
     base_lr: float | None = None
     base_batch: int | None = None
@@ -220,6 +222,9 @@ class SweepVerdict:
     equal_within_noise: bool = False  # the tie stood after every tied candidate ran TIE_SEEDS seeds
     tie_rule: str = ""  # what picked among the equal ones
     candidates: list[CandidateSummary] = field(default_factory=list)
+    # -1 / +1: the pick is the smallest / largest batch swept and got to its neighbour's validation value no
+    # slower in training time, so the optimum may lie further that way; 0: it lies inside (or cannot tell)
+    edge: int = 0
 
     @property
     def headline(self) -> str:
@@ -245,11 +250,12 @@ class SweepOutcome:
     candidates: list[int]
     verdict: SweepVerdict | None = None
     samples: int | None = None  # training samples every candidate saw (equal samples)
+    walked: list[int] = field(default_factory=list)  # candidates added because the range's edge won
 
     def summary(self) -> dict:
         """What the recipe's [method.sweep] and `plan --json` say about the comparison."""
         verdict = self.verdict
-        out = {"samples_per_run": self.samples, "candidates": self.candidates}
+        out = {"samples_per_run": self.samples, "candidates": self.candidates, "walked": self.walked or None}
         if verdict:
             out.update(verdict=verdict.headline, metric=verdict.metric or None,
                        equal_within_noise=verdict.equal_within_noise,
@@ -492,6 +498,7 @@ def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, 
     verdict = SweepVerdict(best.per_device, "", metric, [c.per_device for c in tied], candidates=summaries)
     if len(tied) == 1:
         verdict.reason = f"{said}, {best.per_device} per device is best, outside the others' noise.{lost_note}"
+        verdict.edge = _edge(best, summaries, usable, higher_is_better, by_loss)
         return verdict
     if any(len(c.values) < TIE_SEEDS for c in tied):
         verdict.reason = (f"{said}, {', '.join(str(c.per_device) for c in tied)} per device are within noise of "
@@ -512,11 +519,57 @@ def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, 
     winner = min(pool, key=lambda c: (c.seconds_to_target, c.per_device))
     reached = ", ".join(f"{c.per_device}: {c.seconds_to_target:.2f} s" for c in pool)
     verdict.chosen, verdict.equal_within_noise = winner.per_device, True
+    verdict.edge = _edge(winner, summaries, usable, higher_is_better, by_loss)
     verdict.tie_rule = f"fastest to {fmt(target)} (training seconds, mean over {TIE_SEEDS} seeds)"
     verdict.reason = (f"{said}, {', '.join(str(c.per_device) for c in tied)} per device are equal within noise "
                       f"after {TIE_SEEDS} seeds each.{noise_note} Rule among equals: the fastest to reach "
                       f"{fmt(target)} in training time ({reached}): {winner.per_device} per device.{lost_note}")
     return verdict
+
+
+def _edge(winner: CandidateSummary, summaries: list[CandidateSummary], usable: list[TrialRecord],
+          higher_is_better: bool, by_loss: bool) -> int:
+    """-1 / +1 when ``winner`` is the smallest / largest batch swept and reached its neighbour's mean validation
+    value in no more training time than the neighbour took to reach it; else 0. Equal samples favour small
+    batches (more updates per sample), so winning on validation alone does not say a still smaller batch is
+    faster: the time check keeps the walk to where the edge also wins on the clock."""
+    batches = [c.per_device for c in summaries]
+    alive = [c for c in summaries if c.status == "ok"]
+    if len(alive) < 2 or winner.per_device not in (min(batches), max(batches)):
+        return 0
+    direction = -1 if winner.per_device == min(batches) else 1
+    neighbour = min((c for c in alive if c is not winner),
+                    key=lambda c: abs(math.log(c.per_device / winner.per_device)))
+
+    def seconds(c: CandidateSummary) -> float:
+        runs = [r for r in usable if r.per_device == c.per_device]
+        return statistics.fmean(time_to_reach(r, neighbour.mean, higher_is_better, by_loss) for r in runs)
+
+    return direction if seconds(winner) <= seconds(neighbour) else 0
+
+
+def walk_candidate(verdict: SweepVerdict, swept: list[int], cap: int, world_size: int,
+                   noise_scale: float | None = None) -> tuple[int | None, str]:
+    """The next sweep candidate when the pick sits on the swept range's edge (``verdict.edge``): half the
+    smallest or double the largest, within 1..``cap`` and, upwards, within NOISE_MARGIN x the noise scale;
+    (None, why not) otherwise. Half / chosen / double only brackets the optimum when the middle wins."""
+    if not verdict.edge or verdict.chosen not in swept:
+        return None, ""
+    if verdict.edge < 0:
+        nxt = verdict.chosen // 2
+        if nxt < 1 or nxt in swept:
+            return None, ""
+        return nxt, (f"{verdict.chosen} per device, the smallest swept, won and reached the next one's validation "
+                     f"value no slower: trying {nxt} too.")
+    nxt = verdict.chosen * 2
+    if nxt > cap or nxt in swept:
+        return None, (f"{verdict.chosen} per device, the largest swept, won; {nxt} is past the cap of {cap}."
+                      if nxt > cap else "")
+    if noise_scale and nxt * world_size > NOISE_MARGIN * noise_scale:
+        return None, (f"{verdict.chosen} per device, the largest swept, won; not trying {nxt}: a global batch of "
+                      f"{nxt * world_size} is past {NOISE_MARGIN:g}x the estimated noise scale (~{noise_scale:.0f}).")
+    return nxt, (f"{verdict.chosen} per device, the largest swept, won and reached the next one's validation value "
+                 f"no slower: trying {nxt} too.")
 
 
 def noise_estimate(rows: list[TrialRecord], optimizer: str = "sgd") -> NoiseEstimate:

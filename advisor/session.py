@@ -22,10 +22,10 @@ from .launch import CancelToken
 from .ledger import TrialRecord
 from .lr import DEFAULT_BASE_WARMUP_EPOCHS, KNOWN_OPTIMIZERS, LRDecision, WarmupDecision, base_warmup_epochs
 from .goodput import GoodputResult, fit_step_time, goodput_optimum, timed_points
-from .method import (SWEEP_EVAL_POINTS, TIE_SEEDS, MethodSettings, PrecisionChoice, SweepOutcome, TrialOutcome,
-                     WorkloadInfo, choose_precision, data_cap, decide_sweep, diverged, heterogeneous_devices_note,
+from .method import (SWEEP_EVAL_POINTS, TIE_SEEDS, MethodSettings, PrecisionChoice, SweepOutcome, SweepVerdict,
+                     TrialOutcome, WorkloadInfo, choose_precision, data_cap, decide_sweep, diverged, heterogeneous_devices_note,
                      make_plan, mixed_before_accumulation, noise_estimate, noise_summary, short_trial, start_value,
-                     sweep_candidates, sweep_run_settings, validated_global)
+                     sweep_candidates, sweep_run_settings, validated_global, walk_candidate)
 from .noise import NoiseEstimate
 from .plan import Plan, Warning_, plan_data_parallel
 
@@ -169,6 +169,8 @@ def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices
         if steps < MIN_STEPS:
             problems.append(f"{name} must be at least {MIN_STEPS} (the first two steps pay one-time costs), "
                             f"not {steps}")
+    if s.sweep_walk < 0:
+        problems.append(f"--sweep-walk must be 0 or more extra sweep candidates, not {s.sweep_walk}")
     for name, seconds in (("--trial-timeout", s.trial_timeout_s), ("--idle-timeout", s.idle_timeout_s)):
         if not seconds > 0:
             problems.append(f"{name} must be a positive number of seconds, not {seconds}")
@@ -563,13 +565,30 @@ class Session:
 
         rows = [run(batch, 0) for batch in candidates]
         noise, _ = noise_summary(self._trained_rows())
-        verdict = decide_sweep(rows, chosen, info.num_classes, steps, noise, nproc, info.val_size)
-        if len(verdict.tied) > 1 and not verdict.equal_within_noise:
-            self._emit(Decision(4, verdict.reason))
-            for seed in range(1, TIE_SEEDS):
-                rows += [run(batch, seed) for batch in verdict.tied]
+
+        def decide() -> SweepVerdict:
             verdict = decide_sweep(rows, chosen, info.num_classes, steps, noise, nproc, info.val_size)
-        reason = verdict.reason
+            if len(verdict.tied) > 1 and not verdict.equal_within_noise:
+                self._emit(Decision(4, verdict.reason))
+                for batch in verdict.tied:
+                    seeds = {r.seed or 0 for r in rows if r.per_device == batch}
+                    rows.extend(run(batch, seed) for seed in range(TIE_SEEDS) if seed not in seeds)
+                verdict = decide_sweep(rows, chosen, info.num_classes, steps, noise, nproc, info.val_size)
+            return verdict
+
+        verdict, walked, walk_notes = decide(), [], []
+        while len(walked) < self.settings.sweep_walk:
+            batch, why = walk_candidate(verdict, candidates, cap, nproc, noise)
+            if why:
+                walk_notes.append(why)
+            if batch is None:
+                break
+            self._emit(Decision(4, why))
+            walked.append(batch)
+            candidates = sorted(candidates + [batch])
+            rows.append(run(batch, 0))
+            verdict = decide()
+        reason = verdict.reason + "".join(" " + n for n in walk_notes)
         in_warmup = [b for b in candidates if sweep_run_settings(info, b * nproc, samples)[2]
                      >= sweep_run_settings(info, b * nproc, samples)[0]]
         if in_warmup:
@@ -579,7 +598,7 @@ class Session:
         if note:
             reason = note + " " + reason
         self._emit(Decision(4, reason))
-        self.sweep_outcome = SweepOutcome(verdict.chosen, reason, rows, candidates, verdict, samples)
+        self.sweep_outcome = SweepOutcome(verdict.chosen, reason, rows, candidates, verdict, samples, walked)
         self.invalidate_after(4)
         self._end(4, began)
         return self.sweep_outcome

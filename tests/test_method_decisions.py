@@ -267,6 +267,57 @@ def test_the_sweep_runs_at_equal_samples_with_planned_warmups_and_reruns_only_a_
     assert json_summary(result, None)["sweep"] == recipe_sweep
 
 
+def _walked_sweep(val, train_seconds, centre=32, walk=2, budget=300 * MIB, **settings_kw):
+    adapter = load_adapter("ddp")
+    s = settings(nproc=2, sweep_steps=40, sweep_walk=walk, memory_budget_bytes=budget, **settings_kw)
+    runner = StubRunner(saturate=None, budget=budget, val=val, train_seconds=train_seconds)
+    session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=runner)
+    session.ceiling()
+    return session, runner, session.sweep(centre)
+
+
+# Steps of 0.1: outside the binomial noise of digits' validation set, so no tie reruns.
+SMALLER_IS_BETTER = {2: 0.99, 4: 0.95, 8: 0.85, 16: 0.75, 32: 0.65, 64: 0.55, 128: 0.45}.__getitem__
+
+
+def test_when_the_smallest_candidate_wins_on_validation_and_time_the_sweep_walks_down_until_the_walk_is_spent():
+    # Regression (issue 16, time to accuracy 2.4x the oracle on digits): half / chosen / double stopped at the
+    # smallest candidate although it was the best and fastest, leaving the better batches below unswept.
+    session, runner, outcome = _walked_sweep(SMALLER_IS_BETTER, lambda batch: batch / 100)
+    swept = [(r["per_device"], r["steps"]) for r in runner.runs if r["phase"] == "sweep"]
+    assert swept == [(16, 80), (32, 40), (64, 20), (8, 160), (4, 320)]  # equal samples for the walked ones too
+    assert outcome.chosen == 4 and outcome.walked == [8, 4] and outcome.candidates == [4, 8, 16, 32, 64]
+    assert "16 per device, the smallest swept, won" in outcome.reason and "trying 4 too" in outcome.reason
+    from advisor.report import build_recipe
+
+    assert build_recipe(session.finish())["method"]["sweep"]["walked"] == [8, 4]
+
+
+def test_the_walk_stops_where_the_edge_wins_on_validation_but_loses_on_time():
+    # At equal samples a smaller batch takes more steps; winning on validation alone (slower to the same value)
+    # is not a reason to go smaller still.
+    _, runner, outcome = _walked_sweep(SMALLER_IS_BETTER, lambda batch: 100 / batch)
+    assert [r["per_device"] for r in runner.runs if r["phase"] == "sweep"] == [16, 32, 64]
+    assert outcome.chosen == 16 and outcome.walked == []
+
+
+def test_the_walk_stops_where_a_smaller_batch_loses_and_at_zero_it_never_starts():
+    val = {4: 0.75, 8: 0.95, 16: 0.85, 32: 0.75, 64: 0.65}.__getitem__
+    _, runner, outcome = _walked_sweep(val, lambda batch: batch / 100)
+    assert outcome.chosen == 8 and outcome.walked == [8, 4] and outcome.candidates == [4, 8, 16, 32, 64]
+    _, runner, outcome = _walked_sweep(SMALLER_IS_BETTER, lambda batch: batch / 100, walk=0)
+    assert outcome.walked == [] and outcome.chosen == 16
+
+
+def test_the_walk_up_stops_at_the_memory_cap_and_says_so():
+    val = {16: 0.6, 32: 0.7, 64: 0.8}.__getitem__  # bigger is better
+    session, runner, outcome = _walked_sweep(val, lambda batch: 1.0, budget=150 * MIB)
+    cap = session.per_device_cap
+    assert 64 <= cap < 128
+    assert outcome.walked == [] and outcome.chosen == 64
+    assert "the largest swept, won; 128 is past the cap" in outcome.reason
+
+
 def test_subset_sweep_with_a_ceiling_below_eight_falls_back_to_half_chosen_double():
     # Regression: ran nothing and reported "every sweep run ran out of memory".
     candidates, note = sweep_candidates(4, cap=6, subset=True)
