@@ -10,7 +10,9 @@ of them face the same limit.
 
 Contenders, each run timed from its own start to its answer:
 - advisor: ``search_ceiling`` through a real JobRunner (DDP adapter, 1 process; probes fork from the probe
-  server). Its answer is the advised ceiling (with ``--headroom``, default the product's 15%).
+  server). What it found is the measured edge (the largest batch its probes ran), comparable with what the
+  other finders report; what it advises keeps ``--headroom`` below that (default the product's 15%) and is
+  the batch checked for 200 steps.
 - lightning-power / lightning-binsearch: ``Tuner.scale_batch_size`` (3 steps a trial, from 2), in one fresh
   process per search, as a user runs it.
 - accelerate: ``find_executable_batch_size`` from 1024, 3 steps a trial, in one fresh process.
@@ -19,9 +21,9 @@ Contenders, each run timed from its own start to its answer:
   assuming survival falls with batch; near the edge it is a band, see ENVIRONMENT.md). Measured once a cell.
 
 "survived": the advised batch survives 200 steps of the plain loop with only the recipe's [launch.env].
-Accuracy is found / truth; ratios are advisor / lightning-binsearch (medians over the runs of all cells).
+Accuracy is found / truth (for the advisor: its measured edge; advised_min: its advised batch / truth); ratios are advisor / lightning-binsearch (medians over the runs of all cells).
 --quick: one model (the CNN) under 512 MiB, one run. The machine is shared: times are noisy.
-Ends with: RESULT ceiling accuracy_min= accuracy_max= errors= survived=k/n time_ratio= trials_ratio=
+Ends with: RESULT ceiling accuracy_min= accuracy_max= errors= survived=k/n time_ratio= trials_ratio= advised_min=
 """
 
 from __future__ import annotations
@@ -112,7 +114,7 @@ def run_advisor(spec: str, budget: int, headroom: float) -> dict:
         return {"found": None, "trials": None, "seconds": time.monotonic() - started, "error": str(exc)[:200]}
     finally:
         runner.close()
-    return {"found": result.per_device_max, "edge": result.largest_ok, "trials": len(result.trials),
+    return {"found": result.largest_ok, "advised": result.per_device_max, "trials": len(result.trials),
             "seconds": time.monotonic() - started, "error": None}
 
 
@@ -230,7 +232,7 @@ def main() -> None:
     sys.path.insert(0, str(REPO))
     cells = [("bn-cnn-64", "512MiB")] if args.quick else [(m, b) for m in WORKLOADS for b in BUDGETS]
     runs = 1 if args.quick else args.runs
-    rows, summary = [], {"accuracy": [], "errors": 0, "survived": 0, "checked": 0, "time": [], "trials": []}
+    rows, summary = [], {"accuracy": [], "advised": [], "errors": 0, "survived": 0, "checked": 0, "time": [], "trials": []}
     for model, budget_name in cells:
         spec, budget = WORKLOADS[model], BUDGETS[budget_name]
         results = {name: [] for name in ("advisor", *FINDERS)}
@@ -242,32 +244,33 @@ def main() -> None:
                 r = outcomes[-1]
                 print(f"# {model} {budget_name} run {i} {name}: found {r['found']} trials {r['trials']} "
                       f"{r['seconds']:.1f} s {r['error'] or ''}", flush=True)
-        hint = next((r.get("edge") for r in results["advisor"] if r.get("edge")), 64)
+        hint = next((r["found"] for r in results["advisor"] if r.get("found")), 64)
         truth, truth_runs = true_limit(spec, budget, hint)
         for name, outcomes in results.items():
             for i, r in enumerate(outcomes):
                 survived = None
-                if name == "advisor" and r["found"]:
-                    survived = plain_loop_survives(spec, r["found"], budget, 200)
+                if name == "advisor" and r.get("advised"):
+                    survived = plain_loop_survives(spec, r["advised"], budget, 200)
                     summary["survived"] += survived
                     summary["checked"] += 1
                 accuracy = r["found"] / truth if r["found"] and truth else None
-                rows.append((model, budget_name, name, i, r["found"], truth, accuracy, r["trials"], r["seconds"],
-                             r["error"], survived))
+                rows.append((model, budget_name, name, i, r["found"], r.get("advised"), truth, accuracy, r["trials"],
+                             r["seconds"], r["error"], survived))
         for i, r in enumerate(results["advisor"]):
             binsearch = results["lightning-binsearch"][i]
             if r["error"]:
                 summary["errors"] += 1
                 continue
             summary["accuracy"].append(r["found"] / truth)
+            summary["advised"].append(r["advised"] / truth)
             summary["time"].append(r["seconds"] / binsearch["seconds"])
             if binsearch["trials"]:
                 summary["trials"].append(r["trials"] / binsearch["trials"])
         print(f"# {model} {budget_name}: truth {truth} ({truth_runs} fresh 50-step runs)", flush=True)
-    print(f"{'model':<16} {'budget':<7} {'finder':<20} {'run':>3} {'found':>6} {'truth':>6} {'acc':>6} "
+    print(f"{'model':<16} {'budget':<7} {'finder':<20} {'run':>3} {'found':>6} {'advised':>7} {'truth':>6} {'acc':>6} "
           f"{'trials':>6} {'seconds':>8} {'200 steps':>9}  error")
-    for model, budget_name, name, i, found, truth, acc, trials, seconds, error, survived in rows:
-        print(f"{model:<16} {budget_name:<7} {name:<20} {i:>3} {found if found else '-':>6} {truth:>6} "
+    for model, budget_name, name, i, found, advised, truth, acc, trials, seconds, error, survived in rows:
+        print(f"{model:<16} {budget_name:<7} {name:<20} {i:>3} {found if found else '-':>6} {advised or '':>7} {truth:>6} "
               f"{f'{acc:.2f}' if acc else '-':>6} {trials if trials is not None else '-':>6} {seconds:>8.1f} "
               f"{'' if survived is None else ('ok' if survived else 'OOM'):>9}  {error or ''}")
     acc = summary["accuracy"]
@@ -275,7 +278,8 @@ def main() -> None:
           f"accuracy_max={max(acc) if acc else float('nan'):.2f} errors={summary['errors']} "
           f"survived={summary['survived']}/{summary['checked']} "
           f"time_ratio={statistics.median(summary['time']) if summary['time'] else float('nan'):.2f} "
-          f"trials_ratio={statistics.median(summary['trials']) if summary['trials'] else float('nan'):.2f}")
+          f"trials_ratio={statistics.median(summary['trials']) if summary['trials'] else float('nan'):.2f} "
+          f"advised_min={min(summary['advised']) if summary['advised'] else float('nan'):.2f}")
 
 
 if __name__ == "__main__":
