@@ -22,6 +22,7 @@ class StepTimeModel:
     per_step_s: float  # T_opt: once per optimizer step (all-reduce, optimizer)
     points: int
     note: str
+    timed_batches: tuple[int, int] | None = None  # the smallest and largest per-device batch timed, when fitted
 
     def step_seconds(self, per_device: int, accumulation: int = 1) -> float:
         return accumulation * (self.micro_fixed_s + self.per_sample_s * per_device) + self.per_step_s
@@ -53,7 +54,7 @@ def fit_step_time(points: list[tuple[int, int, float]]) -> StepTimeModel | None:
                 "micro-step: the model credits accumulation with no throughput it did not show")
     # A fit below zero is timing noise: a step never gets cheaper with a bigger batch.
     return StepTimeModel(max(0.0, float(fixed)), max(0.0, float(per_sample)), max(0.0, float(per_step)),
-                         len(points), note)
+                         len(points), note, (int(b.min()), int(b.max())))
 
 
 def statistical_efficiency(global_batch: float, noise_scale: float, base_batch: float) -> float:
@@ -96,6 +97,11 @@ class GoodputResult:
     rule_of_thumb_global: int | None = None
     rule_of_thumb_share: float | None = None  # the rule-of-thumb batch's goodput / the optimum's
     warnings: list[str] = field(default_factory=list)
+    warning_codes: list[str] = field(default_factory=list)  # one per warning, for the plan's warning list
+
+    def warn(self, code: str, message: str) -> None:
+        self.warnings.append(message)
+        self.warning_codes.append(code)
 
     def to_dict(self) -> dict:
         out: dict = {"computed": self.choice is not None, "reason": self.reason}
@@ -151,11 +157,17 @@ def goodput_optimum(model: StepTimeModel | None, noise_scale: float | None, nois
             f"~{noise_scale:.0f} with base batch {base_batch}. There S/S_min = {best.steps_ratio:.2f}, "
             f"E/E_min = {best.examples_ratio:.2f}; its LR would be the base LR x {best.lr_gain:.3g} "
             f"({best.lr_gain_rule}).")
+    timed = model.timed_batches
+    if timed and not timed[0] <= best.per_device <= timed[1]:
+        result.warn("goodput-extrapolated",
+                    f"The goodput-optimal {best.per_device} per device lies outside the batches timed ({timed[0]}-"
+                    f"{timed[1]} per device): its step time is the fitted line extended, an extrapolation; time it "
+                    "before relying on it.")
     if best.past_critical:
-        result.warnings.append(f"The goodput-optimal global batch {best.global_batch} is past the critical batch "
-                               f"(~ the noise scale, {noise_scale:.0f}): training there needs E/E_min = "
-                               f"{best.examples_ratio:.2f}x the fewest samples any batch would; it wins on throughput, "
-                               "not on progress per sample.")
+        result.warn("goodput-past-critical-batch",
+                    f"The goodput-optimal global batch {best.global_batch} is past the critical batch (~ the noise "
+                    f"scale, {noise_scale:.0f}): training there needs E/E_min = {best.examples_ratio:.2f}x the "
+                    "fewest samples any batch would; it wins on throughput, not on progress per sample.")
     if rule_of_thumb:
         b, s = rule_of_thumb
         plan = _choice(model, b, s, world_size, noise_scale, base_batch, optimizer)

@@ -671,7 +671,7 @@ class Session:
         if note:
             plan.warnings.append(note)
         goodput = self.goodput(estimate, plan.per_device, plan.accumulation_steps, plan.world_size, cap, precision)
-        plan.warnings += [Warning_("goodput-past-critical-batch", w) for w in goodput.warnings]
+        plan.warnings += [Warning_(code, w) for code, w in zip(goodput.warning_codes, goodput.warnings)]
         selection = getattr(self.runner, "probe_selection", None)
         if selection is not None and selection.kind == "stream":
             plan.warnings.append(Warning_("stream-probed-as-it-came", STREAM_PROBE_WARNING))

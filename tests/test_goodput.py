@@ -62,3 +62,14 @@ def test_step_time_fit_recovers_the_model_and_stays_conservative_without_accumul
     assert (flat.micro_fixed_s, flat.per_sample_s, flat.per_step_s) == pytest.approx((0.030, 0.001, 0.0))
     assert "without accumulation" in flat.note
     assert fit_step_time(timed[:1]) is None
+
+
+def test_an_optimum_outside_the_timed_batches_is_called_an_extrapolation():
+    timed = [(b, 1, MODEL.step_seconds(b, 1)) for b in (8, 16)]
+    fitted = fit_step_time(timed)
+    assert fitted.timed_batches == (8, 16)
+    found = goodput_optimum(fitted, 100.0, "", 32, 2, 64, "sgd")  # the flat model's optimum lies near 39
+    assert found.choice.per_device > 16
+    assert any("outside the batches timed (8-16 per device)" in w and "extrapolation" in w for w in found.warnings)
+    inside = goodput_optimum(fit_step_time(timed + [(64, 1, MODEL.step_seconds(64, 1))]), 100.0, "", 32, 2, 64, "sgd")
+    assert not any("extrapolation" in w for w in inside.warnings)
