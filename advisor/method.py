@@ -421,9 +421,21 @@ def _checkpoint_variance(record: TrialRecord, by_loss: bool) -> float:
     return statistics.variance(tail) if len(tail) >= 2 else 0.0
 
 
-def _summarise(batch: int, runs: list[TrialRecord], by_loss: bool, binomial_n: int | None) -> CandidateSummary:
-    """One candidate over its seeds. Its variance: the validation set's (binomial, for accuracy) or the
-    checkpoints' (anything else), plus the seeds' own spread when there are several; spread = TIE_Z x sqrt."""
+def _training_tail(record: TrialRecord) -> tuple[float, float] | None:
+    """(mean, variance of that mean) of the run's last quarter of training losses: what a run with no validation
+    is ranked by. One step's loss is one mini-batch's, as noisy as the batch is small; the tail's mean is not."""
+    losses = [v for v in record.losses if v is not None and math.isfinite(v)]
+    if not losses:
+        return None
+    tail = losses[-max(1, len(losses) // 4):]
+    return statistics.fmean(tail), (statistics.variance(tail) / len(tail) if len(tail) >= 2 else 0.0)
+
+
+def _summarise(batch: int, runs: list[TrialRecord], by_loss: bool, binomial_n: int | None,
+               unvalidated: bool = False) -> CandidateSummary:
+    """One candidate over its seeds. Its variance: the validation set's (binomial, for accuracy), the
+    checkpoints' (anything else) or, with no validation, the training-loss tail's; plus the seeds' own spread
+    when there are several; spread = TIE_Z x sqrt."""
     if any(r.status == "ok" and diverged(r) for r in runs):
         return CandidateSummary(batch, "diverged")
     ok = [r for r in runs if r.status == "ok"]
@@ -434,6 +446,8 @@ def _summarise(batch: int, runs: list[TrialRecord], by_loss: bool, binomial_n: i
     if binomial_n:
         p = min(max(mean, 0.0), 1.0)
         variance = p * (1 - p) / binomial_n  # one validation set: more seeds do not shrink this part
+    elif unvalidated:
+        variance = statistics.fmean((_training_tail(r) or (0.0, 0.0))[1] for r in ok) / len(ok)
     else:
         variance = statistics.fmean(_checkpoint_variance(r, by_loss) for r in ok) / len(ok)
     if len(values) >= 2:
@@ -458,13 +472,15 @@ def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, 
     by_loss = name == "loss"
     unvalidated = by_loss and any(r.val_loss is None for r in usable)
     if unvalidated:  # a script that prints no validation (the script door): rank copies by their training loss
-        rows = [replace(r, val_loss=r.final_loss) if r.status == "ok" and r.val_loss is None else r for r in rows]
+        rows = [replace(r, val_loss=(_training_tail(r) or (r.final_loss,))[0])
+                if r.status == "ok" and r.val_loss is None else r for r in rows]
         usable = [r for r in rows if r.status == "ok" and not diverged(r) and r.val_loss is not None]
         if not usable:
             return SweepVerdict(chosen, "No sweep run reported a validation or training loss; keeping the trial's "
                                         "choice.")
     binomial_n = val_size if name == "accuracy" and higher_is_better and val_size else None
-    summaries = [_summarise(b, [r for r in rows if r.per_device == b], by_loss, binomial_n) for b in batches]
+    summaries = [_summarise(b, [r for r in rows if r.per_device == b], by_loss, binomial_n, unvalidated)
+                 for b in batches]
     lost = [c.per_device for c in summaries if c.status == "diverged"]
     lost_note = (f" Diverged (a NaN/inf loss or metric; never a pick): {', '.join(map(str, lost))} per device."
                  if lost else "")
@@ -475,7 +491,7 @@ def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, 
     alive = [c for c in summaries if c.status == "ok"]
     metric = f"validation {name}" + ("" if higher_is_better or by_loss else " (lower is better)")
     if unvalidated:
-        metric = "training loss (the runs reported no validation metric)"
+        metric = "training loss, mean of each run's last quarter (the runs reported no validation metric)"
     if name == "accuracy" and num_classes and max(c.mean for c in alive) < 1.5 / num_classes:
         return SweepVerdict(chosen, (
             f"No sweep run got clearly above chance (1/{num_classes}) in {steps} steps, so the comparison says "
@@ -492,6 +508,7 @@ def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, 
     table = ", ".join(f"{c.per_device}: {fmt(c.mean)} ± {fmt(c.spread)}"
                       + (f" ({len(c.values)} seeds)" if len(c.values) > 1 else "") for c in alive)
     noise_source = (f"a binomial interval over the {binomial_n} validation samples" if binomial_n
+                    else "the spread of each run's last quarter of training losses" if unvalidated
                     else "the spread across each run's last checkpoints")
     said = f"By {metric} at equal training samples ({table}; ± is ~95%, from {noise_source}"
     said += " and the seeds' spread)" if any(len(c.values) > 1 for c in alive) else ")"

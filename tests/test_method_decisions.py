@@ -814,3 +814,19 @@ def test_cpu_processes_times_memory_must_fit_the_hosts_ram():
         validate_setup(settings(nproc=4, memory_budget_bytes=3 * 2**30), adapter, small)
     validate_setup(settings(nproc=2, memory_budget_bytes=3 * 2**30), adapter, small)  # 6 GiB of 8 fits
     assert HostDevices("cpu").physical_memory > 0  # the real host says
+
+
+def test_a_sweep_without_validation_ranks_by_the_training_loss_tail_with_its_spread_not_one_steps_loss():
+    # Regression: runs with no validation (the script door) were ranked by their last step's loss, one
+    # mini-batch's, with a spread of ± 0.0000, so any difference between two noisy steps "won".
+    def run(batch, losses):
+        return TrialRecord("sweep", batch, 2, 1, 2 * batch, "ok", 1.0, final_loss=losses[-1], losses=losses,
+                           throughput=100.0, step_seconds=0.1, train_seconds=1.0)
+
+    noisy_16 = [1.0] * 12 + [0.50, 0.30, 0.50, 0.30]  # tail mean 0.40, last step 0.30
+    noisy_32 = [1.0] * 12 + [0.30, 0.50, 0.30, 0.50]  # tail mean 0.40, last step 0.50
+    verdict = decide_sweep([run(16, noisy_16), run(32, noisy_32)], 16, None, 16)
+    assert verdict.tied == [16, 32] and "within noise" in verdict.reason  # not "16 is best" on one step
+    assert all(c.spread > 0 for c in verdict.candidates) and "last quarter of training losses" in verdict.reason
+    clear = decide_sweep([run(16, [1.0] * 12 + [0.80, 0.82, 0.80, 0.82]), run(32, noisy_32)], 16, None, 16)
+    assert clear.chosen == 32 and clear.tied == [32]

@@ -61,7 +61,7 @@ def decisions(data: dict, drop_pick: bool = False) -> dict:
     if drop_pick:
         for table, key in PICK_DEPENDENT:
             found[table].pop(key)
-    measured = {"beyond-noise-scale", "goodput-past-critical-batch"}
+    measured = {"beyond-noise-scale", "goodput-past-critical-batch", "goodput-extrapolated"}
     return found | {"warnings": sorted(w["code"] for w in data.get("warnings", []) if w["code"] not in measured)}
 
 
