@@ -19,7 +19,8 @@ recipe (TOML) you commit next to your training code.
 3. **Trial run**: short runs from that value; double while memory stays under 60% of the ceiling's,
    halve on out-of-memory (mixed precision first); keep doubling only while it buys throughput.
 4. **Sweep**: half / chosen / double (or 8-128 on a subset) trained for the same steps; the best
-   validation result wins, ties go to the one that got there first.
+   validation result wins, ties go to the one that got there first; if an end of the range wins,
+   the sweep goes on past it (its half or double).
 
 Then the **Recipe**: the plan for your cluster (per-device x world size x accumulation), the
 learning rate scaled to the global batch and the warmup, saved as TOML.

@@ -21,7 +21,8 @@ class SweepScreen(StepScreen):
     RUN_LABEL = "Run sweep"
     INTRO = ("Step 4. Half, chosen and double (or 8-128 with the subset sweep) each train the same number of steps "
              "with the LR scaled to their global batch; the best validation result wins, and a tie goes to the "
-             "one that reached it in the least training time. Press r to run.")
+             "one that reached it in the least training time. If an end of the range wins, the sweep goes on past "
+             "it. Press r to run.")
 
     def compose_body(self):
         # The table spans the screen: its numbers are never cut, even at 80 columns (a half-width column cut
@@ -109,7 +110,9 @@ class SweepScreen(StepScreen):
                 loss.set_series(name, list(range(1, len(record.losses) + 1)), record.losses)
         rows = [("Pick per device", str(outcome.chosen), outcome.reason),  # short: values must fit at 80 columns
                 ("Compared", ", ".join(map(str, outcome.candidates)),
-                 "Half, chosen and double the trial's choice, within the per-device cap (or the subset 8-128).")]
+                 "Half, chosen and double the trial's choice, within the per-device cap (or the subset 8-128)"
+                 + (f"; then {', '.join(map(str, outcome.walked))}, because the smallest or largest swept won."
+                    if outcome.walked else "."))]
         for r in outcome.rows:
             if r.status == "ok":
                 metric = r.validation_text() or "no validation"
