@@ -6,10 +6,19 @@ of torch: a job is plain data written to a JSON file.
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 from dataclasses import asdict, dataclass, field
 
 EVENT_PREFIX = "ADVISOR_EVENT "
+PART_PREFIX = "ADVISOR_EVENT_PART "
+# Every rank writes to the one pipe torchrun hands them; a write() to a pipe is atomic only up to PIPE_BUF
+# (4096 bytes on Linux), so a longer line from one rank can be cut by another's and both events are lost
+# (a 1438-step run's result, with its per-step losses and gradient norms, is ~60 KB). Longer events go out
+# as numbered part lines, each short enough to be written whole.
+ATOMIC_LINE = 3800
+_PART_IDS = itertools.count()
 OOM_EXIT_CODE = 75  # a worker that ran out of memory exits with this after reporting it
 
 
@@ -44,6 +53,48 @@ class TrialJob:
 
 def encode_event(kind: str, **payload) -> str:
     return EVENT_PREFIX + json.dumps({"event": kind, **payload}, default=float)
+
+
+def event_lines(kind: str, **payload) -> list[str]:
+    """The lines (without newline) that carry one event: one line, or part lines when it is too long to be
+    written to a shared pipe in one piece. Write and flush each line on its own."""
+    line = encode_event(kind, **payload)  # json.dumps escapes non-ASCII: characters are bytes
+    if len(line) <= ATOMIC_LINE:
+        return [line]
+    body = line[len(EVENT_PREFIX):]
+    ident = f"{os.getpid()}.{next(_PART_IDS)}"
+    size = ATOMIC_LINE - len(PART_PREFIX) - 40  # room for "id k n "
+    chunks = [body[i:i + size] for i in range(0, len(body), size)]
+    return [f"{PART_PREFIX}{ident} {k} {len(chunks)} {chunk}" for k, chunk in enumerate(chunks)]
+
+
+class EventReader:
+    """Events from worker output lines, whole or in parts (``event_lines``), interleaved in any order
+    with other ranks' lines. ``feed`` gives the event a line completes, else None; ``is_output`` tells an
+    ordinary output line (kept for error messages) from an event's part."""
+
+    def __init__(self):
+        self._parts: dict[str, dict[int, str]] = {}
+
+    @staticmethod
+    def is_output(line: str) -> bool:
+        return EVENT_PREFIX not in line and PART_PREFIX not in line
+
+    def feed(self, line: str) -> dict | None:
+        start = line.find(PART_PREFIX)
+        if start < 0:
+            return decode_event(line)
+        try:
+            ident, index, total, chunk = line[start + len(PART_PREFIX):].split(" ", 3)
+            index, total = int(index), int(total)
+        except ValueError:
+            return None
+        parts = self._parts.setdefault(ident, {})
+        parts[index] = chunk
+        if len(parts) < total:
+            return None
+        del self._parts[ident]
+        return decode_event(EVENT_PREFIX + "".join(parts[i] for i in range(total)))
 
 
 def decode_event(line: str) -> dict | None:

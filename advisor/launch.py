@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from .errors import CancelledError, TrialError
-from .job import OOM_EXIT_CODE, TrialJob, decode_event
+from .job import OOM_EXIT_CODE, EventReader, TrialJob
 
 OOM_GRACE_S = 5.0  # after one rank reports OOM, how long the others get to report before the group is ended
 _EXITCODE_RE = re.compile(r"exitcode\s*:\s*(-?\d+)")
@@ -129,6 +129,7 @@ def run_job(
         threading.Thread(target=_reader, args=(proc.stdout, lines), daemon=True).start()
         outcome = JobOutcome(status="ok")
         tail: collections.deque[str] = collections.deque(maxlen=60)
+        reader = EventReader()
         last_activity = started
         oom_deadline = None
         ended = False
@@ -156,9 +157,12 @@ def run_job(
                 if line is None:
                     ended = True
                     break
-                event = decode_event(line)
+                event = reader.feed(line)
                 if event is None:
-                    tail.append(line)
+                    if reader.is_output(line):
+                        tail.append(line)
+                    else:
+                        last_activity = time.monotonic()  # a part of a long event
                     continue
                 last_activity = time.monotonic()
                 outcome.events.append(event)

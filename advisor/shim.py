@@ -34,14 +34,15 @@ import traceback
 from pathlib import Path
 
 from .door import RunValues, ScriptSpec, script_arguments
-from .job import OOM_EXIT_CODE, TrialJob, encode_event
+from .job import OOM_EXIT_CODE, TrialJob, event_lines
 
 _ORIGINAL_STDOUT = sys.stdout
 
 
 def emit(kind: str, **payload) -> None:
-    _ORIGINAL_STDOUT.write(encode_event(kind, **payload) + "\n")
-    _ORIGINAL_STDOUT.flush()
+    for line in event_lines(kind, **payload):  # one write per line: each stays whole on a shared pipe
+        _ORIGINAL_STDOUT.write(line + "\n")
+        _ORIGINAL_STDOUT.flush()
 
 
 def first_line(exc: BaseException, limit: int = 300) -> str:

@@ -23,7 +23,7 @@ import time
 import traceback
 from pathlib import Path
 
-from .job import OOM_EXIT_CODE, TrialJob, encode_event
+from .job import OOM_EXIT_CODE, TrialJob, event_lines
 
 
 class WorkerStrategy:
@@ -169,8 +169,9 @@ def first_line(exc: BaseException, limit: int = 300) -> str:
 
 
 def emit(kind: str, **payload) -> None:
-    sys.stdout.write(encode_event(kind, **payload) + "\n")
-    sys.stdout.flush()
+    for line in event_lines(kind, **payload):  # one write per line: each stays whole on a shared pipe
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 
 
 def _batch(dataset, indices, collate_fn=None):

@@ -94,7 +94,7 @@ def plain_strategy(job):
 
 def train_in_process(workload, capsys, **job_kw) -> dict:
     """run_training in this process with the plain strategy; returns its result event."""
-    from advisor.job import TrialJob, decode_event
+    from advisor.job import EventReader, TrialJob
     from advisor.worker import run_training
 
     job = TrialJob(kind="train", workload=workload.name, **job_kw)
@@ -103,7 +103,7 @@ def train_in_process(workload, capsys, **job_kw) -> dict:
     optimizer = strategy.make_optimizer(workload, model, job)
     model, optimizer = strategy.prepare(model, optimizer, job)
     run_training(job, workload, strategy, model, optimizer, {"enforced": False})
-    found = [e for e in map(decode_event, capsys.readouterr().out.splitlines()) if e]
+    found = [e for e in map(EventReader().feed, capsys.readouterr().out.splitlines()) if e]
     return next(e for e in found if e["event"] == "result")
 
 

@@ -187,6 +187,22 @@ def test_a_peer_stopped_by_sigterm_after_a_reported_error_is_the_echo_not_the_ca
     assert "SIGTERM" not in str(err.value)
 
 
+def test_two_ranks_writing_long_results_to_one_pipe_lose_neither():
+    """Regression (the time-to-accuracy bench, a 1438-step sweep run): every rank writes to the one pipe
+    torchrun hands them, a pipe write is atomic only up to 4 KiB, and two ~60 KB result lines cut into each
+    other: "ended without a result" although both ranks had finished. Two real processes share one pipe here,
+    as under torchrun, and emit through the workers' own ``emit``."""
+    emitter = ("import sys; from advisor.worker import emit\n"
+               "for i in range(20): emit('result', rank=int(sys.argv[1]), i=i, losses=[0.1 * x for x in range(6000)])")
+    both = f'{sys.executable} -c "$0" 0 & {sys.executable} -c "$0" 1 & wait'
+    events = []
+    outcome = run_job(lambda path, n: ["bash", "-c", both, emitter], job(workdir=str(REPO)), 2, timeout_s=120,
+                      on_event=events.append)
+    results = outcome.all("result")
+    assert sorted((r["rank"], r["i"]) for r in results) == [(rank, i) for rank in (0, 1) for i in range(20)]
+    assert all(len(r["losses"]) == 6000 for r in results) and not outcome.output_tail
+
+
 def test_a_killed_worker_ends_in_a_clear_error(ddp):
     pids = {}
 
