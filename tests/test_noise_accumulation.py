@@ -1,0 +1,166 @@
+"""The gradient noise scale on one device (issue 16): the first micro-batch's gradient against the accumulated one.
+
+The meter runs inside the real strategies' ``train_cycle`` here, in this process, on a one-rank gloo group:
+real DDP (its ``no_sync`` at world size 1), a real GradScaler, real Accelerate wrappers. What the meter relies on
+in their code is pinned by these tests rather than by reading it.
+"""
+
+from __future__ import annotations
+
+import runpy
+
+import pytest
+import torch
+from torch import nn
+
+from advisor.job import TrialJob
+from advisor.noise import estimate_noise
+from conftest import TEST_WORKLOADS, analytic_linear_regression_b_simple
+
+KNOWN_ANSWERS = TEST_WORKLOADS / "known_answers.py"
+
+
+@pytest.fixture
+def one_rank_group():
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+class _MSE:
+    """The workload surface ``train_cycle`` uses."""
+
+    @staticmethod
+    def batch_loss(model, batch):
+        x, y = batch
+        return nn.functional.mse_loss(model(x), y)
+
+
+def _ddp_strategy(model, optimizer, job, scaler=None):
+    from advisor.process_group import GradNoiseMeter
+    from advisor_adapters.ddp_worker import DDPStrategy
+
+    strategy = DDPStrategy()  # set up by hand: the one-rank group is this test's, not setup()'s
+    strategy.device, strategy.noise = torch.device("cpu"), GradNoiseMeter()
+    wrapped, optimizer = strategy.prepare(model, optimizer, job)
+    strategy.scaler = scaler
+    return strategy, wrapped, optimizer
+
+
+def _reference(model, batches):
+    """|g|^2 of the first micro-batch's own gradient and of the mean over every micro-batch, computed here."""
+    grads = []
+    for x, y in batches:
+        model.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        grads.append([p.grad.detach().clone() for p in model.parameters()])
+    model.zero_grad()
+    first = sum(float(g.double().pow(2).sum()) for g in grads[0])
+    mean = sum(float(torch.stack([g[i] for g in grads]).double().mean(0).pow(2).sum()) for i in range(len(grads[0])))
+    return first, mean
+
+
+@pytest.mark.parametrize("accumulation", [2, 4])
+def test_one_device_accumulation_meter_reads_the_first_micro_batch_and_the_accumulated_gradient(one_rank_group,
+                                                                                                  accumulation):
+    """DDP at world size 1 under no_sync, the base train_cycle, SGD with a real LR: each step's two norms equal
+    the ones computed here from each micro-batch's own gradient at that step's weights."""
+    torch.manual_seed(0)
+    model = nn.Linear(6, 2)
+    job = TrialJob(kind="train", workload="-", per_device_batch=8, accumulation_steps=accumulation)
+    strategy, ddp, optimizer = _ddp_strategy(model, torch.optim.SGD(model.parameters(), lr=0.1), job)
+    assert strategy.noise.measuring and strategy.noise.pair == "accumulation"
+    expected = []
+    for step in range(4):
+        strategy.sample_noise(step >= 1)  # the first step is the warm-up: not measured
+        batches = [(torch.randn(8, 6), torch.randn(8, 2)) for _ in range(accumulation)]
+        if step >= 1:
+            expected.append(_reference(model, batches))
+        strategy.train_cycle(ddp, optimizer, iter(batches).__next__, _MSE, job, strategy.between_micro_batches)
+        # The sums are device tensors until the run ends: no host read inside the timed step.
+        assert all(isinstance(v, torch.Tensor) for row in strategy.noise.per_step for v in row[:2])
+    sample = strategy.gradient_norms()
+    assert (sample.b_small, sample.b_big, sample.steps, sample.pair) == (8, 8 * accumulation, 3, "accumulation")
+    assert sample.small_sq_steps == pytest.approx([e[0] for e in expected], rel=1e-5)
+    assert sample.big_sq_steps == pytest.approx([e[1] for e in expected], rel=1e-5)
+    assert sample.small_sq_steps != pytest.approx(sample.big_sq_steps, rel=1e-3)  # two different gradients
+
+
+def test_under_a_grad_scaler_the_loss_scale_is_divided_out_and_a_skipped_step_is_dropped(one_rank_group):
+    """GradScaler (CPU, scale 2^10) scales every micro-loss; its step unscales before optimizer.step and skips
+    optimizer.step on an overflow. Same norms as without the scaler; the overflowed step counts as skipped."""
+    torch.manual_seed(0)
+    batches = [(torch.randn(8, 6), torch.randn(8, 2)) for _ in range(2)]
+    job = TrialJob(kind="train", workload="-", per_device_batch=8, accumulation_steps=2)
+    model = nn.Linear(6, 2)
+    first, mean = _reference(model, batches)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    strategy, ddp, optimizer = _ddp_strategy(model, torch.optim.SGD(model.parameters(), lr=0.0), job, scaler)
+    strategy.sample_noise(True)
+    assert strategy.loss_scale() == 1024.0
+    strategy.train_cycle(ddp, optimizer, iter(batches).__next__, _MSE, job, strategy.between_micro_batches)
+    overflow = [(batches[0][0], batches[0][1]), (batches[1][0] * float("inf"), batches[1][1])]
+    strategy.sample_noise(True)
+    strategy.train_cycle(ddp, optimizer, iter(overflow).__next__, _MSE, job, strategy.between_micro_batches)
+    strategy.sample_noise(False)
+    sample = strategy.gradient_norms()
+    assert sample.steps == 1 and sample.skipped == 1
+    assert sample.small_sq_steps == pytest.approx([first], rel=1e-5)
+    assert sample.big_sq_steps == pytest.approx([mean], rel=1e-5)
+
+
+def test_under_accelerate_the_inner_optimizer_steps_once_per_accumulation_cycle(one_rank_group, monkeypatch):
+    """Accelerate's AcceleratedOptimizer.step calls the inner optimizer only at the sync boundary, so the
+    pre-hook on the inner one sees the accumulated gradient once per cycle (its zero_grad skips the others)."""
+    from accelerate.state import AcceleratorState, GradientState
+
+    from advisor_adapters.accelerate_worker import AccelerateStrategy
+
+    monkeypatch.setenv("ACCELERATE_USE_CPU", "1")
+    torch.manual_seed(0)
+    job = TrialJob(kind="train", workload="-", per_device_batch=8, accumulation_steps=2)
+    strategy = AccelerateStrategy()
+    try:
+        strategy.setup(job)
+        model = nn.Linear(6, 2)
+        wrapped, optimizer = strategy.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1), job)
+        assert strategy.world_size == 1 and strategy.noise.pair == "accumulation"
+        expected = []
+        for step in range(3):
+            strategy.sample_noise(True)
+            batches = [(torch.randn(8, 6), torch.randn(8, 2)) for _ in range(2)]
+            expected.append(_reference(model, batches))
+            strategy.train_cycle(wrapped, optimizer, iter(batches).__next__, _MSE, job, strategy.between_micro_batches)
+        sample = strategy.gradient_norms()
+    finally:
+        AcceleratorState._reset_state(True)
+        GradientState._reset_state()
+    assert (sample.steps, sample.b_small, sample.b_big) == (3, 8, 16)
+    assert sample.small_sq_steps == pytest.approx([e[0] for e in expected], rel=1e-5)
+    assert sample.big_sq_steps == pytest.approx([e[1] for e in expected], rel=1e-5)
+
+
+def test_one_device_accumulation_measures_the_known_noise_scale_of_least_squares(one_rank_group):
+    """Least squares at a fixed point (lr 0), B_simple = 33 in closed form, through the real meter in the real
+    DDP strategy's cycle: 8 per micro-batch, accumulation 4, 600 steps. Within 20%, and its interval holds it."""
+    known = runpy.run_path(str(KNOWN_ANSWERS))
+    truth = analytic_linear_regression_b_simple(known["DIM"], known["DISTANCE_SQ"], known["NOISE_VAR"])
+    workload = known["least_squares"]()
+    x, y = workload.train_data.tensors
+    job = TrialJob(kind="train", workload="-", per_device_batch=8, accumulation_steps=4)
+    model = workload.build_model()
+    strategy, ddp, optimizer = _ddp_strategy(model, torch.optim.SGD(model.parameters(), lr=0.0), job)
+    batches = iter((x[i:i + 8], y[i:i + 8]) for i in range(0, len(x), 8))
+    for _ in range(600):
+        strategy.sample_noise(True)
+        strategy.train_cycle(ddp, optimizer, batches.__next__, workload, job, strategy.between_micro_batches)
+    sample = strategy.gradient_norms()
+    estimate = estimate_noise([sample])
+    print(f"\nB_simple truth {truth:.1f}, one-device accumulation estimate {estimate.value:.1f} "
+          f"({estimate.low:.1f}-{estimate.high:.1f})")
+    assert estimate.value == pytest.approx(truth, rel=0.2)
+    assert estimate.low <= truth <= estimate.high
+    assert "micro-batch vs accumulated gradient norms" in estimate.reason
+    assert "per-replica" not in estimate.reason
