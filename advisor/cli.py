@@ -36,7 +36,8 @@ class StderrProgress:
         elif isinstance(event, ev.Decision) and event.step == 3:
             self.line(f"   -> {event.message}")
         elif isinstance(event, ev.RunStarted):
-            self.line(f"   {event.phase}: {event.world_size} x {event.per_device} for {event.steps} steps"
+            accumulated = f" x {event.accumulation} accumulation" if event.accumulation > 1 else ""
+            self.line(f"   {event.phase}: {event.world_size} x {event.per_device}{accumulated} for {event.steps} steps"
                       + (f" ({event.precision})" if event.precision != "fp32" else ""))
         elif isinstance(event, ev.ProbeFinished):
             self.line("   " + self._probe_text(event.trial))

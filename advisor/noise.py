@@ -43,7 +43,7 @@ class GradNormSample:
 
 # What each pair of gradients is, said in the estimate's reason.
 PAIR_WORDS = {"replicas": "per-replica vs all-reduced gradient norms",
-              "accumulation": "micro-batch vs accumulated gradient norms (one device, accumulation)"}
+              "accumulation": "micro-batch vs accumulated gradient norms on one device"}
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,8 @@ def estimate_noise(samples: list[GradNormSample], optimizer: str = "sgd", resamp
         ratios = np.where((means[:, 0] > 0) & (means[:, 1] > 0), means[:, 1] / means[:, 0], np.inf)
     tail = (1 - CONFIDENCE) / 2
     low, high = (float(q) for q in np.quantile(ratios, [tail, 1 - tail], method="inverted_cdf"))  # inf-safe
-    base = f"over {len(terms)} steps of {runs} run(s)"
+    pairs = " and ".join(PAIR_WORDS.get(p, p) for p in sorted({s.pair for s in samples if step_terms(s)}))
+    base = f"over {len(terms)} steps of {runs} run(s): {pairs}"
     if true_sq <= 0 or trace <= 0:
         return NoiseEstimate(None, None, None, len(terms), runs, (
             f"Gradient noise scale: unknown ({base}, the averaged |G|^2 or tr(Sigma) came out non-positive: the "
@@ -156,9 +157,8 @@ def estimate_noise(samples: list[GradNormSample], optimizer: str = "sgd", resamp
             f"Gradient noise scale: unknown ({base}, the point estimate {value:.3g} has a "
             f"{CONFIDENCE:.0%} interval of {spread}, wider than {MAX_SPREAD:g}x: longer runs or more processes "
             "would narrow it)."), float(true_sq), float(trace), skipped, notes)
-    pairs = " and ".join(PAIR_WORDS.get(p, p) for p in sorted({s.pair for s in samples if step_terms(s)}))
     reason = (f"Estimated gradient noise scale B_simple ~ {value:.0f} ({CONFIDENCE:.0%} bootstrap interval "
-              f"{low:.0f}-{high:.0f}, {base}; {pairs}, |G|^2 and tr(Sigma) "
+              f"{low:.0f}-{high:.0f}, {base}; |G|^2 and tr(Sigma) "
               "averaged separately; McCandlish et al. 2018). Past it a bigger global batch buys little. An estimate "
               "from short runs." + ("" if not skipped else f" {skipped} non-finite step(s) left out.")
               + "".join(" " + n for n in notes))

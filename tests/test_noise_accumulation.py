@@ -164,3 +164,115 @@ def test_one_device_accumulation_measures_the_known_noise_scale_of_least_squares
     assert estimate.low <= truth <= estimate.high
     assert "micro-batch vs accumulated gradient norms" in estimate.reason
     assert "per-replica" not in estimate.reason
+
+
+# -- the session: when the accumulation run happens, and what it feeds ----------------------------------------------
+
+def _stub_session(nproc=1, adapter=None, events=None):
+    from advisor.adapters import load_adapter
+    from advisor.device import HostDevices
+    from advisor.session import Session, validate_setup
+    from test_method_decisions import StubRunner, settings
+
+    adapter = adapter or load_adapter("ddp")
+    s = settings(nproc=nproc)
+    runner = StubRunner(nproc=nproc, saturate=None)
+    session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")),
+                      (events.append if events is not None else None), runner=runner)
+    session.ceiling()
+    session.choose_start(32)
+    return session, runner
+
+
+def test_one_process_runs_one_accumulation_2_run_after_the_trial_and_the_plan_keeps_it_in_the_ledger():
+    from advisor.events import Decision
+    from advisor.method import lr_and_warmup
+    from advisor.report import build_recipe
+
+    events = []
+    session, runner = _stub_session(events=events)
+    trial = session.trial()
+    noise = [r for r in runner.ledger if r.phase == "noise"]
+    assert len(noise) == 1 and trial.noise_run is noise[0] and noise[0] not in trial.rows
+    assert (noise[0].per_device, noise[0].accumulation, noise[0].precision) == (trial.chosen, 2, trial.precision)
+    lr, warmup = lr_and_warmup(session.info, 2 * trial.chosen, session.settings.trial_steps)  # its global batch 2b
+    assert runner.runs[-1] == dict(phase="noise", per_device=trial.chosen, steps=session.settings.trial_steps, lr=lr,
+                                   warmup_steps=warmup, seed=0)
+    said = [e.message for e in events if isinstance(e, Decision) and e.step == 3]
+    assert "One device: a short run with accumulation 2" in said[-1] and "micro-batch vs accumulated" in said[-1]
+    # The stub reports no gradient norms: unknown, and the sentence names the run, not "2+ processes".
+    estimate = session.noise_estimate()
+    assert not estimate.known and "accumulation 2" in estimate.reason and "2+ processes" not in estimate.reason
+    session.sweep()
+    recipe = build_recipe(session.finish())
+    assert [row["accumulation"] for row in recipe["ledger"] if row["phase"] == "noise"] == [2]
+
+
+def test_no_accumulation_run_with_two_processes_or_an_adapter_whose_worker_has_no_meter():
+    from dataclasses import replace
+
+    from advisor.adapters import load_adapter
+    from advisor.door import ScriptAdapter
+
+    session, runner = _stub_session(nproc=2)
+    session.trial()
+    assert not [r for r in runner.ledger if r.phase == "noise"]
+    assert "2+ processes" in _stub_session(nproc=2)[0].noise_estimate().reason  # nothing measured, nothing run
+    plain = load_adapter("ddp")
+    plain.capabilities = replace(plain.capabilities, noise_by_accumulation=False)  # as DeepSpeed's worker
+    session, runner = _stub_session(adapter=plain)
+    assert session.trial().noise_run is None and not [r for r in runner.ledger if r.phase == "noise"]
+    assert load_adapter("ddp").capabilities.noise_by_accumulation
+    assert load_adapter("accelerate").capabilities.noise_by_accumulation
+    assert not load_adapter("deepspeed").capabilities.noise_by_accumulation
+    assert not ScriptAdapter(load_adapter("ddp")).capabilities.noise_by_accumulation  # the user's own loop
+
+
+def test_the_accumulation_runs_step_time_gives_the_goodput_fit_its_second_accumulation_count():
+    """T_iter = s x (a + c b) + T_opt: with only s = 1 runs timed, T_opt cannot be told from a; the noise run's
+    s = 2 separates it."""
+    from advisor.goodput import fit_step_time, timed_points
+    from advisor.ledger import TrialRecord
+
+    def step(b, s):
+        return s * (0.01 + 0.001 * b) + 0.005
+
+    rows = [TrialRecord(phase, b, 1, s, b * s, "ok", 1.0, step_seconds=step(b, s))
+            for phase, b, s in (("trial", 16, 1), ("trial", 32, 1), ("noise", 32, 2), ("sweep", 64, 1))]
+    assert (32, 2, step(32, 2)) in timed_points(rows)
+    model = fit_step_time(timed_points(rows))
+    assert model.per_step_s == pytest.approx(0.005) and model.micro_fixed_s == pytest.approx(0.01)
+    assert "accumulated ones among them" in model.note
+
+
+@pytest.mark.distributed
+def test_a_real_one_process_ddp_session_measures_the_noise_scale_with_an_accumulation_run(no_leftover_processes):
+    """Real torchrun workers (DDP adapter, 1 gloo process, digits-mlp): ceiling, one trial run at the cap, then
+    the accumulation run. Its row is in the ledger with the worker's per-step norms (micro-batch b vs accumulated
+    2b), and the estimate, known or not, says which pair it rests on."""
+    from advisor.adapters import load_adapter
+    from advisor.device import HostDevices
+    from advisor.method import MethodSettings
+    from advisor.session import Session, validate_setup
+    from conftest import REPO
+
+    ddp = load_adapter("ddp")
+    settings = MethodSettings(workload="digits-mlp", adapter_name="ddp", nproc=1, device="cpu",
+                              memory_budget_bytes=256 * 2**20, trial_steps=12, workdir=str(REPO))
+    session = Session(ddp, settings, validate_setup(settings, ddp, HostDevices("cpu")))
+    session.ceiling()
+    session.choose_start(session.learnable_cap[0])  # at the cap: one trial run, no doubling
+    trial = session.trial()
+    row = trial.noise_run
+    assert row is not None and row.status == "ok" and row in session.ledger
+    assert (row.phase, row.per_device, row.accumulation, row.global_batch) == ("noise", trial.chosen, 2,
+                                                                                2 * trial.chosen)
+    norms = row.gradient_norms
+    assert (norms["pair"], norms["b_small"], norms["b_big"]) == ("accumulation", trial.chosen, 2 * trial.chosen)
+    assert norms["steps"] == len(norms["small_sq_steps"]) == 6 and norms["skipped"] == 0  # the run's second half
+    # The first micro-batch alone is noisier than the two together, on average.
+    assert norms["small_sq"] > norms["big_sq"] > 0
+    estimate = session.noise_estimate()
+    print(f"\n{estimate.reason}")
+    assert "micro-batch vs accumulated gradient norms on one device" in estimate.reason
+    assert "2+ processes" not in estimate.reason
