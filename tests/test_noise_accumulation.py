@@ -276,3 +276,24 @@ def test_a_real_one_process_ddp_session_measures_the_noise_scale_with_an_accumul
     print(f"\n{estimate.reason}")
     assert "micro-batch vs accumulated gradient norms on one device" in estimate.reason
     assert "2+ processes" not in estimate.reason
+
+
+async def test_the_trial_screen_shows_the_noise_run_as_its_own_row():
+    """One process: the Trial screen's table keeps the accumulation run apart from the trial's candidates, and
+    its row fits at 80 columns."""
+    from test_tui_app import cut_cells
+    from tui_stub import run_step, stub_app, walk_to
+
+    app = stub_app(nproc=1)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await walk_to(pilot, "trial")
+        await run_step(pilot, "trial")
+        outcome = app.session.trial_outcome
+        table = app.screen.query_one("#runs")
+        assert outcome.noise_run is not None and table.row_count == len(outcome.rows) + 1
+        last = [str(cell) for cell in table.get_row_at(table.row_count - 1)]
+        assert last[-1].endswith("noise") and last[1] == str(2 * outcome.chosen)
+        assert cut_cells(table) == []
+        numbers = app.screen.query_one("#numbers DataTable")
+        assert any(str(numbers.get_row_at(i)[0]) == "Noise run" for i in range(numbers.row_count))
+        assert cut_cells(numbers) == []

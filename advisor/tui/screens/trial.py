@@ -99,7 +99,7 @@ class TrialScreen(StepScreen):
             f"{record.step_seconds * 1000:.0f} ms" if record.step_seconds else "-",
             f"{record.throughput:.0f}" if record.throughput else "-",
             ("[green]ok[/green]" if ok else "[red]OOM[/red]")
-            + (f" (noise run, accumulation {record.accumulation})" if record.phase == "noise" else ""))
+            + (" noise" if record.phase == "noise" else ""))  # short: the row must fit at 80 columns
         if ok and record.peak_bytes and record.phase != "noise":  # the chart is the trial's memory against batch
             self.query_one("#memory", Chart).add_point(record.precision, record.per_device, record.peak_bytes / MIB)
 
@@ -125,4 +125,10 @@ class TrialScreen(StepScreen):
             rows.append((f"Throughput at {batch}/device", f"{r.throughput:.0f} samples/s",
                          f"global batch {r.global_batch} / median step time {r.step_seconds:.4f} s over "
                          f"{r.steps} steps (the slowest process counts)."))
+        noise = outcome.noise_run
+        if noise is not None:
+            rows.append(("Noise run", f"{noise.per_device} x {noise.accumulation} accum.",
+                         f"One device: a short run with accumulation {noise.accumulation} at {noise.per_device} per "
+                         "device measures the noise scale (micro-batch vs accumulated gradient); the row marked "
+                         "'noise' in the table, not a trial candidate."))
         self.query_one(Numbers).set_rows(rows)
