@@ -16,17 +16,9 @@ from torch import nn
 from advisor.job import TrialJob
 from advisor.noise import estimate_noise
 from conftest import TEST_WORKLOADS, analytic_linear_regression_b_simple
+from test_worker_loop import one_rank_group  # noqa: F401 - a fixture: a one-rank gloo group in this process
 
 KNOWN_ANSWERS = TEST_WORKLOADS / "known_answers.py"
-
-
-@pytest.fixture
-def one_rank_group():
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
 
 
 class _MSE:
