@@ -102,9 +102,6 @@ class GradNoiseMeter:
 
     def sample(self, active: bool, loss_scale=1.0) -> None:
         self._close_step()
-        if self.micro_sq is not None:  # the optimizer never stepped: a GradScaler skipped it
-            self.dropped += 1
-            self.micro_sq = None
         self.state["active"] = active
         self.state["loss_scale"] = loss_scale
 
@@ -123,6 +120,9 @@ class GradNoiseMeter:
         self.micro_sq = None
 
     def _close_step(self) -> None:
+        if self.micro_sq is not None:  # the optimizer never stepped: a GradScaler skipped it
+            self.dropped += 1
+            self.micro_sq = None
         if self.state["local_sq"] is not None and self.state["global_sq"] is not None:
             scale = self.state.get("loss_scale", 1.0)
             self.per_step.append((self.state["local_sq"], self.state["global_sq"], scale, scale))
