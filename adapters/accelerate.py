@@ -20,7 +20,7 @@ def package_version(name: str) -> str | None:
 class AccelerateAdapter(AdapterBase):
     name = "accelerate"
     summary = "Hugging Face Accelerate: Accelerator.prepare, accelerator.accumulate/backward, its mixed precision"
-    capabilities = Capabilities(supports_lamb=True)
+    capabilities = Capabilities(supports_lamb=True, noise_by_accumulation=True)
     package = "accelerate"
     worker_module = "advisor_adapters.accelerate_worker"
 

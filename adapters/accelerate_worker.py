@@ -38,7 +38,7 @@ class AccelerateStrategy(ProcessGroupStrategy):
 
     def prepare(self, model, optimizer, job):
         model, optimizer = self.accelerator.prepare(model, optimizer)
-        self.noise.attach(model, job, self.world_size)
+        self.noise.attach(model, job, self.world_size, optimizer)
         return model, optimizer
 
     def loss_scale(self):

@@ -8,7 +8,7 @@ from advisor.adapters import AdapterBase, Capabilities, torchrun_command
 class DDPAdapter(AdapterBase):
     name = "ddp"
     summary = "torch DistributedDataParallel via torchrun (gloo on CPU, NCCL on CUDA)"
-    capabilities = Capabilities(supports_lamb=True)
+    capabilities = Capabilities(supports_lamb=True, noise_by_accumulation=True)
     worker_module = "advisor_adapters.ddp_worker"
 
     def version(self) -> str | None:

@@ -22,7 +22,7 @@ class DDPStrategy(ProcessGroupStrategy):
     def prepare(self, model, optimizer, job):
         model, optimizer = super().prepare(model, optimizer, job)
         ddp = DistributedDataParallel(model, device_ids=None if self.device.type == "cpu" else [self.device])
-        self.noise.attach(ddp, job, self.world_size)
+        self.noise.attach(ddp, job, self.world_size, optimizer)
         return ddp, optimizer
 
     def sync_context(self, model, sync):

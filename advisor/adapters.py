@@ -29,6 +29,9 @@ class Capabilities:
     multi_process: bool = True
     needs_cuda: bool = False
     optimizers: frozenset[str] | None = None  # the optimizers it can run; None: every one the workload names
+    # Its worker measures the gradient noise scale on one process from a run with accumulation >= 2
+    # (advisor.process_group.GradNoiseMeter): a one-process plan then runs one such run after the trial.
+    noise_by_accumulation: bool = False
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,8 @@ class StderrProgress:
         elif isinstance(event, ev.Decision) and event.step == 3:
             self.line(f"   -> {event.message}")
         elif isinstance(event, ev.RunStarted):
-            self.line(f"   {event.phase}: {event.world_size} x {event.per_device} for {event.steps} steps"
+            accumulated = f" x {event.accumulation} accumulation" if event.accumulation > 1 else ""
+            self.line(f"   {event.phase}: {event.world_size} x {event.per_device}{accumulated} for {event.steps} steps"
                       + (f" ({event.precision})" if event.precision != "fp32" else ""))
         elif isinstance(event, ev.ProbeFinished):
             self.line("   " + self._probe_text(event.trial))
@@ -60,7 +61,8 @@ class StderrProgress:
             return f"{r.phase} {r.per_device} per device: OOM ({r.precision})"
         val = f", {r.validation_text()}" if r.validation_text() else ""
         loss = r.final_loss if r.final_loss is not None else float("nan")
-        return (f"{r.phase} {r.per_device} per device: {r.throughput:.0f} samples/s, "
+        accumulated = f" x {r.accumulation} accumulation" if r.accumulation > 1 else ""
+        return (f"{r.phase} {r.per_device} per device{accumulated}: {r.throughput:.0f} samples/s, "
                 f"peak {format_bytes(r.peak_bytes)}, loss {loss:.4f}{val} ({r.seconds:.1f} s)")
 
     def _bar(self, p) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, is_dataclass, replace
 from pathlib import Path
 
 from .errors import SetupError
@@ -283,7 +283,10 @@ class ScriptAdapter:
 
     def __init__(self, inner):
         self._inner = inner
-        self.name, self.summary, self.capabilities = inner.name, inner.summary, inner.capabilities
+        self.name, self.summary = inner.name, inner.summary
+        # The user's script runs its own loop: no noise meter sits between its micro-batches.
+        caps = inner.capabilities
+        self.capabilities = replace(caps, noise_by_accumulation=False) if is_dataclass(caps) else caps
 
     def __getattr__(self, attr):
         return getattr(self._inner, attr)

@@ -188,8 +188,9 @@ def goodput_optimum(model: StepTimeModel | None, noise_scale: float | None, nois
 
 
 def timed_points(rows, precision: str | None = None) -> list[tuple[int, int, float]]:
-    """(per-device, accumulation, seconds per optimizer step) of the trial and sweep runs that completed, in
-    ``precision`` when any ran in it (another precision's step time is another machine's)."""
-    timed = [r for r in rows if r.status == "ok" and r.phase in ("trial", "sweep") and r.step_seconds]
+    """(per-device, accumulation, seconds per optimizer step) of the trial, noise (accumulation 2: a second s) and
+    sweep runs that completed, in ``precision`` when any ran in it (another precision's step time is another
+    machine's)."""
+    timed = [r for r in rows if r.status == "ok" and r.phase in ("trial", "noise", "sweep") and r.step_seconds]
     same = [r for r in timed if r.precision == precision]
     return [(r.per_device, r.accumulation, r.step_seconds) for r in (same or timed)]

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 
 @dataclass
 class TrialRecord:
-    phase: str  # "ceiling" | "trial" | "sweep"
+    phase: str  # "ceiling" | "trial" | "noise" (one device, accumulation 2, for the noise scale) | "sweep"
     per_device: int
     world_size: int
     accumulation: int
@@ -63,7 +63,7 @@ LOADER_BOTTLENECK_SHARE = 0.25  # above this share of a step spent waiting for d
 
 def loader_bottleneck(rows: list[TrialRecord], threshold: float = LOADER_BOTTLENECK_SHARE) -> str | None:
     """A note when the runs waited for their data loader a large share of each step, else None."""
-    slow = [r for r in rows if r.status == "ok" and r.phase in ("trial", "sweep") and (r.data_share or 0) > threshold]
+    slow = [r for r in rows if r.status == "ok" and r.phase in ("trial", "noise", "sweep") and (r.data_share or 0) > threshold]
     if not slow:
         return None
     worst = max(slow, key=lambda r: r.data_share)

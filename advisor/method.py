@@ -189,6 +189,8 @@ class TrialOutcome:
     precision: str  # what the trial ended up running: mixed precision if it was needed to fit
     rows: list[TrialRecord]
     decisions: list[str]
+    # One device: the run with accumulation 2 at ``chosen`` that measures the noise scale (not a trial candidate).
+    noise_run: TrialRecord | None = None
 
 
 @dataclass
@@ -590,14 +592,15 @@ def walk_candidate(verdict: SweepVerdict, swept: list[int], cap: int, world_size
 
 
 def noise_estimate(rows: list[TrialRecord], optimizer: str = "sgd") -> NoiseEstimate:
-    """B_simple with its bootstrap interval over the measured steps of every trial and sweep run whose loss fell."""
+    """B_simple with its bootstrap interval over the measured steps of every trial, noise and sweep run whose
+    loss fell."""
     # A run whose loss rose has gradients dominated by the blow-up, not by sampling noise.
     healthy = [r for r in rows if r.status == "ok" and r.losses and r.losses[-1] < r.losses[0]]
     fields = GradNormSample.__dataclass_fields__
     samples = [GradNormSample(**{k: (tuple(v) if isinstance(v, list) else v)
                                  for k, v in r.gradient_norms.items() if k in fields})
                for r in healthy if r.gradient_norms.get("small_sq_steps")]
-    return estimate_noise(samples, optimizer)
+    return estimate_noise(samples, optimizer, accumulation_run=any(r.phase == "noise" for r in rows))
 
 
 def noise_summary(rows: list[TrialRecord], optimizer: str = "sgd") -> tuple[float | None, str]:

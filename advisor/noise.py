@@ -3,7 +3,8 @@
 B_simple = tr(Sigma) / |G|^2 predicts the critical batch: beyond it more batch buys little
 statistical progress. Two gradient norms at two batch sizes give unbiased estimates of both
 terms. Data parallelism hands them over for free: each replica's gradient (batch b_small) and
-the all-reduced one (batch b_big = b_small x replicas). Any adapter that can report those two squared norms per optimizer
+the all-reduced one (batch b_big = b_small x replicas). One device gets them from accumulation: the
+first micro-batch's gradient (b_small) and the accumulated one (b_big = b_small x steps). Any adapter that can report those two squared norms per optimizer
 step feeds this module; the maths lives here, not in a worker.
 
 Appendix A's recipe: the two terms are averaged over steps separately and only then divided (the
@@ -29,14 +30,20 @@ MIN_STEPS = 4  # fewer measured steps give no usable bootstrap
 class GradNormSample:
     """Mean squared gradient norms over some optimizer steps, at two batch sizes, and the per-step values."""
 
-    small_sq: float  # E|g_b|^2 for the per-replica batch b_small
-    big_sq: float  # E|g_B|^2 for the all-reduced batch b_big
+    small_sq: float  # E|g_b|^2 for the per-replica (or first micro-) batch b_small
+    big_sq: float  # E|g_B|^2 for the all-reduced (or accumulated) batch b_big
     b_small: int
     b_big: int
     steps: int
     small_sq_steps: tuple[float, ...] = ()  # |g_b|^2 each step (averaged over replicas), loss scale divided out
     big_sq_steps: tuple[float, ...] = ()  # |g_B|^2 each step
     skipped: int = 0  # steps left out because a norm was not finite (an fp16 overflow step)
+    pair: str = "replicas"  # which two gradients: "replicas" (per-replica vs all-reduced) or "accumulation"
+
+
+# What each pair of gradients is, said in the estimate's reason.
+PAIR_WORDS = {"replicas": "per-replica vs all-reduced gradient norms",
+              "accumulation": "micro-batch vs accumulated gradient norms on one device"}
 
 
 @dataclass(frozen=True)
@@ -98,11 +105,12 @@ def step_terms(sample: GradNormSample) -> list[tuple[float, float]]:
 
 
 def estimate_noise(samples: list[GradNormSample], optimizer: str = "sgd", resamples: int = BOOTSTRAP_RESAMPLES,
-                   seed: int = 0) -> NoiseEstimate:
+                   seed: int = 0, accumulation_run: bool = False) -> NoiseEstimate:
     """B_simple over every step of ``samples`` (runs at any batch sizes), with a percentile bootstrap interval.
 
     |G|^2 and tr(Sigma) are each averaged over the steps, then divided; the bootstrap resamples steps and
-    repeats exactly that, so the interval covers the ratio's sampling error over steps.
+    repeats exactly that, so the interval covers the ratio's sampling error over steps. ``accumulation_run``:
+    a one-device run with accumulation was made to measure it (the "unknown" sentence says so).
     """
     import numpy as np
 
@@ -117,10 +125,16 @@ def estimate_noise(samples: list[GradNormSample], optimizer: str = "sgd", resamp
         notes.append(f"{optimizer} rescales each coordinate, so B_simple (derived for SGD) is a proxy for its "
                      "critical batch, not the exact value.")
     if len(terms) < MIN_STEPS:
+        if accumulation_run or any(s.pair == "accumulation" for s in samples):
+            needs = ("the one-device run with accumulation 2 (micro-batch vs accumulated gradient) gave too few: "
+                     "only steps past the warm-up and the run's first half count, and only a run whose loss fell; "
+                     "a longer --trial-steps gives more")
+        else:
+            needs = ("it needs 2+ processes (or one process and an adapter that runs an accumulation run), an "
+                     "adapter that reports the gradient norms, and steps past the warm-up")
         return NoiseEstimate(None, None, None, len(terms), runs, (
-            f"Gradient noise scale: unknown, {len(terms)} measured step(s) (needs {MIN_STEPS}+): it needs 2+ "
-            "processes, an adapter that reports per-replica and all-reduced gradient "
-            "norms, and steps past the warm-up."), skipped=skipped, notes=notes)
+            f"Gradient noise scale: unknown, {len(terms)} measured step(s) (needs {MIN_STEPS}+): {needs}."),
+            skipped=skipped, notes=notes)
     values = np.array(terms, dtype=np.float64)
     true_sq, trace = values.mean(axis=0)
     rng = np.random.default_rng(seed)
@@ -130,7 +144,8 @@ def estimate_noise(samples: list[GradNormSample], optimizer: str = "sgd", resamp
         ratios = np.where((means[:, 0] > 0) & (means[:, 1] > 0), means[:, 1] / means[:, 0], np.inf)
     tail = (1 - CONFIDENCE) / 2
     low, high = (float(q) for q in np.quantile(ratios, [tail, 1 - tail], method="inverted_cdf"))  # inf-safe
-    base = f"over {len(terms)} steps of {runs} run(s)"
+    pairs = " and ".join(PAIR_WORDS.get(p, p) for p in sorted({s.pair for s in samples if step_terms(s)}))
+    base = f"over {len(terms)} steps of {runs} run(s): {pairs}"
     if true_sq <= 0 or trace <= 0:
         return NoiseEstimate(None, None, None, len(terms), runs, (
             f"Gradient noise scale: unknown ({base}, the averaged |G|^2 or tr(Sigma) came out non-positive: the "
@@ -143,7 +158,7 @@ def estimate_noise(samples: list[GradNormSample], optimizer: str = "sgd", resamp
             f"{CONFIDENCE:.0%} interval of {spread}, wider than {MAX_SPREAD:g}x: longer runs or more processes "
             "would narrow it)."), float(true_sq), float(trace), skipped, notes)
     reason = (f"Estimated gradient noise scale B_simple ~ {value:.0f} ({CONFIDENCE:.0%} bootstrap interval "
-              f"{low:.0f}-{high:.0f}, {base}; per-replica vs all-reduced gradient norms, |G|^2 and tr(Sigma) "
+              f"{low:.0f}-{high:.0f}, {base}; |G|^2 and tr(Sigma) "
               "averaged separately; McCandlish et al. 2018). Past it a bigger global batch buys little. An estimate "
               "from short runs." + ("" if not skipped else f" {skipped} non-finite step(s) left out.")
               + "".join(" " + n for n in notes))

@@ -16,16 +16,17 @@ from typing import Callable
 from .adapters import Adapter
 from .ceiling import CeilingResult, ProbeTrial, search_ceiling
 from .device import HostDevices
-from .errors import AdvisorError, CancelledError, SetupError
+from .errors import AdvisorError, CancelledError, SetupError, TrialError
 from .events import Decision, Event, Note, StepFinished, StepStarted
 from .launch import CancelToken
 from .ledger import TrialRecord
 from .lr import DEFAULT_BASE_WARMUP_EPOCHS, KNOWN_OPTIMIZERS, LRDecision, WarmupDecision, base_warmup_epochs
 from .goodput import GoodputResult, fit_step_time, goodput_optimum, timed_points
 from .method import (SWEEP_EVAL_POINTS, TIE_SEEDS, MethodSettings, PrecisionChoice, SweepOutcome, SweepVerdict,
-                     TrialOutcome, WorkloadInfo, choose_precision, data_cap, decide_sweep, diverged, heterogeneous_devices_note,
-                     make_plan, mixed_before_accumulation, noise_estimate, noise_summary, short_trial, start_value,
-                     sweep_candidates, sweep_run_settings, validated_global, walk_candidate)
+                     TrialOutcome, WorkloadInfo, choose_precision, data_cap, decide_sweep, diverged,
+                     heterogeneous_devices_note, lr_and_warmup, make_plan, mixed_before_accumulation, noise_estimate,
+                     noise_summary, short_trial, start_value, sweep_candidates, sweep_run_settings, validated_global,
+                     walk_candidate)
 from .noise import NoiseEstimate
 from .plan import Plan, Warning_, plan_data_parallel
 
@@ -38,6 +39,7 @@ STREAM_PROBE_WARNING = ("The memory probes fed the training stream's batches as 
 STEP_TITLES = {1: "Memory ceiling", 2: "Starting value", 3: "Trial run", 4: "Sweep"}
 STEP_NAMES = {1: "memory ceiling", 2: "starting value", 3: "short trial", 4: "comparison sweep"}  # recipe keys
 MIN_STEPS = 4  # a short run's first two steps pay one-time and tracking costs; time at least two more
+NOISE_ACCUMULATION = 2  # one device: the noise run's micro-batches per step (first micro-batch vs accumulated)
 
 
 @dataclass
@@ -521,9 +523,29 @@ class Session:
                                          lambda message: self._emit(Decision(3, message)), cap=max(cap, 1),
                                          cap_reason=why or ("the memory ceiling" if cap == ceiling.per_device_max
                                                             else self.cap_reason))
+        self.trial_outcome.noise_run = self._noise_run(self.trial_outcome)
         self.invalidate_after(3)
         self._end(3, began)
         return self.trial_outcome
+
+    def _noise_run(self, trial: TrialOutcome) -> TrialRecord | None:
+        """One device has no replicas to compare: when the adapter's worker can meter it, one short run with
+        accumulation 2 at the trial's choice gives the two gradients instead (first micro-batch, accumulated)."""
+        if self.runner.nproc != 1 or not getattr(self.adapter.capabilities, "noise_by_accumulation", False):
+            return None
+        batch, steps = trial.chosen, self.settings.trial_steps
+        lr, warmup = lr_and_warmup(self.info, batch * NOISE_ACCUMULATION, steps)
+        self._emit(Decision(3, f"One device: a short run with accumulation {NOISE_ACCUMULATION} at {batch} per "
+                            "device measures the noise scale (micro-batch vs accumulated gradient)."))
+        try:
+            return self.runner.train("noise", batch, steps, lr, warmup, accumulation=NOISE_ACCUMULATION,
+                                     precision=trial.precision)
+        except CancelledError:
+            raise
+        except TrialError as exc:  # the plan stands without it: the noise scale is then unknown, and says why
+            self._emit(Note(f"The noise-scale run (accumulation {NOISE_ACCUMULATION} at {batch} per device) failed, "
+                            f"so the noise scale stays unknown: {exc}"))
+            return None
 
     # -- step 4 -------------------------------------------------------------------------------------------
     def sweep(self, chosen: int | None = None) -> SweepOutcome:
@@ -623,10 +645,10 @@ class Session:
         return record
 
     def _trained_rows(self) -> list[TrialRecord]:
-        return [r for r in self.ledger if r.phase in ("trial", "sweep")]
+        return [r for r in self.ledger if r.phase in ("trial", "noise", "sweep")]
 
     def noise_estimate(self) -> NoiseEstimate:
-        """The noise scale and its interval from the trial and sweep runs so far."""
+        """The noise scale and its interval from the trial, noise and sweep runs so far."""
         return noise_estimate(self._trained_rows(), self.setup.optimizer)
 
     def goodput(self, estimate: NoiseEstimate, per_device: int, accumulation: int, world_size: int,

@@ -148,6 +148,10 @@ class WorkerStrategy:
     def sample_noise(self, active: bool) -> None:
         """Whether the coming steps count towards the gradient-noise estimate."""
 
+    def between_micro_batches(self) -> None:
+        """Called before each micro-batch of a training step after the first (gradients of the earlier ones
+        accumulated in p.grad): where a noise meter reads the first micro-batch's gradient."""
+
     def loss_scale(self) -> float:
         """The loss scale the coming step's gradients carry (a GradScaler's, under fp16), to divide out of norms."""
         return self.scaler.get_scale() if self.scaler else 1.0
@@ -451,7 +455,7 @@ def run_training(job, workload, strategy, model, optimizer, budget: dict):
             batches, waited = stream.take(job.accumulation_steps)
             with _Measured(strategy, model, optimizer, step == 1, batches) as measured:
                 loss = strategy.train_cycle(model, optimizer, iter(batches).__next__, workload, job,
-                                            measured.between_micro)
+                                            _both(measured.between_micro, strategy.between_micro_batches))
             del batches
             train_seconds += measured.seconds + waited
             if step == 1:
@@ -498,6 +502,14 @@ def run_training(job, workload, strategy, model, optimizer, budget: dict):
          losses=losses if strategy.rank == 0 else None, final_loss=losses[-1], lr=job.lr,
          warmup_steps=job.warmup_steps, precision=job.precision, budget=budget, noise=noise,
          evals=evals if strategy.rank == 0 else None, **val)
+
+
+def _both(first, second):
+    """One ``between_micro`` callback that calls ``first`` then ``second``."""
+    def call():
+        first()
+        second()
+    return call
 
 
 def _evaluate(job, workload, strategy, model) -> dict:

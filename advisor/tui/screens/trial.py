@@ -80,7 +80,8 @@ class TrialScreen(StepScreen):
                             f"({event.precision}); Esc cancels")
         elif isinstance(event, TrialProgress):
             self.query_one("#progress", ProgressBar).update(progress=event.step)
-            self.query_one("#step-time", Chart).add_point(f"{event.per_device}/device", event.step, event.seconds)
+            label = f"{event.per_device}/device" + (" (noise run)" if event.phase == "noise" else "")
+            self.query_one("#step-time", Chart).add_point(label, event.step, event.seconds)
         elif isinstance(event, TrialFinished):
             self.add_run(event.record)
         elif isinstance(event, Decision):
@@ -97,15 +98,17 @@ class TrialScreen(StepScreen):
             format_bytes(record.peak_bytes) if record.peak_bytes else "-", share,
             f"{record.step_seconds * 1000:.0f} ms" if record.step_seconds else "-",
             f"{record.throughput:.0f}" if record.throughput else "-",
-            "[green]ok[/green]" if ok else "[red]OOM[/red]")
-        if ok and record.peak_bytes:
+            ("[green]ok[/green]" if ok else "[red]OOM[/red]")
+            + (" noise" if record.phase == "noise" else ""))  # short: the row must fit at 80 columns
+        if ok and record.peak_bytes and record.phase != "noise":  # the chart is the trial's memory against batch
             self.query_one("#memory", Chart).add_point(record.precision, record.per_device, record.peak_bytes / MIB)
 
     def show_result(self, outcome) -> None:
         table = self.query_one("#runs", DataTable)
-        if table.row_count != len(outcome.rows):  # rows the events did not bring (a stub runner)
+        runs = outcome.rows + ([outcome.noise_run] if outcome.noise_run else [])
+        if table.row_count != len(runs):  # rows the events did not bring (a stub runner)
             table.clear()
-            for record in outcome.rows:
+            for record in runs:
                 self.add_run(record)
         log = self.query_one("#decisions", RichLog)
         if not log.lines:
@@ -122,4 +125,10 @@ class TrialScreen(StepScreen):
             rows.append((f"Throughput at {batch}/device", f"{r.throughput:.0f} samples/s",
                          f"global batch {r.global_batch} / median step time {r.step_seconds:.4f} s over "
                          f"{r.steps} steps (the slowest process counts)."))
+        noise = outcome.noise_run
+        if noise is not None:
+            rows.append(("Noise run", f"{noise.per_device} x {noise.accumulation} accum.",
+                         f"One device: a short run with accumulation {noise.accumulation} at {noise.per_device} per "
+                         "device measures the noise scale (micro-batch vs accumulated gradient); the row marked "
+                         "'noise' in the table, not a trial candidate."))
         self.query_one(Numbers).set_rows(rows)
