@@ -517,7 +517,7 @@ def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, 
     verdict = SweepVerdict(best.per_device, "", metric, [c.per_device for c in tied], candidates=summaries)
     if len(tied) == 1:
         verdict.reason = f"{said}, {best.per_device} per device is best, outside the others' noise.{lost_note}"
-        verdict.edge = _edge(best, summaries, usable, higher_is_better, by_loss)
+        verdict.edge = _edge(best, summaries, usable, higher_is_better, by_loss, verdict.tied)
         return verdict
     if any(len(c.values) < TIE_SEEDS for c in tied):
         verdict.reason = (f"{said}, {', '.join(str(c.per_device) for c in tied)} per device are within noise of "
@@ -538,7 +538,7 @@ def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, 
     winner = min(pool, key=lambda c: (c.seconds_to_target, c.per_device))
     reached = ", ".join(f"{c.per_device}: {c.seconds_to_target:.2f} s" for c in pool)
     verdict.chosen, verdict.equal_within_noise = winner.per_device, True
-    verdict.edge = _edge(winner, summaries, usable, higher_is_better, by_loss)
+    verdict.edge = _edge(winner, summaries, usable, higher_is_better, by_loss, verdict.tied)
     verdict.tie_rule = f"fastest to {fmt(target)} (training seconds, mean over {TIE_SEEDS} seeds)"
     verdict.reason = (f"{said}, {', '.join(str(c.per_device) for c in tied)} per device are equal within noise "
                       f"after {TIE_SEEDS} seeds each.{noise_note} Rule among equals: the fastest to reach "
@@ -547,9 +547,10 @@ def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, 
 
 
 def _edge(winner: CandidateSummary, summaries: list[CandidateSummary], usable: list[TrialRecord],
-          higher_is_better: bool, by_loss: bool) -> int:
+          higher_is_better: bool, by_loss: bool, tied: list[int]) -> int:
     """-1 / +1 when ``winner`` is the smallest / largest batch swept and reached its neighbour's mean validation
-    value in no more training time than the neighbour took to reach it; else 0. Equal samples favour small
+    value in no more training time than the neighbour took to reach it (at least 10% less when the two are
+    ``tied``, equal within noise); else 0. Equal samples favour small
     batches (more updates per sample), so winning on validation alone does not say a still smaller batch is
     faster: the time check keeps the walk to where the edge also wins on the clock."""
     batches = [c.per_device for c in summaries]
@@ -564,7 +565,10 @@ def _edge(winner: CandidateSummary, summaries: list[CandidateSummary], usable: l
         runs = [r for r in usable if r.per_device == c.per_device]
         return statistics.fmean(time_to_reach(r, neighbour.mean, higher_is_better, by_loss) for r in runs)
 
-    return direction if seconds(winner) <= seconds(neighbour) else 0
+    # Tied on validation, only a clear lead on the clock says the optimum lies further out; else the walk would
+    # follow timing noise wherever samples/s barely depend on the batch (a CPU).
+    needed = seconds(neighbour) / (WORTH_DOUBLING if neighbour.per_device in tied else 1.0)
+    return direction if seconds(winner) <= needed else 0
 
 
 def walk_candidate(verdict: SweepVerdict, swept: list[int], cap: int, world_size: int,
@@ -578,29 +582,48 @@ def walk_candidate(verdict: SweepVerdict, swept: list[int], cap: int, world_size
         nxt = verdict.chosen // 2
         if nxt < 1 or nxt in swept:
             return None, ""
-        return nxt, (f"{verdict.chosen} per device, the smallest swept, won and reached the next one's validation "
-                     f"value no slower: trying {nxt} too.")
+        return nxt, (f"{verdict.chosen} per device, then the smallest swept, won and reached the next one's "
+                     f"validation value no slower, so {nxt} was swept too.")
     nxt = verdict.chosen * 2
     if nxt > cap or nxt in swept:
         return None, (f"{verdict.chosen} per device, the largest swept, won; {nxt} is past the cap of {cap}."
                       if nxt > cap else "")
     if noise_scale and nxt * world_size > NOISE_MARGIN * noise_scale:
-        return None, (f"{verdict.chosen} per device, the largest swept, won; not trying {nxt}: a global batch of "
+        return None, (f"{verdict.chosen} per device, the largest swept, won; not sweeping {nxt}: a global batch of "
                       f"{nxt * world_size} is past {NOISE_MARGIN:g}x the estimated noise scale (~{noise_scale:.0f}).")
-    return nxt, (f"{verdict.chosen} per device, the largest swept, won and reached the next one's validation value "
-                 f"no slower: trying {nxt} too.")
+    return nxt, (f"{verdict.chosen} per device, then the largest swept, won and reached the next one's validation "
+                 f"value no slower, so {nxt} was swept too.")
 
 
 def noise_estimate(rows: list[TrialRecord], optimizer: str = "sgd") -> NoiseEstimate:
     """B_simple with its bootstrap interval over the measured steps of every trial, noise and sweep run whose
     loss fell."""
     # A run whose loss rose has gradients dominated by the blow-up, not by sampling noise.
-    healthy = [r for r in rows if r.status == "ok" and r.losses and r.losses[-1] < r.losses[0]]
+    measured = [r for r in rows if r.status == "ok" and r.gradient_norms.get("small_sq_steps")]
+    healthy = [r for r in measured if loss_fell(r)]
+    rose = [r for r in measured if r not in healthy]
+    left_out = ""
+    if rose:
+        named = ", ".join(f"the {r.phase} run at {r.per_device} per device"
+                          + (f" x {r.accumulation} accumulation" if r.accumulation > 1 else "") for r in rose)
+        left_out = (f"Left out: {named}, whose training loss did not fall (a rising loss's gradients measure the "
+                    "blow-up, not sampling noise).")
     fields = GradNormSample.__dataclass_fields__
     samples = [GradNormSample(**{k: (tuple(v) if isinstance(v, list) else v)
                                  for k, v in r.gradient_norms.items() if k in fields})
-               for r in healthy if r.gradient_norms.get("small_sq_steps")]
-    return estimate_noise(samples, optimizer, accumulation_run=any(r.phase == "noise" for r in rows))
+               for r in healthy]
+    return estimate_noise(samples, optimizer, accumulation_run=any(r.phase == "noise" for r in rows),
+                          left_out=left_out)
+
+
+def loss_fell(record: TrialRecord) -> bool:
+    """Whether the run's training loss fell: the median of its last quarter below that of its first (one step's
+    loss is one mini-batch's; a single spike at the end does not make a run that learned a diverged one)."""
+    losses = [v for v in record.losses if v is not None and math.isfinite(v)]
+    if len(losses) < 2 or len(losses) < len(record.losses):
+        return False
+    quarter = max(1, len(losses) // 4)
+    return statistics.median(losses[-quarter:]) < statistics.median(losses[:quarter])
 
 
 def noise_summary(rows: list[TrialRecord], optimizer: str = "sgd") -> tuple[float | None, str]:

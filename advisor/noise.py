@@ -105,12 +105,13 @@ def step_terms(sample: GradNormSample) -> list[tuple[float, float]]:
 
 
 def estimate_noise(samples: list[GradNormSample], optimizer: str = "sgd", resamples: int = BOOTSTRAP_RESAMPLES,
-                   seed: int = 0, accumulation_run: bool = False) -> NoiseEstimate:
+                   seed: int = 0, accumulation_run: bool = False, left_out: str = "") -> NoiseEstimate:
     """B_simple over every step of ``samples`` (runs at any batch sizes), with a percentile bootstrap interval.
 
     |G|^2 and tr(Sigma) are each averaged over the steps, then divided; the bootstrap resamples steps and
     repeats exactly that, so the interval covers the ratio's sampling error over steps. ``accumulation_run``:
-    a one-device run with accumulation was made to measure it (the "unknown" sentence says so).
+    a one-device run with accumulation was made to measure it (the "unknown" sentence says so). ``left_out``:
+    a sentence naming measured runs the caller left out, and why; it ends the reason.
     """
     import numpy as np
 
@@ -120,7 +121,7 @@ def estimate_noise(samples: list[GradNormSample], optimizer: str = "sgd", resamp
     skipped = sum(s.skipped for s in samples) + sum(
         len(s.small_sq_steps) - len(step_terms(s)) for s in samples)
     runs = sum(1 for s in samples if step_terms(s))
-    notes = []
+    notes = [left_out] if left_out else []
     if optimizer.lower() in ADAPTIVE_OPTIMIZERS:
         notes.append(f"{optimizer} rescales each coordinate, so B_simple (derived for SGD) is a proxy for its "
                      "critical batch, not the exact value.")
@@ -133,8 +134,8 @@ def estimate_noise(samples: list[GradNormSample], optimizer: str = "sgd", resamp
             needs = ("it needs 2+ processes (or one process and an adapter that runs an accumulation run), an "
                      "adapter that reports the gradient norms, and steps past the warm-up")
         return NoiseEstimate(None, None, None, len(terms), runs, (
-            f"Gradient noise scale: unknown, {len(terms)} measured step(s) (needs {MIN_STEPS}+): {needs}."),
-            skipped=skipped, notes=notes)
+            f"Gradient noise scale: unknown, {len(terms)} measured step(s) (needs {MIN_STEPS}+): {needs}."
+            + (" " + left_out if left_out else "")), skipped=skipped, notes=notes)
     values = np.array(terms, dtype=np.float64)
     true_sq, trace = values.mean(axis=0)
     rng = np.random.default_rng(seed)
@@ -149,14 +150,15 @@ def estimate_noise(samples: list[GradNormSample], optimizer: str = "sgd", resamp
     if true_sq <= 0 or trace <= 0:
         return NoiseEstimate(None, None, None, len(terms), runs, (
             f"Gradient noise scale: unknown ({base}, the averaged |G|^2 or tr(Sigma) came out non-positive: the "
-            "gradient noise swamps the signal in runs this short)."), float(true_sq), float(trace), skipped, notes)
+            "gradient noise swamps the signal in runs this short)." + (" " + left_out if left_out else "")),
+            float(true_sq), float(trace), skipped, notes)
     value = float(trace / true_sq)
     if not math.isfinite(high) or low <= 0 or high / low > MAX_SPREAD:
         spread = f"{low:.3g} to {high:.3g}" if math.isfinite(high) else f"{low:.3g} to unbounded"
         return NoiseEstimate(None, low, high if math.isfinite(high) else None, len(terms), runs, (
             f"Gradient noise scale: unknown ({base}, the point estimate {value:.3g} has a "
             f"{CONFIDENCE:.0%} interval of {spread}, wider than {MAX_SPREAD:g}x: longer runs or more processes "
-            "would narrow it)."), float(true_sq), float(trace), skipped, notes)
+            "would narrow it)." + (" " + left_out if left_out else "")), float(true_sq), float(trace), skipped, notes)
     reason = (f"Estimated gradient noise scale B_simple ~ {value:.0f} ({CONFIDENCE:.0%} bootstrap interval "
               f"{low:.0f}-{high:.0f}, {base}; |G|^2 and tr(Sigma) "
               "averaged separately; McCandlish et al. 2018). Past it a bigger global batch buys little. An estimate "

@@ -530,13 +530,16 @@ class Session:
 
     def _noise_run(self, trial: TrialOutcome) -> TrialRecord | None:
         """One device has no replicas to compare: when the adapter's worker can meter it, one short run with
-        accumulation 2 at the trial's choice gives the two gradients instead (first micro-batch, accumulated)."""
+        accumulation 2 gives the two gradients instead (first micro-batch, accumulated). It runs half the trial's
+        choice per micro-batch, so its global batch, and so its LR, are the trial's own, which the trial just
+        showed to train (at twice the global batch the scaled LR can blow the run up, and a run whose loss rose
+        says nothing about sampling noise)."""
         if self.runner.nproc != 1 or not getattr(self.adapter.capabilities, "noise_by_accumulation", False):
             return None
-        batch, steps = trial.chosen, self.settings.trial_steps
+        batch, steps = max(1, trial.chosen // NOISE_ACCUMULATION), self.settings.trial_steps
         lr, warmup = lr_and_warmup(self.info, batch * NOISE_ACCUMULATION, steps)
-        self._emit(Decision(3, f"One device: a short run with accumulation {NOISE_ACCUMULATION} at {batch} per "
-                            "device measures the noise scale (micro-batch vs accumulated gradient)."))
+        self._emit(Decision(3, f"One device: a short run of {batch} per device x {NOISE_ACCUMULATION} accumulation "
+                            "measures the noise scale (micro-batch vs accumulated gradient)."))
         try:
             return self.runner.train("noise", batch, steps, lr, warmup, accumulation=NOISE_ACCUMULATION,
                                      precision=trial.precision)
@@ -605,12 +608,12 @@ class Session:
                 walk_notes.append(why)
             if batch is None:
                 break
-            self._emit(Decision(4, why))
+            self._emit(Decision(4, why.replace("was swept too", "is swept next")))
             walked.append(batch)
             candidates = sorted(candidates + [batch])
             rows.append(run(batch, 0))
             verdict = decide()
-        reason = verdict.reason + "".join(" " + n for n in walk_notes)
+        reason = "".join(n + " " for n in walk_notes) + verdict.reason
         in_warmup = [b for b in candidates if sweep_run_settings(info, b * nproc, samples)[2]
                      >= sweep_run_settings(info, b * nproc, samples)[0]]
         if in_warmup:

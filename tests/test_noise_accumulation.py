@@ -185,12 +185,16 @@ def test_one_process_runs_one_accumulation_2_run_after_the_trial_and_the_plan_ke
     trial = session.trial()
     noise = [r for r in runner.ledger if r.phase == "noise"]
     assert len(noise) == 1 and trial.noise_run is noise[0] and noise[0] not in trial.rows
-    assert (noise[0].per_device, noise[0].accumulation, noise[0].precision) == (trial.chosen, 2, trial.precision)
-    lr, warmup = lr_and_warmup(session.info, 2 * trial.chosen, session.settings.trial_steps)  # its global batch 2b
-    assert runner.runs[-1] == dict(phase="noise", per_device=trial.chosen, steps=session.settings.trial_steps, lr=lr,
+    # Half the trial's choice per micro-batch: the trial's own global batch, so the LR the trial showed to train.
+    half = trial.chosen // 2
+    assert (noise[0].per_device, noise[0].accumulation, noise[0].precision) == (half, 2, trial.precision)
+    lr, warmup = lr_and_warmup(session.info, trial.chosen, session.settings.trial_steps)
+    assert lr == trial.rows[-1].lr
+    assert runner.runs[-1] == dict(phase="noise", per_device=half, steps=session.settings.trial_steps, lr=lr,
                                    warmup_steps=warmup, seed=0)
     said = [e.message for e in events if isinstance(e, Decision) and e.step == 3]
-    assert "One device: a short run with accumulation 2" in said[-1] and "micro-batch vs accumulated" in said[-1]
+    assert f"One device: a short run of {half} per device x 2 accumulation" in said[-1]
+    assert "micro-batch vs accumulated" in said[-1]
     # The stub reports no gradient norms: unknown, and the sentence names the run, not "2+ processes".
     estimate = session.noise_estimate()
     assert not estimate.known and "accumulation 2" in estimate.reason and "2+ processes" not in estimate.reason
@@ -256,10 +260,10 @@ def test_a_real_one_process_ddp_session_measures_the_noise_scale_with_an_accumul
     trial = session.trial()
     row = trial.noise_run
     assert row is not None and row.status == "ok" and row in session.ledger
-    assert (row.phase, row.per_device, row.accumulation, row.global_batch) == ("noise", trial.chosen, 2,
-                                                                                2 * trial.chosen)
+    half = trial.chosen // 2
+    assert (row.phase, row.per_device, row.accumulation, row.global_batch) == ("noise", half, 2, 2 * half)
     norms = row.gradient_norms
-    assert (norms["pair"], norms["b_small"], norms["b_big"]) == ("accumulation", trial.chosen, 2 * trial.chosen)
+    assert (norms["pair"], norms["b_small"], norms["b_big"]) == ("accumulation", half, 2 * half)
     assert norms["steps"] == len(norms["small_sq_steps"]) == 6 and norms["skipped"] == 0  # the run's second half
     # The first micro-batch alone is noisier than the two together, on average.
     assert norms["small_sq"] > norms["big_sq"] > 0
@@ -283,8 +287,33 @@ async def test_the_trial_screen_shows_the_noise_run_as_its_own_row():
         table = app.screen.query_one("#runs")
         assert outcome.noise_run is not None and table.row_count == len(outcome.rows) + 1
         last = [str(cell) for cell in table.get_row_at(table.row_count - 1)]
-        assert last[-1].endswith("noise") and last[1] == str(2 * outcome.chosen)
+        assert last[-1].endswith("noise") and last[0] == str(outcome.chosen // 2) and last[1] == str(outcome.chosen)
         assert cut_cells(table) == []
         numbers = app.screen.query_one("#numbers DataTable")
         assert any(str(numbers.get_row_at(i)[0]) == "Noise run" for i in range(numbers.row_count))
         assert cut_cells(numbers) == []
+
+
+def test_a_last_step_spike_does_not_throw_a_run_out_of_the_estimate_and_a_run_left_out_is_named():
+    # Seen on one CPU process: the noise run's loss went 2.3 -> 0.6 and its last step read 6.7; first-vs-last
+    # step called it a rising loss, dropped its 20 measured steps, and the plan said only "gave too few".
+    from advisor.ledger import TrialRecord
+    from advisor.method import loss_fell, noise_estimate
+
+    rng = __import__("random").Random(0)
+    small = tuple(2.0 + rng.random() for _ in range(20))
+    big = tuple(1.2 + rng.random() * 0.2 for _ in range(20))
+    norms = dict(small_sq=sum(small) / 20, big_sq=sum(big) / 20, b_small=32, b_big=64, steps=20,
+                 small_sq_steps=small, big_sq_steps=big, pair="accumulation")
+
+    def run(losses):
+        return TrialRecord("noise", 32, 1, 2, 64, "ok", 1.0, losses=losses, gradient_norms=norms)
+
+    spiked = run([2.3, 2.2, 2.0, 1.6, 1.2, 0.9, 0.7, 0.6, 0.5, 0.6, 0.5, 6.7])
+    assert loss_fell(spiked) and noise_estimate([spiked]).steps == 20
+    rose = run([2.3, 2.4, 2.8, 3.5, 4.9, 6.0, 7.7, 9.1])
+    assert not loss_fell(rose) and not loss_fell(run([2.3, float("nan"), 0.5, 0.4]))
+    estimate = noise_estimate([rose])
+    assert not estimate.known and estimate.steps == 0
+    assert ("Left out: the noise run at 32 per device x 2 accumulation, whose training loss did not fall"
+            in estimate.reason)
