@@ -251,6 +251,8 @@ def main() -> None:
                 survived = None
                 if name == "advisor" and r.get("advised"):
                     survived = plain_loop_survives(spec, r["advised"], budget, 200)
+                    print(f"# {model} {budget_name} run {i} advisor: advised {r['advised']} "
+                          f"{'survived' if survived else 'did NOT survive'} 200 steps", flush=True)
                     summary["survived"] += survived
                     summary["checked"] += 1
                 accuracy = r["found"] / truth if r["found"] and truth else None
