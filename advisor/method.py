@@ -224,9 +224,9 @@ class SweepVerdict:
     equal_within_noise: bool = False  # the tie stood after every tied candidate ran TIE_SEEDS seeds
     tie_rule: str = ""  # what picked among the equal ones
     candidates: list[CandidateSummary] = field(default_factory=list)
-    # -1 / +1: the pick is the smallest / largest batch swept and got to its neighbour's validation value no
-    # slower in training time, so the optimum may lie further that way; 0: it lies inside (or cannot tell)
+    # -1 / +1: the optimum may lie past the smallest / largest batch swept (``edge_from``), see _edge; 0: inside
     edge: int = 0
+    edge_from: int | None = None
 
     @property
     def headline(self) -> str:
@@ -517,7 +517,7 @@ def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, 
     verdict = SweepVerdict(best.per_device, "", metric, [c.per_device for c in tied], candidates=summaries)
     if len(tied) == 1:
         verdict.reason = f"{said}, {best.per_device} per device is best, outside the others' noise.{lost_note}"
-        verdict.edge = _edge(best, summaries, usable, higher_is_better, by_loss, verdict.tied)
+        verdict.edge, verdict.edge_from = _edge(best, summaries, usable, higher_is_better, by_loss, verdict.tied)
         return verdict
     if any(len(c.values) < TIE_SEEDS for c in tied):
         verdict.reason = (f"{said}, {', '.join(str(c.per_device) for c in tied)} per device are within noise of "
@@ -538,7 +538,7 @@ def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, 
     winner = min(pool, key=lambda c: (c.seconds_to_target, c.per_device))
     reached = ", ".join(f"{c.per_device}: {c.seconds_to_target:.2f} s" for c in pool)
     verdict.chosen, verdict.equal_within_noise = winner.per_device, True
-    verdict.edge = _edge(winner, summaries, usable, higher_is_better, by_loss, verdict.tied)
+    verdict.edge, verdict.edge_from = _edge(winner, summaries, usable, higher_is_better, by_loss, verdict.tied)
     verdict.tie_rule = f"fastest to {fmt(target)} (training seconds, mean over {TIE_SEEDS} seeds)"
     verdict.reason = (f"{said}, {', '.join(str(c.per_device) for c in tied)} per device are equal within noise "
                       f"after {TIE_SEEDS} seeds each.{noise_note} Rule among equals: the fastest to reach "
@@ -546,53 +546,84 @@ def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, 
     return verdict
 
 
-def _edge(winner: CandidateSummary, summaries: list[CandidateSummary], usable: list[TrialRecord],
-          higher_is_better: bool, by_loss: bool, tied: list[int]) -> int:
-    """-1 / +1 when ``winner`` is the smallest / largest batch swept and reached its neighbour's mean validation
-    value in no more training time than the neighbour took to reach it (at least 10% less when the two are
-    ``tied``, equal within noise); else 0. Equal samples favour small
-    batches (more updates per sample), so winning on validation alone does not say a still smaller batch is
-    faster: the time check keeps the walk to where the edge also wins on the clock."""
-    batches = [c.per_device for c in summaries]
+def samples_to_reach(record: TrialRecord, target: float, higher_is_better: bool, by_loss: bool) -> float:
+    """Training samples until the run's validation first reached ``target`` (inf if it never did): like
+    ``time_to_reach`` but free of the clock, so the same seeds give the same answer on a loaded machine."""
+    key = "val_loss" if by_loss else "val_metric"
+    for point in record.evals:
+        value = point.get(key)
+        if value is not None and (value >= target if higher_is_better else value <= target):
+            return point["step"] * record.global_batch
+    return math.inf
+
+
+def _edge(best: CandidateSummary, summaries: list[CandidateSummary], usable: list[TrialRecord],
+          higher_is_better: bool, by_loss: bool, tied: list[int]) -> tuple[int, int | None]:
+    """(direction, from): -1 / +1 and the smallest / largest batch swept when the optimum may lie beyond it;
+    (0, None) otherwise.
+
+    An edge that is the best outright must also have reached its neighbour's mean validation value in no more
+    training time than the neighbour did: at equal samples a smaller batch makes more updates and often wins on
+    validation while being slower on the clock. An edge tied with the best (equal within noise) walks on when it
+    reached the tied value in fewer training samples than its neighbour, a count the seeds fix, so two plans of
+    one workload walk alike: breaking a tie by the clock is left to the pick among equals."""
     alive = [c for c in summaries if c.status == "ok"]
-    if len(alive) < 2 or winner.per_device not in (min(batches), max(batches)):
-        return 0
-    direction = -1 if winner.per_device == min(batches) else 1
-    neighbour = min((c for c in alive if c is not winner),
-                    key=lambda c: abs(math.log(c.per_device / winner.per_device)))
+    if len(alive) < 2:
+        return 0, None
+    batches = [c.per_device for c in summaries]
 
-    def seconds(c: CandidateSummary) -> float:
-        runs = [r for r in usable if r.per_device == c.per_device]
-        return statistics.fmean(time_to_reach(r, neighbour.mean, higher_is_better, by_loss) for r in runs)
+    def runs(c: CandidateSummary) -> list[TrialRecord]:
+        return [r for r in usable if r.per_device == c.per_device]
 
-    # Tied on validation, only a clear lead on the clock says the optimum lies further out; else the walk would
-    # follow timing noise wherever samples/s barely depend on the batch (a CPU).
-    needed = seconds(neighbour) / (WORTH_DOUBLING if neighbour.per_device in tied else 1.0)
-    return direction if seconds(winner) <= needed else 0
+    for edge, direction in ((min(batches), -1), (max(batches), 1)):
+        candidate = next(c for c in summaries if c.per_device == edge)
+        if candidate.status != "ok" or (candidate is not best and edge not in tied):
+            continue
+        neighbour = min((c for c in alive if c is not candidate),
+                        key=lambda c: abs(math.log(c.per_device / edge)))
+        if candidate is best and neighbour.per_device not in tied:
+            def seconds(c: CandidateSummary) -> float:
+                return statistics.fmean(time_to_reach(r, neighbour.mean, higher_is_better, by_loss) for r in runs(c))
+
+            if seconds(candidate) <= seconds(neighbour):
+                return direction, edge
+        elif neighbour.per_device in tied or neighbour is best:
+            target = min(c.mean for c in alive if c.per_device in tied) if higher_is_better else \
+                max(c.mean for c in alive if c.per_device in tied)
+
+            def samples(c: CandidateSummary) -> float:
+                return statistics.fmean(samples_to_reach(r, target, higher_is_better, by_loss) for r in runs(c))
+
+            if samples(candidate) < samples(neighbour):
+                return direction, edge
+    return 0, None
 
 
 def walk_candidate(verdict: SweepVerdict, swept: list[int], cap: int, world_size: int,
                    noise_scale: float | None = None) -> tuple[int | None, str]:
-    """The next sweep candidate when the pick sits on the swept range's edge (``verdict.edge``): half the
-    smallest or double the largest, within 1..``cap`` and, upwards, within NOISE_MARGIN x the noise scale;
+    """The next sweep candidate when the optimum may lie past the swept range's edge (``verdict.edge``): half
+    the smallest or double the largest, within 1..``cap`` and, upwards, within NOISE_MARGIN x the noise scale;
     (None, why not) otherwise. Half / chosen / double only brackets the optimum when the middle wins."""
-    if not verdict.edge or verdict.chosen not in swept:
+    edge = verdict.edge_from
+    if not verdict.edge or edge not in swept:
         return None, ""
+    how = ("won and reached the next one's validation value no slower" if edge == verdict.chosen
+           and len(verdict.tied) < 2 else "was equal within noise to the best and reached that value in fewer "
+           "training samples than the next one")
+    side = "smallest" if verdict.edge < 0 else "largest"
     if verdict.edge < 0:
-        nxt = verdict.chosen // 2
+        nxt = edge // 2
         if nxt < 1 or nxt in swept:
             return None, ""
-        return nxt, (f"{verdict.chosen} per device, then the smallest swept, won and reached the next one's "
-                     f"validation value no slower, so {nxt} was swept too.")
-    nxt = verdict.chosen * 2
+        return nxt, f"{edge} per device, then the {side} swept, {how}, so {nxt} was swept too."
+    nxt = edge * 2
     if nxt > cap or nxt in swept:
-        return None, (f"{verdict.chosen} per device, the largest swept, won; {nxt} is past the cap of {cap}."
+        return None, (f"{edge} per device, the {side} swept, {how}; {nxt} is past the cap of {cap}."
                       if nxt > cap else "")
     if noise_scale and nxt * world_size > NOISE_MARGIN * noise_scale:
-        return None, (f"{verdict.chosen} per device, the largest swept, won; not sweeping {nxt}: a global batch of "
+        return None, (f"{edge} per device, the {side} swept, {how}; not sweeping {nxt}: a global batch of "
                       f"{nxt * world_size} is past {NOISE_MARGIN:g}x the estimated noise scale (~{noise_scale:.0f}).")
-    return nxt, (f"{verdict.chosen} per device, then the largest swept, won and reached the next one's validation "
-                 f"value no slower, so {nxt} was swept too.")
+    return nxt, f"{edge} per device, then the {side} swept, {how}, so {nxt} was swept too."
 
 
 def noise_estimate(rows: list[TrialRecord], optimizer: str = "sgd") -> NoiseEstimate:
