@@ -146,6 +146,7 @@ def estimate_noise(samples: list[GradNormSample], optimizer: str = "sgd", resamp
     tail = (1 - CONFIDENCE) / 2
     low, high = (float(q) for q in np.quantile(ratios, [tail, 1 - tail], method="inverted_cdf"))  # inf-safe
     pairs = " and ".join(PAIR_WORDS.get(p, p) for p in sorted({s.pair for s in samples if step_terms(s)}))
+    one_device = all(s.pair == "accumulation" for s in samples if step_terms(s))
     base = f"over {len(terms)} steps of {runs} run(s): {pairs}"
     if true_sq <= 0 or trace <= 0:
         return NoiseEstimate(None, None, None, len(terms), runs, (
@@ -157,8 +158,9 @@ def estimate_noise(samples: list[GradNormSample], optimizer: str = "sgd", resamp
         spread = f"{low:.3g} to {high:.3g}" if math.isfinite(high) else f"{low:.3g} to unbounded"
         return NoiseEstimate(None, low, high if math.isfinite(high) else None, len(terms), runs, (
             f"Gradient noise scale: unknown ({base}, the point estimate {value:.3g} has a "
-            f"{CONFIDENCE:.0%} interval of {spread}, wider than {MAX_SPREAD:g}x: longer runs or more processes "
-            "would narrow it)." + (" " + left_out if left_out else "")), float(true_sq), float(trace), skipped, notes)
+            f"{CONFIDENCE:.0%} interval of {spread}, wider than {MAX_SPREAD:g}x: "
+            + ("a longer --trial-steps would narrow it)." if one_device else "longer runs or more processes would "
+               "narrow it).") + (" " + left_out if left_out else "")), float(true_sq), float(trace), skipped, notes)
     reason = (f"Estimated gradient noise scale B_simple ~ {value:.0f} ({CONFIDENCE:.0%} bootstrap interval "
               f"{low:.0f}-{high:.0f}, {base}; |G|^2 and tr(Sigma) "
               "averaged separately; McCandlish et al. 2018). Past it a bigger global batch buys little. An estimate "

@@ -317,3 +317,14 @@ def test_a_last_step_spike_does_not_throw_a_run_out_of_the_estimate_and_a_run_le
     assert not estimate.known and estimate.steps == 0
     assert ("Left out: the noise run at 32 per device x 2 accumulation, whose training loss did not fall"
             in estimate.reason)
+
+
+def test_a_wide_interval_on_one_device_asks_for_longer_runs_not_more_processes():
+    from advisor.noise import GradNormSample, estimate_noise
+
+    small, big = (3.0, 9.0, 2.1, 7.5, 2.2, 12.0), (3.0, 3.5, 2.9, 3.6, 3.0, 3.3)  # |G|^2 swings around 0.5
+    for pair, said, unsaid in (("accumulation", "a longer --trial-steps would narrow it", "more processes"),
+                               ("replicas", "longer runs or more processes would narrow it", "--trial-steps")):
+        sample = GradNormSample(sum(small) / 6, sum(big) / 6, 8, 16, 6, small, big, pair=pair)
+        estimate = estimate_noise([sample])
+        assert not estimate.known and said in estimate.reason and unsaid not in estimate.reason, estimate.reason
