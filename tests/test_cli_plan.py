@@ -19,8 +19,9 @@ def plan(*args, cwd=REPO, timeout=900):
 
 def test_plan_with_a_global_target_that_needs_accumulation(tmp_path):
     out = tmp_path / "cnn.toml"
+    # --sweep-walk 0: the subject is the accumulation the target needs, not the sweep's reach.
     run = plan("--workload", "digits-cnn", "--nproc", "2", "--device-memory", "48MiB", "--global-batch", "256",
-               "--trial-steps", "8", "--sweep-steps", "12", "--out", str(out), "--json")
+               "--trial-steps", "8", "--sweep-steps", "12", "--sweep-walk", "0", "--out", str(out), "--json")
     assert run.returncode == 0, run.stderr
     summary = json.loads(run.stdout)
     recipe = load_recipe(out)

@@ -223,13 +223,15 @@ PLANS = {
 @pytest.mark.usefixtures("no_leftover_processes")
 @pytest.mark.parametrize("case", list(PLANS))
 def test_plan_end_to_end_on_each_example_says_what_was_probed_and_what_ranked(case, tmp_path):
+    # --sweep-walk 0: the subject is what was probed and ranked; the walk is tested in test_method_decisions and
+    # test_cli_plan, and here it doubled the suite's four slowest runs.
     from advisor import load_recipe
 
     spec, memory, metric, probed_key = PLANS[case]
     out = tmp_path / "recipe.toml"
     run = subprocess.run([sys.executable, "-m", "advisor.cli", "plan", "--workload", f"{EXAMPLES / spec}",
                           "--adapter", "ddp", "--nproc", "2", "--device-memory", memory, "--trial-steps", "6",
-                          "--sweep-steps", "8", "--no-history", "--out", str(out)],
+                          "--sweep-steps", "8", "--sweep-walk", "0", "--no-history", "--out", str(out)],
                          capture_output=True, text=True, cwd=REPO, timeout=1800)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "Traceback" not in run.stderr
