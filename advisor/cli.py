@@ -565,9 +565,9 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--sweep-steps", type=int, default=PLAN_DEFAULTS["sweep_steps"], help="steps of each comparison-sweep run")
     plan.add_argument("--subset-sweep", action="store_true", help="sweep 8,16,32,64,128 instead of half/chosen/double")
     plan.add_argument("--sweep-walk", type=int, default=PLAN_DEFAULTS["sweep_walk"],
-                      help="extra sweep candidates (half the smallest or double the largest) while the edge of the "
-                           f"swept range wins on validation and on time (default {PLAN_DEFAULTS['sweep_walk']}; 0: "
-                           "half/chosen/double only)")
+                      help="extra sweep candidates past the swept range (half the smallest or double the largest) "
+                           f"while its edge is the best (default {PLAN_DEFAULTS['sweep_walk']}; 0: half/chosen/double "
+                           "only)")
     plan.add_argument("--global-batch", type=int, help="a global batch target to plan for (accumulation fills gaps)")
     plan.add_argument("--base-lr", type=float, help="the LR used today (default: the workload's)")
     plan.add_argument("--base-batch", type=int, help="the global batch that LR was tuned for (default: the "

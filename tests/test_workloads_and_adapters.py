@@ -107,6 +107,7 @@ def test_cli_listings_and_bare_help():
     (["--device-memory", "lots"], "Cannot read the memory size"),
     ([], "Pass --device-memory"),
     (["--device-memory", "1GiB", "--workload", "nope"], "Unknown workload"),
+    (["--device-memory", "64MiB", "--workload", "digits-mlp", "--sweep-walk", "-1"], "--sweep-walk must be 0 or more"),
 ])
 def test_plan_argument_errors_are_one_paragraph(capsys, args, expected):
     assert main(["plan", *args]) == 2
