@@ -68,6 +68,13 @@ def event_lines(kind: str, **payload) -> list[str]:
     return [f"{PART_PREFIX}{ident} {k} {len(chunks)} {chunk}" for k, chunk in enumerate(chunks)]
 
 
+def write_event(stream, kind: str, **payload) -> None:
+    """Write one event to ``stream`` as ``event_lines`` gives it, flushing each line on its own."""
+    for line in event_lines(kind, **payload):
+        stream.write(line + "\n")
+        stream.flush()
+
+
 class EventReader:
     """Events from worker output lines, whole or in parts (``event_lines``), interleaved in any order
     with other ranks' lines. ``feed`` gives the event a line completes, else None; ``is_output`` tells an

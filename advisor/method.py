@@ -402,12 +402,20 @@ def diverged(record: TrialRecord) -> bool:
 
 def time_to_reach(record: TrialRecord, target: float, higher_is_better: bool, by_loss: bool | None = None) -> float:
     """Training seconds until the run's validation first reached ``target`` (its end if only measured there)."""
-    key = "val_loss" if (not higher_is_better if by_loss is None else by_loss) else "val_metric"
+    point = _first_reaching(record, target, higher_is_better, not higher_is_better if by_loss is None else by_loss)
+    if point is not None:
+        return point["train_seconds"]
+    return record.train_seconds if record.train_seconds is not None else math.inf
+
+
+def _first_reaching(record: TrialRecord, target: float, higher_is_better: bool, by_loss: bool) -> dict | None:
+    """The run's first validation checkpoint at or past ``target``, or None."""
+    key = "val_loss" if by_loss else "val_metric"
     for point in record.evals:
         value = point.get(key)
         if value is not None and (value >= target if higher_is_better else value <= target):
-            return point["train_seconds"]
-    return record.train_seconds if record.train_seconds is not None else math.inf
+            return point
+    return None
 
 
 def _ranked_value(record: TrialRecord, by_loss: bool) -> float:
@@ -549,12 +557,8 @@ def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, 
 def samples_to_reach(record: TrialRecord, target: float, higher_is_better: bool, by_loss: bool) -> float:
     """Training samples until the run's validation first reached ``target`` (inf if it never did): like
     ``time_to_reach`` but free of the clock, so the same seeds give the same answer on a loaded machine."""
-    key = "val_loss" if by_loss else "val_metric"
-    for point in record.evals:
-        value = point.get(key)
-        if value is not None and (value >= target if higher_is_better else value <= target):
-            return point["step"] * record.global_batch
-    return math.inf
+    point = _first_reaching(record, target, higher_is_better, by_loss)
+    return point["step"] * record.global_batch if point is not None else math.inf
 
 
 def _edge(best: CandidateSummary, summaries: list[CandidateSummary], usable: list[TrialRecord],

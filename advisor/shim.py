@@ -34,15 +34,13 @@ import traceback
 from pathlib import Path
 
 from .door import RunValues, ScriptSpec, script_arguments
-from .job import OOM_EXIT_CODE, TrialJob, event_lines
+from .job import OOM_EXIT_CODE, TrialJob, write_event
 
 _ORIGINAL_STDOUT = sys.stdout
 
 
 def emit(kind: str, **payload) -> None:
-    for line in event_lines(kind, **payload):  # one write per line: each stays whole on a shared pipe
-        _ORIGINAL_STDOUT.write(line + "\n")
-        _ORIGINAL_STDOUT.flush()
+    write_event(_ORIGINAL_STDOUT, kind, **payload)
 
 
 def first_line(exc: BaseException, limit: int = 300) -> str:

@@ -23,7 +23,7 @@ import time
 import traceback
 from pathlib import Path
 
-from .job import OOM_EXIT_CODE, TrialJob, event_lines
+from .job import OOM_EXIT_CODE, TrialJob, write_event
 
 
 class WorkerStrategy:
@@ -173,9 +173,7 @@ def first_line(exc: BaseException, limit: int = 300) -> str:
 
 
 def emit(kind: str, **payload) -> None:
-    for line in event_lines(kind, **payload):  # one write per line: each stays whole on a shared pipe
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
+    write_event(sys.stdout, kind, **payload)
 
 
 def _batch(dataset, indices, collate_fn=None):
