@@ -31,6 +31,10 @@ MIN_SWEEP_STEPS = 4  # a sweep run's floor, whatever the equal-samples rule give
 TIE_SEEDS = 2  # a tie is rerun until each tied candidate has this many seeds, before time breaks it
 SUBSET_SWEEP = (8, 16, 32, 64, 128)
 NOISE_MARGIN = 2.0  # a global batch past this multiple of the noise scale buys little
+# The walk's clock check: an edge that wins on validation is "slower" only past this ratio of its neighbour's
+# time. Two runs' median step times on a shared machine move by up to ~20% with the load alone, and a walk
+# decided by that would send two plans of the same seeds to different picks.
+WALK_CLOCK_MARGIN = 1.25
 SWEEP_WALK = 2  # extra sweep candidates, each half (or double) the last, while the edge of the swept range wins
 
 
@@ -227,6 +231,7 @@ class SweepVerdict:
     # -1 / +1: the optimum may lie past the smallest / largest batch swept (``edge_from``), see _edge; 0: inside
     edge: int = 0
     edge_from: int | None = None
+    edge_why: str = ""  # why the edge may not be the optimum, in words (the walk's sentence)
 
     @property
     def headline(self) -> str:
@@ -525,7 +530,8 @@ def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, 
     verdict = SweepVerdict(best.per_device, "", metric, [c.per_device for c in tied], candidates=summaries)
     if len(tied) == 1:
         verdict.reason = f"{said}, {best.per_device} per device is best, outside the others' noise.{lost_note}"
-        verdict.edge, verdict.edge_from = _edge(best, summaries, usable, higher_is_better, by_loss, verdict.tied)
+        verdict.edge, verdict.edge_from, verdict.edge_why = _edge(best, summaries, usable, higher_is_better, by_loss,
+                                                                  verdict.tied, num_classes)
         return verdict
     if any(len(c.values) < TIE_SEEDS for c in tied):
         verdict.reason = (f"{said}, {', '.join(str(c.per_device) for c in tied)} per device are within noise of "
@@ -546,7 +552,8 @@ def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, 
     winner = min(pool, key=lambda c: (c.seconds_to_target, c.per_device))
     reached = ", ".join(f"{c.per_device}: {c.seconds_to_target:.2f} s" for c in pool)
     verdict.chosen, verdict.equal_within_noise = winner.per_device, True
-    verdict.edge, verdict.edge_from = _edge(winner, summaries, usable, higher_is_better, by_loss, verdict.tied)
+    verdict.edge, verdict.edge_from, verdict.edge_why = _edge(winner, summaries, usable, higher_is_better, by_loss,
+                                                              verdict.tied, num_classes)
     verdict.tie_rule = f"fastest to {fmt(target)} (training seconds, mean over {TIE_SEEDS} seeds)"
     verdict.reason = (f"{said}, {', '.join(str(c.per_device) for c in tied)} per device are equal within noise "
                       f"after {TIE_SEEDS} seeds each.{noise_note} Rule among equals: the fastest to reach "
@@ -561,23 +568,41 @@ def samples_to_reach(record: TrialRecord, target: float, higher_is_better: bool,
     return point["step"] * record.global_batch if point is not None else math.inf
 
 
-def _edge(best: CandidateSummary, summaries: list[CandidateSummary], usable: list[TrialRecord],
-          higher_is_better: bool, by_loss: bool, tied: list[int]) -> tuple[int, int | None]:
-    """(direction, from): -1 / +1 and the smallest / largest batch swept when the optimum may lie beyond it;
-    (0, None) otherwise.
+def steady_seconds_to_reach(record: TrialRecord, target: float, higher_is_better: bool, by_loss: bool) -> float:
+    """Training time until the run's validation first reached ``target`` (its end if it never did), counted in
+    steps at the run's median step time plus its median wait for data: the clock without the bursts a shared
+    machine adds to one run and not to the next. The recorded seconds when the run has no step time."""
+    point = _first_reaching(record, target, higher_is_better, by_loss)
+    steps = point["step"] if point is not None else record.steps
+    if record.step_seconds is None or steps is None:
+        return time_to_reach(record, target, higher_is_better, by_loss)
+    return steps * (record.step_seconds + (record.data_seconds or 0.0))
 
-    An edge that is the best outright must also have reached its neighbour's mean validation value in no more
-    training time than the neighbour did: at equal samples a smaller batch makes more updates and often wins on
-    validation while being slower on the clock. An edge tied with the best (equal within noise) walks on when it
-    reached the tied value in fewer training samples than its neighbour, a count the seeds fix, so two plans of
-    one workload walk alike: breaking a tie by the clock is left to the pick among equals."""
+
+def _edge(best: CandidateSummary, summaries: list[CandidateSummary], usable: list[TrialRecord],
+          higher_is_better: bool, by_loss: bool, tied: list[int], num_classes: int | None = None
+          ) -> tuple[int, int | None, str]:
+    """(direction, from, why): -1 / +1 and the smallest / largest batch swept when the optimum may lie beyond
+    it, with the reason in words; (0, None, "") otherwise.
+
+    An edge that is the best outright walks on when its neighbour did not learn (accuracy under 1.5x chance:
+    a run that learned nothing says nothing about time), or when it reached the neighbour's mean validation
+    value in no more training samples and was not clearly slower to it: at equal samples a smaller batch makes
+    more updates and often wins on validation while being slower on the clock. "Clearly" is past
+    WALK_CLOCK_MARGIN, on each run's median step time (steady_seconds_to_reach): within it the clock measures
+    the machine's load, not the batch. An edge tied with the best (equal within noise) walks on when it reached
+    the tied value in fewer training samples than its neighbour, a count the seeds fix, so two plans of one
+    workload walk alike: breaking a tie by the clock is left to the pick among equals."""
     alive = [c for c in summaries if c.status == "ok"]
     if len(alive) < 2:
-        return 0, None
+        return 0, None, ""
     batches = [c.per_device for c in summaries]
 
     def runs(c: CandidateSummary) -> list[TrialRecord]:
         return [r for r in usable if r.per_device == c.per_device]
+
+    def samples(c: CandidateSummary, target: float) -> float:
+        return statistics.fmean(samples_to_reach(r, target, higher_is_better, by_loss) for r in runs(c))
 
     for edge, direction in ((min(batches), -1), (max(batches), 1)):
         candidate = next(c for c in summaries if c.per_device == edge)
@@ -586,21 +611,26 @@ def _edge(best: CandidateSummary, summaries: list[CandidateSummary], usable: lis
         neighbour = min((c for c in alive if c is not candidate),
                         key=lambda c: abs(math.log(c.per_device / edge)))
         if candidate is best and neighbour.per_device not in tied:
-            def seconds(c: CandidateSummary) -> float:
-                return statistics.fmean(time_to_reach(r, neighbour.mean, higher_is_better, by_loss) for r in runs(c))
+            if higher_is_better and not by_loss and num_classes and neighbour.mean < 1.5 / num_classes:
+                return direction, edge, (f"won, and the next one ({neighbour.per_device} per device) stayed at "
+                                         f"chance, so its clock says nothing")
 
-            if seconds(candidate) <= seconds(neighbour):
-                return direction, edge
+            def seconds(c: CandidateSummary) -> float:
+                return statistics.fmean(steady_seconds_to_reach(r, neighbour.mean, higher_is_better, by_loss)
+                                        for r in runs(c))
+
+            if (samples(candidate, neighbour.mean) <= samples(neighbour, neighbour.mean)
+                    and seconds(candidate) <= WALK_CLOCK_MARGIN * seconds(neighbour)):
+                return direction, edge, (f"won and reached the next one's validation value in no more samples, "
+                                         f"not clearly slower ({seconds(candidate):.2f} s against "
+                                         f"{seconds(neighbour):.2f} s)")
         elif neighbour.per_device in tied or neighbour is best:
             target = min(c.mean for c in alive if c.per_device in tied) if higher_is_better else \
                 max(c.mean for c in alive if c.per_device in tied)
-
-            def samples(c: CandidateSummary) -> float:
-                return statistics.fmean(samples_to_reach(r, target, higher_is_better, by_loss) for r in runs(c))
-
-            if samples(candidate) < samples(neighbour):
-                return direction, edge
-    return 0, None
+            if samples(candidate, target) < samples(neighbour, target):
+                return direction, edge, ("was equal within noise to the best and reached that value in fewer "
+                                         "training samples than the next one")
+    return 0, None, ""
 
 
 def walk_candidate(verdict: SweepVerdict, swept: list[int], cap: int, world_size: int,
@@ -611,9 +641,7 @@ def walk_candidate(verdict: SweepVerdict, swept: list[int], cap: int, world_size
     edge = verdict.edge_from
     if not verdict.edge or edge not in swept:
         return None, ""
-    how = ("won and reached the next one's validation value no slower" if edge == verdict.chosen
-           and len(verdict.tied) < 2 else "was equal within noise to the best and reached that value in fewer "
-           "training samples than the next one")
+    how = verdict.edge_why
     side = "smallest" if verdict.edge < 0 else "largest"
     if verdict.edge < 0:
         nxt = edge // 2

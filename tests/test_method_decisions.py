@@ -78,11 +78,12 @@ class StubRunner:
             throughput = min(g, self.saturate) * 100.0 if self.saturate else g * 100.0
             metric = self.val(per_device) if evaluate else None
             evals = self.evals(per_device) if (evaluate and self.evals) else []
+            seconds = self.train_seconds(per_device)
+            # The step time agrees with the run's clock (the walk reads both); the throughput is the stub's model.
             record = TrialRecord(phase, per_device, self.nproc, accumulation, g, "ok", 0.1, lr=lr,
-                                 precision=precision, steps=steps, peak_bytes=int(peak), step_seconds=g / throughput,
+                                 precision=precision, steps=steps, peak_bytes=int(peak), step_seconds=seconds / steps,
                                  throughput=throughput, final_loss=1.0, val_loss=1 - (metric or 0),
-                                 val_metric=metric, train_seconds=self.train_seconds(per_device), losses=[2.0, 1.0],
-                                 evals=evals)
+                                 val_metric=metric, train_seconds=seconds, losses=[2.0, 1.0], evals=evals)
         self.ledger.append(record)
         return record
 
@@ -338,14 +339,58 @@ def test_a_tie_walks_on_by_samples_to_the_tied_value_never_by_the_clock():
     assert "was equal within noise to the best and reached that value in fewer training samples" in by_samples.reason
 
 
+def _sweep_row(per_device, accuracy, step_seconds, train_seconds=None, samples=2560, data_seconds=0.0):
+    """A sweep run of ``samples`` on 2 processes whose validation climbs linearly to ``accuracy`` over 4
+    checkpoints, at ``step_seconds`` a step (``train_seconds``: the run's clock, bursts included)."""
+    steps = samples // (2 * per_device)
+    evals = [{"step": steps * i // 4, "train_seconds": (train_seconds or steps * step_seconds) * i / 4,
+              "val_metric": round(accuracy * i / 4, 4)} for i in range(1, 5)]
+    return TrialRecord("sweep", per_device, 2, 1, 2 * per_device, "ok", 1.0, steps=steps, step_seconds=step_seconds,
+                       data_seconds=data_seconds, val_metric=accuracy, val_loss=1 - accuracy, final_loss=0.5,
+                       train_seconds=train_seconds or steps * step_seconds, evals=evals, losses=[2.0, 1.0])
+
+
+def test_a_load_burst_on_the_clock_does_not_stop_the_walk_and_a_clearly_slower_step_does():
+    # Regression (CI, stop 21): two plans of digits-cnn with the same seeds picked 12 and 6 per device. 12 won
+    # outright both times; whether it walked to 6 hung on its total training seconds against 25's, which on a
+    # shared CPU measure the load. The walk now reads each run's median step time and vetoes past 1.25x only.
+    steady = [_sweep_row(12, 0.95, 0.010), _sweep_row(25, 0.90, 0.020), _sweep_row(50, 0.85, 0.040)]
+    verdict = decide_sweep(steady, 25, 10, 40, val_size=10_000)
+    assert verdict.chosen == 12 and (verdict.edge, verdict.edge_from) == (-1, 12)
+    burst = [replace(steady[0], train_seconds=60.0, evals=[{**p, "train_seconds": 15.0 * i}
+                                                            for i, p in enumerate(steady[0].evals, 1)])]
+    assert (decide_sweep(burst + steady[1:], 25, 10, 40, val_size=10_000).edge_from) == 12  # the burst is ignored
+    # 12 reaches 0.90 at its end (106 steps), 25 at its end (51 steps).
+    within = [_sweep_row(12, 0.95, 0.011), *steady[1:]]  # 1.14x its neighbour's time to 0.90: the load's range
+    assert decide_sweep(within, 25, 10, 40, val_size=10_000).edge == -1
+    slower = [_sweep_row(12, 0.95, 0.015), *steady[1:]]  # 1.56x: the batch, not the load
+    verdict = decide_sweep(slower, 25, 10, 40, val_size=10_000)
+    assert verdict.chosen == 12 and verdict.edge == 0
+    waiting = [_sweep_row(12, 0.95, 0.010, data_seconds=0.005), *steady[1:]]  # a slow loader is part of its time
+    assert decide_sweep(waiting, 25, 10, 40, val_size=10_000).edge == 0
+
+
+def test_a_neighbour_that_stayed_at_chance_does_not_veto_the_walk():
+    # Issue 16, full time-to-accuracy run: 32 won, 64 sat at 0.086 (10 classes); both "reached" 64's value at
+    # their first checkpoint, 32 later on the clock, so the walk never started and the pick stayed 32 against an
+    # oracle of 4.
+    rows = [_sweep_row(32, 0.80, 0.030), _sweep_row(64, 0.086, 0.010)]  # 32: 1.5x slower to 0.086
+    verdict = decide_sweep(rows, 64, 10, 40, val_size=10_000)
+    assert verdict.chosen == 32 and (verdict.edge, verdict.edge_from) == (-1, 32)
+    assert "the next one (64 per device) stayed at chance" in verdict.edge_why
+    assert decide_sweep(rows, 64, None, 40, val_size=10_000).edge == 0  # without the classes, chance is unknown
+    learned = [rows[0], _sweep_row(64, 0.40, 0.010)]  # 64 learned (4x chance) and 32 was slower: a real veto
+    assert decide_sweep(learned, 64, 10, 40, val_size=10_000).edge == 0
+
+
 def test_the_walk_up_stops_at_the_memory_cap_and_says_so():
     val = {16: 0.6, 32: 0.7, 64: 0.8}.__getitem__  # bigger is better
     session, runner, outcome = _walked_sweep(val, lambda batch: 1.0, budget=150 * MIB)
     cap = session.per_device_cap
     assert 64 <= cap < 128
     assert outcome.walked == [] and outcome.chosen == 64
-    assert "64 per device, the largest swept, won and reached the next one's validation value no slower; 128 is past " \
-           "the cap" in outcome.reason
+    assert "64 per device, the largest swept, won and reached the next one's validation value in no more samples, " \
+           "not clearly slower (1.00 s against 1.00 s); 128 is past the cap" in outcome.reason
 
 
 def test_subset_sweep_with_a_ceiling_below_eight_falls_back_to_half_chosen_double():
