@@ -552,3 +552,29 @@ def test_advisor_dash_dash_script_opens_the_app_with_the_script_filled_in(monkey
     assert cli.main(["tui", "--", "train.py", "--x", "a b"]) == 0
     assert [a.script_command for a in opened] == [["train.py", "--lr", "{lr}"], ["train.py", "--x", "a b"]]
     assert opened[0].nproc == 2
+
+
+async def test_a_table_header_follows_columns_that_new_rows_widened():
+    # Seen in CI: the Sweep screen's header painted at its labels' widths, off the values below. Textual widens
+    # columns on idle after add_row; its row and cell caches key on an update count that only a change of the
+    # widget's own size bumps, and our tables span the screen. Painting before the idle is that race, made
+    # deterministic here.
+    from textual.app import App
+
+    from advisor.tui.widgets import GrowingTable
+
+    class One(App):
+        CSS = "GrowingTable { width: 100%; height: 6; }"
+
+        def compose(self):
+            yield GrowingTable(id="t", header_height=1)
+
+    async with One().run_test(size=(60, 8)) as pilot:
+        table = pilot.app.query_one(GrowingTable)
+        table.add_columns("a", "b")
+        await pilot.pause()
+        table.add_row("1234567", "x")
+        table.render_line(0), table.render_line(1)  # painted before the widths change
+        await pilot.pause(0.2)
+        header, row = ("".join(s.text for s in table.render_line(y)) for y in (0, 1))
+        assert header.index("b") == row.index("x") > row.index("1234567"), (header, row)

@@ -6,7 +6,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Input, Label, Static
 
 from ...units import format_bytes
-from ..widgets import MemoryChart, Numbers
+from ..widgets import GrowingTable, MemoryChart, Numbers
 from .base import StepScreen
 
 
@@ -38,7 +38,7 @@ class CeilingScreen(StepScreen):
                     yield Input(compact=True, id="headroom", type="number", placeholder="0.10-0.20")
                 yield Static("[dim]Enter applies a new headroom to the probes already run.[/dim]",
                              classes="field-status")
-                yield DataTable(id="probes", cursor_type="row", header_height=2)
+                yield GrowingTable(id="probes", cursor_type="row", header_height=2)
                 yield Numbers(id="numbers")
             yield MemoryChart(id="chart", classes="column")
 

@@ -6,7 +6,7 @@ from rich.markup import escape
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, ProgressBar, RichLog
 
-from ..widgets import Chart, Numbers
+from ..widgets import Chart, GrowingTable, Numbers
 from .base import StepScreen
 
 
@@ -27,7 +27,7 @@ class SweepScreen(StepScreen):
     def compose_body(self):
         # The table spans the screen: its numbers are never cut, even at 80 columns (a half-width column cut
         # samples/s 14347 to 1434); two-line labels keep the columns as narrow as their values.
-        yield DataTable(id="runs", cursor_type="row", header_height=2)
+        yield GrowingTable(id="runs", cursor_type="row", header_height=2)
         yield ProgressBar(id="progress", show_eta=False)
         with Horizontal():
             with Vertical(classes="column"):

@@ -7,7 +7,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, ProgressBar, RichLog, Static
 
 from ...units import format_bytes
-from ..widgets import Chart, Numbers
+from ..widgets import Chart, GrowingTable, Numbers
 from .base import StepScreen
 
 MIB = 1024 * 1024
@@ -27,7 +27,7 @@ class TrialScreen(StepScreen):
     def compose_body(self):
         # The runs table spans the screen, as the Sweep's does: in half of an 80-column screen its eight
         # columns cut values; two-line labels keep each column as narrow as its values.
-        yield DataTable(id="runs", cursor_type="row", header_height=2)
+        yield GrowingTable(id="runs", cursor_type="row", header_height=2)
         yield ProgressBar(id="progress", show_eta=False)
         with Horizontal():
             with Vertical(classes="column"):

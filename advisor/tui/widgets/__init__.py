@@ -2,7 +2,8 @@
 
 from .charts import Chart, MemoryChart
 from .fitted_table import FittedTable
+from .growing_table import GrowingTable
 from .numbers import Numbers
 from .step_bar import StepBar
 
-__all__ = ["Chart", "FittedTable", "MemoryChart", "Numbers", "StepBar"]
+__all__ = ["Chart", "FittedTable", "GrowingTable", "MemoryChart", "Numbers", "StepBar"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.cells import cell_len
 from rich.text import Text
-from textual.widgets import DataTable
+from .growing_table import GrowingTable
 
 SCROLLBAR_RESERVE = 2  # a long table grows a vertical scrollbar; its cells must still fit beside it
 
@@ -16,7 +16,7 @@ def plain_width(cell) -> int:
     return max((cell_len(line) for line in text.plain.split("\n")), default=0)
 
 
-class FittedTable(DataTable):
+class FittedTable(GrowingTable):
     """``fill(columns, rows)`` instead of add_column/add_row: the column at ``label_column`` shrinks and wraps
     to fit the table's width (never below ``min_label_width``); every other column is as wide as its widest
     value. A resize refits."""
