@@ -578,3 +578,24 @@ async def test_a_table_header_follows_columns_that_new_rows_widened():
         await pilot.pause(0.2)
         header, row = ("".join(s.text for s in table.render_line(y)) for y in (0, 1))
         assert header.index("b") == row.index("x") > row.index("1234567"), (header, row)
+
+
+async def test_the_sweep_notes_show_their_last_line_after_the_terminal_shrinks():
+    # Seen in CI (the 80x24 Sweep snapshot): the notes log scrolled to its end, then the layout shrank it and its
+    # last line sat below the fold. Anchored, it keeps its end in view until the user scrolls up.
+    from textual.widgets import RichLog
+
+    from tui_stub import rendered_lines
+
+    app = stub_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await walk_to(pilot, "sweep")
+        await run_step(pilot, "sweep")
+        notes = app.screen.query_one("#notes", RichLog)
+        last = "".join(s.text for s in notes.lines[-1]).strip()
+        await pilot.resize_terminal(80, 24)
+        await wait_for(pilot, lambda: notes.size.width < 60, what="the smaller layout")
+        await pilot.pause(0.3)
+        assert notes.max_scroll_y > 0  # the log is longer than its box: the case at hand
+        # (written at the wider width, lines do not re-wrap: the end of a long one is cut at the right edge)
+        assert any(last[:20] in line for line in rendered_lines(notes)), (last, rendered_lines(notes))

@@ -41,6 +41,9 @@ class SweepScreen(StepScreen):
         table = self.query_one("#runs", DataTable)
         for label in RUN_COLUMNS:
             table.add_column(label)  # as wide as the widest value: numbers grow their column, never get cut
+        # Kept at its last line while the layout settles (a resize after a write left it a line short);
+        # scrolling up releases it, as in any log.
+        self.query_one("#notes", RichLog).anchor()
         self._notes: list[str] = []
 
     def clear(self) -> None:

@@ -43,6 +43,9 @@ class TrialScreen(StepScreen):
         table = self.query_one("#runs", DataTable)
         for label in TRIAL_COLUMNS:
             table.add_column(label)  # as wide as the widest value: a number grows its column, never gets cut
+        # Kept at its last line while the layout settles (a resize after a write left it a line short);
+        # scrolling up releases it, as in any log.
+        self.query_one("#decisions", RichLog).anchor()
 
     def clear(self) -> None:
         self.query_one("#runs", DataTable).clear()
