@@ -619,11 +619,13 @@ def _edge(best: CandidateSummary, summaries: list[CandidateSummary], usable: lis
                 return statistics.fmean(steady_seconds_to_reach(r, neighbour.mean, higher_is_better, by_loss)
                                         for r in runs(c))
 
-            if (samples(candidate, neighbour.mean) <= samples(neighbour, neighbour.mean)
-                    and seconds(candidate) <= WALK_CLOCK_MARGIN * seconds(neighbour)):
-                return direction, edge, (f"won and reached the next one's validation value in no more samples, "
-                                         f"not clearly slower ({seconds(candidate):.2f} s against "
-                                         f"{seconds(neighbour):.2f} s)")
+            mine, theirs = seconds(candidate), seconds(neighbour)
+            if samples(candidate, neighbour.mean) <= samples(neighbour, neighbour.mean) and \
+                    mine <= WALK_CLOCK_MARGIN * theirs:
+                clock = ("sooner" if mine <= theirs else
+                         f"within the clock's noise (under {WALK_CLOCK_MARGIN:g}x)")
+                return direction, edge, (f"won and reached the next one's validation value in no more samples and "
+                                         f"{clock} in training time ({mine:.2f} s against {theirs:.2f} s)")
         elif neighbour.per_device in tied or neighbour is best:
             target = min(c.mean for c in alive if c.per_device in tied) if higher_is_better else \
                 max(c.mean for c in alive if c.per_device in tied)

@@ -614,6 +614,12 @@ class Session:
             rows.append(run(batch, 0))
             verdict = decide()
         reason = "".join(n + " " for n in walk_notes) + verdict.reason
+        beyond, _ = walk_candidate(verdict, candidates, cap, nproc, noise)
+        if beyond is not None:  # the walk is spent, not ended: the optimum may lie further out
+            side = "smallest" if verdict.edge < 0 else "largest"
+            reason += (f" The walk is spent (--sweep-walk {self.settings.sweep_walk}) while the {side} swept, "
+                       f"{verdict.edge_from} per device, still {verdict.edge_why}: {beyond} per device may be better "
+                       f"still; a larger --sweep-walk sweeps it.")
         in_warmup = [b for b in candidates if sweep_run_settings(info, b * nproc, samples)[2]
                      >= sweep_run_settings(info, b * nproc, samples)[0]]
         if in_warmup:

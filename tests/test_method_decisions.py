@@ -290,6 +290,9 @@ def test_when_the_smallest_candidate_wins_on_validation_and_time_the_sweep_walks
     assert outcome.chosen == 4 and outcome.walked == [8, 4] and outcome.candidates == [4, 8, 16, 32, 64]
     assert outcome.reason.startswith("16 per device, then the smallest swept, won")  # the walk, then the verdict
     assert "so 4 was swept too" in outcome.reason and "By validation accuracy" in outcome.reason
+    # 4 still won and was no slower: the walk is spent, not ended, and the reason says where to look next
+    assert "The walk is spent (--sweep-walk 2) while the smallest swept, 4 per device, still won" in outcome.reason
+    assert "2 per device may be better still; a larger --sweep-walk sweeps it." in outcome.reason
     from advisor.report import build_recipe
 
     assert build_recipe(session.finish())["method"]["sweep"]["walked"] == [8, 4]
@@ -307,6 +310,7 @@ def test_the_walk_stops_where_a_smaller_batch_loses_and_at_zero_it_never_starts(
     val = {4: 0.75, 8: 0.95, 16: 0.85, 32: 0.75, 64: 0.65}.__getitem__
     _, runner, outcome = _walked_sweep(val, lambda batch: batch / 100)
     assert outcome.chosen == 8 and outcome.walked == [8, 4] and outcome.candidates == [4, 8, 16, 32, 64]
+    assert "The walk is spent" not in outcome.reason  # 4 lost: the walk ended where the optimum is
     _, runner, outcome = _walked_sweep(SMALLER_IS_BETTER, lambda batch: batch / 100, walk=0)
     assert outcome.walked == [] and outcome.chosen == 16
 
@@ -362,7 +366,9 @@ def test_a_load_burst_on_the_clock_does_not_stop_the_walk_and_a_clearly_slower_s
     assert (decide_sweep(burst + steady[1:], 25, 10, 40, val_size=10_000).edge_from) == 12  # the burst is ignored
     # 12 reaches 0.90 at its end (106 steps), 25 at its end (51 steps).
     within = [_sweep_row(12, 0.95, 0.011), *steady[1:]]  # 1.14x its neighbour's time to 0.90: the load's range
-    assert decide_sweep(within, 25, 10, 40, val_size=10_000).edge == -1
+    verdict = decide_sweep(within, 25, 10, 40, val_size=10_000)
+    assert verdict.edge == -1 and "within the clock's noise (under 1.25x) in training time (1.17 s against 1.02 s)" \
+        in verdict.edge_why
     slower = [_sweep_row(12, 0.95, 0.015), *steady[1:]]  # 1.56x: the batch, not the load
     verdict = decide_sweep(slower, 25, 10, 40, val_size=10_000)
     assert verdict.chosen == 12 and verdict.edge == 0
@@ -389,8 +395,8 @@ def test_the_walk_up_stops_at_the_memory_cap_and_says_so():
     cap = session.per_device_cap
     assert 64 <= cap < 128
     assert outcome.walked == [] and outcome.chosen == 64
-    assert "64 per device, the largest swept, won and reached the next one's validation value in no more samples, " \
-           "not clearly slower (1.00 s against 1.00 s); 128 is past the cap" in outcome.reason
+    assert "64 per device, the largest swept, won and reached the next one's validation value in no more samples " \
+           "and sooner in training time (1.00 s against 1.00 s); 128 is past the cap" in outcome.reason
 
 
 def test_subset_sweep_with_a_ceiling_below_eight_falls_back_to_half_chosen_double():
