@@ -544,8 +544,13 @@ def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, 
             pool = inside
             noise_note = (f" Only runs with a global batch within {NOISE_MARGIN:g}x the estimated noise scale "
                           f"(~{noise_scale:.0f}) were kept among the equal ones.")
-    worst_tied = min(score(c) for c in tied)
-    target = worst_tied if higher_is_better else -worst_tied
+    # The tied value, within its noise: the lowest tied value less its spread. Runs that level off at the end
+    # of a short sweep reach the value itself only at their last checkpoint, all alike, and the time to it is
+    # then each run's length; reaching it within noise tells which got there first.
+    worst = min(tied, key=score)
+    target_score = score(worst) - worst.spread
+    target = target_score if higher_is_better else -target_score
+    within = f"{fmt(target)} ({fmt(worst.mean)} within its noise)" if worst.spread else fmt(target)
     for c in pool:
         runs = [r for r in usable if r.per_device == c.per_device]
         c.seconds_to_target = statistics.fmean(time_to_reach(r, target, higher_is_better, by_loss) for r in runs)
@@ -553,11 +558,11 @@ def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, 
     reached = ", ".join(f"{c.per_device}: {c.seconds_to_target:.2f} s" for c in pool)
     verdict.chosen, verdict.equal_within_noise = winner.per_device, True
     verdict.edge, verdict.edge_from, verdict.edge_why = _edge(winner, summaries, usable, higher_is_better, by_loss,
-                                                              verdict.tied, num_classes)
-    verdict.tie_rule = f"fastest to {fmt(target)} (training seconds, mean over {TIE_SEEDS} seeds)"
+                                                              verdict.tied, num_classes, target)
+    verdict.tie_rule = f"fastest to {within} (training seconds, mean over {TIE_SEEDS} seeds)"
     verdict.reason = (f"{said}, {', '.join(str(c.per_device) for c in tied)} per device are equal within noise "
                       f"after {TIE_SEEDS} seeds each.{noise_note} Rule among equals: the fastest to reach "
-                      f"{fmt(target)} in training time ({reached}): {winner.per_device} per device.{lost_note}")
+                      f"{within} in training time ({reached}): {winner.per_device} per device.{lost_note}")
     return verdict
 
 
@@ -580,8 +585,8 @@ def steady_seconds_to_reach(record: TrialRecord, target: float, higher_is_better
 
 
 def _edge(best: CandidateSummary, summaries: list[CandidateSummary], usable: list[TrialRecord],
-          higher_is_better: bool, by_loss: bool, tied: list[int], num_classes: int | None = None
-          ) -> tuple[int, int | None, str]:
+          higher_is_better: bool, by_loss: bool, tied: list[int], num_classes: int | None = None,
+          tie_target: float | None = None) -> tuple[int, int | None, str]:
     """(direction, from, why): -1 / +1 and the smallest / largest batch swept when the optimum may lie beyond
     it, with the reason in words; (0, None, "") otherwise.
 
@@ -591,8 +596,9 @@ def _edge(best: CandidateSummary, summaries: list[CandidateSummary], usable: lis
     more updates and often wins on validation while being slower on the clock. "Clearly" is past
     WALK_CLOCK_MARGIN, on each run's median step time (steady_seconds_to_reach): within it the clock measures
     the machine's load, not the batch. An edge tied with the best (equal within noise) walks on when it reached
-    the tied value in fewer training samples than its neighbour, a count the seeds fix, so two plans of one
-    workload walk alike: breaking a tie by the clock is left to the pick among equals."""
+    the tied value (``tie_target``: within its noise) in fewer training samples than its neighbour, a count the
+    seeds fix, so two plans of one workload walk alike: breaking a tie by the clock is left to the pick among
+    equals."""
     alive = [c for c in summaries if c.status == "ok"]
     if len(alive) < 2:
         return 0, None, ""
@@ -627,11 +633,12 @@ def _edge(best: CandidateSummary, summaries: list[CandidateSummary], usable: lis
                 return direction, edge, (f"won and reached the next one's validation value in no more samples and "
                                          f"{clock} in training time ({mine:.2f} s against {theirs:.2f} s)")
         elif neighbour.per_device in tied or neighbour is best:
-            target = min(c.mean for c in alive if c.per_device in tied) if higher_is_better else \
-                max(c.mean for c in alive if c.per_device in tied)
+            target = tie_target if tie_target is not None else (
+                min(c.mean for c in alive if c.per_device in tied) if higher_is_better else
+                max(c.mean for c in alive if c.per_device in tied))
             if samples(candidate, target) < samples(neighbour, target):
-                return direction, edge, ("was equal within noise to the best and reached that value in fewer "
-                                         "training samples than the next one")
+                return direction, edge, ("was equal within noise to the best and reached the tied value, within "
+                                         "its noise, in fewer training samples than the next one")
     return 0, None, ""
 
 

@@ -138,6 +138,7 @@ def main() -> None:
     sweep = recipe["method"].get("sweep", {})
     print(f"advisor plan: {plan_seconds:.0f} s; advised {advised} per device (x{NPROC}), largest that fits "
           f"{largest}; sweep verdict: {sweep.get('verdict', '?')}", flush=True)
+    print(f"  why: {recipe['method'].get('sweep_reason', '?')}", flush=True)  # what the sweep compared and saw
 
     trainer = Trainer(parse_size(args.device_memory), recipe, train_size)
     grid = grid_for(largest, advised)

@@ -133,9 +133,10 @@ def test_two_plans_of_digits_cnn_give_the_same_sweep_pick_or_both_say_equal_with
         assert run.returncode == 0, run.stderr
         sweep = json.loads(run.stdout)["sweep"]
         assert load_recipe(out).data["method"]["sweep"] == sweep  # the recipe says what --json says
-        sweeps.append(sweep)
+        sweeps.append({**sweep, "reason": load_recipe(out).data["method"]["sweep_reason"]})
     first, second = sweeps
-    assert first["pick"] == second["pick"] or (first["equal_within_noise"] and second["equal_within_noise"])
+    assert first["pick"] == second["pick"] or (first["equal_within_noise"] and second["equal_within_noise"]), \
+        f"first: {first['reason']}\nsecond: {second['reason']}"  # why each walked or stopped, for the log
     for sweep in sweeps:
         assert sweep["metric"] == "validation accuracy" and sweep["samples_per_run"] > 0
         assert len(sweep["spread"]) >= 2 and all(c["status"] == "ok" and c["spread"] >= 0 for c in sweep["spread"])

@@ -340,7 +340,27 @@ def test_a_tie_walks_on_by_samples_to_the_tied_value_never_by_the_clock():
     assert clock_only.verdict.equal_within_noise and clock_only.chosen == 16 and clock_only.walked == []
     by_samples = _walked(equal, lambda batch: 1.0, reaching_at(lambda batch: 1 if batch <= 8 else 2 if batch == 16 else 4))
     assert by_samples.walked == [8, 4] and by_samples.verdict.equal_within_noise
-    assert "was equal within noise to the best and reached that value in fewer training samples" in by_samples.reason
+    assert "was equal within noise to the best and reached the tied value, within its noise, in fewer training " \
+           "samples" in by_samples.reason
+
+
+def test_a_tie_of_runs_that_level_off_walks_and_picks_by_the_tied_value_within_its_noise():
+    # Issue 16, full time-to-accuracy run: 16 and 32 per device tied at 0.964 (64 stayed at chance). Both reach
+    # 0.964 only at their last checkpoint, so "fewer samples to the tied value" never held and the pick among
+    # equals was each run's length (32: fewer steps). 16 reached it within noise a checkpoint sooner.
+    def row(batch, curve, seconds):
+        steps = 7680 // (2 * batch)
+        evals = [{"step": steps * i // 4, "train_seconds": seconds * i / 4, "val_metric": v}
+                 for i, v in enumerate(curve, 1)]
+        return TrialRecord("sweep", batch, 2, 1, 2 * batch, "ok", 1.0, steps=steps, step_seconds=seconds / steps,
+                           val_metric=curve[-1], val_loss=1 - curve[-1], train_seconds=seconds, evals=evals)
+
+    rows = seeds(row(16, [0.80, 0.955, 0.96, 0.964], 12.0), row(32, [0.70, 0.90, 0.955, 0.964], 10.0),
+                 row(64, [0.10, 0.10, 0.10, 0.10], 9.0))
+    verdict = decide_sweep(rows, 32, 10, 60, val_size=359)
+    assert verdict.equal_within_noise and verdict.tied == [16, 32]
+    assert verdict.chosen == 16 and "fastest to reach 0.945 (0.964 within its noise)" in verdict.reason
+    assert (verdict.edge, verdict.edge_from) == (-1, 16) and "within its noise" in verdict.edge_why
 
 
 def _sweep_row(per_device, accuracy, step_seconds, train_seconds=None, samples=2560, data_seconds=0.0):
