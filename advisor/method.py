@@ -413,6 +413,17 @@ def time_to_reach(record: TrialRecord, target: float, higher_is_better: bool, by
     return record.train_seconds if record.train_seconds is not None else math.inf
 
 
+def steady_seconds_to_reach(record: TrialRecord, target: float, higher_is_better: bool, by_loss: bool) -> float:
+    """Training time until the run's validation first reached ``target`` (its end if it never did), counted in
+    steps at the run's median step time plus its median wait for data: the clock without the bursts a shared
+    machine adds to one run and not to the next. The recorded seconds when the run has no step time."""
+    point = _first_reaching(record, target, higher_is_better, by_loss)
+    steps = point["step"] if point is not None else record.steps
+    if record.step_seconds is None or steps is None:
+        return time_to_reach(record, target, higher_is_better, by_loss)
+    return steps * (record.step_seconds + (record.data_seconds or 0.0))
+
+
 def _first_reaching(record: TrialRecord, target: float, higher_is_better: bool, by_loss: bool) -> dict | None:
     """The run's first validation checkpoint at or past ``target``, or None."""
     key = "val_loss" if by_loss else "val_metric"
@@ -477,7 +488,9 @@ def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, 
     the noise (a binomial interval from ``val_size`` for accuracy, the spread across checkpoints otherwise,
     plus the seeds' spread). Runs within it are tied; ``tied_needs_seeds`` says which to rerun with another
     seed; once every tied one has TIE_SEEDS, they are equal within noise and the one inside the noise scale
-    that reached the tied value in the least training time wins. A diverged run never wins."""
+    that reached the tied value (within its noise) in the least training time wins, counted at each run's
+    median step time (steady_seconds_to_reach: a load burst in one run does not pick). A diverged run never
+    wins."""
     if not rows:
         return SweepVerdict(chosen, "No sweep run could be made (no candidate batch fits); keeping the trial's "
                                     "choice.")
@@ -553,16 +566,19 @@ def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, 
     within = f"{fmt(target)} ({fmt(worst.mean)} within its noise)" if worst.spread else fmt(target)
     for c in pool:
         runs = [r for r in usable if r.per_device == c.per_device]
-        c.seconds_to_target = statistics.fmean(time_to_reach(r, target, higher_is_better, by_loss) for r in runs)
+        c.seconds_to_target = statistics.fmean(steady_seconds_to_reach(r, target, higher_is_better, by_loss)
+                                               for r in runs)
     winner = min(pool, key=lambda c: (c.seconds_to_target, c.per_device))
     reached = ", ".join(f"{c.per_device}: {c.seconds_to_target:.2f} s" for c in pool)
     verdict.chosen, verdict.equal_within_noise = winner.per_device, True
     verdict.edge, verdict.edge_from, verdict.edge_why = _edge(winner, summaries, usable, higher_is_better, by_loss,
                                                               verdict.tied, num_classes, target)
-    verdict.tie_rule = f"fastest to {within} (training seconds, mean over {TIE_SEEDS} seeds)"
+    verdict.tie_rule = (f"fastest to {within} (training seconds at each run's median step time, mean over "
+                        f"{TIE_SEEDS} seeds)")
     verdict.reason = (f"{said}, {', '.join(str(c.per_device) for c in tied)} per device are equal within noise "
                       f"after {TIE_SEEDS} seeds each.{noise_note} Rule among equals: the fastest to reach "
-                      f"{within} in training time ({reached}): {winner.per_device} per device.{lost_note}")
+                      f"{within} in training time at each run's median step time ({reached}): {winner.per_device} per "
+                      f"device.{lost_note}")
     return verdict
 
 
@@ -571,17 +587,6 @@ def samples_to_reach(record: TrialRecord, target: float, higher_is_better: bool,
     ``time_to_reach`` but free of the clock, so the same seeds give the same answer on a loaded machine."""
     point = _first_reaching(record, target, higher_is_better, by_loss)
     return point["step"] * record.global_batch if point is not None else math.inf
-
-
-def steady_seconds_to_reach(record: TrialRecord, target: float, higher_is_better: bool, by_loss: bool) -> float:
-    """Training time until the run's validation first reached ``target`` (its end if it never did), counted in
-    steps at the run's median step time plus its median wait for data: the clock without the bursts a shared
-    machine adds to one run and not to the next. The recorded seconds when the run has no step time."""
-    point = _first_reaching(record, target, higher_is_better, by_loss)
-    steps = point["step"] if point is not None else record.steps
-    if record.step_seconds is None or steps is None:
-        return time_to_reach(record, target, higher_is_better, by_loss)
-    return steps * (record.step_seconds + (record.data_seconds or 0.0))
 
 
 def _edge(best: CandidateSummary, summaries: list[CandidateSummary], usable: list[TrialRecord],

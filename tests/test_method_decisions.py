@@ -931,3 +931,23 @@ def test_a_sweep_without_validation_ranks_by_the_training_loss_tail_with_its_spr
     assert all(c.spread > 0 for c in verdict.candidates) and "last quarter of training losses" in verdict.reason
     clear = decide_sweep([run(16, [1.0] * 12 + [0.80, 0.82, 0.80, 0.82]), run(32, noisy_32)], 16, None, 16)
     assert clear.chosen == 32 and clear.tied == [32]
+
+
+def test_the_pick_among_equals_reads_each_runs_median_step_time_not_a_load_burst():
+    # Seen in the full time-to-accuracy run: 8, 16 and 32 per device equal within noise, and the pick went by
+    # each run's clock under a loaded machine (8: 23.5 s, 16: 21.7 s). Steps at the run's median step time
+    # leave a burst out: here 8 got to the value sooner, and a burst on its clock does not change the pick.
+    def row(batch, curve, step_seconds, seed, burst=1.0):
+        steps = 7680 // (2 * batch)
+        evals = [{"step": steps * i // 4, "train_seconds": burst * steps * step_seconds * i / 4, "val_metric": v}
+                 for i, v in enumerate(curve, 1)]
+        return TrialRecord("sweep", batch, 2, 1, 2 * batch, "ok", 1.0, steps=steps, step_seconds=step_seconds,
+                           val_metric=curve[-1], val_loss=1 - curve[-1], train_seconds=burst * steps * step_seconds,
+                           evals=evals, seed=seed)
+
+    curve = [0.90, 0.95, 0.96, 0.962]
+    rows = [row(8, curve, 0.010, s, burst=1.5 if s else 1.0) for s in (0, 1)] + \
+        [row(16, [0.70, 0.90, 0.95, 0.962], 0.016, s) for s in (0, 1)]
+    verdict = decide_sweep(rows, 16, 10, 60, val_size=359)
+    assert verdict.equal_within_noise and verdict.chosen == 8, verdict.reason
+    assert "at each run's median step time" in verdict.tie_rule
