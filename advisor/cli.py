@@ -566,7 +566,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--subset-sweep", action="store_true", help="sweep 8,16,32,64,128 instead of half/chosen/double")
     plan.add_argument("--sweep-walk", type=int, default=PLAN_DEFAULTS["sweep_walk"],
                       help="extra sweep candidates past the swept range (half the smallest or double the largest) "
-                           f"while its edge is the best (default {PLAN_DEFAULTS['sweep_walk']}; 0: half/chosen/double "
+                           f"while its edge wins or ties the best (default {PLAN_DEFAULTS['sweep_walk']}; 0: half/chosen/double "
                            "only)")
     plan.add_argument("--global-batch", type=int, help="a global batch target to plan for (accumulation fills gaps)")
     plan.add_argument("--base-lr", type=float, help="the LR used today (default: the workload's)")
