@@ -32,9 +32,10 @@ TIE_SEEDS = 2  # a tie is rerun until each tied candidate has this many seeds, b
 SUBSET_SWEEP = (8, 16, 32, 64, 128)
 NOISE_MARGIN = 2.0  # a global batch past this multiple of the noise scale buys little
 # The walk's clock check: an edge that wins on validation is "slower" only past this ratio of its neighbour's
-# time. Two runs' median step times on a shared machine move by up to ~20% with the load alone, and a walk
-# decided by that would send two plans of the same seeds to different picks.
-WALK_CLOCK_MARGIN = 1.25
+# time. On a shared machine the load alone moved it past 1.25x in one plan and not in the next (12 against 25
+# per device on digits: 1.11x, then over 1.25x), and seeds of one batch took up to 1.8x each other's time to a
+# target; a walk decided there sends two plans of the same seeds to different picks.
+WALK_CLOCK_MARGIN = 2.0
 SWEEP_WALK = 2  # extra sweep candidates, each half (or double) the last, while the edge of the swept range wins
 
 
