@@ -602,8 +602,8 @@ def _edge(best: CandidateSummary, summaries: list[CandidateSummary], usable: lis
     more updates and often wins on validation while being slower on the clock. "Clearly" is past
     WALK_CLOCK_MARGIN, on each run's median step time (steady_seconds_to_reach): within it the clock measures
     the machine's load, not the batch. An edge tied with the best (equal within noise) walks on when it reached
-    the tied value (``tie_target``: within its noise) in fewer training samples than its neighbour, a count the
-    seeds fix, so two plans of one workload walk alike: breaking a tie by the clock is left to the pick among
+    the tied value (``tie_target``, given for a tie only: within its noise) in fewer training samples than its
+    neighbour, a count the seeds fix, so two plans of one workload walk alike: breaking a tie by the clock is left to the pick among
     equals."""
     alive = [c for c in summaries if c.status == "ok"]
     if len(alive) < 2:
@@ -638,11 +638,8 @@ def _edge(best: CandidateSummary, summaries: list[CandidateSummary], usable: lis
                          f"within the clock's noise (under {WALK_CLOCK_MARGIN:g}x)")
                 return direction, edge, (f"won and reached the next one's validation value in no more samples and "
                                          f"{clock} in training time ({mine:.2f} s against {theirs:.2f} s)")
-        elif neighbour.per_device in tied or neighbour is best:
-            target = tie_target if tie_target is not None else (
-                min(c.mean for c in alive if c.per_device in tied) if higher_is_better else
-                max(c.mean for c in alive if c.per_device in tied))
-            if samples(candidate, target) < samples(neighbour, target):
+        elif tie_target is not None and (neighbour.per_device in tied or neighbour is best):
+            if samples(candidate, tie_target) < samples(neighbour, tie_target):
                 return direction, edge, ("was equal within noise to the best and reached the tied value, within "
                                          "its noise, in fewer training samples than the next one")
     return 0, None, ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rich.cells import cell_len
 from rich.text import Text
+
 from .growing_table import GrowingTable
 
 SCROLLBAR_RESERVE = 2  # a long table grows a vertical scrollbar; its cells must still fit beside it

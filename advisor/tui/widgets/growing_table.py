@@ -14,4 +14,3 @@ class GrowingTable(DataTable):
     def _update_dimensions(self, new_rows) -> None:
         super()._update_dimensions(new_rows)
         self._clear_caches()
-        self.refresh()
