@@ -11,9 +11,11 @@ pytestmark = pytest.mark.timeout(180)
 
 
 async def wait_for_adapter_fields(pilot, adapter: str, field: str):
+    # Mounted, not only in the DOM: a Select set before its own label mounted raises NoMatches (seen on a loaded CI).
     app = pilot.app
     await wait_for(pilot, lambda: app.screen.query_one("#adapter").value == adapter
-                   and app.screen.query(f"#{field}"), what=f"the {adapter} adapter's fields")
+                   and app.screen.options_mounted_for == adapter, what=f"the {adapter} adapter's fields")
+    assert app.screen.query(f"#{field}")
 
 
 async def test_the_setup_sets_the_zero_stage_and_a_target_cluster():

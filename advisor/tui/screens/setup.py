@@ -140,6 +140,7 @@ class SetupScreen(Screen):
         self.adapter_reasons: dict[str, str] = {}
         self.adapter_options: dict[str, tuple] = {}  # adapter name -> its declared AdapterOptions
         self._options_shown_for = None  # the adapter whose option fields the form shows
+        self.options_mounted_for = None  # ... once those fields (a Select's own parts too) are mounted
         self._checked_spec = ""  # the spec whose check passed
         self._checking_spec = ""  # the spec whose check runs now
         self._started_task = None
@@ -299,6 +300,7 @@ class SetupScreen(Screen):
     async def _show_adapter_options(self, name: str) -> None:
         """One field per option the chosen adapter declares (a DeepSpeed ZeRO stage), empty for its default."""
         box = self.query_one("#adapter-options", Vertical)
+        self.options_mounted_for = None
         await box.remove_children()  # gone before the next adapter's fields mount (two may share an option name)
         fields = []
         for option in self.adapter_options.get(name, ()):
@@ -314,6 +316,7 @@ class SetupScreen(Screen):
             if option.help:
                 fields.append(Static(f"[dim]{escape(option.help)}[/dim]", classes="field-status"))
         await box.mount_all(fields)
+        self.options_mounted_for = name
 
     # -- the workload, checked once per accepted value ----------------------------------------------------
     @on(Input.Changed, "#workload")
