@@ -235,6 +235,11 @@ class SweepVerdict:
     edge_why: str = ""  # why the edge may not be the optimum, in words (the walk's sentence)
 
     @property
+    def edge_side(self) -> str:
+        """Which end of the swept range ``edge_from`` is, in words ('' inside)."""
+        return {-1: "smallest", 1: "largest"}.get(self.edge, "")
+
+    @property
     def headline(self) -> str:
         """The verdict in a few words, for the recipe and --json."""
         if self.equal_within_noise:
@@ -603,8 +608,8 @@ def _edge(best: CandidateSummary, summaries: list[CandidateSummary], usable: lis
     WALK_CLOCK_MARGIN, on each run's median step time (steady_seconds_to_reach): within it the clock measures
     the machine's load, not the batch. An edge tied with the best (equal within noise) walks on when it reached
     the tied value (``tie_target``, given for a tie only: within its noise) in fewer training samples than its
-    neighbour, a count the seeds fix, so two plans of one workload walk alike: breaking a tie by the clock is left to the pick among
-    equals."""
+    neighbour, a count the seeds fix, so two plans of one workload walk alike: breaking a tie by the clock is
+    left to the pick among equals."""
     alive = [c for c in summaries if c.status == "ok"]
     if len(alive) < 2:
         return 0, None, ""
@@ -653,8 +658,7 @@ def walk_candidate(verdict: SweepVerdict, swept: list[int], cap: int, world_size
     edge = verdict.edge_from
     if not verdict.edge or edge not in swept:
         return None, ""
-    how = verdict.edge_why
-    side = "smallest" if verdict.edge < 0 else "largest"
+    how, side = verdict.edge_why, verdict.edge_side
     if verdict.edge < 0:
         nxt = edge // 2
         if nxt < 1 or nxt in swept:

@@ -616,12 +616,12 @@ class Session:
         reason = "".join(n + " " for n in walk_notes) + verdict.reason
         beyond, _ = walk_candidate(verdict, candidates, cap, nproc, noise)
         if beyond is not None:  # the walk is spent, not ended: the optimum may lie further out
-            side = "smallest" if verdict.edge < 0 else "largest"
-            reason += (f" The walk is spent (--sweep-walk {self.settings.sweep_walk}) while the {side} swept, "
+            reason += (f" The walk is spent (--sweep-walk {self.settings.sweep_walk}) while the "
+                       f"{verdict.edge_side} swept, "
                        f"{verdict.edge_from} per device, still {verdict.edge_why}: {beyond} per device may be better "
                        f"still; a larger --sweep-walk sweeps it.")
-        in_warmup = [b for b in candidates if sweep_run_settings(info, b * nproc, samples)[2]
-                     >= sweep_run_settings(info, b * nproc, samples)[0]]
+        in_warmup = [b for b in candidates  # (steps, lr, warmup): the warmup is as long as the run or longer
+                     if (run_settings := sweep_run_settings(info, b * nproc, samples))[2] >= run_settings[0]]
         if in_warmup:
             reason += (f" At {', '.join(map(str, in_warmup))} per device the planned warmup outlasts the sweep run "
                        f"({samples} samples each): the comparison covers the start of training only; a longer "

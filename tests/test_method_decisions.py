@@ -951,3 +951,21 @@ def test_the_pick_among_equals_reads_each_runs_median_step_time_not_a_load_burst
     verdict = decide_sweep(rows, 16, 10, 60, val_size=359)
     assert verdict.equal_within_noise and verdict.chosen == 8, verdict.reason
     assert "at each run's median step time" in verdict.tie_rule
+
+
+def test_the_sweep_says_where_the_planned_warmup_outlasts_its_runs():
+    # A warmup as long as the run compares only the start of training; the reason must say so and name the fix.
+    from advisor.method import sweep_run_settings
+
+    adapter = load_adapter("ddp")
+    s = settings(nproc=2, sweep_steps=10)
+    runner = StubRunner(saturate=None, val=lambda batch: {8: 0.80, 16: 0.95, 32: 0.70}[batch])
+    session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=runner)
+    session.ceiling()
+    outcome = session.sweep(16)
+    warm = [b for b in outcome.candidates
+            if (run := sweep_run_settings(session.info, b * 2, outcome.samples))[2] >= run[0]]
+    assert warm, "this setting should leave some candidate's warmup as long as its run"
+    assert (f"At {', '.join(map(str, warm))} per device the planned warmup outlasts the sweep run "
+            f"({outcome.samples} samples each)") in outcome.reason
+    assert "a longer --sweep-steps covers more of it" in outcome.reason
