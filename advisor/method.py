@@ -601,8 +601,8 @@ def _edge(best: CandidateSummary, summaries: list[CandidateSummary], usable: lis
     """(direction, from, why): -1 / +1 and the smallest / largest batch swept when the optimum may lie beyond
     it, with the reason in words; (0, None, "") otherwise.
 
-    An edge that is the best outright walks on when its neighbour did not learn (accuracy under 1.5x chance:
-    a run that learned nothing says nothing about time), or when it reached the neighbour's mean validation
+    An edge that is the best outright walks on when its neighbour did not learn (accuracy under 1.5x chance,
+    a diverged run, one out of memory: a run that learned nothing says nothing about time), or when it reached the neighbour's mean validation
     value in no more training samples and was not clearly slower to it: at equal samples a smaller batch makes
     more updates and often wins on validation while being slower on the clock. "Clearly" is past
     WALK_CLOCK_MARGIN, on each run's median step time (steady_seconds_to_reach): within it the clock measures
@@ -611,7 +611,7 @@ def _edge(best: CandidateSummary, summaries: list[CandidateSummary], usable: lis
     neighbour, a count the seeds fix, so two plans of one workload walk alike: breaking a tie by the clock is
     left to the pick among equals."""
     alive = [c for c in summaries if c.status == "ok"]
-    if len(alive) < 2:
+    if len(summaries) < 2:
         return 0, None, ""
     batches = [c.per_device for c in summaries]
 
@@ -624,6 +624,13 @@ def _edge(best: CandidateSummary, summaries: list[CandidateSummary], usable: lis
     for edge, direction in ((min(batches), -1), (max(batches), 1)):
         candidate = next(c for c in summaries if c.per_device == edge)
         if candidate.status != "ok" or (candidate is not best and edge not in tied):
+            continue
+        nearest = min((c for c in summaries if c is not candidate), key=lambda c: abs(math.log(c.per_device / edge)))
+        if candidate is best and nearest.status != "ok":  # it measured nothing, like a run that stayed at chance
+            what = "diverged" if nearest.status == "diverged" else "ran out of memory"
+            return direction, edge, (f"won, and the next one ({nearest.per_device} per device) {what}, so it says "
+                                     f"nothing about time")
+        if len(alive) < 2:
             continue
         neighbour = min((c for c in alive if c is not candidate),
                         key=lambda c: abs(math.log(c.per_device / edge)))

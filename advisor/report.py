@@ -71,6 +71,13 @@ def _noise_json(result: MethodResult) -> dict:
     return {"value": noise.value, "low": noise.low, "high": noise.high, "reason": noise.reason}
 
 
+def _goodput_line(result: MethodResult) -> str:
+    """The goodput line under the noise scale's: not the noise scale's reason a second time when it is unknown."""
+    if result.goodput.choice is None and result.noise_scale is None:
+        return "Goodput-optimal batch: not computed, it needs the gradient noise scale, unknown here (above)."
+    return result.goodput.reason
+
+
 def _goodput_json(result: MethodResult) -> dict | None:
     """The goodput-optimal batch, or None with the reason in ``goodput_reason``."""
     choice = result.goodput.choice if result.goodput else None
@@ -217,7 +224,8 @@ def human_summary(result: MethodResult, recipe_path: str | None) -> str:
         f"  global batch        {p.global_batch}",
         f"  learning rate       {result.lr.value:.4g}  ({result.lr.rule}; base {result.lr.base:g} at "
         f"{result.lr.base_global_batch})",
-        f"  warmup              {result.warmup.steps} steps ({result.warmup.epochs:.3g} epochs)",
+        f"  warmup              {result.warmup.steps} steps ({result.warmup.epochs:.3g} "
+        f"epoch{'' if result.warmup.epochs == 1 else 's'})",
         f"  precision           {p.precision}",
         "",
         f"1. Ceiling: {c.per_device_max} per device after {len(c.trials)} probes. {c.reason}",
@@ -225,7 +233,7 @@ def human_summary(result: MethodResult, recipe_path: str | None) -> str:
         f"3. Trial: {result.trial_choice}. {result.trial_reason}",
         f"4. Sweep: {result.sweep_choice}. {result.sweep_reason}",
         f"   {result.noise_reason}",
-        *([f"   {result.goodput.reason}"] if result.goodput else []),
+        *([f"   {_goodput_line(result)}"] if result.goodput else []),
         f"   Precision: {result.precision_reason}",
     ]
     measured = _measured_warnings(result)
@@ -236,7 +244,8 @@ def human_summary(result: MethodResult, recipe_path: str | None) -> str:
         lines += [f"  - {m}" for m in result.lr.warnings]
         lines += [f"  - {wn['message']}" for wn in measured]
     lines.append("")
-    lines.append("Time: " + ", ".join(f"{t.name} {t.seconds:.0f} s ({t.trials} runs)" for t in result.timings))
+    lines.append("Time: " + ", ".join(f"{t.name} {t.seconds:.0f} s ({t.trials} run{'' if t.trials == 1 else 's'})"
+                                      for t in result.timings))
     lines.append("Launch: " + shell_line(result.launch_command))
     if recipe_path:
         lines.append(f"Recipe written to {recipe_path}")

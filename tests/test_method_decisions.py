@@ -238,6 +238,25 @@ def test_a_diverged_run_never_wins_and_is_named():
     assert everything.chosen == 32 and "Every sweep run diverged" in everything.reason
 
 
+def test_the_only_run_that_learned_walks_past_a_diverged_or_out_of_memory_neighbour():
+    # Seen in recipes/digits-cnn.toml's plan: 32 per device beat 64, which diverged, and the sweep stopped there
+    # although 32 was the smallest swept and nothing below it was measured.
+    from advisor.method import walk_candidate
+
+    nan = float("nan")
+    for other, what in ((replace(record(64, 0.99, 1.0), final_loss=nan, losses=[2.0, nan]), "diverged"),
+                        (TrialRecord("sweep", 64, 1, 1, 64, "oom", 0.1), "ran out of memory")):
+        verdict = decide_sweep([record(32, 0.95, 1.0), other], 64, 10, 200, val_size=20_000)
+        assert verdict.chosen == 32 and (verdict.edge, verdict.edge_from) == (-1, 32), what
+        assert f"the next one (64 per device) {what}, so it says nothing about time" in verdict.edge_why
+        assert walk_candidate(verdict, [32, 64], 64, 1)[0] == 16
+    # Inside the swept range nothing walks: 32 beat 16 and 64 diverged, so 16..64 brackets the optimum.
+    inside = decide_sweep([record(16, 0.90, 1.0), record(32, 0.95, 1.0),
+                           replace(record(64, 0.99, 1.0), final_loss=nan, losses=[2.0, nan])], 32, 10, 200,
+                          val_size=20_000)
+    assert inside.chosen == 32 and inside.edge == 0
+
+
 def test_the_sweep_runs_at_equal_samples_with_planned_warmups_and_reruns_only_a_tie_with_a_second_seed():
     # Regression: every candidate ran the same steps (the double batch saw 4x the half's samples), its warmup
     # squeezed into a quarter of them, one seed decided, and the recipe could not say "equal within noise".
@@ -969,3 +988,25 @@ def test_the_sweep_says_where_the_planned_warmup_outlasts_its_runs():
     assert (f"At {', '.join(map(str, warm))} per device the planned warmup outlasts the sweep run "
             f"({outcome.samples} samples each)") in outcome.reason
     assert "a longer --sweep-steps covers more of it" in outcome.reason
+
+
+def test_the_plans_text_says_an_unknown_noise_scale_once():
+    # Seen on a real plan: the goodput line repeated the noise scale's whole reason inside its own parentheses
+    # ("unknown (unknown (over 220 steps ...))") right under the noise scale's line.
+    from advisor.report import human_summary, json_summary
+
+    adapter = load_adapter("ddp")
+    s = settings(nproc=2, sweep_steps=40)
+    runner = StubRunner(saturate=None, val=lambda batch: {8: 0.80, 16: 0.95, 32: 0.70}[batch])
+    session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=runner)
+    session.ceiling()
+    session.sweep(16)
+    result = session.finish()
+    assert result.noise_scale is None
+    text = human_summary(result, None)
+    assert text.count(result.noise_reason) == 1 and "unknown (unknown" not in text
+    assert "Goodput-optimal batch: not computed, it needs the gradient noise scale, unknown here (above)." in text
+    assert "warmup              45 steps (1 epoch)" in text and "(3 runs)" in text
+    # The recipe's and --json's reason stands alone, so it keeps the noise scale's reason.
+    assert json_summary(result, None)["goodput_reason"].endswith(result.noise_reason.removeprefix(
+        "Gradient noise scale: unknown").strip())
