@@ -602,11 +602,11 @@ def _edge(best: CandidateSummary, summaries: list[CandidateSummary], usable: lis
     it, with the reason in words; (0, None, "") otherwise.
 
     An edge that is the best outright walks on when its neighbour did not learn (accuracy under 1.5x chance,
-    a diverged run, one out of memory: a run that learned nothing says nothing about time), or when it reached the neighbour's mean validation
-    value in no more training samples and was not clearly slower to it: at equal samples a smaller batch makes
-    more updates and often wins on validation while being slower on the clock. "Clearly" is past
-    WALK_CLOCK_MARGIN, on each run's median step time (steady_seconds_to_reach): within it the clock measures
-    the machine's load, not the batch. An edge tied with the best (equal within noise) walks on when it reached
+    a diverged run, one out of memory: a run that learned nothing says nothing about time), or when it reached
+    the neighbour's mean validation value in no more training samples and was not clearly slower to it: at
+    equal samples a smaller batch makes more updates and often wins on validation while being slower on the
+    clock. "Clearly" is past WALK_CLOCK_MARGIN, on each run's median step time (steady_seconds_to_reach):
+    within it the clock measures the machine's load, not the batch. An edge tied with the best (equal within noise) walks on when it reached
     the tied value (``tie_target``, given for a tie only: within its noise) in fewer training samples than its
     neighbour, a count the seeds fix, so two plans of one workload walk alike: breaking a tie by the clock is
     left to the pick among equals."""
@@ -621,19 +621,22 @@ def _edge(best: CandidateSummary, summaries: list[CandidateSummary], usable: lis
     def samples(c: CandidateSummary, target: float) -> float:
         return statistics.fmean(samples_to_reach(r, target, higher_is_better, by_loss) for r in runs(c))
 
+    def closest(pool: list[CandidateSummary], to: CandidateSummary) -> CandidateSummary:
+        """The swept batch nearest ``to`` on a log scale (the next one up or down)."""
+        return min((c for c in pool if c is not to), key=lambda c: abs(math.log(c.per_device / to.per_device)))
+
     for edge, direction in ((min(batches), -1), (max(batches), 1)):
         candidate = next(c for c in summaries if c.per_device == edge)
         if candidate.status != "ok" or (candidate is not best and edge not in tied):
             continue
-        nearest = min((c for c in summaries if c is not candidate), key=lambda c: abs(math.log(c.per_device / edge)))
+        nearest = closest(summaries, candidate)
         if candidate is best and nearest.status != "ok":  # it measured nothing, like a run that stayed at chance
             what = "diverged" if nearest.status == "diverged" else "ran out of memory"
             return direction, edge, (f"won, and the next one ({nearest.per_device} per device) {what}, so it says "
                                      f"nothing about time")
         if len(alive) < 2:
             continue
-        neighbour = min((c for c in alive if c is not candidate),
-                        key=lambda c: abs(math.log(c.per_device / edge)))
+        neighbour = closest(alive, candidate)
         if candidate is best and neighbour.per_device not in tied:
             if higher_is_better and not by_loss and num_classes and neighbour.mean < 1.5 / num_classes:
                 return direction, edge, (f"won, and the next one ({neighbour.per_device} per device) stayed at "
