@@ -562,8 +562,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--device-memory", help="memory per device to plan for, e.g. 1GiB (default: the GPU's own)")
     plan.add_argument("--headroom", type=float, default=PLAN_DEFAULTS["headroom"], help="memory left free below the OOM edge (0.10-0.20)")
     plan.add_argument("--trial-steps", type=int, default=PLAN_DEFAULTS["trial_steps"], help="iterations of each short trial (30-50)")
-    plan.add_argument("--sweep-steps", type=int, default=PLAN_DEFAULTS["sweep_steps"], help="steps of the sweep's centre run; every candidate trains on the same samples (a bigger batch "
-                      "gets fewer steps)")
+    plan.add_argument("--sweep-steps", type=int, default=PLAN_DEFAULTS["sweep_steps"], help="sweep length: every candidate trains on the samples the trial's choice sees in this many "
+                      "steps (a bigger batch gets fewer steps, at least 4)")
     plan.add_argument("--subset-sweep", action="store_true", help="sweep 8,16,32,64,128 instead of half/chosen/double")
     plan.add_argument("--sweep-walk", type=int, default=PLAN_DEFAULTS["sweep_walk"],
                       help="extra sweep candidates past the swept range (half the smallest or double the largest) "

@@ -140,9 +140,9 @@ def goodput_optimum(model: StepTimeModel | None, noise_scale: float | None, nois
     ``rule_of_thumb``: the plan's (per-device, accumulation), to say how much goodput it gives up.
     """
     if noise_scale is None:
-        why = noise_reason.removeprefix("Gradient noise scale: ").removeprefix("unknown").strip()
+        why = noise_reason.removeprefix("Gradient noise scale: ").removeprefix("unknown").lstrip(" ,:")
         return GoodputResult(None, "Goodput-optimal batch: not computed, the gradient noise scale is unknown"
-                             + (f" {why}" if why else "."), model)
+                             + ((" " if why.startswith("(") else ": ") + why if why else "."), model)
     if model is None:
         return GoodputResult(None, "Goodput-optimal batch: not computed, fewer than two batch sizes were timed, so "
                              "no step-time model could be fitted.", None, noise_scale, base_batch)

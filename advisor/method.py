@@ -602,14 +602,15 @@ def _edge(best: CandidateSummary, summaries: list[CandidateSummary], usable: lis
     it, with the reason in words; (0, None, "") otherwise.
 
     An edge that is the best outright walks on when its neighbour did not learn (accuracy under 1.5x chance,
-    a diverged run, one out of memory: a run that learned nothing says nothing about time), or when it reached
-    the neighbour's mean validation value in no more training samples and was not clearly slower to it: at
-    equal samples a smaller batch makes more updates and often wins on validation while being slower on the
-    clock. "Clearly" is past WALK_CLOCK_MARGIN, on each run's median step time (steady_seconds_to_reach):
-    within it the clock measures the machine's load, not the batch. An edge tied with the best (equal within noise) walks on when it reached
-    the tied value (``tie_target``, given for a tie only: within its noise) in fewer training samples than its
-    neighbour, a count the seeds fix, so two plans of one workload walk alike: breaking a tie by the clock is
-    left to the pick among equals."""
+    or, downwards from the only run that learned, a run that diverged or ran out of memory: a run that learned
+    nothing says nothing about time), or when it reached the neighbour's mean validation value in no more
+    training samples and was not clearly slower to it: at equal samples a smaller batch makes more updates and
+    often wins on validation while being slower on the clock. "Clearly" is past WALK_CLOCK_MARGIN, on each
+    run's median step time (steady_seconds_to_reach): within it the clock measures the machine's load, not the
+    batch. An edge tied with the best (equal within noise) walks on when it reached the tied value
+    (``tie_target``, given for a tie only: within its noise) in fewer training samples than its neighbour, a
+    count the seeds fix, so two plans of one workload walk alike: breaking a tie by the clock is left to the
+    pick among equals."""
     alive = [c for c in summaries if c.status == "ok"]
     if len(summaries) < 2:
         return 0, None, ""
@@ -629,12 +630,15 @@ def _edge(best: CandidateSummary, summaries: list[CandidateSummary], usable: lis
         candidate = next(c for c in summaries if c.per_device == edge)
         if candidate.status != "ok" or (candidate is not best and edge not in tied):
             continue
-        nearest = closest(summaries, candidate)
-        if candidate is best and nearest.status != "ok":  # it measured nothing, like a run that stayed at chance
-            what = "diverged" if nearest.status == "diverged" else "ran out of memory"
-            return direction, edge, (f"won, and the next one ({nearest.per_device} per device) {what}, so it says "
-                                     f"nothing about time")
         if len(alive) < 2:
+            # The only run that learned. A larger neighbour that diverged or ran out of memory measured nothing
+            # (like one at chance), so smaller batches are unmeasured, not beaten. Never upwards: past a smaller
+            # batch that ran out of memory or diverged, a larger one (and its larger LR) would do the same.
+            nearest = closest(summaries, candidate)
+            if direction < 0:
+                what = "diverged" if nearest.status == "diverged" else "ran out of memory"
+                return direction, edge, (f"won, and the next one ({nearest.per_device} per device) {what}: it "
+                                         f"says nothing about time")
             continue
         neighbour = closest(alive, candidate)
         if candidate is best and neighbour.per_device not in tied:

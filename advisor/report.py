@@ -225,7 +225,7 @@ def human_summary(result: MethodResult, recipe_path: str | None) -> str:
         f"  learning rate       {result.lr.value:.4g}  ({result.lr.rule}; base {result.lr.base:g} at "
         f"{result.lr.base_global_batch})",
         f"  warmup              {result.warmup.steps} steps ({result.warmup.epochs:.3g} "
-        f"epoch{'' if result.warmup.epochs == 1 else 's'})",
+        f"epoch{'' if f'{result.warmup.epochs:.3g}' == '1' else 's'})",
         f"  precision           {p.precision}",
         "",
         f"1. Ceiling: {c.per_device_max} per device after {len(c.trials)} probes. {c.reason}",

@@ -50,6 +50,10 @@ def test_goodput_warns_past_the_critical_batch_and_says_why_it_could_not_compute
                               64, "sgd")
     assert unknown.choice is None and "not computed" in unknown.reason and "interval 3 to 90" in unknown.reason
     assert unknown.reason.endswith("the gradient noise scale is unknown (over 20 steps, interval 3 to 90)")
+    unmeasured = goodput_optimum(MODEL, None, "Gradient noise scale: unknown, 0 measured step(s) (needs 4+)", 32, 2,
+                                 64, "sgd")
+    assert unmeasured.reason == ("Goodput-optimal batch: not computed, the gradient noise scale is unknown: 0 measured "
+                                 "step(s) (needs 4+)")
     assert unknown.to_dict()["computed"] is False
     assert "two batch sizes" in goodput_optimum(None, 50.0, "", 32, 2, 64, "sgd").reason
 

@@ -248,13 +248,25 @@ def test_the_only_run_that_learned_walks_past_a_diverged_or_out_of_memory_neighb
                         (TrialRecord("sweep", 64, 1, 1, 64, "oom", 0.1), "ran out of memory")):
         verdict = decide_sweep([record(32, 0.95, 1.0), other], 64, 10, 200, val_size=20_000)
         assert verdict.chosen == 32 and (verdict.edge, verdict.edge_from) == (-1, 32), what
-        assert f"the next one (64 per device) {what}, so it says nothing about time" in verdict.edge_why
+        assert f"the next one (64 per device) {what}: it says nothing about time" in verdict.edge_why
         assert walk_candidate(verdict, [32, 64], 64, 1)[0] == 16
+        # Never upwards: past a smaller batch that diverged or ran out of memory, a larger one would too.
+        below = decide_sweep([replace(other, per_device=16, global_batch=16), record(32, 0.95, 1.0)], 32, 10, 200,
+                             val_size=20_000)
+        assert below.chosen == 32 and below.edge == 0, what
     # Inside the swept range nothing walks: 32 beat 16 and 64 diverged, so 16..64 brackets the optimum.
     inside = decide_sweep([record(16, 0.90, 1.0), record(32, 0.95, 1.0),
                            replace(record(64, 0.99, 1.0), final_loss=nan, losses=[2.0, nan])], 32, 10, 200,
                           val_size=20_000)
     assert inside.chosen == 32 and inside.edge == 0
+    # With another run that learned, the edge is judged against it as before: 16 beat 64 (32 diverged) on
+    # validation but took over 2x its training time to 64's value, so no walk.
+    judged = decide_sweep([record(16, 0.95, 10.0, evals=[{"step": 10, "val_metric": 0.95, "train_seconds": 10.0}]),
+                           replace(record(32, 0.99, 1.0), final_loss=nan, losses=[2.0, nan]),
+                           record(64, 0.90, 1.0, evals=[{"step": 10, "val_metric": 0.90, "train_seconds": 1.0}])],
+                          32, 10, 200,
+                          val_size=20_000)
+    assert judged.chosen == 16 and judged.edge == 0, judged.edge_why
 
 
 def test_the_sweep_runs_at_equal_samples_with_planned_warmups_and_reruns_only_a_tie_with_a_second_seed():
@@ -1008,5 +1020,6 @@ def test_the_plans_text_says_an_unknown_noise_scale_once():
     assert "Goodput-optimal batch: not computed, it needs the gradient noise scale, unknown here (above)." in text
     assert "warmup              45 steps (1 epoch)" in text and "(3 runs)" in text
     # The recipe's and --json's reason stands alone, so it keeps the noise scale's reason.
-    assert json_summary(result, None)["goodput_reason"].endswith(result.noise_reason.removeprefix(
-        "Gradient noise scale: unknown").strip())
+    assert json_summary(result, None)["goodput_reason"] == (
+        "Goodput-optimal batch: not computed, the gradient noise scale is unknown: "
+        + result.noise_reason.removeprefix("Gradient noise scale: unknown, "))

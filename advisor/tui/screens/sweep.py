@@ -59,8 +59,8 @@ class SweepScreen(StepScreen):
         return self.session.sweep
 
     def running_text(self) -> str:
-        return (f"every batch size trains on the samples of {self.session.settings.sweep_steps} steps at the "
-                "centre; Esc cancels")
+        return (f"every batch size trains on the samples the trial's choice sees in "
+                f"{self.session.settings.sweep_steps} steps; Esc cancels")
 
     def handle_event(self, event) -> None:
         from ...events import Decision, EvalPoint, Note, RunStarted, TrialFinished, TrialProgress
