@@ -689,6 +689,17 @@ def _subcommands(parser: argparse.ArgumentParser) -> set[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except AdvisorError as exc:
+        print(f"advisor: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:  # Ctrl-C at any point, building the parser too: a line, never a traceback
+        print("advisor: interrupted; nothing was written.", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     script_command = None
@@ -704,16 +715,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.parse_args(argv)  # argparse's own message and exit 2 for a flag nothing declares
     if script_command is not None:
         args.script_command = script_command
-    try:
-        if not getattr(args, "func", None) or getattr(args, "tui", False):
-            return cmd_tui(args)  # bare `advisor`, `advisor tui`, `advisor diagnose --tui`
-        return args.func(args)
-    except AdvisorError as exc:
-        print(f"advisor: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("advisor: interrupted; nothing was written.", file=sys.stderr)
-        return 130
+    if not getattr(args, "func", None) or getattr(args, "tui", False):
+        return cmd_tui(args)  # bare `advisor`, `advisor tui`, `advisor diagnose --tui`
+    return args.func(args)
 
 
 if __name__ == "__main__":

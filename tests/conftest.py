@@ -20,13 +20,14 @@ TEST_WORKLOADS = REPO / "tests" / "workloads"
 WORKER_MARKERS = ("advisor_adapters.", "torch.distributed.run", "advisor.shim")
 
 
-def advisor_processes(engine_pids=None):
+def advisor_processes(engine_pids=None, include_self=True):
     """Worker or launcher processes that an advisor engine in this test run started and that are still alive.
 
     Workers carry BATCH_ADVISOR_ENGINE_PID; only those of this process (or the given engine pids, e.g. a
-    CLI subprocess) count, so other advisor runs on the same machine are left alone.
+    CLI subprocess) count, so other advisor runs on the same machine are left alone. ``include_self=False``:
+    only the given engines' (a test waiting for its CLI's workers must not see an earlier test's last ones).
     """
-    owners = {str(os.getpid())} | {str(p) for p in (engine_pids or ())}
+    owners = ({str(os.getpid())} if include_self else set()) | {str(p) for p in (engine_pids or ())}
     found = []
     for proc in psutil.process_iter(["pid", "cmdline", "status"]):
         cmd = " ".join(proc.info["cmdline"] or [])
