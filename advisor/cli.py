@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -699,6 +700,26 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def import_torch_keeping_ctrl_c() -> None:
+    """Import torch so that a Ctrl-C during the import is not lost. Measured with torch 2.13: a SIGINT about half
+    a second into `import torch` lands in numpy's import, which torch's C init (`from torch._C import *`) runs
+    and whose error it drops, the KeyboardInterrupt too; the plan then ran on as if no key was pressed. Main
+    thread only (signal handlers live there)."""
+    pressed = []
+
+    def note(signum, frame):
+        pressed.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, note)
+    try:
+        import torch  # noqa: F401
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if pressed:
+        raise KeyboardInterrupt
+
+
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -717,6 +738,8 @@ def _main(argv: list[str] | None) -> int:
         args.script_command = script_command
     if not getattr(args, "func", None) or getattr(args, "tui", False):
         return cmd_tui(args)  # bare `advisor`, `advisor tui`, `advisor diagnose --tui`
+    if getattr(args, "command", None) in ("plan", "replan"):  # minutes of runs: a Ctrl-C must stop them
+        import_torch_keeping_ctrl_c()
     return args.func(args)
 
 
