@@ -242,7 +242,10 @@ def test_ctrl_c_stops_every_worker_and_writes_nothing(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "advisor.cli", "plan", "--workload", workload_spec("slow_linear"), "--nproc", "2",
          "--device-memory", "256MiB", "--out", str(out)],
-        stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
+        stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO,
+        # As from a terminal: a suite started in the background by a script (`cmd &`) ignores SIGINT, and a
+        # child inherits an ignored signal (CPython then installs no handler): Ctrl-C would never reach it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = []
 
     def watch():
