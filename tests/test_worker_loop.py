@@ -125,7 +125,7 @@ def test_on_cuda_batches_come_from_loader_workers_into_pinned_memory(monkeypatch
         stream.close()
     assert [b[0].shape for b in batches] == [(4, 1), (4, 1)]
     # Both batches taken were pinned; the pin thread may already have pinned the next one (seen once in a full run).
-    assert pinned.count((4, 1)) >= 2 and pinned.count((4, 1)) == pinned.count((4,))  # inputs and targets alike
+    assert pinned.count((4, 1)) >= 2 and pinned.count((4,)) >= 2  # inputs and targets of both batches
     # The TensorDataset fast path pins too (in the rank's own process).
     pinned.clear()
     fast = BatchStream(TensorDataset(torch.zeros(16, 3), torch.zeros(16)), 4, 0, 1, seed=0, device="cuda:1")
