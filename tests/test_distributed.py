@@ -275,8 +275,8 @@ except KeyboardInterrupt:
 
 
 def test_a_ctrl_c_that_torchs_import_drops_still_stops_the_plan(tmp_path):
-    # Seen (in the full suite, then by hand): a SIGINT about 0.9 s after `advisor plan` started was lost inside
-    # `import torch` (numpy's import under torch._C's init), and the plan ran on for minutes. Measured by hand: a
+    # Seen by hand: a SIGINT about 0.9 s after `advisor plan` started was lost inside `import torch` (numpy's
+    # import under torch._C's init), and the plan ran on for minutes. Measured by hand: a
     # SIGINT 0.40-0.55 s into a bare `import torch` leaves it exiting 0. A stand-in torch package replays that
     # drop, so the test does not hang on timing.
     (tmp_path / "torch").mkdir()

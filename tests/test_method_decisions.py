@@ -299,9 +299,10 @@ def test_the_sweep_runs_at_equal_samples_with_planned_warmups_and_reruns_only_a_
     assert json_summary(result, None)["sweep"] == recipe_sweep
 
 
-def _walked_sweep(val, train_seconds, centre=32, walk=2, budget=300 * MIB, **settings_kw):
+def _swept(val, train_seconds=None, centre=32, walk=2, budget=300 * MIB, sweep_steps=40, **settings_kw):
+    """A stub session (2 processes) through its ceiling and a sweep around ``centre``: (session, runner, outcome)."""
     adapter = load_adapter("ddp")
-    s = settings(nproc=2, sweep_steps=40, sweep_walk=walk, memory_budget_bytes=budget, **settings_kw)
+    s = settings(nproc=2, sweep_steps=sweep_steps, sweep_walk=walk, memory_budget_bytes=budget, **settings_kw)
     runner = StubRunner(saturate=None, budget=budget, val=val, train_seconds=train_seconds)
     session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=runner)
     session.ceiling()
@@ -315,7 +316,7 @@ SMALLER_IS_BETTER = {2: 0.99, 4: 0.95, 8: 0.85, 16: 0.75, 32: 0.65, 64: 0.55, 12
 def test_when_the_smallest_candidate_wins_on_validation_and_time_the_sweep_walks_down_until_the_walk_is_spent():
     # Regression (issue 16, time to accuracy 2.4x the oracle on digits): half / chosen / double stopped at the
     # smallest candidate although it was the best and fastest, leaving the better batches below unswept.
-    session, runner, outcome = _walked_sweep(SMALLER_IS_BETTER, lambda batch: batch / 100)
+    session, runner, outcome = _swept(SMALLER_IS_BETTER, lambda batch: batch / 100)
     swept = [(r["per_device"], r["steps"]) for r in runner.runs if r["phase"] == "sweep"]
     assert swept == [(16, 80), (32, 40), (64, 20), (8, 160), (4, 320)]  # equal samples for the walked ones too
     assert outcome.chosen == 4 and outcome.walked == [8, 4] and outcome.candidates == [4, 8, 16, 32, 64]
@@ -332,17 +333,17 @@ def test_when_the_smallest_candidate_wins_on_validation_and_time_the_sweep_walks
 def test_the_walk_stops_where_the_edge_wins_on_validation_but_loses_on_time():
     # At equal samples a smaller batch takes more steps; winning on validation alone (slower to the same value)
     # is not a reason to go smaller still.
-    _, runner, outcome = _walked_sweep(SMALLER_IS_BETTER, lambda batch: 1000 / batch ** 2)  # 16: 4x 32's time
+    _, runner, outcome = _swept(SMALLER_IS_BETTER, lambda batch: 1000 / batch ** 2)  # 16: 4x 32's time
     assert [r["per_device"] for r in runner.runs if r["phase"] == "sweep"] == [16, 32, 64]
     assert outcome.chosen == 16 and outcome.walked == []
 
 
 def test_the_walk_stops_where_a_smaller_batch_loses_and_at_zero_it_never_starts():
     val = {4: 0.75, 8: 0.95, 16: 0.85, 32: 0.75, 64: 0.65}.__getitem__
-    _, runner, outcome = _walked_sweep(val, lambda batch: batch / 100)
+    _, runner, outcome = _swept(val, lambda batch: batch / 100)
     assert outcome.chosen == 8 and outcome.walked == [8, 4] and outcome.candidates == [4, 8, 16, 32, 64]
     assert "The walk is spent" not in outcome.reason  # 4 lost: the walk ended where the optimum is
-    _, runner, outcome = _walked_sweep(SMALLER_IS_BETTER, lambda batch: batch / 100, walk=0)
+    _, runner, outcome = _swept(SMALLER_IS_BETTER, lambda batch: batch / 100, walk=0)
     assert outcome.walked == [] and outcome.chosen == 16
 
 
@@ -442,7 +443,7 @@ def test_a_neighbour_that_stayed_at_chance_does_not_veto_the_walk():
 
 def test_the_walk_up_stops_at_the_memory_cap_and_says_so():
     val = {16: 0.6, 32: 0.7, 64: 0.8}.__getitem__  # bigger is better
-    session, runner, outcome = _walked_sweep(val, lambda batch: 1.0, budget=150 * MIB)
+    session, runner, outcome = _swept(val, lambda batch: 1.0, budget=150 * MIB)
     cap = session.per_device_cap
     assert 64 <= cap < 128
     assert outcome.walked == [] and outcome.chosen == 64
@@ -988,12 +989,7 @@ def test_the_sweep_says_where_the_planned_warmup_outlasts_its_runs():
     # A warmup as long as the run compares only the start of training; the reason must say so and name the fix.
     from advisor.method import sweep_run_settings
 
-    adapter = load_adapter("ddp")
-    s = settings(nproc=2, sweep_steps=10)
-    runner = StubRunner(saturate=None, val=lambda batch: {8: 0.80, 16: 0.95, 32: 0.70}[batch])
-    session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=runner)
-    session.ceiling()
-    outcome = session.sweep(16)
+    session, _, outcome = _swept({8: 0.80, 16: 0.95, 32: 0.70}.__getitem__, centre=16, sweep_steps=10)
     warm = [b for b in outcome.candidates
             if (run := sweep_run_settings(session.info, b * 2, outcome.samples))[2] >= run[0]]
     assert warm, "this setting should leave some candidate's warmup as long as its run"
@@ -1007,12 +1003,7 @@ def test_the_plans_text_says_an_unknown_noise_scale_once():
     # ("unknown (unknown (over 220 steps ...))") right under the noise scale's line.
     from advisor.report import human_summary, json_summary
 
-    adapter = load_adapter("ddp")
-    s = settings(nproc=2, sweep_steps=40)
-    runner = StubRunner(saturate=None, val=lambda batch: {8: 0.80, 16: 0.95, 32: 0.70}[batch])
-    session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=runner)
-    session.ceiling()
-    session.sweep(16)
+    session, _, _ = _swept({8: 0.80, 16: 0.95, 32: 0.70}.__getitem__, centre=16)
     result = session.finish()
     assert result.noise_scale is None
     text = human_summary(result, None)
