@@ -16,7 +16,7 @@ $(BIN)/python:
 setup: $(BIN)/python
 	@if ! $(BIN)/python -c "import torch" 2>/dev/null && [ -n "$(TORCH_SPEC)" ]; then \
 		$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"; fi
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -c .ci/constraints.txt -e ".[dev]"
 
 run: setup
 	$(BIN)/advisor plan --workload digits-cnn --adapter ddp --nproc 2 --device-memory 1GiB \

@@ -31,6 +31,18 @@ class TrialError(AdvisorError):
     exit_code = 1
 
 
+class WorkerCrashed(TrialError):
+    """A worker died without reporting an error (a signal, a native crash); ``exit_code_of_worker`` is its code."""
+
+    def __init__(self, message: str, exit_code_of_worker: int | None = None):
+        self.exit_code_of_worker = exit_code_of_worker
+        super().__init__(message)
+
+    @property
+    def by_signal(self) -> bool:
+        return self.exit_code_of_worker is not None and self.exit_code_of_worker < 0
+
+
 class SetupError(AdvisorError):
     """The inputs of a plan are inconsistent or impossible; found before any process starts."""
 

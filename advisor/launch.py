@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .errors import CancelledError, TrialError
+from .errors import CancelledError, TrialError, WorkerCrashed
 from .job import OOM_EXIT_CODE, EventReader, TrialJob
 
 OOM_GRACE_S = 5.0  # after one rank reports OOM, how long the others get to report before the group is ended
@@ -49,7 +49,7 @@ def _reader(stream, sink: queue.Queue) -> None:
 
 
 def _kill_group(proc) -> None:
-    if hasattr(proc, "kill_group"):  # a probe forked by the probe server: the server signals its group
+    if hasattr(proc, "kill_group"):  # a job forked by the fork server: the server signals its group
         proc.kill_group()
         return
     for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
@@ -113,14 +113,15 @@ def run_job(
 ) -> JobOutcome:
     """Run ``job`` on ``nproc`` workers; return their events, or raise TrialError with the cause.
 
-    ``server``: an ``advisor.probe_server.ProbeServer`` started with ``worker_env(job, env)``; a 1-process
-    job is then forked from it instead of launched (same worker, same environment, no start-up)."""
+    ``server``: an ``advisor.probe_server.ProbeServer`` started with ``worker_env(job, env)``; the job's
+    ``nproc`` processes are then forked from it instead of launched (same worker, same environment, the
+    environment torchrun gives each rank, no start-up)."""
     with tempfile.TemporaryDirectory(prefix="advisor-job-") as tmp:
         job_path = Path(tmp) / "job.json"
         job_path.write_text(job.to_json())
         started = time.monotonic()
-        if server is not None and nproc == 1:
-            proc = server.spawn(["--job", str(job_path)])
+        if server is not None:
+            proc = server.spawn(["--job", str(job_path)], nproc)
         else:
             proc = subprocess.Popen(command_for(str(job_path), nproc), stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, errors="replace",
@@ -203,7 +204,7 @@ def run_job(
             root_rank, root_code = silent_deaths[0]
         if root_rank is not None and root_rank not in errored:
             # Another rank died first (a signal, a hard crash): errors on the rest are only its echo.
-            raise TrialError(_crash_message(label, root_rank, root_code, tail, nproc))
+            raise WorkerCrashed(_crash_message(label, root_rank, root_code, tail, nproc), root_code)
         if errors:
             first = next((e for e in errors if e.get("rank") == root_rank), errors[0])
             raise TrialError(
@@ -214,7 +215,8 @@ def run_job(
                    "\nFix the error in the workload (run its model on one batch by hand to check), then run again.")
             )
         if proc.returncode not in (0, None):
-            raise TrialError(_crash_message(label, root_rank, root_code or proc.returncode, tail, nproc))
+            code = root_code or proc.returncode
+            raise WorkerCrashed(_crash_message(label, root_rank, code, tail, nproc), code)
         return outcome
 
 

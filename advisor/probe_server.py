@@ -1,28 +1,36 @@
-"""A pre-imported fork server for 1-process memory probes: a fresh process per probe without the start-up.
+"""A pre-imported fork server for a plan's jobs: a fresh process per job without the start-up.
 
 Every ceiling probe must run in a process of its own: after an out-of-memory glibc keeps the grown heap,
 so a later probe in the same process would meet the limit early. A fresh torchrun launch gives that, but
-pays interpreter start-up, torchrun's agent and ``import torch`` twice (a few seconds a probe). The server
-pays them once: it starts with the workers' environment (the recipe's ``[launch.env]``, e.g. the allocator
+pays interpreter start-up, torchrun's agent and ``import torch`` per process (several CPU-seconds a job,
+most of a small plan's time, and more on a GPU host, where the steps take milliseconds). The server pays
+them once: it starts with the workers' environment (the recipe's ``[launch.env]``, e.g. the allocator
 settings glibc reads at start-up, which a fork inherits), imports the adapter's worker module (torch with
-it) and then only forks. Each probe is a child forked from that clean, never-probed parent: its own
-process, its own heap, its own session (process group), running the worker module's ``__main__`` exactly
-as a torchrun worker of world size 1 would (RANK/WORLD_SIZE/MASTER_* set as torchrun sets them).
+it) and the workload's module, and then only forks. Each job is forked from that clean parent, which never
+runs a job itself: a job that ran out of memory, crashed or hung is never reused; the next job is a new fork.
+
+A 1-process job is one child: its own session (process group), running the worker module's ``__main__``
+exactly as a torchrun worker of world size 1 would (RANK/WORLD_SIZE/MASTER_* set as torchrun sets them).
+An N-process job is a leader child in a session of its own that forks the N ranks with the environment
+torchrun gives each (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT, ...) and does what torchrun's agent
+does: waits for them, stops the rest with SIGTERM when one fails, and prints torchrun's failure summary
+("Root Cause (first observed failure)" with the rank and its exit code), so ``run_job`` reads one format.
 
 Fork safety (torch's rules, torch/cuda/__init__.py): CUDA cannot be used in a child forked after the parent
 initialised it ("Cannot re-initialize CUDA in forked subprocess"), and even ``torch.cuda.is_available()``
 runs cuInit (unless PYTORCH_NVML_BASED_CUDA_CHECK=1). So the parent never touches a device; after its imports
 it checks that torch did not initialise CUDA and that the driver library is not loaded, and refuses to serve
-otherwise; the engine then launches probes the ordinary way. The parent runs
+otherwise; the engine then launches jobs the ordinary way. The parent runs
 no torch op, so no intra-op thread pool exists to be lost in the fork.
 
 Nothing outlives the engine: the server exits (ending its children) when the engine's end of the control
-socket closes, and server and children ask the kernel for SIGKILL when their parent dies.
+socket closes, and server, leaders and ranks ask the kernel for SIGKILL when their parent dies.
 
-Protocol over a Unix stream socket, one JSON object a line. Engine -> server: ``{"op": "run", "job": path,
-"cwd": dir, "argv": [...]}`` with the write end of the child's output pipe attached (SCM_RIGHTS), and
-``{"op": "kill", "pid": N}``. Server -> engine: ``{"ready": true}`` or ``{"ready": false, "reason": ...}``,
-then ``{"pid": N}`` per run, ``{"exit": N, "code": C}`` when a child ends (negative C: killed by signal -C).
+Protocol over a Unix stream socket, one JSON object a line. Engine -> server: ``{"op": "run", "argv": [...],
+"cwd": dir, "nproc": N}`` with the write end of the job's output pipe attached (SCM_RIGHTS; every rank
+writes to it, as torchrun's workers share its stdout), and ``{"op": "kill", "pid": N}``. Server -> engine:
+``{"ready": true}`` or ``{"ready": false, "reason": ...}``, then ``{"pid": N}`` per run, ``{"exit": N,
+"code": C}`` when a job ends (negative C: killed by signal -C).
 """
 
 from __future__ import annotations
@@ -42,9 +50,11 @@ from .errors import TrialError
 
 SERVER_MODULE = "advisor.probe_server"
 START_TIMEOUT_S = 120.0  # the server's own imports (torch, the adapter's framework) on a loaded machine
+STOP_GRACE_S = 5.0  # after one rank fails, how long the others get to end on SIGTERM before SIGKILL
 _PR_SET_PDEATHSIG = 1
 # What every worker imports after reading its job (the engine's worker-side modules, the CPU memory tracker):
-# imported once here. The user's workload module is not: its code runs in each probe, as in training.
+# imported once here. The workload's module is imported too (its imports: transformers, a model zoo); its
+# function, which builds the data and the model, runs in each job, as in training.
 PRELOADED = ("advisor.workload", "advisor.memory", "advisor.batches", "advisor.oom", "advisor.optimizers",
              "advisor.device", "advisor.noise", "torch.distributed._tools.mem_tracker")
 
@@ -63,7 +73,8 @@ def _die_with_parent() -> None:
 
 
 class ForkedWorker:
-    """One forked probe process, as ``run_job`` drives it: its output, its exit, a kill of its group."""
+    """One forked job (a worker, or the leader of N ranks), as ``run_job`` drives it: its output, its exit, a
+    kill of its group."""
 
     def __init__(self, server: "ProbeServer", pid: int, stdout):
         self.server, self.pid, self.stdout = server, pid, stdout
@@ -76,7 +87,7 @@ class ForkedWorker:
 
     def wait(self, timeout: float | None = None) -> int:
         if not self._ended.wait(timeout):
-            raise subprocess.TimeoutExpired(f"probe process {self.pid}", timeout)
+            raise subprocess.TimeoutExpired(f"forked job {self.pid}", timeout)
         return self.returncode
 
     def kill_group(self) -> None:
@@ -92,8 +103,8 @@ class ForkedWorker:
 class ProbeServer:
     """Engine-side handle of one fork server (one per worker module and environment); started lazily."""
 
-    def __init__(self, worker_module: str, env: dict, cwd: str | None = None):
-        self.worker_module, self.env, self.cwd = worker_module, env, cwd
+    def __init__(self, worker_module: str, env: dict, cwd: str | None = None, workload: str | None = None):
+        self.worker_module, self.env, self.cwd, self.workload = worker_module, env, cwd, workload
         self.proc: subprocess.Popen | None = None
         self.unavailable: str | None = None  # why the server cannot serve (then probes launch as before)
         self._sock: socket.socket | None = None
@@ -108,7 +119,7 @@ class ProbeServer:
         if self.proc is not None or self.unavailable:
             return self.unavailable is None
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        argv = [sys.executable, "-m", SERVER_MODULE, self.worker_module, str(theirs.fileno())]
+        argv = [sys.executable, "-m", SERVER_MODULE, self.worker_module, str(theirs.fileno()), self.workload or ""]
         # A file, not a pipe, for the server's own messages: nobody reads them unless the start fails.
         self._stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(argv, env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL,
@@ -184,22 +195,23 @@ class ProbeServer:
         else:
             self._sock.sendall(data)
 
-    def spawn(self, argv: list[str]) -> ForkedWorker:
-        """Fork one worker running the worker module with ``argv`` (``--job PATH``), in the server's environment."""
+    def spawn(self, argv: list[str], nproc: int = 1) -> ForkedWorker:
+        """Fork a job of ``nproc`` ranks running the worker module with ``argv`` (``--job PATH``), in the
+        server's environment; one process for 1, a leader and its ranks for more."""
         read_fd, write_fd = os.pipe()
         event, slot = threading.Event(), []
         try:
             with self._lock:
                 self._pending.append((event, slot))
-                self._send({"op": "run", "argv": argv, "cwd": self.cwd}, fds=(write_fd,))
+                self._send({"op": "run", "argv": argv, "cwd": self.cwd, "nproc": nproc}, fds=(write_fd,))
         except OSError as exc:
             os.close(read_fd)
-            raise TrialError(f"The probe server is gone ({exc}); the probe could not start.") from None
+            raise TrialError(f"The fork server is gone ({exc}); the job could not start.") from None
         finally:
             os.close(write_fd)
         if not event.wait(30) or slot[0] is None:
             os.close(read_fd)
-            raise TrialError("The probe server did not start the probe process (it exited or hung); "
+            raise TrialError("The fork server did not start the job's processes (it exited or hung); "
                              "run again, and report it if it repeats.")
         stdout = os.fdopen(read_fd, "r", errors="replace", buffering=1)
         child = ForkedWorker(self, slot[0], stdout)
@@ -247,8 +259,28 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _run_child(worker_module: str, argv: list[str], cwd: str | None, out_fd: int, control: socket.socket) -> None:
-    """In the forked child: become a torchrun-like rank 0 of 1 in a session of its own, then run the worker."""
+def _torchrun_env(rank: int, nproc: int, port: int) -> dict[str, str]:
+    """What torchrun's agent sets for worker ``rank`` of an ``nproc``-process job on one node
+    (torch/distributed/elastic/agent/server/local_elastic_agent.py); rank 0 hosts the env:// store."""
+    return {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc),
+            "GROUP_RANK": "0", "GROUP_WORLD_SIZE": "1", "ROLE_RANK": str(rank), "ROLE_WORLD_SIZE": str(nproc),
+            "ROLE_NAME": "default", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+            "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0",
+            "TORCHELASTIC_RUN_ID": f"advisor-{os.getpid()}", "TORCHELASTIC_USE_AGENT_STORE": "False",
+            "TORCH_NCCL_ASYNC_ERROR_HANDLING": os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")}
+
+
+def _run_worker(worker_module: str, argv: list[str]) -> None:
+    """Run the worker module's ``__main__`` in this process (it ends with os._exit)."""
+    import runpy
+
+    sys.argv = [worker_module, *argv]
+    runpy.run_module(worker_module, run_name="__main__", alter_sys=True)
+
+
+def _run_child(worker_module: str, argv: list[str], cwd: str | None, out_fd: int, control: socket.socket,
+               nproc: int = 1) -> None:
+    """In the forked child: a session of its own, then the worker itself (1 process) or the ranks' leader."""
     code = 1
     try:
         os.setsid()
@@ -261,14 +293,11 @@ def _run_child(worker_module: str, argv: list[str], cwd: str | None, out_fd: int
         os.close(out_fd)
         if cwd:
             os.chdir(cwd)
-        # What torchrun sets for a worker of a 1-process job (the env:// rendezvous reads MASTER_*).
-        os.environ.update({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1",
-                           "GROUP_RANK": "0", "ROLE_RANK": "0", "ROLE_WORLD_SIZE": "1",
-                           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())})
-        import runpy
-
-        sys.argv = [worker_module, *argv]
-        runpy.run_module(worker_module, run_name="__main__", alter_sys=True)  # worker_main ends with os._exit
+        if nproc == 1:
+            os.environ.update(_torchrun_env(0, 1, _free_port()))
+            _run_worker(worker_module, argv)
+        else:
+            code = _lead(worker_module, argv, nproc)
     except BaseException:  # noqa: BLE001 - report, then leave without running the server's cleanup
         import traceback
 
@@ -281,6 +310,64 @@ def _run_child(worker_module: str, argv: list[str], cwd: str | None, out_fd: int
             os._exit(code)
 
 
+def _lead(worker_module: str, argv: list[str], nproc: int) -> int:
+    """torchrun's agent for one job: fork the ranks, wait, stop the rest when one fails, report as torchrun does."""
+    port = _free_port()
+    ranks: dict[int, int] = {}  # pid -> rank
+    for rank in range(nproc):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _die_with_parent()
+                os.environ.update(_torchrun_env(rank, nproc, port))
+                _run_worker(worker_module, argv)
+            except BaseException:  # noqa: BLE001 - as in _run_child: the traceback, then a plain exit
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(1)
+        ranks[pid] = rank
+    first_failure = None  # (rank, exit code, pid): the root cause, as torchrun reports it
+    stop_deadline = None
+    while ranks:
+        pid, status = os.waitpid(-1, os.WNOHANG)
+        if pid == 0:
+            if stop_deadline is not None and time.monotonic() > stop_deadline:
+                for other in ranks:
+                    _signal_quietly(other, signal.SIGKILL)
+                stop_deadline = float("inf")
+            time.sleep(0.02)
+            continue
+        rank = ranks.pop(pid, None)
+        if rank is None:
+            continue
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0 and first_failure is None:
+            first_failure = (rank, code, pid)
+            for other in ranks:  # torchrun stops the survivors the same way
+                _signal_quietly(other, signal.SIGTERM)
+            stop_deadline = time.monotonic() + STOP_GRACE_S
+    if first_failure is None:
+        return 0
+    rank, code, pid = first_failure
+    print(f"{worker_module} FAILED (forked by the advisor's fork server, as torchrun would report it)\n"
+          "Root Cause (first observed failure):\n[0]:\n"
+          f"  rank      : {rank} (local_rank: {rank})\n  exitcode  : {code} (pid: {pid})", flush=True)
+    return 1
+
+
+def _signal_quietly(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
 def _cuda_driver_loaded() -> bool:
     """Whether the CUDA driver library is mapped: ``torch.cuda.is_available()`` calls cuInit without marking
     torch initialised, and a driver initialised before a fork is unusable in the child."""
@@ -291,7 +378,17 @@ def _cuda_driver_loaded() -> bool:
         return False
 
 
-def serve(worker_module: str, control_fd: int) -> None:
+def _preload_workload(spec: str) -> None:
+    """Import the module of the workload ``spec`` (not its function); a failure is the job's to report."""
+    from .workload import load_workload_function
+
+    try:
+        load_workload_function(spec)
+    except Exception:  # noqa: BLE001 - every job imports it again and reports the error as its own
+        pass
+
+
+def serve(worker_module: str, control_fd: int, workload: str = "") -> None:
     _die_with_parent()
     control = socket.socket(fileno=control_fd)
 
@@ -306,8 +403,11 @@ def serve(worker_module: str, control_fd: int) -> None:
         importlib.import_module(worker_module)
         for module in PRELOADED:
             importlib.import_module(module)
+        if workload:
+            _preload_workload(workload)
         if torch.cuda.is_initialized() or _cuda_driver_loaded():
-            reply({"ready": False, "reason": f"importing {worker_module} initialised CUDA, and a forked child "
+            what = f"{worker_module} or the workload {workload!r}" if workload else worker_module
+            reply({"ready": False, "reason": f"importing {what} initialised CUDA, and a forked child "
                                              "cannot use CUDA then"})
             return
     except Exception as exc:  # noqa: BLE001 - the engine falls back to launching each probe
@@ -334,7 +434,8 @@ def serve(worker_module: str, control_fd: int) -> None:
                         sys.stderr.flush()
                         pid = os.fork()
                         if pid == 0:
-                            _run_child(worker_module, request["argv"], request.get("cwd"), out_fd, control)
+                            _run_child(worker_module, request["argv"], request.get("cwd"), out_fd, control,
+                                       int(request.get("nproc", 1)))
                         os.close(out_fd)
                         children.add(pid)
                         reply({"pid": pid})
@@ -369,4 +470,4 @@ def serve(worker_module: str, control_fd: int) -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], int(sys.argv[2]))
+    serve(sys.argv[1], int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else "")

@@ -7,7 +7,7 @@ import weakref
 
 from .adapters import Adapter
 from .ceiling import ProbeTrial
-from .errors import AdvisorError, CancelledError, TrialError
+from .errors import AdvisorError, CancelledError, TrialError, WorkerCrashed
 from .events import EvalPoint, Note, ProbeFinished, ProbeStarted, RunStarted, TrialFinished, TrialProgress
 from .job import TrialJob
 from .launch import CancelToken, JobOutcome, run_job, worker_env
@@ -19,7 +19,7 @@ class JobRunner:
     """Runs probes and short trainings through one adapter; every run lands in the ledger."""
 
     def __init__(self, adapter: Adapter, settings: MethodSettings, emit, cancel: CancelToken,
-                 options: dict | None = None, tf32: bool = False, fast_probes: bool = True):
+                 options: dict | None = None, tf32: bool = False, warm_workers: bool = True):
         self.adapter, self.s, self.emit, self.cancel = adapter, settings, emit, cancel
         self.nproc = settings.nproc
         self.ledger: list[TrialRecord] = []
@@ -42,14 +42,15 @@ class JobRunner:
         self.probe_precision = settings.start_precision
         self.script_seen: list[dict] = []  # per shim report: what the script's run saw
         self.job_extra: dict = {}  # more for every job (the script door: which script, how to set its batch)
-        # 1-process CPU probes fork from a pre-imported server (advisor/probe_server.py); multi-process ones and
-        # adapters that name no worker module launch through their command as before. On CUDA the server keeps
-        # the fork-safety rules (it refuses to serve once CUDA is initialised) but has not run on a GPU yet:
-        # probes there launch fresh until it has.
-        self.fast_probes = (fast_probes and self.probe_nproc == 1 and settings.device == "cpu"
-                            and bool(getattr(adapter, "worker_module", None)))
+        # On CPU every job (probes, trials, sweep runs; any number of ranks) forks from a pre-imported server
+        # (advisor/probe_server.py) instead of paying a fresh launch; adapters that name no worker module (the
+        # script door) launch through their command as before. On CUDA the server keeps the fork-safety rules
+        # (it refuses to serve once CUDA is initialised) but has not run on a GPU yet: jobs there launch fresh
+        # until it has.
+        self.warm_workers = (warm_workers and settings.device == "cpu"
+                             and bool(getattr(adapter, "worker_module", None)))
         self.probe_server = None
-        self.probe_server_unavailable: str | None = None  # why probes fell back to fresh launches, if they did
+        self.probe_server_unavailable: str | None = None  # why jobs fell back to fresh launches, if they did
 
     def close(self) -> None:
         """End the probe server (also done when the runner is collected or the engine exits)."""
@@ -58,24 +59,33 @@ class JobRunner:
             self.probe_server = None
 
     def _server_for(self, job: TrialJob):
-        """The probe server for ``job``'s environment, started on first use; None where probes launch fresh."""
-        if not self.fast_probes:
+        """The fork server for ``job``'s environment, started on first use; None where jobs launch fresh."""
+        if not self.warm_workers:
             return None
         from .probe_server import ProbeServer
 
         env = worker_env(job, self.env)
-        if self.probe_server is not None and (self.probe_server.env != env or self.probe_server.cwd != job.workdir):
+        if self.probe_server is not None and (self.probe_server.env != env or self.probe_server.cwd != job.workdir
+                                              or self.probe_server.workload != job.workload):
             self.close()  # the environment changed (e.g. the caller's): a server carries the env it started with
         if self.probe_server is None:
-            self.probe_server = ProbeServer(self.adapter.worker_module, env, job.workdir)
+            self.probe_server = ProbeServer(self.adapter.worker_module, env, job.workdir, job.workload)
             weakref.finalize(self, self.probe_server.close)
             if not self.probe_server.start(self.cancel):
                 self.probe_server_unavailable = self.probe_server.unavailable
-                self.fast_probes = False
+                self.warm_workers = False
                 self.close()
-                self.emit(Note(f"Memory probes start a fresh launch each: {self.probe_server_unavailable}."))
+                self.emit(Note(f"Every probe and run starts a fresh launch: {self.probe_server_unavailable}."))
                 return None
         return self.probe_server
+
+    def _fresh_after_fork_failure(self, what: str, exc: TrialError) -> None:
+        """A forked job died in a way a fresh launch might not (a library that is not fork-safe): the fresh launch
+        is the reference path, so this job runs again that way, and so does the rest of the plan."""
+        self.warm_workers = False
+        self.close()
+        self.emit(Note(f"A forked {what} failed ({str(exc).splitlines()[0][:160]}); running it again with a fresh "
+                       "launch, as every later probe and run of this plan will be."))
 
     def _job(self, **kw) -> TrialJob:
         return TrialJob(workload=self.s.workload, device=self.s.device, memory_budget_bytes=self.s.memory_budget_bytes,
@@ -114,12 +124,7 @@ class JobRunner:
             if server is None:
                 outcome = self._segfault_as_oom(exc)
             else:
-                # The fresh launch is the reference path; a forked probe that crashed (a library that is not
-                # fork-safe) is probed again that way, and so is the rest of the plan.
-                self.fast_probes = False
-                self.close()
-                self.emit(Note(f"A forked memory probe failed ({str(exc).splitlines()[0][:160]}); probing batch "
-                               f"{batch} again with a fresh launch, as every later probe of this plan will be."))
+                self._fresh_after_fork_failure(f"memory probe at batch {batch}", exc)
                 try:
                     outcome = self._run(job, self.probe_nproc, label)
                 except CancelledError:
@@ -171,7 +176,17 @@ class JobRunner:
                 self.emit(EvalPoint(phase, per_device, event["step"], event["train_seconds"], event.get("val_loss"),
                                     event.get("val_metric")))
 
-        outcome = self._run(job, self.nproc, f"{phase} at {per_device} per device", on_event)
+        label = f"{phase} at {per_device} per device"
+        server = self._server_for(job)
+        try:
+            outcome = self._run(job, self.nproc, label, on_event, server=server)
+        except WorkerCrashed as exc:
+            # An error the workload reported, a hang or a cancel is the run's answer whichever way it started;
+            # a rank killed by a signal without a word may be the fork's doing: the fresh launch decides.
+            if server is None or not exc.by_signal:
+                raise
+            self._fresh_after_fork_failure(label, exc)
+            outcome = self._run(job, self.nproc, label, on_event)
         global_batch = per_device * self.nproc * accumulation
         common = dict(lr=lr, warmup_steps=warmup_steps, precision=precision, steps=steps, seed=seed)
         if outcome.status == "oom":

@@ -415,10 +415,7 @@ class Session:
         if not reuse_probes:
             self._probes.clear()
         self._mixed_ceilings.clear()
-        try:
-            self.ceiling_result = self._search_ceiling(self.precision.measure, self._probes)
-        finally:
-            self._close_probe_server()
+        self.ceiling_result = self._search_ceiling(self.precision.measure, self._probes)
         self.invalidate_after(1)
         self._end(1, began)
         return self.ceiling_result
@@ -444,7 +441,8 @@ class Session:
                               cap_reason=cap_reason, precision=precision)
 
     def _close_probe_server(self) -> None:
-        """A search's probes share one probe server; it holds an imported torch, so it ends with the search."""
+        """The plan's jobs (probes, trial, sweep) share one fork server; it holds an imported torch and the
+        workload's module, so it ends with the sweep, the last step that runs jobs (a redone step starts one)."""
         close = getattr(self.runner, "close", None)
         if close:
             close()
@@ -463,7 +461,6 @@ class Session:
                 self._mixed_ceilings[mixed] = str(exc)  # asked again (a new global target), the answer stands
             finally:
                 self._attribute_rows(1)  # kept, like the answer, until the ceiling is redone
-                self._close_probe_server()
         found = self._mixed_ceilings[mixed]
         if isinstance(found, str):
             return None, found
@@ -552,6 +549,12 @@ class Session:
 
     # -- step 4 -------------------------------------------------------------------------------------------
     def sweep(self, chosen: int | None = None) -> SweepOutcome:
+        try:
+            return self._sweep(chosen)
+        finally:
+            self._close_probe_server()  # the last step that runs jobs
+
+    def _sweep(self, chosen: int | None) -> SweepOutcome:
         if self.trial_outcome is None and chosen is None:
             raise AdvisorError("Run the short trial (step 3) first, or give the batch to sweep around.")
         began = self._begin(4)
@@ -770,9 +773,12 @@ class Session:
 
     def run_all(self) -> MethodResult:
         """All four steps with the defaults, then the plan: what `advisor plan` does."""
-        self.ceiling()
-        self.choose_start()
-        self.trial()
-        self.sweep()
+        try:
+            self.ceiling()
+            self.choose_start()
+            self.trial()
+            self.sweep()
+        finally:
+            self._close_probe_server()  # a step that failed leaves no warm server behind
         return self.finish()
 

@@ -347,7 +347,7 @@ def builtin_names() -> dict[str, str]:
     return {name: desc for name, (_, desc) in _builtin_table().items()}
 
 
-def _load_function(spec: str) -> Callable[[], Any]:
+def load_workload_function(spec: str) -> Callable[[], Any]:
     builtins = _builtin_table()
     if spec in builtins:
         target = builtins[spec][0]
@@ -400,7 +400,7 @@ def _load_function(spec: str) -> Callable[[], Any]:
 
 def resolve_workload(spec: str) -> Workload:
     """Import and call the workload function; check what it returned."""
-    func = _load_function(spec)
+    func = load_workload_function(spec)
     try:
         result = func()
     except WorkloadError:  # an integration's own message (advisor.integrations) is already the clear one

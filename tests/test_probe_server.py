@@ -1,4 +1,5 @@
-"""Fast, still isolated probes: 1-process probes fork from a pre-imported server (advisor/probe_server.py).
+"""Fast, still isolated jobs: probes, trials and sweep runs (1 or N ranks) fork from a pre-imported server
+(advisor/probe_server.py).
 
 Real processes throughout: the DDP adapter's worker, real RLIMIT_DATA budgets, real OOMs, real kills.
 """
@@ -75,13 +76,13 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_fast_probes_find_the_ceiling_fresh_torchrun_probes_find(no_leftover_processes):
+def test_warm_workers_find_the_ceiling_fresh_torchrun_probes_find(no_leftover_processes):
     """The search runs on forked probes; fresh torchrun launches agree on both sides of its edge and measure
     the same peak at a fit batch (the same worker, environment and budget, only the start differs)."""
     settings = MethodSettings(workload="digits-mlp", adapter_name="ddp", nproc=1, device="cpu",
                               memory_budget_bytes=64 * MIB, workdir=str(REPO))
     fast = JobRunner(load_adapter("ddp"), settings, lambda event: None, CancelToken())
-    fresh = JobRunner(load_adapter("ddp"), settings, lambda event: None, CancelToken(), fast_probes=False)
+    fresh = JobRunner(load_adapter("ddp"), settings, lambda event: None, CancelToken(), warm_workers=False)
     try:
         result = search_ceiling(lambda b, p: fast.probe(b, p), settings.memory_budget_bytes, headroom=0.0)
         assert fast.probe_server is not None and fast.probe_server_unavailable is None
@@ -200,12 +201,12 @@ def test_a_forked_probe_that_crashes_is_probed_again_with_a_fresh_launch(no_left
     events = []
     runner = JobRunner(load_adapter("ddp"), settings, events.append, CancelToken())
     try:
-        assert runner.fast_probes
+        assert runner.warm_workers
         trial = runner.probe(8, "edge")
         assert trial.status == "ok" and trial.peak_bytes
         notes = [e.message for e in events if isinstance(e, Note)]
-        assert any("forked memory probe failed" in n and "fresh launch" in n for n in notes), notes
-        assert not runner.fast_probes and runner.probe_server is None
+        assert any("forked memory probe at batch 8 failed" in n and "fresh launch" in n for n in notes), notes
+        assert not runner.warm_workers and runner.probe_server is None
         assert runner.probe(4, "edge").status == "ok"  # and the next one launches fresh
     finally:
         runner.close()
@@ -218,7 +219,7 @@ def test_a_cpu_probe_killed_by_sigsegv_under_its_memory_limit_counts_as_out_of_m
     Without a memory limit the same death stays a crash."""
     settings = MethodSettings(workload=workload_spec("segfault_at_16"), adapter_name="ddp", nproc=1, device="cpu",
                               memory_budget_bytes=64 * MIB, workdir=str(REPO))
-    runner = JobRunner(load_adapter("ddp"), settings, lambda event: None, CancelToken(), fast_probes=fast)
+    runner = JobRunner(load_adapter("ddp"), settings, lambda event: None, CancelToken(), warm_workers=fast)
     try:
         assert runner.probe(8, "edge").status == "ok"
         edge = runner.probe(16, "edge")
@@ -227,6 +228,92 @@ def test_a_cpu_probe_killed_by_sigsegv_under_its_memory_limit_counts_as_out_of_m
         runner.close()
     unlimited = MethodSettings(workload=workload_spec("segfault_at_16"), adapter_name="ddp", nproc=1, device="cpu",
                                memory_budget_bytes=None, workdir=str(REPO))
-    runner = JobRunner(load_adapter("ddp"), unlimited, lambda event: None, CancelToken(), fast_probes=False)
+    runner = JobRunner(load_adapter("ddp"), unlimited, lambda event: None, CancelToken(), warm_workers=False)
     with pytest.raises(TrialError, match="SIGSEGV"):
         runner.probe(16, "edge")
+
+
+def _train_job(**kw) -> TrialJob:
+    return _job(**{"kind": "train", "per_device_batch": 16, "steps": 12, "lr": 0.05, "loss_every": 1,
+                   "evaluate": True, "memory_budget_bytes": None, **kw})
+
+
+def _by_rank(outcome, kind="result") -> dict:
+    return {e["rank"]: e for e in outcome.all(kind)}
+
+
+def test_a_forked_two_rank_trial_gives_the_loss_curve_of_a_fresh_torchrun_launch(server):
+    """The same seed, job and environment: two ranks forked from the warm server train exactly as torchrun's
+    workers do (same losses to 1e-6, same validation), each rank its own new process."""
+    probe_server, env = server
+    job = _train_job()
+    forked = run_job(None, job, 2, 180, env=env, server=probe_server)
+    fresh = run_job(load_adapter("ddp").command, job, 2, 180, env=env)
+    for outcome in (forked, fresh):
+        started = _by_rank(outcome, "started")
+        assert set(started) == {0, 1} and all(e["world_size"] == 2 for e in started.values())
+    forked_lead, fresh_lead = _by_rank(forked)[0], _by_rank(fresh)[0]
+    assert len(forked_lead["losses"]) == 12
+    assert forked_lead["losses"] == pytest.approx(fresh_lead["losses"], abs=1e-6)
+    assert forked_lead["val_loss"] == pytest.approx(fresh_lead["val_loss"], abs=1e-6)
+    pids = {e["pid"] for e in forked.all("started")}
+    assert len(pids) == 2 and probe_server.proc.pid not in pids
+
+
+def test_ranks_that_ran_out_of_memory_are_never_reused(server):
+    """A 2-rank job that runs out of memory leaves nothing behind: the next job gets new processes, forked from
+    the same clean parent, and trains; the parent never ran a job."""
+    probe_server, env = server
+    oom = run_job(None, _train_job(per_device_batch=100_000, memory_budget_bytes=64 * MIB, evaluate=False), 2,
+                  180, env=env, server=probe_server)
+    assert oom.status == "oom"
+    oom_pids = {e["pid"] for e in oom.all("started")}
+    after = run_job(None, _train_job(memory_budget_bytes=64 * MIB, evaluate=False), 2, 180, env=env,
+                    server=probe_server)
+    assert after.status == "ok" and set(_by_rank(after)) == {0, 1}
+    after_pids = {e["pid"] for e in after.all("started")}
+    assert len(oom_pids) == 2 and len(after_pids) == 2 and not oom_pids & after_pids
+    assert probe_server.proc.pid not in oom_pids | after_pids
+    assert not any(_alive(pid) for pid in oom_pids | after_pids)
+
+
+def test_a_forked_rank_killed_by_a_signal_is_named_like_torchruns(server):
+    """The leader reports a rank's death as torchrun does (its root-cause block), so the engine names the rank
+    and the signal; the peer it stopped is not blamed."""
+    probe_server, env = server
+    job = _train_job(workload=workload_spec("segfault_when_forked"), steps=4, evaluate=False)
+    with pytest.raises(TrialError, match=r"rank [01] was killed by SIGSEGV"):
+        run_job(None, job, 2, 180, env=env, server=probe_server)
+
+
+def test_a_forked_trial_that_crashes_runs_again_with_a_fresh_launch(no_leftover_processes):
+    """A rank killed by a signal in a forked run may be the fork's doing: the fresh launch (the reference path)
+    runs the same job, the user is told, and the rest of the plan launches fresh."""
+    from advisor.events import Note
+
+    settings = MethodSettings(workload=workload_spec("segfault_when_forked"), adapter_name="ddp", nproc=2,
+                              device="cpu", memory_budget_bytes=None, workdir=str(REPO))
+    events = []
+    runner = JobRunner(load_adapter("ddp"), settings, events.append, CancelToken())
+    try:
+        record = runner.train("trial", 8, 4, 0.05)
+        assert record.status == "ok" and record.world_size == 2
+        notes = [e.message for e in events if isinstance(e, Note)]
+        assert any("forked trial at 8 per device failed" in n and "fresh launch" in n for n in notes), notes
+        assert not runner.warm_workers and runner.probe_server is None
+    finally:
+        runner.close()
+
+
+def test_a_workload_error_in_a_forked_trial_is_reported_once_not_rerun(no_leftover_processes):
+    """An error the workload raises is the run's answer whichever way it started: no second, fresh launch."""
+    settings = MethodSettings(workload=workload_spec("crash_in_forward"), adapter_name="ddp", nproc=2,
+                              device="cpu", memory_budget_bytes=None, workdir=str(REPO))
+    events = []
+    runner = JobRunner(load_adapter("ddp"), settings, events.append, CancelToken())
+    try:
+        with pytest.raises(TrialError, match="failed on rank"):
+            runner.train("trial", 8, 4, 0.05)
+        assert runner.warm_workers and runner.probe_server is not None  # no fallback for the workload's own error
+    finally:
+        runner.close()
