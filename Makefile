@@ -1,5 +1,6 @@
-# Entry points: `make run` (set up, then plan the default workload), `make test`, and
-# `make wheel-check` (build the wheel, install it into a fresh venv, run the installed advisor).
+# Entry points: `make run` (set up, then plan the default workload), `make test` (the fast tier, minutes),
+# `make test-all` (every test, as CI runs them) and `make wheel-check` (build the wheel, install it into a
+# fresh venv, run the installed advisor).
 VENV ?= .venv
 PYTHON ?= python3
 # On a CPU-only machine this takes the CPU build; on a GPU host install your CUDA torch first
@@ -7,7 +8,7 @@ PYTHON ?= python3
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 
-.PHONY: setup run test wheel-check bench clean
+.PHONY: setup run test test-slow test-all wheel-check bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +23,17 @@ run: setup
 	$(BIN)/advisor plan --workload digits-cnn --adapter ddp --nproc 2 --device-memory 1GiB \
 		--out recipes/digits-cnn.toml --force
 
+# The fast tier: every unit and app test, the real-process tests that guard the launch paths, and one shared
+# small real plan. Tests marked `slow` (whole real plans, long real runs) run in test-all and CI.
+PYTEST_ARGS ?=
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+test-slow: setup
+	$(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
+
+test-all: setup
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # Self-contained (its own temporary venv, removed afterwards); also run by .ci/run.
 wheel-check:

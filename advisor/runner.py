@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import weakref
 
@@ -15,11 +16,14 @@ from .ledger import TrialRecord
 from .method import MethodSettings
 
 
+WARM_WORKERS_ENV = "ADVISOR_WARM_WORKERS"
+
+
 class JobRunner:
     """Runs probes and short trainings through one adapter; every run lands in the ledger."""
 
     def __init__(self, adapter: Adapter, settings: MethodSettings, emit, cancel: CancelToken,
-                 options: dict | None = None, tf32: bool = False, warm_workers: bool = True):
+                 options: dict | None = None, tf32: bool = False, warm_workers: bool | None = None):
         self.adapter, self.s, self.emit, self.cancel = adapter, settings, emit, cancel
         self.nproc = settings.nproc
         self.ledger: list[TrialRecord] = []
@@ -47,16 +51,24 @@ class JobRunner:
         # script door) launch through their command as before. On CUDA the server keeps the fork-safety rules
         # (it refuses to serve once CUDA is initialised) but has not run on a GPU yet: jobs there launch fresh
         # until it has.
+        if warm_workers is None:  # ADVISOR_WARM_WORKERS=0: every job launches fresh (a library not fork-safe)
+            warm_workers = os.environ.get(WARM_WORKERS_ENV, "1") != "0"
         self.warm_workers = (warm_workers and settings.device == "cpu"
                              and bool(getattr(adapter, "worker_module", None)))
         self.probe_server = None
         self.probe_server_unavailable: str | None = None  # why jobs fell back to fresh launches, if they did
 
     def close(self) -> None:
-        """End the probe server (also done when the runner is collected or the engine exits)."""
+        """End the fork server (also done when the runner is collected or the engine exits)."""
         if self.probe_server is not None:
             self.probe_server.close()
             self.probe_server = None
+
+    def __enter__(self) -> "JobRunner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def _server_for(self, job: TrialJob):
         """The fork server for ``job``'s environment, started on first use; None where jobs launch fresh."""
@@ -104,8 +116,12 @@ class JobRunner:
             elif on_event:
                 on_event(event)
 
-        return run_job(self.adapter.command, job, nproc, self.s.trial_timeout_s, self.s.idle_timeout_s, relay, label,
-                       env=self.env, cancel=self.cancel, server=server)
+        try:
+            return run_job(self.adapter.command, job, nproc, self.s.trial_timeout_s, self.s.idle_timeout_s, relay,
+                           label, env=self.env, cancel=self.cancel, server=server)
+        except CancelledError:
+            self.close()  # a cancel stops everything, the warm server too; the next job starts a new one
+            raise
 
     def probe(self, batch: int, purpose: str, precision: str | None = None) -> ProbeTrial:
         precision = precision or self.probe_precision

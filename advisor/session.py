@@ -440,6 +440,16 @@ class Session:
         return search_ceiling(probe, self.settings.memory_budget_bytes, self.settings.headroom, max_batch,
                               cap_reason=cap_reason, precision=precision)
 
+    def close(self) -> None:
+        """End what the session holds between steps (the warm fork server); a later step starts it again."""
+        self._close_probe_server()
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def _close_probe_server(self) -> None:
         """The plan's jobs (probes, trial, sweep) share one fork server; it holds an imported torch and the
         workload's module, so it ends with the sweep, the last step that runs jobs (a redone step starts one)."""

@@ -115,3 +115,45 @@ def analytic_linear_regression_b_simple(dim: int, distance_sq: float, noise_var:
     Checks advisor.noise's estimator against a value known in closed form.
     """
     return (dim * (distance_sq + noise_var) + distance_sq) / distance_sq
+
+
+_CHECKED_WORKLOADS: dict = {}  # (spec, cwd, file stamp) -> WorkloadSummary or the WorkloadError it raised
+
+
+def _workload_stamp(spec: str):
+    """What a check's answer depends on besides the spec: the workload file's size and time, when it is a file."""
+    location = spec.rpartition(":")[0]
+    path = Path(location)
+    if location.endswith(".py") and path.is_file():
+        stat = path.stat()
+        return stat.st_size, stat.st_mtime_ns
+    return None
+
+
+@pytest.fixture(autouse=True)
+def memoised_workload_check(request, monkeypatch):
+    """In the app's tests the Setup's workload check (a child process importing torch, ~2 CPU-s) runs once per
+    workload for the whole session, not once per app: its answer depends only on the workload. Tests marked
+    ``real_workload_check`` (the check's own process, cancel and count) get the real one every time."""
+    if not request.module.__name__.startswith("test_tui") or request.node.get_closest_marker("real_workload_check"):
+        yield
+        return
+    import advisor.workload_check as workload_check
+    from advisor.errors import WorkloadError
+
+    real = workload_check.check_in_process
+
+    def check_once(spec, **kw):
+        key = (spec, os.getcwd(), _workload_stamp(spec))
+        if key not in _CHECKED_WORKLOADS:
+            try:
+                _CHECKED_WORKLOADS[key] = real(spec, **kw)
+            except WorkloadError as exc:
+                _CHECKED_WORKLOADS[key] = exc
+        answer = _CHECKED_WORKLOADS[key]
+        if isinstance(answer, WorkloadError):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(workload_check, "check_in_process", check_once)
+    yield

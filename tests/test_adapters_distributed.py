@@ -30,11 +30,12 @@ def same_trial():
     """One trial (SGD, 2 x 16 per device x 2 accumulation, 6 steps) through each adapter."""
     records = {}
     for adapter in ADAPTERS:
-        runner = runner_for(adapter, optimizer="sgd")
-        records[adapter] = (runner, runner.train("trial", 16, 6, lr=0.05, accumulation=2))
+        with runner_for(adapter, optimizer="sgd") as runner:  # closed: its warm workers end with the trial
+            records[adapter] = (runner, runner.train("trial", 16, 6, lr=0.05, accumulation=2))
     return records
 
 
+@pytest.mark.slow
 def test_each_adapter_trains_the_same_job_to_the_same_losses(same_trial):
     # SGD is scale-sensitive: a loss divided twice by the accumulation count would halve the step.
     curves = {name: record.losses for name, (_, record) in same_trial.items()}
@@ -52,23 +53,25 @@ def test_each_adapter_trains_the_same_job_to_the_same_losses(same_trial):
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
 def test_ceiling_probe_runs_through_each_adapter(adapter):
-    runner = runner_for(adapter, adapter_options={"zero_stage": 2} if adapter == "deepspeed" else {})
-    trial = runner.probe(64, "test")
+    with runner_for(adapter, adapter_options={"zero_stage": 2} if adapter == "deepspeed" else {}) as runner:
+        trial = runner.probe(64, "test")
     assert trial.status == "ok" and trial.peak_bytes > 0 and trial.breakdown
     # ZeRO 2 shards state over the processes and Accelerate wraps DDP only with more than one process (on
     # CUDA): their probes run with the plan's 2; DDP's wraps (and measures its buckets) with one.
     assert runner.ledger[-1].world_size == (1 if adapter == "ddp" else 2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("adapter, optimizer", [("ddp", "lars"), ("accelerate", "lamb"), ("deepspeed", "lamb")])
 def test_sweep_run_with_layerwise_optimizer_and_bf16(adapter, optimizer):
-    runner = runner_for(adapter, optimizer=optimizer)
-    record = runner.train("sweep", 32, 6, lr=0.01, evaluate=True, eval_points=2, precision="bf16")
+    with runner_for(adapter, optimizer=optimizer) as runner:
+        record = runner.train("sweep", 32, 6, lr=0.01, evaluate=True, eval_points=2, precision="bf16")
     assert record.status == "ok" and 0 <= record.val_metric <= 1 and len(record.evals) == 2
     implementation = runner.optimizer_info["implementation"]
     assert implementation.startswith("pytorch_optimizer.LARS" if optimizer == "lars" else "advisor.optimizers.Lamb")
 
 
+@pytest.mark.slow
 def test_plan_through_deepspeed_with_lamb_exports_a_config_deepspeed_accepts(tmp_path):
     from test_export import deepspeed_accepts
 

@@ -17,6 +17,7 @@ def plan(*args, cwd=REPO, timeout=900):
                           cwd=cwd, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_plan_with_a_global_target_that_needs_accumulation(tmp_path):
     out = tmp_path / "cnn.toml"
     # --sweep-walk 0: the subject is the accumulation the target needs, not the sweep's reach.
@@ -86,13 +87,27 @@ def assert_noise_and_goodput_reported(summary: dict, recipe: dict) -> None:
     print(f"\nnoise scale {noise}; goodput {goodput}")
 
 
-def test_plan_on_the_default_workload_writes_a_human_summary(tmp_path):
-    out = tmp_path / "mlp.toml"
-    run = plan("--workload", "digits-mlp", "--nproc", "2", "--device-memory", "64MiB", "--trial-steps", "8",
-               "--sweep-steps", "40", "--out", str(out))
+@pytest.fixture(scope="module")
+def small_plan(tmp_path_factory):
+    """One small real plan (digits-mlp, 2 processes, every step for real) whose output several tests read: the
+    fast tier's end-to-end run. Its history is its own, as every test's is (conftest's private_history)."""
+    import os
+
+    folder = tmp_path_factory.mktemp("small-plan")
+    out = folder / "mlp.toml"
+    env = {**os.environ, "ADVISOR_HISTORY": str(folder / ".history.jsonl")}
+    run = subprocess.run([sys.executable, "-m", "advisor.cli", "plan", "--workload", "digits-mlp", "--nproc", "2",
+                          "--device-memory", "64MiB", "--trial-steps", "8", "--sweep-steps", "40", "--out", str(out)],
+                         capture_output=True, text=True, cwd=REPO, timeout=900, env=env)
     assert run.returncode == 0, run.stderr
+    return run, out
+
+
+def test_plan_on_the_default_workload_writes_a_human_summary(small_plan):
+    run, out = small_plan
     for text in ("per-device batch", "global batch", "learning rate", "1. Ceiling", "4. Sweep", "Recipe written"):
         assert text in run.stdout
+    assert "Traceback" not in run.stderr and "== 1. memory ceiling" in run.stderr
     recipe = load_recipe(out)
     assert recipe.batch.accumulation_steps == 1  # no global target: the sweep's winner fits, no accumulation
     assert recipe.lr.rule in ("sqrt", "unchanged")  # Adam: square-root scaling
@@ -121,6 +136,7 @@ def test_bad_inputs_stop_before_the_first_probe(tmp_path):
     assert run.returncode == 2 and "not a writable directory" in run.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(3600)  # ~3 min on a quiet machine; a loaded one (2 cores shared by 8) took 13 min a plan
 def test_two_plans_of_digits_cnn_give_the_same_sweep_pick_or_both_say_equal_within_noise(tmp_path):
     # Regression (issue 16): the sweep's pick on digits varied between runs (32 or 64 per device), each
@@ -143,3 +159,16 @@ def test_two_plans_of_digits_cnn_give_the_same_sweep_pick_or_both_say_equal_with
         if sweep["equal_within_noise"]:
             assert sweep["verdict"].startswith("equal within noise") and sweep["tie_rule"]
             assert all(c["seeds"] == 2 for c in sweep["spread"] if c["per_device"] in sweep["tied"])
+
+
+def test_the_small_plans_recipe_passes_check_and_its_runs_are_the_ledgers(small_plan):
+    """The recipe the real plan wrote is what `advisor check` accepts, and its ledger holds every step's runs on
+    2 processes (forked from the warm server: the same worker and environment as a torchrun launch)."""
+    _, out = small_plan
+    check = subprocess.run([sys.executable, "-m", "advisor.cli", "check", str(out)], capture_output=True, text=True)
+    assert check.returncode == 0 and "OK" in check.stdout, check.stdout + check.stderr
+    ledger = load_recipe(out).data["ledger"]
+    assert {row["phase"] for row in ledger} >= {"ceiling", "trial", "sweep"}
+    trained = [row for row in ledger if row["phase"] in ("trial", "sweep") and row["status"] == "ok"]
+    assert trained and all(row["world_size"] == 2 and row["throughput"] > 0 for row in trained)
+    assert all(row["loss_curve"] for row in trained if row["phase"] == "sweep")

@@ -220,6 +220,7 @@ os._exit(0)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 def test_deepspeeds_own_code_flattens_at_zero_1_2_not_at_0_and_exported_configs_initialize():
     configs = []
@@ -241,6 +242,7 @@ def test_deepspeeds_own_code_flattens_at_zero_1_2_not_at_0_and_exported_configs_
     assert result["ran"] == [0, 2, 3]
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 @pytest.mark.usefixtures("no_leftover_processes")
 @pytest.mark.parametrize("world", [1, 2])
@@ -261,6 +263,7 @@ def test_lamb_trust_ratios_inside_deepspeed_are_the_per_tensor_ones(tmp_path, wo
     assert result["inside"] == pytest.approx(result["per_tensor"], rel=1e-4)
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 @pytest.mark.usefixtures("no_leftover_processes")
 def test_zero3_evaluation_with_unequal_shards_does_not_deadlock_and_uses_the_workloads_hyperparameters():

@@ -46,6 +46,7 @@ def test_two_process_training_reports_from_every_rank(ddp):
     print(f"\ndigits-mlp 2 x 16: step {lead['step_seconds'] * 1000:.2f} ms, data {lead['data_seconds'] * 1000:.3f} ms")
 
 
+@pytest.mark.slow
 def test_the_ddp_noise_hook_measures_the_known_noise_scale_of_least_squares(ddp):
     """Least squares at a fixed point (lr 0), where B_simple = (dim (|d|^2 + noise) + |d|^2) / |d|^2 = 33.
 
@@ -108,6 +109,7 @@ def test_accumulation_matches_one_plain_big_batch_step(ddp):
     assert lead["losses"] == pytest.approx(expected, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_peak_memory_grows_linearly_with_batch(ddp):
     peaks = {}
     for batch in (64, 128, 256):
@@ -126,6 +128,7 @@ def test_oom_in_training_is_a_result_not_a_crash(ddp):
     assert "allocate" in oom["message"] or "primitive" in oom["message"]
 
 
+@pytest.mark.slow
 def test_ceiling_search_meets_a_real_oom_and_lands_within_one_bisection_step():
     settings = MethodSettings(workload="digits-mlp", adapter_name="ddp", nproc=1, device="cpu",
                               memory_budget_bytes=64 * 2**20, workdir=str(REPO))

@@ -31,6 +31,7 @@ def _peak(adapter, kind, workload, optimizer, batch):
     return event["peak_bytes"], event["breakdown"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("optimizer", ["adam", "sgd"])
 def test_a_probe_holds_what_a_training_step_holds(optimizer):
     # Regression: probes ran forward/backward without optimizer.step(), so Adam's moments and SGD's
@@ -43,6 +44,7 @@ def test_a_probe_holds_what_a_training_step_holds(optimizer):
     assert any(k.startswith("ddp_buckets") for k in probe_parts)  # and DDP's all-reduce buckets
 
 
+@pytest.mark.slow
 def test_the_advised_ceiling_survives_a_plain_loop_with_the_recipe_env(tmp_path):
     # Regression: probes ran with MALLOC_MMAP_THRESHOLD_ set; a plain default-env loop then OOMed at the
     # advised ceiling. The recipe now carries the setting, and the ceiling holds with it.
@@ -50,8 +52,8 @@ def test_the_advised_ceiling_survives_a_plain_loop_with_the_recipe_env(tmp_path)
     budget = 160 * MIB
     settings = MethodSettings(workload="digits-cnn", adapter_name="ddp", nproc=1, device="cpu",
                               memory_budget_bytes=budget, workdir=str(REPO))
-    session = Session(ddp, settings, validate_setup(settings, ddp, HostDevices("cpu")))
-    ceiling = session.ceiling()
+    with Session(ddp, settings, validate_setup(settings, ddp, HostDevices("cpu"))) as session:
+        ceiling = session.ceiling()
     assert ceiling.smallest_oom is not None, "the budget should be tight enough to meet a real OOM"
     env = {**os.environ, **session.runner.env}
     assert session.runner.env == {"MALLOC_MMAP_THRESHOLD_": "65536"}

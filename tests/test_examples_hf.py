@@ -218,6 +218,7 @@ PLANS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 @pytest.mark.timeout(1800)  # ~9 runs, each importing torch and transformers: minutes on a loaded 2-core host
 @pytest.mark.usefixtures("no_leftover_processes")

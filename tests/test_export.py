@@ -302,6 +302,7 @@ def test_the_torchrun_export_launches_two_processes_with_the_plan(tmp_path, adap
     assert_reports(launch(line, tmp_path), data, launcher, 2)
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_the_accelerate_export_launches_with_accelerate_launch(tmp_path, precision):
@@ -339,6 +340,7 @@ def test_a_gpu_accelerate_export_resolves_to_the_plans_world_size_in_accelerate(
     assert "--batch-size=16" in args.training_script_args and "--accumulation-steps=2" in args.training_script_args
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 def test_the_deepspeed_export_launches_two_processes_with_the_deepspeed_launcher(tmp_path):
     """The recipe's deepspeed line with the exported ds_config.json; DeepSpeed's config class reads it in

@@ -240,6 +240,7 @@ def test_the_accumulation_runs_step_time_gives_the_goodput_fit_its_second_accumu
     assert "accumulated ones among them" in model.note
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 def test_a_real_one_process_ddp_session_measures_the_noise_scale_with_an_accumulation_run(no_leftover_processes):
     """Real torchrun workers (DDP adapter, 1 gloo process, digits-mlp): ceiling, one trial run at the cap, then
@@ -254,10 +255,10 @@ def test_a_real_one_process_ddp_session_measures_the_noise_scale_with_an_accumul
     ddp = load_adapter("ddp")
     settings = MethodSettings(workload="digits-mlp", adapter_name="ddp", nproc=1, device="cpu",
                               memory_budget_bytes=256 * 2**20, trial_steps=12, workdir=str(REPO))
-    session = Session(ddp, settings, validate_setup(settings, ddp, HostDevices("cpu")))
-    session.ceiling()
-    session.choose_start(session.learnable_cap[0])  # at the cap: one trial run, no doubling
-    trial = session.trial()
+    with Session(ddp, settings, validate_setup(settings, ddp, HostDevices("cpu"))) as session:
+        session.ceiling()
+        session.choose_start(session.learnable_cap[0])  # at the cap: one trial run, no doubling
+        trial = session.trial()
     row = trial.noise_run
     assert row is not None and row.status == "ok" and row in session.ledger
     half = trial.chosen // 2

@@ -16,7 +16,7 @@ from advisor.replan import ReplanTarget, confirm, replan, with_confirmation
 from advisor.session import Session, validate_setup
 from conftest import REPO
 
-pytestmark = [pytest.mark.distributed, pytest.mark.usefixtures("no_leftover_processes")]
+pytestmark = [pytest.mark.distributed, pytest.mark.slow, pytest.mark.usefixtures("no_leftover_processes")]
 MIB = 2**20
 RECIPE = REPO / "recipes" / "digits-cnn.toml"
 
@@ -37,7 +37,8 @@ def test_digits_replan_fits_and_is_within_one_probe_step_of_a_fresh_plan(budget_
     ddp = load_adapter("ddp")
     settings = MethodSettings(workload="digits-cnn", adapter_name="ddp", nproc=1, device="cpu",
                               memory_budget_bytes=budget, workdir=str(REPO))
-    fresh = Session(ddp, settings, validate_setup(settings, ddp, HostDevices("cpu"))).ceiling()
+    with Session(ddp, settings, validate_setup(settings, ddp, HostDevices("cpu"))) as session:
+        fresh = session.ceiling()
     step = max(1, math.ceil(0.1 * max(fresh.per_device_max, result.per_device_max)))
     print(f"{budget_mib} MiB: estimate {outcome['probe_batch']}, confirm probes {[(p['per_device'], p['status']) for p in probes]}, "
           f"re-plan {result.per_device_max}, fresh {fresh.per_device_max} after {len(fresh.trials)} probes")

@@ -112,6 +112,7 @@ FAULTS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 @pytest.mark.parametrize("name,args,message", FAULTS, ids=[f[0] for f in FAULTS])
 def test_each_script_fault_ends_with_its_message(name, args, message, no_leftover_processes):
@@ -120,6 +121,7 @@ def test_each_script_fault_ends_with_its_message(name, args, message, no_leftove
     assert "Fix the error in the script" in str(err.value) and "in the workload" not in str(err.value)
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 def test_a_script_that_hangs_in_data_loading_times_out(no_leftover_processes):
     with pytest.raises(TrialError, match="made no progress for 20 s.*data loader"):
@@ -167,6 +169,7 @@ def _run_example(recipe, replace: dict[str, str]):
     return done
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 @pytest.mark.timeout(1800)  # a whole plan: about ten launches of the script
 def test_a_plain_torchrun_loop_with_placeholders_gets_a_recipe_that_runs(tmp_path, no_leftover_processes):
@@ -183,6 +186,7 @@ def test_a_plain_torchrun_loop_with_placeholders_gets_a_recipe_that_runs(tmp_pat
     assert per_device is None or f"--batch-size {per_device}" in example
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 @pytest.mark.timeout(1800)
 def test_an_hf_trainer_script_gets_a_recipe_with_no_line_changed(tmp_path, no_leftover_processes):
@@ -199,6 +203,7 @@ def test_an_hf_trainer_script_gets_a_recipe_with_no_line_changed(tmp_path, no_le
     _run_example(recipe, {"3": "1", "--num_train_epochs": "--max_steps"})
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 @pytest.mark.timeout(1800)
 def test_an_accelerate_loop_gets_a_recipe_that_runs(tmp_path, no_leftover_processes):
@@ -237,6 +242,7 @@ def _conv_twins(budget_bytes: int):
     return by_workload, by_script
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 @pytest.mark.timeout(1800)
 def test_the_ceiling_through_the_door_matches_the_workloads(tmp_path, no_leftover_processes):
@@ -249,8 +255,10 @@ def test_the_ceiling_through_the_door_matches_the_workloads(tmp_path, no_leftove
     import math
 
     by_workload, by_script = _conv_twins(96 << 20)
-    expected = by_workload.ceiling()
-    found = by_script().ceiling()
+    with by_workload:
+        expected = by_workload.ceiling()
+    with by_script() as door:
+        found = door.ceiling()
     assert expected.smallest_oom is not None and found.smallest_oom is not None  # a real edge, not the data cap
     step = max(1, math.ceil(0.1 * max(expected.largest_ok, found.largest_ok)))
     assert abs(found.largest_ok - expected.largest_ok) <= step, (found.reason, expected.reason)
@@ -260,6 +268,7 @@ def test_the_ceiling_through_the_door_matches_the_workloads(tmp_path, no_leftove
     assert abs(found.fit.fixed_bytes - expected.fit.fixed_bytes) <= 0.05 * expected.fit.bytes_at(expected.largest_ok)
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 def test_a_door_probe_counts_the_step_not_the_dataset_its_loader_indexes(no_leftover_processes):
     """One probe at batch 8 through the door and through the Workload: the same tensor bytes, within 5%.
@@ -274,6 +283,7 @@ def test_a_door_probe_counts_the_step_not_the_dataset_its_loader_indexes(no_left
     assert found.breakdown["input_batches"] == 8 * 3 * 64 * 64 * 4 + 8 * 8  # the batch itself: images and labels
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 @pytest.mark.timeout(900)
 def test_a_deepspeed_loop_runs_through_the_deepspeed_launcher(no_leftover_processes):

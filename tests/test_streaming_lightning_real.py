@@ -12,7 +12,7 @@ import pytest
 from advisor import load_recipe
 from conftest import REPO, TEST_WORKLOADS
 
-pytestmark = [pytest.mark.distributed, pytest.mark.usefixtures("no_leftover_processes")]
+pytestmark = [pytest.mark.distributed, pytest.mark.slow, pytest.mark.usefixtures("no_leftover_processes")]
 
 
 def plan(spec: str, out: Path, env: dict | None = None) -> subprocess.CompletedProcess:

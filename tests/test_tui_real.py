@@ -91,6 +91,7 @@ async def walk_and_save(pilot, saved) -> str:
     return screen_text(app, "#saved")
 
 
+@pytest.mark.slow
 async def test_the_full_walk_saves_the_recipe_advisor_plan_makes(tmp_path, monkeypatch, no_workers_left):
     monkeypatch.chdir(tmp_path)
     app = create_app(Prefill("digits-mlp", "ddp", 2, "128MiB", 8, 12), host=cpu_host())
@@ -129,6 +130,7 @@ async def test_escape_cancels_a_running_probe_and_leaves_no_process(no_workers_l
         assert time.monotonic() - cancelled_at < 10
 
 
+@pytest.mark.slow
 async def test_a_probe_that_crashes_shows_the_workers_error_in_the_app(no_workers_left):
     app = create_app(Prefill(workload_spec("crash_in_forward"), "ddp", 2, "128MiB", 8, 12), host=cpu_host())
     async with app.run_test(size=(120, 40)) as pilot:
@@ -141,6 +143,7 @@ async def test_a_probe_that_crashes_shows_the_workers_error_in_the_app(no_worker
         assert not app.screen.query_one("#run").disabled
 
 
+@pytest.mark.slow
 async def test_a_script_walks_the_app_to_the_recipe_advisor_plan_dash_dash_writes(tmp_path, monkeypatch,
                                                                                   no_workers_left):
     """The Setup's Script field (issue 14): Esc stops the first look and its process; Start again walks the four

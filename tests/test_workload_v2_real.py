@@ -16,7 +16,7 @@ from advisor.method import MethodSettings
 from advisor.session import Session, validate_setup
 from conftest import REPO, TEST_WORKLOADS
 
-pytestmark = [pytest.mark.distributed, pytest.mark.usefixtures("no_leftover_processes")]
+pytestmark = [pytest.mark.distributed, pytest.mark.slow, pytest.mark.usefixtures("no_leftover_processes")]
 MIB = 2**20
 
 
@@ -48,8 +48,8 @@ def test_a_ceiling_probed_on_the_longest_samples_survives_fifty_steps_of_only_th
     spec = f"{TEST_WORKLOADS / 'tokens.py'}:tagger_for_memory"
     settings = MethodSettings(workload=spec, adapter_name="ddp", nproc=1, device="cpu", memory_budget_bytes=budget,
                               workdir=str(REPO))
-    session = Session(ddp, settings, validate_setup(settings, ddp, HostDevices("cpu")))
-    ceiling = session.ceiling()
+    with Session(ddp, settings, validate_setup(settings, ddp, HostDevices("cpu"))) as session:
+        ceiling = session.ceiling()
     assert session.runner.probe_selection.kind == "longest"
     assert ceiling.smallest_oom is not None, "the budget should be tight enough to meet a real OOM"
     loop = subprocess.run([sys.executable, str(REPO / "tests" / "plain_loop.py"), spec, str(ceiling.per_device_max),

@@ -65,6 +65,7 @@ def test_the_recipe_names_the_probe_world_size_and_that_fewer_devices_need_more_
     assert "probe_world_size" in said and "smaller world needs more memory" in said and "parameters" in said
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 @pytest.mark.usefixtures("no_leftover_processes")
 def test_zero3_plans_a_model_whose_parameters_exceed_the_device_on_8_processes():
@@ -77,8 +78,8 @@ def test_zero3_plans_a_model_whose_parameters_exceed_the_device_on_8_processes()
     settings = MethodSettings(workload=spec, adapter_name="deepspeed", nproc=8, device="cpu",
                               memory_budget_bytes=24 * MIB, workdir=str(REPO), max_batch=8, trial_timeout_s=400,
                               idle_timeout_s=180, collective_timeout_s=120, adapter_options={"zero_stage": 3})
-    session = Session(adapter, settings, validate_setup(settings, adapter, HostDevices("cpu", cpu_count=8)))
-    ceiling = session.ceiling()
+    with Session(adapter, settings, validate_setup(settings, adapter, HostDevices("cpu", cpu_count=8))) as session:
+        ceiling = session.ceiling()
 
     parameters = session.runner.model_info["parameters"]
     assert parameters * 4 > settings.memory_budget_bytes  # the fp32 parameters alone exceed one device

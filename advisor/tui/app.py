@@ -112,6 +112,8 @@ class AdvisorApp(App):
         from advisor.door.script_session, built by the Setup's check (its look run is real work)."""
         from ..session import Session
 
+        if self.session is not None:
+            self.session.close()  # the old setup's warm workers are of no use to the new one
         self.adapter, self.settings, self.plan_options = adapter, settings, options
         self._event_target = None  # the set-up notes were shown on the Setup screen already
         if script_session is not None:
@@ -194,6 +196,8 @@ class AdvisorApp(App):
 
     def on_unmount(self) -> None:
         self.cancel_running()
+        if self.session is not None:
+            self.session.close()
 
 
 def create_app(prefill: Prefill | None = None, runner_factory: RunnerFactory | None = None, host=None,
