@@ -16,6 +16,7 @@ from typing import Callable, Protocol
 
 from .ceiling import DEFAULT_HEADROOM, CeilingResult, ProbeTrial
 from .errors import AdvisorError
+from .health import UNSTABLE, Health, judge, non_finite
 from .oom import is_primitive_failure
 from .ledger import TrialRecord
 from .noise import GradNormSample, NoiseEstimate, estimate_noise
@@ -196,6 +197,7 @@ class TrialOutcome:
     decisions: list[str]
     # One device: the run with accumulation 2 at ``chosen`` that measures the noise scale (not a trial candidate).
     noise_run: TrialRecord | None = None
+    unhealthy: dict[int, Health] = field(default_factory=dict)  # per batch: the runs that did not learn, and why
 
 
 @dataclass
@@ -312,11 +314,14 @@ def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, 
                 cap: int | None = None, cap_reason: str = "") -> TrialOutcome:
     """Step 3: run at ``start``; double while memory stays under 60% of the ceiling's; on OOM try ``mixed``
     precision at the same batch (when the user left the precision open), then halve. No run passes ``cap``
-    (default: the ceiling), the first included; its reason is said when it binds."""
+    (default: the ceiling), the first included; its reason is said when it binds. Every run is judged
+    (advisor.health): the trial never doubles from a run that did not learn, halves from an unstable one (a
+    smaller global batch, a smaller scaled LR) and never chooses one while a run that learned exists."""
     ceiling_bytes = ceiling.estimated_peak_bytes
     cap = ceiling.per_device_max if cap is None else cap
     batch, rows, notes = min(start, cap), [], []
     tried: dict[int, TrialRecord] = {}
+    unhealthy: dict[int, Health] = {}
     decisions: list[str] = []
 
     def say(message: str) -> None:
@@ -348,11 +353,26 @@ def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, 
             say(f"{batch}: out of memory in {precision}: halving to {batch // 2}")
             batch //= 2
             continue
+        health = judge(record)
+        if not health.learned:
+            unhealthy[batch] = health
+            record.note = (record.note + "; " if record.note else "") + f"{health.verdict}: {health.reason}"
+            notes.append(f"{batch}: {health.verdict} at LR {lr:.3g}, never doubled from")
+            if health.verdict == UNSTABLE and batch // 2 >= 1 and batch // 2 not in tried:
+                say(f"{batch}: {health.verdict} at LR {lr:.3g} ({health.reason}): halving to {batch // 2}, a smaller "
+                    "global batch at a smaller scaled LR")
+                batch //= 2
+                continue
+            say(f"{batch}: {health.verdict} at LR {lr:.3g} ({health.reason}): stop")
+            break
         share = (record.peak_bytes or 0) / ceiling_bytes if ceiling_bytes else 1.0
         notes.append(f"{batch}: {share:.0%} of the ceiling's memory, {record.throughput:.0f} samples/s")
         previous = tried.get(batch // 2)
         if previous and previous.status == "ok" and record.throughput < previous.throughput * WORTH_DOUBLING:
             say(f"{batch}: {record.throughput:.0f} samples/s, under +10% over {batch // 2}: stop doubling")
+            break
+        if batch * 2 in unhealthy:
+            say(f"{batch}: learned; {batch * 2} did not ({unhealthy[batch * 2].verdict}): stop")
             break
         if share < HIGH_WATER and batch * 2 <= cap:
             say(f"{batch}: {share:.0%} of the ceiling's memory (< 60%): doubling to {batch * 2}")
@@ -362,7 +382,10 @@ def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, 
                    else f"doubling would pass the cap of {cap} ({cap_reason or 'the memory ceiling'})")
             say(f"{batch}: {why}: stop")
             break
-    ok = sorted((b, r) for b, r in tried.items() if r.status == "ok")
+    fitted = sorted((b, r) for b, r in tried.items() if r.status == "ok")
+    ok = [(b, r) for b, r in fitted if b not in unhealthy] or fitted
+    if fitted and all(b in unhealthy for b, _ in fitted):
+        notes.append("no trial run learned: " + "; ".join(f"{b} {h.verdict}" for b, h in sorted(unhealthy.items())))
     if not ok:
         raise AdvisorError(f"Every trial batch down to 1 ran out of memory, although the ceiling probes fit "
                            f"{ceiling.per_device_max}. Multi-process training can need more memory per device than "
@@ -377,7 +400,7 @@ def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, 
             notes.append(f"{small} -> {big} bought only {gain - 1:+.0%} throughput: the bigger batch is not worth "
                          "it (bandwidth-bound)")
             break
-    return TrialOutcome(chosen, "; ".join(notes), precision, rows, decisions)
+    return TrialOutcome(chosen, "; ".join(notes), precision, rows, decisions, unhealthy=unhealthy)
 
 
 def sweep_candidates(chosen: int, cap: int, subset: bool) -> tuple[list[int], str]:
@@ -406,9 +429,7 @@ def ranked_metric(rows: list[TrialRecord]) -> tuple[str, bool]:
 
 def diverged(record: TrialRecord) -> bool:
     """A run whose training or validation loss (or metric) went NaN/inf: it diverged, whatever else it says."""
-    values = [record.final_loss, record.val_loss, record.val_metric, *record.losses]
-    values += [p.get(k) for p in record.evals for k in ("val_loss", "val_metric")]
-    return any(v is not None and not math.isfinite(v) for v in values)
+    return non_finite(record)
 
 
 def time_to_reach(record: TrialRecord, target: float, higher_is_better: bool, by_loss: bool | None = None) -> float:
@@ -691,32 +712,24 @@ def walk_candidate(verdict: SweepVerdict, swept: list[int], cap: int, world_size
 def noise_estimate(rows: list[TrialRecord], optimizer: str = "sgd") -> NoiseEstimate:
     """B_simple with its bootstrap interval over the measured steps of every trial, noise and sweep run whose
     loss fell."""
-    # A run whose loss rose has gradients dominated by the blow-up, not by sampling noise.
+    # A run that did not learn has gradients dominated by the blow-up (or the stall), not by sampling noise.
     measured = [r for r in rows if r.status == "ok" and r.gradient_norms.get("small_sq_steps")]
-    healthy = [r for r in measured if loss_fell(r)]
-    rose = [r for r in measured if r not in healthy]
+    verdicts = {id(r): judge(r) for r in measured}
+    healthy = [r for r in measured if verdicts[id(r)].learned]
+    unlearned = [r for r in measured if r not in healthy]
     left_out = ""
-    if rose:
+    if unlearned:
         named = ", ".join(f"the {r.phase} run at {r.per_device} per device"
-                          + (f" x {r.accumulation} accumulation" if r.accumulation > 1 else "") for r in rose)
-        left_out = (f"Left out: {named}, whose training loss did not fall (a rising loss's gradients measure the "
-                    "blow-up, not sampling noise).")
+                          + (f" x {r.accumulation} accumulation" if r.accumulation > 1 else "")
+                          + f" ({verdicts[id(r)].verdict})" for r in unlearned)
+        left_out = (f"Left out: {named}, whose training loss did not fall and hold (the gradients of a flat or "
+                    "unstable run measure that, not sampling noise).")
     fields = GradNormSample.__dataclass_fields__
     samples = [GradNormSample(**{k: (tuple(v) if isinstance(v, list) else v)
                                  for k, v in r.gradient_norms.items() if k in fields})
                for r in healthy]
     return estimate_noise(samples, optimizer, accumulation_run=any(r.phase == "noise" for r in rows),
                           left_out=left_out)
-
-
-def loss_fell(record: TrialRecord) -> bool:
-    """Whether the run's training loss fell: the median of its last quarter below that of its first (one step's
-    loss is one mini-batch's; a single spike at the end does not make a run that learned a diverged one)."""
-    losses = [v for v in record.losses if v is not None and math.isfinite(v)]
-    if len(losses) < 2 or len(losses) < len(record.losses):
-        return False
-    quarter = max(1, len(losses) // 4)
-    return statistics.median(losses[-quarter:]) < statistics.median(losses[:quarter])
 
 
 def noise_summary(rows: list[TrialRecord], optimizer: str = "sgd") -> tuple[float | None, str]:

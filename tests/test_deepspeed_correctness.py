@@ -172,6 +172,7 @@ emit("result", rank=0)
 """
 
 
+@pytest.mark.slow  # two real 12-second waits, by design
 def test_heartbeats_keep_a_long_build_from_tripping_the_idle_timeout(tmp_path):
     from advisor.job import TrialJob
 

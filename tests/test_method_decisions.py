@@ -1014,3 +1014,70 @@ def test_the_plans_text_says_an_unknown_noise_scale_once():
     assert json_summary(result, None)["goodput_reason"] == (
         "Goodput-optimal batch: not computed, the gradient noise scale is unknown: "
         + result.noise_reason.removeprefix("Gradient noise scale: unknown, "))
+
+
+# -- every run judged (advisor.health) ------------------------------------------------------------------------
+
+DIVERGED_TRIAL = [2.31, 2.3, 2.3, 2.3, 2.28, 2.28, 2.27, 2.24, 2.21, 2.13, 1.95, 1.74, 1.33, 1.05, 7.44, 3.79, 2.26,
+                  2.26, 2.3, 2.27, 2.28, 2.28, 2.22, 2.16, 2.24, 1.93, 1.66, 2.89, 7.79, 2.63, 2.52, 2.31, 2.27, 2.26,
+                  2.21, 2.2, 2.13, 2.14, 2.1, 2.07]  # digits-cnn's trial at 64 per device, LR 0.04 (the recipe's ledger)
+HEALTHY_RUN = [2.3, 2.26, 2.02, 4.6, 0.89, 0.77, 0.51, 0.48, 0.05, 0.08, 0.01, 0.06, 0.04, 0.03, 0.07, 0.01, 0.0, 0.18,
+               0.0, 0.0, 0.02, 0.0, 0.05, 0.01]  # its sweep at 16 per device: a spike early, then down and held
+FLAT_RUN = [2.31, 2.30, 2.32, 2.29, 2.30, 2.31, 2.28, 2.30, 2.31, 2.29, 2.30, 2.30]  # at chance (ln 10 = 2.30)
+
+
+def _record(losses, status="ok", **kw):
+    return TrialRecord("trial", 64, 2, 1, 128, status, 1.0, losses=list(losses), final_loss=losses[-1] if losses
+                       else None, **kw)
+
+
+def test_every_run_gets_one_health_verdict_from_its_curve():
+    from advisor.health import FLAT, LEARNED, OOM, UNSTABLE, judge
+
+    diverged = judge(_record(DIVERGED_TRIAL))
+    assert diverged.verdict == UNSTABLE and diverged.gave_back > 0.5 and "gave back" in diverged.reason
+    assert judge(_record(HEALTHY_RUN)).verdict == LEARNED  # a spike early is not instability
+    assert judge(_record(FLAT_RUN)).verdict == FLAT
+    assert judge(_record([2.3, 1.0, float("nan")] + [1.0] * 10)).verdict == UNSTABLE
+    assert judge(_record([], status="oom")).verdict == OOM
+    assert judge(_record([2.0, 1.0])).verdict == LEARNED  # too short to judge: only NaN/inf and OOM count
+    assert judge(_record(HEALTHY_RUN, val_loss=float("inf"))).verdict == UNSTABLE
+
+
+class CurveRunner(StubRunner):
+    """The stub's memory and throughput, with a loss curve per per-device batch (default: a healthy one)."""
+
+    def __init__(self, curves, **kw):
+        super().__init__(**kw)
+        self.curves = curves
+
+    def train(self, phase, per_device, steps, lr, *args, **kw):
+        record = super().train(phase, per_device, steps, lr, *args, **kw)
+        if record.status == "ok":
+            record.losses = list(self.curves.get(per_device, HEALTHY_RUN))
+            record.final_loss = record.losses[-1]
+        return record
+
+
+def test_the_trial_never_doubles_from_a_run_that_did_not_learn_and_halves_from_an_unstable_one():
+    """Regression (issue 24): the trial chose 256 per device on memory and throughput while its loss blew up there
+    (LR scaled 8x), and the recipe kept it. Unstable: halve (a smaller scaled LR), never double, never choose it."""
+    runner = CurveRunner({64: DIVERGED_TRIAL})
+    ceiling = ceiling_for(runner)
+    decisions = []
+    outcome = short_trial(runner, 64, ceiling, 40, info(), "fp32", None, decisions.append)
+    assert outcome.chosen == 32 and 64 in outcome.unhealthy and outcome.unhealthy[64].verdict == "unstable"
+    assert [call[1] for call in runner.calls if call[0] == "trial"] == [64, 32]  # 32 learned: not doubled back to 64
+    assert any("halving to 32" in d for d in decisions) and any("64 did not (unstable)" in d for d in decisions)
+    assert "unstable" in runner.ledger[0].note  # the ledger row says why it was left out
+
+    # Doubling from a healthy run into an unstable one: stop there, keep the healthy one.
+    runner = CurveRunner({32: DIVERGED_TRIAL}, saturate=None)
+    outcome = short_trial(runner, 16, ceiling_for(runner), 40, info(), "fp32", None)
+    assert outcome.chosen == 16 and [call[1] for call in runner.calls if call[0] == "trial"] == [16, 32]
+
+    # A flat run is not halved (a smaller scaled LR would learn less) and not doubled from.
+    runner = CurveRunner({16: FLAT_RUN})
+    outcome = short_trial(runner, 16, ceiling_for(runner), 40, info(), "fp32", None)
+    assert [call[1] for call in runner.calls if call[0] == "trial"] == [16]
+    assert outcome.chosen == 16 and "no trial run learned" in outcome.reason

@@ -299,7 +299,11 @@ def test_a_last_step_spike_does_not_throw_a_run_out_of_the_estimate_and_a_run_le
     # Seen on one CPU process: the noise run's loss went 2.3 -> 0.6 and its last step read 6.7; first-vs-last
     # step called it a rising loss, dropped its 20 measured steps, and the plan said only "gave too few".
     from advisor.ledger import TrialRecord
-    from advisor.method import loss_fell, noise_estimate
+    from advisor.health import judge
+    from advisor.method import noise_estimate
+
+    def loss_fell(record):
+        return judge(record).learned
 
     rng = __import__("random").Random(0)
     small = tuple(2.0 + rng.random() for _ in range(20))
@@ -316,7 +320,7 @@ def test_a_last_step_spike_does_not_throw_a_run_out_of_the_estimate_and_a_run_le
     assert not loss_fell(rose) and not loss_fell(run([2.3, float("nan"), 0.5, 0.4]))
     estimate = noise_estimate([rose])
     assert not estimate.known and estimate.steps == 0
-    assert ("Left out: the noise run at 32 per device x 2 accumulation, whose training loss did not fall"
+    assert ("Left out: the noise run at 32 per device x 2 accumulation (flat), whose training loss did not fall"
             in estimate.reason)
 
 

@@ -76,6 +76,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow  # fresh launches on both sides of the edge; the fast tier's fork check is the loss-curve test
 def test_warm_workers_find_the_ceiling_fresh_torchrun_probes_find(no_leftover_processes):
     """The search runs on forked probes; fresh torchrun launches agree on both sides of its edge and measure
     the same peak at a fit batch (the same worker, environment and budget, only the start differs)."""
@@ -212,7 +213,8 @@ def test_a_forked_probe_that_crashes_is_probed_again_with_a_fresh_launch(no_left
         runner.close()
 
 
-@pytest.mark.parametrize("fast", [True, False], ids=["forked", "fresh"])
+@pytest.mark.parametrize("fast", [pytest.param(True, id="forked"),
+                                  pytest.param(False, id="fresh", marks=pytest.mark.slow)])
 def test_a_cpu_probe_killed_by_sigsegv_under_its_memory_limit_counts_as_out_of_memory(fast, no_leftover_processes):
     """Under RLIMIT_DATA a native library that ignores a failed allocation dies of SIGSEGV at the edge (a
     transformers ResNet did, forked and fresh): that probe is an OOM answer with the reason, not a crashed plan.

@@ -1,0 +1,80 @@
+"""Did a training run learn? The first question about every trial and sweep run (DOMAIN §2, "Judging a run").
+
+One verdict a run, computed here and nowhere else: ``learned``, ``unstable`` (a NaN/inf loss, or the last
+quarter of the loss curve giving back more than half of the run's best decrease: "much faster descent plus
+spikes: LR too high"), ``flat`` (the loss never fell by a tenth of where it started), or ``oom``.
+
+Why these numbers, on the curves the ledger records (one training loss every ``steps // 20`` steps, each the
+loss of one batch, so single points are noisy):
+- The best decrease is read off a running median of 5 points, so one lucky batch is not a decrease and one
+  spike is not a collapse; the end is the median of the last quarter.
+- Give-back > 0.5: the diverged digits-cnn trial at 64 per device (LR 0.04; 2.31 -> 1.05 -> 7.4 -> 7.8 -> 2.07)
+  gave back 0.81 of its smoothed best decrease; its healthy sweep runs (16 and 32 per device, two seeds each,
+  spikes of 4.6 and 3.9 early on) gave back 0.00-0.01. Half sits far from both.
+- Flat: a decrease under 10% of the starting loss; a run at chance stays within a few percent of ln K.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+LEARNED, UNSTABLE, FLAT, OOM = "learned", "unstable", "flat", "oom"
+GIVE_BACK = 0.5  # the last quarter giving back more than this share of the best decrease: unstable
+FLAT_DECREASE = 0.10  # a smoothed best decrease under this share of the starting loss: flat
+SMOOTHING = 5  # points in the running median the best decrease is read from
+MIN_POINTS = 8  # fewer loss points: too short for a shape; learned when the last quarter is below the first
+
+
+@dataclass(frozen=True)
+class Health:
+    verdict: str  # LEARNED | UNSTABLE | FLAT | OOM
+    reason: str
+    gave_back: float | None = None  # share of the best decrease the last quarter gave back
+
+    @property
+    def learned(self) -> bool:
+        return self.verdict == LEARNED
+
+
+def non_finite(record) -> bool:
+    """Any loss or metric of the run NaN/inf."""
+    values = [record.final_loss, record.val_loss, record.val_metric, *record.losses]
+    values += [p.get(k) for p in record.evals for k in ("val_loss", "val_metric")]
+    return any(v is not None and not math.isfinite(v) for v in values)
+
+
+def _running_median(values: list[float], width: int = SMOOTHING) -> list[float]:
+    half = width // 2
+    return [statistics.median(values[max(0, i - half):i + half + 1]) for i in range(len(values))]
+
+
+def judge(record) -> Health:
+    """The health verdict of one trial or sweep run (a ``TrialRecord``)."""
+    if record.status == "oom":
+        return Health(OOM, "ran out of memory")
+    if non_finite(record):
+        return Health(UNSTABLE, "a NaN/inf loss or metric: it diverged")
+    losses = list(record.losses)
+    if len(losses) < 2:
+        return Health(LEARNED, f"{len(losses)} loss point(s): too few to judge the curve; every value finite")
+    if len(losses) < MIN_POINTS:  # too short for a shape: did it fall, quarter against quarter?
+        quarter = max(1, len(losses) // 4)
+        first, last = statistics.median(losses[:quarter]), statistics.median(losses[-quarter:])
+        if last < first:
+            return Health(LEARNED, f"{len(losses)} loss points, too few for the curve's shape: it fell "
+                                   f"{first:.3g} -> {last:.3g}")
+        return Health(FLAT, f"{len(losses)} loss points: it did not fall ({first:.3g} -> {last:.3g})")
+    start = losses[0]
+    best = min(_running_median(losses))
+    end = statistics.median(losses[-max(1, len(losses) // 4):])
+    decrease = start - best
+    if start <= 0 or decrease < FLAT_DECREASE * start:
+        return Health(FLAT, f"the loss never fell by {FLAT_DECREASE:.0%} of its start ({start:.3g} -> best "
+                            f"{best:.3g}, smoothed)")
+    gave_back = max(0.0, (end - best) / decrease)
+    if gave_back > GIVE_BACK:
+        return Health(UNSTABLE, f"the last quarter gave back {gave_back:.0%} of the best decrease ({start:.3g} -> "
+                                f"{best:.3g} -> {end:.3g}): LR too high for this batch", gave_back)
+    return Health(LEARNED, f"the loss fell {start:.3g} -> {end:.3g} and held", gave_back)
