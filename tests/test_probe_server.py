@@ -192,6 +192,7 @@ def test_a_killed_engine_takes_its_probe_server_and_probes_with_it(tmp_path):
     assert set(pids) == {"server", "probe"} and not survivors
 
 
+@pytest.mark.slow  # the fast tier's fallback check is the forked trial's (the same _fresh_after_fork_failure)
 def test_a_forked_probe_that_crashes_is_probed_again_with_a_fresh_launch(no_leftover_processes):
     """A forked probe killed by a signal (seen: SIGSEGV in a transformers model) is not an answer: the same
     probe runs again as a fresh launch (the reference path), the user is told, and later probes launch fresh."""
@@ -213,8 +214,8 @@ def test_a_forked_probe_that_crashes_is_probed_again_with_a_fresh_launch(no_left
         runner.close()
 
 
-@pytest.mark.parametrize("fast", [pytest.param(True, id="forked"),
-                                  pytest.param(False, id="fresh", marks=pytest.mark.slow)])
+@pytest.mark.slow  # a CPU memory-edge rule, not a launch path: two probes each way
+@pytest.mark.parametrize("fast", [True, False], ids=["forked", "fresh"])
 def test_a_cpu_probe_killed_by_sigsegv_under_its_memory_limit_counts_as_out_of_memory(fast, no_leftover_processes):
     """Under RLIMIT_DATA a native library that ignores a failed allocation dies of SIGSEGV at the edge (a
     transformers ResNet did, forked and fresh): that probe is an OOM answer with the reason, not a crashed plan.
