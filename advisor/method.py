@@ -173,6 +173,33 @@ def mixed_before_accumulation(target_global: int, world_size: int, cap: int, pre
                          f"the ceiling is {other} per device, which needs as many, so the plan keeps fp32.")
 
 
+MIXED_PRECISIONS = ("bf16", "fp16")
+
+
+def trained_cap(rows: list[TrialRecord], precision: str) -> tuple[int | None, str]:
+    """The per-device cap the plan's own training runs set in ``precision`` (None and "" when none ran out of
+    memory): a trial or sweep run that ran out of memory at b caps the plan at the largest batch below b that
+    trained (the probes' ceiling is two steps on the probe's processes; a longer N-process run can hold more).
+    A run that trained in fp32 counts for a mixed-precision plan too (mixed precision holds less), not the
+    other way round. A recipe never advises a batch its own runs saw run out of memory."""
+    runs = [r for r in rows if r.phase in ("trial", "noise", "sweep")]
+    ooms = [r for r in runs if r.status == "oom" and r.precision == precision]
+    if not ooms:
+        return None, ""
+    smallest = min(r.per_device for r in ooms)
+    holds_as_much = {precision} | ({"fp32"} if precision in MIXED_PRECISIONS else set())
+    trained = [r.per_device for r in runs if r.status == "ok" and r.precision in holds_as_much
+               and r.per_device < smallest]
+    phase = next(r.phase for r in ooms if r.per_device == smallest)
+    if trained:
+        cap = max(trained)
+        return cap, (f"the {phase} run at {smallest} per device ran out of memory in {precision}; the largest that "
+                     f"trained is {cap} per device")
+    return smallest - 1, (f"the {phase} run at {smallest} per device ran out of memory in {precision} and nothing "
+                          f"smaller trained in it: capped just below it, {smallest - 1} per device, unmeasured "
+                          "(rerun the plan with a smaller --device-memory headroom to measure it)")
+
+
 class Runner(Protocol):
     """What the decisions need from whoever runs the jobs (the real launcher, or a stub in tests)."""
 

@@ -25,8 +25,8 @@ from .goodput import GoodputResult, fit_step_time, goodput_optimum, timed_points
 from .method import (SWEEP_EVAL_POINTS, TIE_SEEDS, MethodSettings, PrecisionChoice, SweepOutcome, SweepVerdict,
                      TrialOutcome, WorkloadInfo, choose_precision, data_cap, decide_sweep, diverged,
                      heterogeneous_devices_note, lr_and_warmup, make_plan, mixed_before_accumulation, noise_estimate,
-                     noise_summary, short_trial, start_value, sweep_candidates, sweep_run_settings, validated_global,
-                     walk_candidate)
+                     noise_summary, short_trial, start_value, sweep_candidates, sweep_run_settings, trained_cap,
+                     validated_global, walk_candidate)
 from .noise import NoiseEstimate
 from .plan import Plan, Warning_, plan_data_parallel
 
@@ -707,10 +707,18 @@ class Session:
                 mixed_ceiling = self._mixed_ceilings[precision]
                 ceiling = replace(mixed_ceiling, reason=f"In {precision} (re-probed: {measured} needed accumulation). "
                                   + mixed_ceiling.reason)
+        ran_cap, ran_why = trained_cap(self._trained_rows(), precision)
+        capped_by_runs = ran_cap is not None and ran_cap < cap
+        if capped_by_runs:
+            cap = max(1, ran_cap)
         estimate = self.noise_estimate()
         noise, noise_reason = estimate.value, estimate.reason
         plan, lr, warmup = make_plan(s, info, cap, sweep.chosen, sweep.reason, precision, noise,
                                      amp_available=self.amp_available)
+        if capped_by_runs:
+            plan.warnings.append(Warning_("capped-by-training-oom", f"The per-device batch is capped at {cap}: "
+                                          f"{ran_why}. The memory ceiling's probes allowed more; the training "
+                                          "runs did not."))
         note = heterogeneous_devices_note(ceiling, s.device_memories)
         if note:
             plan.warnings.append(note)

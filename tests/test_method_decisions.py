@@ -1081,3 +1081,34 @@ def test_the_trial_never_doubles_from_a_run_that_did_not_learn_and_halves_from_a
     outcome = short_trial(runner, 16, ceiling_for(runner), 40, info(), "fp32", None)
     assert [call[1] for call in runner.calls if call[0] == "trial"] == [16]
     assert outcome.chosen == 16 and "no trial run learned" in outcome.reason
+
+
+def test_a_batch_that_ran_out_of_memory_in_training_is_never_planned():
+    """Regression (issue 24): with --global-batch the recipe said 15 per device x 9 accumulation while its own
+    trial at 15 had run out of memory. Training runs that ran out of memory cap the plan at the largest batch
+    that trained, and the recipe says so."""
+    from advisor.method import trained_cap
+
+    adapter = load_adapter("ddp")
+    s = settings(global_batch=1024, precision="fp32")
+    runner = StubRunner(saturate=None)
+    session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=runner)
+    session.ceiling()
+    runner.budget = 60 * MIB  # N-process training holds more than the probes did: runs above 50 per device OOM
+    session.choose_start(64)
+    session.trial()
+    session.sweep()
+    result = session.finish()
+    trained = [r for r in runner.ledger if r.phase in ("trial", "sweep")]
+    ooms = [r.per_device for r in trained if r.status == "oom"]
+    assert ooms and result.plan.per_device < min(ooms)
+    assert result.plan.per_device <= max(r.per_device for r in trained if r.status == "ok")
+    assert result.plan.global_batch >= 1024 and result.plan.accumulation_steps > 1  # the target kept, by accumulating
+    warning = next(w for w in result.plan.warnings if w.code == "capped-by-training-oom")
+    assert f"run at {min(ooms)} per device ran out of memory in fp32" in warning.message
+    # The rule itself: fp32 runs that trained count for a mixed-precision plan, not the other way round.
+    rows = [TrialRecord("trial", 15, 2, 1, 30, "oom", 1.0, precision="bf16"),
+            TrialRecord("trial", 7, 2, 1, 14, "ok", 1.0, precision="fp32")]
+    assert trained_cap(rows, "bf16")[0] == 7
+    assert trained_cap(rows, "fp32") == (None, "")
+    assert trained_cap(rows[:1], "bf16")[0] == 14 and "unmeasured" in trained_cap(rows[:1], "bf16")[1]
