@@ -18,6 +18,7 @@ setup: $(BIN)/python
 	@if ! $(BIN)/python -c "import torch" 2>/dev/null && [ -n "$(TORCH_SPEC)" ]; then \
 		$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"; fi
 	$(BIN)/python -m pip install --quiet -c .ci/constraints.txt -e ".[dev]"
+	@[ -f $(VENV)/.extensions-built ] || { $(BIN)/python .ci/prebuild_extensions.py && touch $(VENV)/.extensions-built; }
 
 run: setup
 	$(BIN)/advisor plan --workload digits-cnn --adapter ddp --nproc 2 --device-memory 1GiB \

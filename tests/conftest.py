@@ -7,15 +7,13 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-# DeepSpeed's CPU comm op is JIT-built once per venv (~20 s) into torch's extension cache. Checkouts whose venvs
-# differ name other include paths in their build files, so sharing one cache makes each rebuild it under the
-# others' lock; keyed by this venv, the tests and the workers they start build it once.
+# DeepSpeed's CPU comm op is JIT-built once per venv into torch's extension cache: `make setup` builds it there
+# (.ci/prebuild_extensions.py, the same folder). Checkouts whose venvs differ name other include paths in their
+# build files, so sharing one cache makes each rebuild it under the others' lock; the venv's own folder does not.
 if "TORCH_EXTENSIONS_DIR" not in os.environ:
-    import hashlib
     import sys
 
-    _venv_key = hashlib.sha1(sys.prefix.encode()).hexdigest()[:12]
-    os.environ["TORCH_EXTENSIONS_DIR"] = str(Path.home() / ".cache" / "torch_extensions" / f"batch-advisor-{_venv_key}")
+    os.environ["TORCH_EXTENSIONS_DIR"] = str(Path(sys.prefix) / "torch_extensions")
 TEST_WORKLOADS = REPO / "tests" / "workloads"
 WORKER_MARKERS = ("advisor_adapters.", "torch.distributed.run", "advisor.shim")
 
