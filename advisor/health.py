@@ -1,8 +1,11 @@
 """Did a training run learn? The first question about every trial and sweep run (DOMAIN §2, "Judging a run").
 
-One verdict a run, computed here and nowhere else: ``learned``, ``unstable`` (a NaN/inf loss, or the last
-quarter of the loss curve giving back more than half of the run's best decrease: "much faster descent plus
-spikes: LR too high"), ``flat`` (the loss never fell by a tenth of where it started), or ``oom``.
+One verdict a run, computed here and nowhere else: ``learned``, ``unstable`` (a NaN/inf loss, a loss that
+ends above where it started, or the last quarter of the loss curve giving back more than half of the run's
+best decrease: "much faster descent plus spikes: LR too high"), ``flat`` (the loss never fell by a tenth of
+where it started: at chance, or a short run still in its warmup), or ``oom``. Unstable runs never feed a
+decision (the trial halves from them, the noise scale leaves them out); a flat one is noted, not dropped:
+eight steps of warmup often look flat, and their gradients still measure sampling noise.
 
 Why these numbers, on the curves the ledger records (one training loss every ``steps // 20`` steps, each the
 loss of one batch, so single points are noisy):
@@ -65,11 +68,16 @@ def judge(record) -> Health:
         if last < first:
             return Health(LEARNED, f"{len(losses)} loss points, too few for the curve's shape: it fell "
                                    f"{first:.3g} -> {last:.3g}")
+        if last > (1 + FLAT_DECREASE) * first:
+            return Health(UNSTABLE, f"{len(losses)} loss points: it rose ({first:.3g} -> {last:.3g})")
         return Health(FLAT, f"{len(losses)} loss points: it did not fall ({first:.3g} -> {last:.3g})")
     start = losses[0]
     best = min(_running_median(losses))
     end = statistics.median(losses[-max(1, len(losses) // 4):])
     decrease = start - best
+    if start > 0 and end > (1 + FLAT_DECREASE) * start:
+        return Health(UNSTABLE, f"the loss rose above its start ({start:.3g} -> {end:.3g}): LR too high for this "
+                                "batch")
     if start <= 0 or decrease < FLAT_DECREASE * start:
         return Health(FLAT, f"the loss never fell by {FLAT_DECREASE:.0%} of its start ({start:.3g} -> best "
                             f"{best:.3g}, smoothed)")

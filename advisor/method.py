@@ -224,7 +224,7 @@ class TrialOutcome:
     decisions: list[str]
     # One device: the run with accumulation 2 at ``chosen`` that measures the noise scale (not a trial candidate).
     noise_run: TrialRecord | None = None
-    unhealthy: dict[int, Health] = field(default_factory=dict)  # per batch: the runs that did not learn, and why
+    unhealthy: dict[int, Health] = field(default_factory=dict)  # per batch: the unstable runs, and why
 
 
 @dataclass
@@ -343,7 +343,8 @@ def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, 
     precision at the same batch (when the user left the precision open), then halve. No run passes ``cap``
     (default: the ceiling), the first included; its reason is said when it binds. Every run is judged
     (advisor.health): the trial never doubles from a run that did not learn, halves from an unstable one (a
-    smaller global batch, a smaller scaled LR) and never chooses one while a run that learned exists."""
+    smaller global batch, a smaller scaled LR) and never chooses one while another run exists; a flat run is
+    noted in its ledger row (a short trial in its warmup often is)."""
     ceiling_bytes = ceiling.estimated_peak_bytes
     cap = ceiling.per_device_max if cap is None else cap
     batch, rows, notes = min(start, cap), [], []
@@ -382,15 +383,16 @@ def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, 
             continue
         health = judge(record)
         if not health.learned:
-            unhealthy[batch] = health
             record.note = (record.note + "; " if record.note else "") + f"{health.verdict}: {health.reason}"
-            notes.append(f"{batch}: {health.verdict} at LR {lr:.3g}, never doubled from")
-            if health.verdict == UNSTABLE and batch // 2 >= 1 and batch // 2 not in tried:
-                say(f"{batch}: {health.verdict} at LR {lr:.3g} ({health.reason}): halving to {batch // 2}, a smaller "
-                    "global batch at a smaller scaled LR")
+        if health.verdict == UNSTABLE:
+            unhealthy[batch] = health
+            notes.append(f"{batch}: unstable at LR {lr:.3g}, never doubled from")
+            if batch // 2 >= 1 and batch // 2 not in tried:
+                say(f"{batch}: unstable at LR {lr:.3g} ({health.reason}): halving to {batch // 2}, a smaller global "
+                    "batch at a smaller scaled LR")
                 batch //= 2
                 continue
-            say(f"{batch}: {health.verdict} at LR {lr:.3g} ({health.reason}): stop")
+            say(f"{batch}: unstable at LR {lr:.3g} ({health.reason}): stop")
             break
         share = (record.peak_bytes or 0) / ceiling_bytes if ceiling_bytes else 1.0
         notes.append(f"{batch}: {share:.0%} of the ceiling's memory, {record.throughput:.0f} samples/s")
@@ -412,7 +414,7 @@ def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, 
     fitted = sorted((b, r) for b, r in tried.items() if r.status == "ok")
     ok = [(b, r) for b, r in fitted if b not in unhealthy] or fitted
     if fitted and all(b in unhealthy for b, _ in fitted):
-        notes.append("no trial run learned: " + "; ".join(f"{b} {h.verdict}" for b, h in sorted(unhealthy.items())))
+        notes.append("every trial run was unstable: " + "; ".join(f"{b} {h.verdict}" for b, h in sorted(unhealthy.items())))
     if not ok:
         raise AdvisorError(f"Every trial batch down to 1 ran out of memory, although the ceiling probes fit "
                            f"{ceiling.per_device_max}. Multi-process training can need more memory per device than "
@@ -739,18 +741,18 @@ def walk_candidate(verdict: SweepVerdict, swept: list[int], cap: int, world_size
 def noise_estimate(rows: list[TrialRecord], optimizer: str = "sgd") -> NoiseEstimate:
     """B_simple with its bootstrap interval over the measured steps of every trial, noise and sweep run whose
     loss fell."""
-    # A run that did not learn has gradients dominated by the blow-up (or the stall), not by sampling noise.
+    # An unstable run's gradients are dominated by the blow-up, not by sampling noise.
     measured = [r for r in rows if r.status == "ok" and r.gradient_norms.get("small_sq_steps")]
     verdicts = {id(r): judge(r) for r in measured}
-    healthy = [r for r in measured if verdicts[id(r)].learned]
+    healthy = [r for r in measured if verdicts[id(r)].verdict != UNSTABLE]
     unlearned = [r for r in measured if r not in healthy]
     left_out = ""
     if unlearned:
         named = ", ".join(f"the {r.phase} run at {r.per_device} per device"
                           + (f" x {r.accumulation} accumulation" if r.accumulation > 1 else "")
                           + f" ({verdicts[id(r)].verdict})" for r in unlearned)
-        left_out = (f"Left out: {named}, whose training loss did not fall and hold (the gradients of a flat or "
-                    "unstable run measure that, not sampling noise).")
+        left_out = (f"Left out: {named}, whose training loss did not fall and hold (the gradients of an unstable "
+                    "run measure the blow-up, not sampling noise).")
     fields = GradNormSample.__dataclass_fields__
     samples = [GradNormSample(**{k: (tuple(v) if isinstance(v, list) else v)
                                  for k, v in r.gradient_norms.items() if k in fields})

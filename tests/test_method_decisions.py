@@ -1040,7 +1040,8 @@ def test_every_run_gets_one_health_verdict_from_its_curve():
     assert judge(_record(FLAT_RUN)).verdict == FLAT
     assert judge(_record([2.3, 1.0, float("nan")] + [1.0] * 10)).verdict == UNSTABLE
     assert judge(_record([], status="oom")).verdict == OOM
-    assert judge(_record([2.0, 1.0])).verdict == LEARNED  # too short to judge: only NaN/inf and OOM count
+    assert judge(_record([2.0, 1.0])).verdict == LEARNED  # too short for a shape: it fell
+    assert judge(_record([2.3, 2.4, 2.8, 3.5, 4.9, 6.0, 7.7, 9.1])).verdict == UNSTABLE  # rose above its start
     assert judge(_record(HEALTHY_RUN, val_loss=float("inf"))).verdict == UNSTABLE
 
 
@@ -1076,11 +1077,17 @@ def test_the_trial_never_doubles_from_a_run_that_did_not_learn_and_halves_from_a
     outcome = short_trial(runner, 16, ceiling_for(runner), 40, info(), "fp32", None)
     assert outcome.chosen == 16 and [call[1] for call in runner.calls if call[0] == "trial"] == [16, 32]
 
-    # A flat run is not halved (a smaller scaled LR would learn less) and not doubled from.
-    runner = CurveRunner({16: FLAT_RUN})
+    # A flat run (a short trial in its warmup often is) is noted, not dropped: the trial goes on as before.
+    runner = CurveRunner({16: FLAT_RUN}, saturate=None)
     outcome = short_trial(runner, 16, ceiling_for(runner), 40, info(), "fp32", None)
-    assert [call[1] for call in runner.calls if call[0] == "trial"] == [16]
-    assert outcome.chosen == 16 and "no trial run learned" in outcome.reason
+    assert [call[1] for call in runner.calls if call[0] == "trial"][:2] == [16, 32] and not outcome.unhealthy
+    assert runner.ledger[0].note.startswith("flat:")
+
+    # Unstable at 16 and at 8: it halves until a run learns, and keeps that one.
+    runner = CurveRunner({b: DIVERGED_TRIAL for b in (8, 16)})
+    outcome = short_trial(runner, 16, ceiling_for(runner), 40, info(), "fp32", None)
+    assert [call[1] for call in runner.calls if call[0] == "trial"] == [16, 8, 4]
+    assert outcome.chosen == 4
 
 
 def test_a_batch_that_ran_out_of_memory_in_training_is_never_planned():
