@@ -16,7 +16,7 @@ from typing import Callable, Protocol
 
 from .ceiling import DEFAULT_HEADROOM, CeilingResult, ProbeTrial
 from .errors import AdvisorError
-from .health import UNSTABLE, Health, judge, non_finite
+from .health import UNSTABLE, Health, judge
 from .oom import is_primitive_failure
 from .ledger import TrialRecord
 from .noise import GradNormSample, NoiseEstimate, estimate_noise
@@ -232,7 +232,7 @@ class CandidateSummary:
     """One sweep candidate over its seeds: the ranked validation value, its spread, and when it got there."""
 
     per_device: int
-    status: str  # "ok" | "oom" | "diverged" (a non-finite loss or metric: it can never win)
+    status: str  # "ok" | "oom" | "diverged" (a run unstable by advisor.health: it can never win)
     values: list[float] = field(default_factory=list)  # the ranked value, one per seed
     mean: float | None = None
     spread: float | None = None  # half-width of its ~95% interval: validation-set size, checkpoints, seeds
@@ -457,8 +457,9 @@ def ranked_metric(rows: list[TrialRecord]) -> tuple[str, bool]:
 
 
 def diverged(record: TrialRecord) -> bool:
-    """A run whose training or validation loss (or metric) went NaN/inf: it diverged, whatever else it says."""
-    return non_finite(record)
+    """A run the health verdict calls unstable (advisor.health: a NaN/inf loss or metric, a loss that ended above
+    its start or gave back most of its decrease): it diverged, whatever its validation says, and never wins."""
+    return record.status == "ok" and judge(record).verdict == UNSTABLE
 
 
 def time_to_reach(record: TrialRecord, target: float, higher_is_better: bool, by_loss: bool | None = None) -> float:
@@ -566,8 +567,8 @@ def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, 
     summaries = [_summarise(b, [r for r in rows if r.per_device == b], by_loss, binomial_n, unvalidated)
                  for b in batches]
     lost = [c.per_device for c in summaries if c.status == "diverged"]
-    lost_note = (f" Diverged (a NaN/inf loss or metric; never a pick): {', '.join(map(str, lost))} per device."
-                 if lost else "")
+    lost_note = (f" Diverged (unstable: a NaN/inf loss, or a loss that rose or gave back most of its decrease, "
+                 f"in at least one seed; never a pick): {', '.join(map(str, lost))} per device." if lost else "")
     if not usable:
         why = ("Every sweep run ran out of memory" if not lost else "Every sweep run diverged"
                if len(lost) == len(summaries) else "Every sweep run ran out of memory or diverged")

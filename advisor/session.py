@@ -28,6 +28,7 @@ from .method import (SWEEP_EVAL_POINTS, TIE_SEEDS, MethodSettings, PrecisionChoi
                      noise_summary, short_trial, start_value, sweep_candidates, sweep_run_settings, trained_cap,
                      validated_global, walk_candidate)
 from .noise import NoiseEstimate
+from .health import judge
 from .plan import Plan, Warning_, plan_data_parallel
 
 # A stream cannot be scanned for its longest samples: its ceiling holds only for batches like those the probes met.
@@ -597,8 +598,8 @@ class Session:
             record = self.runner.train("sweep", batch, run_steps, lr, warmup, evaluate=True, precision=precision,
                                        eval_points=SWEEP_EVAL_POINTS, **extra)
             record.seed = seed
-            if record.status == "ok" and diverged(record):
-                record.note = (record.note + "; " if record.note else "") + "diverged: a NaN/inf loss or metric"
+            if diverged(record):
+                record.note = (record.note + "; " if record.note else "") + f"diverged: {judge(record).reason}"
             return record
 
         rows = [run(batch, 0) for batch in candidates]
