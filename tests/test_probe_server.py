@@ -89,8 +89,10 @@ def test_warm_workers_find_the_ceiling_fresh_torchrun_probes_find(no_leftover_pr
         assert fast.probe_server is not None and fast.probe_server_unavailable is None
         step = result.smallest_oom - result.largest_ok
         assert 0 < step <= max(1, 0.05 * result.largest_ok)
-        assert fresh.probe(result.largest_ok - step, "check").status == "ok"
-        assert fresh.probe(result.smallest_oom + step, "check").status == "oom"
+        # Two bisection steps each side: near the limit the edge is a band of a few percent, not a line
+        # (ENVIRONMENT.md; one step below the forked edge, a fresh launch ran out of memory once in CI2, under load).
+        assert fresh.probe(result.largest_ok - 2 * step, "check").status == "ok"
+        assert fresh.probe(result.smallest_oom + 2 * step, "check").status == "oom"
         fit = next(t for t in result.trials if t.purpose == "fit" and t.status == "ok")
         assert fresh.probe(fit.batch, "check").peak_bytes == fit.peak_bytes
     finally:
