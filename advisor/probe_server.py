@@ -278,26 +278,13 @@ def _run_worker(worker_module: str, argv: list[str]) -> None:
     runpy.run_module(worker_module, run_name="__main__", alter_sys=True)
 
 
-def _run_child(worker_module: str, argv: list[str], cwd: str | None, out_fd: int, control: socket.socket,
-               nproc: int = 1) -> None:
-    """In the forked child: a session of its own, then the worker itself (1 process) or the ranks' leader."""
+def _exit_after(body) -> None:
+    """In a forked child: run ``body()`` and leave with the code it returns (1 if it returns nothing or raises,
+    with the traceback printed), never returning into the server's own code or running its cleanup."""
     code = 1
     try:
-        os.setsid()
-        _die_with_parent()
-        control.close()
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
-            signal.signal(sig, signal.SIG_DFL)
-        os.dup2(out_fd, 1)
-        os.dup2(out_fd, 2)
-        os.close(out_fd)
-        if cwd:
-            os.chdir(cwd)
-        if nproc == 1:
-            os.environ.update(_torchrun_env(0, 1, _free_port()))
-            _run_worker(worker_module, argv)
-        else:
-            code = _lead(worker_module, argv, nproc)
+        returned = body()
+        code = 1 if returned is None else returned
     except BaseException:  # noqa: BLE001 - report, then leave without running the server's cleanup
         import traceback
 
@@ -310,6 +297,29 @@ def _run_child(worker_module: str, argv: list[str], cwd: str | None, out_fd: int
             os._exit(code)
 
 
+def _run_child(worker_module: str, argv: list[str], cwd: str | None, out_fd: int, control: socket.socket,
+               nproc: int = 1) -> None:
+    """In the forked child: a session of its own, then the worker itself (1 process) or the ranks' leader."""
+
+    def body() -> int | None:
+        os.setsid()
+        _die_with_parent()
+        control.close()
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
+            signal.signal(sig, signal.SIG_DFL)
+        os.dup2(out_fd, 1)
+        os.dup2(out_fd, 2)
+        os.close(out_fd)
+        if cwd:
+            os.chdir(cwd)
+        if nproc == 1:
+            os.environ.update(_torchrun_env(0, 1, _free_port()))
+            return _run_worker(worker_module, argv)  # worker_main ends with os._exit
+        return _lead(worker_module, argv, nproc)
+
+    _exit_after(body)
+
+
 def _lead(worker_module: str, argv: list[str], nproc: int) -> int:
     """torchrun's agent for one job: fork the ranks, wait, stop the rest when one fails, report as torchrun does."""
     port = _free_port()
@@ -319,18 +329,12 @@ def _lead(worker_module: str, argv: list[str], nproc: int) -> int:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            try:
+            def rank_body(rank=rank) -> None:
                 _die_with_parent()
                 os.environ.update(_torchrun_env(rank, nproc, port))
-                _run_worker(worker_module, argv)
-            except BaseException:  # noqa: BLE001 - as in _run_child: the traceback, then a plain exit
-                import traceback
+                _run_worker(worker_module, argv)  # worker_main ends with os._exit
 
-                traceback.print_exc()
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(1)
+            _exit_after(rank_body)
         ranks[pid] = rank
     first_failure = None  # (rank, exit code, pid): the root cause, as torchrun reports it
     stop_deadline = None

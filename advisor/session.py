@@ -442,21 +442,18 @@ class Session:
                               cap_reason=cap_reason, precision=precision)
 
     def close(self) -> None:
-        """End what the session holds between steps (the warm fork server); a later step starts it again."""
-        self._close_probe_server()
+        """End what the session holds between steps: the warm fork server the plan's jobs (probes, trial, sweep)
+        share. It holds an imported torch and the workload's module, so it ends with the sweep, the last step
+        that runs jobs, or with the session; a later step starts it again."""
+        close = getattr(self.runner, "close", None)
+        if close:
+            close()
 
     def __enter__(self) -> "Session":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-    def _close_probe_server(self) -> None:
-        """The plan's jobs (probes, trial, sweep) share one fork server; it holds an imported torch and the
-        workload's module, so it ends with the sweep, the last step that runs jobs (a redone step starts one)."""
-        close = getattr(self.runner, "close", None)
-        if close:
-            close()
 
     def _mixed_cap(self, mixed: str) -> tuple[int | None, str]:
         """The per-device cap with the ceiling re-probed in ``mixed`` precision, or None and why it cannot run."""
@@ -563,7 +560,7 @@ class Session:
         try:
             return self._sweep(chosen)
         finally:
-            self._close_probe_server()  # the last step that runs jobs
+            self.close()  # the last step that runs jobs
 
     def _sweep(self, chosen: int | None) -> SweepOutcome:
         if self.trial_outcome is None and chosen is None:
@@ -798,6 +795,6 @@ class Session:
             self.trial()
             self.sweep()
         finally:
-            self._close_probe_server()  # a step that failed leaves no warm server behind
+            self.close()  # a step that failed leaves no warm server behind
         return self.finish()
 
