@@ -86,6 +86,9 @@ class StderrProgress:
         self.stream.flush()
 
 
+# `advisor plan` finished, but no sweep candidate learned: the recipe holds the base setting, not a validated one.
+NOT_VALIDATED = 3
+
 def plan_options_from_args(args) -> dict:
     """The named plan options (advisor.settings) an `advisor plan` command line gives, the adapter's own included."""
     from .settings import PLAN_OPTIONS
@@ -177,6 +180,9 @@ def cmd_plan(args) -> int:
         print(f"advisor: the recipe could not be written where asked ({saved.fallback_reason}). The finished "
               f"run was saved to {saved.path} instead: move it where you want it.", file=sys.stderr)
         return 1
+    if result.headline:  # no sweep candidate learned: the recipe is the base setting, not a validated one
+        print(f"advisor: {result.headline}", file=sys.stderr)
+        return NOT_VALIDATED
     return 0
 
 
@@ -567,9 +573,12 @@ def build_parser() -> argparse.ArgumentParser:
                       "steps (a bigger batch gets fewer steps, at least 4)")
     plan.add_argument("--subset-sweep", action="store_true", help="sweep 8,16,32,64,128 instead of half/chosen/double")
     plan.add_argument("--sweep-walk", type=int, default=PLAN_DEFAULTS["sweep_walk"],
-                      help="extra sweep candidates past the swept range (half the smallest or double the largest) "
-                           f"while its edge wins or ties the best (default {PLAN_DEFAULTS['sweep_walk']}; 0: half/chosen/double "
-                           "only)")
+                      help="how many times the swept range may grow past an end that wins (half the smallest or "
+                           f"double the largest; default {PLAN_DEFAULTS['sweep_walk']}; 0: half/chosen/double only)")
+    plan.add_argument("--sweep-seeds", type=int, default=PLAN_DEFAULTS["sweep_seeds"],
+                      help="paired seeds per sweep candidate: every candidate runs seeds 0..k-1 and ties are judged "
+                           f"by a paired t-interval with k-1 degrees of freedom (default {PLAN_DEFAULTS['sweep_seeds']}; "
+                           "1: no interval, only the practical margin ties)")
     plan.add_argument("--global-batch", type=int, help="a global batch target to plan for (accumulation fills gaps)")
     plan.add_argument("--base-lr", type=float, help="the LR used today (default: the workload's)")
     plan.add_argument("--base-batch", type=int, help="the global batch that LR was tuned for (default: the "

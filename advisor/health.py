@@ -86,3 +86,8 @@ def judge(record) -> Health:
         return Health(UNSTABLE, f"the last quarter gave back {gave_back:.0%} of the best decrease ({start:.3g} -> "
                                 f"{best:.3g} -> {end:.3g}): LR too high for this batch", gave_back)
     return Health(LEARNED, f"the loss fell {start:.3g} -> {end:.3g} and held", gave_back)
+
+
+def unstable(record) -> bool:
+    """A finished run the verdict calls unstable (it diverged, whatever its validation says)."""
+    return record.status == "ok" and judge(record).verdict == UNSTABLE

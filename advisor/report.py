@@ -167,6 +167,7 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
         "inputs": {"adapter": s.adapter_name, "nproc": s.nproc, "device": s.device,
                    "device_memory_bytes": s.memory_budget_bytes, "headroom": s.headroom,
                    "trial_steps": s.trial_steps, "sweep_steps": s.sweep_steps, "sweep_walk": s.sweep_walk,
+                   "sweep_seeds": s.sweep_seeds,
                    "global_batch": s.global_batch,
                    "base_lr": w.base_lr, "base_batch": w.base_global_batch, "precision": s.precision,
                    "nodes": s.nodes, "world_size": s.world_size, "optimizer": s.optimizer, "task": s.task,
@@ -195,6 +196,7 @@ def _sweep_section(result: MethodResult) -> dict:
 def json_summary(result: MethodResult, recipe_path: str | None) -> dict:
     p = result.plan
     return {
+        "validated": not result.headline, "headline": result.headline or None,
         "per_device_batch": p.per_device, "world_size": p.world_size, "accumulation_steps": p.accumulation_steps,
         "global_batch": p.global_batch, "lr": result.lr.value, "lr_rule": result.lr.rule,
         "warmup_steps": result.warmup.steps, "precision": p.precision, "sync_batchnorm": p.sync_batchnorm,
@@ -214,7 +216,8 @@ def json_summary(result: MethodResult, recipe_path: str | None) -> dict:
 
 def human_summary(result: MethodResult, recipe_path: str | None) -> str:
     p, c = result.plan, result.ceiling
-    lines = [
+    lines = [f"NOT VALIDATED. {result.headline}", ""] if result.headline else []
+    lines += [
         f"Workload {result.workload.name} ({result.workload.task}), {p.world_size} x {result.settings.device}, "
         f"budget {format_bytes(c.budget_bytes)} per device",
         "",

@@ -22,13 +22,13 @@ from .launch import CancelToken
 from .ledger import TrialRecord
 from .lr import DEFAULT_BASE_WARMUP_EPOCHS, KNOWN_OPTIMIZERS, LRDecision, WarmupDecision, base_warmup_epochs
 from .goodput import GoodputResult, fit_step_time, goodput_optimum, timed_points
-from .method import (SWEEP_EVAL_POINTS, TIE_SEEDS, MethodSettings, PrecisionChoice, SweepOutcome, SweepVerdict,
-                     TrialOutcome, WorkloadInfo, choose_precision, data_cap, decide_sweep, diverged,
-                     heterogeneous_devices_note, lr_and_warmup, make_plan, mixed_before_accumulation, noise_estimate,
-                     noise_summary, short_trial, start_value, sweep_candidates, sweep_run_settings, trained_cap,
-                     validated_global, walk_candidate)
+from .method import (SWEEP_EVAL_POINTS, MethodSettings, PrecisionChoice, SweepOutcome, TrialOutcome, WorkloadInfo,
+                     choose_precision, data_cap, heterogeneous_devices_note, lr_and_warmup, make_plan,
+                     mixed_before_accumulation, noise_estimate, noise_summary, short_trial, start_value,
+                     sweep_candidates, sweep_run_settings, trained_cap, validated_global)
+from .method.sweep import SweepPolicy, decide_sweep
 from .noise import NoiseEstimate
-from .health import judge
+from .health import judge, unstable
 from .plan import Plan, Warning_, plan_data_parallel
 
 # A stream cannot be scanned for its longest samples: its ceiling holds only for batches like those the probes met.
@@ -89,6 +89,9 @@ class MethodResult:
     sweep_summary: dict = field(default_factory=dict)  # SweepOutcome.summary(): spread, ties, diverged runs
     noise: NoiseEstimate | None = None  # the noise scale with its interval (noise_scale is its value)
     goodput: GoodputResult | None = None  # the goodput-optimal batch beside the rule-of-thumb plan
+    # Set when no sweep candidate learned: the plan is the user's base setting, not one the advisor validated
+    # (the summary's first line, the recipe's top-level [[warnings]], `advisor plan`'s exit code NOT_VALIDATED).
+    headline: str = ""
 
 
 @dataclass
@@ -174,6 +177,9 @@ def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices
                             f"not {steps}")
     if s.sweep_walk < 0:
         problems.append(f"--sweep-walk must be 0 or more extra sweep candidates, not {s.sweep_walk}")
+    if s.sweep_seeds < 1:
+        problems.append(f"--sweep-seeds must be 1 or more paired seeds per sweep candidate (3 is the default: 2 "
+                        f"degrees of freedom for the paired t-interval), not {s.sweep_seeds}")
     for name, seconds in (("--trial-timeout", s.trial_timeout_s), ("--idle-timeout", s.idle_timeout_s)):
         if not seconds > 0:
             problems.append(f"{name} must be a positive number of seconds, not {seconds}")
@@ -595,42 +601,44 @@ class Session:
             record = self.runner.train("sweep", batch, run_steps, lr, warmup, evaluate=True, precision=precision,
                                        eval_points=SWEEP_EVAL_POINTS, **extra)
             record.seed = seed
-            if diverged(record):
-                record.note = (record.note + "; " if record.note else "") + f"diverged: {judge(record).reason}"
+            if unstable(record):
+                record.note = (record.note + "; " if record.note else "") + f"unstable: {judge(record).reason}"
             return record
 
-        rows = [run(batch, 0) for batch in candidates]
-        noise, _ = noise_summary(self._trained_rows())
+        def candidate(batch: int) -> None:
+            """Every paired seed at ``batch``; the rest are skipped once one seed rules it out (out of memory or
+            unstable: the rule never lets it lead or tie, whatever the other seeds do)."""
+            for seed in range(policy.seeds):
+                record = run(batch, seed)
+                rows.append(record)
+                if record.status != "ok" or unstable(record):
+                    break
 
-        def decide() -> SweepVerdict:
-            verdict = decide_sweep(rows, chosen, info.num_classes, steps, noise, nproc, info.val_size)
-            if len(verdict.tied) > 1 and not verdict.equal_within_noise:
-                self._emit(Decision(4, verdict.reason))
-                for batch in verdict.tied:
-                    seeds = {r.seed or 0 for r in rows if r.per_device == batch}
-                    rows.extend(run(batch, seed) for seed in range(TIE_SEEDS) if seed not in seeds)
-                verdict = decide_sweep(rows, chosen, info.num_classes, steps, noise, nproc, info.val_size)
-            return verdict
-
-        verdict, walked, walk_notes = decide(), [], []
-        while len(walked) < self.settings.sweep_walk:
-            batch, why = walk_candidate(verdict, candidates, cap, nproc, noise)
-            if why:
-                walk_notes.append(why)
-            if batch is None:
-                break
-            self._emit(Decision(4, why.replace("was swept too", "is swept next")))
-            walked.append(batch)
+        policy = SweepPolicy(seeds=self.settings.sweep_seeds, extensions=self.settings.sweep_walk)
+        rows: list[TrialRecord] = []
+        for batch in candidates:
+            candidate(batch)
+        extended: list[int] = []
+        verdict = decide_sweep(rows, info.num_classes, cap, policy.extensions, policy)
+        while verdict.extend_to is not None:
+            batch = verdict.extend_to
+            self._emit(Decision(4, f"{verdict.chosen} per device won at an end of the range: sweeping {batch} "
+                                   "per device too, with the same seeds."))
+            extended.append(batch)
             candidates = sorted(candidates + [batch])
-            rows.append(run(batch, 0))
-            verdict = decide()
-        reason = "".join(n + " " for n in walk_notes) + verdict.reason
-        beyond, _ = walk_candidate(verdict, candidates, cap, nproc, noise)
-        if beyond is not None:  # the walk is spent, not ended: the optimum may lie further out
-            reason += (f" The walk is spent (--sweep-walk {self.settings.sweep_walk}) while the "
-                       f"{verdict.edge_side} swept, "
-                       f"{verdict.edge_from} per device, still {verdict.edge_why}: {beyond} per device may be better "
-                       f"still; a larger --sweep-walk sweeps it.")
+            candidate(batch)
+            verdict = decide_sweep(rows, info.num_classes, cap, policy.extensions - len(extended), policy)
+        reason = verdict.reason
+        chosen = verdict.chosen if verdict.chosen is not None else chosen
+        ends = (min(candidates), max(candidates))
+        if not verdict.failed and verdict.chosen in ends and verdict.extend_to is None and len(candidates) > 1:
+            beyond = verdict.chosen // 2 if verdict.chosen == ends[0] else verdict.chosen * 2
+            if verdict.chosen == ends[1] and beyond > cap:
+                reason += f" It is the largest swept; {beyond} is past the cap of {cap} ({cap_text})."
+            elif beyond >= 1:
+                reason += (f" It is the {'smallest' if verdict.chosen == ends[0] else 'largest'} swept and the range "
+                           f"has grown {len(extended)} time(s) (--sweep-walk {policy.extensions}): {beyond} per "
+                           "device was not compared.")
         in_warmup = [b for b in candidates  # (steps, lr, warmup): the warmup is as long as the run or longer
                      if (run_settings := sweep_run_settings(info, b * nproc, samples))[2] >= run_settings[0]]
         if in_warmup:
@@ -640,7 +648,7 @@ class Session:
         if note:
             reason = note + " " + reason
         self._emit(Decision(4, reason))
-        self.sweep_outcome = SweepOutcome(verdict.chosen, reason, rows, candidates, verdict, samples, walked)
+        self.sweep_outcome = SweepOutcome(chosen, reason, rows, candidates, verdict, samples, extended)
         self.invalidate_after(4)
         self._end(4, began)
         return self.sweep_outcome
@@ -711,8 +719,11 @@ class Session:
             cap = max(1, ran_cap)
         estimate = self.noise_estimate()
         noise, noise_reason = estimate.value, estimate.reason
-        plan, lr, warmup = make_plan(s, info, cap, sweep.chosen, sweep.reason, precision, noise,
-                                     amp_available=self.amp_available)
+        if sweep.failed:
+            plan, lr, warmup = self._base_fallback_plan(cap, precision, noise)
+        else:
+            plan, lr, warmup = make_plan(s, info, cap, sweep.chosen, sweep.reason, precision, noise,
+                                         amp_available=self.amp_available)
         if capped_by_runs:
             plan.warnings.append(Warning_("capped-by-training-oom", f"The per-device batch is capped at {cap}: "
                                           f"{ran_why}. The memory ceiling's probes allowed more; the training "
@@ -772,7 +783,28 @@ class Session:
         self.result.workload_notes = self.workload_notes()
         self.result.sweep_summary = sweep.summary()
         self.result.noise, self.result.goodput = estimate, goodput
+        if sweep.failed:
+            self.result.headline = (f"No sweep candidate learned: check the base LR ({info.base_lr:g} at global "
+                                    f"batch {info.base_global_batch}). This plan is that base setting, not a "
+                                    "validated one.")
         return self.result
+
+    def _base_fallback_plan(self, cap: int, precision: str, noise: float | None):
+        """The plan when no sweep candidate learned: the user's base global batch at the base LR (no scale-up of
+        an LR nothing validated), with the warning that says so. Never the setting the sweep saw fail."""
+        info, s = self.info, self.settings
+        base = replace(s, global_batch=info.base_global_batch)
+        plan, lr, warmup = make_plan(base, info, cap, self.sweep_outcome.chosen, self.sweep_outcome.reason,
+                                     precision, noise, amp_available=self.amp_available)
+        plan.warnings = [w for w in plan.warnings if w.code != "global-not-validated"]
+        plan.reason = (f"No sweep candidate learned, so the plan falls back to the base setting: global batch "
+                       f"{info.base_global_batch} ({info.base_source}) at the base LR. " + plan.reason)
+        plan.warnings.insert(0, Warning_(
+            "no-candidate-learned",
+            f"{self.sweep_outcome.verdict.reason} The plan is the base setting (global batch "
+            f"{info.base_global_batch}, LR {lr.value:.4g}), which this plan did not validate either: check that "
+            "the base LR trains at the base batch in a plain run before planning again."))
+        return plan, lr, warmup
 
     def workload_notes(self) -> dict:
         """What the recipe's [workload] says about validation (the metric the sweep ranked by) and the probes."""

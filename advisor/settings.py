@@ -26,12 +26,13 @@ PLAN_DEFAULTS = {
     "precision": _settings_default("precision"), "trial_timeout": _settings_default("trial_timeout_s"),
     "idle_timeout": _settings_default("idle_timeout_s"), "nodes": _settings_default("nodes"),
     "subset_sweep": False, "sweep_walk": _settings_default("sweep_walk"),
+    "sweep_seeds": _settings_default("sweep_seeds"),
 }
 # Every named option `settings_from_options` reads, in the order `plan_command` writes them.
 PLAN_OPTIONS = ("workload", "adapter", "nproc", "device", "device_memory", "headroom", "trial_steps", "sweep_steps",
-                "subset_sweep", "sweep_walk", "global_batch", "base_lr", "base_batch", "base_warmup", "epochs", "precision", "task",
+                "subset_sweep", "sweep_walk", "sweep_seeds", "global_batch", "base_lr", "base_batch", "base_warmup", "epochs", "precision", "task",
                 "optimizer", "nodes", "gpus_per_node", "world_size", "trial_timeout", "idle_timeout")
-_TYPES = {"nproc": int, "headroom": float, "trial_steps": int, "sweep_steps": int, "sweep_walk": int, "global_batch": int,
+_TYPES = {"nproc": int, "headroom": float, "trial_steps": int, "sweep_steps": int, "sweep_walk": int, "sweep_seeds": int, "global_batch": int,
           "base_lr": float, "base_batch": int, "epochs": float, "nodes": int, "gpus_per_node": int,
           "world_size": int, "trial_timeout": float, "idle_timeout": float}
 
@@ -89,7 +90,7 @@ def settings_from_options(options: dict, host, workdir: str | None = None) -> Me
         workload=value("workload"), adapter_name=value("adapter"), nproc=nproc, device=host.type,
         memory_budget_bytes=budget, headroom=value("headroom"), trial_steps=value("trial_steps"),
         sweep_steps=value("sweep_steps"), subset_sweep=bool(value("subset_sweep")), global_batch=value("global_batch"),
-        sweep_walk=value("sweep_walk"),
+        sweep_walk=value("sweep_walk"), sweep_seeds=value("sweep_seeds"),
         base_lr=value("base_lr"), base_batch=value("base_batch"), precision=value("precision"),
         trial_timeout_s=value("trial_timeout"), idle_timeout_s=value("idle_timeout"),
         workdir=workdir or os.getcwd(), device_memories=memories, optimizer=value("optimizer") or None,

@@ -138,9 +138,10 @@ def test_bad_inputs_stop_before_the_first_probe(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)  # ~3 min on a quiet machine; a loaded one (2 cores shared by 8) took 13 min a plan
-def test_two_plans_of_digits_cnn_give_the_same_sweep_pick_or_both_say_equal_within_noise(tmp_path):
-    # Regression (issue 16): the sweep's pick on digits varied between runs (32 or 64 per device), each
-    # candidate ran the same steps, one seed decided and a tie was 0.005 accuracy whatever the validation size.
+def test_two_plans_of_digits_cnn_pick_the_same_batch_or_adjacent_ones_both_tied(tmp_path):
+    # Regression (issues 16 and 24): two consecutive plans of digits-cnn picked 16 and 4 per device, both "within
+    # noise", a 4x difference in the number the user came for. With paired seeds and one rule the picks agree, or
+    # sit within 2x of each other with both marked tied.
     sweeps = []
     for i in range(2):
         out = tmp_path / f"run{i}.toml"
@@ -151,18 +152,19 @@ def test_two_plans_of_digits_cnn_give_the_same_sweep_pick_or_both_say_equal_with
         assert load_recipe(out).data["method"]["sweep"] == sweep  # the recipe says what --json says
         sweeps.append({**sweep, "reason": load_recipe(out).data["method"]["sweep_reason"]})
     first, second = sweeps
-    assert first["pick"] == second["pick"] or (first["equal_within_noise"] and second["equal_within_noise"]), \
-        f"first: {first['reason']}\nsecond: {second['reason']}"  # why each walked or stopped, for the log
+    why = f"first: {first['reason']}\nsecond: {second['reason']}"
+    assert first["pick"] == second["pick"] or (
+        max(first["pick"], second["pick"]) <= 2 * min(first["pick"], second["pick"])
+        and first["pick"] in first.get("tied", []) and second["pick"] in second.get("tied", [])
+        and len(first.get("tied", [])) > 1 and len(second.get("tied", [])) > 1), why
     for sweep in sweeps:
-        assert sweep["metric"] == "validation accuracy" and sweep["samples_per_run"] > 0
-        # A candidate the health verdict calls unstable is named and never picked; the others carry their spread.
-        alive = [c for c in sweep["spread"] if c["status"] == "ok"]
-        assert len(alive) >= 2 and all(c["spread"] >= 0 for c in alive)
-        assert {c["status"] for c in sweep["spread"]} <= {"ok", "diverged"}
-        assert sweep["pick"] in [c["per_device"] for c in alive]
-        if sweep["equal_within_noise"]:
-            assert sweep["verdict"].startswith("equal within noise") and sweep["tie_rule"]
-            assert all(c["seeds"] == 2 for c in sweep["spread"] if c["per_device"] in sweep["tied"])
+        assert sweep["metric"] == "validation accuracy" and sweep["samples_per_run"] > 0 and sweep["seeds"] == 3
+        # Every candidate that took part carries its three paired scores; one out of it is named with why.
+        scored = sweep["candidates_scored"]
+        assert all(len(c["scores"]) == 3 for c in scored if c["status"] == "ok")
+        assert all(c.get("why") for c in scored if c["status"] != "ok")
+        assert sweep["pick"] in [c["per_device"] for c in scored if c["status"] == "ok"]
+        assert all(len(c.get("interval", [])) == 2 for c in sweep.get("comparisons", []))
 
 
 def test_the_small_plans_recipe_passes_check_and_its_runs_are_the_ledgers(small_plan):

@@ -18,8 +18,7 @@ from advisor.ceiling import MemoryFit, ProbeTrial, search_ceiling
 from advisor.device import HostDevices
 from advisor.events import Decision, ProbeFinished, StepStarted
 from advisor.ledger import TrialRecord
-from advisor.method import (MethodSettings, WorkloadInfo, decide_sweep, short_trial, sweep_candidates,
-                            time_to_reach)
+from advisor.method import MethodSettings, WorkloadInfo, short_trial, sweep_candidates
 from advisor.session import Session, validate_setup
 
 MIB = 2**20
@@ -38,9 +37,10 @@ class StubRunner:
     ``saturate``. A precision in ``unsupported`` fails at every batch with oneDNN's primitive error."""
 
     def __init__(self, nproc=2, fixed=10 * MIB, per_sample=1 * MIB, budget=300 * MIB, saturate=10_000,
-                 val=None, train_seconds=None, evals=None, unsupported=()):
+                 val=None, train_seconds=None, evals=None, unsupported=(), seeded_val=None):
         self.nproc, self.fixed, self.per_sample, self.budget, self.saturate = nproc, fixed, per_sample, budget, saturate
         self.val = val or (lambda batch: 0.9)
+        self.seeded_val = seeded_val  # (batch, seed) -> the run's validation metric, when the seed matters
         self.train_seconds = train_seconds or (lambda batch: batch / 100)
         self.evals = evals
         self.unsupported = set(unsupported)
@@ -76,10 +76,11 @@ class StubRunner:
                                  if precision in self.unsupported else "out of memory")
         else:
             throughput = min(g, self.saturate) * 100.0 if self.saturate else g * 100.0
-            metric = self.val(per_device) if evaluate else None
+            metric = None if not evaluate else \
+                self.seeded_val(per_device, seed) if self.seeded_val else self.val(per_device)
             evals = self.evals(per_device) if (evaluate and self.evals) else []
             seconds = self.train_seconds(per_device)
-            # The step time agrees with the run's clock (the walk reads both); the throughput is the stub's model.
+            # The step time agrees with the run's clock; the sweep's samples/s read it (global batch / step time).
             record = TrialRecord(phase, per_device, self.nproc, accumulation, g, "ok", 0.1, lr=lr,
                                  precision=precision, steps=steps, peak_bytes=int(peak), step_seconds=seconds / steps,
                                  throughput=throughput, final_loss=1.0, val_loss=1 - (metric or 0),
@@ -147,310 +148,6 @@ def test_trial_respects_its_cap_and_says_why():
 
 # -- step 4: the sweep -----------------------------------------------------------------------------------------
 
-def record(batch, metric, train_seconds, evals=(), throughput=None):
-    return TrialRecord("sweep", batch, 1, 1, batch, "ok", 1.0, val_metric=metric, val_loss=1 - metric,
-                       throughput=throughput or batch * 100.0, train_seconds=train_seconds, evals=list(evals))
-
-
-def test_sweep_best_validation_wins():
-    rows = [record(32, 0.90, 1), record(64, 0.95, 2), record(128, 0.91, 4)]
-    assert decide_sweep(rows, 64, 10, 200).chosen == 64
-
-
-def seeds(*rows):
-    """The same runs again under seed 1 (a tie's rerun)."""
-    return [*rows, *(replace(r, seed=1) for r in rows)]
-
-
-def test_sweep_tie_goes_to_the_run_that_reached_the_metric_first_not_the_fastest_samples_per_second():
-    # Regression: on tiny data every run hits 1.0; the tie went to the most samples/s at equal steps.
-    rows = seeds(record(32, 1.0, 3.0, [{"step": 50, "train_seconds": 0.5, "val_metric": 1.0}]),
-                 record(64, 1.0, 4.0, [{"step": 50, "train_seconds": 1.1, "val_metric": 0.99}]),
-                 record(4096, 1.0, 30.0, [{"step": 50, "train_seconds": 8.0, "val_metric": 1.0}], throughput=1e6))
-    verdict = decide_sweep(rows, 64, 3, 200)
-    assert verdict.chosen == 32 and verdict.equal_within_noise and "fastest to reach" in verdict.reason
-    assert time_to_reach(rows[1], 0.995, True) == 4.0  # never reached at a checkpoint: the run's end
-
-
-def test_sweep_tie_prefers_runs_inside_the_noise_scale():
-    rows = seeds(record(64, 1.0, 5.0), record(512, 1.0, 1.0))
-    verdict = decide_sweep(rows, 64, 3, 200, noise_scale=100, world_size=2)
-    assert verdict.chosen == 64 and "noise scale" in verdict.reason
-
-
-def test_sweep_below_chance_keeps_the_trial_choice():
-    rows = [record(32, 0.11, 1), record(64, 0.12, 1)]
-    verdict = decide_sweep(rows, 64, 10, 200)
-    assert verdict.chosen == 64 and "chance" in verdict.reason
-
-
-def test_sweep_with_nothing_to_run_says_so_and_oom_says_oom():
-    assert "no candidate" in decide_sweep([], 4, 10, 200).reason.lower()
-    oom = TrialRecord("sweep", 8, 1, 1, 8, "oom", 1.0)
-    assert "ran out of memory" in decide_sweep([oom], 4, 10, 200).reason
-
-
-def test_the_tie_threshold_comes_from_the_validation_sets_size():
-    # Regression: a "tie" was 0.005 accuracy whatever the validation set's size.
-    rows = [record(32, 0.93, 1.0), record(64, 0.90, 0.5)]
-    small = decide_sweep(rows, 64, 10, 200, val_size=300)  # +-0.03 on 300 samples: 0.03 apart is noise
-    assert small.tied == [32, 64] and not small.equal_within_noise and "another seed" in small.reason
-    large = decide_sweep(rows, 64, 10, 200, val_size=20_000)  # +-0.004: 0.03 apart is real
-    assert large.chosen == 32 and large.tied == [32] and "outside the others' noise" in large.reason
-    spread = {c.per_device: c.spread for c in small.candidates}
-    assert spread[32] == pytest.approx(1.96 * (0.93 * 0.07 / 300) ** 0.5)
-    assert "0.930 ± 0.029" in small.reason and "binomial interval over the 300 validation samples" in small.reason
-
-
-def test_a_tie_that_survives_a_second_seed_is_equal_within_noise_and_names_its_rule():
-    first = [record(32, 0.93, 2.0), record(64, 0.90, 1.0)]
-    second = [replace(first[0], val_metric=0.92, seed=1), replace(first[1], val_metric=0.91, seed=1)]
-    verdict = decide_sweep(first + second, 64, 10, 200, val_size=300)
-    assert verdict.equal_within_noise and verdict.chosen == 64  # the faster of two equal ones
-    assert verdict.tie_rule.startswith("fastest") and "equal within noise after 2 seeds" in verdict.reason
-    assert {c.per_device: len(c.values) for c in verdict.candidates} == {32: 2, 64: 2}
-    assert "equal within noise" in verdict.headline
-
-
-def test_a_loss_ranked_tie_uses_the_spread_across_checkpoints():
-    def by_loss(batch, losses):
-        evals = [{"step": i, "train_seconds": i, "val_loss": v} for i, v in enumerate(losses, 1)]
-        return TrialRecord("sweep", batch, 1, 1, batch, "ok", 1.0, val_loss=losses[-1], train_seconds=4.0,
-                           evals=evals)
-
-    settled = [by_loss(32, [0.9, 0.5, 0.41, 0.40]), by_loss(64, [0.9, 0.6, 0.45, 0.44])]
-    assert decide_sweep(settled, 64, None, 200).tied == [32]  # 0.04 apart, each moving 0.01: 32 wins
-    jumpy = [by_loss(32, [0.9, 0.5, 0.30, 0.40]), by_loss(64, [0.9, 0.6, 0.55, 0.44])]
-    assert decide_sweep(jumpy, 64, None, 200).tied == [32, 64]  # moving by 0.1 between checkpoints: a tie
-
-
-def test_a_diverged_run_never_wins_and_is_named():
-    # Regression: a NaN loss went unflagged (and a NaN validation loss broke the ranking).
-    nan = float("nan")
-    rows = [record(32, 0.90, 1.0), replace(record(64, 0.99, 1.0), final_loss=nan, losses=[2.0, nan])]
-    verdict = decide_sweep(rows, 64, 10, 200, val_size=20_000)
-    assert verdict.chosen == 32 and verdict.diverged == [64]
-    assert "in at least one seed; never a pick): 64 per device" in verdict.reason
-    by_loss = [TrialRecord("sweep", b, 1, 1, b, "ok", 1.0, val_loss=v, train_seconds=1.0)
-               for b, v in ((32, 0.5), (64, nan))]
-    assert decide_sweep(by_loss, 64, None, 200).chosen == 32
-    everything = decide_sweep([rows[1]], 32, 10, 200)
-    assert everything.chosen == 32 and "Every sweep run diverged" in everything.reason
-
-
-def test_the_only_run_that_learned_walks_past_a_diverged_or_out_of_memory_neighbour():
-    # Seen in recipes/digits-cnn.toml's plan: 32 per device beat 64, which diverged, and the sweep stopped there
-    # although 32 was the smallest swept and nothing below it was measured.
-    from advisor.method import walk_candidate
-
-    nan = float("nan")
-    for other, what in ((replace(record(64, 0.99, 1.0), final_loss=nan, losses=[2.0, nan]), "diverged"),
-                        (TrialRecord("sweep", 64, 1, 1, 64, "oom", 0.1), "ran out of memory")):
-        verdict = decide_sweep([record(32, 0.95, 1.0), other], 64, 10, 200, val_size=20_000)
-        assert verdict.chosen == 32 and (verdict.edge, verdict.edge_from) == (-1, 32), what
-        assert f"the next one (64 per device) {what}: it says nothing about time" in verdict.edge_why
-        assert walk_candidate(verdict, [32, 64], 64, 1)[0] == 16
-        # Never upwards: past a smaller batch that diverged or ran out of memory, a larger one would too.
-        below = decide_sweep([replace(other, per_device=16, global_batch=16), record(32, 0.95, 1.0)], 32, 10, 200,
-                             val_size=20_000)
-        assert below.chosen == 32 and below.edge == 0, what
-    # Inside the swept range nothing walks: 32 beat 16 and 64 diverged, so 16..64 brackets the optimum.
-    inside = decide_sweep([record(16, 0.90, 1.0), record(32, 0.95, 1.0),
-                           replace(record(64, 0.99, 1.0), final_loss=nan, losses=[2.0, nan])], 32, 10, 200,
-                          val_size=20_000)
-    assert inside.chosen == 32 and inside.edge == 0
-    # With another run that learned, the edge is judged against it as before: 16 beat 64 (32 diverged) on
-    # validation but took over 2x its training time to 64's value, so no walk.
-    judged = decide_sweep([record(16, 0.95, 10.0, evals=[{"step": 10, "val_metric": 0.95, "train_seconds": 10.0}]),
-                           replace(record(32, 0.99, 1.0), final_loss=nan, losses=[2.0, nan]),
-                           record(64, 0.90, 1.0, evals=[{"step": 10, "val_metric": 0.90, "train_seconds": 1.0}])],
-                          32, 10, 200,
-                          val_size=20_000)
-    assert judged.chosen == 16 and judged.edge == 0, judged.edge_why
-
-
-def test_the_sweep_runs_at_equal_samples_with_planned_warmups_and_reruns_only_a_tie_with_a_second_seed():
-    # Regression: every candidate ran the same steps (the double batch saw 4x the half's samples), its warmup
-    # squeezed into a quarter of them, one seed decided, and the recipe could not say "equal within noise".
-    from advisor.method import lr_for, warmup_for
-    from advisor.report import build_recipe, json_summary
-
-    adapter = load_adapter("ddp")
-    s = settings(nproc=2, sweep_steps=40)
-    runner = StubRunner(saturate=None, val=lambda batch: {8: 0.80, 16: 0.95, 32: 0.94}[batch])
-    session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=runner)
-    session.ceiling()
-    outcome = session.sweep(16)
-    runs = [r for r in runner.runs if r["phase"] == "sweep"]
-    assert [(r["per_device"], r["seed"]) for r in runs] == [(8, 0), (16, 0), (32, 0), (16, 1), (32, 1)]
-    assert {r["per_device"]: r["steps"] for r in runs} == {8: 80, 16: 40, 32: 20}  # 1280 samples each
-    assert outcome.samples == 1280
-    planned = {b: warmup_for(session.info, lr_for(session.info, b * 2)).steps for b in (8, 16, 32)}
-    assert all(r["warmup_steps"] == planned[r["per_device"]] for r in runs)
-    assert any(planned[r["per_device"]] > r["steps"] // 4 for r in runs)  # not squeezed into a quarter
-    verdict = outcome.verdict
-    assert verdict.equal_within_noise and verdict.tied == [16, 32] and outcome.chosen == 16  # the faster one
-    assert "equal within noise" in outcome.reason and "8: 0.800 ±" in outcome.reason
-    result = session.finish()
-    recipe_sweep = build_recipe(result)["method"]["sweep"]
-    assert recipe_sweep["equal_within_noise"] is True and recipe_sweep["tie_rule"].startswith("fastest")
-    assert recipe_sweep["verdict"].startswith("equal within noise") and recipe_sweep["pick"] == 16
-    assert [c["seeds"] for c in recipe_sweep["spread"]] == [1, 2, 2] and recipe_sweep["samples_per_run"] == 1280
-    assert json_summary(result, None)["sweep"] == recipe_sweep
-
-
-def _swept(val, train_seconds=None, centre=32, walk=2, budget=300 * MIB, sweep_steps=40, **settings_kw):
-    """A stub session (2 processes) through its ceiling and a sweep around ``centre``: (session, runner, outcome)."""
-    adapter = load_adapter("ddp")
-    s = settings(nproc=2, sweep_steps=sweep_steps, sweep_walk=walk, memory_budget_bytes=budget, **settings_kw)
-    runner = StubRunner(saturate=None, budget=budget, val=val, train_seconds=train_seconds)
-    session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=runner)
-    session.ceiling()
-    return session, runner, session.sweep(centre)
-
-
-# Steps of 0.1: outside the binomial noise of digits' validation set, so no tie reruns.
-SMALLER_IS_BETTER = {2: 0.99, 4: 0.95, 8: 0.85, 16: 0.75, 32: 0.65, 64: 0.55, 128: 0.45}.__getitem__
-
-
-def test_when_the_smallest_candidate_wins_on_validation_and_time_the_sweep_walks_down_until_the_walk_is_spent():
-    # Regression (issue 16, time to accuracy 2.4x the oracle on digits): half / chosen / double stopped at the
-    # smallest candidate although it was the best and fastest, leaving the better batches below unswept.
-    session, runner, outcome = _swept(SMALLER_IS_BETTER, lambda batch: batch / 100)
-    swept = [(r["per_device"], r["steps"]) for r in runner.runs if r["phase"] == "sweep"]
-    assert swept == [(16, 80), (32, 40), (64, 20), (8, 160), (4, 320)]  # equal samples for the walked ones too
-    assert outcome.chosen == 4 and outcome.walked == [8, 4] and outcome.candidates == [4, 8, 16, 32, 64]
-    assert outcome.reason.startswith("16 per device, then the smallest swept, won")  # the walk, then the verdict
-    assert "so 4 was swept too" in outcome.reason and "By validation accuracy" in outcome.reason
-    # 4 still won and was no slower: the walk is spent, not ended, and the reason says where to look next
-    assert "The walk is spent (--sweep-walk 2) while the smallest swept, 4 per device, still won" in outcome.reason
-    assert "2 per device may be better still; a larger --sweep-walk sweeps it." in outcome.reason
-    from advisor.report import build_recipe
-
-    assert build_recipe(session.finish())["method"]["sweep"]["walked"] == [8, 4]
-
-
-def test_the_walk_stops_where_the_edge_wins_on_validation_but_loses_on_time():
-    # At equal samples a smaller batch takes more steps; winning on validation alone (slower to the same value)
-    # is not a reason to go smaller still.
-    _, runner, outcome = _swept(SMALLER_IS_BETTER, lambda batch: 1000 / batch ** 2)  # 16: 4x 32's time
-    assert [r["per_device"] for r in runner.runs if r["phase"] == "sweep"] == [16, 32, 64]
-    assert outcome.chosen == 16 and outcome.walked == []
-
-
-def test_the_walk_stops_where_a_smaller_batch_loses_and_at_zero_it_never_starts():
-    val = {4: 0.75, 8: 0.95, 16: 0.85, 32: 0.75, 64: 0.65}.__getitem__
-    _, runner, outcome = _swept(val, lambda batch: batch / 100)
-    assert outcome.chosen == 8 and outcome.walked == [8, 4] and outcome.candidates == [4, 8, 16, 32, 64]
-    assert "The walk is spent" not in outcome.reason  # 4 lost: the walk ended where the optimum is
-    _, runner, outcome = _swept(SMALLER_IS_BETTER, lambda batch: batch / 100, walk=0)
-    assert outcome.walked == [] and outcome.chosen == 16
-
-
-def test_a_tie_walks_on_by_samples_to_the_tied_value_never_by_the_clock():
-    # Seen: two plans of digits-cnn, the same seeds and so the same validation, picked differently because a tie
-    # broken by the clock sent one of them walking (a CPU's samples/s barely depend on the batch, so the clock
-    # there is load, not the batch). A tie walks on only when the edge reached the tied value in fewer samples.
-    def _walked(val, train_seconds, evals):
-        adapter = load_adapter("ddp")
-        s = settings(nproc=2, sweep_steps=40)
-        runner = StubRunner(saturate=None, val=val, train_seconds=train_seconds, evals=evals)
-        session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=runner)
-        session.ceiling()
-        return session.sweep(32)
-
-    def reaching_at(checkpoint_of):  # 2560 samples a run, 4 checkpoints; 0.90 from checkpoint_of(batch) on
-        def evals(batch):
-            steps = 2560 // (2 * batch)
-            return [{"step": steps * i // 4, "train_seconds": i / 4,
-                     "val_metric": 0.90 if i >= checkpoint_of(batch) else 0.5} for i in range(1, 5)]
-        return evals
-
-    equal = lambda batch: 0.90  # noqa: E731
-    fast_small = lambda batch: batch / 100  # 16 reaches everything sooner on the clock  # noqa: E731
-    clock_only = _walked(equal, fast_small, reaching_at(lambda batch: 4))
-    assert clock_only.verdict.equal_within_noise and clock_only.chosen == 16 and clock_only.walked == []
-    by_samples = _walked(equal, lambda batch: 1.0, reaching_at(lambda batch: 1 if batch <= 8 else 2 if batch == 16 else 4))
-    assert by_samples.walked == [8, 4] and by_samples.verdict.equal_within_noise
-    assert "was equal within noise to the best and reached the tied value, within its noise, in fewer training " \
-           "samples" in by_samples.reason
-
-
-def test_a_tie_of_runs_that_level_off_walks_and_picks_by_the_tied_value_within_its_noise():
-    # Issue 16, full time-to-accuracy run: 16 and 32 per device tied at 0.964 (64 stayed at chance). Both reach
-    # 0.964 only at their last checkpoint, so "fewer samples to the tied value" never held and the pick among
-    # equals was each run's length (32: fewer steps). 16 reached it within noise a checkpoint sooner.
-    def row(batch, curve, seconds):
-        steps = 7680 // (2 * batch)
-        evals = [{"step": steps * i // 4, "train_seconds": seconds * i / 4, "val_metric": v}
-                 for i, v in enumerate(curve, 1)]
-        return TrialRecord("sweep", batch, 2, 1, 2 * batch, "ok", 1.0, steps=steps, step_seconds=seconds / steps,
-                           val_metric=curve[-1], val_loss=1 - curve[-1], train_seconds=seconds, evals=evals)
-
-    rows = seeds(row(16, [0.80, 0.955, 0.96, 0.964], 12.0), row(32, [0.70, 0.90, 0.955, 0.964], 10.0),
-                 row(64, [0.10, 0.10, 0.10, 0.10], 9.0))
-    verdict = decide_sweep(rows, 32, 10, 60, val_size=359)
-    assert verdict.equal_within_noise and verdict.tied == [16, 32]
-    assert verdict.chosen == 16 and "fastest to reach 0.945 (0.964 within its noise)" in verdict.reason
-    assert (verdict.edge, verdict.edge_from) == (-1, 16) and "within its noise" in verdict.edge_why
-
-
-def _sweep_row(per_device, accuracy, step_seconds, train_seconds=None, samples=2560, data_seconds=0.0):
-    """A sweep run of ``samples`` on 2 processes whose validation climbs linearly to ``accuracy`` over 4
-    checkpoints, at ``step_seconds`` a step (``train_seconds``: the run's clock, bursts included)."""
-    steps = samples // (2 * per_device)
-    evals = [{"step": steps * i // 4, "train_seconds": (train_seconds or steps * step_seconds) * i / 4,
-              "val_metric": round(accuracy * i / 4, 4)} for i in range(1, 5)]
-    return TrialRecord("sweep", per_device, 2, 1, 2 * per_device, "ok", 1.0, steps=steps, step_seconds=step_seconds,
-                       data_seconds=data_seconds, val_metric=accuracy, val_loss=1 - accuracy, final_loss=0.5,
-                       train_seconds=train_seconds or steps * step_seconds, evals=evals, losses=[2.0, 1.0])
-
-
-def test_a_load_burst_on_the_clock_does_not_stop_the_walk_and_a_clearly_slower_step_does():
-    # Regression (CI, stop 21): two plans of digits-cnn with the same seeds picked 12 and 6 per device. 12 won
-    # outright both times; whether it walked to 6 hung on its total training seconds against 25's, which on a
-    # shared CPU measure the load. The walk now reads each run's median step time and vetoes past 2x only.
-    steady = [_sweep_row(12, 0.95, 0.010), _sweep_row(25, 0.90, 0.020), _sweep_row(50, 0.85, 0.040)]
-    verdict = decide_sweep(steady, 25, 10, 40, val_size=10_000)
-    assert verdict.chosen == 12 and (verdict.edge, verdict.edge_from) == (-1, 12)
-    burst = [replace(steady[0], train_seconds=60.0, evals=[{**p, "train_seconds": 15.0 * i}
-                                                            for i, p in enumerate(steady[0].evals, 1)])]
-    assert (decide_sweep(burst + steady[1:], 25, 10, 40, val_size=10_000).edge_from) == 12  # the burst is ignored
-    # 12 reaches 0.90 at its end (106 steps), 25 at its end (51 steps).
-    within = [_sweep_row(12, 0.95, 0.017), *steady[1:]]  # 1.76x its neighbour's time to 0.90: the load's range
-    verdict = decide_sweep(within, 25, 10, 40, val_size=10_000)
-    assert verdict.edge == -1 and "within the clock's noise (under 2x) in training time (1.80 s against 1.02 s)" \
-        in verdict.edge_why
-    slower = [_sweep_row(12, 0.95, 0.025), *steady[1:]]  # 2.6x: the batch, not the load
-    verdict = decide_sweep(slower, 25, 10, 40, val_size=10_000)
-    assert verdict.chosen == 12 and verdict.edge == 0
-    waiting = [_sweep_row(12, 0.95, 0.010, data_seconds=0.015), *steady[1:]]  # a slow loader is part of its time
-    assert decide_sweep(waiting, 25, 10, 40, val_size=10_000).edge == 0
-
-
-def test_a_neighbour_that_stayed_at_chance_does_not_veto_the_walk():
-    # Issue 16, full time-to-accuracy run: 32 won, 64 sat at 0.086 (10 classes); both "reached" 64's value at
-    # their first checkpoint, 32 later on the clock, so the walk never started and the pick stayed 32 against an
-    # oracle of 4.
-    rows = [_sweep_row(32, 0.80, 0.045), _sweep_row(64, 0.086, 0.010)]  # 32: 2.25x slower to 0.086
-    verdict = decide_sweep(rows, 64, 10, 40, val_size=10_000)
-    assert verdict.chosen == 32 and (verdict.edge, verdict.edge_from) == (-1, 32)
-    assert "the next one (64 per device) stayed at chance" in verdict.edge_why
-    assert decide_sweep(rows, 64, None, 40, val_size=10_000).edge == 0  # without the classes, chance is unknown
-    learned = [rows[0], _sweep_row(64, 0.40, 0.010)]  # 64 learned (4x chance) and 32 was slower: a real veto
-    assert decide_sweep(learned, 64, 10, 40, val_size=10_000).edge == 0
-
-
-def test_the_walk_up_stops_at_the_memory_cap_and_says_so():
-    val = {16: 0.6, 32: 0.7, 64: 0.8}.__getitem__  # bigger is better
-    session, runner, outcome = _swept(val, lambda batch: 1.0, budget=150 * MIB)
-    cap = session.per_device_cap
-    assert 64 <= cap < 128
-    assert outcome.walked == [] and outcome.chosen == 64
-    assert "64 per device, the largest swept, won and reached the next one's validation value in no more samples " \
-           "and sooner in training time (1.00 s against 1.00 s); 128 is past the cap" in outcome.reason
-
-
 def test_subset_sweep_with_a_ceiling_below_eight_falls_back_to_half_chosen_double():
     # Regression: ran nothing and reported "every sweep run ran out of memory".
     candidates, note = sweep_candidates(4, cap=6, subset=True)
@@ -490,6 +187,17 @@ def settings(**kw):
                 trial_steps=8, sweep_steps=8)
     base.update(kw)
     return MethodSettings(**base)
+
+
+def _swept(val, train_seconds=None, centre=32, walk=1, budget=300 * MIB, sweep_steps=40, seeded_val=None,
+           **settings_kw):
+    """A stub session (2 processes) through its ceiling and a sweep around ``centre``: (session, runner, outcome)."""
+    adapter = load_adapter("ddp")
+    s = settings(nproc=2, sweep_steps=sweep_steps, sweep_walk=walk, memory_budget_bytes=budget, **settings_kw)
+    runner = StubRunner(saturate=None, budget=budget, val=val, train_seconds=train_seconds, seeded_val=seeded_val)
+    session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=runner)
+    session.ceiling()
+    return session, runner, session.sweep(centre)
 
 
 def test_session_runs_step_by_step_redoes_and_invalidates():
@@ -949,42 +657,6 @@ def test_cpu_processes_times_memory_must_fit_the_hosts_ram():
     assert HostDevices("cpu").physical_memory > 0  # the real host says
 
 
-def test_a_sweep_without_validation_ranks_by_the_training_loss_tail_with_its_spread_not_one_steps_loss():
-    # Regression: runs with no validation (the script door) were ranked by their last step's loss, one
-    # mini-batch's, with a spread of ± 0.0000, so any difference between two noisy steps "won".
-    def run(batch, losses):
-        return TrialRecord("sweep", batch, 2, 1, 2 * batch, "ok", 1.0, final_loss=losses[-1], losses=losses,
-                           throughput=100.0, step_seconds=0.1, train_seconds=1.0)
-
-    noisy_16 = [1.0] * 12 + [0.50, 0.30, 0.50, 0.30]  # tail mean 0.40, last step 0.30
-    noisy_32 = [1.0] * 12 + [0.30, 0.50, 0.30, 0.50]  # tail mean 0.40, last step 0.50
-    verdict = decide_sweep([run(16, noisy_16), run(32, noisy_32)], 16, None, 16)
-    assert verdict.tied == [16, 32] and "within noise" in verdict.reason  # not "16 is best" on one step
-    assert all(c.spread > 0 for c in verdict.candidates) and "last quarter of training losses" in verdict.reason
-    clear = decide_sweep([run(16, [1.0] * 12 + [0.80, 0.82, 0.80, 0.82]), run(32, noisy_32)], 16, None, 16)
-    assert clear.chosen == 32 and clear.tied == [32]
-
-
-def test_the_pick_among_equals_reads_each_runs_median_step_time_not_a_load_burst():
-    # Seen in the full time-to-accuracy run: 8, 16 and 32 per device equal within noise, and the pick went by
-    # each run's clock under a loaded machine (8: 23.5 s, 16: 21.7 s). Steps at the run's median step time
-    # leave a burst out: here 8 got to the value sooner, and a burst on its clock does not change the pick.
-    def row(batch, curve, step_seconds, seed, burst=1.0):
-        steps = 7680 // (2 * batch)
-        evals = [{"step": steps * i // 4, "train_seconds": burst * steps * step_seconds * i / 4, "val_metric": v}
-                 for i, v in enumerate(curve, 1)]
-        return TrialRecord("sweep", batch, 2, 1, 2 * batch, "ok", 1.0, steps=steps, step_seconds=step_seconds,
-                           val_metric=curve[-1], val_loss=1 - curve[-1], train_seconds=burst * steps * step_seconds,
-                           evals=evals, seed=seed)
-
-    curve = [0.90, 0.95, 0.96, 0.962]
-    rows = [row(8, curve, 0.010, s, burst=1.5 if s else 1.0) for s in (0, 1)] + \
-        [row(16, [0.70, 0.90, 0.95, 0.962], 0.016, s) for s in (0, 1)]
-    verdict = decide_sweep(rows, 16, 10, 60, val_size=359)
-    assert verdict.equal_within_noise and verdict.chosen == 8, verdict.reason
-    assert "at each run's median step time" in verdict.tie_rule
-
-
 def test_the_sweep_says_where_the_planned_warmup_outlasts_its_runs():
     # A warmup as long as the run compares only the start of training; the reason must say so and name the fix.
     from advisor.method import sweep_run_settings
@@ -1009,7 +681,7 @@ def test_the_plans_text_says_an_unknown_noise_scale_once():
     text = human_summary(result, None)
     assert text.count(result.noise_reason) == 1 and "unknown (unknown" not in text
     assert "Goodput-optimal batch: not computed, it needs the gradient noise scale, unknown here (above)." in text
-    assert "warmup              45 steps (1 epoch)" in text and "(3 runs)" in text
+    assert "warmup              45 steps (1 epoch)" in text and "(9 runs)" in text  # 3 candidates x 3 paired seeds
     # The recipe's and --json's reason stands alone, so it keeps the noise scale's reason.
     assert json_summary(result, None)["goodput_reason"] == (
         "Goodput-optimal batch: not computed, the gradient noise scale is unknown: "
@@ -1119,14 +791,3 @@ def test_a_batch_that_ran_out_of_memory_in_training_is_never_planned():
     assert trained_cap(rows, "bf16")[0] == 7
     assert trained_cap(rows, "fp32") == (None, "")
     assert trained_cap(rows[:1], "bf16")[0] == 14 and "unmeasured" in trained_cap(rows[:1], "bf16")[1]
-
-
-def test_a_sweep_candidate_unstable_in_one_seed_never_wins_even_when_its_mean_ties():
-    """Regression (issue 24, `make run` on digits-cnn): 64 per device diverged to chance in one seed (no NaN: its
-    loss gave back its decrease) and learned in the other; the mean's wide interval tied it with 16 and 32, and
-    the tie rule picked it, LR 0.04, the setting its own runs saw fail."""
-    unstable = replace(record(64, 0.106, 1.0), losses=list(DIVERGED_TRIAL), seed=1)
-    rows = seeds(record(16, 0.976, 3.0), record(32, 0.972, 2.0)) + [record(64, 0.95, 1.0), unstable]
-    verdict = decide_sweep(rows, 32, 10, 200, val_size=359)
-    assert verdict.chosen in (16, 32) and verdict.diverged == [64] and 64 not in verdict.tied
-    assert "never a pick): 64 per device" in verdict.reason

@@ -311,11 +311,11 @@ def test_a_deepspeed_loop_runs_through_the_deepspeed_launcher(no_leftover_proces
 
 def test_a_sweep_without_validation_ranks_by_training_loss_and_says_so():
     from advisor.ledger import TrialRecord
-    from advisor.method import decide_sweep
+    from advisor.method.sweep import decide_sweep
 
     rows = [TrialRecord("sweep", b, 2, 1, 2 * b, "ok", 1.0, final_loss=loss, throughput=100.0, step_seconds=0.1,
-                        train_seconds=1.0) for b, loss in ((16, 0.60), (32, 0.40))]
-    verdict = decide_sweep(rows, 16, None, 6)
+                        train_seconds=1.0, losses=[1.0, loss]) for b, loss in ((16, 0.60), (32, 0.40))]
+    verdict = decide_sweep(rows)
     pick, reason = verdict.chosen, verdict.reason
-    assert pick == 32 and "training loss" in reason and "no validation metric" in reason
+    assert pick == 32 and "training loss" in reason and "reported no validation" in reason
     assert all(r.val_loss is None for r in rows)  # the ledger's rows keep saying no validation was seen

@@ -15,7 +15,7 @@ from advisor.batches import select_probe_samples, shapes
 from advisor.errors import WorkloadError
 from advisor.job import TrialJob
 from advisor.ledger import TrialRecord
-from advisor.method import decide_sweep
+from advisor.method.sweep import decide_sweep
 from advisor.worker import _evaluate, probe_batches, to_device
 from advisor.workload import Workload, resolve_workload
 from conftest import TEST_WORKLOADS, plain_strategy, train_in_process
@@ -138,9 +138,10 @@ def test_bad_v2_fields_are_named_with_their_fix(fields, expected):
 
 def test_a_lower_is_better_metric_picks_the_lowest():
     rows = [TrialRecord("sweep", b, 2, 1, 2 * b, "ok", 1.0, val_loss=1.0, val_metric=ppl,
-                        val_metric_name="perplexity", higher_is_better=False, train_seconds=1.0)
+                        val_metric_name="perplexity", higher_is_better=False, train_seconds=1.0,
+                        losses=[2.0, 1.0])
             for b, ppl in ((8, 9.0), (16, 4.0), (32, 6.0))]
-    verdict = decide_sweep(rows, 16, num_classes=4, steps=20)
+    verdict = decide_sweep(rows, num_classes=4)
     pick, reason = verdict.chosen, verdict.reason
     assert pick == 16 and "validation perplexity (lower is better)" in reason
 
@@ -149,7 +150,7 @@ def test_the_sweep_never_ranks_by_a_metric_some_runs_did_not_compute():
     rows = [TrialRecord("sweep", 8, 2, 1, 16, "ok", 1.0, val_loss=0.5, val_metric=0.9, val_metric_name="f1",
                         higher_is_better=True),
             TrialRecord("sweep", 16, 2, 1, 32, "ok", 1.0, val_loss=0.4)]
-    verdict = decide_sweep(rows, 8, num_classes=None, steps=20)
+    verdict = decide_sweep(rows, num_classes=None)
     pick, reason = verdict.chosen, verdict.reason
     assert pick == 16 and "validation loss" in reason
 

@@ -6,6 +6,7 @@ from rich.markup import escape
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, ProgressBar, RichLog
 
+from ...method.sweep import DEFAULT_POLICY
 from ..widgets import Chart, GrowingTable, Numbers
 from .base import StepScreen
 
@@ -19,10 +20,11 @@ class SweepScreen(StepScreen):
     TITLE = "Sweep"
     NEXT = "recipe"
     RUN_LABEL = "Run sweep"
-    INTRO = ("Step 4. Half, chosen and double (or 8-128 with the subset sweep) each train the same number of steps "
-             "with the LR scaled to their global batch; the best validation result wins, and a tie goes to the "
-             "one that reached it in the least training time. If an end of the range wins, the sweep goes on past "
-             "it. Press r to run.")
+    INTRO = ("Step 4. Half, chosen and double (or 8-128 with the subset sweep) each train on the same samples "
+             "with the same seeds, the LR scaled to their global batch. The best mean validation leads; those "
+             f"whose paired difference from it is within noise tie, and the smallest of the tied within "
+             f"{DEFAULT_POLICY.throughput_margin:.0%} of "
+             "the highest samples/s wins. If an end of the range wins, one more past it is swept. Press r to run.")
 
     def compose_body(self):
         # The table spans the screen: its numbers are never cut, even at 80 columns (a half-width column cut
@@ -88,10 +90,10 @@ class SweepScreen(StepScreen):
             self.query_one("#notes", RichLog).write(f"[dim]{escape(event.message)}[/dim]")
 
     def add_run(self, record) -> None:
-        from ...method import diverged
+        from ...health import unstable
 
-        seed = f" (seed {record.seed})" if record.seed else ""  # a tie's rerun
-        status = ("[red]OOM[/red]" if record.status != "ok" else "[red]diverged[/red]" if diverged(record)
+        seed = f" (seed {record.seed})" if record.seed else ""  # a paired seed
+        status = ("[red]OOM[/red]" if record.status != "ok" else "[red]unstable[/red]" if unstable(record)
                   else f"[green]ok[/green]{seed}")
         self.query_one("#runs", DataTable).add_row(
             str(record.per_device), str(record.global_batch), f"{record.lr:.4g}" if record.lr else "-",
@@ -115,8 +117,8 @@ class SweepScreen(StepScreen):
         rows = [("Pick per device", str(outcome.chosen), outcome.reason),  # short: values must fit at 80 columns
                 ("Compared", ", ".join(map(str, outcome.candidates)),
                  "Half, chosen and double the trial's choice, within the per-device cap (or the subset 8-128)"
-                 + (f"; then {', '.join(map(str, outcome.walked))}, because the smallest or largest swept won."
-                    if outcome.walked else "."))]
+                 + (f"; then {', '.join(map(str, outcome.extended))}, because the smallest or largest swept won."
+                    if outcome.extended else "."))]
         for r in outcome.rows:
             if r.status == "ok":
                 metric = r.validation_text() or "no validation"

@@ -14,30 +14,23 @@ import statistics
 from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol
 
-from .ceiling import DEFAULT_HEADROOM, CeilingResult, ProbeTrial
-from .errors import AdvisorError
-from .health import UNSTABLE, Health, judge
-from .oom import is_primitive_failure
-from .ledger import TrialRecord
-from .noise import GradNormSample, NoiseEstimate, estimate_noise
-from .lr import DEFAULT_BASE_WARMUP_EPOCHS, LRDecision, WarmupDecision, plan_warmup, scale_lr
-from .plan import Plan, Warning_, identical_batch_for, plan_data_parallel
-from .tasks import task_profile
+from ..ceiling import DEFAULT_HEADROOM, CeilingResult, ProbeTrial
+from ..errors import AdvisorError
+from ..health import UNSTABLE, Health, judge
+from ..oom import is_primitive_failure
+from ..ledger import TrialRecord
+from ..noise import GradNormSample, NoiseEstimate, estimate_noise
+from ..lr import DEFAULT_BASE_WARMUP_EPOCHS, LRDecision, WarmupDecision, plan_warmup, scale_lr
+from ..plan import Plan, Warning_, identical_batch_for, plan_data_parallel
+from ..tasks import task_profile
+from .sweep import DEFAULT_POLICY, SweepPolicy, SweepVerdict, decide_sweep, ranked_metric
 
 HIGH_WATER = 0.60  # below this share of the ceiling's memory, double the trial batch
 WORTH_DOUBLING = 1.10  # doubling must buy >= 10% more samples/s to be worth it
-TIE_Z = 1.96  # two runs tie when their validation differs by less than this many standard errors (95%)
-SWEEP_EVAL_POINTS = 4  # validation checkpoints per sweep run, to time when each reached the metric
+SWEEP_EVAL_POINTS = 4  # validation checkpoints per sweep run; the rule scores the mean of the last two
 MIN_SWEEP_STEPS = 4  # a sweep run's floor, whatever the equal-samples rule gives (its eval points need steps)
-TIE_SEEDS = 2  # a tie is rerun until each tied candidate has this many seeds, before time breaks it
 SUBSET_SWEEP = (8, 16, 32, 64, 128)
 NOISE_MARGIN = 2.0  # a global batch past this multiple of the noise scale buys little
-# The walk's clock check: an edge that wins on validation is "slower" only past this ratio of its neighbour's
-# time. On a shared machine the load alone moved it past 1.25x in one plan and not in the next (12 against 25
-# per device on digits: 1.11x, then over 1.25x), and seeds of one batch took up to 1.8x each other's time to a
-# target; a walk decided there sends two plans of the same seeds to different picks.
-WALK_CLOCK_MARGIN = 2.0
-SWEEP_WALK = 2  # extra sweep candidates, each half (or double) the last, while the edge of the swept range wins
 
 
 @dataclass
@@ -51,7 +44,8 @@ class MethodSettings:
     trial_steps: int = 40
     sweep_steps: int = 200
     subset_sweep: bool = False
-    sweep_walk: int = SWEEP_WALK
+    sweep_walk: int = DEFAULT_POLICY.extensions  # times the swept range may grow past an end that wins
+    sweep_seeds: int = DEFAULT_POLICY.seeds  # paired seeds per sweep candidate
     global_batch: int | None = None  # a global target the user insists on; else the sweep decides
     base_lr: float | None = None
     base_batch: int | None = None
@@ -116,7 +110,7 @@ def choose_precision(requested: str, device_type: str, bf16_native: bool, adapte
     with TF32 on a GPU with bf16 Tensor Cores; fp32 elsewhere, with mixed precision tried before halving and
     before accumulation (on CPU bf16 is slow without AMX; fp16 on older GPUs needs a GradScaler and can
     overflow, so it is not a silent default)."""
-    from .device import mixed_precision_for
+    from ..device import mixed_precision_for
 
     cuda = device_type.startswith("cuda")
     tf32 = cuda and bf16_native and requested != "fp32"
@@ -228,81 +222,25 @@ class TrialOutcome:
 
 
 @dataclass
-class CandidateSummary:
-    """One sweep candidate over its seeds: the ranked validation value, its spread, and when it got there."""
-
-    per_device: int
-    status: str  # "ok" | "oom" | "diverged" (a run unstable by advisor.health: it can never win)
-    values: list[float] = field(default_factory=list)  # the ranked value, one per seed
-    mean: float | None = None
-    spread: float | None = None  # half-width of its ~95% interval: validation-set size, checkpoints, seeds
-    seconds_to_target: float | None = None  # mean training seconds to reach the tied target (ties only)
-
-    def to_dict(self) -> dict:
-        out = {"per_device": self.per_device, "status": self.status, "seeds": len(self.values),
-               "values": [round(v, 6) for v in self.values],
-               "mean": None if self.mean is None else round(self.mean, 6),
-               "spread": None if self.spread is None else round(self.spread, 6),
-               "seconds_to_target": None if self.seconds_to_target is None else round(self.seconds_to_target, 3)}
-        return {k: v for k, v in out.items() if v is not None}
-
-
-@dataclass
-class SweepVerdict:
-    """decide_sweep's answer: the pick, why, and whether the data could tell the tied candidates apart."""
-
-    chosen: int
-    reason: str
-    metric: str = ""
-    tied: list[int] = field(default_factory=list)  # per-device batches within noise of the best (2+ = a tie)
-    equal_within_noise: bool = False  # the tie stood after every tied candidate ran TIE_SEEDS seeds
-    tie_rule: str = ""  # what picked among the equal ones
-    candidates: list[CandidateSummary] = field(default_factory=list)
-    # -1 / +1: the optimum may lie past the smallest / largest batch swept (``edge_from``), see _edge; 0: inside
-    edge: int = 0
-    edge_from: int | None = None
-    edge_why: str = ""  # why the edge may not be the optimum, in words (the walk's sentence)
-
-    @property
-    def edge_side(self) -> str:
-        """Which end of the swept range ``edge_from`` is, in words ('' inside)."""
-        return {-1: "smallest", 1: "largest"}.get(self.edge, "")
-
-    @property
-    def headline(self) -> str:
-        """The verdict in a few words, for the recipe and --json."""
-        if self.equal_within_noise:
-            return f"equal within noise; picked by: {self.tie_rule}"
-        if len(self.tied) > 1:
-            return "within noise of each other after one seed; not rerun"
-        if len(self.tied) == 1:
-            return "best, outside the others' noise"
-        return "the comparison could not decide; the trial's choice kept"
-
-    @property
-    def diverged(self) -> list[int]:
-        return [c.per_device for c in self.candidates if c.status == "diverged"]
-
-
-@dataclass
 class SweepOutcome:
-    chosen: int
+    chosen: int  # the plan's per-device batch; the trial's choice when no candidate learned (verdict.failed)
     reason: str
     rows: list[TrialRecord]
     candidates: list[int]
     verdict: SweepVerdict | None = None
     samples: int | None = None  # training samples every candidate saw (equal samples)
-    walked: list[int] = field(default_factory=list)  # candidates added because the range's edge won
+    extended: list[int] = field(default_factory=list)  # candidates added because an end of the range won
+
+    @property
+    def failed(self) -> bool:
+        """No candidate learned: the sweep validated nothing, and the plan must not repeat its setting."""
+        return self.verdict is not None and self.verdict.failed
 
     def summary(self) -> dict:
         """What the recipe's [method.sweep] and `plan --json` say about the comparison."""
-        verdict = self.verdict
-        out = {"samples_per_run": self.samples, "candidates": self.candidates, "walked": self.walked or None}
-        if verdict:
-            out.update(verdict=verdict.headline, metric=verdict.metric or None,
-                       equal_within_noise=verdict.equal_within_noise,
-                       tie_rule=verdict.tie_rule or None, tied=verdict.tied if len(verdict.tied) > 1 else None,
-                       diverged=verdict.diverged or None, spread=[c.to_dict() for c in verdict.candidates])
+        out = {"samples_per_run": self.samples, "candidates": self.candidates, "extended": self.extended or None}
+        if self.verdict:
+            out.update(self.verdict.summary())
         return {k: v for k, v in out.items() if v is not None}
 
 
@@ -444,299 +382,6 @@ def sweep_candidates(chosen: int, cap: int, subset: bool) -> tuple[list[int], st
         note = ""
     candidates = sorted({b for b in (chosen // 2, chosen, chosen * 2) if 1 <= b <= cap})
     return candidates, note
-
-
-def ranked_metric(rows: list[TrialRecord]) -> tuple[str, bool]:
-    """(name, higher_is_better) the sweep ranks ``rows`` by: the workload's metric when every run computed
-    it, else the validation loss (never a metric a run did not compute)."""
-    ok = [r for r in rows if r.status == "ok"]
-    if ok and all(r.val_metric is not None for r in ok):
-        higher = ok[0].higher_is_better
-        return ok[0].val_metric_name or "accuracy", True if higher is None else higher
-    return "loss", False
-
-
-def diverged(record: TrialRecord) -> bool:
-    """A run the health verdict calls unstable (advisor.health: a NaN/inf loss or metric, a loss that ended above
-    its start or gave back most of its decrease): it diverged, whatever its validation says, and never wins."""
-    return record.status == "ok" and judge(record).verdict == UNSTABLE
-
-
-def time_to_reach(record: TrialRecord, target: float, higher_is_better: bool, by_loss: bool | None = None) -> float:
-    """Training seconds until the run's validation first reached ``target`` (its end if only measured there)."""
-    point = _first_reaching(record, target, higher_is_better, not higher_is_better if by_loss is None else by_loss)
-    if point is not None:
-        return point["train_seconds"]
-    return record.train_seconds if record.train_seconds is not None else math.inf
-
-
-def steady_seconds_to_reach(record: TrialRecord, target: float, higher_is_better: bool, by_loss: bool) -> float:
-    """Training time until the run's validation first reached ``target`` (its end if it never did), counted in
-    steps at the run's median step time plus its median wait for data: the clock without the bursts a shared
-    machine adds to one run and not to the next. The recorded seconds when the run has no step time."""
-    point = _first_reaching(record, target, higher_is_better, by_loss)
-    steps = point["step"] if point is not None else record.steps
-    if record.step_seconds is None or steps is None:
-        return time_to_reach(record, target, higher_is_better, by_loss)
-    return steps * (record.step_seconds + (record.data_seconds or 0.0))
-
-
-def _first_reaching(record: TrialRecord, target: float, higher_is_better: bool, by_loss: bool) -> dict | None:
-    """The run's first validation checkpoint at or past ``target``, or None."""
-    key = "val_loss" if by_loss else "val_metric"
-    for point in record.evals:
-        value = point.get(key)
-        if value is not None and (value >= target if higher_is_better else value <= target):
-            return point
-    return None
-
-
-def _ranked_value(record: TrialRecord, by_loss: bool) -> float:
-    return record.val_loss if by_loss else record.val_metric
-
-
-def _checkpoint_variance(record: TrialRecord, by_loss: bool) -> float:
-    """The ranked value's variance across the run's last checkpoints (the later half, at least two): how much
-    it still moves between evaluations, the noise a single end value carries."""
-    key = "val_loss" if by_loss else "val_metric"
-    points = [p[key] for p in record.evals if p.get(key) is not None]
-    tail = points[-max(2, math.ceil(len(points) / 2)):]
-    return statistics.variance(tail) if len(tail) >= 2 else 0.0
-
-
-def _training_tail(record: TrialRecord) -> tuple[float, float] | None:
-    """(mean, variance of that mean) of the run's last quarter of training losses: what a run with no validation
-    is ranked by. One step's loss is one mini-batch's, as noisy as the batch is small; the tail's mean is not."""
-    losses = [v for v in record.losses if v is not None and math.isfinite(v)]
-    if not losses:
-        return None
-    tail = losses[-max(1, len(losses) // 4):]
-    return statistics.fmean(tail), (statistics.variance(tail) / len(tail) if len(tail) >= 2 else 0.0)
-
-
-def _summarise(batch: int, runs: list[TrialRecord], by_loss: bool, binomial_n: int | None,
-               unvalidated: bool = False) -> CandidateSummary:
-    """One candidate over its seeds. Its variance: the validation set's (binomial, for accuracy), the
-    checkpoints' (anything else) or, with no validation, the training-loss tail's; plus the seeds' own spread
-    when there are several; spread = TIE_Z x sqrt."""
-    if any(r.status == "ok" and diverged(r) for r in runs):
-        return CandidateSummary(batch, "diverged")
-    ok = [r for r in runs if r.status == "ok"]
-    if not ok:
-        return CandidateSummary(batch, "oom")
-    values = [_ranked_value(r, by_loss) for r in ok]
-    mean = statistics.fmean(values)
-    if binomial_n:
-        p = min(max(mean, 0.0), 1.0)
-        variance = p * (1 - p) / binomial_n  # one validation set: more seeds do not shrink this part
-    elif unvalidated:
-        variance = statistics.fmean((_training_tail(r) or (0.0, 0.0))[1] for r in ok) / len(ok)
-    else:
-        variance = statistics.fmean(_checkpoint_variance(r, by_loss) for r in ok) / len(ok)
-    if len(values) >= 2:
-        variance += statistics.variance(values) / len(values)
-    return CandidateSummary(batch, "ok", values, mean, TIE_Z * math.sqrt(variance))
-
-
-def decide_sweep(rows: list[TrialRecord], chosen: int, num_classes: int | None, steps: int,
-                 noise_scale: float | None = None, world_size: int = 1, val_size: int | None = None
-                 ) -> SweepVerdict:
-    """Step 4's pick: the best mean validation over each candidate's seeds wins when the others are outside
-    the noise (a binomial interval from ``val_size`` for accuracy, the spread across checkpoints otherwise,
-    plus the seeds' spread). Runs within it are tied; ``tied_needs_seeds`` says which to rerun with another
-    seed; once every tied one has TIE_SEEDS, they are equal within noise and the one inside the noise scale
-    that reached the tied value (within its noise) in the least training time wins, counted at each run's
-    median step time (steady_seconds_to_reach: a load burst in one run does not pick). A diverged run never
-    wins."""
-    if not rows:
-        return SweepVerdict(chosen, "No sweep run could be made (no candidate batch fits); keeping the trial's "
-                                    "choice.")
-    batches = sorted({r.per_device for r in rows})
-    usable = [r for r in rows if r.status == "ok" and not diverged(r)]
-    name, higher_is_better = ranked_metric(usable)
-    by_loss = name == "loss"
-    unvalidated = by_loss and any(r.val_loss is None for r in usable)
-    if unvalidated:  # a script that prints no validation (the script door): rank copies by their training loss
-        rows = [replace(r, val_loss=(_training_tail(r) or (r.final_loss,))[0])
-                if r.status == "ok" and r.val_loss is None else r for r in rows]
-        usable = [r for r in rows if r.status == "ok" and not diverged(r) and r.val_loss is not None]
-        if not usable:
-            return SweepVerdict(chosen, "No sweep run reported a validation or training loss; keeping the trial's "
-                                        "choice.")
-    binomial_n = val_size if name == "accuracy" and higher_is_better and val_size else None
-    summaries = [_summarise(b, [r for r in rows if r.per_device == b], by_loss, binomial_n, unvalidated)
-                 for b in batches]
-    lost = [c.per_device for c in summaries if c.status == "diverged"]
-    lost_note = (f" Diverged (unstable: a NaN/inf loss, or a loss that rose or gave back most of its decrease, "
-                 f"in at least one seed; never a pick): {', '.join(map(str, lost))} per device." if lost else "")
-    if not usable:
-        why = ("Every sweep run ran out of memory" if not lost else "Every sweep run diverged"
-               if len(lost) == len(summaries) else "Every sweep run ran out of memory or diverged")
-        return SweepVerdict(chosen, f"{why}; keeping the trial's choice.{lost_note}", candidates=summaries)
-    alive = [c for c in summaries if c.status == "ok"]
-    metric = f"validation {name}" + ("" if higher_is_better or by_loss else " (lower is better)")
-    if unvalidated:
-        metric = "training loss, mean of each run's last quarter (the runs reported no validation metric)"
-    if name == "accuracy" and num_classes and max(c.mean for c in alive) < 1.5 / num_classes:
-        return SweepVerdict(chosen, (
-            f"No sweep run got clearly above chance (1/{num_classes}) in {steps} steps, so the comparison says "
-            "nothing: keeping the trial's choice. Run a longer sweep (--sweep-steps) or check the base LR."
-            + lost_note), metric, candidates=summaries)
-
-    def score(c: CandidateSummary) -> float:
-        return c.mean if higher_is_better else -c.mean
-
-    best = max(alive, key=score)
-    tied = [c for c in alive
-            if score(best) - score(c) <= math.hypot(best.spread, c.spread) or c is best]
-    fmt = (lambda v: f"{v:.4f}") if by_loss else (lambda v: f"{v:.3f}")
-    table = ", ".join(f"{c.per_device}: {fmt(c.mean)} ± {fmt(c.spread)}"
-                      + (f" ({len(c.values)} seeds)" if len(c.values) > 1 else "") for c in alive)
-    noise_source = (f"a binomial interval over the {binomial_n} validation samples" if binomial_n
-                    else "the spread of each run's last quarter of training losses" if unvalidated
-                    else "the spread across each run's last checkpoints")
-    said = f"By {metric} at equal training samples ({table}; ± is ~95%, from {noise_source}"
-    said += " and the seeds' spread)" if any(len(c.values) > 1 for c in alive) else ")"
-    verdict = SweepVerdict(best.per_device, "", metric, [c.per_device for c in tied], candidates=summaries)
-    if len(tied) == 1:
-        verdict.reason = f"{said}, {best.per_device} per device is best, outside the others' noise.{lost_note}"
-        verdict.edge, verdict.edge_from, verdict.edge_why = _edge(best, summaries, usable, higher_is_better, by_loss,
-                                                                  verdict.tied, num_classes)
-        return verdict
-    if any(len(c.values) < TIE_SEEDS for c in tied):
-        verdict.reason = (f"{said}, {', '.join(str(c.per_device) for c in tied)} per device are within noise of "
-                          f"each other: rerun with another seed before breaking the tie.{lost_note}")
-        return verdict
-    pool, noise_note = tied, ""
-    if noise_scale:
-        inside = [c for c in tied if c.per_device * world_size <= NOISE_MARGIN * noise_scale]
-        if inside and len(inside) < len(tied):
-            pool = inside
-            noise_note = (f" Only runs with a global batch within {NOISE_MARGIN:g}x the estimated noise scale "
-                          f"(~{noise_scale:.0f}) were kept among the equal ones.")
-    # The tied value, within its noise: the lowest tied value less its spread. Runs that level off at the end
-    # of a short sweep reach the value itself only at their last checkpoint, all alike, and the time to it is
-    # then each run's length; reaching it within noise tells which got there first.
-    worst = min(tied, key=score)
-    target_score = score(worst) - worst.spread
-    target = target_score if higher_is_better else -target_score
-    within = f"{fmt(target)} ({fmt(worst.mean)} within its noise)" if worst.spread else fmt(target)
-    for c in pool:
-        runs = [r for r in usable if r.per_device == c.per_device]
-        c.seconds_to_target = statistics.fmean(steady_seconds_to_reach(r, target, higher_is_better, by_loss)
-                                               for r in runs)
-    winner = min(pool, key=lambda c: (c.seconds_to_target, c.per_device))
-    reached = ", ".join(f"{c.per_device}: {c.seconds_to_target:.2f} s" for c in pool)
-    verdict.chosen, verdict.equal_within_noise = winner.per_device, True
-    verdict.edge, verdict.edge_from, verdict.edge_why = _edge(winner, summaries, usable, higher_is_better, by_loss,
-                                                              verdict.tied, num_classes, target)
-    verdict.tie_rule = (f"fastest to {within} (training seconds at each run's median step time, mean over "
-                        f"{TIE_SEEDS} seeds)")
-    verdict.reason = (f"{said}, {', '.join(str(c.per_device) for c in tied)} per device are equal within noise "
-                      f"after {TIE_SEEDS} seeds each.{noise_note} Rule among equals: the fastest to reach "
-                      f"{within} in training time at each run's median step time ({reached}): {winner.per_device} per "
-                      f"device.{lost_note}")
-    return verdict
-
-
-def samples_to_reach(record: TrialRecord, target: float, higher_is_better: bool, by_loss: bool) -> float:
-    """Training samples until the run's validation first reached ``target`` (inf if it never did): like
-    ``time_to_reach`` but free of the clock, so the same seeds give the same answer on a loaded machine."""
-    point = _first_reaching(record, target, higher_is_better, by_loss)
-    return point["step"] * record.global_batch if point is not None else math.inf
-
-
-def _edge(best: CandidateSummary, summaries: list[CandidateSummary], usable: list[TrialRecord],
-          higher_is_better: bool, by_loss: bool, tied: list[int], num_classes: int | None = None,
-          tie_target: float | None = None) -> tuple[int, int | None, str]:
-    """(direction, from, why): -1 / +1 and the smallest / largest batch swept when the optimum may lie beyond
-    it, with the reason in words; (0, None, "") otherwise.
-
-    An edge that is the best outright walks on when its neighbour did not learn (accuracy under 1.5x chance,
-    or, downwards from the only run that learned, a run that diverged or ran out of memory: a run that learned
-    nothing says nothing about time), or when it reached the neighbour's mean validation value in no more
-    training samples and was not clearly slower to it: at equal samples a smaller batch makes more updates and
-    often wins on validation while being slower on the clock. "Clearly" is past WALK_CLOCK_MARGIN, on each
-    run's median step time (steady_seconds_to_reach): within it the clock measures the machine's load, not the
-    batch. An edge tied with the best (equal within noise) walks on when it reached the tied value
-    (``tie_target``, given for a tie only: within its noise) in fewer training samples than its neighbour, a
-    count the seeds fix, so two plans of one workload walk alike: breaking a tie by the clock is left to the
-    pick among equals."""
-    alive = [c for c in summaries if c.status == "ok"]
-    if len(summaries) < 2:
-        return 0, None, ""
-    batches = [c.per_device for c in summaries]
-
-    def runs(c: CandidateSummary) -> list[TrialRecord]:
-        return [r for r in usable if r.per_device == c.per_device]
-
-    def samples(c: CandidateSummary, target: float) -> float:
-        return statistics.fmean(samples_to_reach(r, target, higher_is_better, by_loss) for r in runs(c))
-
-    def closest(pool: list[CandidateSummary], to: CandidateSummary) -> CandidateSummary:
-        """The swept batch nearest ``to`` on a log scale (the next one up or down)."""
-        return min((c for c in pool if c is not to), key=lambda c: abs(math.log(c.per_device / to.per_device)))
-
-    for edge, direction in ((min(batches), -1), (max(batches), 1)):
-        candidate = next(c for c in summaries if c.per_device == edge)
-        if candidate.status != "ok" or (candidate is not best and edge not in tied):
-            continue
-        if len(alive) < 2:
-            # The only run that learned. A larger neighbour that diverged or ran out of memory measured nothing
-            # (like one at chance), so smaller batches are unmeasured, not beaten. Never upwards: past a smaller
-            # batch that ran out of memory or diverged, a larger one (and its larger LR) would do the same.
-            nearest = closest(summaries, candidate)
-            if direction < 0:
-                what = "diverged" if nearest.status == "diverged" else "ran out of memory"
-                return direction, edge, (f"won, and the next one ({nearest.per_device} per device) {what}: it "
-                                         f"says nothing about time")
-            continue
-        neighbour = closest(alive, candidate)
-        if candidate is best and neighbour.per_device not in tied:
-            if higher_is_better and not by_loss and num_classes and neighbour.mean < 1.5 / num_classes:
-                return direction, edge, (f"won, and the next one ({neighbour.per_device} per device) stayed at "
-                                         f"chance, so its clock says nothing")
-
-            def seconds(c: CandidateSummary) -> float:
-                return statistics.fmean(steady_seconds_to_reach(r, neighbour.mean, higher_is_better, by_loss)
-                                        for r in runs(c))
-
-            mine, theirs = seconds(candidate), seconds(neighbour)
-            if samples(candidate, neighbour.mean) <= samples(neighbour, neighbour.mean) and \
-                    mine <= WALK_CLOCK_MARGIN * theirs:
-                clock = ("sooner" if mine <= theirs else
-                         f"within the clock's noise (under {WALK_CLOCK_MARGIN:g}x)")
-                return direction, edge, (f"won and reached the next one's validation value in no more samples and "
-                                         f"{clock} in training time ({mine:.2f} s against {theirs:.2f} s)")
-        elif tie_target is not None and (neighbour.per_device in tied or neighbour is best):
-            if samples(candidate, tie_target) < samples(neighbour, tie_target):
-                return direction, edge, ("was equal within noise to the best and reached the tied value, within "
-                                         "its noise, in fewer training samples than the next one")
-    return 0, None, ""
-
-
-def walk_candidate(verdict: SweepVerdict, swept: list[int], cap: int, world_size: int,
-                   noise_scale: float | None = None) -> tuple[int | None, str]:
-    """The next sweep candidate when the optimum may lie past the swept range's edge (``verdict.edge``): half
-    the smallest or double the largest, within 1..``cap`` and, upwards, within NOISE_MARGIN x the noise scale;
-    (None, why not) otherwise. Half / chosen / double only brackets the optimum when the middle wins."""
-    edge = verdict.edge_from
-    if not verdict.edge or edge not in swept:
-        return None, ""
-    how, side = verdict.edge_why, verdict.edge_side
-    if verdict.edge < 0:
-        nxt = edge // 2
-        if nxt < 1 or nxt in swept:
-            return None, ""
-        return nxt, f"{edge} per device, then the {side} swept, {how}, so {nxt} was swept too."
-    nxt = edge * 2
-    if nxt > cap or nxt in swept:
-        return None, (f"{edge} per device, the {side} swept, {how}; {nxt} is past the cap of {cap}."
-                      if nxt > cap else "")
-    if noise_scale and nxt * world_size > NOISE_MARGIN * noise_scale:
-        return None, (f"{edge} per device, the {side} swept, {how}; not sweeping {nxt}: a global batch of "
-                      f"{nxt * world_size} is past {NOISE_MARGIN:g}x the estimated noise scale (~{noise_scale:.0f}).")
-    return nxt, f"{edge} per device, then the {side} swept, {how}, so {nxt} was swept too."
 
 
 def noise_estimate(rows: list[TrialRecord], optimizer: str = "sgd") -> NoiseEstimate:

@@ -1,0 +1,320 @@
+"""Step 4, the comparison sweep: one rule, in three sentences (the README says the same).
+
+1. Every candidate trains on the same number of samples with the same k seeds (so runs are paired), and each
+   run scores the mean of its last two validation checkpoints.
+2. The candidate with the best mean score leads; another ties with it when the 95% paired t-interval of their
+   per-seed differences (k - 1 degrees of freedom) contains 0, or when the mean gap is under a practical
+   margin; a candidate that ran out of memory, was unstable in any seed, or never learned cannot lead or tie.
+3. Among the tied, the smallest batch whose measured throughput is within 10% of the highest wins; when it is
+   the smallest or largest swept, the next batch past it (half or double) is swept once with the same seeds
+   and the rule is applied again.
+
+Why these choices:
+- Pairing: seed s of every candidate starts from the same initial weights and data order, so the difference
+  of two candidates at one seed cancels what the seed did to both; the spread of those differences is the
+  noise of the comparison. Counting each candidate's noise separately (and the one shared validation set as
+  independent noise per candidate) overstates it.
+- The t quantile, not z: with k seeds the interval has k - 1 degrees of freedom (2 seeds: t = 12.7, not 1.96).
+- The last two checkpoints, not the last one: a run's end value still moves between evaluations; averaging
+  two halves that movement without reaching back into the early, still-falling part of the curve.
+- The margin: under a point of accuracy (or 2% of the leader's loss) a user would not trade throughput for the
+  difference, and short runs cannot resolve less. A single seed (k = 1) has no interval: only the margin ties.
+- Throughput within 10% is the same on a shared machine (load moves it that much), and at equal speed the
+  smaller batch wins: it needs the smaller LR scale-up, which is the riskier extrapolation.
+- One step past an end, once: half / chosen / double brackets the optimum only when the middle wins.
+
+Every threshold lives in ``SweepPolicy``; ``decide_sweep`` returns the numbers it used (``SweepVerdict``), and
+the reason text is rendered from them (``SweepVerdict.reason``), so the recipe, the summary and the app read
+one decision.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from ..health import FLAT, UNSTABLE, judge
+from ..ledger import TrialRecord
+
+# Two-sided 95% Student t quantiles by degrees of freedom; above 30, the normal's 1.96 plus its first
+# Cornish-Fisher correction (within 0.2% there).
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+        11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
+        20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048,
+        29: 2.045, 30: 2.042}
+
+
+def t95(degrees_of_freedom: int) -> float:
+    """The two-sided 95% Student t quantile."""
+    if degrees_of_freedom < 1:
+        raise ValueError("a t interval needs at least 1 degree of freedom (2 paired seeds)")
+    if degrees_of_freedom in _T95:
+        return _T95[degrees_of_freedom]
+    z = 1.959964
+    return z + (z ** 3 + z) / (4 * degrees_of_freedom)
+
+
+@dataclass(frozen=True)
+class SweepPolicy:
+    """Every number step 4's rule uses (injectable: tests and callers pass their own)."""
+
+    seeds: int = 3  # k: every candidate runs seeds 0..k-1
+    accuracy_margin: float = 0.01  # a gap under this (absolute) ties, for a metric on 0..1 (accuracy, F1)
+    loss_margin: float = 0.02  # a gap under this share of the leader's score ties, for a loss or other metric
+    throughput_margin: float = 0.10  # throughputs within this share of the highest count as equal
+    chance_factor: float = 1.5  # accuracy under this multiple of 1/classes: the candidate did not learn
+    extensions: int = 1  # how many times the range may grow past an end that wins
+
+
+DEFAULT_POLICY = SweepPolicy()
+
+# The verdict's rule codes (the recipe's [method.sweep] rule): which sentence of the rule decided.
+ALONE = "best-outside-interval"  # the leader, with no other candidate tied to it
+FASTEST_TIED = "fastest-of-tied"  # the smallest of the tied within the throughput margin of the fastest
+NO_RUNS = "no-runs"  # nothing could run (no candidate fits)
+NONE_LEARNED = "none-learned"  # every candidate ran out of memory, was unstable, or never learned
+
+
+@dataclass
+class CandidateScores:
+    """One candidate over its seeds."""
+
+    per_device: int
+    status: str  # "ok" | "oom" | "unstable" | "flat" (never learned)
+    scores: dict[int, float] = field(default_factory=dict)  # seed -> the run's score (oriented as measured)
+    throughput: float | None = None  # samples/s, mean over seeds, at each run's median step time
+    why: str = ""  # for a candidate that cannot take part: what its runs did
+
+    @property
+    def mean(self) -> float | None:
+        return statistics.fmean(self.scores.values()) if self.scores else None
+
+    def to_dict(self) -> dict:
+        out = {"per_device": self.per_device, "status": self.status,
+               "seeds": sorted(self.scores), "scores": [round(self.scores[s], 6) for s in sorted(self.scores)],
+               "mean": None if self.mean is None else round(self.mean, 6),
+               "samples_per_s": None if self.throughput is None else round(self.throughput, 1),
+               "why": self.why or None}
+        return {k: v for k, v in out.items() if v is not None}
+
+
+@dataclass
+class Comparison:
+    """A candidate against the leader, paired by seed: gap = leader - candidate, oriented so positive is worse."""
+
+    per_device: int
+    seeds: int  # paired seeds
+    mean_gap: float
+    half_width: float | None  # of the 95% t-interval; None with one seed (no interval)
+    tied: bool
+    by: str  # "interval" (it contains 0) | "margin" (the mean gap is under it) | "apart"
+
+    def to_dict(self) -> dict:
+        out = {"per_device": self.per_device, "seeds": self.seeds, "mean_gap": round(self.mean_gap, 6),
+               "interval": None if self.half_width is None else
+               [round(self.mean_gap - self.half_width, 6), round(self.mean_gap + self.half_width, 6)],
+               "tied": self.tied, "by": self.by}
+        return {k: v for k, v in out.items() if v is not None}
+
+
+@dataclass
+class SweepVerdict:
+    """decide_sweep's answer and every number it used."""
+
+    chosen: int | None  # None: no candidate learned (rule NONE_LEARNED / NO_RUNS)
+    rule: str
+    metric: str = ""
+    higher_is_better: bool = True
+    margin: float = 0.0
+    candidates: list[CandidateScores] = field(default_factory=list)
+    leader: int | None = None
+    comparisons: list[Comparison] = field(default_factory=list)
+    extend_to: int | None = None  # the next batch past the winning end, when the rule asks for one
+    policy: SweepPolicy = DEFAULT_POLICY
+
+    @property
+    def tied(self) -> list[int]:
+        """The leader and every candidate tied with it."""
+        if self.leader is None:
+            return []
+        return sorted([self.leader] + [c.per_device for c in self.comparisons if c.tied])
+
+    @property
+    def failed(self) -> bool:
+        return self.chosen is None
+
+    @property
+    def left_out(self) -> list[CandidateScores]:
+        return [c for c in self.candidates if c.status != "ok"]
+
+    @property
+    def headline(self) -> str:
+        return {ALONE: "best, outside the others' paired intervals",
+                FASTEST_TIED: "tied with the best; the fastest of the tied",
+                NO_RUNS: "no sweep run could be made",
+                NONE_LEARNED: "no candidate learned"}[self.rule]
+
+    def fmt(self, value: float) -> str:
+        return f"{value:.4f}" if "loss" in self.metric else f"{value:.3f}"
+
+    @property
+    def reason(self) -> str:
+        """The decision in words, rendered from the numbers above."""
+        left = "; ".join(f"{c.per_device} per device {c.why}" for c in self.left_out)
+        left = f" Out of the comparison: {left}." if left else ""
+        if self.rule == NO_RUNS:
+            return "No sweep run could be made (no candidate batch fits)."
+        if self.rule == NONE_LEARNED:
+            return (f"No sweep candidate learned, so the comparison cannot pick a batch.{left} Check the base LR "
+                    "and the base batch it was validated at, or run a longer sweep (--sweep-steps).")
+        k = self.policy.seeds
+        scores = ", ".join(f"{c.per_device}: {self.fmt(c.mean)}" for c in self.candidates if c.status == "ok")
+        said = (f"By {self.metric}, mean of each run's last two checkpoints over {k} paired seed(s) at equal "
+                f"training samples ({scores}), {self.leader} per device leads.")
+        parts = []
+        for c in self.comparisons:
+            gap = f"gap {self.fmt(c.mean_gap)}"
+            if c.half_width is not None:
+                gap += f", 95% t-interval ±{self.fmt(c.half_width)} ({c.seeds - 1} d.f.)"
+            verdict = {"interval": "tied (the interval holds 0)", "margin": "tied (under the margin)",
+                       "apart": "worse"}[c.by]
+            parts.append(f"{c.per_device}: {gap}: {verdict}")
+        margin = f"margin {self.fmt(self.margin)}"
+        said += f" Against it ({margin}): " + "; ".join(parts) + "." if parts else ""
+        if self.rule == ALONE:
+            return said + f" {self.chosen} per device is best.{left}"
+        speeds = ", ".join(f"{c.per_device}: {c.throughput:.0f}" for c in self.candidates
+                           if c.per_device in self.tied and c.throughput is not None)
+        return (said + f" Among the tied, the smallest within {self.policy.throughput_margin:.0%} of the highest "
+                f"throughput wins (samples/s {speeds}): {self.chosen} per device.{left}")
+
+    def summary(self) -> dict:
+        """What the recipe's [method.sweep] and `plan --json` record of the rule."""
+        out = {"rule": self.rule, "verdict": self.headline, "metric": self.metric or None,
+               "seeds": self.policy.seeds, "margin": round(self.margin, 6) if self.metric else None,
+               "leader": self.leader, "tied": self.tied or None,
+               "comparisons": [c.to_dict() for c in self.comparisons] or None,
+               "candidates_scored": [c.to_dict() for c in self.candidates] or None}
+        return {k: v for k, v in out.items() if v is not None}
+
+
+def ranked_metric(rows: list[TrialRecord]) -> tuple[str, bool]:
+    """(name, higher_is_better) the sweep ranks ``rows`` by: the workload's metric when every run computed
+    it, else the validation loss (never a metric a run did not compute)."""
+    ok = [r for r in rows if r.status == "ok"]
+    if ok and all(r.val_metric is not None for r in ok):
+        higher = ok[0].higher_is_better
+        return ok[0].val_metric_name or "accuracy", True if higher is None else higher
+    return "loss", False
+
+
+def training_tail(record: TrialRecord) -> float | None:
+    """The mean of the run's last quarter of training losses: what a run with no validation is scored by (one
+    step's loss is one mini-batch's, as noisy as the batch is small; the tail's mean is not)."""
+    losses = [v for v in record.losses if v is not None and math.isfinite(v)]
+    return statistics.fmean(losses[-max(1, len(losses) // 4):]) if losses else None
+
+
+def run_score(record: TrialRecord, by_loss: bool) -> float | None:
+    """The run's score: the mean of its last two validation checkpoints of the ranked value (the end value when
+    it has fewer), or with no validation at all, its training-loss tail."""
+    key = "val_loss" if by_loss else "val_metric"
+    points = [p[key] for p in record.evals if p.get(key) is not None]
+    if points:
+        return statistics.fmean(points[-2:])
+    end = record.val_loss if by_loss else record.val_metric
+    if end is not None:
+        return end
+    return training_tail(record) if by_loss else None
+
+
+def run_throughput(record: TrialRecord) -> float | None:
+    """Samples/s at the run's median step time plus its median wait for data (a load burst is not the batch)."""
+    if record.step_seconds:
+        return record.global_batch / (record.step_seconds + (record.data_seconds or 0.0))
+    return record.throughput
+
+
+def score_candidate(batch: int, runs: list[TrialRecord], by_loss: bool, num_classes: int | None,
+                    policy: SweepPolicy) -> CandidateScores:
+    """One candidate's status and per-seed scores. Out of the comparison: any seed out of memory or unstable
+    (advisor.health), every seed flat, or an accuracy that stayed near chance."""
+    if any(r.status == "oom" for r in runs):
+        return CandidateScores(batch, "oom", why="ran out of memory")
+    verdicts = [judge(r) for r in runs]
+    unstable = [(r, v) for r, v in zip(runs, verdicts) if v.verdict == UNSTABLE]
+    if unstable:
+        run, verdict = unstable[0]
+        return CandidateScores(batch, "unstable", why=f"was unstable at seed {run.seed or 0} ({verdict.reason})")
+    scores = {(r.seed or 0): run_score(r, by_loss) for r in runs}
+    scores = {s: v for s, v in scores.items() if v is not None}
+    speeds = [t for t in map(run_throughput, runs) if t]
+    out = CandidateScores(batch, "ok", scores, statistics.fmean(speeds) if speeds else None)
+    if not scores:
+        out.status, out.why = "flat", "reported no validation or training loss"
+    elif all(v.verdict == FLAT for v in verdicts):
+        out.status, out.why = "flat", f"never learned ({verdicts[0].reason})"
+    elif not by_loss and num_classes and out.mean < policy.chance_factor / num_classes:
+        out.status, out.why = "flat", (f"stayed near chance (mean {out.mean:.3f}, under {policy.chance_factor:g} x "
+                                       f"1/{num_classes})")
+    return out
+
+
+def compare(leader: CandidateScores, other: CandidateScores, sign: float, margin: float) -> Comparison:
+    """``other`` against ``leader`` over their common seeds: the paired differences' mean and 95% t-interval."""
+    seeds = sorted(set(leader.scores) & set(other.scores))
+    gaps = [sign * (leader.scores[s] - other.scores[s]) for s in seeds]
+    mean_gap = statistics.fmean(gaps)
+    half = t95(len(gaps) - 1) * statistics.stdev(gaps) / math.sqrt(len(gaps)) if len(gaps) >= 2 else None
+    if half is not None and mean_gap - half <= 0:
+        by = "interval"
+    elif mean_gap < margin:
+        by = "margin"
+    else:
+        by = "apart"
+    return Comparison(other.per_device, len(gaps), mean_gap, half, by != "apart", by)
+
+
+def practical_margin(name: str, by_loss: bool, leader_mean: float, policy: SweepPolicy) -> float:
+    """The gap under which two candidates are the same for the user's purpose."""
+    if not by_loss and 0.0 <= leader_mean <= 1.0:
+        return policy.accuracy_margin
+    return policy.loss_margin * abs(leader_mean)
+
+
+def decide_sweep(rows: list[TrialRecord], num_classes: int | None = None, cap: int | None = None,
+                 extensions_left: int = 0, policy: SweepPolicy = DEFAULT_POLICY) -> SweepVerdict:
+    """Step 4's pick from the sweep's runs (every candidate's seeds), by the rule in this module's docstring.
+    ``cap``: the largest per-device batch the range may grow to; ``extensions_left``: how many more times it may
+    grow (the verdict's ``extend_to`` names the batch to sweep next, or None)."""
+    if not rows:
+        return SweepVerdict(None, NO_RUNS, policy=policy)
+    name, higher = ranked_metric([r for r in rows if judge(r).verdict != UNSTABLE])
+    by_loss = name == "loss"
+    unvalidated = by_loss and all(r.val_loss is None for r in rows if r.status == "ok")
+    metric = ("training loss, mean of each run's last quarter (the runs reported no validation)" if unvalidated
+              else f"validation {name}" + ("" if higher or by_loss else " (lower is better)"))
+    batches = sorted({r.per_device for r in rows})
+    candidates = [score_candidate(b, [r for r in rows if r.per_device == b], by_loss, num_classes, policy)
+                  for b in batches]
+    alive = [c for c in candidates if c.status == "ok"]
+    verdict = SweepVerdict(None, NONE_LEARNED, metric, higher, candidates=candidates, policy=policy)
+    if not alive:
+        return verdict
+    sign = 1.0 if higher else -1.0
+    leader = max(alive, key=lambda c: (sign * c.mean, -c.per_device))
+    verdict.leader = leader.per_device
+    verdict.margin = practical_margin(name, by_loss, leader.mean, policy)
+    verdict.comparisons = [compare(leader, c, sign, verdict.margin) for c in alive if c is not leader]
+    tied = [c for c in alive if c.per_device in verdict.tied]
+    fastest = max((c.throughput for c in tied if c.throughput), default=None)
+    quick = [c for c in tied if fastest is None or (c.throughput or 0) >= (1 - policy.throughput_margin) * fastest]
+    winner = min(quick, key=lambda c: c.per_device)
+    verdict.chosen, verdict.rule = winner.per_device, ALONE if len(tied) == 1 else FASTEST_TIED
+    if extensions_left > 0:
+        if winner.per_device == batches[0] and winner.per_device // 2 >= 1:
+            verdict.extend_to = winner.per_device // 2
+        elif winner.per_device == batches[-1] and (cap is None or winner.per_device * 2 <= cap):
+            verdict.extend_to = winner.per_device * 2
+    return verdict

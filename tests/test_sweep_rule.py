@@ -1,0 +1,227 @@
+"""Step 4's rule (advisor.method.sweep) against hand-made runs and a stub session: milliseconds, no processes.
+
+Each test pins one sentence of the rule: paired seeds scored on their last two checkpoints, the paired
+t-interval (k - 1 degrees of freedom) or the practical margin for a tie, the smallest of the tied within the
+throughput margin of the fastest, one step past a winning end, and what can never lead or tie.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from test_method_decisions import DIVERGED_TRIAL, FLAT_RUN, HEALTHY_RUN, MIB, _swept
+
+from advisor.ledger import TrialRecord
+from advisor.method.sweep import (ALONE, FASTEST_TIED, NONE_LEARNED, NO_RUNS, SweepPolicy, decide_sweep, run_score,
+                                  t95)
+
+
+def run(batch, seed, value, *, step_seconds=0.01, losses=HEALTHY_RUN, evals=None, status="ok", metric=True):
+    """A 1-process sweep run whose last two checkpoints both read ``value``."""
+    evals = evals if evals is not None else [{"step": 10, "val_metric" if metric else "val_loss": value}] * 2
+    return TrialRecord("sweep", batch, 1, 1, batch, status, 1.0, seed=seed, step_seconds=step_seconds,
+                       val_metric=value if metric and status == "ok" else None,
+                       val_loss=(1 - value if metric else value) if status == "ok" else None,
+                       losses=list(losses) if status == "ok" else [], evals=evals if status == "ok" else [])
+
+
+def grid(values: dict, speeds: dict | None = None, **kw) -> list[TrialRecord]:
+    """values: batch -> per-seed scores; speeds: batch -> samples/s (default: 100 x batch, bigger is faster)."""
+    speeds = speeds or {b: 100.0 * b for b in values}
+    return [run(b, s, v, step_seconds=b / speeds[b], **kw) for b, per_seed in values.items()
+            for s, v in enumerate(per_seed)]
+
+
+def test_the_t_quantile_is_students_not_the_normals():
+    assert t95(1) == pytest.approx(12.706) and t95(2) == pytest.approx(4.303)
+    assert t95(60) == pytest.approx(2.000, abs=0.002) and t95(1000) == pytest.approx(1.962, abs=0.001)
+    with pytest.raises(ValueError):
+        t95(0)
+
+
+def test_a_clear_leader_wins_alone_and_every_number_is_recorded():
+    verdict = decide_sweep(grid({16: [0.90, 0.91, 0.90], 32: [0.95, 0.96, 0.95], 64: [0.80, 0.82, 0.81]}), 10)
+    assert verdict.chosen == 32 and verdict.rule == ALONE and verdict.tied == [32]
+    assert [c.by for c in verdict.comparisons] == ["apart", "apart"]
+    summary = verdict.summary()
+    assert summary["rule"] == ALONE and summary["seeds"] == 3 and summary["margin"] == 0.01
+    scored = {c["per_device"]: c for c in summary["candidates_scored"]}
+    assert scored[32]["scores"] == [0.95, 0.96, 0.95] and scored[32]["seeds"] == [0, 1, 2]
+    gap16 = next(c for c in summary["comparisons"] if c["per_device"] == 16)
+    assert gap16["mean_gap"] == pytest.approx(0.05) and len(gap16["interval"]) == 2 and gap16["tied"] is False
+    assert "32 per device is best" in verdict.reason and "2 d.f." in verdict.reason
+
+
+def test_runs_are_paired_by_seed():
+    # Seeds move both candidates alike (0.80 .. 0.95); 32 is 0.02 better at every seed. Paired, that is a real
+    # difference; compared unpaired (each candidate's own spread) it would drown in the seeds' spread.
+    verdict = decide_sweep(grid({16: [0.80, 0.95, 0.88], 32: [0.82, 0.97, 0.90]}), 10,
+                           policy=SweepPolicy(accuracy_margin=0.005))
+    (comparison,) = verdict.comparisons
+    assert comparison.by == "apart" and comparison.half_width == pytest.approx(0.0, abs=1e-9)
+    assert verdict.chosen == 32 and verdict.rule == ALONE
+    # The same scores with 32's seeds shuffled: the per-seed differences now swing, and the interval holds 0.
+    shuffled = decide_sweep(grid({16: [0.80, 0.95, 0.88], 32: [0.97, 0.82, 0.90]}), 10,
+                            policy=SweepPolicy(accuracy_margin=0.005))
+    assert shuffled.comparisons[0].by == "interval"
+
+
+def test_a_two_seed_tie_is_judged_with_t_on_one_degree_of_freedom_not_z():
+    # Gaps 0.03 and 0.05: mean 0.04, standard error 0.01. z = 1.96 would call it apart (±0.0196); t(1) = 12.7 does
+    # not (±0.127): two seeds cannot separate them.
+    verdict = decide_sweep(grid({16: [0.90, 0.90], 32: [0.87, 0.85]}), 10, policy=SweepPolicy(seeds=2))
+    (comparison,) = verdict.comparisons
+    assert comparison.seeds == 2 and comparison.by == "interval" and comparison.tied
+    assert comparison.half_width == pytest.approx(12.706 * 0.01, rel=1e-3)
+    assert verdict.tied == [16, 32]
+
+
+def test_one_seed_has_no_interval_and_only_the_margin_ties():
+    near = decide_sweep(grid({16: [0.900], 32: [0.895]}), 10, policy=SweepPolicy(seeds=1))
+    assert near.comparisons[0].half_width is None and near.comparisons[0].by == "margin" and near.tied == [16, 32]
+    far = decide_sweep(grid({16: [0.90], 32: [0.87]}), 10, policy=SweepPolicy(seeds=1))
+    assert far.comparisons[0].by == "apart" and far.chosen == 16
+
+
+def test_the_margin_is_absolute_for_accuracy_and_relative_for_a_loss():
+    losses = [run(b, s, v, metric=False) for b, vals in {16: [0.500, 0.501, 0.499], 32: [0.505, 0.506, 0.504]}.items()
+              for s, v in enumerate(vals)]
+    verdict = decide_sweep(losses)
+    assert "loss" in verdict.metric and verdict.chosen is not None
+    assert verdict.margin == pytest.approx(0.02 * 0.5, rel=1e-3)  # 2% of the leader's loss
+    assert verdict.comparisons[0].by == "margin" and verdict.tied == [16, 32]
+
+
+def test_among_the_tied_the_smallest_within_the_throughput_margin_of_the_fastest_wins():
+    tied = {16: [0.95, 0.95, 0.95], 32: [0.95, 0.951, 0.949], 64: [0.951, 0.95, 0.95]}
+    faster = decide_sweep(grid(tied, {16: 1000.0, 32: 1500.0, 64: 1600.0}), 10)
+    assert faster.rule == FASTEST_TIED and faster.tied == [16, 32, 64] and faster.chosen == 32  # 1500 >= 0.9 x 1600
+    assert "samples/s 16: 1000, 32: 1500, 64: 1600" in faster.reason
+    level = decide_sweep(grid(tied, {16: 1000.0, 32: 1050.0, 64: 1080.0}), 10)
+    assert level.chosen == 16  # within 10% of each other: the same speed, and the smaller batch wins
+
+
+def test_the_score_is_the_mean_of_the_last_two_checkpoints():
+    record = run(16, 0, 0.0, evals=[{"val_metric": 0.5}, {"val_metric": 0.7}, {"val_metric": 0.9},
+                                    {"val_metric": 0.8}])
+    assert run_score(record, by_loss=False) == pytest.approx(0.85)
+    # No validation at all (a script through the door): the mean of its last quarter of training losses.
+    bare = TrialRecord("sweep", 16, 1, 1, 16, "ok", 1.0, losses=[1.0] * 12 + [0.5, 0.3, 0.5, 0.3])
+    assert run_score(bare, by_loss=True) == pytest.approx(0.4)
+
+
+def test_a_run_without_validation_is_ranked_by_its_training_tail_not_one_steps_loss():
+    def bare(batch, seed, tail):
+        return TrialRecord("sweep", batch, 1, 1, batch, "ok", 1.0, seed=seed, step_seconds=0.01,
+                           losses=[1.0] * 12 + tail, final_loss=tail[-1])
+
+    # 16's last step is lower, but both tails average 0.40: a tie, not "16 is best" on one mini-batch's loss.
+    rows = [bare(16, s, [0.50, 0.30, 0.50, 0.30]) for s in range(3)] + \
+           [bare(32, s, [0.30, 0.50, 0.30, 0.50]) for s in range(3)]
+    verdict = decide_sweep(rows)
+    assert verdict.tied == [16, 32] and "training loss" in verdict.metric
+
+
+def test_a_candidate_unstable_in_any_seed_never_leads_or_ties_and_is_named():
+    """Regression (issue 24, `make run` on digits-cnn): 64 per device diverged to chance in one seed (no NaN: its
+    loss gave back its decrease) and learned in the others; its mean tied, and the old tie rule picked it."""
+    rows = grid({16: [0.976, 0.975, 0.977], 32: [0.972, 0.973, 0.971]})
+    rows += [run(64, 0, 0.99), run(64, 1, 0.106, losses=DIVERGED_TRIAL)]
+    verdict = decide_sweep(rows, 10)
+    assert verdict.chosen in (16, 32) and 64 not in verdict.tied
+    unstable = next(c for c in verdict.candidates if c.per_device == 64)
+    assert unstable.status == "unstable" and "seed 1" in unstable.why
+    assert "Out of the comparison: 64 per device was unstable at seed 1" in verdict.reason
+    nan = grid({16: [0.9, 0.9, 0.9]}) + [run(32, 0, 0.99, losses=[2.0, 1.0, math.nan] + [1.0] * 10)]
+    assert decide_sweep(nan, 10).chosen == 16
+
+
+def test_out_of_memory_and_never_learned_candidates_are_out_and_all_out_is_a_failure():
+    rows = grid({16: [0.9, 0.9, 0.9]}) + [run(32, 0, 0.0, status="oom")]
+    verdict = decide_sweep(rows, 10)
+    assert verdict.chosen == 16 and "32 per device ran out of memory" in verdict.reason
+    at_chance = grid({16: [0.11, 0.10, 0.12], 32: [0.10, 0.11, 0.10]})
+    failed = decide_sweep(at_chance, 10)
+    assert failed.failed and failed.rule == NONE_LEARNED and failed.chosen is None
+    assert "stayed near chance" in failed.reason and "Check the base LR" in failed.reason
+    flat = grid({16: [0.5] * 3}, losses=FLAT_RUN)
+    assert decide_sweep(flat, None).rule == NONE_LEARNED  # no classes known: the flat loss says it
+    diverged = grid({16: [0.9] * 3, 32: [0.9] * 3}, losses=DIVERGED_TRIAL)
+    assert decide_sweep(diverged, 10).rule == NONE_LEARNED
+    assert decide_sweep([], 10).rule == NO_RUNS
+
+
+def test_a_winning_end_asks_for_one_more_past_it_within_the_cap():
+    smaller = grid({8: [0.95] * 3, 16: [0.90] * 3, 32: [0.85] * 3})
+    assert decide_sweep(smaller, 10, cap=64, extensions_left=1).extend_to == 4
+    assert decide_sweep(smaller, 10, cap=64, extensions_left=0).extend_to is None
+    bigger = grid({8: [0.85] * 3, 16: [0.90] * 3, 32: [0.95] * 3})
+    assert decide_sweep(bigger, 10, cap=64, extensions_left=1).extend_to == 64
+    assert decide_sweep(bigger, 10, cap=63, extensions_left=1).extend_to is None
+    middle = grid({8: [0.85] * 3, 16: [0.95] * 3, 32: [0.90] * 3})
+    assert decide_sweep(middle, 10, cap=64, extensions_left=1).extend_to is None
+
+
+# -- the rule in a session (stub runner) ----------------------------------------------------------------------
+def test_every_candidate_runs_the_same_paired_seeds_at_equal_samples_and_the_recipe_records_the_rule():
+    from advisor.method import lr_for, warmup_for
+    from advisor.report import build_recipe, json_summary
+
+    session, runner, outcome = _swept({8: 0.80, 16: 0.95, 32: 0.90}.__getitem__, centre=16, walk=0)
+    runs = [r for r in runner.runs if r["phase"] == "sweep"]
+    assert [(r["per_device"], r["seed"]) for r in runs] == [(b, s) for b in (8, 16, 32) for s in range(3)]
+    assert {r["per_device"]: r["steps"] for r in runs} == {8: 80, 16: 40, 32: 20}  # 1280 samples each
+    planned = {b: warmup_for(session.info, lr_for(session.info, b * 2)).steps for b in (8, 16, 32)}
+    assert all(r["warmup_steps"] == planned[r["per_device"]] for r in runs)
+    assert outcome.verdict.leader == outcome.chosen == 16 and outcome.verdict.rule == ALONE
+    result = session.finish()
+    recipe_sweep = build_recipe(result)["method"]["sweep"]
+    assert recipe_sweep["pick"] == 16 and recipe_sweep["rule"] == ALONE
+    assert recipe_sweep["seeds"] == 3 and recipe_sweep["samples_per_run"] == 1280
+    assert [len(c["scores"]) for c in recipe_sweep["candidates_scored"]] == [3, 3, 3]
+    assert json_summary(result, None)["sweep"] == recipe_sweep
+
+
+def test_a_seed_that_rules_a_candidate_out_skips_its_other_seeds():
+    session, runner, outcome = _swept({8: 0.80, 16: 0.95, 32: 0.94}.__getitem__, centre=16, walk=0,
+                                      budget=40 * MIB)  # 32 per device runs out of memory in training
+    seeds_at = [r["seed"] for r in runner.runs if r["phase"] == "sweep" and r["per_device"] == 32]
+    assert seeds_at == [0] or seeds_at == []
+
+
+def test_the_range_grows_once_past_a_winning_end_then_says_what_was_not_compared():
+    smaller_is_better = {2: 0.99, 4: 0.97, 8: 0.95, 16: 0.90, 32: 0.85, 64: 0.80}.__getitem__
+    _, runner, outcome = _swept(smaller_is_better, centre=16, walk=1)
+    assert outcome.extended == [4] and outcome.candidates == [4, 8, 16, 32] and outcome.chosen == 4
+    assert [r["seed"] for r in runner.runs if r["per_device"] == 4] == [0, 1, 2]  # the same seeds
+    assert "It is the smallest swept and the range has grown 1 time(s) (--sweep-walk 1): 2 per device was not " \
+           "compared." in outcome.reason
+    _, _, never = _swept(smaller_is_better, centre=16, walk=0)
+    assert never.extended == [] and never.chosen == 8
+
+
+def test_the_range_does_not_grow_past_the_cap_and_says_so():
+    bigger_is_better = {16: 0.6, 32: 0.7, 64: 0.8}.__getitem__
+    session, _, outcome = _swept(bigger_is_better, budget=150 * MIB)
+    assert 64 <= session.per_device_cap < 128
+    assert outcome.extended == [] and outcome.chosen == 64
+    assert "It is the largest swept; 128 is past the cap of" in outcome.reason
+
+
+def test_when_no_candidate_learned_the_plan_is_the_base_setting_with_a_headline_and_a_warning():
+    """Regression (issue 24): every sweep run at chance still got a recipe that doubled the LR, exit code 0."""
+    from advisor.report import build_recipe, human_summary, json_summary
+
+    session, _, outcome = _swept(lambda batch: 0.10, centre=16, walk=0)  # chance on 10 classes
+    assert outcome.failed and outcome.verdict.rule == NONE_LEARNED
+    result = session.finish()
+    info = session.info
+    assert result.plan.global_batch == info.base_global_batch and result.lr.value == pytest.approx(info.base_lr)
+    assert result.headline.startswith("No sweep candidate learned: check the base LR")
+    assert human_summary(result, None).startswith("NOT VALIDATED. No sweep candidate learned")
+    recipe = build_recipe(result)
+    assert recipe["warnings"][0]["code"] == "no-candidate-learned"
+    assert json_summary(result, None)["validated"] is False
+    learned = _swept({8: 0.80, 16: 0.95, 32: 0.70}.__getitem__, centre=16, walk=0)[0].finish()
+    assert not learned.headline and json_summary(learned, None)["validated"] is True
