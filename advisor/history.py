@@ -166,6 +166,7 @@ def plan_row(context: RunContext, result) -> dict:
     row.update(per_device=plan.per_device, world_size=plan.world_size, accumulation=plan.accumulation_steps,
                global_batch=plan.global_batch, lr=lr.value, warmup_steps=warmup.steps, precision=plan.precision,
                status="ok", sweep_choice=result.sweep_choice, trial_choice=result.trial_choice,
+               validated=not result.headline,
                ceiling=ceiling_summary(result.ceiling, ceiling_precision.precision if ceiling_precision
                                        else plan.precision))
     if chosen is not None:
@@ -332,20 +333,19 @@ class Known:
         return None
 
     def best_start(self, nproc: int) -> tuple[int, str] | None:
-        """The best known per-device value for ``nproc`` processes: the sweep run with the best validation
-        metric (then loss), at the same global batch."""
-        sweeps = [r for r in self.rows if r.get("kind") == "sweep" and r.get("status") == "ok"
-                  and (r.get("val_metric") is not None or r.get("val_loss") is not None)]
-        if not sweeps:
+        """The best known per-device value for ``nproc`` processes: the latest plan's pick, at its global batch
+        (the sweep's rule chose it over paired seeds; one run's best validation is one seed's luck). A plan whose
+        sweep validated nothing is not a best value."""
+        plans = [r for r in self.rows if r.get("kind") == "plan" and r.get("status") == "ok"
+                 and r.get("validated", True) and r.get("global_batch")]
+        if not plans:
             return None
-        best = max(sweeps, key=lambda r: (r.get("val_metric") if r.get("val_metric") is not None else -math.inf,
-                                          -(r.get("val_loss") or 0.0)))
+        best = plans[-1]
         per_device = max(1, best["global_batch"] // (nproc * best.get("accumulation", 1)))
-        metric = (f"validation metric {best['val_metric']:.3f}" if best.get("val_metric") is not None
-                  else f"validation loss {best['val_loss']:.4f}")
-        return per_device, (f"the best known value from the history: global batch {best['global_batch']} "
-                            f"({best['per_device']} per device x {best['world_size']}) reached {metric} "
-                            f"({best.get('time', '')[:10]}), so {per_device} per device on {nproc} process(es)")
+        return per_device, (f"the best known value from the history: the plan of {best.get('time', '')[:10]} "
+                            f"picked global batch {best['global_batch']} ({best['per_device']} per device x "
+                            f"{best['world_size']} x {best.get('accumulation', 1)} accumulation), so {per_device} "
+                            f"per device on {nproc} process(es)")
 
     def measured_run(self, phase: str, settings: dict) -> dict | None:
         """The newest run of ``phase`` measured at exactly ``settings`` (SAME_SETTINGS), to reuse."""

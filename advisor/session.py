@@ -634,7 +634,7 @@ class Session:
         if not verdict.failed and verdict.chosen in ends and verdict.extend_to is None and len(candidates) > 1:
             beyond = verdict.chosen // 2 if verdict.chosen == ends[0] else verdict.chosen * 2
             if verdict.chosen == ends[1] and beyond > cap:
-                reason += f" It is the largest swept; {beyond} is past the cap of {cap} ({cap_text})."
+                reason += f" It is the largest swept; {beyond} is past the cap of {cap}."
             elif beyond >= 1:
                 reason += (f" It is the {'smallest' if verdict.chosen == ends[0] else 'largest'} swept and the range "
                            f"has grown {len(extended)} time(s) (--sweep-walk {policy.extensions}): {beyond} per "
