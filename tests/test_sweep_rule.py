@@ -8,6 +8,7 @@ throughput margin of the fastest, one step past a winning end, and what can neve
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from test_method_decisions import DIVERGED_TRIAL, FLAT_RUN, HEALTHY_RUN, MIB, _swept
@@ -225,3 +226,31 @@ def test_when_no_candidate_learned_the_plan_is_the_base_setting_with_a_headline_
     assert json_summary(result, None)["validated"] is False
     learned = _swept({8: 0.80, 16: 0.95, 32: 0.70}.__getitem__, centre=16, walk=0)[0].finish()
     assert not learned.headline and json_summary(learned, None)["validated"] is True
+
+
+def test_advisor_plan_exits_with_code_3_and_still_writes_the_base_setting_when_nothing_learned(
+        tmp_path, monkeypatch, capsys):
+    """The CLI's end of the rule: the recipe is written (its runs are not lost), its first warning and the
+    summary's first line say it is not validated, and the exit code is NOT_VALIDATED, documented in the README."""
+    from test_method_decisions import StubRunner
+
+    from advisor import cli
+    from advisor.recipe import load_recipe
+    from advisor.session import Session
+
+    def stubbed_run_all(self):
+        self.runner = StubRunner(saturate=None, val=lambda batch: 0.10)  # every run at chance on 10 classes
+        self.ceiling(), self.choose_start(), self.trial(), self.sweep()
+        return self.finish()
+
+    monkeypatch.setattr(Session, "run_all", stubbed_run_all)
+    out = tmp_path / "r.toml"
+    code = cli.main(["plan", "--workload", "digits-mlp", "--device-memory", "300MiB", "--trial-steps", "8",
+                     "--sweep-steps", "8", "--no-history", "--out", str(out)])
+    said = capsys.readouterr()
+    assert code == cli.NOT_VALIDATED == 3
+    assert said.out.startswith("NOT VALIDATED. No sweep candidate learned: check the base LR")
+    assert "advisor: No sweep candidate learned" in said.err
+    recipe = load_recipe(out).data
+    assert recipe["warnings"][0]["code"] == "no-candidate-learned"
+    assert "exits with code 3" in (Path(__file__).parents[1] / "README.md").read_text()

@@ -155,8 +155,10 @@ class RecipeScreen(StepScreen):
         self.query_one(Numbers).set_rows(recipe_numbers(result))
         warnings = [f"[b]{w.code}[/b]: {escape(w.message)}" for w in result.plan.warnings]
         warnings += [f"[b]lr[/b]: {escape(m)}" for m in result.lr.warnings]
+        headline = f"[b red]NOT VALIDATED.[/b red] {escape(result.headline)}\n" if result.headline else ""
         self.query_one("#warnings", Static).update(
-            "[b]Warnings[/b]\n" + "\n".join(f"• {w}" for w in warnings) if warnings else "[dim]No warnings.[/dim]")
+            headline + ("[b]Warnings[/b]\n" + "\n".join(f"• {w}" for w in warnings) if warnings
+                        else "[dim]No warnings.[/dim]"))
         self.query_one("#toml", Static).update(Syntax(dumps_recipe(self.recipe), "toml", theme="ansi_dark",
                                                       word_wrap=True))
         self.query_one("#save", Button).disabled = False
