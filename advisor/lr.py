@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 # Adaptive optimizers: square-root scaling is the principled rule (Malladi et al. 2022).
 ADAPTIVE_OPTIMIZERS = {"adam", "adamw", "lamb", "adagrad", "rmsprop"}
@@ -20,6 +20,13 @@ DEFAULT_MAX_LR_FACTOR = 16.0
 DEFAULT_BASE_WARMUP_EPOCHS = 1.0
 WARMUP_STRETCH_FACTOR = 3.0
 WARMUP_MAX_RUN_SHARE = 0.2  # a warmup never takes more than this share of the run the user states
+# A scaled-up LR never starts cold: at least this many steps, or this share of the stated run if that is more
+# (then never past WARMUP_MAX_RUN_SHARE of it). Why 50: the optimizer's running statistics (momentum, Adam's
+# second moment at beta2 = 0.999 is ~5% settled after 50 steps) and BatchNorm's running means are still moving
+# over the first few dozen steps, exactly when a scaled-up LR does its damage; the diverged digits-cnn trial had
+# 10 warmup steps at 2x and blew up at step ~14. 5% is Goyal et al.'s 5 warmup epochs of a 90-epoch run.
+WARMUP_FLOOR_STEPS = 50
+WARMUP_FLOOR_RUN_SHARE = 0.05
 
 
 @dataclass
@@ -114,6 +121,35 @@ def scale_lr(
     return LRDecision(value, base_lr, base_global_batch, global_batch, rule, s, capped, cap, reason, warnings, layerwise)
 
 
+def bound_past_validated(lr: LRDecision, validated_global: int | None, optimizer: str,
+                         noise_low: float | None = None) -> LRDecision:
+    """The LR above the largest global batch that trained healthily (``validated_global``, at the LR the rules
+    give it): at most the rules' factor for 2x that batch, or the AdaScale gain from it at the low end of the
+    noise scale's interval (``noise_low``), whichever is smaller. Past the validated point the scaled LR is an
+    extrapolation; a doubling is the step the sweep itself takes, and a small noise scale means a bigger batch
+    buys little progress per step, so a big LR jump is not earned (DOMAIN 2)."""
+    from .goodput import lr_gain
+
+    if validated_global is None or lr.global_batch <= validated_global:
+        return lr
+    at_validated = scale_lr(lr.base, lr.base_global_batch, validated_global, optimizer)
+    doubled = scale_lr(lr.base, lr.base_global_batch, 2 * validated_global, optimizer)
+    limit = doubled.value / at_validated.value
+    how = f"the rules' x{limit:.3g} for 2x the validated batch"
+    if noise_low:
+        gain, _ = lr_gain(lr.global_batch, noise_low, validated_global, optimizer)
+        if gain < limit:
+            limit, how = gain, (f"the AdaScale gain x{gain:.3g} at the low end of the noise scale's interval "
+                                f"(~{noise_low:.0f})")
+    bound = at_validated.value * limit
+    if lr.value <= bound * (1 + 1e-9):
+        return lr
+    message = (f"Global batch {lr.global_batch} is past the largest that trained healthily here "
+               f"({validated_global}, at LR {at_validated.value:.4g}): the rules' LR {lr.value:.4g} would be an "
+               f"extrapolation, so it is bounded at {bound:.4g} ({how}). Sweep it on the target before raising it.")
+    return replace(lr, value=bound, capped=True, reason=f"{lr.reason} {message}", warnings=lr.warnings + [message])
+
+
 def plan_warmup(
     scale: float,
     train_size: int,
@@ -123,27 +159,41 @@ def plan_warmup(
     run_epochs: float | None = None,
     run_source: str = "",
 ) -> WarmupDecision:
-    """Warmup length in epochs and steps at ``global_batch``; lengthened when the batch grew more than 2x, and
-    never more than WARMUP_MAX_RUN_SHARE of the run the user states (``run_epochs``).
+    """Warmup length in epochs and steps at ``global_batch``; lengthened x3 when the batch grew 2x or more, at
+    least WARMUP_FLOOR_STEPS (or WARMUP_FLOOR_RUN_SHARE of the run) whenever the LR is scaled up, and never more
+    than WARMUP_MAX_RUN_SHARE of the run the user states (``run_epochs``).
 
     The base warmup is counted in epochs, i.e. in samples: converted to the new batch it keeps the same
     samples (base steps x base batch / new batch), as Goyal et al. 2017 count warmup in epochs.
     """
     steps_per_epoch = max(1, math.ceil(train_size / global_batch))
     base = f"{base_warmup_epochs:.3g} epoch(s) ({base_source})"
-    if scale > 2 and base_warmup_epochs > 0:
+    if scale >= 2 and base_warmup_epochs > 0:
         epochs = base_warmup_epochs * WARMUP_STRETCH_FACTOR
-        reason = (f"The global batch grew {scale:.3g}x (> 2x): warmup lengthened from {base} to {epochs:.3g} "
+        reason = (f"The global batch grew {scale:.3g}x (>= 2x): warmup lengthened from {base} to {epochs:.3g} "
                   f"epochs, rising from a small LR to the target.")
-    elif scale > 2:
+    elif scale >= 2:
         epochs = DEFAULT_BASE_WARMUP_EPOCHS
-        reason = (f"No warmup today ({base_source}), but the global batch grew {scale:.3g}x (> 2x): warm up for "
+        reason = (f"No warmup today ({base_source}), but the global batch grew {scale:.3g}x (>= 2x): warm up for "
                   f"{epochs:g} epoch from a small LR to the target (a larger batch needs a warmup).")
     else:
         epochs = base_warmup_epochs
-        reason = (f"Batch scale {scale:.3g}x (<= 2x): the base warmup of {base} is kept, as the same number of "
+        reason = (f"Batch scale {scale:.3g}x (< 2x): the base warmup of {base} is kept, as the same number of "
                   "samples at the new batch.")
     steps = max(1, round(epochs * steps_per_epoch)) if epochs > 0 else 0
+    if scale > 1:  # a scaled-up LR never starts cold
+        run_steps = run_epochs * steps_per_epoch if run_epochs is not None else None
+        floor = max(WARMUP_FLOOR_STEPS, math.ceil(WARMUP_FLOOR_RUN_SHARE * run_steps) if run_steps else 0)
+        if run_steps:
+            floor = min(floor, math.floor(WARMUP_MAX_RUN_SHARE * run_steps))
+        else:  # no stated run: never more than the stretched warmup's own length, 3 epochs
+            floor = min(floor, round(WARMUP_STRETCH_FACTOR * steps_per_epoch))
+        if steps < floor:
+            steps = floor
+            epochs = steps / steps_per_epoch
+            reason += (f" Raised to the floor for a scaled-up LR: {steps} steps (the larger of "
+                       f"{WARMUP_FLOOR_STEPS} steps and {WARMUP_FLOOR_RUN_SHARE:.0%} of the run, within "
+                       f"{WARMUP_MAX_RUN_SHARE:.0%} of it, or of 3 epochs when no run length is stated).")
     capped = False
     if run_epochs is not None and epochs > WARMUP_MAX_RUN_SHARE * run_epochs:
         capped = True

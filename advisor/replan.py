@@ -249,7 +249,7 @@ def replan(data: dict, path: str, target: ReplanTarget, torch_version: str | Non
            ceiling: int | None = None) -> ReplanResult:
     """The estimated plan for ``target`` from the recipe ``data`` (read from ``path``); ``ceiling``: what a
     confirming probe found really fits, when it was below the estimate."""
-    from .lr import plan_warmup, scale_lr
+    from .lr import bound_past_validated, plan_warmup, scale_lr
     from .method import data_cap
     from .plan import Warning_, plan_data_parallel
 
@@ -292,8 +292,9 @@ def replan(data: dict, path: str, target: ReplanTarget, torch_version: str | Non
             f"The global batch {plan.global_batch} was not validated: the recipe's comparison sweep ran "
             f"{validated}. Its LR is scaled by the rules, but how it trains is an extrapolation: sweep it on the "
             "new device before a long run."))
-    lr = scale_lr(float(lr_doc["base"]), int(lr_doc["base_global_batch"]), plan.global_batch,
-                  str(lr_doc.get("optimizer") or workload.get("optimizer") or "sgd"))
+    optimizer = str(lr_doc.get("optimizer") or workload.get("optimizer") or "sgd")
+    lr = bound_past_validated(scale_lr(float(lr_doc["base"]), int(lr_doc["base_global_batch"]), plan.global_batch,
+                                       optimizer), validated, optimizer)
     base_epochs = warmup_doc.get("base_epochs")
     warmup = plan_warmup(lr.scale, int(train_size or plan.global_batch), plan.global_batch,
                          *((float(base_epochs), str(warmup_doc.get("base_source", "the recipe")))

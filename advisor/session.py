@@ -722,8 +722,10 @@ class Session:
         if sweep.failed:
             plan, lr, warmup = self._base_fallback_plan(cap, precision, noise)
         else:
+            healthy = [r.global_batch for r in self._trained_rows() if r.status == "ok" and judge(r).learned]
             plan, lr, warmup = make_plan(s, info, cap, sweep.chosen, sweep.reason, precision, noise,
-                                         amp_available=self.amp_available)
+                                         amp_available=self.amp_available, healthy_global=max(healthy, default=None),
+                                         noise_low=estimate.low if estimate.value else None)
         if capped_by_runs:
             plan.warnings.append(Warning_("capped-by-training-oom", f"The per-device batch is capped at {cap}: "
                                           f"{ran_why}. The memory ceiling's probes allowed more; the training "

@@ -54,11 +54,23 @@ def test_adam_uses_square_root_scaling():
     assert lr.rule == "sqrt" and lr.value == pytest.approx(2e-3)
 
 
-def test_scale_above_two_lengthens_warmup():
-    short = plan_warmup(2.0, train_size=10_000, global_batch=256)
+def test_a_doubling_or_more_lengthens_warmup_and_a_scaled_up_lr_never_starts_cold():
+    # Regression (issue 24): the x3 stretch needed strictly more than 2x, so a doubling, the sweep's most common
+    # step, got none; a digits-cnn trial at 2x the base batch warmed up 10 steps and diverged at step ~14.
+    from advisor.lr import WARMUP_FLOOR_STEPS
+
+    small = plan_warmup(1.5, train_size=10_000, global_batch=256)
+    double = plan_warmup(2.0, train_size=10_000, global_batch=256)
     long = plan_warmup(4.0, train_size=10_000, global_batch=256)
-    assert short.epochs == 1 and long.epochs == 3
-    assert long.steps == 3 * math.ceil(10_000 / 256)
+    assert double.epochs == 3 and long.epochs == 3 and long.steps == 3 * math.ceil(10_000 / 256)
+    assert small.steps == WARMUP_FLOOR_STEPS > math.ceil(10_000 / 256)  # 1 epoch is 40 steps: raised to 50
+    assert "floor for a scaled-up LR" in small.reason
+    # The floor is 5% of a long stated run, and never past 20% of a short one.
+    assert plan_warmup(1.5, 10_000, 256, run_epochs=100).steps == math.ceil(0.05 * 100 * 40)
+    assert plan_warmup(1.5, 10_000, 256, run_epochs=5).steps == math.floor(0.2 * 5 * 40)
+    # No scale-up: no floor; the user's own (even zero) warmup is kept.
+    assert plan_warmup(1.0, 10_000, 256, base_warmup_epochs=0.0).steps == 0
+    assert plan_warmup(0.5, 10_000, 256).steps == 40
 
 
 def test_past_4096_linear_scaling_continues_as_sqrt_and_suggests_lars():
@@ -218,3 +230,39 @@ def test_a_cpu_plan_never_sets_sync_batchnorm_and_advises_it_for_the_gpus(tmp_pa
         torch.nn.parallel.DistributedDataParallel(nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4)))  # plain BN runs
     finally:
         dist.destroy_process_group()
+
+
+def test_the_lr_past_the_largest_healthy_batch_is_bounded_by_2x_or_the_adascale_gain_at_the_noise_low_end():
+    """Regression (issue 24): the LR was scaled past what was validated with no guard but a 16x cap (SGD 0.2 at
+    global 32 became 1.6 at 256 and sat at chance, while 128 at LR 0.4 trained)."""
+    from advisor.lr import bound_past_validated
+
+    rules = scale_lr(0.2, 32, 256, "sgd")
+    assert rules.value == pytest.approx(1.6)
+    bounded = bound_past_validated(rules, 64, "sgd")  # 64 trained healthily at 0.4: at most the 2x step, 0.8
+    assert bounded.value == pytest.approx(0.8) and bounded.capped
+    assert "past the largest that trained healthily here (64, at LR 0.4)" in bounded.warnings[-1]
+    # A small noise scale's low end bounds it harder: AdaScale's gain from 64 to 256 at phi = 32 is 1.8 < 2.
+    gain_bound = bound_past_validated(rules, 64, "sgd", noise_low=32)
+    assert gain_bound.value == pytest.approx(0.4 * (32 / 64 + 1) / (32 / 256 + 1)) and "AdaScale" in gain_bound.reason
+    # Adam: the square-root rule's own 2x factor, sqrt 2.
+    adam = bound_past_validated(scale_lr(1e-3, 32, 512, "adam"), 64, "adam")
+    assert adam.value == pytest.approx(scale_lr(1e-3, 32, 128, "adam").value)
+    # At or below the validated point, or within 2x of it, nothing changes.
+    assert bound_past_validated(scale_lr(0.2, 32, 128, "sgd"), 64, "sgd").value == pytest.approx(0.8)
+    assert bound_past_validated(scale_lr(0.2, 32, 64, "sgd"), 64, "sgd").capped is False
+    assert bound_past_validated(rules, None, "sgd") is rules
+
+
+def test_a_global_batch_asked_for_past_the_sweep_gets_the_bounded_lr_in_the_plan():
+    from test_method_decisions import _swept
+
+    session, _, outcome = _swept({8: 0.80, 16: 0.95, 32: 0.70}.__getitem__, centre=16, walk=0)
+    result = session.finish(global_batch=1024)
+    info = session.info
+    healthy = max(r.global_batch for r in result.ledger if r.phase in ("trial", "sweep") and r.status == "ok")
+    assert healthy == 64 and result.plan.global_batch == 1024
+    at_healthy = scale_lr(info.base_lr, info.base_global_batch, 64, info.optimizer).value
+    doubled = scale_lr(info.base_lr, info.base_global_batch, 128, info.optimizer).value
+    assert result.lr.value == pytest.approx(doubled) and doubled > at_healthy
+    assert any("past the largest that trained healthily" in w for w in result.lr.warnings)

@@ -545,9 +545,11 @@ def test_the_planned_warmup_is_stretched_past_2x_and_capped_by_the_stated_run():
     # Same global batch: the user's 0.5 epoch (5 steps of 100) stays 0.5 epoch.
     _, _, same = make_plan(settings(nproc=2), info(**base), 512, 50, "", "fp32", None, True)
     assert (same.epochs, same.steps, same.capped) == (0.5, 5, False)
-    # Global 400 (s = 4 > 2): 3 x 0.5 = 1.5 epochs; a stated 4-epoch run caps it at 20%, 0.8 epochs.
+    # Global 400 (s = 4 >= 2): 3 x 0.5 = 1.5 epochs, 5 steps of 3 per epoch; a scaled-up LR's floor (50 steps,
+    # with no stated run at most 3 epochs) raises it to 9 steps; a stated 4-epoch run caps it at 20%, 0.8 epochs.
     _, _, stretched = make_plan(settings(nproc=2), info(**base), 512, 200, "", "fp32", None, True)
-    assert stretched.epochs == 1.5 and not stretched.capped
+    assert stretched.steps == 9 and stretched.epochs == 3 and not stretched.capped
+    assert "lengthened from 0.5 epoch(s) (yours) to 1.5 epochs" in stretched.reason
     _, _, capped = make_plan(settings(nproc=2), info(**base, run_epochs=4, run_source="--epochs"), 512, 200, "",
                              "fp32", None, True)
     assert capped.capped and capped.epochs == pytest.approx(0.8) and capped.steps <= 0.2 * 4 * capped.steps_per_epoch

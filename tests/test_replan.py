@@ -78,11 +78,15 @@ def test_24gb_to_80gb_a100_table_by_hand():
     assert "up to 440 per device, 3520 global without accumulation" in text  # bigger card, bigger batch possible
 
 
-def test_the_bigger_card_takes_triple_the_batch_with_the_lr_scaled():
+def test_the_bigger_card_takes_triple_the_batch_with_the_lr_bounded_past_what_the_recipe_validated():
     result = replan(rtx3090_recipe(), "r.toml", target("a100-80gb", global_batch=3072), torch_version=TORCH)
     plan = result.plan
     assert (plan.per_device, plan.accumulation_steps, plan.global_batch) == (384, 1, 3072)
-    assert result.lr.value == pytest.approx(0.1 * 3072 / 256) and result.lr.rule == "linear"
+    # The recipe validated global 1024 (LR 0.4 by the linear rule from 0.1 at 256): 3x past it, the LR grows by
+    # the rule's 2x step at most (0.8), not to the rule's 1.2, and says so.
+    assert plan.validated_global == 1024 and result.lr.rule == "linear"
+    assert result.lr.value == pytest.approx(0.1 * 2048 / 256) and result.lr.capped
+    assert "past the largest that trained healthily here (1024" in result.lr.warnings[-1]
     assert any(w.code == "global-not-validated" for w in plan.warnings)
 
 

@@ -20,7 +20,8 @@ from ..health import UNSTABLE, Health, judge
 from ..oom import is_primitive_failure
 from ..ledger import TrialRecord
 from ..noise import GradNormSample, NoiseEstimate, estimate_noise
-from ..lr import DEFAULT_BASE_WARMUP_EPOCHS, LRDecision, WarmupDecision, plan_warmup, scale_lr
+from ..lr import (DEFAULT_BASE_WARMUP_EPOCHS, LRDecision, WarmupDecision, bound_past_validated, plan_warmup,
+                  scale_lr)
 from ..plan import Plan, Warning_, identical_batch_for, plan_data_parallel
 from ..tasks import task_profile
 from .sweep import DEFAULT_POLICY, SweepPolicy, SweepVerdict, decide_sweep, ranked_metric
@@ -429,9 +430,12 @@ def validated_global(settings: MethodSettings, per_device: int) -> int:
 
 
 def make_plan(settings: MethodSettings, info: WorkloadInfo, per_device_cap: int, sweep_choice: int,
-              sweep_reason: str, precision: str, noise: float | None, amp_available: bool
+              sweep_reason: str, precision: str, noise: float | None, amp_available: bool,
+              healthy_global: int | None = None, noise_low: float | None = None
               ) -> tuple[Plan, LRDecision, WarmupDecision]:
-    """The data-parallel plan for the target cluster, its LR and warmup, and the warnings that go with them."""
+    """The data-parallel plan for the target cluster, its LR and warmup, and the warnings that go with them.
+    ``healthy_global``: the largest global batch a trial or sweep run trained healthily at (default: the
+    sweep's); past it the LR is bounded (advisor.lr.bound_past_validated)."""
     world, nproc = settings.world_size, settings.nproc
     validated = validated_global(settings, sweep_choice)
     target = settings.global_batch or validated
@@ -463,7 +467,8 @@ def make_plan(settings: MethodSettings, info: WorkloadInfo, per_device_cap: int,
             if warning.code == "few-steps-per-epoch":
                 warning.message += f" It stands because you asked for a global batch of {settings.global_batch} " \
                                    "(--global-batch)."
-    lr = lr_for(info, plan.global_batch)
+    lr = bound_past_validated(lr_for(info, plan.global_batch), max(healthy_global or 0, validated), info.optimizer,
+                              noise_low)
     warmup = warmup_for(info, lr)
     if noise and plan.global_batch > NOISE_MARGIN * noise:
         why = (f"It stands because you asked for a global batch of {settings.global_batch} (--global-batch)."
