@@ -22,9 +22,9 @@ from .errors import AdvisorError
 class StderrProgress:
     """The session's typed events on stderr: a live bar on a terminal, a few plain lines in a log."""
 
-    def __init__(self, stream=sys.stderr):
-        self.stream = stream
-        self.tty = stream.isatty()
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr  # read at call time: a default bound at import outlives a redirect
+        self.tty = self.stream.isatty()
         self._last_quarter = -1
 
     def __call__(self, event) -> None:

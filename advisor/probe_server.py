@@ -392,7 +392,7 @@ def _preload_workload(spec: str) -> None:
         pass
 
 
-def serve(worker_module: str, control_fd: int, workload: str = "") -> None:
+def serve(worker_module: str, control_fd: int, workload: str = "") -> None:  # noqa: C901 -- complexity debt, a list of independent cases; split when next changed
     _die_with_parent()
     control = socket.socket(fileno=control_fd)
 

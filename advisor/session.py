@@ -24,7 +24,7 @@ from .lr import DEFAULT_BASE_WARMUP_EPOCHS, KNOWN_OPTIMIZERS, LRDecision, Warmup
 from .goodput import GoodputResult, fit_step_time, goodput_optimum, timed_points
 from .method import (SWEEP_EVAL_POINTS, MethodSettings, PrecisionChoice, SweepOutcome, TrialOutcome, WorkloadInfo,
                      choose_precision, data_cap, heterogeneous_devices_note, lr_and_warmup, make_plan,
-                     mixed_before_accumulation, noise_estimate, noise_summary, short_trial, start_value,
+                     mixed_before_accumulation, noise_estimate, short_trial, start_value,
                      sweep_candidates, sweep_run_settings, trained_cap, validated_global)
 from .method.sweep import SweepPolicy, decide_sweep
 from .noise import NoiseEstimate
@@ -121,7 +121,7 @@ def base_source(lr_from_flag: bool, batch_from_flag: bool) -> str:
     return f"{lr} at {batch}"
 
 
-def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices, workload=None) -> Setup:
+def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices, workload=None) -> Setup:  # noqa: C901 -- complexity debt, a list of independent cases; split when next changed
     """Every input checked up front: one SetupError naming each problem and its fix (exit 2).
 
     ``workload``: one already resolved (the script door's ScriptWorkload); else ``settings.workload`` is."""
@@ -574,7 +574,37 @@ class Session:
         began = self._begin(4)
         chosen = chosen or self.trial_outcome.chosen
         precision = self.trial_outcome.precision if self.trial_outcome else self.precision.measure
-        cap, why = self.learnable_cap
+        cap, _ = self.learnable_cap
+        chosen, candidates, note = self._sweep_range(chosen, cap)
+        # Equal samples: every candidate trains on what the centre sees in --sweep-steps steps, each with the
+        # warmup the plan would give its batch, so a bigger batch is not credited with more data.
+        samples = self.settings.sweep_steps * chosen * self.runner.nproc
+        policy = SweepPolicy(seeds=self.settings.sweep_seeds, extensions=self.settings.sweep_walk)
+        rows: list[TrialRecord] = []
+        for batch in candidates:
+            rows += self._sweep_candidate(batch, samples, precision, policy.seeds)
+        extended: list[int] = []
+        verdict = decide_sweep(rows, self.info.num_classes, cap, policy.extensions, policy)
+        while verdict.extend_to is not None:
+            batch = verdict.extend_to
+            self._emit(Decision(4, f"{verdict.chosen} per device won at an end of the range: sweeping {batch} "
+                                   "per device too, with the same seeds."))
+            extended.append(batch)
+            candidates = sorted(candidates + [batch])
+            rows += self._sweep_candidate(batch, samples, precision, policy.seeds)
+            verdict = decide_sweep(rows, self.info.num_classes, cap, policy.extensions - len(extended), policy)
+        reason = " ".join(filter(None, (note, verdict.reason, self._range_end_note(verdict, candidates, cap, extended),
+                                        self._warmup_note(candidates, samples))))
+        self._emit(Decision(4, reason))
+        self.sweep_outcome = SweepOutcome(verdict.chosen if not verdict.failed else chosen, reason, rows, candidates,
+                                          verdict, samples, extended)
+        self.invalidate_after(4)
+        self._end(4, began)
+        return self.sweep_outcome
+
+    def _sweep_range(self, chosen: int, cap: int) -> tuple[int, list[int], str]:
+        """(centre, candidates, note): half / chosen / double (or the subset) within the cap, and what changed."""
+        _, why = self.learnable_cap
         cap_text = why or ("the memory ceiling" if cap == self.ceiling_result.per_device_max else self.cap_reason)
         notes = []
         if chosen > cap:  # the cap bounds every sweep point, the centre included
@@ -587,71 +617,57 @@ class Session:
         note = " ".join(notes)
         if note:
             self._emit(Note(note))
-        info, steps, nproc = self.info, self.settings.sweep_steps, self.runner.nproc
-        # Equal samples: every candidate trains on what the centre sees in --sweep-steps steps, each with the
-        # warmup the plan would give its batch, so a bigger batch is not credited with more data.
-        samples = steps * chosen * nproc
+        return chosen, candidates, note
 
-        def run(batch: int, seed: int) -> TrialRecord:
-            run_steps, lr, warmup = sweep_run_settings(info, batch * nproc, samples)
-            reused = self._reused_run("sweep", batch, run_steps, precision, lr, warmup, seed)
-            if reused:
-                return reused
-            extra = {"seed": seed} if seed else {}  # seed 0 is every runner's default
-            record = self.runner.train("sweep", batch, run_steps, lr, warmup, evaluate=True, precision=precision,
-                                       eval_points=SWEEP_EVAL_POINTS, **extra)
-            record.seed = seed
-            if unstable(record):
-                record.note = (record.note + "; " if record.note else "") + f"unstable: {judge(record).reason}"
-            return record
+    def _sweep_candidate(self, batch: int, samples: int, precision: str, seeds: int) -> list[TrialRecord]:
+        """Every paired seed at ``batch``; the rest are skipped once one seed rules it out (out of memory or
+        unstable: the rule never lets it lead or tie, whatever the other seeds do)."""
+        runs = []
+        for seed in range(seeds):
+            record = self._sweep_run(batch, seed, samples, precision)
+            runs.append(record)
+            if record.status != "ok" or unstable(record):
+                break
+        return runs
 
-        def candidate(batch: int) -> None:
-            """Every paired seed at ``batch``; the rest are skipped once one seed rules it out (out of memory or
-            unstable: the rule never lets it lead or tie, whatever the other seeds do)."""
-            for seed in range(policy.seeds):
-                record = run(batch, seed)
-                rows.append(record)
-                if record.status != "ok" or unstable(record):
-                    break
+    def _sweep_run(self, batch: int, seed: int, samples: int, precision: str) -> TrialRecord:
+        """One sweep run (or the history's run at exactly its settings), with the health verdict in its note."""
+        run_steps, lr, warmup = sweep_run_settings(self.info, batch * self.runner.nproc, samples)
+        reused = self._reused_run("sweep", batch, run_steps, precision, lr, warmup, seed)
+        if reused:
+            return reused
+        extra = {"seed": seed} if seed else {}  # seed 0 is every runner's default
+        record = self.runner.train("sweep", batch, run_steps, lr, warmup, evaluate=True, precision=precision,
+                                   eval_points=SWEEP_EVAL_POINTS, **extra)
+        record.seed = seed
+        if unstable(record):
+            record.note = (record.note + "; " if record.note else "") + f"unstable: {judge(record).reason}"
+        return record
 
-        policy = SweepPolicy(seeds=self.settings.sweep_seeds, extensions=self.settings.sweep_walk)
-        rows: list[TrialRecord] = []
-        for batch in candidates:
-            candidate(batch)
-        extended: list[int] = []
-        verdict = decide_sweep(rows, info.num_classes, cap, policy.extensions, policy)
-        while verdict.extend_to is not None:
-            batch = verdict.extend_to
-            self._emit(Decision(4, f"{verdict.chosen} per device won at an end of the range: sweeping {batch} "
-                                   "per device too, with the same seeds."))
-            extended.append(batch)
-            candidates = sorted(candidates + [batch])
-            candidate(batch)
-            verdict = decide_sweep(rows, info.num_classes, cap, policy.extensions - len(extended), policy)
-        reason = verdict.reason
-        chosen = verdict.chosen if verdict.chosen is not None else chosen
+    @staticmethod
+    def _range_end_note(verdict, candidates: list[int], cap: int, extended: list[int]) -> str:
+        """When the pick is an end of the swept range the rule could not grow past: which batch went unmeasured."""
         ends = (min(candidates), max(candidates))
-        if not verdict.failed and verdict.chosen in ends and verdict.extend_to is None and len(candidates) > 1:
-            beyond = verdict.chosen // 2 if verdict.chosen == ends[0] else verdict.chosen * 2
-            if verdict.chosen == ends[1] and beyond > cap:
-                reason += f" It is the largest swept; {beyond} is past the cap of {cap}."
-            elif beyond >= 1:
-                reason += (f" It is the {'smallest' if verdict.chosen == ends[0] else 'largest'} swept and the range "
-                           f"has grown {len(extended)} time(s) (--sweep-walk {policy.extensions}): {beyond} per "
-                           "device was not compared.")
-        in_warmup = [b for b in candidates  # (steps, lr, warmup): the warmup is as long as the run or longer
-                     if (run_settings := sweep_run_settings(info, b * nproc, samples))[2] >= run_settings[0]]
-        if in_warmup:
-            reason += (f" At {', '.join(map(str, in_warmup))} per device the planned warmup outlasts the sweep run "
-                       f"({samples} samples each): the comparison covers the start of training only; a longer "
-                       "--sweep-steps covers more of it.")
-        if note:
-            reason = note + " " + reason
-        self._emit(Decision(4, reason))
-        self.sweep_outcome = SweepOutcome(chosen, reason, rows, candidates, verdict, samples, extended)
-        self.invalidate_after(4)
-        self._end(4, began)
-        return self.sweep_outcome
+        if verdict.failed or verdict.chosen not in ends or verdict.extend_to is not None or len(candidates) < 2:
+            return ""
+        beyond = verdict.chosen // 2 if verdict.chosen == ends[0] else verdict.chosen * 2
+        if verdict.chosen == ends[1] and beyond > cap:
+            return f"It is the largest swept; {beyond} is past the cap of {cap}."
+        if beyond < 1:
+            return ""
+        return (f"It is the {'smallest' if verdict.chosen == ends[0] else 'largest'} swept and the range has grown "
+                f"{len(extended)} time(s) (--sweep-walk {verdict.policy.extensions}): {beyond} per device was not "
+                "compared.")
+
+    def _warmup_note(self, candidates: list[int], samples: int) -> str:
+        """The candidates whose planned warmup is as long as their sweep run, or longer."""
+        in_warmup = [b for b in candidates
+                     if (run := sweep_run_settings(self.info, b * self.runner.nproc, samples))[2] >= run[0]]
+        if not in_warmup:
+            return ""
+        return (f"At {', '.join(map(str, in_warmup))} per device the planned warmup outlasts the sweep run "
+                f"({samples} samples each): the comparison covers the start of training only; a longer "
+                "--sweep-steps covers more of it.")
 
     def _reused_run(self, phase: str, batch: int, steps: int, precision: str, lr: float, warmup: int,
                     seed: int = 0) -> TrialRecord | None:
@@ -738,16 +754,7 @@ class Session:
         selection = getattr(self.runner, "probe_selection", None)
         if selection is not None and selection.kind == "stream":
             plan.warnings.append(Warning_("stream-probed-as-it-came", STREAM_PROBE_WARNING))
-        if trial and trial.precision != measured:
-            outcome = (f"The trial ran out of memory in {measured} and fit in {trial.precision}, so the plan uses "
-                       f"{trial.precision} (mixed precision before shrinking the batch).")
-        elif accumulation_note:
-            outcome = accumulation_note
-        elif self.precision.mixed:
-            outcome = f"Nothing ran out of memory in {measured} and no accumulation was needed, so the plan keeps it."
-        else:
-            outcome = ""
-        precision_reason = (self.precision.reason + " " + outcome).strip()
+        precision_reason = self._precision_reason(accumulation_note)
         if self.precision.tf32:
             plan.precision_advice += (" TF32: the probes ran with torch.backends.cuda.matmul.allow_tf32 = True and "
                                       "torch.backends.cudnn.allow_tf32 = True; set them in the training script (or "
@@ -756,15 +763,7 @@ class Session:
         env = self.runner.env
         nproc_per_node = s.nproc if s.target_world_size is None else max(1, math.ceil(plan.world_size / s.nodes))
         ran = getattr(self.runner, "optimizer_info", None) or {}
-        if ran.get("hyperparameters") is not None:
-            hyper, hyper_source = ran["hyperparameters"], "what the workers' optimizer held (its param_groups)"
-        else:
-            from .optimizers import hyperparameters
-
-            workload = self.setup.workload
-            hyper = hyperparameters(self.setup.optimizer, workload.momentum, workload.weight_decay, workload.betas,
-                                    workload.eps)
-            hyper_source = "the workload's settings"
+        hyper, hyper_source = self._optimizer_hyperparameters(ran)
         launch = self.adapter.launch_command(LaunchSpec(nproc_per_node, s.nodes, plan.per_device,
                                                         plan.accumulation_steps, lr.value, warmup.steps,
                                                         plan.precision, env, optimizer=self.setup.optimizer,
@@ -790,6 +789,30 @@ class Session:
                                     f"batch {info.base_global_batch}). This plan is that base setting, not a "
                                     "validated one.")
         return self.result
+
+    def _precision_reason(self, accumulation_note: str) -> str:
+        """Why the plan runs in its precision: the choice made before the probes, then what the runs showed."""
+        trial, measured = self.trial_outcome, self.precision.measure
+        if trial and trial.precision != measured:
+            outcome = (f"The trial ran out of memory in {measured} and fit in {trial.precision}, so the plan uses "
+                       f"{trial.precision} (mixed precision before shrinking the batch).")
+        elif accumulation_note:
+            outcome = accumulation_note
+        elif self.precision.mixed:
+            outcome = f"Nothing ran out of memory in {measured} and no accumulation was needed, so the plan keeps it."
+        else:
+            outcome = ""
+        return (self.precision.reason + " " + outcome).strip()
+
+    def _optimizer_hyperparameters(self, ran: dict) -> tuple[dict, str]:
+        """The optimizer's weight decay, momentum, betas and eps for the launch line, and where they came from."""
+        if ran.get("hyperparameters") is not None:
+            return ran["hyperparameters"], "what the workers' optimizer held (its param_groups)"
+        from .optimizers import hyperparameters
+
+        workload = self.setup.workload
+        return (hyperparameters(self.setup.optimizer, workload.momentum, workload.weight_decay, workload.betas,
+                                workload.eps), "the workload's settings")
 
     def _base_fallback_plan(self, cap: int, precision: str, noise: float | None):
         """The plan when no sweep candidate learned: the user's base global batch at the base LR (no scale-up of

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import math
 import os
-import statistics
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from ..ceiling import DEFAULT_HEADROOM, CeilingResult, ProbeTrial
@@ -24,7 +23,7 @@ from ..lr import (DEFAULT_BASE_WARMUP_EPOCHS, LRDecision, WarmupDecision, bound_
                   scale_lr)
 from ..plan import Plan, Warning_, identical_batch_for, plan_data_parallel
 from ..tasks import task_profile
-from .sweep import DEFAULT_POLICY, SweepPolicy, SweepVerdict, decide_sweep, ranked_metric
+from .sweep import DEFAULT_POLICY, SweepVerdict
 
 HIGH_WATER = 0.60  # below this share of the ceiling's memory, double the trial batch
 WORTH_DOUBLING = 1.10  # doubling must buy >= 10% more samples/s to be worth it
@@ -350,6 +349,14 @@ def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, 
                    else f"doubling would pass the cap of {cap} ({cap_reason or 'the memory ceiling'})")
             say(f"{batch}: {why}: stop")
             break
+    chosen = _trial_choice(tried, unhealthy, ceiling, notes)
+    return TrialOutcome(chosen, "; ".join(notes), precision, rows, decisions, unhealthy=unhealthy)
+
+
+def _trial_choice(tried: dict[int, TrialRecord], unhealthy: dict[int, Health], ceiling: CeilingResult,
+                  notes: list[str]) -> int:
+    """The trial's pick among its runs: the largest healthy batch each of whose doublings bought >= 10% more
+    samples/s (an unstable run only when nothing else trained); the notes say why."""
     fitted = sorted((b, r) for b, r in tried.items() if r.status == "ok")
     ok = [(b, r) for b, r in fitted if b not in unhealthy] or fitted
     if fitted and all(b in unhealthy for b, _ in fitted):
@@ -368,7 +375,7 @@ def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, 
             notes.append(f"{small} -> {big} bought only {gain - 1:+.0%} throughput: the bigger batch is not worth "
                          "it (bandwidth-bound)")
             break
-    return TrialOutcome(chosen, "; ".join(notes), precision, rows, decisions, unhealthy=unhealthy)
+    return chosen
 
 
 def sweep_candidates(chosen: int, cap: int, subset: bool) -> tuple[list[int], str]:
