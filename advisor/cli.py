@@ -124,7 +124,9 @@ def settings_from_args(args, host):
     """MethodSettings from `advisor plan` arguments and the detected host (advisor.settings builds them)."""
     from .settings import settings_from_options
 
-    return settings_from_options(plan_options_from_args(args), host)
+    settings = settings_from_options(plan_options_from_args(args), host)
+    settings.allow_few_steps = bool(getattr(args, "force", False))  # --force also plans a --global-batch past §8.5
+    return settings
 
 
 def cmd_plan(args) -> int:
@@ -604,7 +606,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--idle-timeout", type=float, default=PLAN_DEFAULTS["idle_timeout"], help="seconds without progress before a trial is "
                                                                         "declared hung")
     plan.add_argument("--out", help="recipe path to write (never overwritten without --force)")
-    plan.add_argument("--force", action="store_true", help="replace an existing recipe, keeping a .bak backup")
+    plan.add_argument("--force", action="store_true", help="replace an existing recipe, keeping a .bak backup; and plan a "
+                      "--global-batch that leaves under 10 optimizer steps per epoch")
     plan.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     plan.add_argument("--history", help="the history file to read and append to (default: .history.jsonl next to "
                                         "--out, or $ADVISOR_HISTORY)")

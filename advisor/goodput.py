@@ -132,10 +132,16 @@ def _choice(model: StepTimeModel, b: int, s: int, world: int, phi: float, base: 
                          gain, rule, m > phi)
 
 
+TIMED_REACH = 2  # goodput searches per-device batches at most this factor outside the ones timed
+
+
 def goodput_optimum(model: StepTimeModel | None, noise_scale: float | None, noise_reason: str, base_batch: int,
                     world_size: int, per_device_cap: int, optimizer: str, max_accumulation: int = MAX_ACCUMULATION,
-                    rule_of_thumb: tuple[int, int] | None = None) -> GoodputResult:
+                    rule_of_thumb: tuple[int, int] | None = None, max_global: int | None = None) -> GoodputResult:
     """The (per-device b <= cap, accumulation s <= max) that maximises goodput, or why it cannot be computed.
+    Searched only where it means something: global batches up to ``max_global`` (the steps-per-epoch cap,
+    advisor.plan.largest_learnable_global) and per-device batches within TIMED_REACH x of the ones timed
+    (further out the step time is the fitted line extended: "outside what was measured").
 
     ``rule_of_thumb``: the plan's (per-device, accumulation), to say how much goodput it gives up.
     """
@@ -146,11 +152,14 @@ def goodput_optimum(model: StepTimeModel | None, noise_scale: float | None, nois
     if model is None:
         return GoodputResult(None, "Goodput-optimal batch: not computed, fewer than two batch sizes were timed, so "
                              "no step-time model could be fitted.", None, noise_scale, base_batch)
+    timed = model.timed_batches
+    low, high = (max(1, timed[0] // TIMED_REACH), timed[1] * TIMED_REACH) if timed else (1, per_device_cap)
     candidates = [_choice(model, b, s, world_size, noise_scale, base_batch, optimizer)
-                  for b in range(1, per_device_cap + 1) for s in range(1, max_accumulation + 1)
-                  if model.step_seconds(b, s) > 0]
+                  for b in range(low, min(per_device_cap, high) + 1) for s in range(1, max_accumulation + 1)
+                  if model.step_seconds(b, s) > 0 and (max_global is None or b * world_size * s <= max_global)]
     if not candidates:
-        return GoodputResult(None, "Goodput-optimal batch: not computed, the fitted step time is zero.", model)
+        return GoodputResult(None, "Goodput-optimal batch: not computed, no batch within the steps-per-epoch cap "
+                                   f"and {TIMED_REACH}x of the timed ones has a positive fitted step time.", model)
     best = max(candidates, key=lambda c: (c.goodput, -c.global_batch))
     result = GoodputResult(best, "", model, noise_scale, base_batch)
     text = (f"Goodput-optimal batch (an estimate): {best.per_device} per device x {world_size} device(s) x "
@@ -158,7 +167,6 @@ def goodput_optimum(model: StepTimeModel | None, noise_scale: float | None, nois
             f"~{noise_scale:.0f} with base batch {base_batch}. There S/S_min = {best.steps_ratio:.2f}, "
             f"E/E_min = {best.examples_ratio:.2f}; its LR would be the base LR x {best.lr_gain:.3g} "
             f"({best.lr_gain_rule}).")
-    timed = model.timed_batches
     if timed and not timed[0] <= best.per_device <= timed[1]:
         result.warn("goodput-extrapolated",
                     f"The goodput-optimal {best.per_device} per device lies outside the batches timed ({timed[0]}-"

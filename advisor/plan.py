@@ -13,6 +13,22 @@ SMALL_MICRO_BATCH = 16
 MIN_STEPS_PER_EPOCH = 10  # fewer optimizer steps than this per epoch leave too few updates to learn from
 
 
+def largest_learnable_global(train_size: int) -> int:
+    """The largest global batch that still leaves MIN_STEPS_PER_EPOCH optimizer steps per epoch (DOMAIN 8.5: a
+    big batch on small data trains in too few updates). The one owner of that cap: the trial, the sweep,
+    `--global-batch`, `replan` and goodput all read it here."""
+    return max(1, train_size // MIN_STEPS_PER_EPOCH)
+
+
+def few_steps_cost(train_size: int, global_batch: int) -> str:
+    """What a global batch past ``largest_learnable_global`` costs, in words."""
+    steps = train_size // global_batch
+    return (f"{train_size} training samples / global batch {global_batch} = {steps} optimizer step(s) per epoch "
+            f"(< {MIN_STEPS_PER_EPOCH}): too few updates to learn from, and each epoch costs a full pass of data "
+            f"for {steps} update(s); the largest global batch that keeps {MIN_STEPS_PER_EPOCH} is "
+            f"{largest_learnable_global(train_size)}")
+
+
 @dataclass
 class Warning_:
     code: str
@@ -150,14 +166,11 @@ def plan_data_parallel(  # noqa: C901 -- complexity debt, a list of independent 
             "below-task-range",
             f"Global batch {global_batch} is below the usual {low}-{high} for {profile.label}. Fine when the "
             "comparison sweep chose it (small data sets favour 32-64); on million-sample data expect 128-256+."))
-    if train_size:
-        steps_per_epoch = train_size // global_batch
-        if steps_per_epoch < MIN_STEPS_PER_EPOCH:
-            plan.warnings.append(Warning_(
-                "few-steps-per-epoch",
-                f"{train_size} training samples / global batch {global_batch} = {steps_per_epoch} optimizer "
-                f"step(s) per epoch (< {MIN_STEPS_PER_EPOCH}): too few updates to learn from. Use a smaller "
-                "global batch (fewer devices or a smaller per-device batch) or more data."))
+    if train_size and global_batch > largest_learnable_global(train_size):
+        plan.warnings.append(Warning_(
+            "few-steps-per-epoch",
+            f"{few_steps_cost(train_size, global_batch)}. Use a smaller global batch (fewer devices or a smaller "
+            "per-device batch) or more data."))
     if profile.name == "contrastive" and global_batch < 4096:
         plan.warnings.append(Warning_(
             "contrastive-small-batch",

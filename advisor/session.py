@@ -253,6 +253,13 @@ def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices
     elif workload is not None and base_batch:
         warmup_epochs, warmup_source = base_warmup_epochs(s.base_warmup, workload.current_warmup_steps, base_batch,
                                                           workload.train_length)
+    if workload is not None and s.global_batch and not s.allow_few_steps:
+        from .plan import few_steps_cost, largest_learnable_global
+
+        if s.global_batch > largest_learnable_global(workload.train_length):
+            problems.append(f"--global-batch {s.global_batch} is past what the data can train: "
+                            f"{few_steps_cost(workload.train_length, s.global_batch)}. Ask for at most that, or add "
+                            "--force to plan it anyway (the recipe then warns few-steps-per-epoch)")
     if s.run_epochs is not None and not s.run_epochs > 0:
         problems.append(f"--epochs must be positive (the length of the planned run), not {s.run_epochs:g}")
     run_epochs = s.run_epochs or (workload.epochs if workload is not None else None)
@@ -394,11 +401,11 @@ class Session:
         """The largest per-device batch the start, the trial and the sweep use: within memory and data, and
         leaving at least MIN_STEPS_PER_EPOCH optimizer steps per epoch at the global batch those runs validate
         (per-device x this host's processes; the plan keeps that global batch on any target cluster)."""
-        from .plan import MIN_STEPS_PER_EPOCH
+        from .plan import MIN_STEPS_PER_EPOCH, largest_learnable_global
 
         cap = self.per_device_cap
         train_size, nproc = self.setup.workload.train_length, self.settings.nproc
-        by_epoch = max(1, train_size // (nproc * MIN_STEPS_PER_EPOCH))
+        by_epoch = max(1, largest_learnable_global(train_size) // nproc)
         if by_epoch < cap:
             return by_epoch, (f"{train_size} training samples leave at least {MIN_STEPS_PER_EPOCH} steps per epoch "
                               f"on {nproc} process(es) only up to {by_epoch} per device")
@@ -699,9 +706,12 @@ class Session:
                 cap: int, precision: str | None) -> GoodputResult:
         """The goodput-optimal batch from the runs' step times and ``estimate``, against the rule-of-thumb
         ``per_device`` x ``accumulation`` on ``world_size`` devices."""
+        from .plan import largest_learnable_global
+
         model = fit_step_time(timed_points(self.ledger, precision))
         return goodput_optimum(model, estimate.value, estimate.reason, self.info.base_global_batch, world_size, cap,
-                               self.setup.optimizer, rule_of_thumb=(per_device, accumulation))
+                               self.setup.optimizer, rule_of_thumb=(per_device, accumulation),
+                               max_global=largest_learnable_global(self.info.train_size))
 
     # -- the plan -----------------------------------------------------------------------------------------
     def finish(self, global_batch: int | None = None) -> MethodResult:

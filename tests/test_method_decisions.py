@@ -436,7 +436,7 @@ def test_mixed_precision_comes_before_accumulation():
     """Regression: a plan that needed accumulation in fp32 only warned 'try mixed precision'; now the ceiling is
     re-probed in bf16 and the plan takes it when it needs fewer accumulation steps."""
     runner = StubRunner(saturate=None)  # fp32 ceiling ~245 per device; bf16 halves activations: ~490
-    session, result = run_session(settings(global_batch=800), HostDevices("cpu"), runner)
+    session, result = run_session(settings(global_batch=800, allow_few_steps=True), HostDevices("cpu"), runner)
     assert result.plan.precision == "bf16" and result.plan.accumulation_steps == 1 and result.plan.per_device == 400
     assert {c[1] for c in runner.calls if c[0] == "probe" and c[2] == "bf16"}  # really re-probed in bf16
     assert "mixed precision before accumulation" in result.precision_reason
@@ -446,7 +446,7 @@ def test_mixed_precision_comes_before_accumulation():
 
 def test_mixed_before_accumulation_keeps_fp32_with_the_reason_when_bf16_cannot_run():
     runner = StubRunner(saturate=None, unsupported={"bf16"})
-    _, result = run_session(settings(global_batch=800), HostDevices("cpu"), runner)
+    _, result = run_session(settings(global_batch=800, allow_few_steps=True), HostDevices("cpu"), runner)
     assert result.plan.precision == "fp32" and result.plan.accumulation_steps == 2
     assert "cannot run" in result.precision_reason and "not supported by this CPU's oneDNN" in result.precision_reason
 
@@ -771,7 +771,7 @@ def test_a_batch_that_ran_out_of_memory_in_training_is_never_planned():
     from advisor.method import trained_cap
 
     adapter = load_adapter("ddp")
-    s = settings(global_batch=1024, precision="fp32")
+    s = settings(global_batch=1024, precision="fp32", allow_few_steps=True)
     runner = StubRunner(saturate=None)
     session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=runner)
     session.ceiling()

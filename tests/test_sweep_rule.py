@@ -254,3 +254,27 @@ def test_advisor_plan_exits_with_code_3_and_still_writes_the_base_setting_when_n
     recipe = load_recipe(out).data
     assert recipe["warnings"][0]["code"] == "no-candidate-learned"
     assert "exits with code 3" in (Path(__file__).parents[1] / "README.md").read_text()
+
+
+def test_one_owner_of_the_steps_per_epoch_cap_and_a_global_batch_past_it_needs_force(capsys):
+    """§8.5 everywhere (issue 24): --global-batch past what the data can train was accepted with a warning."""
+    from advisor import cli
+    from advisor.device import HostDevices
+    from advisor.plan import largest_learnable_global
+    from test_method_decisions import settings
+
+    from advisor.adapters import load_adapter
+    from advisor.errors import SetupError
+    from advisor.session import validate_setup
+
+    assert largest_learnable_global(1438) == 143 and largest_learnable_global(5) == 1
+    adapter = load_adapter("ddp")
+    with pytest.raises(SetupError, match=r"--global-batch 800 is past what the data can train: 1438 training "
+                                         r"samples / global batch 800 = 1 optimizer step\(s\) per epoch.*--force"):
+        validate_setup(settings(global_batch=800), adapter, HostDevices("cpu"))
+    validate_setup(settings(global_batch=800, allow_few_steps=True), adapter, HostDevices("cpu"))
+    validate_setup(settings(global_batch=143), adapter, HostDevices("cpu"))
+    assert cli.main(["plan", "--workload", "digits-mlp", "--device-memory", "64MiB", "--global-batch", "800"]) == 2
+    assert "add --force to plan it anyway" in capsys.readouterr().err
+    args = cli.build_parser().parse_args(["plan", "--device-memory", "64MiB", "--global-batch", "800", "--force"])
+    assert cli.settings_from_args(args, HostDevices("cpu")).allow_few_steps

@@ -63,6 +63,7 @@ class MethodSettings:
     task: str | None = None  # overrides the workload's task type (the task table row)
     nodes: int = 1  # the target cluster: nodes x nproc processes (probes run on this host)
     target_world_size: int | None = None  # the target cluster's processes; default nodes x nproc
+    allow_few_steps: bool = False  # --force: a --global-batch past largest_learnable_global is planned anyway
 
     @property
     def world_size(self) -> int:
