@@ -720,7 +720,8 @@ def test_every_run_gets_one_health_verdict_from_its_curve():
 
 
 class CurveRunner(StubRunner):
-    """The stub's memory and throughput, with a loss curve per per-device batch (default: a healthy one)."""
+    """The stub's memory and throughput, with a loss curve per per-device batch (default: a healthy one); a curve
+    may be a function of the run's LR."""
 
     def __init__(self, curves, **kw):
         super().__init__(**kw)
@@ -729,7 +730,8 @@ class CurveRunner(StubRunner):
     def train(self, phase, per_device, steps, lr, *args, **kw):
         record = super().train(phase, per_device, steps, lr, *args, **kw)
         if record.status == "ok":
-            record.losses = list(self.curves.get(per_device, HEALTHY_RUN))
+            curve = self.curves.get(per_device, HEALTHY_RUN)
+            record.losses = list(curve(lr) if callable(curve) else curve)
             record.final_loss = record.losses[-1]
         return record
 
@@ -746,10 +748,19 @@ def test_the_trial_never_doubles_from_a_run_that_did_not_learn_and_halves_from_a
     assert any("halving to 32" in d for d in decisions) and any("64 did not (unstable)" in d for d in decisions)
     assert "unstable" in runner.ledger[0].note  # the ledger row says why it was left out
 
-    # Doubling from a healthy run into an unstable one: stop there, keep the healthy one.
+    # Doubling from a healthy run into an unstable one: stop there, keep the healthy one. The unstable run was at a
+    # scaled-up LR (0.025, twice 16's 0.0125), so the LR is blamed before the batch: 32 runs once more at 16's LR.
     runner = CurveRunner({32: DIVERGED_TRIAL}, saturate=None)
-    outcome = short_trial(runner, 16, ceiling_for(runner), 40, info(), "fp32", None)
-    assert outcome.chosen == 16 and [call[1] for call in runner.calls if call[0] == "trial"] == [16, 32]
+    decisions = []
+    outcome = short_trial(runner, 16, ceiling_for(runner), 40, info(), "fp32", None, decisions.append)
+    assert outcome.chosen == 16 and [call[1] for call in runner.calls if call[0] == "trial"] == [16, 32, 32]
+    assert [r.lr for r in runner.ledger] == pytest.approx([0.0125, 0.025, 0.0125])
+    assert any("unstable at 16 per device's LR 0.0125 too: the batch itself is to blame" in d for d in decisions)
+    by_lr = CurveRunner({32: lambda lr: DIVERGED_TRIAL if lr > 0.02 else HEALTHY_RUN}, saturate=None)
+    outcome = short_trial(by_lr, 16, ceiling_for(by_lr), 40, info(), "fp32", None)
+    assert "32: learned at 16 per device's LR 0.0125 but not at the scaled 0.025: the LR scale-up, not the batch, " \
+           "is to blame" in outcome.reason
+    assert outcome.chosen == 16 and by_lr.ledger[-1].note.endswith("rerun at 16 per device's LR 0.0125: learned")
 
     # A flat run (a short trial in its warmup often is) is noted, not dropped: the trial goes on as before.
     runner = CurveRunner({16: FLAT_RUN}, saturate=None)

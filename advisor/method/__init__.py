@@ -326,6 +326,11 @@ def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, 
         if health.verdict == UNSTABLE:
             unhealthy[batch] = health
             notes.append(f"{batch}: unstable at LR {lr:.3g}, never doubled from")
+            blame = _blame_lr_or_batch(runner, batch, steps, lr, precision, info, tried, unhealthy)
+            if blame:
+                rows.append(blame[0])
+                notes.append(blame[1])
+                say(blame[1])
             if batch // 2 >= 1 and batch // 2 not in tried:
                 say(f"{batch}: unstable at LR {lr:.3g} ({health.reason}): halving to {batch // 2}, a smaller global "
                     "batch at a smaller scaled LR")
@@ -352,6 +357,37 @@ def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, 
             break
     chosen = _trial_choice(tried, unhealthy, ceiling, notes)
     return TrialOutcome(chosen, "; ".join(notes), precision, rows, decisions, unhealthy=unhealthy)
+
+
+def _validated_lr(info: WorkloadInfo, batch: int, nproc: int, tried: dict[int, TrialRecord],
+                  unhealthy: dict[int, Health]) -> tuple[float, str]:
+    """The LR nearest below ``batch`` that a run trained healthily at: the largest healthy trial batch under it,
+    else the base LR (the one the user validated, at the base global batch)."""
+    below = [b for b, r in tried.items() if b < batch and r.status == "ok" and b not in unhealthy]
+    if below:
+        b = max(below)
+        return lr_for(info, b * nproc).value, f"{b} per device's"
+    return info.base_lr, "the base"
+
+
+def _blame_lr_or_batch(runner: Runner, batch: int, steps: int, lr: float, precision: str, info: WorkloadInfo,
+                       tried: dict[int, TrialRecord], unhealthy: dict[int, Health]) -> tuple[TrialRecord, str] | None:
+    """An unstable run at a scaled-up LR blames the LR before the batch (DOMAIN 2): the same batch once more at the
+    nearest validated LR. Its verdict says which was to blame; the batch is still never doubled from (the plan's
+    LR at it is the scaled one) and the trial goes on as for any unstable run. None when the LR was not scaled up
+    past a validated one (nothing to tell apart)."""
+    validated, whose = _validated_lr(info, batch, runner.nproc, tried, unhealthy)
+    if not lr > validated * (1 + 1e-9):
+        return None
+    warmup = min(warmup_for(info, lr_for(info, batch * runner.nproc)).steps, steps // 4)
+    record = runner.train("trial", batch, steps, validated, warmup, precision=precision)
+    verdict = judge(record)
+    record.note = (record.note + "; " if record.note else "") + f"rerun at {whose} LR {validated:.3g}: {verdict.verdict}"
+    if verdict.learned:
+        return record, (f"{batch}: learned at {whose} LR {validated:.3g} but not at the scaled {lr:.3g}: the LR "
+                        "scale-up, not the batch, is to blame")
+    return record, (f"{batch}: unstable at {whose} LR {validated:.3g} too: the batch itself is to blame, not only "
+                    "the LR scale-up")
 
 
 def _trial_choice(tried: dict[int, TrialRecord], unhealthy: dict[int, Health], ceiling: CeilingResult,
