@@ -24,6 +24,10 @@ BOOTSTRAP_RESAMPLES = 2000
 CONFIDENCE = 0.99
 MAX_SPREAD = 10.0  # high / low above this: the interval spans an order of magnitude, so "unknown"
 MIN_STEPS = 4  # fewer measured steps give no usable bootstrap
+# Each healthy run also gets its own estimate; when they disagree by more than this factor, the runs measure
+# different things (another phase of training, another LR) and no one number stands for them: "unknown". Two
+# plans of digits-cnn gave pooled intervals of 6-21 and 56-117, which do not overlap: pooling hid it.
+RUN_DISAGREEMENT = 3.0
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,7 @@ class NoiseEstimate:
     trace_sigma: float | None = None
     skipped: int = 0
     notes: list[str] = field(default_factory=list)
+    per_run: list[float] = field(default_factory=list)  # each run's own B_simple (runs with MIN_STEPS+ steps)
 
     @property
     def known(self) -> bool:
@@ -92,6 +97,7 @@ class NoiseEstimate:
 
     def to_dict(self) -> dict:
         return {"value": self.value, "low": self.low, "high": self.high, "steps": self.steps, "runs": self.runs,
+                "per_run": [round(v, 3) for v in self.per_run],
                 "skipped_steps": self.skipped, "confidence": CONFIDENCE, "reason": self.reason}
 
 
@@ -154,6 +160,14 @@ def estimate_noise(samples: list[GradNormSample], optimizer: str = "sgd", resamp
             "gradient noise swamps the signal in runs this short)." + (" " + left_out if left_out else "")),
             float(true_sq), float(trace), skipped, notes)
     value = float(trace / true_sq)
+    per_run = per_run_estimates(samples)
+    if len(per_run) >= 2 and max(per_run) / min(per_run) > RUN_DISAGREEMENT:
+        return NoiseEstimate(None, low, high if math.isfinite(high) else None, len(terms), runs, (
+            f"Gradient noise scale: unknown ({base}: the runs disagree, their own estimates run from "
+            f"{min(per_run):.3g} to {max(per_run):.3g}, more than {RUN_DISAGREEMENT:g}x apart, so no one number "
+            "stands for them; the pooled value would be "
+            f"{value:.3g})." + (" " + left_out if left_out else "")), float(true_sq), float(trace), skipped, notes,
+            per_run)
     if not math.isfinite(high) or low <= 0 or high / low > MAX_SPREAD:
         spread = f"{low:.3g} to {high:.3g}" if math.isfinite(high) else f"{low:.3g} to unbounded"
         return NoiseEstimate(None, low, high if math.isfinite(high) else None, len(terms), runs, (
@@ -161,9 +175,26 @@ def estimate_noise(samples: list[GradNormSample], optimizer: str = "sgd", resamp
             f"{CONFIDENCE:.0%} interval of {spread}, wider than {MAX_SPREAD:g}x: "
             + ("a longer --trial-steps would narrow it)." if one_device else "longer runs or more processes would "
                "narrow it).") + (" " + left_out if left_out else "")), float(true_sq), float(trace), skipped, notes)
+    across = (f"; the runs' own estimates {min(per_run):.0f}-{max(per_run):.0f}, within {RUN_DISAGREEMENT:g}x"
+              if len(per_run) >= 2 else "")
     reason = (f"Estimated gradient noise scale B_simple ~ {value:.0f} ({CONFIDENCE:.0%} bootstrap interval "
-              f"{low:.0f}-{high:.0f}, {base}; |G|^2 and tr(Sigma) "
+              f"{low:.0f}-{high:.0f}, {base}{across}; |G|^2 and tr(Sigma) "
               "averaged separately; McCandlish et al. 2018). Past it a bigger global batch buys little. An estimate "
               "from short runs." + ("" if not skipped else f" {skipped} non-finite step(s) left out.")
               + "".join(" " + n for n in notes))
-    return NoiseEstimate(value, low, high, len(terms), runs, reason, float(true_sq), float(trace), skipped, notes)
+    return NoiseEstimate(value, low, high, len(terms), runs, reason, float(true_sq), float(trace), skipped, notes,
+                         per_run)
+
+
+def per_run_estimates(samples: list[GradNormSample]) -> list[float]:
+    """Each run's own B_simple (its steps' |G|^2 and tr(Sigma) averaged, then divided), for runs with MIN_STEPS+
+    measured steps and both terms positive."""
+    out = []
+    for sample in samples:
+        terms = step_terms(sample)
+        if len(terms) >= MIN_STEPS:
+            true_sq = sum(t[0] for t in terms) / len(terms)
+            trace = sum(t[1] for t in terms) / len(terms)
+            if true_sq > 0 and trace > 0:
+                out.append(trace / true_sq)
+    return out

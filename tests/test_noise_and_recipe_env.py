@@ -86,6 +86,21 @@ def test_noise_scale_is_unknown_when_its_interval_spans_an_order_of_magnitude():
     assert "proxy" in estimate_noise([sample], optimizer="adamw").reason
 
 
+def test_runs_that_disagree_by_more_than_3x_give_unknown_not_a_pooled_number():
+    """Regression (issue 24): two plans of digits-cnn gave pooled 99% intervals of 6-21 and 56-117, which do not
+    overlap: pooling every step of every run hid that the runs measured different things."""
+    from advisor.noise import RUN_DISAGREEMENT
+
+    agree = estimate_noise([_linear_regression_norms(steps=150, seed=s) for s in (10, 11)])
+    assert agree.known and len(agree.per_run) == 2 and max(agree.per_run) / min(agree.per_run) < RUN_DISAGREEMENT
+    assert "the runs' own estimates" in agree.reason
+    # One run at noise 1 (B_simple 33), one at noise 16 (B_simple ~ 257): 8x apart.
+    apart = estimate_noise([_linear_regression_norms(steps=150, seed=12),
+                            _linear_regression_norms(steps=150, noise_var=16.0, seed=13)])
+    assert not apart.known and apart.value is None and len(apart.per_run) == 2
+    assert "the runs disagree" in apart.reason and f"more than {RUN_DISAGREEMENT:g}x apart" in apart.reason
+
+
 RECIPE = REPO / "recipes" / "digits-cnn.toml"
 
 
