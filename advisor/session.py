@@ -506,7 +506,8 @@ class Session:
             chosen = min(known, cap)
             reason = f"Start at {why}" + (f", {cap_text}" if chosen < known else ".")
         else:
-            chosen, reason = start_value(self.info.task, cap, cap_text)
+            chosen, reason = start_value(self.info.task, cap, cap_text, self.info.base_global_batch,
+                                         self.settings.nproc, self.info.base_source)
         self.start = StartChoice(chosen, reason)
         self.invalidate_after(2)
         self._end(2, began)

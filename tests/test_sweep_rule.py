@@ -278,3 +278,27 @@ def test_one_owner_of_the_steps_per_epoch_cap_and_a_global_batch_past_it_needs_f
     assert "add --force to plan it anyway" in capsys.readouterr().err
     args = cli.build_parser().parse_args(["plan", "--device-memory", "64MiB", "--global-batch", "800", "--force"])
     assert cli.settings_from_args(args, HostDevices("cpu")).allow_few_steps
+
+
+def test_step_two_fixes_the_global_batch_first_then_divides_by_the_processes():
+    """Regression (issue 24): step 2 took the task table's per-device value x the world size (64 x 2 = 128, twice
+    the validated base of 64) instead of the base global batch over the devices."""
+    from test_method_decisions import StubRunner, settings
+
+    from advisor.adapters import load_adapter
+    from advisor.device import HostDevices
+    from advisor.method import start_value
+    from advisor.session import Session, validate_setup
+
+    assert start_value("image-classification", 500, base_global=64, nproc=2)[0] == 32
+    assert start_value("image-classification", 20, base_global=64, nproc=2)[0] == 20  # capped
+    assert start_value("image-classification", 500, base_global=1, nproc=4)[0] == 1
+    assert start_value("image-classification", 500)[0] == 64  # no base: the task table's per-device value
+    adapter = load_adapter("ddp")
+    s = settings(nproc=2)
+    session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=StubRunner())
+    session.ceiling()
+    start = session.choose_start()
+    base = session.info.base_global_batch
+    assert start.per_device == min(base // 2, session.learnable_cap[0])
+    assert start.reason.startswith(f"Global batch first: your base global batch {base}")
