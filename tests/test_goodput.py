@@ -78,3 +78,17 @@ def test_an_optimum_outside_the_timed_batches_is_called_an_extrapolation():
     assert any("outside the batches timed (8-16 per device)" in w and "extrapolation" in w for w in found.warnings)
     inside = goodput_optimum(fit_step_time(timed + [(64, 1, MODEL.step_seconds(64, 1))]), 100.0, "", 32, 2, 64, "sgd")
     assert not any("extrapolation" in w for w in inside.warnings)
+
+
+def test_goodput_respects_the_steps_per_epoch_cap_and_stays_within_2x_of_the_timed_batches():
+    """Regression (issue 24): goodput advised global 1438 (the whole training set in one step) in one plan while
+    the app showed 142. Its search now stops at the steps-per-epoch cap and at 2x past the batches timed."""
+    from advisor.plan import largest_learnable_global
+
+    free = goodput_optimum(MODEL, 100.0, "", 32, 2, 64, "sgd")
+    assert free.choice.global_batch == 78
+    capped = goodput_optimum(MODEL, 100.0, "", 32, 2, 64, "sgd", max_global=largest_learnable_global(500))
+    assert capped.choice.global_batch <= 50 < free.choice.global_batch
+    timed = [(b, 1, MODEL.step_seconds(b, 1)) for b in (8, 16)]
+    within = goodput_optimum(fit_step_time(timed), 100.0, "", 32, 2, 64, "sgd")
+    assert 4 <= within.choice.per_device <= 32  # the optimum near 39 is past 2 x 16: not searched
