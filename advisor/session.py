@@ -588,9 +588,7 @@ class Session:
         # warmup the plan would give its batch, so a bigger batch is not credited with more data.
         samples = self.settings.sweep_steps * chosen * self.runner.nproc
         policy = SweepPolicy(seeds=self.settings.sweep_seeds, extensions=self.settings.sweep_walk)
-        rows: list[TrialRecord] = []
-        for batch in candidates:
-            rows += self._sweep_candidate(batch, samples, precision, policy.seeds)
+        rows = self._sweep_candidates(candidates, samples, precision, policy.seeds)
         extended: list[int] = []
         verdict = decide_sweep(rows, self.info.num_classes, cap, policy.extensions, policy)
         while verdict.extend_to is not None:
@@ -599,7 +597,7 @@ class Session:
                                    "per device too, with the same seeds."))
             extended.append(batch)
             candidates = sorted(candidates + [batch])
-            rows += self._sweep_candidate(batch, samples, precision, policy.seeds)
+            rows += self._sweep_candidates([batch], samples, precision, policy.seeds)
             verdict = decide_sweep(rows, self.info.num_classes, cap, policy.extensions - len(extended), policy)
         reason = " ".join(filter(None, (note, verdict.reason, self._range_end_note(verdict, candidates, cap, extended),
                                         self._warmup_note(candidates, samples))))
@@ -627,15 +625,19 @@ class Session:
             self._emit(Note(note))
         return chosen, candidates, note
 
-    def _sweep_candidate(self, batch: int, samples: int, precision: str, seeds: int) -> list[TrialRecord]:
-        """Every paired seed at ``batch``; the rest are skipped once one seed rules it out (out of memory or
-        unstable: the rule never lets it lead or tie, whatever the other seeds do)."""
-        runs = []
+    def _sweep_candidates(self, batches: list[int], samples: int, precision: str, seeds: int) -> list[TrialRecord]:
+        """Every paired seed at each of ``batches``, seed by seed across them (load on a shared machine then falls
+        on every candidate alike, so their samples/s compare); a candidate's later seeds are skipped once one rules
+        it out (out of memory or unstable: the rule never lets it lead or tie, whatever the other seeds do)."""
+        runs, out = [], set()
         for seed in range(seeds):
-            record = self._sweep_run(batch, seed, samples, precision)
-            runs.append(record)
-            if record.status != "ok" or unstable(record):
-                break
+            for batch in batches:
+                if batch in out:
+                    continue
+                record = self._sweep_run(batch, seed, samples, precision)
+                runs.append(record)
+                if record.status != "ok" or unstable(record):
+                    out.add(batch)
         return runs
 
     def _sweep_run(self, batch: int, seed: int, samples: int, precision: str) -> TrialRecord:

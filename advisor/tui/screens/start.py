@@ -20,8 +20,9 @@ class StartScreen(StepScreen):
     NEXT = "trial"
     RUN_LABEL = "Choose"
     AUTO_RUN = True
-    INTRO = ("Step 2. Experience gives a per-device starting value per task, just to get a full curve; it is "
-             "capped by the ceiling. To start elsewhere, type your own value and press Enter.")
+    INTRO = ("Step 2. Global batch first: your base global batch (where your LR was validated) over the processes; "
+             "without one, the task table's per-device value. Capped by the ceiling. To start elsewhere, type your "
+             "own value and press Enter.")
 
     def compose_body(self):
         with Horizontal():
