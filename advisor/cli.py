@@ -352,7 +352,7 @@ def replan_target_from_args(args):
     if device_type == "cpu" and args.gpu:
         raise SetupError("--device cpu contradicts --gpu; leave one out.")
     return ReplanTarget(memory, source, gpu, device_type, args.nproc, args.nodes or 1, args.precision,
-                        args.global_batch, args.headroom)
+                        args.global_batch, args.headroom, allow_few_steps=bool(getattr(args, "force", False)))
 
 
 def _record_replan(args, data, result, saved) -> None:
@@ -681,7 +681,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--no-confirm", action="store_true", help="never run anything; estimates only")
     rp.add_argument("--trial-steps", type=int, default=20, help="steps of the confirming trial (default 20)")
     rp.add_argument("--out", help="write the re-planned recipe here (never over an existing one without --force)")
-    rp.add_argument("--force", action="store_true", help="replace an existing --out, keeping a .bak backup")
+    rp.add_argument("--force", action="store_true", help="replace an existing --out, keeping a .bak backup; and plan a "
+                    "--global-batch that leaves under 10 optimizer steps per epoch")
     rp.add_argument("--json", action="store_true", help="one JSON object on stdout")
     rp.add_argument("--history", help="append the re-plan to this history file (default: next to --out)")
     rp.set_defaults(func=cmd_replan)

@@ -43,6 +43,7 @@ class ReplanTarget:
     precision: str = "auto"
     global_batch: int | None = None  # a new global target; default the recipe's global batch
     headroom: float | None = None  # default the recipe's
+    allow_few_steps: bool = False  # --force: a --global-batch past the steps-per-epoch cap is planned anyway
 
     def describe(self) -> str:
         if self.gpu is not None:
@@ -279,6 +280,13 @@ def replan(data: dict, path: str, target: ReplanTarget, torch_version: str | Non
     target_global = target.global_batch or int(batch["global"])
     if target_global < 1:
         raise AdvisorError(f"--global-batch must be at least 1, not {target_global}.")
+    if train_size and target.global_batch and not target.allow_few_steps:
+        from .plan import few_steps_cost, largest_learnable_global
+
+        if target_global > largest_learnable_global(train_size):
+            raise AdvisorError(f"--global-batch {target_global} is past what the data can train: "
+                               f"{few_steps_cost(train_size, target_global)}. Ask for at most that, or add --force to "
+                               "plan it anyway (the recipe then warns few-steps-per-epoch).")
     task = workload.get("task", "image-classification")
     plan = plan_data_parallel(target_global, world, cap, task, workload.get("num_classes"),
                               bool(data.get("normalization", {}).get("has_batchnorm")), target.device_type, precision,

@@ -192,3 +192,18 @@ def test_a_confirming_probe_that_runs_out_steps_down_and_keeps_the_headroom_belo
     assert "ran out of memory" in render_table(result) and outcome["trial_status"] == "ok"
     assert any("found the edge lower, so the ceiling is 155" in note for note in result.notes)
     assert "found the edge lower" in replanned_recipe(result)["ceiling"]["estimate_note"]
+
+
+def test_a_replan_global_batch_past_the_steps_per_epoch_cap_needs_force():
+    """§8.5 everywhere (issue 24): replan took any --global-batch, one step an epoch included."""
+    from advisor.errors import AdvisorError
+
+    recipe = rtx3090_recipe()
+    recipe["workload"]["train_size"] = 20_000  # the cap: 2000 global
+    with pytest.raises(AdvisorError, match=r"--global-batch 3072 is past what the data can train: 20000 training "
+                                           r"samples / global batch 3072 = 6 optimizer step\(s\) per epoch"):
+        replan(recipe, "r.toml", target("a100-80gb", global_batch=3072), torch_version=TORCH)
+    forced = replan(recipe, "r.toml", target("a100-80gb", global_batch=3072, allow_few_steps=True),
+                    torch_version=TORCH)
+    assert any(w.code == "few-steps-per-epoch" for w in forced.plan.warnings)
+    assert replan(recipe, "r.toml", target("a100-80gb", global_batch=2000), torch_version=TORCH).plan.global_batch == 2000
