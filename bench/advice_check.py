@@ -70,7 +70,7 @@ def plain_loop(spec: str, global_batch: int, lr: float, warmup: int, steps: int)
             loss.backward()
             optimizer.step()
             if step % every == 0 or step == steps - 1:
-                losses.append(float(loss))
+                losses.append(float(loss.detach()))
             step += 1
             if step >= steps:
                 break
