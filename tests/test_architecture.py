@@ -221,3 +221,12 @@ def test_the_engine_files_import_no_ui_app_or_cli():
              if not any(p.is_relative_to(ROOT / "advisor" / part) for part in ("tui", "cli.py"))]
     assert len(files) > 20
     assert forbidden_imports(files, ("textual", "rich", "advisor.tui", "advisor.cli")) == {}
+
+
+def test_the_method_package_decides_without_running_anything():
+    """advisor/method is the four steps' rules, read top to bottom: nothing in it imports the runner, the session,
+    the launcher, the CLI or the app (its decisions take what a runner measured, so stubs test them in ms)."""
+    files = sorted((ROOT / "advisor" / "method").rglob("*.py"))
+    assert len(files) >= 2 and imported_modules(ROOT / "advisor" / "method" / "sweep.py")
+    assert forbidden_imports(files, ("advisor.runner", "advisor.session", "advisor.launch", "advisor.probe_server",
+                                     "advisor.cli", "advisor.tui", "textual")) == {}

@@ -264,6 +264,8 @@ def score_candidate(batch: int, runs: list[TrialRecord], by_loss: bool, num_clas
 def compare(leader: CandidateScores, other: CandidateScores, sign: float, margin: float) -> Comparison:
     """``other`` against ``leader`` over their common seeds: the paired differences' mean and 95% t-interval."""
     seeds = sorted(set(leader.scores) & set(other.scores))
+    if not seeds:  # nothing to pair (a history that holds other seeds): no evidence of a tie
+        return Comparison(other.per_device, 0, sign * (leader.mean - other.mean), None, False, "apart")
     gaps = [sign * (leader.scores[s] - other.scores[s]) for s in seeds]
     mean_gap = statistics.fmean(gaps)
     half = t95(len(gaps) - 1) * statistics.stdev(gaps) / math.sqrt(len(gaps)) if len(gaps) >= 2 else None
