@@ -442,6 +442,12 @@ def script_session(script_argv: list[str], adapter, settings, host, on_event=Non
     wrapped = ScriptAdapter(adapter)
     setup = validate_setup(settings, wrapped, host, workload=door.workload)
     setup.notes.extend(door.base_notes)
+    if settings.sweep_seeds > 1:
+        # The engine cannot set a script's seed: its "seeds" would be the same run (a script that seeds itself) or
+        # unpaired ones (one that does not). One run per candidate; only the practical margin ties.
+        setup.notes.append(f"The script chooses its own seed, so the sweep cannot pair seeds: it runs one seed per "
+                           f"candidate (not {settings.sweep_seeds}), and only the practical margin can tie two.")
+        settings.sweep_seeds = 1
     session = Session(wrapped, settings, setup, on_event, known=known)
     session.runner.job_extra = {"script": door.spec.to_dict()}
     session.runner.probe_selection = ProbeSelection(

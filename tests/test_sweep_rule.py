@@ -303,3 +303,24 @@ def test_step_two_fixes_the_global_batch_first_then_divides_by_the_processes():
     base = session.info.base_global_batch
     assert start.per_device == min(base // 2, session.learnable_cap[0])
     assert start.reason.startswith(f"Global batch first: your base global batch {base}")
+
+
+def test_a_script_through_the_door_gets_one_seed_per_candidate_and_is_told_why(monkeypatch):
+    """The engine cannot seed a user's script: paired seeds there are the same run or unpaired ones."""
+    import types
+
+    from test_method_decisions import settings
+
+    from advisor import door as door_module
+    from advisor.adapters import load_adapter
+    from advisor.device import HostDevices
+    from advisor.workload import resolve_workload
+
+    fake = types.SimpleNamespace(spec=types.SimpleNamespace(path="train.py", to_dict=lambda: {}),
+                                 workload=resolve_workload("digits-mlp"), base_notes=[])
+    monkeypatch.setattr(door_module, "open_door", lambda *a, **k: fake)  # the look run needs a real script
+    s = settings(sweep_seeds=3)
+    session, _ = door_module.script_session(["train.py"], load_adapter("ddp"), s, HostDevices("cpu"))
+    assert session.settings.sweep_seeds == 1
+    assert any("cannot pair seeds: it runs one seed per candidate (not 3)" in n for n in session.setup.notes)
+    session.close()
