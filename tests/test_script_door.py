@@ -132,16 +132,15 @@ def _plan(tmp_path, script_argv, *options):
     """`advisor plan ... -- SCRIPT ARGS` in a subprocess; its process group is ended whatever happens.
 
     Every job through the door is a fresh launch of the script (seconds each), and the subject here is the door,
-    not the sweep's rule (tested in test_method_decisions and test_cli_plan): one seed per candidate and no walk
-    past a winning end. A script seeds itself, so its paired seeds would be identical runs anyway. 16 sweep
-    steps: at 6, every candidate of the plain loop stayed flat, and a sweep where none learned exits 3."""
+    not the sweep's rule (tested in test_method_decisions and test_cli_plan): no walk past a winning end (the
+    door itself runs one seed per candidate: it cannot seed a script). 16 sweep steps: at 6, every candidate
+    of the plain loop stayed flat, and a sweep where none learned exits 3."""
     import os
     import signal
 
     out = tmp_path / "recipe.toml"
     argv = [sys.executable, "-m", "advisor.cli", "plan", "--nproc", "2", "--trial-steps", "4", "--sweep-steps", "16",
-            "--sweep-seeds", "1", "--sweep-walk", "0", "--no-history", "--out", str(out), *options, "--",
-            *script_argv]
+            "--sweep-walk", "0", "--no-history", "--out", str(out), *options, "--", *script_argv]
     proc = subprocess.Popen(argv, cwd=SCRIPTS, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             stdin=subprocess.DEVNULL, start_new_session=True)
     try:
