@@ -24,7 +24,8 @@ BOOTSTRAP_RESAMPLES = 2000
 CONFIDENCE = 0.99
 MAX_SPREAD = 10.0  # high / low above this: the interval spans an order of magnitude, so "unknown"
 MIN_STEPS = 4  # fewer measured steps give no usable bootstrap
-# Each healthy run also gets its own estimate; when they disagree by more than this factor, the runs measure
+# Each healthy run whose own interval is within MAX_SPREAD also gets its own estimate; when those disagree by
+# more than this factor, the runs measure
 # different things (another phase of training, another LR) and no one number stands for them: "unknown". Two
 # plans of digits-cnn gave pooled intervals of 6-21 and 56-117, which do not overlap: pooling hid it.
 RUN_DISAGREEMENT = 3.0
@@ -186,15 +187,27 @@ def estimate_noise(samples: list[GradNormSample], optimizer: str = "sgd", resamp
                          per_run)
 
 
-def per_run_estimates(samples: list[GradNormSample]) -> list[float]:
-    """Each run's own B_simple (its steps' |G|^2 and tr(Sigma) averaged, then divided), for runs with MIN_STEPS+
-    measured steps and both terms positive."""
+def per_run_estimates(samples: list[GradNormSample], resamples: int = 500, seed: int = 0) -> list[float]:
+    """Each run's own B_simple (its steps' |G|^2 and tr(Sigma) averaged, then divided), for the runs that measure
+    one on their own: MIN_STEPS+ steps, both terms positive, and a bootstrap interval within MAX_SPREAD (a run
+    whose own interval spans an order of magnitude says nothing about whether runs agree)."""
+    import numpy as np
+
     out = []
+    rng = np.random.default_rng(seed)
+    tail = (1 - CONFIDENCE) / 2
     for sample in samples:
         terms = step_terms(sample)
-        if len(terms) >= MIN_STEPS:
-            true_sq = sum(t[0] for t in terms) / len(terms)
-            trace = sum(t[1] for t in terms) / len(terms)
-            if true_sq > 0 and trace > 0:
-                out.append(trace / true_sq)
+        if len(terms) < MIN_STEPS:
+            continue
+        values = np.array(terms, dtype=np.float64)
+        true_sq, trace = values.mean(axis=0)
+        if true_sq <= 0 or trace <= 0:
+            continue
+        means = values[rng.integers(0, len(values), size=(resamples, len(values)))].mean(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratios = np.where((means[:, 0] > 0) & (means[:, 1] > 0), means[:, 1] / means[:, 0], np.inf)
+        low, high = np.quantile(ratios, [tail, 1 - tail], method="inverted_cdf")
+        if low > 0 and np.isfinite(high) and high / low <= MAX_SPREAD:
+            out.append(float(trace / true_sq))
     return out

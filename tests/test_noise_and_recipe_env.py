@@ -94,11 +94,16 @@ def test_runs_that_disagree_by_more_than_3x_give_unknown_not_a_pooled_number():
     agree = estimate_noise([_linear_regression_norms(steps=150, seed=s) for s in (10, 11)])
     assert agree.known and len(agree.per_run) == 2 and max(agree.per_run) / min(agree.per_run) < RUN_DISAGREEMENT
     assert "the runs' own estimates" in agree.reason
-    # One run at noise 1 (B_simple 33), one at noise 16 (B_simple ~ 257): 8x apart.
-    apart = estimate_noise([_linear_regression_norms(steps=150, seed=12),
-                            _linear_regression_norms(steps=150, noise_var=16.0, seed=13)])
+    # One run at noise 1 (B_simple 33), one at noise 16 (B_simple ~ 257): 8x apart, each run's own interval narrow.
+    apart = estimate_noise([_linear_regression_norms(steps=400, seed=12),
+                            _linear_regression_norms(steps=400, noise_var=16.0, seed=13)])
     assert not apart.known and apart.value is None and len(apart.per_run) == 2
     assert "the runs disagree" in apart.reason and f"more than {RUN_DISAGREEMENT:g}x apart" in apart.reason
+    # A run too short to say anything on its own (its interval spans an order of magnitude) is not counted as a
+    # disagreement: 150 steps of the noisier one.
+    vague = estimate_noise([_linear_regression_norms(steps=150, seed=12),
+                            _linear_regression_norms(steps=150, noise_var=16.0, seed=13)])
+    assert len(vague.per_run) == 1
 
 
 RECIPE = REPO / "recipes" / "digits-cnn.toml"
