@@ -72,11 +72,15 @@ def test_zero3_plans_a_model_whose_parameters_exceed_the_device_on_8_processes()
     """32 MiB of parameters, 24 MiB per device. On 8 processes each holds 1/8 of the parameters, their fp32 copy
     and their gradients (12 MiB) plus a layer or two gathered at a time, so a ceiling exists. Before: the model was
     built whole on every rank and DeepSpeed's default sizes gathered all of it for each forward, so even a batch
-    of 1 ran out of memory ("shrink the model")."""
+    of 1 ran out of memory ("shrink the model").
+
+    One probe proves it: max_batch 2 leaves the search only its first fit batch. Every probe is a fresh launch of
+    8 DeepSpeed ranks on this host's cores (20-30 s each); at max_batch 8 the search also bracketed the edge
+    (OOM at 8 and 5, fits at 3 and 4: five probes, ~130 s), which says nothing more about sharding."""
     spec = f"{TEST_WORKLOADS / 'wide_mlp.py'}:deep_workload"
     adapter = load_adapter("deepspeed")
     settings = MethodSettings(workload=spec, adapter_name="deepspeed", nproc=8, device="cpu",
-                              memory_budget_bytes=24 * MIB, workdir=str(REPO), max_batch=8, trial_timeout_s=400,
+                              memory_budget_bytes=24 * MIB, workdir=str(REPO), max_batch=2, trial_timeout_s=400,
                               idle_timeout_s=180, collective_timeout_s=120, adapter_options={"zero_stage": 3})
     with Session(adapter, settings, validate_setup(settings, adapter, HostDevices("cpu", cpu_count=8))) as session:
         ceiling = session.ceiling()
