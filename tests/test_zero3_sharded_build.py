@@ -74,9 +74,10 @@ def test_zero3_plans_a_model_whose_parameters_exceed_the_device_on_8_processes()
     built whole on every rank and DeepSpeed's default sizes gathered all of it for each forward, so even a batch
     of 1 ran out of memory ("shrink the model").
 
-    One probe proves it: max_batch 2 leaves the search only its first fit batch. Every probe is a fresh launch of
-    8 DeepSpeed ranks on this host's cores (20-30 s each); at max_batch 8 the search also bracketed the edge
-    (OOM at 8 and 5, fits at 3 and 4: five probes, ~130 s), which says nothing more about sharding."""
+    One probe proves it: max_batch 2 leaves the search only its first fit batch. Every probe starts 8 DeepSpeed
+    ranks (process group, sharded build, engine) on this host's cores, 20-30 s each; at max_batch 8 the search
+    also bracketed the edge (OOM at 8 and 5, fits at 3 and 4: five probes, ~130 s), which says nothing more
+    about sharding."""
     spec = f"{TEST_WORKLOADS / 'wide_mlp.py'}:deep_workload"
     adapter = load_adapter("deepspeed")
     settings = MethodSettings(workload=spec, adapter_name="deepspeed", nproc=8, device="cpu",
