@@ -13,6 +13,11 @@ from pathlib import Path
 
 os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path(sys.prefix) / "torch_extensions"))
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
+# The venv's ninja, as tests/conftest.py puts first for every test process: a build by another ninja version
+# reads as "command line changed" to it (their .ninja_log hashes differ) and the op is compiled again.
+_venv_bin = os.path.dirname(sys.executable)
+if os.environ.get("PATH", "").split(os.pathsep)[0] != _venv_bin:
+    os.environ["PATH"] = os.pathsep.join([_venv_bin, os.environ.get("PATH", "")])
 
 
 def main() -> int:

@@ -1,4 +1,5 @@
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -14,6 +15,15 @@ if "TORCH_EXTENSIONS_DIR" not in os.environ:
     import sys
 
     os.environ["TORCH_EXTENSIONS_DIR"] = str(Path(sys.prefix) / "torch_extensions")
+# One ninja for every build of that cache: torch runs the `ninja` it finds on PATH, and ninja versions hash the
+# build commands in .ninja_log differently, so a build by another ninja reads as "command line changed" and
+# recompiles the op (40-75 s on 2 cores). The venv's own (pip's ninja, a DeepSpeed dependency) comes first for
+# every process a test starts, as it already did for the export tests' launch lines (they need the venv's
+# deepspeed/accelerate/torchrun on PATH) while workers and scripts found /usr/bin/ninja: each switch between
+# them rebuilt the op. .ci/prebuild_extensions.py builds with the same one.
+_VENV_BIN = str(Path(sys.executable).parent)
+if os.environ.get("PATH", "").split(os.pathsep)[0] != _VENV_BIN:
+    os.environ["PATH"] = os.pathsep.join([_VENV_BIN, os.environ.get("PATH", "")])
 TEST_WORKLOADS = REPO / "tests" / "workloads"
 WORKER_MARKERS = ("advisor_adapters.", "torch.distributed.run", "advisor.shim")
 
