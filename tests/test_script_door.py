@@ -124,8 +124,9 @@ def test_each_script_fault_ends_with_its_message(name, args, message, no_leftove
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_a_script_that_hangs_in_data_loading_times_out(no_leftover_processes):
-    with pytest.raises(TrialError, match="made no progress for 20 s.*data loader"):
-        _run(_shim_job(args=[*PLAIN_ARGS, "--hang-loader"]), idle=20.0)
+    # 10 s without an event: the script's data loader sleeps for an hour (the trial's own limit is 300 s).
+    with pytest.raises(TrialError, match="made no progress for 10 s.*data loader"):
+        _run(_shim_job(args=[*PLAIN_ARGS, "--hang-loader"]), idle=10.0)
 
 
 def _plan(tmp_path, script_argv, *options):
