@@ -717,6 +717,13 @@ def test_every_run_gets_one_health_verdict_from_its_curve():
     assert judge(_record([2.0, 1.0])).verdict == LEARNED  # too short for a shape: it fell
     assert judge(_record([2.3, 2.4, 2.8, 3.5, 4.9, 6.0, 7.7, 9.1])).verdict == UNSTABLE  # rose above its start
     assert judge(_record(HEALTHY_RUN, val_loss=float("inf"))).verdict == UNSTABLE
+    # Regression (CI): a 40-step digits-cnn sweep run still falling steeply when it stopped was called unstable
+    # ("gave back 68%": the last quarter's median sat on the slope above its best); it gave nothing back.
+    still_falling = [2.31, 2.3, 2.31, 2.31, 2.3, 2.3, 2.3, 2.31, 2.3, 2.29, 2.3, 2.29, 2.31, 2.31, 2.29, 2.27, 2.3,
+                     2.29, 2.26, 2.27, 2.26, 2.27, 2.26, 2.21, 2.2, 2.22, 2.25, 2.19, 2.17, 2.13, 2.19, 2.13, 2.11,
+                     2.02, 2.11, 1.77, 1.64, 1.53, 1.02, 0.66]
+    falling = judge(_record(still_falling))
+    assert falling.verdict == LEARNED and falling.gave_back == 0.0
 
 
 class CurveRunner(StubRunner):
