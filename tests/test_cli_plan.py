@@ -20,9 +20,12 @@ def plan(*args, cwd=REPO, timeout=900):
 @pytest.mark.slow
 def test_plan_with_a_global_target_that_needs_accumulation(tmp_path):
     out = tmp_path / "cnn.toml"
-    # --sweep-walk 0: the subject is the accumulation the target needs, not the sweep's reach.
+    # The subject is the accumulation the target needs, not the sweep's rule: one seed, no growth past an end,
+    # runs long enough to learn (a sweep where nothing learned exits 3). 256 leaves 5 steps an epoch of digits'
+    # 1438 samples: refused without --force (tests/test_sweep_rule.py), planned with it.
     run = plan("--workload", "digits-cnn", "--nproc", "2", "--device-memory", "48MiB", "--global-batch", "256",
-               "--trial-steps", "8", "--sweep-steps", "12", "--sweep-walk", "0", "--out", str(out), "--json")
+               "--trial-steps", "8", "--sweep-steps", "24", "--sweep-seeds", "1", "--sweep-walk", "0", "--force",
+               "--out", str(out), "--json")
     assert run.returncode == 0, run.stderr
     summary = json.loads(run.stdout)
     recipe = load_recipe(out)
@@ -38,8 +41,13 @@ def test_plan_with_a_global_target_that_needs_accumulation(tmp_path):
     assert summary["per_device_batch"] == recipe.batch.per_device == -(-256 // (2 * acc)) <= ceiling["per_device_max"]
     assert summary["global_batch"] == recipe.batch.global_ >= 256
     assert summary["world_size"] == 2 and summary["recipe"] == str(out)
-    # LR: SGD scaled linearly from the workload's base (0.02 at 64).
-    assert recipe.lr.rule == "linear" and recipe.lr.value == pytest.approx(0.02 * recipe.batch.global_ / 64)
+    # LR: SGD scaled linearly from the workload's base (0.02 at 64), and bounded past the largest global batch a
+    # run trained healthily at (at most the rules' 2x step from there).
+    by_rules = 0.02 * recipe.batch.global_ / 64
+    assert recipe.lr.rule == "linear" and recipe.lr.value <= by_rules * (1 + 1e-9)
+    bounded = [w["message"] for w in recipe.data["warnings"] if "past the largest that trained healthily" in w["message"]]
+    assert recipe.lr.value == pytest.approx(by_rules) or bounded
+    assert "few-steps-per-epoch" in {w["code"] for w in recipe.data["warnings"]}  # --force: planned, and said
     assert recipe.warmup.steps >= 1 and summary["warmup_steps"] == recipe.warmup.steps
     phases = {row["phase"] for row in recipe.data["ledger"]}
     assert phases == {"ceiling", "trial", "sweep"}

@@ -18,8 +18,12 @@ pytestmark = [pytest.mark.distributed, pytest.mark.slow, pytest.mark.usefixtures
 def plan(spec: str, out: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     import os
 
+    # The subject is what the plan probed and ranked by, not the sweep's rule (tests/test_sweep_rule.py): one seed,
+    # no growth past an end, and sweep runs long enough to learn (at 8 steps every candidate sat at chance, and a
+    # sweep where nothing learned exits 3).
     return subprocess.run([sys.executable, "-m", "advisor.cli", "plan", "--workload", spec, "--nproc", "2",
-                           "--device-memory", "64MiB", "--trial-steps", "6", "--sweep-steps", "8", "--out", str(out)],
+                           "--device-memory", "64MiB", "--trial-steps", "6", "--sweep-steps", "24", "--sweep-seeds",
+                           "1", "--sweep-walk", "0", "--out", str(out)],
                           capture_output=True, text=True, cwd=REPO, timeout=900, env={**os.environ, **(env or {})})
 
 
