@@ -10,8 +10,8 @@ eight steps of warmup often look flat, and their gradients still measure samplin
 Why these numbers, on the curves the ledger records (one training loss every ``steps // 20`` steps, each the
 loss of one batch, so single points are noisy):
 - The best decrease is read off a running median of 5 points, so one lucky batch is not a decrease and one
-  spike is not a collapse; the end is the median of the last quarter, or of the points from the best on when
-  the best lies in the last quarter (a run still falling when it stops gave nothing back).
+  spike is not a collapse; the end is the median of the last quarter, and nothing is given back when the best
+  lies in the last quarter (a run still falling when it stops).
 - Give-back > 0.5: the diverged digits-cnn trial at 64 per device (LR 0.04; 2.31 -> 1.05 -> 7.4 -> 7.8 -> 2.07)
   gave back 0.81 of its smoothed best decrease; its healthy sweep runs (16 and 32 per device, two seeds each,
   spikes of 4.6 and 3.9 early on) gave back 0.00-0.01. Half sits far from both.
@@ -76,10 +76,12 @@ def judge(record) -> Health:
     smoothed = _running_median(losses)
     at_best = min(range(len(smoothed)), key=smoothed.__getitem__)
     best = smoothed[at_best]
-    # The end: the last quarter, but never reaching back before the best. A run still falling steeply when it
-    # stops has its best in its last quarter; the quarter's median then sits on the slope above it, which is not
-    # loss given back (seen on 20-step sweep runs of digits-cnn that ended 2.0 -> 1.0 -> 0.66).
-    end = statistics.median(losses[max(at_best, len(losses) - max(1, len(losses) // 4)):])
+    # The end: the median of the last quarter; but when the (smoothed) best lies in the last quarter the run was
+    # still at or near its best when it stopped and gave nothing back. A run still falling steeply has its best
+    # there, and the quarter's median sits on the slope above it (seen on 20-step digits-cnn sweep runs ending
+    # 2.0 -> 1.0 -> 0.66); a single last-step spike is one point of a median, not a collapse.
+    last_quarter = len(losses) - max(1, len(losses) // 4)
+    end = best if at_best >= last_quarter else statistics.median(losses[last_quarter:])
     decrease = start - best
     if start > 0 and end > (1 + FLAT_DECREASE) * start:
         return Health(UNSTABLE, f"the loss rose above its start ({start:.3g} -> {end:.3g}): LR too high for this "
