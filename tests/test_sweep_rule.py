@@ -103,6 +103,20 @@ def test_among_the_tied_the_smallest_within_the_throughput_margin_of_the_fastest
     assert level.chosen == 16  # within 10% of each other: the same speed, and the smaller batch wins
 
 
+def test_a_bigger_tied_batch_must_be_clearly_faster_seed_by_seed():
+    """Regression (CI, two plans of digits-cnn): every candidate tied; one plan measured 32 per device 14% faster
+    than 16 and picked 32, the next 3% and picked 8 (via one step down): a mean speed near the margin flipped a 4x
+    pick. The per-seed speed ratios must clear 1.10 with their 95% t-interval."""
+    def runs(batch, speeds):
+        return [run(batch, seed, 0.9, step_seconds=batch / speed) for seed, speed in enumerate(speeds)]
+
+    noisy = decide_sweep(runs(16, [330, 330, 330]) + runs(32, [380, 330, 420]), 10)  # +14% on average, by seed
+    assert noisy.tied == [16, 32] and noisy.chosen == 16  # a mean over seeds would have taken 32
+    steady = decide_sweep(runs(16, [330, 340, 320]) + runs(32, [420, 430, 410]), 10)  # +27% at every seed
+    assert steady.chosen == 32
+    assert "faster by more than 10% (paired by seed" in steady.reason
+
+
 def test_the_score_is_the_mean_of_the_last_two_checkpoints():
     record = run(16, 0, 0.0, evals=[{"val_metric": 0.5}, {"val_metric": 0.7}, {"val_metric": 0.9},
                                     {"val_metric": 0.8}])

@@ -5,9 +5,9 @@
 2. The candidate with the best mean score leads; another ties with it when the 95% paired t-interval of their
    per-seed differences (k - 1 degrees of freedom) contains 0, or when the mean gap is under a practical
    margin; a candidate that ran out of memory, was unstable in any seed, or never learned cannot lead or tie.
-3. Among the tied, the smallest batch whose measured throughput is within 10% of the highest wins; when it is
-   the smallest or largest swept, the next batch past it (half or double) is swept once with the same seeds
-   and the rule is applied again.
+3. Among the tied, the smallest batch wins unless a bigger one is clearly faster (its per-seed speed ratio's
+   95% t-interval above 1.10); when the winner is the smallest or largest swept, the next batch past it (half
+   or double) is swept once with the same seeds and the rule is applied again.
 
 Why these choices:
 - Pairing: seed s of every candidate starts from the same initial weights and data order, so the difference
@@ -19,8 +19,11 @@ Why these choices:
   two halves that movement without reaching back into the early, still-falling part of the curve.
 - The margin: under a point of accuracy (or 2% of the leader's loss) a user would not trade throughput for the
   difference, and short runs cannot resolve less. A single seed (k = 1) has no interval: only the margin ties.
-- Throughput within 10% is the same on a shared machine (load moves it that much), and at equal speed the
-  smaller batch wins: it needs the smaller LR scale-up, which is the riskier extrapolation.
+- Speed is paired too: runs go seed by seed across the candidates, so each seed's runs shared the machine's
+  load, and a bigger batch wins only when its per-seed speed ratios are clearly above 1.10 (a 10% gain that
+  load on a shared CPU cannot fake; a mean over seeds flipped a digits-cnn pick between 32 and 8 when one
+  plan measured 32 at +14% and the next at +3%). At equal speed the smaller batch wins: it needs the smaller
+  LR scale-up, the riskier extrapolation.
 - One step past an end, once: half / chosen / double brackets the optimum only when the middle wins.
 
 Every threshold lives in ``SweepPolicy``; ``decide_sweep`` returns the numbers it used (``SweepVerdict``), and
@@ -71,7 +74,7 @@ DEFAULT_POLICY = SweepPolicy()
 
 # The verdict's rule codes (the recipe's [method.sweep] rule): which sentence of the rule decided.
 ALONE = "best-outside-interval"  # the leader, with no other candidate tied to it
-FASTEST_TIED = "fastest-of-tied"  # the smallest of the tied within the throughput margin of the fastest
+FASTEST_TIED = "fastest-of-tied"  # among the tied: the smallest, or a bigger one clearly faster
 NO_RUNS = "no-runs"  # nothing could run (no candidate fits)
 NONE_LEARNED = "none-learned"  # every candidate ran out of memory, was unstable, or never learned
 
@@ -84,6 +87,7 @@ class CandidateScores:
     status: str  # "ok" | "oom" | "unstable" | "flat" (never learned)
     scores: dict[int, float] = field(default_factory=dict)  # seed -> the run's score (oriented as measured)
     throughput: float | None = None  # samples/s, mean over seeds, at each run's median step time
+    speeds: dict[int, float] = field(default_factory=dict)  # seed -> that run's samples/s
     why: str = ""  # for a candidate that cannot take part: what its runs did
 
     @property
@@ -186,8 +190,9 @@ class SweepVerdict:
             return said + f" {self.chosen} per device is best.{left}"
         speeds = ", ".join(f"{c.per_device}: {c.throughput:.0f}" for c in self.candidates
                            if c.per_device in self.tied and c.throughput is not None)
-        return (said + f" Among the tied, the smallest within {self.policy.throughput_margin:.0%} of the highest "
-                f"throughput wins (samples/s {speeds}): {self.chosen} per device.{left}")
+        return (said + f" Among the tied, the smallest wins unless a bigger one is faster by more than "
+                f"{self.policy.throughput_margin:.0%} (paired by seed, 95% t-interval; samples/s {speeds}): "
+                f"{self.chosen} per device.{left}")
 
     def summary(self) -> dict:
         """What the recipe's [method.sweep] and `plan --json` record of the rule."""
@@ -249,8 +254,8 @@ def score_candidate(batch: int, runs: list[TrialRecord], by_loss: bool, num_clas
         return CandidateScores(batch, "unstable", why=f"was unstable at seed {run.seed or 0} ({verdict.reason})")
     scores = {(r.seed or 0): run_score(r, by_loss) for r in runs}
     scores = {s: v for s, v in scores.items() if v is not None}
-    speeds = [t for t in map(run_throughput, runs) if t]
-    out = CandidateScores(batch, "ok", scores, statistics.fmean(speeds) if speeds else None)
+    speeds = {(r.seed or 0): t for r in runs if (t := run_throughput(r))}
+    out = CandidateScores(batch, "ok", scores, statistics.fmean(speeds.values()) if speeds else None, speeds)
     if not scores:
         out.status, out.why = "flat", "reported no validation or training loss"
     elif all(v.verdict == FLAT for v in verdicts):
@@ -276,6 +281,20 @@ def compare(leader: CandidateScores, other: CandidateScores, sign: float, margin
     else:
         by = "apart"
     return Comparison(other.per_device, len(gaps), mean_gap, half, by != "apart", by)
+
+
+def clearly_faster(big: CandidateScores, small: CandidateScores, margin: float) -> bool:
+    """Whether ``big`` is faster than ``small`` by more than ``margin``, paired by seed: the 95% t-interval of the
+    per-seed log speed ratios lies above log(1 + margin) (one seed: the ratio itself). Runs go seed by seed across
+    candidates, so a seed's two runs shared the machine's load."""
+    seeds = sorted(set(big.speeds) & set(small.speeds))
+    if not seeds:
+        return False
+    ratios = [math.log(big.speeds[s] / small.speeds[s]) for s in seeds]
+    low = statistics.fmean(ratios)
+    if len(ratios) >= 2:
+        low -= t95(len(ratios) - 1) * statistics.stdev(ratios) / math.sqrt(len(ratios))
+    return low > math.log(1 + margin)
 
 
 def practical_margin(name: str, by_loss: bool, leader_mean: float, policy: SweepPolicy) -> float:
@@ -309,10 +328,11 @@ def decide_sweep(rows: list[TrialRecord], num_classes: int | None = None, cap: i
     verdict.leader = leader.per_device
     verdict.margin = practical_margin(name, by_loss, leader.mean, policy)
     verdict.comparisons = [compare(leader, c, sign, verdict.margin) for c in alive if c is not leader]
-    tied = [c for c in alive if c.per_device in verdict.tied]
-    fastest = max((c.throughput for c in tied if c.throughput), default=None)
-    quick = [c for c in tied if fastest is None or (c.throughput or 0) >= (1 - policy.throughput_margin) * fastest]
-    winner = min(quick, key=lambda c: c.per_device)
+    tied = sorted((c for c in alive if c.per_device in verdict.tied), key=lambda c: c.per_device)
+    winner = tied[0]
+    for bigger in tied[1:]:  # a bigger batch must earn its larger LR scale-up by being clearly faster
+        if clearly_faster(bigger, winner, policy.throughput_margin):
+            winner = bigger
     verdict.chosen, verdict.rule = winner.per_device, ALONE if len(tied) == 1 else FASTEST_TIED
     if extensions_left > 0:
         if winner.per_device == batches[0] and winner.per_device // 2 >= 1:

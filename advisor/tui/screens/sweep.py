@@ -22,9 +22,9 @@ class SweepScreen(StepScreen):
     RUN_LABEL = "Run sweep"
     INTRO = ("Step 4. Half, chosen and double (or 8-128 with the subset sweep) each train on the same samples "
              "with the same seeds, the LR scaled to their global batch. The best mean validation leads; those "
-             f"whose paired difference from it is within noise tie, and the smallest of the tied within "
-             f"{DEFAULT_POLICY.throughput_margin:.0%} of "
-             "the highest samples/s wins. If an end of the range wins, one more past it is swept. Press r to run.")
+             "whose paired difference from it is within noise tie, and the smallest of the tied wins unless a "
+             f"bigger one is clearly over {DEFAULT_POLICY.throughput_margin:.0%} faster, seed by seed. If an end of "
+             "the range wins, one more past it is swept. Press r to run.")
 
     def compose_body(self):
         # The table spans the screen: its numbers are never cut, even at 80 columns (a half-width column cut
