@@ -145,13 +145,7 @@ def estimate_noise(samples: list[GradNormSample], optimizer: str = "sgd", resamp
             + (" " + left_out if left_out else "")), skipped=skipped, notes=notes)
     values = np.array(terms, dtype=np.float64)
     true_sq, trace = values.mean(axis=0)
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(values), size=(resamples, len(values)))
-    means = values[picks].mean(axis=1)  # resamples x 2: (|G|^2, tr(Sigma))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = np.where((means[:, 0] > 0) & (means[:, 1] > 0), means[:, 1] / means[:, 0], np.inf)
-    tail = (1 - CONFIDENCE) / 2
-    low, high = (float(q) for q in np.quantile(ratios, [tail, 1 - tail], method="inverted_cdf"))  # inf-safe
+    low, high = bootstrap_interval(values, resamples, np.random.default_rng(seed))
     pairs = " and ".join(PAIR_WORDS.get(p, p) for p in sorted({s.pair for s in samples if step_terms(s)}))
     one_device = all(s.pair == "accumulation" for s in samples if step_terms(s))
     base = f"over {len(terms)} steps of {runs} run(s): {pairs}"
@@ -187,6 +181,19 @@ def estimate_noise(samples: list[GradNormSample], optimizer: str = "sgd", resamp
                          per_run)
 
 
+def bootstrap_interval(values, resamples: int, rng) -> tuple[float, float]:
+    """The CONFIDENCE percentile interval of tr(Sigma)/|G|^2 over steps resampled with replacement (``values``:
+    steps x (|G|^2, tr(Sigma))); a resample with a non-positive term counts as unbounded (inf-safe)."""
+    import numpy as np
+
+    means = values[rng.integers(0, len(values), size=(resamples, len(values)))].mean(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.where((means[:, 0] > 0) & (means[:, 1] > 0), means[:, 1] / means[:, 0], np.inf)
+    tail = (1 - CONFIDENCE) / 2
+    low, high = np.quantile(ratios, [tail, 1 - tail], method="inverted_cdf")
+    return float(low), float(high)
+
+
 def per_run_estimates(samples: list[GradNormSample], resamples: int = 500, seed: int = 0) -> list[float]:
     """Each run's own B_simple (its steps' |G|^2 and tr(Sigma) averaged, then divided), for the runs that measure
     one on their own: MIN_STEPS+ steps, both terms positive, and a bootstrap interval within MAX_SPREAD (a run
@@ -195,7 +202,6 @@ def per_run_estimates(samples: list[GradNormSample], resamples: int = 500, seed:
 
     out = []
     rng = np.random.default_rng(seed)
-    tail = (1 - CONFIDENCE) / 2
     for sample in samples:
         terms = step_terms(sample)
         if len(terms) < MIN_STEPS:
@@ -204,10 +210,7 @@ def per_run_estimates(samples: list[GradNormSample], resamples: int = 500, seed:
         true_sq, trace = values.mean(axis=0)
         if true_sq <= 0 or trace <= 0:
             continue
-        means = values[rng.integers(0, len(values), size=(resamples, len(values)))].mean(axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratios = np.where((means[:, 0] > 0) & (means[:, 1] > 0), means[:, 1] / means[:, 0], np.inf)
-        low, high = np.quantile(ratios, [tail, 1 - tail], method="inverted_cdf")
-        if low > 0 and np.isfinite(high) and high / low <= MAX_SPREAD:
+        low, high = bootstrap_interval(values, resamples, rng)
+        if low > 0 and math.isfinite(high) and high / low <= MAX_SPREAD:
             out.append(float(trace / true_sq))
     return out
