@@ -466,7 +466,7 @@ def finish_script_result(result, door: Door, adapter, runs_seen: list[dict]) -> 
     result.workload_notes.update(door.workload_section(result, runs_seen))
     warning = door.longest_warning(runs_seen)
     if warning:
-        from .plan import Warning_
+        from .method.plan import Warning_
 
         result.plan.warnings.append(Warning_("longest-batch", warning))
     result.launch_command = [*env_prefix(result.launch_env), *door.launch_example(result, launcher)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ceiling import ProbeTrial
+from .method.ceiling import ProbeTrial
 from .ledger import TrialRecord
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .ceiling import CeilingResult, MemoryFit, ProbeTrial
+from .method.ceiling import CeilingResult, MemoryFit, ProbeTrial
 from .ledger import TrialRecord
 from .units import format_bytes
 

@@ -34,7 +34,7 @@ class TrialRecord:
     note: str = ""
     losses: list[float] = field(default_factory=list)
     evals: list[dict] = field(default_factory=list)  # validation checkpoints: step, train_seconds, val_loss, ...
-    # The worker's gradient norms (advisor.noise.GradNormSample as a dict, per-step values included): the
+    # The worker's gradient norms (advisor.method.noise.GradNormSample as a dict, per-step values included): the
     # noise scale's interval is bootstrapped over them. Too long for the recipe's ledger, so to_dict leaves it out.
     gradient_norms: dict = field(default_factory=dict)
 

@@ -56,7 +56,7 @@ _PR_SET_PDEATHSIG = 1
 # imported once here. The workload's module is imported too (its imports: transformers, a model zoo); its
 # function, which builds the data and the model, runs in each job, as in training.
 PRELOADED = ("advisor.workload", "advisor.memory", "advisor.batches", "advisor.oom", "advisor.optimizers",
-             "advisor.device", "advisor.noise", "torch.distributed._tools.mem_tracker")
+             "advisor.device", "advisor.method.noise", "torch.distributed._tools.mem_tracker")
 
 
 def _die_with_parent() -> None:

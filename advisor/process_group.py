@@ -2,7 +2,7 @@
 
 ``ProcessGroupStrategy``: the collectives, the gradient-noise meter and the teardown of a process
 group (subclass it and set ``self.noise = GradNoiseMeter()`` in ``setup``). ``GradNoiseMeter``: squared
-gradient norms at two batch sizes, which ``advisor.noise`` turns into the noise scale: per replica and
+gradient norms at two batch sizes, which ``advisor.method.noise`` turns into the noise scale: per replica and
 all-reduced (a DDP communication hook, 2+ processes), or, on one process with accumulation >= 2, of the
 first micro-batch and of the accumulated gradient.
 """
@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from .noise import GradNormSample
+from .method.noise import GradNormSample
 from .worker import WorkerStrategy
 
 

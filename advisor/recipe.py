@@ -166,7 +166,7 @@ def validate(data: dict, path: str = "<recipe>", text: str = "") -> None:  # noq
 
 def recipe_warnings(data: dict) -> list[str]:
     """Valid but suspicious: what a hand edit of a generated recipe can get wrong."""
-    from .lr import check_lr_change
+    from .method.lr import check_lr_change
 
     batch, lr = data["batch"], data["lr"]
     found = []

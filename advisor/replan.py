@@ -16,7 +16,7 @@ import datetime
 import math
 from dataclasses import dataclass, field
 
-from .ceiling import MemoryFit
+from .method.ceiling import MemoryFit
 from .errors import AdvisorError
 from .gpus import GpuSpec
 from .units import format_bytes
@@ -250,9 +250,9 @@ def replan(data: dict, path: str, target: ReplanTarget, torch_version: str | Non
            ceiling: int | None = None) -> ReplanResult:
     """The estimated plan for ``target`` from the recipe ``data`` (read from ``path``); ``ceiling``: what a
     confirming probe found really fits, when it was below the estimate."""
-    from .lr import bound_past_validated, plan_warmup, scale_lr
+    from .method.lr import bound_past_validated, plan_warmup, scale_lr
     from .method import data_cap
-    from .plan import Warning_, plan_data_parallel
+    from .method.plan import Warning_, plan_data_parallel
 
     source = read_source(data, path, torch_version)
     precision, precision_reason = card_precision(source, target)
@@ -281,7 +281,7 @@ def replan(data: dict, path: str, target: ReplanTarget, torch_version: str | Non
     if target_global < 1:
         raise AdvisorError(f"--global-batch must be at least 1, not {target_global}.")
     if train_size and target.global_batch and not target.allow_few_steps:
-        from .plan import few_steps_cost, largest_learnable_global
+        from .method.plan import few_steps_cost, largest_learnable_global
 
         if target_global > largest_learnable_global(train_size):
             raise AdvisorError(f"--global-batch {target_global} is past what the data can train: "

@@ -7,7 +7,7 @@ import statistics
 import weakref
 
 from .adapters import Adapter
-from .ceiling import ProbeTrial
+from .method.ceiling import ProbeTrial
 from .errors import AdvisorError, CancelledError, TrialError, WorkerCrashed
 from .events import EvalPoint, Note, ProbeFinished, ProbeStarted, RunStarted, TrialFinished, TrialProgress
 from .job import TrialJob

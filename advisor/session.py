@@ -14,22 +14,22 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from .adapters import Adapter
-from .ceiling import CeilingResult, ProbeTrial, search_ceiling
+from .method.ceiling import CeilingResult, ProbeTrial, search_ceiling
 from .device import HostDevices
 from .errors import AdvisorError, CancelledError, SetupError, TrialError
 from .events import Decision, Event, Note, StepFinished, StepStarted
 from .launch import CancelToken
 from .ledger import TrialRecord
-from .lr import DEFAULT_BASE_WARMUP_EPOCHS, KNOWN_OPTIMIZERS, LRDecision, WarmupDecision, base_warmup_epochs
-from .goodput import GoodputResult, fit_step_time, goodput_optimum, timed_points
+from .method.lr import DEFAULT_BASE_WARMUP_EPOCHS, KNOWN_OPTIMIZERS, LRDecision, WarmupDecision, base_warmup_epochs
+from .method.goodput import GoodputResult, fit_step_time, goodput_optimum, timed_points
 from .method import (SWEEP_EVAL_POINTS, MethodSettings, PrecisionChoice, SweepOutcome, TrialOutcome, WorkloadInfo,
                      choose_precision, data_cap, heterogeneous_devices_note, lr_and_warmup, make_plan,
                      mixed_before_accumulation, noise_estimate, short_trial, start_value,
                      sweep_candidates, sweep_run_settings, trained_cap, validated_global)
 from .method.sweep import SweepPolicy, decide_sweep
-from .noise import NoiseEstimate
-from .health import judge, unstable
-from .plan import Plan, Warning_, plan_data_parallel
+from .method.noise import NoiseEstimate
+from .method.health import judge, unstable
+from .method.plan import Plan, Warning_, plan_data_parallel
 
 # A stream cannot be scanned for its longest samples: its ceiling holds only for batches like those the probes met.
 STREAM_PROBE_WARNING = ("The memory probes fed the training stream's batches as they came (an IterableDataset "
@@ -254,7 +254,7 @@ def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices
         warmup_epochs, warmup_source = base_warmup_epochs(s.base_warmup, workload.current_warmup_steps, base_batch,
                                                           workload.train_length)
     if workload is not None and s.global_batch and not s.allow_few_steps:
-        from .plan import few_steps_cost, largest_learnable_global
+        from .method.plan import few_steps_cost, largest_learnable_global
 
         if s.global_batch > largest_learnable_global(workload.train_length):
             problems.append(f"--global-batch {s.global_batch} is past what the data can train: "
@@ -401,7 +401,7 @@ class Session:
         """The largest per-device batch the start, the trial and the sweep use: within memory and data, and
         leaving at least MIN_STEPS_PER_EPOCH optimizer steps per epoch at the global batch those runs validate
         (per-device x this host's processes; the plan keeps that global batch on any target cluster)."""
-        from .plan import MIN_STEPS_PER_EPOCH, largest_learnable_global
+        from .method.plan import MIN_STEPS_PER_EPOCH, largest_learnable_global
 
         cap = self.per_device_cap
         train_size, nproc = self.setup.workload.train_length, self.settings.nproc
@@ -709,7 +709,7 @@ class Session:
                 cap: int, precision: str | None) -> GoodputResult:
         """The goodput-optimal batch from the runs' step times and ``estimate``, against the rule-of-thumb
         ``per_device`` x ``accumulation`` on ``world_size`` devices."""
-        from .plan import largest_learnable_global
+        from .method.plan import largest_learnable_global
 
         model = fit_step_time(timed_points(self.ledger, precision))
         return goodput_optimum(model, estimate.value, estimate.reason, self.info.base_global_batch, world_size, cap,

@@ -80,7 +80,7 @@ def settings_from_options(options: dict, host, workdir: str | None = None) -> Me
     nodes, target_world_size = target_cluster(value("nodes"), value("gpus_per_node"), value("world_size"))
     base_warmup = None
     if value("base_warmup") is not None:
-        from .lr import parse_warmup
+        from .method.lr import parse_warmup
 
         try:
             base_warmup = parse_warmup(str(value("base_warmup")))

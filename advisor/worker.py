@@ -157,7 +157,7 @@ class WorkerStrategy:
         return self.scaler.get_scale() if self.scaler else 1.0
 
     def gradient_norms(self):
-        """An ``advisor.noise.GradNormSample`` (collective: every rank calls it), or None if not measured."""
+        """An ``advisor.method.noise.GradNormSample`` (collective: every rank calls it), or None if not measured."""
         return None
 
     def all_reduce_sum(self, tensor):
@@ -430,7 +430,7 @@ def run_probe(job, workload, strategy, model, optimizer, budget: dict):
 
 def run_training(job, workload, strategy, model, optimizer, budget: dict):
     """A short real training run: step times, peak memory, loss curve, validation checkpoints, noise scale."""
-    from .noise import noise_scale
+    from .method.noise import noise_scale
     from .oom import is_oom_exception
 
     stream = BatchStream(workload.train_data, job.per_device_batch, strategy.rank, strategy.world_size, job.seed,

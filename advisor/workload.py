@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Callable
 
 from .errors import WorkloadError
-from .lr import KNOWN_OPTIMIZERS
+from .method.lr import KNOWN_OPTIMIZERS
 from .optimizers import build_optimizer, hyperparameters  # light (no torch at import); loaded before a worker's memory budget
 from .tasks import TASKS
 

@@ -7,7 +7,7 @@ For each workload: `advisor plan --fresh` on 2 gloo processes (the defaults unle
 single-process loop (no advisor code on the training path: the workload's model, data, optimizer and loss) at
 the advised global batch (per-device x world x accumulation, one process: the same averaged gradient as DDP
 without BatchNorm), the advised LR with a linear warmup over the advised warmup steps, for --steps steps. The
-loop's loss curve is judged by the product's health verdict (advisor.health: learned / unstable / flat).
+loop's loss curve is judged by the product's health verdict (advisor.method.health: learned / unstable / flat).
 
 Ends with one line per workload and: RESULT advice_check unstable=<n> flat=<n> of=<n>. Exit 1 if any advised
 setting was unstable in the plain loop.
@@ -50,7 +50,7 @@ def plain_loop(spec: str, global_batch: int, lr: float, warmup: int, steps: int)
     import torch
     from torch.utils.data import DataLoader
 
-    from advisor.health import judge
+    from advisor.method.health import judge
     from advisor.ledger import TrialRecord
     from advisor.workload import resolve_workload
 

@@ -99,7 +99,7 @@ def true_limit(spec: str, budget: int, hint: int) -> tuple[int, int]:
 
 def run_advisor(spec: str, budget: int, headroom: float) -> dict:
     from advisor.adapters import load_adapter
-    from advisor.ceiling import search_ceiling
+    from advisor.method.ceiling import search_ceiling
     from advisor.launch import CancelToken
     from advisor.method import MethodSettings
     from advisor.runner import JobRunner

@@ -89,7 +89,7 @@ class Trainer:
 
     def schedule(self, global_batch: int) -> tuple[float, int]:
         """The plan's rules for this global batch: scaled LR and the planned warmup (steps)."""
-        from advisor.lr import plan_warmup, scale_lr
+        from advisor.method.lr import plan_warmup, scale_lr
 
         lr = scale_lr(self.base_lr, self.base_batch, global_batch, self.optimizer)
         warmup = plan_warmup(lr.scale, self.train_size, global_batch, self.base_warmup_epochs)

@@ -120,7 +120,7 @@ def analytic_linear_regression_b_simple(dim: int, distance_sq: float, noise_var:
     """B_simple for least squares 0.5(w.x - y)^2, x ~ N(0, I_dim), y = w*.x + N(0, noise_var), at |w - w*|^2 = distance_sq.
 
     G = d, Sigma = (|d|^2 + noise_var) I + d d^T (Isserlis), so tr(Sigma) = dim(|d|^2 + noise_var) + |d|^2.
-    Checks advisor.noise's estimator against a value known in closed form.
+    Checks advisor.method.noise's estimator against a value known in closed form.
     """
     return (dim * (distance_sq + noise_var) + distance_sq) / distance_sq
 

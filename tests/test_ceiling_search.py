@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from advisor.ceiling import EDGE_PRIOR, ProbeTrial, next_edge_probe, search_ceiling
+from advisor.method.ceiling import EDGE_PRIOR, ProbeTrial, next_edge_probe, search_ceiling
 
 MIB = 2**20
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from advisor.ceiling import search_ceiling
+from advisor.method.ceiling import search_ceiling
 from advisor.errors import TrialError
 from advisor.job import TrialJob
 from advisor.launch import run_job
@@ -65,7 +65,7 @@ def test_the_ddp_noise_hook_measures_the_known_noise_scale_of_least_squares(ddp)
     assert noise["g_true_sq"] == pytest.approx(known["DISTANCE_SQ"], rel=0.15)
     assert noise["b_simple"] == pytest.approx(expected, rel=0.15)
     # Each measured step travels with the result, so the engine bootstraps an interval over them.
-    from advisor.noise import GradNormSample, estimate_noise
+    from advisor.method.noise import GradNormSample, estimate_noise
 
     assert len(noise["small_sq_steps"]) == len(noise["big_sq_steps"]) == 200 and noise["skipped"] == 0
     estimate = estimate_noise([GradNormSample(**{k: tuple(v) if isinstance(v, list) else v for k, v in noise.items()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from advisor.goodput import StepTimeModel, fit_step_time, goodput_optimum
+from advisor.method.goodput import StepTimeModel, fit_step_time, goodput_optimum
 
 # The hand-worked example: T_iter(b, s) = s (0.010 + 0.001 b) + 0.020 s, 2 devices, noise scale phi = 100,
 # base batch M0 = 32. Goodput(b, s) = M / T_iter x (phi + M0) / (phi + M), M = 2 b s.
@@ -83,7 +83,7 @@ def test_an_optimum_outside_the_timed_batches_is_called_an_extrapolation():
 def test_goodput_respects_the_steps_per_epoch_cap_and_stays_within_2x_of_the_timed_batches():
     """Regression (issue 24): goodput advised global 1438 (the whole training set in one step) in one plan while
     the app showed 142. Its search now stops at the steps-per-epoch cap and at 2x past the batches timed."""
-    from advisor.plan import largest_learnable_global
+    from advisor.method.plan import largest_learnable_global
 
     free = goodput_optimum(MODEL, 100.0, "", 32, 2, 64, "sgd")
     assert free.choice.global_batch == 78

@@ -126,7 +126,7 @@ def test_the_recipe_says_what_was_taken_off_the_budget():
 
 def test_a_model_bigger_than_the_device_gets_sharding_advice_not_shrink():
     """When the model alone does not fit, the advice names ZeRO-3 / more devices / offload: no batch helps."""
-    from advisor.ceiling import ProbeTrial, search_ceiling
+    from advisor.method.ceiling import ProbeTrial, search_ceiling
     from advisor.errors import AdvisorError
 
     def probe(batch, purpose):

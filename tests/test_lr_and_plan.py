@@ -5,8 +5,8 @@ import math
 import pytest
 
 from advisor.errors import AdvisorError
-from advisor.lr import check_lr_change, plan_warmup, scale_lr
-from advisor.plan import identical_batch_for, plan_data_parallel
+from advisor.method.lr import check_lr_change, plan_warmup, scale_lr
+from advisor.method.plan import identical_batch_for, plan_data_parallel
 
 
 def codes(plan):
@@ -57,7 +57,7 @@ def test_adam_uses_square_root_scaling():
 def test_a_doubling_or_more_lengthens_warmup_and_a_scaled_up_lr_never_starts_cold():
     # Regression (issue 24): the x3 stretch needed strictly more than 2x, so a doubling, the sweep's most common
     # step, got none; a digits-cnn trial at 2x the base batch warmed up 10 steps and diverged at step ~14.
-    from advisor.lr import WARMUP_FLOOR_STEPS
+    from advisor.method.lr import WARMUP_FLOOR_STEPS
 
     small = plan_warmup(1.5, train_size=10_000, global_batch=256)
     double = plan_warmup(2.0, train_size=10_000, global_batch=256)
@@ -147,7 +147,7 @@ def test_nothing_fits():
 
 
 def test_heterogeneous_gpus_get_identical_batches_and_a_note():
-    from advisor.ceiling import CeilingResult, MemoryFit
+    from advisor.method.ceiling import CeilingResult, MemoryFit
     from advisor.method import heterogeneous_devices_note
 
     gib = 2**30
@@ -235,7 +235,7 @@ def test_a_cpu_plan_never_sets_sync_batchnorm_and_advises_it_for_the_gpus(tmp_pa
 def test_the_lr_past_the_largest_healthy_batch_is_bounded_by_2x_or_the_adascale_gain_at_the_noise_low_end():
     """Regression (issue 24): the LR was scaled past what was validated with no guard but a 16x cap (SGD 0.2 at
     global 32 became 1.6 at 256 and sat at chance, while 128 at LR 0.4 trained)."""
-    from advisor.lr import bound_past_validated
+    from advisor.method.lr import bound_past_validated
 
     rules = scale_lr(0.2, 32, 256, "sgd")
     assert rules.value == pytest.approx(1.6)

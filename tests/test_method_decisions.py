@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from advisor.adapters import load_adapter
-from advisor.ceiling import MemoryFit, ProbeTrial, search_ceiling
+from advisor.method.ceiling import MemoryFit, ProbeTrial, search_ceiling
 from advisor.device import HostDevices
 from advisor.events import Decision, ProbeFinished, StepStarted
 from advisor.ledger import TrialRecord
@@ -467,7 +467,7 @@ def test_mixed_before_accumulation_is_a_pure_decision():
 def test_a_primitive_error_that_persists_at_batch_one_is_an_unsupported_configuration():
     """Regression: oneDNN's 'could not create a primitive' at every batch read as 'even a batch of 1 runs out
     of memory'; a smaller batch that still fails is not memory."""
-    from advisor.ceiling import UnsupportedConfiguration
+    from advisor.method.ceiling import UnsupportedConfiguration
 
     runner = StubRunner(unsupported={"bf16"})
     with pytest.raises(UnsupportedConfiguration, match=r"bf16 is not supported by this CPU's oneDNN.*--precision fp32"):
@@ -558,7 +558,7 @@ def test_the_planned_warmup_is_stretched_past_2x_and_capped_by_the_stated_run():
 
 def test_base_warmup_flag_parses_steps_and_epochs_and_rejects_the_rest(capsys):
     from advisor.cli import main
-    from advisor.lr import parse_warmup
+    from advisor.method.lr import parse_warmup
 
     assert parse_warmup("500") == (500, "steps") and parse_warmup("500 steps") == (500, "steps")
     assert parse_warmup("2epochs") == (2, "epochs") and parse_warmup("0.5epoch") == (0.5, "epochs")
@@ -690,7 +690,7 @@ def test_the_plans_text_says_an_unknown_noise_scale_once():
         + result.noise_reason.removeprefix("Gradient noise scale: unknown, "))
 
 
-# -- every run judged (advisor.health) ------------------------------------------------------------------------
+# -- every run judged (advisor.method.health) ------------------------------------------------------------------------
 
 DIVERGED_TRIAL = [2.31, 2.3, 2.3, 2.3, 2.28, 2.28, 2.27, 2.24, 2.21, 2.13, 1.95, 1.74, 1.33, 1.05, 7.44, 3.79, 2.26,
                   2.26, 2.3, 2.27, 2.28, 2.28, 2.22, 2.16, 2.24, 1.93, 1.66, 2.89, 7.79, 2.63, 2.52, 2.31, 2.27, 2.26,
@@ -706,7 +706,7 @@ def _record(losses, status="ok", **kw):
 
 
 def test_every_run_gets_one_health_verdict_from_its_curve():
-    from advisor.health import FLAT, LEARNED, OOM, UNSTABLE, judge
+    from advisor.method.health import FLAT, LEARNED, OOM, UNSTABLE, judge
 
     diverged = judge(_record(DIVERGED_TRIAL))
     assert diverged.verdict == UNSTABLE and diverged.gave_back > 0.5 and "gave back" in diverged.reason

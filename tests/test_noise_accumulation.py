@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from advisor.job import TrialJob
-from advisor.noise import estimate_noise
+from advisor.method.noise import estimate_noise
 from conftest import TEST_WORKLOADS, analytic_linear_regression_b_simple
 from test_worker_loop import one_rank_group  # noqa: F401 - a fixture: a one-rank gloo group in this process
 
@@ -226,7 +226,7 @@ def test_no_accumulation_run_with_two_processes_or_an_adapter_whose_worker_has_n
 def test_the_accumulation_runs_step_time_gives_the_goodput_fit_its_second_accumulation_count():
     """T_iter = s x (a + c b) + T_opt: with only s = 1 runs timed, T_opt cannot be told from a; the noise run's
     s = 2 separates it."""
-    from advisor.goodput import fit_step_time, timed_points
+    from advisor.method.goodput import fit_step_time, timed_points
     from advisor.ledger import TrialRecord
 
     def step(b, s):
@@ -299,7 +299,7 @@ def test_a_last_step_spike_does_not_throw_a_run_out_of_the_estimate_and_a_run_le
     # Seen on one CPU process: the noise run's loss went 2.3 -> 0.6 and its last step read 6.7; first-vs-last
     # step called it a rising loss, dropped its 20 measured steps, and the plan said only "gave too few".
     from advisor.ledger import TrialRecord
-    from advisor.health import judge
+    from advisor.method.health import judge
     from advisor.method import noise_estimate
 
     def loss_fell(record):
@@ -325,7 +325,7 @@ def test_a_last_step_spike_does_not_throw_a_run_out_of_the_estimate_and_a_run_le
 
 
 def test_a_wide_interval_on_one_device_asks_for_longer_runs_not_more_processes():
-    from advisor.noise import GradNormSample, estimate_noise
+    from advisor.method.noise import GradNormSample, estimate_noise
 
     small, big = (3.0, 9.0, 2.1, 7.5, 2.2, 12.0), (3.0, 3.5, 2.9, 3.6, 3.0, 3.3)  # |G|^2 swings around 0.5
     for pair, said, unsaid in (("accumulation", "a longer --trial-steps would narrow it", "more processes"),

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from advisor.noise import MAX_SPREAD, GradNormSample, estimate_noise, noise_scale
+from advisor.method.noise import MAX_SPREAD, GradNormSample, estimate_noise, noise_scale
 from conftest import REPO, analytic_linear_regression_b_simple
 
 
@@ -89,7 +89,7 @@ def test_noise_scale_is_unknown_when_its_interval_spans_an_order_of_magnitude():
 def test_runs_that_disagree_by_more_than_3x_give_unknown_not_a_pooled_number():
     """Regression (issue 24): two plans of digits-cnn gave pooled 99% intervals of 6-21 and 56-117, which do not
     overlap: pooling every step of every run hid that the runs measured different things."""
-    from advisor.noise import RUN_DISAGREEMENT
+    from advisor.method.noise import RUN_DISAGREEMENT
 
     agree = estimate_noise([_linear_regression_norms(steps=150, seed=s) for s in (10, 11)])
     assert agree.known and len(agree.per_run) == 2 and max(agree.per_run) / min(agree.per_run) < RUN_DISAGREEMENT

@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from advisor.adapters import load_adapter
-from advisor.ceiling import search_ceiling
+from advisor.method.ceiling import search_ceiling
 from advisor.errors import CancelledError, TrialError
 from advisor.job import TrialJob
 from advisor.launch import CancelToken, run_job, worker_env

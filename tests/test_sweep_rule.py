@@ -275,7 +275,7 @@ def test_one_owner_of_the_steps_per_epoch_cap_and_a_global_batch_past_it_needs_f
     """§8.5 everywhere (issue 24): --global-batch past what the data can train was accepted with a warning."""
     from advisor import cli
     from advisor.device import HostDevices
-    from advisor.plan import largest_learnable_global
+    from advisor.method.plan import largest_learnable_global
     from test_method_decisions import settings
 
     from advisor.adapters import load_adapter

@@ -269,7 +269,7 @@ async def test_setup_runs_the_workload_check_so_a_nan_loss_is_named_before_anyth
 def test_the_ceiling_screen_says_the_cap_not_memory_set_a_ceiling_no_probe_ran_out_at():
     """Regression: with a data cap and no OOM the numbers said 'memory that really fits 128 MiB' (the budget;
     the peak was a few MiB) and showed a headroom that played no part."""
-    from advisor.ceiling import ProbeTrial, search_ceiling
+    from advisor.method.ceiling import ProbeTrial, search_ceiling
     from advisor.tui.screens.ceiling import ceiling_numbers
 
     def tiny_model(batch, purpose):  # 2 MiB + 3 KiB a sample: a 128 MiB budget is never reached below 719

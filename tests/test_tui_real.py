@@ -69,7 +69,7 @@ def decisions(data: dict, drop_pick: bool = False) -> dict:
 
 def assert_follows_from_its_pick(data: dict) -> None:
     """Everything a tie-broken pick decides, recomputed with the engine's own rules from the recipe's pick."""
-    from advisor.lr import plan_warmup, scale_lr
+    from advisor.method.lr import plan_warmup, scale_lr
 
     batch, lr, warmup, inputs = data["batch"], data["lr"], data["warmup"], data["inputs"]
     pick = data["method"]["sweep_choice"]

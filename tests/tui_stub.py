@@ -7,7 +7,7 @@ same on every run."""
 
 from __future__ import annotations
 
-from advisor.ceiling import ProbeTrial
+from advisor.method.ceiling import ProbeTrial
 from advisor.events import EvalPoint, ProbeFinished, RunStarted, TrialFinished, TrialProgress
 from advisor.ledger import TrialRecord
 

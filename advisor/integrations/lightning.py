@@ -32,7 +32,7 @@ from typing import Any, Callable
 from torch import nn
 
 from ..errors import WorkloadError
-from ..lr import KNOWN_OPTIMIZERS
+from ..method.lr import KNOWN_OPTIMIZERS
 from ..workload import Workload
 
 TRAINING, VALIDATION = "training", "validation"

@@ -37,7 +37,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from ..health import FLAT, UNSTABLE, judge
+from .health import FLAT, UNSTABLE, judge
 from ..ledger import TrialRecord
 
 # Two-sided 95% Student t quantiles by degrees of freedom; above 30, the normal's 1.96 plus its first
@@ -244,7 +244,7 @@ def run_throughput(record: TrialRecord) -> float | None:
 def score_candidate(batch: int, runs: list[TrialRecord], by_loss: bool, num_classes: int | None,
                     policy: SweepPolicy) -> CandidateScores:
     """One candidate's status and per-seed scores. Out of the comparison: any seed out of memory or unstable
-    (advisor.health), every seed flat, or an accuracy that stayed near chance."""
+    (advisor.method.health), every seed flat, or an accuracy that stayed near chance."""
     if any(r.status == "oom" for r in runs):
         return CandidateScores(batch, "oom", why="ran out of memory")
     verdicts = [judge(r) for r in runs]

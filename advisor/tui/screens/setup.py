@@ -150,7 +150,7 @@ class SetupScreen(Screen):
     def compose(self):
         from ..app import Prefill
         from ...tasks import TASKS
-        from ...lr import KNOWN_OPTIMIZERS
+        from ...method.lr import KNOWN_OPTIMIZERS
         from ...settings import PLAN_DEFAULTS
         from ...workload import builtin_names
 
@@ -474,7 +474,7 @@ class SetupScreen(Screen):
 
     @staticmethod
     def _optimizers() -> list[str]:
-        from ...lr import KNOWN_OPTIMIZERS
+        from ...method.lr import KNOWN_OPTIMIZERS
 
         return sorted(KNOWN_OPTIMIZERS)
 

@@ -90,7 +90,7 @@ class SweepScreen(StepScreen):
             self.query_one("#notes", RichLog).write(f"[dim]{escape(event.message)}[/dim]")
 
     def add_run(self, record) -> None:
-        from ...health import unstable
+        from ...method.health import unstable
 
         seed = f" (seed {record.seed})" if record.seed else ""  # a paired seed
         status = ("[red]OOM[/red]" if record.status != "ok" else "[red]unstable[/red]" if unstable(record)

@@ -140,7 +140,7 @@ def goodput_optimum(model: StepTimeModel | None, noise_scale: float | None, nois
                     rule_of_thumb: tuple[int, int] | None = None, max_global: int | None = None) -> GoodputResult:
     """The (per-device b <= cap, accumulation s <= max) that maximises goodput, or why it cannot be computed.
     Searched only where it means something: global batches up to ``max_global`` (the steps-per-epoch cap,
-    advisor.plan.largest_learnable_global) and per-device batches within TIMED_REACH x of the ones timed
+    advisor.method.plan.largest_learnable_global) and per-device batches within TIMED_REACH x of the ones timed
     (further out the step time is the fitted line extended: "outside what was measured").
 
     ``rule_of_thumb``: the plan's (per-device, accumulation), to say how much goodput it gives up.

@@ -17,6 +17,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+from ..ledger import TrialRecord
+from .health import UNSTABLE, judge
+
 BOOTSTRAP_RESAMPLES = 2000
 # Two-sided: the 0.5th to 99.5th percentile of the bootstrap ratios. Per-step norms are heavy-tailed, so the
 # bootstrap understates the ratio's spread: on least squares with 150 steps a nominal 95% interval held the
@@ -214,3 +217,33 @@ def per_run_estimates(samples: list[GradNormSample], resamples: int = 500, seed:
         if low > 0 and math.isfinite(high) and high / low <= MAX_SPREAD:
             out.append(float(trace / true_sq))
     return out
+
+
+def noise_estimate(rows: list[TrialRecord], optimizer: str = "sgd") -> NoiseEstimate:
+    """B_simple with its bootstrap interval over the measured steps of every trial, noise and sweep run whose
+    loss fell."""
+    # An unstable run's gradients are dominated by the blow-up, not by sampling noise.
+    measured = [r for r in rows if r.status == "ok" and r.gradient_norms.get("small_sq_steps")]
+    verdicts = {id(r): judge(r) for r in measured}
+    healthy = [r for r in measured if verdicts[id(r)].verdict != UNSTABLE]
+    unlearned = [r for r in measured if r not in healthy]
+    left_out = ""
+    if unlearned:
+        named = ", ".join(f"the {r.phase} run at {r.per_device} per device"
+                          + (f" x {r.accumulation} accumulation" if r.accumulation > 1 else "")
+                          + f" ({verdicts[id(r)].verdict})" for r in unlearned)
+        left_out = (f"Left out: {named}, whose training loss did not fall and hold (the gradients of an unstable "
+                    "run measure the blow-up, not sampling noise).")
+    fields = GradNormSample.__dataclass_fields__
+    samples = [GradNormSample(**{k: (tuple(v) if isinstance(v, list) else v)
+                                 for k, v in r.gradient_norms.items() if k in fields})
+               for r in healthy]
+    return estimate_noise(samples, optimizer, accumulation_run=any(r.phase == "noise" for r in rows),
+                          left_out=left_out)
+
+
+
+def noise_summary(rows: list[TrialRecord], optimizer: str = "sgd") -> tuple[float | None, str]:
+    """The noise scale (None when unknown) and the sentence that explains it."""
+    estimate = noise_estimate(rows, optimizer)
+    return estimate.value, estimate.reason

@@ -15,8 +15,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .errors import AdvisorError
-from .oom import is_primitive_failure, unsupported_configuration_message
+from ..errors import AdvisorError
+from ..oom import is_primitive_failure, unsupported_configuration_message
 
 DEFAULT_HEADROOM = 0.15
 FIT_BATCHES = (2, 8)
@@ -251,7 +251,7 @@ def _probed(trials: list[ProbeTrial]) -> str:
 
 def _cap_bound_text(trials: list[ProbeTrial], fit: MemoryFit, batch: int, budget_bytes: int, headroom: float) -> str:
     """The cap, not memory, set the ceiling: say so with the peak that was measured there."""
-    from .units import format_bytes
+    from ..units import format_bytes
 
     peak = next((t.peak_bytes for t in trials if t.batch == batch and t.status == "ok" and t.peak_bytes),
                 fit.bytes_at(batch))

@@ -5,8 +5,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .errors import AdvisorError
-from .tasks import BN_SENSITIVE_TASKS, IMAGE_TASKS, task_profile
+from ..errors import AdvisorError
+from ..tasks import BN_SENSITIVE_TASKS, IMAGE_TASKS, task_profile
+from .ceiling import CeilingResult
+from .inputs import MethodSettings, WorkloadInfo, lr_for, warmup_for
+from .lr import LRDecision, WarmupDecision, bound_past_validated
 
 MAX_SENSIBLE_ACCUMULATION = 8
 SMALL_MICRO_BATCH = 16
@@ -189,3 +192,77 @@ def identical_batch_for(ceilings: list[int]) -> tuple[int, Warning_ | None]:
             f"Device ceilings differ ({ceilings}); every device uses {batch} so batches stay identical. "
             "The larger devices have idle memory: balance the load explicitly if that matters.")
     return batch, note
+
+
+NOISE_MARGIN = 2.0  # a global batch past this multiple of the noise scale buys little
+
+
+
+def heterogeneous_devices_note(ceiling: CeilingResult, device_memories: list[int] | None):
+    """With cards of different sizes, say what identical batches leave unused (probes ran on the smallest)."""
+    if not device_memories or len(set(device_memories)) < 2 or ceiling.fit is None:
+        return None
+    usable_share = ceiling.usable_bytes / ceiling.budget_bytes
+    ceilings = [ceiling.fit.batch_for((1 - ceiling.headroom) * usable_share * m) for m in device_memories]
+    return identical_batch_for(ceilings)[1]
+
+
+
+def validated_global(settings: MethodSettings, per_device: int) -> int:
+    """The global batch a trial or sweep run at ``per_device`` validates: this host's processes, whatever the
+    target cluster."""
+    return per_device * settings.nproc
+
+
+
+def make_plan(settings: MethodSettings, info: WorkloadInfo, per_device_cap: int, sweep_choice: int,
+              sweep_reason: str, precision: str, noise: float | None, amp_available: bool,
+              healthy_global: int | None = None, noise_low: float | None = None
+              ) -> tuple[Plan, LRDecision, WarmupDecision]:
+    """The data-parallel plan for the target cluster, its LR and warmup, and the warnings that go with them.
+    ``healthy_global``: the largest global batch a trial or sweep run trained healthily at (default: the
+    sweep's); past it the LR is bounded (advisor.method.lr.bound_past_validated)."""
+    world, nproc = settings.world_size, settings.nproc
+    validated = validated_global(settings, sweep_choice)
+    target = settings.global_batch or validated
+    plan = plan_data_parallel(target, world, per_device_cap, info.task, info.num_classes, info.has_batchnorm,
+                              settings.device, precision, amp_available=amp_available, train_size=info.train_size)
+    plan.validated_global = validated
+    if not settings.global_batch:
+        on_target = f"; the plan keeps it on the target's {world} device(s)" if world != nproc else ""
+        plan.reason = (f"The sweep's winner, {sweep_choice} per device x {nproc} process(es) = global "
+                       f"{validated}{on_target}. " + plan.reason)
+    if plan.global_batch != validated:
+        why = ("you asked for it (--global-batch)" if settings.global_batch
+               else f"identical per-device batches on {world} device(s) round it")
+        plan.warnings.append(Warning_(
+            "global-not-validated",
+            f"The global batch {plan.global_batch} was not validated: it is {plan.global_batch / validated:.3g}x "
+            f"the {validated} the comparison sweep ran ({sweep_choice} per device x {nproc} process(es)), because "
+            f"{why}. Its LR is scaled by the rules, but how it trains is an extrapolation: sweep it on the target "
+            "before a long run."))
+    elif world > nproc and plan.per_device < per_device_cap:
+        plan.warnings.append(Warning_(
+            "target-memory-unused",
+            f"On the target's {world} devices the validated global batch {validated} leaves {plan.per_device} per "
+            f"device, below the per-device cap of {per_device_cap}. A bigger global batch (up to "
+            f"{per_device_cap * world}) would use the memory but was not validated here: sweep it on the target, "
+            "or pass --global-batch N (the LR is scaled for it; the recipe then says it is extrapolated)."))
+    if settings.global_batch:
+        for warning in plan.warnings:
+            if warning.code == "few-steps-per-epoch":
+                warning.message += f" It stands because you asked for a global batch of {settings.global_batch} " \
+                                   "(--global-batch)."
+    lr = bound_past_validated(lr_for(info, plan.global_batch), max(healthy_global or 0, validated), info.optimizer,
+                              noise_low)
+    warmup = warmup_for(info, lr)
+    if noise and plan.global_batch > NOISE_MARGIN * noise:
+        why = (f"It stands because you asked for a global batch of {settings.global_batch} (--global-batch)."
+               if settings.global_batch else
+               f"It stands because the comparison sweep chose it on validation, not on the noise scale: "
+               f"{sweep_reason} Compare a smaller global batch before a long run.")
+        plan.warnings.append(Warning_(
+            "beyond-noise-scale",
+            f"Global batch {plan.global_batch} is over {NOISE_MARGIN:g}x the estimated gradient noise scale "
+            f"(~{noise:.0f}): more batch buys little statistical progress. {why}"))
+    return plan, lr, warmup

@@ -1,0 +1,62 @@
+"""Step 4's runs: which per-device batches the comparison sweep trains, each run's steps / LR / warmup at
+equal samples, and what the sweep hands the plan (``advisor.method.sweep`` holds the rule that picks)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ledger import TrialRecord
+from .inputs import MIN_SWEEP_STEPS, WorkloadInfo, lr_for, warmup_for
+from .sweep import SweepVerdict
+
+
+SUBSET_SWEEP = (8, 16, 32, 64, 128)
+
+
+
+@dataclass
+class SweepOutcome:
+    chosen: int  # the plan's per-device batch; the trial's choice when no candidate learned (verdict.failed)
+    reason: str
+    rows: list[TrialRecord]
+    candidates: list[int]
+    verdict: SweepVerdict | None = None
+    samples: int | None = None  # training samples every candidate saw (equal samples)
+    extended: list[int] = field(default_factory=list)  # candidates added because an end of the range won
+
+    @property
+    def failed(self) -> bool:
+        """No candidate learned: the sweep validated nothing, and the plan must not repeat its setting."""
+        return self.verdict is not None and self.verdict.failed
+
+    def summary(self) -> dict:
+        """What the recipe's [method.sweep] and `plan --json` say about the comparison."""
+        out = {"samples_per_run": self.samples, "candidates": self.candidates, "extended": self.extended or None}
+        if self.verdict:
+            out.update(self.verdict.summary())
+        return {k: v for k, v in out.items() if v is not None}
+
+
+
+def sweep_candidates(chosen: int, cap: int, subset: bool) -> tuple[list[int], str]:
+    """The per-device batches step 4 compares, and a note when the asked-for set had to change."""
+    if subset:
+        fitting = [b for b in SUBSET_SWEEP if b <= cap]
+        if len(fitting) >= 2:
+            return fitting, ""
+        note = (f"The subset sweep ({', '.join(map(str, SUBSET_SWEEP))}) needs a ceiling of at least 16; it is "
+                f"{cap}, so half / chosen / double is compared instead.")
+    else:
+        note = ""
+    candidates = sorted({b for b in (chosen // 2, chosen, chosen * 2) if 1 <= b <= cap})
+    return candidates, note
+
+
+
+def sweep_run_settings(info: WorkloadInfo, global_batch: int, samples: int) -> tuple[int, float, int]:
+    """(steps, LR, warmup steps) of one comparison-sweep run: ``samples`` training samples whatever its batch
+    (equal samples, so a bigger batch gets fewer steps, not more data), with the LR and the whole warmup the
+    plan would give that global batch."""
+    lr = lr_for(info, global_batch)
+    steps = max(MIN_SWEEP_STEPS, round(samples / global_batch))
+    return steps, lr.value, warmup_for(info, lr).steps
