@@ -151,6 +151,7 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
             "start_value": result.start_value, "start_reason": result.start_reason,
             "trial_choice": result.trial_choice, "trial_reason": result.trial_reason,
             "sweep_choice": result.sweep_choice, "sweep_reason": result.sweep_reason,
+            "trial": result.trial_summary or None,
             "sweep": _sweep_section(result),
             "noise_scale": round(result.noise_scale, 1) if result.noise_scale else None,
             "noise_reason": result.noise_reason,

@@ -87,6 +87,7 @@ class MethodResult:
     host: HostDevices | None = None  # what detect() found before the plan
     workload_notes: dict = field(default_factory=dict)  # the recipe's [workload] additions: metric, what was probed
     sweep_summary: dict = field(default_factory=dict)  # SweepOutcome.summary(): spread, ties, diverged runs
+    trial_summary: dict = field(default_factory=dict)  # TrialOutcome.summary(): each decision's rule code
     noise: NoiseEstimate | None = None  # the noise scale with its interval (noise_scale is its value)
     goodput: GoodputResult | None = None  # the goodput-optimal batch beside the rule-of-thumb plan
     # Set when no sweep candidate learned: the plan is the user's base setting, not one the advisor validated
@@ -796,6 +797,7 @@ class Session:
         self.result.host = self.setup.host
         self.result.workload_notes = self.workload_notes()
         self.result.sweep_summary = sweep.summary()
+        self.result.trial_summary = trial.summary() if trial else {}
         self.result.noise, self.result.goodput = estimate, goodput
         if sweep.failed:
             self.result.headline = (f"No sweep candidate learned: check the base LR ({info.base_lr:g} at global "

@@ -146,6 +146,32 @@ def test_trial_respects_its_cap_and_says_why():
     assert "cap of 40 (data says so)" in outcome.decisions[-1]
 
 
+def test_the_trial_decides_by_an_ordered_rule_table_whose_codes_the_recipe_records():
+    """Step 3 is TRIAL_RULES, in order: each decision names its rule code and the numbers it used; the text is
+    rendered from them, and the policy's numbers are the ones applied."""
+    from advisor.method.trial import TRIAL_RULES, TRIAL_TEXT, TrialPolicy
+
+    runner = StubRunner(saturate=100)
+    outcome = short_trial(runner, 16, ceiling_for(runner), 40, info(), "fp32", None)
+    assert [s.rule for s in outcome.steps] == ["double", "double", "double", "not-worth-doubling"]
+    assert [s.next_batch for s in outcome.steps] == [32, 64, 128, None]
+    assert outcome.summary() == {"pick": 64, "steps": [{"per_device": 16, "rule": "double", "next": 32},
+                                                       {"per_device": 32, "rule": "double", "next": 64},
+                                                       {"per_device": 64, "rule": "double", "next": 128},
+                                                       {"per_device": 128, "rule": "not-worth-doubling"}]}
+    assert outcome.decisions == [s.text for s in outcome.steps]
+    assert outcome.decisions[0] == "16: 10% of the ceiling's memory (< 60%): doubling to 32"
+    # The policy is injected, not read from module constants: a high-water mark of 1% stops at once.
+    runner = StubRunner(saturate=100)
+    tight = short_trial(runner, 16, ceiling_for(runner), 40, info(), "fp32", None, policy=TrialPolicy(high_water=0.01))
+    assert [s.rule for s in tight.steps] == ["memory-high"] and tight.chosen == 16
+    # A rule that stops must come before the one that doubles, or a run past the cap / an unstable double would
+    # be doubled from; every code a rule can return has its sentence.
+    assert TRIAL_RULES[-1].__name__ == "_memory_room"
+    assert {"oom-halve", "unstable-halve", "not-worth-doubling", "double-unstable", "double", "memory-high",
+            "at-cap", "lr-to-blame", "batch-to-blame"} <= set(TRIAL_TEXT)
+
+
 # -- step 4: the sweep -----------------------------------------------------------------------------------------
 
 def test_subset_sweep_with_a_ceiling_below_eight_falls_back_to_half_chosen_double():
@@ -220,6 +246,10 @@ def test_session_runs_step_by_step_redoes_and_invalidates():
     result = session.finish()
     assert result.plan.per_device == sweep.chosen and result.launch_command[:2] == ["env", "MALLOC_MMAP_THRESHOLD_=65536"] \
         or result.launch_command[0] == "torchrun"
+    from advisor.report import build_recipe
+    recipe_trial = build_recipe(result)["method"]["trial"]  # the trial's rule codes, as it decided them
+    assert recipe_trial == trial.summary() and recipe_trial["pick"] == trial.chosen
+    assert [step["rule"] for step in recipe_trial["steps"]] == [step.rule for step in trial.steps]
     # Redoing step 2 invalidates steps 3 and 4.
     session.choose_start(16)
     assert session.trial_outcome is None and session.sweep_outcome is None and session.result is None

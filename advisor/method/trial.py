@@ -14,12 +14,138 @@ from .inputs import Decide, Runner, WorkloadInfo, lr_and_warmup, lr_for, warmup_
 from .precision import MIXED_PRECISIONS
 
 
-HIGH_WATER = 0.60  # below this share of the ceiling's memory, double the trial batch
+@dataclass(frozen=True)
+class TrialPolicy:
+    """Every number step 3's rules use (injectable: tests and callers pass their own)."""
+
+    high_water: float = 0.60  # below this share of the ceiling's memory, double the trial batch
+    worth_doubling: float = 1.10  # doubling must buy >= 10% more samples/s to be worth it
 
 
+DEFAULT_TRIAL_POLICY = TrialPolicy()
+HIGH_WATER = DEFAULT_TRIAL_POLICY.high_water
+WORTH_DOUBLING = DEFAULT_TRIAL_POLICY.worth_doubling
 
-WORTH_DOUBLING = 1.10  # doubling must buy >= 10% more samples/s to be worth it
 
+@dataclass(frozen=True)
+class TrialStep:
+    """One decision of the trial: which rule decided (``rule``, a code of ``TRIAL_TEXT``), the batch it decided
+    at, the batch to run next (None: the trial stops) and the numbers it used. Its text is rendered from these
+    (``text``), so the app's live log, the recipe and the summary read one decision."""
+
+    rule: str
+    batch: int
+    next_batch: int | None = None
+    numbers: tuple[tuple[str, object], ...] = ()
+
+    @property
+    def text(self) -> str:
+        return TRIAL_TEXT[self.rule].format(batch=self.batch, next=self.next_batch, **dict(self.numbers))
+
+    def to_dict(self) -> dict:
+        out = {"per_device": self.batch, "rule": self.rule, "next": self.next_batch}
+        return {k: v for k, v in out.items() if v is not None}
+
+
+def _step(rule: str, batch: int, next_batch: int | None = None, **numbers) -> TrialStep:
+    return TrialStep(rule, batch, next_batch, tuple(numbers.items()))
+
+
+# Every sentence the trial says, one per rule code.
+TRIAL_TEXT = {
+    "start-capped": "{start}: above the cap of {cap} ({why}): starting at {batch}",
+    "oom-try-mixed": ("{batch}: out of memory in fp32; re-running it in {mixed} mixed precision before halving "
+                      "(mixed precision comes before a smaller batch)"),
+    "mixed-unsupported": ("{batch}: {mixed} failed too, with oneDNN's 'could not create a primitive': this CPU may "
+                          "not support {mixed} at all (not only memory); staying in fp32"),
+    "oom-halve": "{batch}: out of memory in {precision}: halving to {next}",
+    "oom-at-one": "{batch}: out of memory in {precision}: nothing smaller to try",
+    "lr-to-blame": ("{batch}: learned at {whose} LR {validated:.3g} but not at the scaled {lr:.3g}: the LR "
+                    "scale-up, not the batch, is to blame"),
+    "batch-to-blame": ("{batch}: unstable at {whose} LR {validated:.3g} too: the batch itself is to blame, not only "
+                       "the LR scale-up"),
+    "unstable-halve": ("{batch}: unstable at LR {lr:.3g} ({why}): halving to {next}, a smaller global batch at a "
+                       "smaller scaled LR"),
+    "unstable-stop": "{batch}: unstable at LR {lr:.3g} ({why}): stop",
+    "not-worth-doubling": "{batch}: {throughput:.0f} samples/s, under +{margin:.0%} over {smaller}: stop doubling",
+    "double-unstable": "{batch}: learned; {bigger} did not ({verdict}): stop",
+    "double": "{batch}: {share:.0%} of the ceiling's memory (< {high_water:.0%}): doubling to {next}",
+    "memory-high": "{batch}: {share:.0%} of the ceiling's memory: stop",
+    "at-cap": "{batch}: doubling would pass the cap of {cap} ({why}): stop",
+}
+
+
+@dataclass
+class TrialState:
+    """What the trial's rules read: every run so far by batch, the unstable ones, the cap and the policy."""
+
+    tried: dict[int, TrialRecord]
+    unhealthy: dict[int, Health]
+    cap: int
+    cap_reason: str
+    ceiling_bytes: float
+    policy: TrialPolicy
+
+    def share(self, record: TrialRecord) -> float:
+        """The run's peak memory as a share of the ceiling's."""
+        return (record.peak_bytes or 0) / self.ceiling_bytes if self.ceiling_bytes else 1.0
+
+
+# The rules after a run, in order: the first that answers decides the next batch (or stop). Each returns a
+# TrialStep (its code and the numbers it used) or None when it does not apply.
+
+def _out_of_memory(batch: int, record: TrialRecord, health: Health | None, state: TrialState, lr: float,
+                   precision: str) -> TrialStep | None:
+    if record.status == "oom":
+        if batch // 2 < 1:
+            return _step("oom-at-one", batch, precision=precision)
+        return _step("oom-halve", batch, batch // 2, precision=precision)
+    return None
+
+
+def _unstable(batch, record, health, state, lr, precision) -> TrialStep | None:
+    if health is None or health.verdict != UNSTABLE:
+        return None
+    if batch // 2 >= 1 and batch // 2 not in state.tried:
+        return _step("unstable-halve", batch, batch // 2, lr=lr, why=health.reason)
+    return _step("unstable-stop", batch, lr=lr, why=health.reason)
+
+
+def _doubling_not_worth_it(batch, record, health, state, lr, precision) -> TrialStep | None:
+    smaller = state.tried.get(batch // 2)
+    margin = state.policy.worth_doubling
+    if smaller and smaller.status == "ok" and record.throughput < smaller.throughput * margin:
+        return _step("not-worth-doubling", batch, throughput=record.throughput, smaller=batch // 2,
+                     margin=margin - 1)
+    return None
+
+
+def _double_was_unstable(batch, record, health, state, lr, precision) -> TrialStep | None:
+    if batch * 2 in state.unhealthy:
+        return _step("double-unstable", batch, bigger=batch * 2, verdict=state.unhealthy[batch * 2].verdict)
+    return None
+
+
+def _memory_room(batch, record, health, state, lr, precision) -> TrialStep:
+    share = state.share(record)
+    if share < state.policy.high_water and batch * 2 <= state.cap:
+        return _step("double", batch, batch * 2, share=share, high_water=state.policy.high_water)
+    if share >= state.policy.high_water:
+        return _step("memory-high", batch, share=share)
+    return _step("at-cap", batch, cap=state.cap, why=state.cap_reason or "the memory ceiling")
+
+
+TRIAL_RULES = (_out_of_memory, _unstable, _doubling_not_worth_it, _double_was_unstable, _memory_room)
+
+
+def next_trial_step(batch: int, record: TrialRecord, health: Health | None, state: TrialState, lr: float,
+                    precision: str) -> TrialStep:
+    """The trial's decision after the run at ``batch``: the first rule of ``TRIAL_RULES`` that answers."""
+    for rule in TRIAL_RULES:
+        step = rule(batch, record, health, state, lr, precision)
+        if step is not None:
+            return step
+    raise AssertionError("_memory_room always answers")
 
 
 @dataclass
@@ -28,96 +154,80 @@ class TrialOutcome:
     reason: str
     precision: str  # what the trial ended up running: mixed precision if it was needed to fit
     rows: list[TrialRecord]
-    decisions: list[str]
+    steps: list[TrialStep]
     # One device: the run with accumulation 2 at ``chosen`` that measures the noise scale (not a trial candidate).
     noise_run: TrialRecord | None = None
     unhealthy: dict[int, Health] = field(default_factory=dict)  # per batch: the unstable runs, and why
 
+    @property
+    def decisions(self) -> list[str]:
+        """Each decision in words, in the order made."""
+        return [step.text for step in self.steps]
+
+    def summary(self) -> dict:
+        """What the recipe's [method.trial] records: each decision's rule code."""
+        return {"pick": self.chosen, "steps": [step.to_dict() for step in self.steps]}
 
 
 def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, info: WorkloadInfo,
                 precision: str, mixed: str | None, decide: Decide = lambda message: None,
-                cap: int | None = None, cap_reason: str = "") -> TrialOutcome:
-    """Step 3: run at ``start``; double while memory stays under 60% of the ceiling's; on OOM try ``mixed``
-    precision at the same batch (when the user left the precision open), then halve. No run passes ``cap``
-    (default: the ceiling), the first included; its reason is said when it binds. Every run is judged
-    (advisor.method.health): the trial never doubles from a run that did not learn, halves from an unstable one (a
-    smaller global batch, a smaller scaled LR) and never chooses one while another run exists; a flat run is
-    noted in its ledger row (a short trial in its warmup often is)."""
-    ceiling_bytes = ceiling.estimated_peak_bytes
+                cap: int | None = None, cap_reason: str = "", policy: TrialPolicy = DEFAULT_TRIAL_POLICY
+                ) -> TrialOutcome:
+    """Step 3: run at ``start``, then let ``TRIAL_RULES`` decide after each run: halve on OOM (after trying
+    ``mixed`` precision at the same batch, when the user left the precision open) or from an unstable run; stop
+    when doubling bought under +10% samples/s or the double was unstable; else double while memory stays under
+    60% of the ceiling's and within ``cap`` (default: the ceiling; the first run too, its reason said when it
+    binds). Every run is judged (advisor.method.health): the trial never doubles from a run that did not learn,
+    and an unstable run at a scaled-up LR is rerun at the nearest validated LR to tell the LR from the batch; a
+    flat run is noted in its ledger row (a short trial in its warmup often is)."""
     cap = ceiling.per_device_max if cap is None else cap
-    batch, rows, notes = min(start, cap), [], []
-    tried: dict[int, TrialRecord] = {}
-    unhealthy: dict[int, Health] = {}
-    decisions: list[str] = []
+    state = TrialState({}, {}, cap, cap_reason, ceiling.estimated_peak_bytes, policy)
+    batch, rows, notes, said = min(start, cap), [], [], []
 
-    def say(message: str) -> None:
-        decisions.append(message)
-        decide(message)
+    def say(step: TrialStep) -> None:
+        said.append(step)
+        decide(step.text)
 
     if batch < start:  # the cap bounds the first run too, not only doubling
-        say(f"{start}: above the cap of {cap} ({cap_reason or 'the memory ceiling'}): starting at {batch}")
+        say(_step("start-capped", batch, start=start, cap=cap, why=cap_reason or "the memory ceiling"))
 
-    while batch >= 1 and batch not in tried:
+    while batch >= 1 and batch not in state.tried:
         lr, warmup = lr_and_warmup(info, batch * runner.nproc, steps)
         record = runner.train("trial", batch, steps, lr, warmup, precision=precision)
         rows.append(record)
         if record.status == "oom" and mixed and precision == "fp32":
-            say(f"{batch}: out of memory in fp32; re-running it in {mixed} mixed precision before halving "
-                "(mixed precision comes before a smaller batch)")
+            say(_step("oom-try-mixed", batch, mixed=mixed))
             retry = runner.train("trial", batch, steps, lr, warmup, precision=mixed)
             rows.append(retry)
             if retry.status == "ok":
-                precision = mixed
-                record = retry
+                precision, record = mixed, retry
                 notes.append(f"{batch}: OOM in fp32, fits in {mixed}: switched to {mixed}")
             elif is_primitive_failure(retry.note or ""):
-                say(f"{batch}: {mixed} failed too, with oneDNN's 'could not create a primitive': this CPU may not "
-                    f"support {mixed} at all (not only memory); staying in fp32")
-        tried[batch] = record
-        if record.status == "oom":
-            notes.append(f"{batch}: OOM, halving")
-            say(f"{batch}: out of memory in {precision}: halving to {batch // 2}")
-            batch //= 2
-            continue
-        health = judge(record)
-        if not health.learned:
+                say(_step("mixed-unsupported", batch, mixed=mixed))
+        state.tried[batch] = record
+        health = None if record.status == "oom" else judge(record)
+        if health and not health.learned:
             record.note = (record.note + "; " if record.note else "") + f"{health.verdict}: {health.reason}"
-        if health.verdict == UNSTABLE:
-            unhealthy[batch] = health
+        if health and health.verdict == UNSTABLE:
+            state.unhealthy[batch] = health
             notes.append(f"{batch}: unstable at LR {lr:.3g}, never doubled from")
-            blame = _blame_lr_or_batch(runner, batch, steps, lr, precision, info, tried, unhealthy)
+            blame = _blame_lr_or_batch(runner, batch, steps, lr, precision, info, state.tried, state.unhealthy)
             if blame:
                 rows.append(blame[0])
-                notes.append(blame[1])
+                notes.append(blame[1].text)
                 say(blame[1])
-            if batch // 2 >= 1 and batch // 2 not in tried:
-                say(f"{batch}: unstable at LR {lr:.3g} ({health.reason}): halving to {batch // 2}, a smaller global "
-                    "batch at a smaller scaled LR")
-                batch //= 2
-                continue
-            say(f"{batch}: unstable at LR {lr:.3g} ({health.reason}): stop")
-            break
-        share = (record.peak_bytes or 0) / ceiling_bytes if ceiling_bytes else 1.0
-        notes.append(f"{batch}: {share:.0%} of the ceiling's memory, {record.throughput:.0f} samples/s")
-        previous = tried.get(batch // 2)
-        if previous and previous.status == "ok" and record.throughput < previous.throughput * WORTH_DOUBLING:
-            say(f"{batch}: {record.throughput:.0f} samples/s, under +10% over {batch // 2}: stop doubling")
-            break
-        if batch * 2 in unhealthy:
-            say(f"{batch}: learned; {batch * 2} did not ({unhealthy[batch * 2].verdict}): stop")
-            break
-        if share < HIGH_WATER and batch * 2 <= cap:
-            say(f"{batch}: {share:.0%} of the ceiling's memory (< 60%): doubling to {batch * 2}")
-            batch *= 2
+        elif record.status == "oom":
+            notes.append(f"{batch}: OOM, halving")
         else:
-            why = (f"{share:.0%} of the ceiling's memory" if share >= HIGH_WATER
-                   else f"doubling would pass the cap of {cap} ({cap_reason or 'the memory ceiling'})")
-            say(f"{batch}: {why}: stop")
+            notes.append(f"{batch}: {state.share(record):.0%} of the ceiling's memory, "
+                         f"{record.throughput:.0f} samples/s")
+        step = next_trial_step(batch, record, health, state, lr, precision)
+        say(step)
+        if step.next_batch is None:
             break
-    chosen = _trial_choice(tried, unhealthy, ceiling, notes)
-    return TrialOutcome(chosen, "; ".join(notes), precision, rows, decisions, unhealthy=unhealthy)
-
+        batch = step.next_batch
+    chosen = _trial_choice(state.tried, state.unhealthy, ceiling, notes, policy)
+    return TrialOutcome(chosen, "; ".join(notes), precision, rows, said, unhealthy=state.unhealthy)
 
 
 def _validated_lr(info: WorkloadInfo, batch: int, nproc: int, tried: dict[int, TrialRecord],
@@ -131,9 +241,9 @@ def _validated_lr(info: WorkloadInfo, batch: int, nproc: int, tried: dict[int, T
     return info.base_lr, "the base"
 
 
-
 def _blame_lr_or_batch(runner: Runner, batch: int, steps: int, lr: float, precision: str, info: WorkloadInfo,
-                       tried: dict[int, TrialRecord], unhealthy: dict[int, Health]) -> tuple[TrialRecord, str] | None:
+                       tried: dict[int, TrialRecord], unhealthy: dict[int, Health]
+                       ) -> tuple[TrialRecord, TrialStep] | None:
     """An unstable run at a scaled-up LR blames the LR before the batch (DOMAIN 2): the same batch once more at the
     nearest validated LR. Its verdict says which was to blame; the batch is still never doubled from (the plan's
     LR at it is the scaled one) and the trial goes on as for any unstable run. None when the LR was not scaled up
@@ -145,16 +255,12 @@ def _blame_lr_or_batch(runner: Runner, batch: int, steps: int, lr: float, precis
     record = runner.train("trial", batch, steps, validated, warmup, precision=precision)
     verdict = judge(record)
     record.note = (record.note + "; " if record.note else "") + f"rerun at {whose} LR {validated:.3g}: {verdict.verdict}"
-    if verdict.learned:
-        return record, (f"{batch}: learned at {whose} LR {validated:.3g} but not at the scaled {lr:.3g}: the LR "
-                        "scale-up, not the batch, is to blame")
-    return record, (f"{batch}: unstable at {whose} LR {validated:.3g} too: the batch itself is to blame, not only "
-                    "the LR scale-up")
-
+    rule = "lr-to-blame" if verdict.learned else "batch-to-blame"
+    return record, _step(rule, batch, whose=whose, validated=validated, lr=lr)
 
 
 def _trial_choice(tried: dict[int, TrialRecord], unhealthy: dict[int, Health], ceiling: CeilingResult,
-                  notes: list[str]) -> int:
+                  notes: list[str], policy: TrialPolicy = DEFAULT_TRIAL_POLICY) -> int:
     """The trial's pick among its runs: the largest healthy batch each of whose doublings bought >= 10% more
     samples/s (an unstable run only when nothing else trained); the notes say why."""
     fitted = sorted((b, r) for b, r in tried.items() if r.status == "ok")
@@ -168,7 +274,7 @@ def _trial_choice(tried: dict[int, TrialRecord], unhealthy: dict[int, Health], c
     chosen = ok[0][0]
     for (small, small_rec), (big, big_rec) in zip(ok, ok[1:]):
         gain = big_rec.throughput / small_rec.throughput
-        if gain >= WORTH_DOUBLING:
+        if gain >= policy.worth_doubling:
             chosen = big
             notes.append(f"{small} -> {big} bought {gain - 1:+.0%} throughput: worth it")
         else:
@@ -176,7 +282,6 @@ def _trial_choice(tried: dict[int, TrialRecord], unhealthy: dict[int, Health], c
                          "it (bandwidth-bound)")
             break
     return chosen
-
 
 
 def trained_cap(rows: list[TrialRecord], precision: str) -> tuple[int | None, str]:
