@@ -76,8 +76,8 @@ class ForkedWorker:
     """One forked job (a worker, or the leader of N ranks), as ``run_job`` drives it: its output, its exit, a
     kill of its group."""
 
-    def __init__(self, server: "ProbeServer", pid: int, stdout):
-        self.server, self.pid, self.stdout = server, pid, stdout
+    def __init__(self, server: "ProbeServer", pid: int, stdout=None):
+        self.server, self.pid, self.stdout = server, pid, stdout  # stdout: set by spawn, once the pid is in
         self.returncode: int | None = None
         self._ended = threading.Event()
 
@@ -110,7 +110,9 @@ class ProbeServer:
         self._sock: socket.socket | None = None
         self._lock = threading.Lock()
         self._children: dict[int, ForkedWorker] = {}
-        self._pending: list = []  # (event, slot) for replies {"pid": N}, in request order
+        # (event, slot) for replies {"pid": N}, in request order; the reply's handler puts the ForkedWorker,
+        # already registered, in the slot
+        self._pending: list = []
         self._ready = threading.Event()
 
     def start(self, cancel=None) -> bool:
@@ -178,9 +180,15 @@ class ProbeServer:
                 self.unavailable = reply.get("reason") or "the probe server refused to serve"
             self._ready.set()
         elif "pid" in reply:
+            # Registered here, by the thread that reads the replies, before it reads the next one: the server
+            # reports the exit as soon as it reaps the job (a forked probe can end within 0.2 s), and an exit
+            # that came before its child was registered would be dropped, leaving the job's wait to the trial
+            # timeout (the asking thread may be scheduled again only after both replies were read).
             with self._lock:
                 event, slot = self._pending.pop(0)
-            slot.append(reply["pid"])
+                child = ForkedWorker(self, reply["pid"])
+                self._children[child.pid] = child
+            slot.append(child)
             event.set()
         elif "exit" in reply:
             with self._lock:
@@ -213,10 +221,8 @@ class ProbeServer:
             os.close(read_fd)
             raise TrialError("The fork server did not start the job's processes (it exited or hung); "
                              "run again, and report it if it repeats.")
-        stdout = os.fdopen(read_fd, "r", errors="replace", buffering=1)
-        child = ForkedWorker(self, slot[0], stdout)
-        with self._lock:
-            self._children[child.pid] = child
+        child = slot[0]  # registered by the reply's handler (it may have ended already: its exit is kept)
+        child.stdout = os.fdopen(read_fd, "r", errors="replace", buffering=1)
         return child
 
     def signal(self, pid: int, sig: int) -> None:

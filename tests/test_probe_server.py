@@ -122,6 +122,31 @@ def test_forked_probes_run_with_the_launch_env(server):
     assert psutil.Process(probe_server.proc.pid).environ()["MALLOC_MMAP_THRESHOLD_"] == "65536"
 
 
+def test_a_job_that_ends_before_the_engine_takes_its_pid_is_still_seen_to_end(server, monkeypatch):
+    """The server reports a job's pid, and its exit as soon as it reaps it: a forked probe can end within 0.2 s,
+    before the thread that asked for it has run again (a busy app's main thread holds the GIL; seen in the
+    app's full walk, which then waited the whole 900 s trial timeout for an exit already reported). Here the
+    asking thread is held until the job is gone and its exit has been sent: the job must still end at once."""
+    import advisor.probe_server as probe_server_module
+
+    probe_server, env = server
+    fdopen = os.fdopen
+
+    def late_fdopen(*args, **kwargs):  # the asking thread, descheduled right after the pid came back
+        deadline = time.monotonic() + 30
+        while psutil.Process(probe_server.proc.pid).children() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.5)  # the server's exit reply (sent on its next 50 ms turn) is in and read
+        return fdopen(*args, **kwargs)
+
+    monkeypatch.setattr(probe_server_module.os, "fdopen", late_fdopen)
+    began = time.monotonic()
+    outcome = run_job(None, _job(), 1, 20, env=env, server=probe_server)
+    monkeypatch.undo()
+    assert outcome.status == "ok" and outcome.first("probe")["status"] == "ok"
+    assert time.monotonic() - began < 10  # not the trial timeout (20 s here)
+
+
 def test_cancelling_a_forked_probe_stops_it_and_leaves_no_process(server):
     probe_server, env = server
     cancel, started = CancelToken(), []
