@@ -4,9 +4,12 @@ Decisions (which flags, which form, refusals) run in milliseconds; the real runs
 tests/door_scripts/ on 2 gloo processes through the adapter's launcher and the shim.
 """
 
+import re
 import shlex
+import signal
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -157,8 +160,27 @@ def _plan(tmp_path, script_argv, *options):
     return load_recipe(out)
 
 
-def _run_example(recipe, replace: dict[str, str]):
-    """The recipe's [launch].example, as the user would paste it, shortened to a few steps."""
+_TORCHRUN_FAILURE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank[^\n]*\n[^\n]*exitcode\s*:\s*(-?\d+)")
+
+
+def teardown_abort(done: subprocess.CompletedProcess, finished: str | None) -> str | None:
+    """Why a failed launch of an example is only the gloo abort at interpreter exit (ENVIRONMENT.md, an upstream
+    issue: "terminate called without an active exception"), or None when it is a failure. It is the abort when
+    every rank torchrun lists as failed died of SIGABRT and the script had printed ``finished``: a line it prints
+    only after every rank's last collective, so the work was done and only the exit was left."""
+    if done.returncode == 0 or not finished or finished not in done.stdout:
+        return None
+    failed = _TORCHRUN_FAILURE.findall(done.stdout + done.stderr)
+    if not failed or any(int(code) != -signal.SIGABRT for _, code in failed):
+        return None
+    ranks = ", ".join(sorted({rank for rank, _ in failed}))
+    return (f"rank(s) {ranks} died of SIGABRT at interpreter exit after the script printed {finished!r}: gloo's "
+            "process-group teardown abort (ENVIRONMENT.md), not a failure of the run")
+
+
+def _run_example(recipe, replace: dict[str, str], finished: str | None = None):
+    """The recipe's [launch].example, as the user would paste it, shortened to a few steps. ``finished``: a line the
+    script prints only once every rank's work is done; a SIGABRT at exit after it is teardown noise, with a note."""
     words = shlex.split(recipe.data["launch"]["example"])
     words = [replace.get(w, w) for w in words]
     env = dict(__import__("os").environ)
@@ -171,8 +193,32 @@ def _run_example(recipe, replace: dict[str, str]):
         words = [sys.executable, "-m", "torch.distributed.run", *words[1:]]
     done = subprocess.run(words, cwd=SCRIPTS, capture_output=True, text=True, timeout=600, env=env,
                           stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    noise = teardown_abort(done, finished)
+    if noise:
+        warnings.warn(f"The example's launch exited {done.returncode}, accepted: {noise}.", stacklevel=2)
+    else:
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return done
+
+
+def _abort_at_exit_recipe(shared, early: bool = False):
+    from types import SimpleNamespace
+
+    line = f"torchrun --standalone --nnodes=1 --nproc-per-node=2 abort_at_exit.py --shared {shlex.quote(str(shared))}"
+    return SimpleNamespace(data={"launch": {"example": line + (" --early" if early else "")}})
+
+
+@pytest.mark.distributed
+def test_an_example_whose_rank_aborts_at_exit_after_its_work_is_teardown_noise_with_a_note(tmp_path):
+    with pytest.warns(UserWarning, match=r"rank\(s\) 1 died of SIGABRT at interpreter exit after the script printed"):
+        done = _run_example(_abort_at_exit_recipe(tmp_path), {}, finished="result: every rank finished")
+    assert done.returncode != 0 and "terminate called without an active exception" in done.stderr
+
+
+@pytest.mark.distributed
+def test_an_example_whose_rank_aborts_before_its_work_is_done_still_fails(tmp_path):
+    with pytest.raises(AssertionError, match="SIGABRT"):
+        _run_example(_abort_at_exit_recipe(tmp_path, early=True), {}, finished="result: every rank finished")
 
 
 @pytest.mark.slow
@@ -221,7 +267,7 @@ def test_an_accelerate_loop_gets_a_recipe_that_runs(tmp_path, no_leftover_proces
     assert recipe.data["workload"]["seen"]["optimizer"] == "torch.optim.adamw.AdamW"
     example = recipe.data["launch"]["example"]
     assert "ACCELERATE_USE_CPU=1" in example and "accelerate_loop.py --batch-size" in example
-    _run_example(recipe, {"2": "1"})
+    _run_example(recipe, {"2": "1"}, finished="epoch 0: val_accuracy")  # printed after the last gather
 
 
 def _conv_twins(budget_bytes: int):
