@@ -20,16 +20,16 @@ from .errors import AdvisorError, CancelledError, SetupError, TrialError
 from .events import Decision, Event, Note, StepFinished, StepStarted
 from .launch import CancelToken
 from .ledger import TrialRecord
-from .method.lr import DEFAULT_BASE_WARMUP_EPOCHS, KNOWN_OPTIMIZERS, LRDecision, WarmupDecision, base_warmup_epochs
-from .method.goodput import GoodputResult, fit_step_time, goodput_optimum, timed_points
 from .method import (SWEEP_EVAL_POINTS, MethodSettings, PrecisionChoice, SweepOutcome, TrialOutcome, WorkloadInfo,
                      choose_precision, data_cap, heterogeneous_devices_note, lr_and_warmup, make_plan,
-                     mixed_before_accumulation, noise_estimate, short_trial, start_value,
+                     mixed_before_accumulation, nearest_validated_lr, noise_estimate, short_trial, start_value,
                      sweep_candidates, sweep_run_settings, trained_cap, validated_global)
-from .method.sweep import SweepPolicy, decide_sweep
-from .method.noise import NoiseEstimate
+from .method.goodput import GoodputResult, fit_step_time, goodput_optimum, timed_points
 from .method.health import judge, unstable
+from .method.lr import DEFAULT_BASE_WARMUP_EPOCHS, KNOWN_OPTIMIZERS, LRDecision, WarmupDecision, base_warmup_epochs
+from .method.noise import NoiseEstimate
 from .method.plan import Plan, Warning_, plan_data_parallel
+from .method.sweep import SweepPolicy, decide_sweep
 
 # A stream cannot be scanned for its longest samples: its ceiling holds only for batches like those the probes met.
 STREAM_PROBE_WARNING = ("The memory probes fed the training stream's batches as they came (an IterableDataset "
@@ -589,19 +589,19 @@ class Session:
         # warmup the plan would give its batch, so a bigger batch is not credited with more data.
         samples = self.settings.sweep_steps * chosen * self.runner.nproc
         policy = SweepPolicy(seeds=self.settings.sweep_seeds, extensions=self.settings.sweep_walk)
-        rows = self._sweep_candidates(candidates, samples, precision, policy.seeds)
+        reruns: dict[int, TrialRecord] = {}
+        rows = self._sweep_candidates(candidates, samples, precision, policy.seeds, reruns)
         extended: list[int] = []
-        verdict = decide_sweep(rows, self.info.num_classes, cap, policy.extensions, policy)
+        verdict = decide_sweep(rows, self.info.num_classes, cap, policy.extensions, policy, reruns)
         while verdict.extend_to is not None:
             batch = verdict.extend_to
             self._emit(Decision(4, f"{verdict.chosen} per device won at an end of the range: sweeping {batch} "
                                    "per device too, with the same seeds."))
             extended.append(batch)
             candidates = sorted(candidates + [batch])
-            rows += self._sweep_candidates([batch], samples, precision, policy.seeds)
-            verdict = decide_sweep(rows, self.info.num_classes, cap, policy.extensions - len(extended), policy)
-        reason = " ".join(filter(None, (note, verdict.reason, self._range_end_note(verdict, candidates, cap, extended),
-                                        self._warmup_note(candidates, samples))))
+            rows += self._sweep_candidates([batch], samples, precision, policy.seeds, reruns)
+            verdict = decide_sweep(rows, self.info.num_classes, cap, policy.extensions - len(extended), policy, reruns)
+        reason = " ".join(filter(None, (note, verdict.reason, self._warmup_note(candidates, samples))))
         self._emit(Decision(4, reason))
         self.sweep_outcome = SweepOutcome(verdict.chosen if not verdict.failed else chosen, reason, rows, candidates,
                                           verdict, samples, extended)
@@ -626,10 +626,13 @@ class Session:
             self._emit(Note(note))
         return chosen, candidates, note
 
-    def _sweep_candidates(self, batches: list[int], samples: int, precision: str, seeds: int) -> list[TrialRecord]:
+    def _sweep_candidates(self, batches: list[int], samples: int, precision: str, seeds: int,
+                          reruns: dict[int, TrialRecord]) -> list[TrialRecord]:
         """Every paired seed at each of ``batches``, seed by seed across them (load on a shared machine then falls
         on every candidate alike, so their samples/s compare); a candidate's later seeds are skipped once one rules
-        it out (out of memory or unstable: the rule never lets it lead or tie, whatever the other seeds do)."""
+        it out (out of memory or unstable: the rule never lets it lead or tie, whatever the other seeds do). An
+        unstable run at a scaled-up LR is rerun once at the nearest validated LR, into ``reruns`` (not a
+        candidate's run: it says whether the LR or the batch is to blame)."""
         runs, out = [], set()
         for seed in range(seeds):
             for batch in batches:
@@ -639,7 +642,31 @@ class Session:
                 runs.append(record)
                 if record.status != "ok" or unstable(record):
                     out.add(batch)
+                if record.status == "ok" and unstable(record) and batch not in reruns:
+                    rerun = self._rerun_at_validated_lr(record, precision)
+                    if rerun is not None:
+                        reruns[batch] = rerun
         return runs
+
+    def _rerun_at_validated_lr(self, record: TrialRecord, precision: str) -> TrialRecord | None:
+        """The unstable sweep run again, same seed and steps, at the nearest validated LR (None when its LR was
+        not scaled up past one: nothing to tell apart)."""
+        validated, whose = nearest_validated_lr(self.info, record.global_batch, self._trained_rows())
+        if record.lr is None or not record.lr > validated * (1 + 1e-9):
+            return None
+        extra = {"seed": record.seed} if record.seed else {}
+        rerun = self.runner.train("sweep", record.per_device, record.steps, validated, record.warmup_steps or 0,
+                                  evaluate=True, precision=precision, eval_points=SWEEP_EVAL_POINTS, **extra)
+        rerun.seed = record.seed
+        verdict = judge(rerun)
+        rerun.note = (rerun.note + "; " if rerun.note else "") + (
+            f"not a candidate's run: unstable at LR {record.lr:.3g}, rerun at {whose} LR {validated:.3g}: "
+            f"{verdict.verdict}")
+        self._emit(Decision(4, f"{record.per_device} per device was unstable at LR {record.lr:.3g}; at {whose} LR "
+                               f"{validated:.3g} it " + ("learned: the LR scale-up, not the batch, is to blame."
+                                                         if verdict.learned else "was not healthy either: the batch "
+                                                         "itself is to blame.")))
+        return rerun
 
     def _sweep_run(self, batch: int, seed: int, samples: int, precision: str) -> TrialRecord:
         """One sweep run (or the history's run at exactly its settings), with the health verdict in its note."""
@@ -654,21 +681,6 @@ class Session:
         if unstable(record):
             record.note = (record.note + "; " if record.note else "") + f"unstable: {judge(record).reason}"
         return record
-
-    @staticmethod
-    def _range_end_note(verdict, candidates: list[int], cap: int, extended: list[int]) -> str:
-        """When the pick is an end of the swept range the rule could not grow past: which batch went unmeasured."""
-        ends = (min(candidates), max(candidates))
-        if verdict.failed or verdict.chosen not in ends or verdict.extend_to is not None or len(candidates) < 2:
-            return ""
-        beyond = verdict.chosen // 2 if verdict.chosen == ends[0] else verdict.chosen * 2
-        if verdict.chosen == ends[1] and beyond > cap:
-            return f"It is the largest swept; {beyond} is past the cap of {cap}."
-        if beyond < 1:
-            return ""
-        return (f"It is the {'smallest' if verdict.chosen == ends[0] else 'largest'} swept and the range has grown "
-                f"{len(extended)} time(s) (--sweep-walk {verdict.policy.extensions}): {beyond} per device was not "
-                "compared.")
 
     def _warmup_note(self, candidates: list[int], samples: int) -> str:
         """The candidates whose planned warmup is as long as their sweep run, or longer."""

@@ -213,6 +213,7 @@ def test_the_range_grows_once_past_a_winning_end_then_says_what_was_not_compared
     assert [r["seed"] for r in runner.runs if r["per_device"] == 4] == [0, 1, 2]  # the same seeds
     assert "It is the smallest swept and the range has grown 1 time(s) (--sweep-walk 1): 2 per device was not " \
            "compared." in outcome.reason
+    assert outcome.verdict.unexplored == 2 and outcome.verdict.summary()["not_compared_because"] == "walk-spent"
     _, _, never = _swept(smaller_is_better, centre=16, walk=0)
     assert never.extended == [] and never.chosen == 8
 
@@ -223,6 +224,53 @@ def test_the_range_does_not_grow_past_the_cap_and_says_so():
     assert 64 <= session.per_device_cap < 128
     assert outcome.extended == [] and outcome.chosen == 64
     assert "It is the largest swept; 128 is past the cap of" in outcome.reason
+    assert outcome.verdict.summary()["not_compared"] == 128 and outcome.verdict.end == "past-cap"
+    # The verdict owns the end: the same rows decided again with no cap grow the range instead.
+    assert decide_sweep(outcome.rows, 10, cap=None, extensions_left=1).extend_to == 128
+
+
+def test_an_unstable_candidate_at_a_scaled_up_lr_is_rerun_at_the_validated_lr_and_the_recipe_says_which_to_blame():
+    """Issue 24: an unstable candidate at a scaled-up LR is rerun once at the nearest validated LR before the batch
+    is blamed. It stays out of the comparison either way (the plan would give it the LR that failed); the rerun is
+    not a candidate's run, and the verdict, the recipe and the live decisions say which was to blame."""
+    from test_method_decisions import CurveRunner, settings
+
+    from advisor.adapters import load_adapter
+    from advisor.device import HostDevices
+    from advisor.events import Decision
+    from advisor.report import build_recipe
+    from advisor.session import Session, validate_setup
+
+    def sweep_with(curve):
+        """curve(lr, lr at 16 per device) -> 32 per device's loss curve."""
+        from advisor.method import lr_for
+
+        adapter = load_adapter("ddp")
+        s = settings(nproc=2, sweep_steps=40, sweep_walk=0)
+        runner = CurveRunner({}, saturate=None, val=lambda b: {8: 0.90, 16: 0.95, 32: 0.96}[b])
+        events = []
+        session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), events.append, runner=runner)
+        runner.curves[32] = lambda lr: curve(lr, lr_for(session.info, 32).value)
+        session.ceiling()
+        return session, runner, session.sweep(16), events
+
+    session, runner, outcome, events = sweep_with(lambda lr, lr16: DIVERGED_TRIAL if lr > lr16 * 1.01 else HEALTHY_RUN)
+    sweeps = [r for r in runner.runs if r["phase"] == "sweep"]
+    at_32 = [r for r in sweeps if r["per_device"] == 32]
+    validated = next(r["lr"] for r in sweeps if r["per_device"] == 16)
+    assert len(at_32) == 2 and at_32[0]["lr"] > validated and at_32[1]["lr"] == pytest.approx(validated)  # seed 0, rerun
+    assert at_32[1]["seed"] == at_32[0]["seed"] == 0 and at_32[1]["steps"] == at_32[0]["steps"]
+    assert [r.per_device for r in outcome.rows].count(32) == 1  # the rerun is not a candidate's run
+    scored = {c.per_device: c for c in outcome.verdict.candidates}
+    assert scored[32].status == "unstable" and scored[32].blame == "lr" and outcome.chosen == 16
+    assert "the LR scale-up, not the batch, is to blame" in outcome.reason
+    assert any(isinstance(e, Decision) and "the LR scale-up, not the batch, is to blame" in e.message for e in events)
+    recipe = build_recipe(session.finish())["method"]["sweep"]
+    assert next(c for c in recipe["candidates_scored"] if c["per_device"] == 32)["blame"] == "lr"
+
+    _, _, outcome, _ = sweep_with(lambda lr, lr16: DIVERGED_TRIAL)  # unstable at any LR: the batch itself
+    blamed = next(c for c in outcome.verdict.candidates if c.per_device == 32)
+    assert blamed.blame == "batch" and "the batch itself is to blame" in outcome.reason
 
 
 def test_when_no_candidate_learned_the_plan_is_the_base_setting_with_a_headline_and_a_warning():

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from .candidates import SUBSET_SWEEP, SweepOutcome, sweep_candidates, sweep_run_settings
 from .inputs import (MIN_SWEEP_STEPS, SWEEP_EVAL_POINTS, Decide, MethodSettings, Runner, WorkloadInfo, lr_and_warmup,
-                     lr_for, warmup_for)
+                     lr_for, nearest_validated_lr, warmup_for)
 from .noise import noise_estimate, noise_summary
 from .plan import NOISE_MARGIN, heterogeneous_devices_note, make_plan, validated_global
 from .precision import (MIXED_PRECISIONS, PrecisionChoice, accumulation_for, choose_precision,
@@ -34,7 +34,7 @@ __all__ = [
     "HIGH_WATER", "MIN_SWEEP_STEPS", "MIXED_PRECISIONS", "NOISE_MARGIN", "SUBSET_SWEEP", "SWEEP_EVAL_POINTS",
     "WORTH_DOUBLING", "Decide", "MethodSettings", "PrecisionChoice", "Runner", "SweepOutcome", "TrialOutcome",
     "WorkloadInfo", "accumulation_for", "choose_precision", "data_cap", "heterogeneous_devices_note",
-    "lr_and_warmup", "lr_for", "make_plan", "mixed_before_accumulation", "noise_estimate", "noise_summary",
-    "short_trial", "start_value", "sweep_candidates", "sweep_run_settings", "trained_cap", "validated_global",
+    "lr_and_warmup", "lr_for", "make_plan", "mixed_before_accumulation", "nearest_validated_lr", "noise_estimate",
+    "noise_summary", "short_trial", "start_value", "sweep_candidates", "sweep_run_settings", "trained_cap", "validated_global",
     "warmup_for",
 ]

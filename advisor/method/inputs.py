@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from ..ledger import TrialRecord
 from .ceiling import DEFAULT_HEADROOM, ProbeTrial
+from .health import UNSTABLE, judge
 from .lr import DEFAULT_BASE_WARMUP_EPOCHS, LRDecision, WarmupDecision, plan_warmup, scale_lr
 from .sweep import DEFAULT_POLICY
 
@@ -118,3 +120,18 @@ def lr_and_warmup(info: WorkloadInfo, global_batch: int, steps: int) -> tuple[fl
     its first quarter."""
     lr = lr_for(info, global_batch)
     return lr.value, min(warmup_for(info, lr).steps, steps // 4)
+
+
+def nearest_validated_lr(info: WorkloadInfo, global_batch: int, rows: list[TrialRecord]) -> tuple[float, str]:
+    """(LR, whose) nearest below ``global_batch`` that a run trained healthily at: the largest global batch under
+    it whose trial or sweep run, at that batch's own scaled LR, was not unstable; else the base LR (the one the user
+    validated, at the base global batch). An unstable run at a scaled-up LR is rerun at it to tell the LR from the
+    batch (DOMAIN 2: blame the LR before the batch)."""
+    healthy = [r for r in rows if r.phase in ("trial", "sweep") and r.status == "ok" and r.accumulation == 1
+               and r.global_batch < global_batch and r.lr is not None
+               and math.isclose(r.lr, lr_for(info, r.global_batch).value, rel_tol=1e-6)
+               and judge(r).verdict != UNSTABLE]
+    if healthy:
+        best = max(healthy, key=lambda r: r.global_batch)
+        return best.lr, f"{best.per_device} per device's"
+    return info.base_lr, "the base"

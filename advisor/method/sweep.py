@@ -77,6 +77,9 @@ ALONE = "best-outside-interval"  # the leader, with no other candidate tied to i
 FASTEST_TIED = "fastest-of-tied"  # among the tied: the smallest, or a bigger one clearly faster
 NO_RUNS = "no-runs"  # nothing could run (no candidate fits)
 NONE_LEARNED = "none-learned"  # every candidate ran out of memory, was unstable, or never learned
+# Why the batch past a winning end was not compared.
+PAST_CAP = "past-cap"
+WALK_SPENT = "walk-spent"
 
 
 @dataclass
@@ -89,6 +92,7 @@ class CandidateScores:
     throughput: float | None = None  # samples/s, mean over seeds, at each run's median step time
     speeds: dict[int, float] = field(default_factory=dict)  # seed -> that run's samples/s
     why: str = ""  # for a candidate that cannot take part: what its runs did
+    blame: str = ""  # unstable at its scaled LR: "lr" (it learned at the nearest validated LR) or "batch" (not)
 
     @property
     def mean(self) -> float | None:
@@ -99,7 +103,7 @@ class CandidateScores:
                "seeds": sorted(self.scores), "scores": [round(self.scores[s], 6) for s in sorted(self.scores)],
                "mean": None if self.mean is None else round(self.mean, 6),
                "samples_per_s": None if self.throughput is None else round(self.throughput, 1),
-               "why": self.why or None}
+               "why": self.why or None, "blame": self.blame or None}
         return {k: v for k, v in out.items() if v is not None}
 
 
@@ -135,6 +139,11 @@ class SweepVerdict:
     leader: int | None = None
     comparisons: list[Comparison] = field(default_factory=list)
     extend_to: int | None = None  # the next batch past the winning end, when the rule asks for one
+    # The winner is an end of the range and the batch past it was not compared: that batch, and why not
+    # (PAST_CAP: over the cap; WALK_SPENT: the range grew --sweep-walk times already).
+    unexplored: int | None = None
+    end: str = ""
+    cap: int | None = None
     policy: SweepPolicy = DEFAULT_POLICY
 
     @property
@@ -187,18 +196,30 @@ class SweepVerdict:
         margin = f"margin {self.fmt(self.margin)}"
         said += f" Against it ({margin}): " + "; ".join(parts) + "." if parts else ""
         if self.rule == ALONE:
-            return said + f" {self.chosen} per device is best.{left}"
+            return said + f" {self.chosen} per device is best.{left}{self.end_note}"
         speeds = ", ".join(f"{c.per_device}: {c.throughput:.0f}" for c in self.candidates
                            if c.per_device in self.tied and c.throughput is not None)
         return (said + f" Among the tied, the smallest wins unless a bigger one is faster by more than "
                 f"{self.policy.throughput_margin:.0%} (paired by seed, 95% t-interval; samples/s {speeds}): "
-                f"{self.chosen} per device.{left}")
+                f"{self.chosen} per device.{left}{self.end_note}")
+
+    @property
+    def end_note(self) -> str:
+        """When the pick is an end of the swept range the rule could not grow past: which batch went unmeasured."""
+        if self.end == PAST_CAP:
+            return f" It is the largest swept; {self.unexplored} is past the cap of {self.cap}."
+        if self.end == WALK_SPENT:
+            side = "smallest" if self.unexplored < self.chosen else "largest"
+            return (f" It is the {side} swept and the range has grown {self.policy.extensions} time(s) "
+                    f"(--sweep-walk {self.policy.extensions}): {self.unexplored} per device was not compared.")
+        return ""
 
     def summary(self) -> dict:
         """What the recipe's [method.sweep] and `plan --json` record of the rule."""
         out = {"rule": self.rule, "verdict": self.headline, "metric": self.metric or None,
                "seeds": self.policy.seeds, "margin": round(self.margin, 6) if self.metric else None,
                "leader": self.leader, "tied": self.tied or None,
+               "not_compared": self.unexplored, "not_compared_because": self.end or None,
                "comparisons": [c.to_dict() for c in self.comparisons] or None,
                "candidates_scored": [c.to_dict() for c in self.candidates] or None}
         return {k: v for k, v in out.items() if v is not None}
@@ -242,16 +263,25 @@ def run_throughput(record: TrialRecord) -> float | None:
 
 
 def score_candidate(batch: int, runs: list[TrialRecord], by_loss: bool, num_classes: int | None,
-                    policy: SweepPolicy) -> CandidateScores:
+                    policy: SweepPolicy, rerun: TrialRecord | None = None) -> CandidateScores:
     """One candidate's status and per-seed scores. Out of the comparison: any seed out of memory or unstable
-    (advisor.method.health), every seed flat, or an accuracy that stayed near chance."""
+    (advisor.method.health), every seed flat, or an accuracy that stayed near chance. ``rerun``: an unstable
+    candidate's run again at the nearest validated LR, which says whether the LR scale-up or the batch is to
+    blame (the candidate stays out either way: the plan would give it the LR that failed)."""
     if any(r.status == "oom" for r in runs):
         return CandidateScores(batch, "oom", why="ran out of memory")
     verdicts = [judge(r) for r in runs]
     unstable = [(r, v) for r, v in zip(runs, verdicts) if v.verdict == UNSTABLE]
     if unstable:
         run, verdict = unstable[0]
-        return CandidateScores(batch, "unstable", why=f"was unstable at seed {run.seed or 0} ({verdict.reason})")
+        out = CandidateScores(batch, "unstable", why=f"was unstable at seed {run.seed or 0} ({verdict.reason})")
+        if rerun is not None and rerun.status == "ok":
+            learned = judge(rerun).learned
+            out.blame = "lr" if learned else "batch"
+            out.why += (f"; rerun at the nearest validated LR {rerun.lr:.3g} it "
+                        + ("learned: the LR scale-up, not the batch, is to blame" if learned
+                           else "was not healthy either: the batch itself is to blame"))
+        return out
     scores = {(r.seed or 0): run_score(r, by_loss) for r in runs}
     scores = {s: v for s, v in scores.items() if v is not None}
     speeds = {(r.seed or 0): t for r in runs if (t := run_throughput(r))}
@@ -305,10 +335,13 @@ def practical_margin(name: str, by_loss: bool, leader_mean: float, policy: Sweep
 
 
 def decide_sweep(rows: list[TrialRecord], num_classes: int | None = None, cap: int | None = None,
-                 extensions_left: int = 0, policy: SweepPolicy = DEFAULT_POLICY) -> SweepVerdict:
+                 extensions_left: int = 0, policy: SweepPolicy = DEFAULT_POLICY,
+                 reruns: dict[int, TrialRecord] | None = None) -> SweepVerdict:
     """Step 4's pick from the sweep's runs (every candidate's seeds), by the rule in this module's docstring.
     ``cap``: the largest per-device batch the range may grow to; ``extensions_left``: how many more times it may
-    grow (the verdict's ``extend_to`` names the batch to sweep next, or None)."""
+    grow (the verdict's ``extend_to`` names the batch to sweep next, or None; ``unexplored`` the one it could not
+    reach). ``reruns``: per batch, an unstable candidate's rerun at the nearest validated LR (score_candidate)."""
+    reruns = reruns or {}
     if not rows:
         return SweepVerdict(None, NO_RUNS, policy=policy)
     name, higher = ranked_metric([r for r in rows if judge(r).verdict != UNSTABLE])
@@ -317,10 +350,10 @@ def decide_sweep(rows: list[TrialRecord], num_classes: int | None = None, cap: i
     metric = ("training loss, mean of each run's last quarter (the runs reported no validation)" if unvalidated
               else f"validation {name}" + ("" if higher or by_loss else " (lower is better)"))
     batches = sorted({r.per_device for r in rows})
-    candidates = [score_candidate(b, [r for r in rows if r.per_device == b], by_loss, num_classes, policy)
-                  for b in batches]
+    candidates = [score_candidate(b, [r for r in rows if r.per_device == b], by_loss, num_classes, policy,
+                                  reruns.get(b)) for b in batches]
     alive = [c for c in candidates if c.status == "ok"]
-    verdict = SweepVerdict(None, NONE_LEARNED, metric, higher, candidates=candidates, policy=policy)
+    verdict = SweepVerdict(None, NONE_LEARNED, metric, higher, candidates=candidates, cap=cap, policy=policy)
     if not alive:
         return verdict
     sign = 1.0 if higher else -1.0
@@ -334,9 +367,22 @@ def decide_sweep(rows: list[TrialRecord], num_classes: int | None = None, cap: i
         if clearly_faster(bigger, winner, policy.throughput_margin):
             winner = bigger
     verdict.chosen, verdict.rule = winner.per_device, ALONE if len(tied) == 1 else FASTEST_TIED
-    if extensions_left > 0:
-        if winner.per_device == batches[0] and winner.per_device // 2 >= 1:
-            verdict.extend_to = winner.per_device // 2
-        elif winner.per_device == batches[-1] and (cap is None or winner.per_device * 2 <= cap):
-            verdict.extend_to = winner.per_device * 2
+    _past_the_end(verdict, batches, extensions_left)
     return verdict
+
+
+def _past_the_end(verdict: SweepVerdict, batches: list[int], extensions_left: int) -> None:
+    """Sentence 3's last clause: a winner at an end of the range (of two or more) gets the batch past it
+    (half / double) swept next, while the walk allows and the cap holds; else the verdict names it unexplored."""
+    chosen = verdict.chosen
+    low, high = chosen == batches[0], chosen == batches[-1]
+    beyond = chosen // 2 if low and chosen // 2 >= 1 else chosen * 2 if high else 0
+    if beyond < 1:
+        return
+    said = len(batches) >= 2  # a lone candidate is no range to report the end of
+    if beyond > chosen and verdict.cap is not None and beyond > verdict.cap:
+        verdict.unexplored, verdict.end = (beyond, PAST_CAP) if said else (None, "")
+    elif extensions_left > 0:
+        verdict.extend_to = beyond
+    elif said:
+        verdict.unexplored, verdict.end = beyond, WALK_SPENT

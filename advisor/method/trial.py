@@ -10,7 +10,7 @@ from ..ledger import TrialRecord
 from ..oom import is_primitive_failure
 from .ceiling import CeilingResult
 from .health import UNSTABLE, Health, judge
-from .inputs import Decide, Runner, WorkloadInfo, lr_and_warmup, lr_for, warmup_for
+from .inputs import Decide, Runner, WorkloadInfo, lr_and_warmup, lr_for, nearest_validated_lr, warmup_for
 from .precision import MIXED_PRECISIONS
 
 
@@ -211,7 +211,7 @@ def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, 
         if health and health.verdict == UNSTABLE:
             state.unhealthy[batch] = health
             notes.append(f"{batch}: unstable at LR {lr:.3g}, never doubled from")
-            blame = _blame_lr_or_batch(runner, batch, steps, lr, precision, info, state.tried, state.unhealthy)
+            blame = _blame_lr_or_batch(runner, batch, steps, lr, precision, info, rows[:-1])
             if blame:
                 rows.append(blame[0])
                 notes.append(blame[1].text)
@@ -230,25 +230,13 @@ def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, 
     return TrialOutcome(chosen, "; ".join(notes), precision, rows, said, unhealthy=state.unhealthy)
 
 
-def _validated_lr(info: WorkloadInfo, batch: int, nproc: int, tried: dict[int, TrialRecord],
-                  unhealthy: dict[int, Health]) -> tuple[float, str]:
-    """The LR nearest below ``batch`` that a run trained healthily at: the largest healthy trial batch under it,
-    else the base LR (the one the user validated, at the base global batch)."""
-    below = [b for b, r in tried.items() if b < batch and r.status == "ok" and b not in unhealthy]
-    if below:
-        b = max(below)
-        return lr_for(info, b * nproc).value, f"{b} per device's"
-    return info.base_lr, "the base"
-
-
 def _blame_lr_or_batch(runner: Runner, batch: int, steps: int, lr: float, precision: str, info: WorkloadInfo,
-                       tried: dict[int, TrialRecord], unhealthy: dict[int, Health]
-                       ) -> tuple[TrialRecord, TrialStep] | None:
+                       earlier: list[TrialRecord]) -> tuple[TrialRecord, TrialStep] | None:
     """An unstable run at a scaled-up LR blames the LR before the batch (DOMAIN 2): the same batch once more at the
     nearest validated LR. Its verdict says which was to blame; the batch is still never doubled from (the plan's
     LR at it is the scaled one) and the trial goes on as for any unstable run. None when the LR was not scaled up
     past a validated one (nothing to tell apart)."""
-    validated, whose = _validated_lr(info, batch, runner.nproc, tried, unhealthy)
+    validated, whose = nearest_validated_lr(info, batch * runner.nproc, earlier)
     if not lr > validated * (1 + 1e-9):
         return None
     warmup = min(warmup_for(info, lr_for(info, batch * runner.nproc)).steps, steps // 4)
