@@ -296,35 +296,43 @@ def score_candidate(batch: int, runs: list[TrialRecord], by_loss: bool, num_clas
     return out
 
 
+def paired_interval(a: dict[int, float], b: dict[int, float], difference=lambda x, y: x - y
+                    ) -> tuple[int, float, float | None] | None:
+    """Over the seeds ``a`` and ``b`` share: (how many, the mean of ``difference(a[s], b[s])``, the half-width of its
+    95% t-interval with k - 1 degrees of freedom, None with one seed). None when they share no seed. The one
+    paired statistic of the rule: the score gap and the speed ratio both use it."""
+    seeds = sorted(set(a) & set(b))
+    if not seeds:
+        return None
+    values = [difference(a[s], b[s]) for s in seeds]
+    half = t95(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values)) if len(values) >= 2 else None
+    return len(values), statistics.fmean(values), half
+
+
 def compare(leader: CandidateScores, other: CandidateScores, sign: float, margin: float) -> Comparison:
     """``other`` against ``leader`` over their common seeds: the paired differences' mean and 95% t-interval."""
-    seeds = sorted(set(leader.scores) & set(other.scores))
-    if not seeds:  # nothing to pair (a history that holds other seeds): no evidence of a tie
+    paired = paired_interval(leader.scores, other.scores, lambda x, y: sign * (x - y))
+    if paired is None:  # nothing to pair (a history that holds other seeds): no evidence of a tie
         return Comparison(other.per_device, 0, sign * (leader.mean - other.mean), None, False, "apart")
-    gaps = [sign * (leader.scores[s] - other.scores[s]) for s in seeds]
-    mean_gap = statistics.fmean(gaps)
-    half = t95(len(gaps) - 1) * statistics.stdev(gaps) / math.sqrt(len(gaps)) if len(gaps) >= 2 else None
+    count, mean_gap, half = paired
     if half is not None and mean_gap - half <= 0:
         by = "interval"
     elif mean_gap < margin:
         by = "margin"
     else:
         by = "apart"
-    return Comparison(other.per_device, len(gaps), mean_gap, half, by != "apart", by)
+    return Comparison(other.per_device, count, mean_gap, half, by != "apart", by)
 
 
 def clearly_faster(big: CandidateScores, small: CandidateScores, margin: float) -> bool:
     """Whether ``big`` is faster than ``small`` by more than ``margin``, paired by seed: the 95% t-interval of the
     per-seed log speed ratios lies above log(1 + margin) (one seed: the ratio itself). Runs go seed by seed across
     candidates, so a seed's two runs shared the machine's load."""
-    seeds = sorted(set(big.speeds) & set(small.speeds))
-    if not seeds:
+    paired = paired_interval(big.speeds, small.speeds, lambda x, y: math.log(x / y))
+    if paired is None:
         return False
-    ratios = [math.log(big.speeds[s] / small.speeds[s]) for s in seeds]
-    low = statistics.fmean(ratios)
-    if len(ratios) >= 2:
-        low -= t95(len(ratios) - 1) * statistics.stdev(ratios) / math.sqrt(len(ratios))
-    return low > math.log(1 + margin)
+    _, mean_log_ratio, half = paired
+    return mean_log_ratio - (half or 0.0) > math.log(1 + margin)
 
 
 def practical_margin(name: str, by_loss: bool, leader_mean: float, policy: SweepPolicy) -> float:
