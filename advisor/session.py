@@ -743,39 +743,19 @@ class Session:
             s.global_batch = global_batch
         info = self.info
         trial, sweep = self.trial_outcome, self.sweep_outcome
-        measured = self.precision.measure
-        precision = trial.precision if trial else measured
-        ceiling, cap = self.ceiling_result, self.per_device_cap
-        accumulation_note = ""
-        if precision == measured:
-            target = s.global_batch or sweep.chosen * s.world_size
-            precision, cap, accumulation_note = mixed_before_accumulation(target, s.world_size, cap, self.precision,
-                                                                          self._mixed_cap)
-            if precision != measured:
-                mixed_ceiling = self._mixed_ceilings[precision]
-                ceiling = replace(mixed_ceiling, reason=f"In {precision} (re-probed: {measured} needed accumulation). "
-                                  + mixed_ceiling.reason)
+        precision, cap, ceiling, accumulation_note = self._plan_precision_and_cap(self._mixed_cap)
         ran_cap, ran_why = trained_cap(self._trained_rows(), precision)
-        capped_by_runs = ran_cap is not None and ran_cap < cap
-        if capped_by_runs:
-            cap = max(1, ran_cap)
         estimate = self.noise_estimate()
         noise, noise_reason = estimate.value, estimate.reason
-        if sweep.failed:
-            plan, lr, warmup = self._base_fallback_plan(cap, precision, noise)
-        else:
-            healthy = [r.global_batch for r in self._trained_rows() if r.status == "ok" and judge(r).learned]
-            plan, lr, warmup = make_plan(s, info, cap, sweep.chosen, sweep.reason, precision, noise,
-                                         amp_available=self.amp_available, healthy_global=max(healthy, default=None),
-                                         noise_low=estimate.low if estimate.value else None)
-        if capped_by_runs:
-            plan.warnings.append(Warning_("capped-by-training-oom", f"The per-device batch is capped at {cap}: "
-                                          f"{ran_why}. The memory ceiling's probes allowed more; the training "
-                                          "runs did not."))
+        plan, lr, warmup, goodput = self._plan_and_goodput(precision, cap, estimate)
+        if ran_cap is not None and ran_cap < cap:
+            plan.warnings.append(Warning_("capped-by-training-oom", f"The per-device batch is capped at "
+                                          f"{max(1, ran_cap)}: {ran_why}. The memory ceiling's probes allowed more; "
+                                          "the training runs did not."))
+            cap = max(1, ran_cap)
         note = heterogeneous_devices_note(ceiling, s.device_memories)
         if note:
             plan.warnings.append(note)
-        goodput = self.goodput(estimate, plan.per_device, plan.accumulation_steps, plan.world_size, cap, precision)
         plan.warnings += [Warning_(code, w) for code, w in zip(goodput.warning_codes, goodput.warnings)]
         selection = getattr(self.runner, "probe_selection", None)
         if selection is not None and selection.kind == "stream":
@@ -816,6 +796,60 @@ class Session:
                                     f"batch {info.base_global_batch}). This plan is that base setting, not a "
                                     "validated one.")
         return self.result
+
+    def _plan_precision_and_cap(self, mixed_cap) -> tuple[str, int, CeilingResult, str]:
+        """(precision, per-device cap before the training runs' own OOM cap, the ceiling it came from, what mixed
+        precision before accumulation decided): mixed precision is measured with ``mixed_cap`` when the plan
+        needs accumulation in the measured precision."""
+        s, measured = self.settings, self.precision.measure
+        precision = self.trial_outcome.precision if self.trial_outcome else measured
+        ceiling, cap, accumulation_note = self.ceiling_result, self.per_device_cap, ""
+        if precision == measured:
+            target = s.global_batch or self.sweep_outcome.chosen * s.world_size
+            precision, cap, accumulation_note = mixed_before_accumulation(target, s.world_size, cap, self.precision,
+                                                                          mixed_cap)
+            if precision != measured:
+                mixed_ceiling = self._mixed_ceilings[precision]
+                ceiling = replace(mixed_ceiling, reason=f"In {precision} (re-probed: {measured} needed accumulation). "
+                                  + mixed_ceiling.reason)
+        return precision, cap, ceiling, accumulation_note
+
+    def _plan_and_goodput(self, precision: str, cap: int, estimate: NoiseEstimate):
+        """(plan, LR, warmup, goodput) at ``cap`` lowered to what the training runs held (trained_cap): the one
+        computation behind finish() and plan_goodput(), so the app's Sweep screen and the recipe agree."""
+        info, s, sweep = self.info, self.settings, self.sweep_outcome
+        ran_cap, _ = trained_cap(self._trained_rows(), precision)
+        if ran_cap is not None and ran_cap < cap:
+            cap = max(1, ran_cap)
+        if sweep.failed:
+            plan, lr, warmup = self._base_fallback_plan(cap, precision, estimate.value)
+        else:
+            healthy = [r.global_batch for r in self._trained_rows() if r.status == "ok" and judge(r).learned]
+            plan, lr, warmup = make_plan(s, info, cap, sweep.chosen, sweep.reason, precision, estimate.value,
+                                         amp_available=self.amp_available, healthy_global=max(healthy, default=None),
+                                         noise_low=estimate.low if estimate.value else None)
+        goodput = self.goodput(estimate, plan.per_device, plan.accumulation_steps, plan.world_size, cap, precision)
+        return plan, lr, warmup, goodput
+
+    def plan_goodput(self) -> GoodputResult:
+        """The goodput finish() will report, computed after the sweep without running anything (the app's Sweep
+        screen shows it). When the plan must first re-probe memory in mixed precision (a global target that needs
+        accumulation), the value waits for the plan, and says so."""
+        if self.sweep_outcome is None:
+            raise AdvisorError("Run the comparison sweep (step 4) first.")
+        not_probed = object()
+
+        def known_mixed_cap(mixed: str):
+            if mixed not in self._mixed_ceilings:
+                raise LookupError(not_probed)
+            return self._mixed_cap(mixed)
+
+        try:
+            precision, cap, _, _ = self._plan_precision_and_cap(known_mixed_cap)
+        except LookupError:
+            return GoodputResult(None, "Goodput-optimal batch: computed with the plan, which first re-probes the "
+                                       "memory ceiling in mixed precision (the global target needs accumulation).")
+        return self._plan_and_goodput(precision, cap, self.noise_estimate())[3]
 
     def _precision_reason(self, accumulation_note: str) -> str:
         """Why the plan runs in its precision: the choice made before the probes, then what the runs showed."""

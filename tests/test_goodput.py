@@ -92,3 +92,29 @@ def test_goodput_respects_the_steps_per_epoch_cap_and_stays_within_2x_of_the_tim
     timed = [(b, 1, MODEL.step_seconds(b, 1)) for b in (8, 16)]
     within = goodput_optimum(fit_step_time(timed), 100.0, "", 32, 2, 64, "sgd")
     assert 4 <= within.choice.per_device <= 32  # the optimum near 39 is past 2 x 16: not searched
+
+
+def test_the_app_sweep_screen_and_the_recipe_show_one_goodput_value_on_a_larger_target():
+    """Regression (issue 24): the app's Sweep screen computed goodput on this host's processes and the probes' cap
+    (142) while the recipe used the target's devices (1438). Both now read Session._plan_and_goodput: the same
+    world size, cap (the training runs' OOM cap included) and precision."""
+    from test_method_decisions import MIB, LedgerStubRunner, settings
+
+    from advisor.adapters import load_adapter
+    from advisor.device import HostDevices
+    from advisor.session import Session, validate_setup
+
+    adapter = load_adapter("ddp")
+    s = settings(nproc=2, nodes=4, sweep_steps=40, sweep_walk=0)  # the target: 4 nodes x 2 = 8 processes
+    runner = LedgerStubRunner(saturate=400)
+    session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=runner)
+    session.ceiling()
+    session.choose_start(32)
+    session.trial()
+    runner.budget = 60 * MIB  # the sweep's 64 per device runs out of memory: the runs cap the plan below the probes
+    session.sweep(32)
+    preview = session.plan_goodput()
+    result = session.finish()
+    assert result.plan.world_size == 8 and result.goodput.choice is not None
+    assert preview.choice == result.goodput.choice and preview.reason == result.goodput.reason
+    assert preview.choice.per_device <= result.per_device_cap < session.ceiling_result.per_device_max

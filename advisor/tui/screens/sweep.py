@@ -137,8 +137,6 @@ class SweepScreen(StepScreen):
         if session is None:
             return []
         estimate = session.noise_estimate()
-        cap, _ = session.learnable_cap
-        goodput = session.goodput(estimate, outcome.chosen, 1, session.runner.nproc, cap,
-                                  session.trial_outcome.precision if session.trial_outcome else None)
+        goodput = session.plan_goodput()  # what the recipe will say: the same world size, cap and precision
         return [("Noise scale", noise_text(estimate), estimate.reason),
                 ("Goodput batch", goodput_text(goodput), goodput.reason)]
