@@ -170,7 +170,7 @@ def test_too_few_points_is_said_never_healthy(tmp_path):
     path = tmp_path / "one.log"
     path.write_text("{'loss': 2.3, 'learning_rate': 5e-05, 'epoch': 0.01}\n")
     report = diagnose_source(str(path))
-    assert report.verdict == "too-few-points" and "1 point" in report.cannot_judge
+    assert report.verdict == "nothing-conclusive" and "1 point" in report.cannot_judge
     cli = subprocess.run([sys.executable, "-m", "advisor.cli", "diagnose", str(path)], capture_output=True, text=True)
     assert "Too few points to judge the curves" in cli.stdout and "healthy" not in cli.stdout and cli.returncode == 0
     crashed = diagnose_source(str(CORPUS / "repro_illegal_memory_access.log"))

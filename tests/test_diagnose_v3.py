@@ -47,7 +47,7 @@ def test_a_jump_that_stays_is_a_blow_up_in_a_short_log(tmp_path):
 
 def test_a_short_healthy_log_still_says_too_few_points(tmp_path):
     report = diagnose_text(tmp_path, "Epoch 1 loss: 0.9\nEpoch 2 loss: 0.7\nEpoch 3 loss: 0.6\n")
-    assert report.verdict == "too-few-points" and not report.findings
+    assert report.verdict == "nothing-conclusive" and not report.findings
 
 
 # ------------------------------------------------------------------ not-learning

@@ -8,10 +8,11 @@ from dataclasses import asdict, dataclass, field
 from typing import BinaryIO
 
 from ..errors import AdvisorError
-from .detectors import Context, judgeable, run_detectors
+from .detectors import Context, run_detectors
 from .readers import FORMAT_ALIASES, known_formats
 from .records import Finding, ReadStats
 from .scan import read_source
+from .shortlog import assess
 
 KINDS = ("oom", "crash", "oscillation-jitter", "oscillation-periodic", "overfitting", "slow-convergence", "diverged",
          "not-learning")
@@ -22,14 +23,18 @@ class SourceReport:
     source: str
     stats: ReadStats
     findings: list[Finding] = field(default_factory=list)
-    cannot_judge: str | None = None  # why the curves cannot be judged (too few points), stated, never "healthy"
+    cannot_judge: str | None = None  # why nothing conclusive can be said (what evidence is missing); never "healthy"
     series: dict[str, list] = field(default_factory=dict, repr=False)  # the curves read (Points), for plotting
+    checks_ran: list[str] = field(default_factory=list)  # the checks the log held enough evidence for
+    needed: list[str] = field(default_factory=list)  # what would let the other checks run
 
     @property
     def verdict(self) -> str:
+        """Three verdicts: "findings"; "healthy" (no finding, and enough evidence for every check that applies);
+        "nothing-conclusive" (no finding, but too little evidence to call the run healthy)."""
         if self.findings:
             return "findings"
-        return "too-few-points" if self.cannot_judge else "healthy"
+        return "nothing-conclusive" if self.cannot_judge else "healthy"
 
     @property
     def readable(self) -> bool:
@@ -47,8 +52,8 @@ class Diagnosis:
     def to_dict(self) -> dict:
         return {
             "findings": [{"source": r.source, **f.to_dict()} for r in self.reports for f in r.findings],
-            "read": [{"source": r.source, "verdict": r.verdict, "cannot_judge": r.cannot_judge, **asdict(r.stats)}
-                     for r in self.reports],
+            "read": [{"source": r.source, "verdict": r.verdict, "cannot_judge": r.cannot_judge,
+                      "checks_ran": r.checks_ran, "needed": r.needed, **asdict(r.stats)} for r in self.reports],
         }
 
 
@@ -77,6 +82,7 @@ def diagnose_source(path: str, forced_format: str | None = None, context: Contex
             stream.close()
     ctx = Context(**vars(context)) if context else Context()
     ctx.merge_log(collected.context)
+    ctx.elisions = list(collected.elisions)
     stats = collected.stats
     if stats.skipped_binary_lines:
         stats.notes.append(f"skipped {stats.skipped_binary_lines} binary or undecodable line(s)")
@@ -88,8 +94,15 @@ def diagnose_source(path: str, forced_format: str | None = None, context: Contex
                            + (" (validation lines too frequent to read all were sampled the same way)"
                               if stats.validation_sampled else ", and every validation line"))
     findings = run_detectors(collected.series, collected.events, collected.event_counts, ctx, collected.non_finite)
-    return SourceReport(stats.sources[0] if stats.sources else path, stats, findings, judgeable(collected.series),
-                        collected.series)
+    reason, ran, needed = assess(collected.series, findings)
+    if collected.elisions:
+        stats.notes.append(f"{len(collected.elisions)} elided stretch(es) ('...'): read as gaps in the curves")
+    if not findings and collected.series:
+        stats.notes.append("checks run: " + "; ".join(ran))
+        if reason is None and needed:
+            stats.notes.append("not checked: " + "; ".join(needed))
+    return SourceReport(stats.sources[0] if stats.sources else path, stats, findings,
+                        None if findings else reason, collected.series, ran, needed)
 
 
 def diagnose(paths: list[str], forced_format: str | None = None, context: Context | None = None) -> Diagnosis:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ..units import format_bytes
 from .records import TRAIN_LOSS, VAL_LOSS, Finding, LogEvent, Point
+from .shortlog import CONVERGED_LEVEL, adjacent, detect_short_jitter, detect_short_validation
 
 MIN_POINTS = 20
 JITTER_SCORE = 0.15  # step-to-step noise / starting loss: above it, jitter is a problem even if the loss falls
@@ -48,6 +49,12 @@ FEW_RISING = 3  # validation points rising after its best, with training falling
 FEW_TRAIN_FALL = 0.05  # ... and the training loss fell at least this share meanwhile
 JUMP_TO_SPREAD = 5.0  # a jump this many times the spread before it, that stays: a blow-up in a short log
 JUMP_TO_LEVEL = 1.0  # ... and at least this share of the level before it (1.7 -> 11.5, not 1.7 -> 1.9)
+EXPLOSION_FACTOR = 100.0  # a loss this many times above every earlier value has blown up, even as the last point
+EXPLOSION_STAYS = 10.0  # ... unless it comes back under this factor of the earlier maximum
+SCALE_FALL = 2.0 ** 10  # an fp16 loss scale this many times below its start: gradients overflow step after step
+# Initial dynamic loss scales by framework, for a log that shows one scale only (apex, DeepSpeed and torch
+# GradScaler start at 2**16; fairseq's --fp16-init-scale defaults to 2**7).
+INITIAL_LOSS_SCALE = {None: 2.0 ** 16, "apex": 2.0 ** 16, "deepspeed": 2.0 ** 16, "fairseq": 2.0 ** 7}
 # fp16 loss-scale floors (the scale a framework stops lowering at): DeepSpeed min_loss_scale=1,
 # Megatron min_loss_scale=1.0, fairseq --min-loss-scale 1e-4; apex and torch GradScaler have none.
 LOSS_SCALE_FLOORS = {"deepspeed": 1.0, "megatron": 1.0, "fairseq": 1e-4}
@@ -69,6 +76,7 @@ class Context:
     source: str = "log"
     classes: int | None = None  # K of a K-way classification (--classes), for the ln(K) "not learning" rule
     framework: str | None = None  # what wrote the log, when it says so: picks loss-scale floors and OOM advice
+    elisions: list | None = None  # lines that are only "..." (epochs cut out of a paste): gaps in the curves
 
     @classmethod
     def from_recipe(cls, data: dict) -> "Context":
@@ -161,6 +169,8 @@ def detect_oom(events: list[LogEvent], counts: dict, ctx: Context,
         for key in ("gpu", "device", "framework"):
             if key not in d and key in later.details:
                 d[key] = later.details[key]
+        if d.get("device") == "xla" and later.details.get("device") == "tpu":
+            d["device"] = "tpu"  # a later line names the XLA device
     evidence = {"line": first.line, "quote": first.text, "occurrences": counts.get("oom", len(ooms)),
                 "device": d.get("device")}
     for key in ("tried_bytes", "total_bytes", "free_bytes", "allocated_bytes", "reserved_bytes", "in_use_bytes",
@@ -203,20 +213,32 @@ def _oom_device(d: dict) -> str:
         return "CPU"
     if device == "mps":
         return "Apple MPS"
+    if device == "tpu":
+        return "the TPU"
+    if device == "xla":
+        return "the XLA device"
     name = "GPU"
     return f"{name} {d['gpu']}" if "gpu" in d else ("the GPU" if device in ("cuda", "gpu") else "the device")
+
+
+_SKIPS_BATCH = "skipping batch"
 
 
 def _oom_recovery(last: LogEvent, events: list[LogEvent], series: dict[str, list[Point]]) -> dict | None:
     """How the run went on after its last OOM, or None when the OOM ended it (a crash or nothing logged after)."""
     if any(e.kind in ("crash", "signal", "killed") and e.line > last.line for e in events):
         return None
-    after = [p for name in (TRAIN_LOSS, VAL_LOSS, "train_loss_epoch") for p in series.get(name, [])
-             if p.line > last.line and math.isfinite(p.value)]
-    if not after:
+    losses = [p for name in (TRAIN_LOSS, VAL_LOSS, "train_loss_epoch") for p in series.get(name, [])
+              if math.isfinite(p.value)]
+    after = [p for p in losses if p.line > last.line]
+    skips = [e for e in events if e.kind == "oom-skip" or (e.kind == "oom" and _SKIPS_BATCH in e.text.lower())]
+    # A framework that says it skips the batch (fairseq) carries on: when training progress follows any of those
+    # lines, the run is recovering, even if the log ends on one more skipped batch.
+    progressed = any(p.line > skips[0].line for p in losses) if skips else False
+    if not after and not (progressed and last.line <= skips[-1].line + 1):
         return None
     recovery: dict = {"recovered": True, "points_after": len(after)}
-    skipped = sum(1 for e in events if e.kind == "oom-skip")
+    skipped = len({e.line for e in skips if e.kind == "oom-skip"} | {e.line + 1 for e in skips if e.kind == "oom"})
     if skipped:
         recovery["batches_skipped"] = skipped
     lowered = [e.details["batch"] for e in events if e.kind == "batch-lowered"]
@@ -357,6 +379,18 @@ def detect_diverged(series: dict[str, list[Point]], events: list[LogEvent], coun
                              "peak": max(values),
                              **_span(train, 0, len(train) - 1)}, _diverged_actions(ctx))]
     for name in (TRAIN_LOSS, VAL_LOSS):
+        points = _finite(series.get(name, []) or (series.get("train_loss_epoch", []) if name == TRAIN_LOSS else []))
+        index = _explosion(points)
+        if index is not None:
+            earlier = max(p.value for p in points[:index])
+            return [Finding("diverged", "error",
+                            f"The {'training' if name == TRAIN_LOSS else 'validation'} loss exploded from at most "
+                            f"{earlier:.4g} to {points[index].value:.4g} at {_describe(_where(points, index))}: "
+                            "training blew up.",
+                            {"series": name, "max_before": earlier, "value": points[index].value,
+                             "points_after": len(points) - index - 1, **_span(points, index, len(points) - 1)},
+                            _diverged_actions(ctx), confidence="high" if len(points) - index >= 2 else "medium")]
+    for name in (TRAIN_LOSS, VAL_LOSS):
         jump = _lasting_jump(_finite(series.get(name, []) or (series.get("train_loss_epoch", [])
                                                               if name == TRAIN_LOSS else [])))
         if jump:
@@ -385,6 +419,20 @@ def _lasting_jump(points: list[Point]) -> tuple[int, list[Point], float, float] 
         if (low_after - max(before) > JUMP_TO_SPREAD * spread and low_after - level > JUMP_TO_LEVEL * abs(level)
                 and len(after) >= 2):
             return index, points, level, _median(after)
+    return None
+
+
+def _explosion(points: list[Point]) -> int | None:
+    """Index of a point EXPLOSION_FACTOR times above every point before it (orders of magnitude: 0.85 -> 63118,
+    0.16 -> 1.6e18), after which the loss never comes back under that factor of its earlier maximum. Judged on
+    any number of points, the last included: such a value is a blow-up whatever follows."""
+    values = _values(points)
+    for index in range(1, len(values)):
+        earlier = max(abs(v) for v in values[:index])
+        if earlier <= 0 or values[index] < EXPLOSION_FACTOR * earlier:
+            continue
+        if all(v >= EXPLOSION_STAYS * earlier for v in values[index:]):
+            return index
     return None
 
 
@@ -430,6 +478,21 @@ def _loss_scale_collapse(scales: list[Point], events: list[LogEvent], counts: di
                            + ": gradients are non-finite step after step, updates are being skipped.",
                            evidence, ["Switch from fp16 to bf16 if the GPU supports it (no loss scaling needed)."]
                            + _diverged_actions(ctx))
+    fall = _scale_fall(from_events, logged, framework)
+    if fall is not None:
+        start, lowest, source, assumed = fall
+        first = next((e for e in overflows), None)
+        evidence = {"source": source, "scale_start": start, "scale_lowest": lowest, "fall": start / lowest,
+                    "start_assumed": assumed, "overflow_events": counts.get("overflow", 0), "framework": framework}
+        if first is not None:
+            evidence.update({"first_line": first.line, "quote": first.text})
+        began = (f"the {framework or 'default'} initial scale {start:g} (the log shows one scale)" if assumed
+                 else f"{start:g}")
+        return Finding("diverged", "error",
+                       f"fp16 loss scaling fell from {began} to {lowest:g}, {start / lowest:.3g}x (more than 2^10): "
+                       "gradients overflow step after step and updates are being skipped.",
+                       evidence, ["Switch from fp16 to bf16 if the GPU supports it (no loss scaling needed)."]
+                       + _diverged_actions(ctx), confidence="medium" if assumed else "high")
     if at_floor:
         first = next(e for e in events if e.kind == "loss-scale-floor")
         return Finding("diverged", "error",
@@ -439,6 +502,25 @@ def _loss_scale_collapse(scales: list[Point], events: list[LogEvent], counts: di
                         "loss_scale_at_minimum": True},
                        ["Switch from fp16 to bf16 if the GPU supports it (no loss scaling needed)."]
                        + _diverged_actions(ctx))
+    return None
+
+
+def _scale_fall(from_events: list[float], logged: list[float], framework: str | None
+                ) -> tuple[float, float, str, bool] | None:
+    """(start, lowest, source, start assumed) when the loss scale fell more than SCALE_FALL below its start: the
+    first scale the log shows (or the framework's initial scale, if lower: apex calibrates down from 2**32), or
+    the framework's initial scale when the log shows a single overflow message."""
+    initial = INITIAL_LOSS_SCALE.get(framework, INITIAL_LOSS_SCALE[None])
+    for source, values in (("overflow messages", from_events), ("logged loss scale", logged)):
+        values = [v for v in values if v > 0]
+        if not values or (len(values) == 1 and source != "overflow messages"):
+            continue  # one logged scale is a setting, not a fall; one overflow message is a reduction
+        assumed = len(values) == 1
+        # Calibration from a huge first scale down to the usual start is not a fall: count from the lower one.
+        start = initial if assumed else min(values[0], initial)
+        lowest = min(values)
+        if start / lowest > SCALE_FALL:
+            return start, lowest, source, assumed
     return None
 
 
@@ -576,6 +658,8 @@ def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]
     if len(train) < MIN_POINTS:
         return []
     values = _values(train)
+    if max(abs(v) for v in values) < CONVERGED_LEVEL:
+        return []  # a loss logged below 1e-4 everywhere has converged; its jitter is float and batch noise
     # Noise is judged against the loss the run started from: near convergence a healthy small-batch loss
     # has a large noise-to-level ratio, yet it is tiny against the distance the run has come.
     start_level = max(abs(_median(values[:max(3, len(values) // 20)])), 1e-8)
@@ -599,6 +683,14 @@ def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]
                 **_span(train, half, len(train) - 1)}
     if ctx.per_device is not None:
         evidence["per_device_batch"] = ctx.per_device
+    return [Finding("oscillation-jitter", "warning",
+                    f"The training loss jitters step to step by ~{noise:.3g} around a level of {level:.3g} "
+                    f"({score:.0%} of the starting loss {start_level:.3g})"
+                    + ("." if clearly_falling else " and has stopped falling."),
+                    evidence, jitter_actions(ctx))]
+
+
+def jitter_actions(ctx: Context) -> list[str]:
     if ctx.per_device is not None and ctx.per_device < 16:
         actions = [f"The per-device batch is {ctx.per_device} (< 16): raise it (or accumulate gradients) so "
                    "each step's gradient is less noisy.",
@@ -616,11 +708,7 @@ def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]
                    "If the batch is already large: the LR is too high for it; lower it (try half) or warm up "
                    "longer.",
                    "Pass --recipe RECIPE so the advisor can tell which case applies."]
-    return [Finding("oscillation-jitter", "warning",
-                    f"The training loss jitters step to step by ~{noise:.3g} around a level of {level:.3g} "
-                    f"({score:.0%} of the starting loss {start_level:.3g})"
-                    + ("." if clearly_falling else " and has stopped falling."),
-                    evidence, actions)]
+    return actions
 
 
 def _autocorrelations(values: list[float], lags: range, mean: float, var: float) -> dict[int, float]:
@@ -786,13 +874,16 @@ def _few_points_overfitting(train: list[Point], val: list[Point], ctx: Context) 
     values = _values(val)
     best = min(range(len(values)), key=values.__getitem__)
     after = values[best:]
-    rising = sum(1 for a, b in zip(after, after[1:]) if b > a)
+    # Rises in a row between neighbouring epochs; a pair across elided epochs ("...") is a gap, not a step.
+    links = adjacent(val[best:], ctx.elisions or [])
+    steps = [(a, b) for (a, b), ok in zip(zip(after, after[1:]), links) if ok]
+    rising = sum(1 for a, b in steps if b > a)
     train_values = _values(train)
     # Training over the same stretch (by line: the epochs after validation's best).
     since = [p.value for p in train if p.line >= val[best].line] or train_values[-2:]
     train_fall = (train_values[0] - train_values[-1]) / abs(train_values[0]) if train_values[0] else 0.0
     falling_since = len(since) < 2 or since[-1] < since[0]
-    if rising < FEW_RISING or len(after) - 1 != rising or train_fall < FEW_TRAIN_FALL or not falling_since:
+    if rising < FEW_RISING or len(steps) != rising or train_fall < FEW_TRAIN_FALL or not falling_since:
         return []
     rise = (values[-1] - values[best]) / abs(values[best]) if values[best] else 0.0
     confidence = "high" if rising >= 5 and rise > 0.2 else ("medium" if rising >= 4 or rise > 0.2 else "low")
@@ -935,19 +1026,10 @@ def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts
     findings = detect_oom(events, counts, ctx, series) + detect_crash(events, counts)
     diverged = detect_diverged(series, events, counts, ctx, non_finite)
     findings += diverged or detect_not_learning(series, ctx)
-    findings += detect_periodic(series, ctx) or detect_jitter(series, ctx)
-    findings += detect_validation(series, ctx)
+    findings += (detect_periodic(series, ctx) or detect_jitter(series, ctx)
+                 or detect_short_jitter(series, ctx, ctx.elisions or []))
+    kinds = {f.kind for f in findings}
+    findings += detect_validation(series, ctx) or [f for f in detect_short_validation(series, ctx)
+                                                    if f.kind not in kinds]
     return apply_cofinding_rules(findings)
 
-
-def judgeable(series: dict[str, list[Point]]) -> str | None:
-    """None when the curves hold enough points to judge a trend, else why not (stated, never 'healthy')."""
-    train = _finite(series.get(TRAIN_LOSS, []) or series.get("train_loss_epoch", []))
-    if len(train) >= MIN_POINTS:
-        return None
-    if len(train) > FEW_RISING and len(_finite(series.get(VAL_LOSS, []))) > FEW_RISING:
-        return None  # an epoch log: the few-point rules judge it (each finding states its confidence)
-    if not train:
-        present = ", ".join(f"{k} {len(v)}" for k, v in series.items()) or "no metric series"
-        return f"no training loss was read ({present})"
-    return f"the training loss has {len(train)} point(s); a trend needs {MIN_POINTS}"

@@ -52,6 +52,17 @@ def position_name(name: str) -> str | None:
     return None
 
 
+# Last words of identifiers that name a setting about the loss, not a loss value ("loss_weight=1.0").
+SETTING_WORDS = {"weight", "weights", "type", "fn", "func", "function", "name", "coef", "coeff", "factor", "window",
+                 "mode", "cfg", "config", "reduction", "kwargs"}
+
+
+def _loss_identifier(name: str, tokens: list[str]) -> bool:
+    """An identifier (no spaces: "loss_net", "loss.total_sum") with a loss word is a loss, whatever its last word;
+    prose ("Validation loss decreased") is not."""
+    return (" " not in name.strip() and any(t in LOSS_WORDS for t in tokens) and tokens[-1] not in SETTING_WORDS)
+
+
 @lru_cache(maxsize=4096)
 def classify(name: str, stage: str | None = None) -> tuple[str, int] | None:
     """(series, rank) for a metric name, or None to ignore it. Lower rank wins among one line's candidates.
@@ -61,7 +72,7 @@ def classify(name: str, stage: str | None = None) -> tuple[str, int] | None:
     tokens = words(name)
     if tokens and tokens[0] == "lr":  # Lightning's LearningRateMonitor: lr-Adam, lr-SGD/pg1
         return "lr", 0
-    if not tokens or tokens[-1] not in _KNOWN_LAST:
+    if not tokens or (tokens[-1] not in _KNOWN_LAST and not _loss_identifier(name, tokens)):
         return None
     token_set = set(tokens)
     split = next((SPLITS[t] for t in tokens if t in SPLITS), None) or stage or "train"

@@ -35,6 +35,10 @@ class LineReader:
     def read(self, text: str, line: int) -> list | None:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def fresh(self) -> "LineReader":
+        """The reader to use for a new log: itself, or a new instance for readers that keep state."""
+        return self
+
 
 # ---------------------------------------------------------------- failures
 
@@ -72,10 +76,23 @@ class OOMReader(LineReader):
     # After an OOM the run may go on: fairseq skips the batch; HF Trainer's auto_find_batch_size retries smaller.
     SKIPPED = re.compile(r"^\s*Skipping batch|skipping batch", re.I)
     BATCH_LOWERED = re.compile(r"Currently training with a batch size of:?\s*(?P<batch>\d+)")
+    # XLA (PyTorch/XLA, JAX, TF on TPU): "RESOURCE_EXHAUSTED: Attempting to reserve 6.48G at the bottom of memory.
+    # That was not possible." / "Error allocating device buffer: Attempting to allocate 129.50M".
+    XLA = re.compile(r"RESOURCE_EXHAUSTED.*(?:Attempting to (?:reserve|allocate)|allocating device buffer)"
+                     r"(?:\s+(?P<tried>[\d.]+\s*[KMGT])i?B?\b)?", re.I)
 
     def read(self, text, line):
         lowered = text.lower()  # the same test as is_oom_message, as plain substring checks: this runs on every line
         if not any(marker in lowered for marker in OOM_MARKERS):
+            if "RESOURCE_EXHAUSTED" in text:
+                m = self.XLA.search(text)
+                if m:
+                    details = {"device": "tpu" if "tpu" in lowered or "hbm" in lowered else "xla", "framework": "xla"}
+                    if m.group("tried"):
+                        size = parse_size(m.group("tried").replace(" ", "") + "iB")
+                        if size:
+                            details["tried_bytes"] = size
+                    return [LogEvent(line, "oom", text.strip()[:400], details)]
             if "OOM" in text and (self.TENSORFLOW.search(text) or self.RECOVERING.search(text)):
                 details = {"device": "gpu"} if "OOM when" in text or "Resource" in text else {"device": "cuda"}
                 if self.TENSORFLOW.search(text):
@@ -351,15 +368,23 @@ _PREFIX = re.compile(r"""^(?:[\s|:\-]*(?:
     | \[?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|NOTICE)\]?(?::[\w.]*:)?
     | [\w.]+(?=\s+-\s+(?:INFO|WARNING|WARN|ERROR|DEBUG)\b)
     | \[?[\w/.]+\.py:\d+(?::[\w<>]+)?\]?
+    | [\w.<>]+:[\w<>]+:\d+(?=\s+-\s)
     ))+[\s|:\-]*""", re.X)
 _STAGE = re.compile(r"(?:epoch\s*\(\s*)?(?P<stage>train(?:ing|_inner)?|val(?:id(?:ation)?|i)?|eval(?:uation)?"
                     r"|test(?:ing)?|dev)\b", re.I)
 _DLL_STEP = re.compile(r"\(\s*(?P<a>\d+)\s*(?:,\s*(?P<b>\d+)\s*)?(?:,\s*(?P<c>\d+)\s*)?,?\s*\)")
-_NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\w.])|[-+]?(?i:nan|inf(?:inity)?)(?![A-Za-z])"
+# A number ends at anything but a word character or a further ".digit" (a version "1.2.3" is not one); a sentence's
+# final period may follow it ("Loss is 1.2645824.").
+_NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?!\w|\.\w)|[-+]?(?i:nan|inf(?:inity)?)(?![A-Za-z])"
 _PAIR = re.compile(rf"(?<![\w./@\-])(?P<name>[A-Za-z][\w./@\-]*(?: [A-Za-z][\w./@\-]*){{0,3}}?)\s*(?:[:=]\s*|\s+)[\[(]?\s*"
                    rf"(?P<value>{_NUM})(?:\s*/\s*(?P<total>\d+)(?![\w.]))?")
 _ZERO_BASED_EPOCH = re.compile(r"^Epoch:\s*\[\d+\]")
 _POSITION = re.compile(r"(?<![\w./])(?P<pos>\d+)\s*/\s*(?P<total>\d+)(?![\w./])")
+
+
+# loguru-style bracketed keys: "[Epoch] 3 [Loss] nan" reads as "Epoch: 3 Loss: nan" (a key in brackets followed by
+# a number; "Epoch [3/20]" and "[INFO]" are not).
+_BRACKET_KEY = re.compile(r"\[([A-Za-z][\w ./-]{0,40})\]\s*:?\s*(?=[-+]?(?:\d|\.\d|nan\b|inf))", re.I)
 
 
 def strip_prefix(text: str) -> str:
@@ -392,6 +417,8 @@ class TextMetricsReader(LineReader):
                 value = to_float(m.group("value")) if m else None
                 return [Point(line, "loss_scale", value)] if value is not None else []
             return None if not body else []
+        if "[" in body:
+            body = _BRACKET_KEY.sub(r"\1: ", body)
         stage = line_stage(body)
         candidates, steps = [], []
         step = epoch = epoch_total = None
@@ -404,6 +431,8 @@ class TextMetricsReader(LineReader):
                 consumed.append(m.span())
         for m in _PAIR.finditer(body):
             name, raw, total = m.group("name"), m.group("value"), m.group("total")
+            if name[-3:].lower() == " is":  # "Loss is 1.26", "Current learning rate is 0.046"
+                name = name[:-3]
             value = to_float(raw)
             if value is None:
                 continue
@@ -447,12 +476,20 @@ class TextMetricsReader(LineReader):
 
 class JSONLineReader(LineReader):
     name = "jsonl"
-    description = "JSON lines: {\"step\": 1, \"loss\": 0.5, \"val_loss\": ...}"
+    description = ("JSON lines: {\"step\": 1, \"loss\": 0.5, \"val_loss\": ...}, also behind a log prefix and with "
+                   "values as strings (fairseq: '| INFO | train | {\"epoch\": 73, \"train_loss\": \"nan\", ...')")
+    PAIR = re.compile(rf'"(?P<key>[\w/.\-]+)":\s*"?(?P<value>{NUMBER})"?(?=\s*[,}}]|\s*$)')
 
     def read(self, text, line):
         stripped = text.strip()
         if not (stripped.startswith("{") and stripped.endswith("}")) or '"' not in stripped:
-            return None
+            start = text.find('{"')
+            if start < 0 or stripped.startswith("#"):
+                return None
+            # A JSON object behind a prefix, possibly wrapped over lines as pasted: read its "key": value pairs;
+            # a line counts when a loss or accuracy is among them (not a printed configuration).
+            points = _points_from_pairs(self.PAIR.findall(text[start:]), line)
+            return points if any(p.name != "lr" for p in points) else None
         try:
             obj = json.loads(stripped)  # json accepts NaN and Infinity as Python writes them
         except ValueError:
@@ -460,7 +497,79 @@ class JSONLineReader(LineReader):
         if not isinstance(obj, dict):
             return None
         pairs = [(k, str(v)) for k, v in obj.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        pairs += [(k, v) for k, v in obj.items() if isinstance(v, str) and to_float(v) is not None]
         return _points_from_pairs(pairs, line)
+
+
+_TABLE_NAME = re.compile(r"[A-Za-z][\w./@\-]*(?: \(?[\w./@\-]+\)?)?")
+_ROW_STRIP = " *`>|"
+
+
+def _table_fields(text: str) -> list[str]:
+    """A table line's cells: tab-separated, else separated by 2+ spaces, else by single spaces."""
+    body = text.strip().strip(_ROW_STRIP).strip()
+    if "\t" in body:
+        cells = [c.strip().strip("*").strip() for c in body.split("\t")]
+    else:
+        cells = re.split(r"\s{2,}", body)
+        if len(cells) == 1:
+            cells = body.split()
+    while cells and not cells[-1]:
+        cells.pop()
+    return cells
+
+
+class TableReader(LineReader):
+    """Tables with a header row: fastai's epoch table, chainer's LogReport, tab- or space-separated summaries.
+
+    Stateful (the header is remembered): the scanner makes a fresh one for every log (``fresh``)."""
+
+    name = "table"
+    description = ("tables with a header row, tab- or space-separated: fastai 'epoch train_loss valid_loss accuracy "
+                   "time', chainer 'epoch main/loss validation/main/loss ...', 'Epoch<TAB>train/loss<TAB>val/loss'")
+
+    def __init__(self):
+        self.columns: list[str] | None = None
+
+    def fresh(self) -> "TableReader":
+        return TableReader()
+
+    def read(self, text, line):
+        cells = _table_fields(text)
+        if len(cells) < 2:
+            return None
+        numbers = [to_float(c.strip("*")) for c in cells]
+        if numbers[0] is None and all(_TABLE_NAME.fullmatch(c) for c in cells):
+            classified = [classify(c) for c in cells]
+            if any(c and c[0] in (TRAIN_LOSS, "val_loss") for c in classified) and (
+                    sum(c is not None or position_name(c_) is not None for c, c_ in zip(classified, cells)) >= 2):
+                self.columns = cells
+                return []
+            return None
+        if self.columns is None or numbers[0] is None:
+            return None
+        if not len(self.columns) - 1 <= len(cells) <= len(self.columns) + 2:
+            return None
+        pairs = [(name, cell.strip("*")) for name, cell, value in zip(self.columns, cells, numbers) if value is not None]
+        if len(pairs) < 2:
+            return None
+        return _points_from_pairs(pairs, line)
+
+
+class BareNumberReader(LineReader):
+    """A line that is one number and nothing else. Read as the series "bare_number"; read_source keeps it as the
+    training loss only when the log is such a list and names no loss (and says that it assumed so)."""
+
+    name = "bare-numbers"
+    description = "a list of numbers, one a line, read as a training-loss series when the log names no metric"
+    NUMBER_LINE = re.compile(rf"^\s*(?P<value>{_NUM})\s*,?\s*$")
+
+    def read(self, text, line):
+        m = self.NUMBER_LINE.match(text)
+        if not m:
+            return None
+        value = to_float(m.group("value"))
+        return [Point(line, "bare_number", value)] if value is not None else None
 
 
 class ResultsRowReader(LineReader):
@@ -488,7 +597,7 @@ class ResultsRowReader(LineReader):
 
 FAILURE_READERS: list[LineReader] = [OOMReader(), TorchrunReader(), OverflowReader()]
 METRIC_READERS: list[LineReader] = [HFDictReader(), DeepSpeedReader(), LightningBarReader(), JSONLineReader(),
-                                    ResultsRowReader(), TextMetricsReader()]
+                                    ResultsRowReader(), TextMetricsReader(), TableReader(), BareNumberReader()]
 FORMAT_ALIASES = {"key-value": "plain"}  # the key=value reader of v1 is part of the text reader now
 FILE_FORMATS = {
     "trainer-state": "HF Trainer trainer_state.json (log_history)",

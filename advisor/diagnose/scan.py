@@ -23,6 +23,8 @@ from .readers import (FAILURE_READERS, METRIC_READERS, RANK_PREFIX, LineReader, 
                       trainer_state_points)
 from .records import VAL_LOSS, LogEvent, Point, ReadStats
 
+_TRACEBACK_LINE = re.compile(r"^(?:-+>|\S+ in [<\w]|File \"|\^+\s*$)")  # IPython "---->", "x.py in fit(", File "
+_ELISION = re.compile(r"^[\s>`]*(?:\.{3,}|…+)[\s`]*$")
 _RANK_NUMBER = re.compile(r"\[(?:rank|default)(\d+)\]|\[(\d+),\d+\]<std")
 ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07]*\x07|[@-Z\\-_])")
 BLOCK_BYTES = 4 << 20
@@ -58,6 +60,7 @@ class Collected:
     context: dict = field(default_factory=dict)
     non_finite: dict[str, Point] = field(default_factory=dict)  # series name -> its first nan/inf point
     stats: ReadStats = field(default_factory=ReadStats)
+    elisions: list[int] = field(default_factory=list)  # lines that are only "..." (epochs cut out: a gap)
 
     def add_point(self, point: Point) -> bool:
         """Add a point; True when a series hit the cap (the caller then doubles the stride)."""
@@ -93,9 +96,10 @@ class Scanner:
         self.failure_readers = list(FAILURE_READERS)
         if forced_format:
             chosen = [r for r in METRIC_READERS if r.name == forced_format]
-            self.metric_readers: list[LineReader] = chosen
+            self.metric_readers: list[LineReader] = [r.fresh() for r in chosen]
         else:
-            self.metric_readers = list(METRIC_READERS)
+            self.metric_readers = [r.fresh() for r in METRIC_READERS]
+        self.in_traceback = False
         self.stride = 1
         self.line_bytes = 80.0
         self.line_bytes_known = False
@@ -130,6 +134,8 @@ class Scanner:
                     break
             if "batch size" in frame or "Accumulation steps" in frame:
                 self._context(frame)
+            if self._traceback_source(frame) or self._elision(frame, line_no):
+                continue
             records = self._metric_records(frame, line_no)
             if records is not None:
                 parsed = True
@@ -146,6 +152,26 @@ class Scanner:
                         self.stride *= 2
         if parsed:
             stats.parsed_lines += 1
+
+    def _traceback_source(self, frame: str) -> bool:
+        """True for a line inside a Python traceback that is not its final exception line: source lines such as
+        `learn.fit_one_cycle(5, lr_max=1e-3)` are code, never metrics. Failure readers have already seen it."""
+        if "Traceback (most recent call last)" in frame:
+            self.in_traceback = True
+            return True
+        if not self.in_traceback:
+            return False
+        if frame[:1] in (" ", "\t") or _TRACEBACK_LINE.match(frame):
+            return True
+        self.in_traceback = False  # the exception line ends it
+        return False
+
+    def _elision(self, frame: str, line_no: int) -> bool:
+        """A line that is only an ellipsis ("...", "......"): epochs were cut out there; the curve has a gap."""
+        if _ELISION.match(frame):
+            self.collected.elisions.append(line_no)
+            return True
+        return False
 
     def _metric_records(self, frame: str, line_no: int):
         readers = self.metric_readers
@@ -545,8 +571,33 @@ def read_source(stream: BinaryIO, name: str, forced_format: str | None = None) -
         scanner.scan_stream(stream, size)
         collected = scanner.collected
     collected.stats.sources.append(name)
+    _bare_numbers(collected)
     collected.stats.series_lengths = {k: len(v) for k, v in collected.series.items()}
     return collected
+
+
+BARE_MIN_POINTS = 4
+BARE_SHARE = 0.5
+
+
+def _bare_numbers(collected: Collected) -> None:
+    """Lines that are one number each: a pasted loss list when they are most of what was read and the log names no
+    training loss (said in a note); otherwise stray numbers, dropped."""
+    bare = collected.series.pop("bare_number", [])
+    collected.non_finite.pop("bare_number", None)
+    stats = collected.stats
+    named = any(collected.series.get(k) for k in ("train_loss", "train_loss_epoch"))
+    if named or len(bare) < BARE_MIN_POINTS or len(bare) < BARE_SHARE * max(1, stats.parsed_lines):
+        if "bare-numbers" in stats.formats:
+            del stats.formats["bare-numbers"]
+        return
+    for point in bare:
+        point.name = "train_loss"
+        if not math.isfinite(point.value) and "train_loss" not in collected.non_finite:
+            collected.non_finite["train_loss"] = point
+    collected.series["train_loss"] = bare
+    stats.notes.append(f"assumed the {len(bare)} bare number(s), one a line, are a training-loss series (the log names "
+                       "no metric)")
 
 
 
