@@ -704,13 +704,31 @@ def _subcommands(parser: argparse.ArgumentParser) -> set[str]:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        return _main(argv)
+        code = _main(argv)
+        sys.stdout.flush()  # inside the try: a reader that left shows here, not as an error at interpreter exit
+        return code
     except AdvisorError as exc:
         print(f"advisor: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:  # Ctrl-C at any point, building the parser too: a line, never a traceback
         print("advisor: interrupted; nothing was written.", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `advisor history | head`: the reader left; exit quietly, as `cat` would
+        return _closed_pipe()
+
+
+CLOSED_PIPE = 141  # what a process killed by SIGPIPE reports to the shell (128 + 13)
+
+
+def _closed_pipe() -> int:
+    """stdout's reader has gone: point stdout at /dev/null so the interpreter's exit flush cannot raise again (the
+    remedy the Python docs give for SIGPIPE), and say nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    return CLOSED_PIPE
 
 
 def import_torch_keeping_ctrl_c() -> None:

@@ -333,6 +333,12 @@ def check_output_path(path: str | os.PathLike, force: bool = False) -> None:
                           "kept as a .bak file) or choose another --out path. Nothing was run.", path=str(target))
     parent = target.parent
     existing = next((p for p in (parent, *parent.parents) if p.exists()), None)
+    if existing is not None and existing.is_dir() and existing != parent:
+        # Never create folders on the way: a typo in one (`/recipess/x.toml`) would silently make a new tree.
+        missing = parent.relative_to(existing) if parent.is_absolute() == existing.is_absolute() else parent
+        raise RecipeError(f"{target}: the folder {parent} does not exist ({missing} is missing under "
+                          f"{existing.resolve()}). Create it first (mkdir -p {parent}) if that is where the recipe "
+                          "belongs, or correct the --out path. Nothing was run.", path=str(target))
     if existing is None or not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         raise RecipeError(f"{target}: cannot write there ({existing or parent} is not a writable directory). "
                           "Choose another --out path. Nothing was run.", path=str(target))

@@ -31,6 +31,8 @@ from .method.noise import NoiseEstimate
 from .method.plan import Plan, Warning_, plan_data_parallel
 from .method.sweep import SweepPolicy, decide_sweep
 
+# Past this many processes per CPU core a plan measures contention and takes hours: refused.
+MAX_CPU_OVERSUBSCRIPTION = 4
 # A stream cannot be scanned for its longest samples: its ceiling holds only for batches like those the probes met.
 STREAM_PROBE_WARNING = ("The memory probes fed the training stream's batches as they came (an IterableDataset "
                         "cannot be scanned for its longest samples): if its samples vary in size, a later, longer "
@@ -140,9 +142,16 @@ def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices
     elif host.type == "cuda" and s.nproc > host.count:
         problems.append(f"--nproc {s.nproc} asks for more processes than the {host.count} GPU(s) here; "
                         f"use --nproc {host.count} or fewer (and --nodes for a bigger target cluster)")
+    elif host.type == "cpu" and s.nproc > MAX_CPU_OVERSUBSCRIPTION * host.cpu_count:
+        problems.append(f"--nproc {s.nproc} on this CPU host's {host.cpu_count} core(s) would share each core among "
+                        f"{s.nproc / host.cpu_count:.0f} processes: every run would take about that many times longer "
+                        "and its speed would measure the contention, not the model; use --nproc "
+                        f"{MAX_CPU_OVERSUBSCRIPTION * host.cpu_count} or fewer (--nodes / --world-size still plan for "
+                        "a bigger target cluster)")
     elif host.type == "cpu" and s.nproc > host.cpu_count:
-        notes.append(f"{s.nproc} processes on {host.cpu_count} CPU core(s): they share cores, so step times are "
-                     "slower than on separate devices.")
+        notes.append(f"{s.nproc} processes on {host.cpu_count} CPU core(s): they share cores, so every run takes "
+                     f"about {s.nproc / host.cpu_count:.1f}x as long and its samples/s measure that sharing, not "
+                     "separate devices.")
     if s.nproc > 1 and not caps.multi_process:
         problems.append(f"the adapter {adapter.name!r} runs a single process only; use --nproc 1")
     if caps.needs_cuda and host.type != "cuda":

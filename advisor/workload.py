@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 import traceback
 from dataclasses import dataclass
@@ -372,6 +373,10 @@ def load_workload_function(spec: str) -> Callable[[], Any]:
             sys.modules[mod_name] = module
             module_spec.loader.exec_module(module)
         else:
+            # As `python -m` would: a module in the current folder imports (the `advisor` script's own folder,
+            # not the user's, is first on sys.path); the workers get the same folder on PYTHONPATH.
+            if os.getcwd() not in sys.path and "" not in sys.path:
+                sys.path.insert(0, os.getcwd())
             module = importlib.import_module(location)
     except WorkloadError:
         raise
