@@ -269,3 +269,68 @@ def test_loguru_bracketed_keys(tmp_path):
     [finding] = primary(rep)
     assert rep.stats.series_lengths == {"train_loss": 3} and finding.kind == "diverged"
     assert finding.evidence["first_non_finite"]["epoch"] == 2
+
+
+# ------------------------------------------------------------------ bad input: ends within seconds, bounded memory
+
+PEAK = """
+import resource, sys, time
+from advisor.diagnose import diagnose_source
+start = time.perf_counter()
+report = diagnose_source(sys.argv[1])
+print(round(time.perf_counter() - start, 2), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+      report.readable, report.verdict, report.stats.lines, report.stats.skipped_binary_lines, sep="\\t")
+"""
+
+
+def measured(path):
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", PEAK, str(path)], capture_output=True, text=True, check=True,
+                         timeout=60).stdout.split("\t")
+    return float(out[0]), int(out[1]), out[2] == "True", out[3], int(out[4]), int(out[5])
+
+
+def test_a_2_gb_sparse_file_ends_at_once_as_binary(tmp_path):
+    path = tmp_path / "huge.log"
+    with open(path, "wb") as f:
+        f.truncate(2 * 2**30)  # 2 GiB of zeros, sparse: nothing is written to disk
+    seconds, peak_mib, readable, verdict, lines, binary = measured(path)
+    assert seconds < 2 and peak_mib < 150 and not readable and binary == 1
+
+
+def test_random_binary_bytes_are_said_binary(tmp_path):
+    import random
+    path = tmp_path / "core.bin"
+    path.write_bytes(random.Random(0).randbytes(1 << 20))
+    seconds, peak_mib, readable, verdict, lines, binary = measured(path)
+    assert seconds < 2 and not readable and binary == 1
+    import subprocess
+    import sys
+    cli = subprocess.run([sys.executable, "-m", "advisor.cli", "diagnose", str(path)], capture_output=True, text=True)
+    assert cli.returncode == 2 and "looks binary" in cli.stderr
+
+
+def test_an_empty_file_is_said_empty(tmp_path):
+    import subprocess
+    import sys
+    path = tmp_path / "empty.log"
+    path.write_bytes(b"")
+    cli = subprocess.run([sys.executable, "-m", "advisor.cli", "diagnose", str(path)], capture_output=True, text=True)
+    assert cli.returncode == 2 and "it is empty" in cli.stderr
+
+
+def test_a_million_identical_lines_end_in_seconds_in_bounded_memory(tmp_path):
+    path = tmp_path / "same.log"
+    path.write_bytes(b"epoch 1 loss 0.5\n" * 10**6)
+    seconds, peak_mib, readable, verdict, lines, binary = measured(path)
+    assert seconds < 5 and peak_mib < 150 and lines == 10**6 and verdict == "findings"  # stuck: not learning
+
+
+def test_invalid_utf8_lines_are_read_around_and_counted(tmp_path):
+    path = tmp_path / "mixed.log"
+    good = b"".join(b"epoch %d loss %.3f \xff\xfe\xc3\x28\n" % (i, 2 / i) for i in range(1, 41))  # stray bad bytes
+    path.write_bytes(good + b"\x80\x81\x82" * 100 + b"\n")  # and one line of nothing but
+    rep = diagnose_source(str(path))
+    assert rep.stats.series_lengths == {"train_loss": 40} and rep.stats.skipped_binary_lines == 1
+    assert any("undecodable" in note for note in rep.stats.notes)

@@ -324,9 +324,8 @@ class Scanner:
             first = False
             head_end = block.find(b"\n")
             if head_end < 0:  # no line ends in this block
-                carry += block
-                if len(carry) > 4 * MAX_LINE_CHARS:  # one enormous line: keep its start, count it truncated
-                    carry = carry[:MAX_LINE_CHARS + 1]
+                if len(carry) <= MAX_LINE_CHARS:  # one enormous line: keep its start only, never copy the rest
+                    carry = (carry + block)[:MAX_LINE_CHARS + 1]
                 continue
             if pending is not None:
                 line_no = self.parse_block(pending[0], line_no, lo=pending[1], hi=pending[2])
@@ -554,9 +553,37 @@ def scan_file_format(kind: str, stream: BinaryIO, collected: Collected) -> None:
         collected.add_point(point)
 
 
+BINARY_NUL_SHARE = 0.1  # a head with this share of NUL bytes ...
+BINARY_LINE_SHARE = 0.5  # ... or with more than this share of its lines undecodable is a binary file, not a log
+
+
+def looks_binary(head: bytes) -> bool:
+    """True when the first bytes of a file are not text (a core dump, a checkpoint, a sparse or zeroed file). A log
+    with stray invalid UTF-8 on some lines is text: lines are judged one by one, as _parse_raw does."""
+    if not head:
+        return False
+    if head.count(b"\0") > BINARY_NUL_SHARE * len(head):
+        return True
+    lines = head.split(b"\n")
+    if len(lines) > 1:
+        lines.pop()  # the last may be cut mid-character
+    bad = 0
+    for raw in lines:
+        text = raw.decode("utf-8", errors="replace")
+        bad += text.count("\ufffd") > max(8, len(text) // 4)
+    return bad > BINARY_LINE_SHARE * len(lines)
+
+
 def read_source(stream: BinaryIO, name: str, forced_format: str | None = None) -> Collected:
-    """Read one log (file or stdin) into series and events."""
+    """Read one log (file or stdin) into series and events. A file whose head is binary is not read further: it
+    ends at once, whatever its size, with one binary 'line' counted (the CLI says it looks binary)."""
     head = stream.peek(65536)[:65536] if hasattr(stream, "peek") else b""
+    if looks_binary(head):
+        collected = Collected()
+        collected.stats.lines = collected.stats.skipped_binary_lines = 1
+        collected.stats.notes.append(f"the first {len(head)} bytes are not text: not read further")
+        collected.stats.sources.append(name)
+        return collected
     kind = forced_format if forced_format in ("trainer-state", "csv") else (
         None if forced_format else sniff_file_format(head, name))
     if kind:
