@@ -243,10 +243,15 @@ def cmd_check(args) -> int:
     from .recipe import check_recipe, recipe_warnings
 
     data = check_recipe(args.recipe)
-    for warning in recipe_warnings(data):
+    warnings = recipe_warnings(data)
+    for warning in warnings:
         print(f"{args.recipe}: warning: {warning}", file=sys.stderr)
+    if warnings and args.strict:
+        print(f"{args.recipe}: not consistent (--strict): {len(warnings)} warning(s) above.", file=sys.stderr)
+        return CHECK_STRICT_FAILED
     b, lr = data["batch"], data["lr"]
-    print(f"{args.recipe}: OK (schema {data['schema_version']}): {b['per_device']} per device x {b['world_size']} x "
+    verdict = f"valid, {len(warnings)} warning(s) above" if warnings else "OK"
+    print(f"{args.recipe}: {verdict} (schema {data['schema_version']}): {b['per_device']} per device x {b['world_size']} x "
           f"{b['accumulation_steps']} accumulation = global {b['global']}, lr {lr['value']:g} ({lr['rule']}), "
           f"warmup {data['warmup']['steps']} steps")
     return 0
@@ -624,8 +629,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="first add these recipes' own ledgers (runs already imported are skipped)")
     hist.set_defaults(func=cmd_history)
 
-    check = sub.add_parser("check", help="validate a recipe (exit 0 valid, 2 invalid)")
+    check = sub.add_parser("check", help="validate a recipe and redo its LR and warmup from its own rule (exit 0 "
+                                         "valid, warnings included; 2 invalid; 4 with --strict and a warning)")
     check.add_argument("recipe")
+    check.add_argument("--strict", action="store_true",
+                       help="a warning (an LR or warmup that its rule does not give: a hand edit) fails: exit 4")
     check.set_defaults(func=cmd_check)
 
     diag = sub.add_parser("diagnose", help="read training logs; find OOM, oscillation, slow validation loss, "
@@ -717,6 +725,7 @@ def main(argv: list[str] | None = None) -> int:
         return _closed_pipe()
 
 
+CHECK_STRICT_FAILED = 4  # `advisor check --strict`: valid, but its LR or warmup is not what its rule gives
 CLOSED_PIPE = 141  # what a process killed by SIGPIPE reports to the shell (128 + 13)
 
 

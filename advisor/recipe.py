@@ -7,6 +7,7 @@ existing recipe is only replaced with ``force``, and then a backup is kept.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -165,20 +166,90 @@ def validate(data: dict, path: str = "<recipe>", text: str = "") -> None:  # noq
 
 
 def recipe_warnings(data: dict) -> list[str]:
-    """Valid but suspicious: what a hand edit of a generated recipe can get wrong."""
+    """Valid but suspicious: what a hand edit of a generated recipe can get wrong. The LR and the warmup are
+    redone from the recipe's own rule, base and batch (advisor.method.lr, as the plan made them), and each
+    difference names the edit that broke the agreement: the batch (its LR was scaled for another global batch)
+    or the LR / warmup itself."""
     from .method.lr import check_lr_change
 
     batch, lr = data["batch"], data["lr"]
     found = []
-    flagged = check_lr_change(lr["base"], lr["base_global_batch"], lr["value"], batch["global"],
-                              batch["accumulation_steps"])
-    if flagged:
-        found.append(flagged)
+    planned_global = _planned_global(lr)
+    batch_edited = planned_global is not None and planned_global != batch["global"]
+    expected = _rules_lr(data)
+    if expected is not None and not math.isclose(expected, lr["value"], rel_tol=1e-3):
+        rule = f"{expected:.4g} ({_rule_words(data)})"
+        if batch_edited:
+            found.append(f"the batch was edited: lr.value {lr['value']:g} was scaled for global batch {planned_global}, "
+                         f"but the batch now gives {batch['global']}; there the recipe's rule gives {rule}. Set "
+                         "lr.value to it (and re-plan before a long run: the new batch was not validated).")
+        else:
+            found.append(f"lr.value {lr['value']:g} is not what the recipe's rule gives at global batch "
+                         f"{batch['global']}: {rule}, {lr['value'] / expected:.3g}x off. It looks edited by hand: set "
+                         "it back, or re-plan (`advisor plan`, or `advisor replan`) if the base LR changed.")
+    elif expected is None and not batch_edited:
+        flagged = check_lr_change(lr["base"], lr["base_global_batch"], lr["value"], batch["global"],
+                                  batch["accumulation_steps"])
+        found += [flagged] if flagged else []
+    warmup = _rules_warmup(data)
+    if warmup is not None and warmup != data["warmup"]["steps"]:
+        what = "the batch was edited" if batch_edited else "warmup.steps looks edited by hand"
+        found.append(f"{what}: warmup.steps is {data['warmup']['steps']}, the recipe's rule gives {warmup} at global "
+                     f"batch {batch['global']}. Set it to {warmup}.")
     if batch["global"] != lr["base_global_batch"] and lr["rule"] == "unchanged":
         found.append(f"lr.rule is 'unchanged' but the global batch ({batch['global']}) differs from the one the "
                      f"base LR was tuned for ({lr['base_global_batch']}): scale the LR (linear for SGD, square "
                      "root for Adam) or regenerate the recipe.")
     return found
+
+
+def _planned_global(lr: dict) -> int | None:
+    """The global batch the recipe's LR was scaled for (base batch x the recorded scale)."""
+    scale = lr.get("scale")
+    if not isinstance(scale, (int, float)) or isinstance(scale, bool) or scale <= 0:
+        return None
+    return round(lr["base_global_batch"] * scale)
+
+
+def _rules_lr(data: dict) -> float | None:
+    """The LR the recipe's rule gives at its batch: scale_lr from its base, then the bound past the validated
+    batch when the plan applied one (its inputs are recorded). None when the recipe lacks what that needs (an
+    optimizer), or was bounded by a plan that did not record how (before schema 2: no check then)."""
+    from .method.lr import bound_past_validated, scale_lr
+
+    lr, batch = data["lr"], data["batch"]
+    optimizer = lr.get("optimizer") or data.get("workload", {}).get("optimizer")
+    if not isinstance(optimizer, str):
+        return None
+    rules = scale_lr(float(lr["base"]), int(lr["base_global_batch"]), int(batch["global"]), optimizer)
+    bounded_from = lr.get("bound_from_global")
+    if isinstance(bounded_from, int) and not isinstance(bounded_from, bool):
+        rules = bound_past_validated(rules, bounded_from, optimizer, lr.get("bound_noise_low"))
+    elif lr.get("capped") and rules.value > lr["value"] and not rules.capped:
+        return None  # bounded by an older plan that did not record the bound's inputs
+    return rules.value
+
+
+def _rule_words(data: dict) -> str:
+    lr = data["lr"]
+    bound = (f", bounded past the validated global batch {lr['bound_from_global']}"
+             if lr.get("bound_from_global") and data["batch"]["global"] > lr["bound_from_global"] else "")
+    return (f"{lr.get('optimizer', 'the optimizer')}'s scaling of the base LR {lr['base']:g} at global batch "
+            f"{lr['base_global_batch']}{bound}")
+
+
+def _rules_warmup(data: dict) -> int | None:
+    """The warmup steps the recipe's rule gives at its batch, or None when the recipe lacks its inputs."""
+    from .method.lr import plan_warmup
+
+    warmup, lr, batch = data["warmup"], data["lr"], data["batch"]
+    train_size = data.get("workload", {}).get("train_size")
+    base_epochs = warmup.get("base_epochs")
+    if not isinstance(train_size, int) or not isinstance(base_epochs, (int, float)):
+        return None
+    run_epochs = warmup.get("run_epochs")
+    return plan_warmup(batch["global"] / lr["base_global_batch"], train_size, batch["global"], float(base_epochs),
+                       run_epochs=run_epochs, run_source="the recipe's run" if run_epochs else "").steps
 
 
 def read_recipe_data(path: str | os.PathLike) -> tuple[dict, str]:

@@ -420,7 +420,8 @@ def replanned_recipe(r: ReplanResult, argv: list[str] | None = None) -> dict:
                      "extrapolation": round(plan.global_batch / plan.validated_global, 4)}
     data["lr"] = {**old.get("lr", {}), "value": lr.value, "base": lr.base, "base_global_batch": lr.base_global_batch,
                   "rule": lr.rule, "scale": lr.scale, "cap": lr.cap, "capped": lr.capped, "reason": lr.reason,
-                  "layerwise_optimizer": lr.suggest_layerwise}
+                  "layerwise_optimizer": lr.suggest_layerwise, "bound_from_global": lr.bounded_from,
+                  "bound_noise_low": lr.bound_noise_low}
     data["warmup"] = {**old.get("warmup", {}), "steps": warmup.steps, "epochs": warmup.epochs,
                       "steps_per_epoch": warmup.steps_per_epoch, "reason": warmup.reason,
                       "capped_by_run": warmup.capped}

@@ -180,7 +180,7 @@ def test_the_small_plans_recipe_passes_check_and_its_runs_are_the_ledgers(small_
     2 processes (forked from the warm server: the same worker and environment as a torchrun launch)."""
     _, out = small_plan
     check = subprocess.run([sys.executable, "-m", "advisor.cli", "check", str(out)], capture_output=True, text=True)
-    assert check.returncode == 0 and "OK" in check.stdout, check.stdout + check.stderr
+    assert check.returncode == 0 and "OK" in check.stdout and "warning" not in check.stderr, check.stdout + check.stderr
     ledger = load_recipe(out).data["ledger"]
     assert {row["phase"] for row in ledger} >= {"ceiling", "trial", "sweep"}
     trained = [row for row in ledger if row["phase"] in ("trial", "sweep") and row["status"] == "ok"]

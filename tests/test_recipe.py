@@ -157,3 +157,83 @@ def test_check_warns_when_the_batch_changed_but_the_lr_rule_says_unchanged(tmp_p
     path.write_text(dumps_recipe(data))
     assert main(["check", str(path)]) == 0
     assert "scale the LR" in capsys.readouterr().err
+
+
+def _stub_recipe(tmp_path, **settings_kw):
+    """A recipe from a stub plan (2 processes, digits-cnn's facts), written as `advisor plan` writes it."""
+    from test_method_decisions import _swept
+
+    from advisor.recipe import save_recipe
+    from advisor.report import build_recipe
+
+    session, _, _ = _swept({8: 0.80, 16: 0.95, 32: 0.90}.__getitem__, centre=16, walk=0, **settings_kw)
+    path = tmp_path / "recipe.toml"
+    save_recipe(build_recipe(session.finish()), path)
+    return path
+
+
+def _edited(path, table, key, value):
+    import tomllib
+
+    import tomli_w
+
+    data = tomllib.loads(path.read_text())
+    data[table][key] = value
+    out = path.with_name(f"edited-{table}-{key}.toml")
+    out.write_text(tomli_w.dumps(data))
+    return out
+
+
+def test_check_redoes_the_lr_and_warmup_from_the_recipes_own_rule_and_names_the_edit(tmp_path, capsys):
+    """Regression (issue 25): `advisor check` accepted a recipe whose LR was edited by hand to 10x without a word,
+    and blamed "changing both" when only the batch was edited."""
+    import tomllib
+
+    from advisor import cli
+    from advisor.recipe import recipe_warnings
+
+    path = _stub_recipe(tmp_path)
+    data = tomllib.loads(path.read_text())
+    assert recipe_warnings(data) == []  # the plan's own numbers are what its rule gives
+    assert cli.main(["check", "--strict", str(path)]) == 0
+
+    hand_lr = _edited(path, "lr", "value", data["lr"]["value"] * 10)
+    assert cli.main(["check", str(hand_lr)]) == 0  # valid: a warning, not an error ...
+    err = capsys.readouterr().err
+    assert "lr.value" in err and "looks edited by hand" in err and "10x off" in err
+    assert f"{data['lr']['value']:.4g}" in err  # ... with the value the rule gives
+    assert cli.main(["check", "--strict", str(hand_lr)]) == cli.CHECK_STRICT_FAILED  # --strict: an error
+
+    b = data["batch"]
+    hand_batch = _edited(path, "batch", "per_device", b["per_device"] * 2)
+    edited = tomllib.loads(hand_batch.read_text())
+    edited["batch"]["global"] = b["global"] * 2
+    hand_batch.write_text(__import__("tomli_w").dumps(edited))
+    found = recipe_warnings(edited)
+    assert any(w.startswith(f"the batch was edited: lr.value {data['lr']['value']:g} was scaled for global batch "
+                            f"{b['global']}") for w in found)
+    assert not any("Changing both" in w for w in found)  # the batch alone changed: no "changing both" blame
+
+    hand_warmup = tomllib.loads(_edited(path, "warmup", "steps", data["warmup"]["steps"] + 100).read_text())
+    assert [w for w in recipe_warnings(hand_warmup) if "warmup.steps looks edited by hand" in w]
+
+
+def test_check_redoes_a_bounded_lr_too(tmp_path):
+    """A plan whose global target lies past the validated batch bounds its LR (advisor.method.lr.
+    bound_past_validated); the recipe records the bound's inputs, so check redoes it and finds no edit."""
+    import tomllib
+
+    from advisor.recipe import recipe_warnings
+
+    path = _stub_recipe(tmp_path, global_batch=512, allow_few_steps=True)
+    data = tomllib.loads(path.read_text())
+    assert data["lr"]["capped"] and data["lr"]["bound_from_global"] < data["batch"]["global"]
+    assert recipe_warnings(data) == []
+    # Raised by hand to what the rules give without the bound: an edit, caught.
+    from advisor.method.lr import scale_lr
+
+    unbounded = scale_lr(data["lr"]["base"], data["lr"]["base_global_batch"], data["batch"]["global"],
+                         data["lr"]["optimizer"]).value
+    assert unbounded > data["lr"]["value"] * 1.01
+    raised = tomllib.loads(_edited(path, "lr", "value", unbounded).read_text())
+    assert [w for w in recipe_warnings(raised) if "looks edited by hand" in w and "bounded past" in w]

@@ -160,6 +160,9 @@ def test_cli_replan_table_and_a_no_clobber_atomic_write(tmp_path, capsys):
     assert main(["replan", str(source), "--gpu", "a100-80gb", "--no-confirm", "--out", str(new), "--force"]) == 0
     written = check_recipe(new)
     assert written["ceiling"]["estimated"] is True and written["precision"]["mode"] == "bf16"
+    from advisor.recipe import recipe_warnings
+
+    assert recipe_warnings(written) == []  # a re-plan's LR and warmup are what its rule gives: check finds no edit
     assert (tmp_path / "a100.toml.bak").read_text() == "keep me\n"
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
     assert main(["replan", str(source)]) == 2

@@ -42,6 +42,9 @@ class LRDecision:
     reason: str
     warnings: list[str] = field(default_factory=list)
     suggest_layerwise: str | None = None  # "lamb" | "lars" past the large-batch threshold
+    # bound_past_validated's inputs (set whenever it was applied, binding or not), so `advisor check` can redo it
+    bounded_from: int | None = None  # the largest global batch that trained healthily
+    bound_noise_low: float | None = None  # the noise scale's interval low end it used, if any
 
 
 @dataclass
@@ -130,7 +133,10 @@ def bound_past_validated(lr: LRDecision, validated_global: int | None, optimizer
     buys little progress per step, so a big LR jump is not earned (DOMAIN 2)."""
     from .goodput import lr_gain
 
-    if validated_global is None or lr.global_batch <= validated_global:
+    if validated_global is None:
+        return lr
+    lr = replace(lr, bounded_from=validated_global, bound_noise_low=noise_low or None)
+    if lr.global_batch <= validated_global:
         return lr
     at_validated = scale_lr(lr.base, lr.base_global_batch, validated_global, optimizer)
     doubled = scale_lr(lr.base, lr.base_global_batch, 2 * validated_global, optimizer)
