@@ -173,7 +173,8 @@ class TorchrunReader(LineReader):
     FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+) \(pid: (?P<pid>\d+)\)")
     EXITCODE = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+) \(pid: (?P<pid>\d+)\)")
     SIGNAL = re.compile(r"Signal (?P<sig>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)")
-    KILLED = re.compile(r"^(?:.*: )?Killed\s*$|Out of memory: Killed process (?P<pid>\d+)")
+    # "Killed" alone (a shell's notice), bash job control "line 6:  3305 Killed   cmd ...", the kernel's line
+    KILLED = re.compile(r"^(?:.*: )?Killed\s*$|\b\d+\s+Killed\s{2,}\S|Out of memory: Killed process (?P<pid>\d+)")
     WORDS = ("exitcode", "Signal", "Killed", "Error", "Exception", "imeout", "imed out", "llegal", "isaligned",
              "Watchdog",
              "ismatch", "must match", "multiplied", "invalid for input")
@@ -206,7 +207,7 @@ class TorchrunReader(LineReader):
         m = self.KILLED.search(text)
         if m:
             return [LogEvent(line, "killed", text.strip()[:300], {"signal": "SIGKILL", "oom_killer": True})]
-        m = _EXCEPTION.search(text.strip())
+        m = _EXCEPTION.search(text.strip().strip("*`_ "))  # a pasted line may carry markdown emphasis
         if "ChildFailedError" in text or m:
             details = {"class": "exception", "exception": m.group("name")} if m else {"class": "exception"}
             return [LogEvent(line, "crash", text.strip()[:300], details)]
