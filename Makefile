@@ -20,9 +20,12 @@ setup: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -c .ci/constraints.txt -e ".[dev]"
 	@[ -f $(VENV)/.extensions-built ] || { $(BIN)/python .ci/prebuild_extensions.py && touch $(VENV)/.extensions-built; }
 
+# The demo writes under runs/ (ignored by git), never over the committed recipes/: a second `make run` replaces
+# its own recipe (--force keeps the old one as a .bak) and its history there is this machine's.
 run: setup
+	mkdir -p runs
 	$(BIN)/advisor plan --workload digits-cnn --adapter ddp --nproc 2 --device-memory 1GiB \
-		--out recipes/digits-cnn.toml --force
+		--out runs/digits-cnn.toml --force
 
 # Every function within a cyclomatic complexity of 15 (pyproject's [tool.ruff.lint]); CI runs it first.
 lint: setup

@@ -124,8 +124,27 @@ def workload_key(workload: dict) -> tuple:
 
 
 def device_class(device: dict) -> tuple:
-    """Same device class: the same kind of device with the same memory per device."""
-    return (device.get("type"), device.get("name"), device.get("memory_bytes"))
+    """Same device class: the same kind of device with the same memory per device, on the same host (its
+    fingerprint): a history measured on another machine (a committed one, read in a fresh clone) never seeds this
+    one's plan, whose own search then runs in full."""
+    return (device.get("type"), device.get("name"), device.get("memory_bytes"), device.get("host_fingerprint"))
+
+
+def host_fingerprint(host=None) -> str:
+    """A short, stable digest of what makes this machine's measurements this machine's: its name, CPU model and
+    cores, RAM and, on a GPU host, the GPUs as detected (no CUDA call: ``host`` is advisor.device.detect()'s)."""
+    import hashlib
+
+    cpu_model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            cpu_model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        pass
+    parts = [platform.node(), platform.machine(), cpu_model or platform.processor(), str(os.cpu_count())]
+    if host is not None:
+        parts += [str(getattr(host, "physical_memory", "")), ",".join(getattr(host, "names", []) or [])]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
 def run_row(context: RunContext, record: TrialRecord, reused_from: str | None = None) -> dict:
@@ -201,7 +220,8 @@ def rows_from_recipe(data: dict, path: str) -> list[dict]:
     context = RunContext({k: workload.get(k) for k in ("name", "spec", "parameters", "train_size", "task")},
                          {"type": "cuda" if device_type.startswith("cuda") else "cpu",
                           "name": hardware.get("gpu") or "cpu",
-                          "memory_bytes": data.get("ceiling", {}).get("budget_bytes") or inputs.get("device_memory_bytes")},
+                          "memory_bytes": data.get("ceiling", {}).get("budget_bytes") or inputs.get("device_memory_bytes"),
+                          "host_fingerprint": hardware.get("fingerprint")},
                          str(data.get("adapter", {}).get("name") or inputs.get("adapter") or "ddp"),
                          host=str(hardware.get("host") or ""), recipe=path)
     created = provenance.get("created")
@@ -424,7 +444,8 @@ def run_context(settings, setup, recipe: str | None = None) -> RunContext:
     name = host.names[0] if host.type == "cuda" and host.names else host.type
     return RunContext({"name": workload.name, "spec": settings.workload, "parameters": None,
                        "train_size": workload.train_length, "task": workload.task},
-                      {"type": settings.device, "name": name, "memory_bytes": settings.memory_budget_bytes},
+                      {"type": settings.device, "name": name, "memory_bytes": settings.memory_budget_bytes,
+                       "host_fingerprint": host_fingerprint(host)},
                       settings.adapter_name, recipe=recipe)
 
 

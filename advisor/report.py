@@ -32,7 +32,10 @@ def _env_reason(env: dict) -> str | None:
 
 def _hardware(device: str, host=None) -> dict:
     """From the host detected before the plan: asking torch.cuda here would create a CUDA context on GPU 0."""
-    info = {"device": device, "host": platform.node(), "cpu": platform.processor() or platform.machine()}
+    from .history import host_fingerprint
+
+    info = {"device": device, "host": platform.node(), "cpu": platform.processor() or platform.machine(),
+            "fingerprint": host_fingerprint(host)}
     if device.startswith("cuda") and host is not None and host.type == "cuda" and host.names:
         info.update(gpu=host.names[0], gpu_memory_bytes=host.memories[0], gpu_count=len(host.names))
         if host.capabilities:

@@ -154,6 +154,25 @@ def test_history_of_another_budget_or_a_moved_edge_falls_back_to_the_search(tmp_
     assert second_result.ceiling.per_device_max == fresh_result.ceiling.per_device_max
 
 
+def test_a_history_from_another_machine_never_seeds_this_ones_plan(tmp_path):
+    """Regression (issue 25): the committed history, recorded on another machine, made a fresh clone's first plan
+    do one confirming probe instead of a search. Rows carry the host's fingerprint; another one (or none, as
+    rows written before it existed) is another device class."""
+    from advisor.history import host_fingerprint
+
+    path = tmp_path / ".history.jsonl"
+    first, _, _ = _plan(StubRunner(), path)
+    context = run_context(first.settings, first.setup)
+    rows = read_history(path).rows
+    assert context.device["host_fingerprint"] == host_fingerprint(first.setup.host)
+    assert all(r["device"]["host_fingerprint"] == context.device["host_fingerprint"] for r in rows)
+    assert Known.select(rows, context.workload, context.device, "ddp")  # this machine's own: used
+    elsewhere = [dict(r, device=dict(r["device"], host_fingerprint="0123456789abcdef")) for r in rows]
+    assert not Known.select(elsewhere, context.workload, context.device, "ddp")
+    unmarked = [dict(r, device={k: v for k, v in r["device"].items() if k != "host_fingerprint"}) for r in rows]
+    assert not Known.select(unmarked, context.workload, context.device, "ddp")
+
+
 def test_plan_reads_the_history_unless_fresh_and_records_next_to_its_recipe(tmp_path, monkeypatch):
     import argparse
 
