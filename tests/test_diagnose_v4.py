@@ -116,6 +116,15 @@ def test_non_finite_in_any_loss_key_form_is_divergence(name):
     assert finding.evidence["series"] == "train_loss" and "first_non_finite" in finding.evidence
 
 
+def test_a_non_finite_value_outside_a_loss_field_is_not_divergence():
+    # Caffe: "Iteration 0 (-nan iter/s, 26.7698s/20 iters), loss = 6.91161" (jixing0415/caffe-mobilenet-v3#1):
+    # the nan is a throughput; the loss is finite and stuck (not learning), nothing diverged
+    rep = report("real_caffe_stuck_6_9078.log")
+    assert {f.kind for f in primary(rep)} == {"not-learning"}
+    c = collected("real_caffe_stuck_6_9078.log")
+    assert not c.non_finite and all(s in ("train_loss", "lr") for s in c.series)
+
+
 def test_a_loss_identifier_with_another_last_word_is_a_loss_and_a_setting_is_not():
     # "loss_net: nan" (christianpayer/MedicalDataAugmentationTool-VerSe#31)
     c = collected("real4_verse_loss_net_nan_scale.log")
