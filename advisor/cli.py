@@ -177,7 +177,7 @@ def cmd_plan(args) -> int:
     if args.json:
         print(json.dumps(json_summary(result, where), indent=2))
     else:
-        print(human_summary(result, where))
+        print(human_summary(result, where, explain=args.explain))
     if saved and saved.fallback_reason:
         print(f"advisor: the recipe could not be written where asked ({saved.fallback_reason}). The finished "
               f"run was saved to {saved.path} instead: move it where you want it.", file=sys.stderr)
@@ -254,6 +254,14 @@ def cmd_check(args) -> int:
     print(f"{args.recipe}: {verdict} (schema {data['schema_version']}): {b['per_device']} per device x {b['world_size']} x "
           f"{b['accumulation_steps']} accumulation = global {b['global']}, lr {lr['value']:g} ({lr['rule']}), "
           f"warmup {data['warmup']['steps']} steps")
+    return 0
+
+
+def cmd_explain(args) -> int:
+    from .explain import explain_text
+    from .recipe import check_recipe
+
+    print(explain_text(check_recipe(args.recipe)))
     return 0
 
 
@@ -614,6 +622,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--force", action="store_true", help="replace an existing recipe, keeping a .bak backup; and plan a "
                       "--global-batch that leaves under 10 optimizer steps per epoch")
     plan.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    plan.add_argument("--explain", action="store_true", help="after the summary, every reason and warning in full "
+                                                             "(the same text `advisor explain RECIPE` prints)")
     plan.add_argument("--history", help="the history file to read and append to (default: .history.jsonl next to "
                                         "--out, or $ADVISOR_HISTORY)")
     plan.add_argument("--fresh", action="store_true", help="ignore the history: search the ceiling, start the trial "
@@ -628,6 +638,10 @@ def build_parser() -> argparse.ArgumentParser:
     hist.add_argument("--import", dest="import_recipes", nargs="+", metavar="RECIPE",
                       help="first add these recipes' own ledgers (runs already imported are skipped)")
     hist.set_defaults(func=cmd_history)
+
+    explain = sub.add_parser("explain", help="every reason and warning a recipe holds, step by step (no torch)")
+    explain.add_argument("recipe")
+    explain.set_defaults(func=cmd_explain)
 
     check = sub.add_parser("check", help="validate a recipe and redo its LR and warmup from its own rule (exit 0 "
                                          "valid, warnings included; 2 invalid; 4 with --strict and a warning)")

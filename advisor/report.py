@@ -74,13 +74,6 @@ def _noise_json(result: MethodResult) -> dict:
     return {"value": noise.value, "low": noise.low, "high": noise.high, "reason": noise.reason}
 
 
-def _goodput_line(result: MethodResult) -> str:
-    """The goodput line under the noise scale's: not the noise scale's reason a second time when it is unknown."""
-    if result.goodput.choice is None and result.noise_scale is None:
-        return "Goodput-optimal batch: not computed, it needs the gradient noise scale, unknown here (above)."
-    return result.goodput.reason
-
-
 def _goodput_json(result: MethodResult) -> dict | None:
     """The goodput-optimal batch, or None with the reason in ``goodput_reason``."""
     choice = result.goodput.choice if result.goodput else None
@@ -155,6 +148,7 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
             "start_value": result.start_value, "start_reason": result.start_reason,
             "trial_choice": result.trial_choice, "trial_reason": result.trial_reason,
             "sweep_choice": result.sweep_choice, "sweep_reason": result.sweep_reason,
+            "headline": result.headline or None,
             "trial": result.trial_summary or None,
             "sweep": _sweep_section(result),
             "noise_scale": round(result.noise_scale, 1) if result.noise_scale else None,
@@ -219,42 +213,13 @@ def json_summary(result: MethodResult, recipe_path: str | None) -> dict:
     }
 
 
-def human_summary(result: MethodResult, recipe_path: str | None) -> str:
-    p, c = result.plan, result.ceiling
-    lines = [f"NOT VALIDATED. {result.headline}", ""] if result.headline else []
-    lines += [
-        f"Workload {result.workload.name} ({result.workload.task}), {p.world_size} x {result.settings.device}, "
-        f"budget {format_bytes(c.budget_bytes)} per device",
-        "",
-        f"  per-device batch    {p.per_device}",
-        f"  world size          {p.world_size}",
-        f"  accumulation steps  {p.accumulation_steps}",
-        f"  global batch        {p.global_batch}",
-        f"  learning rate       {result.lr.value:.4g}  ({result.lr.rule}; base {result.lr.base:g} at "
-        f"{result.lr.base_global_batch})",
-        f"  warmup              {result.warmup.steps} steps ({result.warmup.epochs:.3g} "
-        f"epoch{'' if f'{result.warmup.epochs:.3g}' == '1' else 's'})",
-        f"  precision           {p.precision}",
-        "",
-        f"1. Ceiling: {c.per_device_max} per device after {len(c.trials)} probes. {c.reason}",
-        f"2. Start: {result.start_reason}",
-        f"3. Trial: {result.trial_choice}. {result.trial_reason}",
-        f"4. Sweep: {result.sweep_choice}. {result.sweep_reason}",
-        f"   {result.noise_reason}",
-        *([f"   {_goodput_line(result)}"] if result.goodput else []),
-        f"   Precision: {result.precision_reason}",
-    ]
-    measured = _measured_warnings(result)
-    if p.warnings or result.lr.warnings or measured:
-        lines.append("")
-        lines.append("Warnings:")
-        lines += [f"  - {wn.message}" for wn in p.warnings]
-        lines += [f"  - {m}" for m in result.lr.warnings]
-        lines += [f"  - {wn['message']}" for wn in measured]
-    lines.append("")
-    lines.append("Time: " + ", ".join(f"{t.name} {t.seconds:.0f} s ({t.trials} run{'' if t.trials == 1 else 's'})"
-                                      for t in result.timings))
-    lines.append("Launch: " + shell_line(result.launch_command))
-    if recipe_path:
-        lines.append(f"Recipe written to {recipe_path}")
-    return "\n".join(lines)
+def human_summary(result: MethodResult, recipe_path: str | None, explain: bool = False) -> str:
+    """What `advisor plan` prints: the one-screen summary, then with ``explain`` every reason and warning. Both
+    are rendered from the recipe's own data (advisor.explain), so they say what the file says."""
+    from .explain import explain_text, summary_text
+
+    data = build_recipe(result)
+    text = summary_text(data, recipe_path)
+    if explain:
+        text += "\n\nReasons\n-------\n" + explain_text(data, header=False)
+    return text

@@ -163,7 +163,8 @@ print({MARK!r} + json.dumps({{
 @pytest.mark.parametrize("args, expected_rc", [
     (["diagnose", str(CORPUS_LOG)], 1),  # 1: it has findings (an OOM on rank 1)
     (["check", str(RECIPE)], 0),
-], ids=["diagnose", "check"])
+    (["explain", str(RECIPE)], 0),
+], ids=["diagnose", "check", "explain"])
 def test_diagnose_and_check_never_import_torch(tmp_path, args, expected_rc):
     assert importlib.util.find_spec("torch") is not None, "torch is not installed, so this test would prove nothing"
     code = f"""

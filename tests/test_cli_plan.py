@@ -113,8 +113,13 @@ def small_plan(tmp_path_factory):
 
 def test_plan_on_the_default_workload_writes_a_human_summary(small_plan):
     run, out = small_plan
-    for text in ("per-device batch", "global batch", "learning rate", "1. Ceiling", "4. Sweep", "Recipe written"):
+    for text in ("per-device batch", "global batch", "learning rate", "Sweep:", "Launch:", "Recipe written",
+                 f"advisor explain {out}"):
         assert text in run.stdout
+    assert len(run.stdout.splitlines()) <= 20  # one screen: the reasons are one command away
+    explained = subprocess.run([sys.executable, "-m", "advisor.cli", "explain", str(out)], capture_output=True,
+                               text=True)
+    assert explained.returncode == 0 and "1. Ceiling" in explained.stdout and "4. Sweep" in explained.stdout
     assert "Traceback" not in run.stderr and "== 1. memory ceiling" in run.stderr
     recipe = load_recipe(out)
     assert recipe.batch.accumulation_steps == 1  # no global target: the sweep's winner fits, no accumulation
@@ -125,8 +130,8 @@ def test_plan_on_the_default_workload_writes_a_human_summary(small_plan):
     assert ceiling["per_device_max"] <= 719 and "training set's share" in ceiling["reason"]
     assert recipe.batch.per_device * 2 * 10 <= 1438  # at least 10 optimizer steps per epoch
     # The noise scale with its interval (or "unknown") and the goodput line sit beside the rule-of-thumb plan.
-    assert "Gradient noise scale" in run.stdout or "gradient noise scale" in run.stdout
-    assert "Goodput-optimal batch" in run.stdout and "goodput" in recipe.data and "noise" in recipe.data
+    assert "Gradient noise scale" in explained.stdout or "gradient noise scale" in explained.stdout
+    assert "Goodput-optimal batch" in explained.stdout and "goodput" in recipe.data and "noise" in recipe.data
 
 
 def test_bad_inputs_stop_before_the_first_probe(tmp_path):

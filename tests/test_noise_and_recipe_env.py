@@ -172,4 +172,5 @@ def test_output_path_is_checked_before_any_work(tmp_path):
     with pytest.raises(RecipeError, match="already exists"):
         check_output_path(existing)
     check_output_path(existing, force=True)
-    check_output_path(tmp_path / "new" / "deeper" / "r.toml")
+    with pytest.raises(RecipeError, match="does not exist"):  # folders are never made on the way (issue 25)
+        check_output_path(tmp_path / "new" / "deeper" / "r.toml")

@@ -237,3 +237,31 @@ def test_check_redoes_a_bounded_lr_too(tmp_path):
     assert unbounded > data["lr"]["value"] * 1.01
     raised = tomllib.loads(_edited(path, "lr", "value", unbounded).read_text())
     assert [w for w in recipe_warnings(raised) if "looks edited by hand" in w and "bounded past" in w]
+
+
+def test_the_summary_fits_one_screen_says_nothing_twice_and_points_to_the_reasons(tmp_path):
+    """Issue 25: `make run` printed ~40 lines, the sweep's reason twice. The summary is the numbers, the sweep's
+    verdict, the top warning's first sentence, the launch line and where the reasons are; `advisor explain` (and
+    plan --explain) renders every reason from the same recipe data."""
+    import tomllib
+
+    from advisor import cli
+    from advisor.explain import explain_text, summary_text
+
+    path = _stub_recipe(tmp_path)
+    data = tomllib.loads(path.read_text())
+    data["warnings"] = [{"code": "first", "message": "Global batch 1.5 is odd. Second sentence."},
+                        {"code": "second", "message": "Another warning."}]
+    text = summary_text(data, str(path))
+    lines = text.splitlines()
+    assert len(lines) <= 20 and all(len(line) <= 240 for line in lines if not line.startswith("Launch:"))
+    assert "Warning [first]: Global batch 1.5 is odd. (+1 more)" in lines
+    assert f"advisor explain {path}" in text and data["method"]["sweep_reason"] not in text
+    assert lines[-4].startswith(f"Sweep: {data['method']['sweep']['pick']} per device, ")
+    explained = explain_text(data)
+    reasons = [data["method"]["sweep_reason"], data["lr"]["reason"], data["warmup"]["reason"],
+               data["ceiling"]["reason"], "Another warning."]
+    assert all(reasons)
+    for reason in reasons:
+        assert explained.count(reason) == 1
+    assert cli.main(["explain", str(path)]) == 0
