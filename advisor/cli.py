@@ -498,10 +498,11 @@ def cmd_diagnose(args) -> int:
             print(f"{report.source}: {stats.lines} lines; read as {formats}; {series}.")
             for note in stats.notes:
                 print(f"  note: {note}")
-            if report.cannot_judge:
-                print(f"  Too few points to judge the curves: {report.cannot_judge}.")
-            elif not report.findings:
-                print("  No problem found: the curves look healthy.")
+            if report.verdict == "nothing-conclusive":  # the engine's verdict, said as it is (issue 26)
+                why = report.cannot_judge.removeprefix("nothing conclusive").lstrip(": ")
+                print(f"  Nothing conclusive, too few points to judge the curves: {why}.")
+            elif report.verdict == "healthy":
+                print("  No problem found: the curves look healthy on every check above.")
             for number, finding in enumerate(report.findings, 1):
                 secondary = f" (secondary to {finding.secondary_to})" if finding.secondary_to else ""
                 print(f"\n  [{finding.severity}] {finding.kind}{secondary} (confidence: {finding.confidence}): "

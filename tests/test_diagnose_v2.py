@@ -172,7 +172,8 @@ def test_too_few_points_is_said_never_healthy(tmp_path):
     report = diagnose_source(str(path))
     assert report.verdict == "nothing-conclusive" and "1 point" in report.cannot_judge
     cli = subprocess.run([sys.executable, "-m", "advisor.cli", "diagnose", str(path)], capture_output=True, text=True)
-    assert "Too few points to judge the curves" in cli.stdout and "healthy" not in cli.stdout and cli.returncode == 0
+    assert "Nothing conclusive, too few points to judge the curves" in cli.stdout and "healthy" not in cli.stdout \
+        and cli.returncode == 0
     crashed = diagnose_source(str(CORPUS / "repro_illegal_memory_access.log"))
     assert crashed.verdict == "findings"
 
