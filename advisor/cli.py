@@ -155,6 +155,12 @@ def cmd_plan(args) -> int:
         known, recorder = None, None  # the history keys on workloads; a script's runs are not recorded yet
     else:
         setup = validate_setup(settings, adapter, host)
+        # One training and one evaluation step at batch 2 in a child (a few seconds), before the first probe: a
+        # workload's own bug is one paragraph now, not a worker's traceback minutes into the plan.
+        from .workload_check import check_in_process
+
+        progress.line(f"== checking the workload {settings.workload} (one training and one evaluation step at batch 2)")
+        check_in_process(settings.workload)
         known, recorder = _plan_history(args, settings, setup, out, progress)
     listeners = [progress] + ([recorder] if recorder else [])
     if door is None:

@@ -92,3 +92,17 @@ def test_a_module_function_spec_resolves_from_the_current_folder_with_the_instal
                           "--trial-steps", "0"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert run.returncode == 2 and "--trial-steps must be at least" in run.stderr  # stopped on the bad count ...
     assert "Cannot import the workload module" not in run.stderr  # ... not on the module
+
+
+def test_plan_runs_the_workload_check_before_its_first_probe(tmp_path):
+    """Issue 25: `advisor plan` did not run the few-second workload check, so a shape bug in the user's model
+    first showed as a worker's traceback after the memory probes had started."""
+    from conftest import workload_spec
+
+    started = time.monotonic()
+    run = advisor("plan", "--workload", workload_spec("crash_in_forward"), "--device-memory", "64MiB",
+                  "--out", str(tmp_path / "r.toml"), timeout=300)
+    assert run.returncode == 2 and time.monotonic() - started < 120
+    assert "== checking the workload" in run.stderr and "== 1. memory ceiling" not in run.stderr
+    assert "Traceback" not in run.stderr and "is invalid for input of size" in run.stderr  # the check says why
+    assert not (tmp_path / "r.toml").exists()
