@@ -6,7 +6,7 @@
    per-seed differences (k - 1 degrees of freedom) contains 0, or when the mean gap is under a practical
    margin; a candidate that ran out of memory, was unstable in any seed, or never learned cannot lead or tie.
 3. Among the tied, the smallest batch wins unless a bigger one is clearly faster (its per-seed speed ratio's
-   95% t-interval above 1.10) and scores no worse than it by the margin (mean); when the winner is the smallest or largest swept, the next batch past it (half
+   95% t-interval above 1.10); when the winner is the smallest or largest swept, the next batch past it (half
    or double) is swept once with the same seeds and the rule is applied again.
 
 Why these choices:
@@ -23,11 +23,7 @@ Why these choices:
   load, and a bigger batch wins only when its per-seed speed ratios are clearly above 1.10 (a 10% gain that
   load on a shared CPU cannot fake; a mean over seeds flipped a digits-cnn pick between 32 and 8 when one
   plan measured 32 at +14% and the next at +3%). At equal speed the smaller batch wins: it needs the smaller
-  LR scale-up, the riskier extrapolation. A bigger batch that is faster but scores worse by more than the margin
-  (tied only because k seeds cannot rule the gap out) does not win either: at equal samples a lower score means
-  more samples to reach the same one, which can cost more time than the speed saves (a GRU's 128 per device,
-  1.3x faster than 64 but 0.047 accuracy behind within a +-0.065 interval, reached the target later in a full
-  run: ``bench/time_to_accuracy.py``).
+  LR scale-up, the riskier extrapolation.
 - One step past an end, once: half / chosen / double brackets the optimum only when the middle wins.
 
 Every threshold lives in ``SweepPolicy``; ``decide_sweep`` returns the numbers it used (``SweepVerdict``), and
@@ -204,8 +200,7 @@ class SweepVerdict:
         speeds = ", ".join(f"{c.per_device}: {c.throughput:.0f}" for c in self.candidates
                            if c.per_device in self.tied and c.throughput is not None)
         return (said + f" Among the tied, the smallest wins unless a bigger one is faster by more than "
-                f"{self.policy.throughput_margin:.0%} (paired by seed, 95% t-interval; samples/s {speeds}) and "
-                f"scores within the margin of it: "
+                f"{self.policy.throughput_margin:.0%} (paired by seed, 95% t-interval; samples/s {speeds}): "
                 f"{self.chosen} per device.{left}{self.end_note}")
 
     @property
@@ -376,9 +371,8 @@ def decide_sweep(rows: list[TrialRecord], num_classes: int | None = None, cap: i
     verdict.comparisons = [compare(leader, c, sign, verdict.margin) for c in alive if c is not leader]
     tied = sorted((c for c in alive if c.per_device in verdict.tied), key=lambda c: c.per_device)
     winner = tied[0]
-    for bigger in tied[1:]:  # a bigger batch must earn its larger LR scale-up: clearly faster, no worse
-        if (clearly_faster(bigger, winner, policy.throughput_margin)
-                and sign * (winner.mean - bigger.mean) < verdict.margin):
+    for bigger in tied[1:]:  # a bigger batch must earn its larger LR scale-up by being clearly faster
+        if clearly_faster(bigger, winner, policy.throughput_margin):
             winner = bigger
     verdict.chosen, verdict.rule = winner.per_device, ALONE if len(tied) == 1 else FASTEST_TIED
     _past_the_end(verdict, batches, extensions_left)
