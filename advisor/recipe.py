@@ -27,7 +27,14 @@ import tomli_w
 
 from .errors import RecipeError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the per-run measurements moved to a sibling file (schema 1 recipes, inline, still load)
+
+# What a recipe measured rather than decided: written to a sibling file that the recipe names (so the committed
+# recipe is its decisions, reasons and inputs, reviewable in a pull request), and merged back on loading, so
+# code that reads a recipe sees one document.
+MEASUREMENTS = (("ledger",), ("method", "sweep", "candidates_scored"), ("method", "sweep", "comparisons"),
+                ("method", "trial", "steps"), ("method", "step_seconds"), ("ceiling", "breakdown"),
+                ("workload", "probed"), ("goodput", "step_time"), ("noise", "per_run"))
 LR_RULES = ("unchanged", "linear", "sqrt", "linear-sqrt")
 
 # (table, key) -> allowed types; the minimum other tools rely on.
@@ -271,7 +278,65 @@ def read_recipe_data(path: str | os.PathLike) -> tuple[dict, str]:
         line = int(match.group(1)) if match else None
         raise RecipeError(f"{path}: not valid TOML: {exc}. Fix the syntax there (or regenerate the recipe).",
                           path=path, line=line) from None
+    _merge_measurements(data, Path(path))
     return data, text
+
+
+def measurements_path(recipe_path: str | os.PathLike) -> Path:
+    """The sibling file that holds a recipe's measurements: ``NAME.measurements.toml`` beside ``NAME.toml``."""
+    target = Path(recipe_path)
+    return target.with_name(f"{target.stem}.measurements.toml")
+
+
+def split_measurements(data: dict) -> tuple[dict, dict]:
+    """(the recipe without its measurements, the measurements in the same nesting)."""
+    import copy
+
+    main, measured = copy.deepcopy(data), {}
+    for keys in MEASUREMENTS:
+        holder = main
+        for key in keys[:-1]:
+            holder = holder.get(key) if isinstance(holder, dict) else None
+        if isinstance(holder, dict) and keys[-1] in holder:
+            value = holder.pop(keys[-1])
+            out = measured
+            for key in keys[:-1]:
+                out = out.setdefault(key, {})
+            out[keys[-1]] = value
+    return main, measured
+
+
+def _merge_measurements(data: dict, path: Path) -> None:
+    """Put the sibling file's measurements back (where the recipe does not hold them inline). A missing or
+    changed sibling loses only measurements: the decisions load, and [measurements] says why they are absent."""
+    import hashlib
+
+    pointer = data.get("measurements")
+    if not isinstance(pointer, dict) or not isinstance(pointer.get("file"), str):
+        return
+    sibling = path.parent / pointer["file"]
+    try:
+        raw = sibling.read_bytes()
+    except OSError:
+        pointer["missing"] = f"{sibling} could not be read: the per-run measurements are not loaded"
+        return
+    if pointer.get("sha256") and hashlib.sha256(raw).hexdigest() != pointer["sha256"]:
+        pointer["missing"] = f"{sibling} is not the file this recipe was written with: its measurements were ignored"
+        return
+    try:
+        measured = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        pointer["missing"] = f"{sibling} is not valid TOML: its measurements were ignored"
+        return
+    for keys in MEASUREMENTS:
+        value, holder = measured, data
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is None:
+            continue
+        for key in keys[:-1]:
+            holder = holder.setdefault(key, {})
+        holder.setdefault(keys[-1], value)
 
 
 def check_recipe(path: str | os.PathLike) -> dict:
@@ -357,12 +422,36 @@ def _file_mode(target: Path) -> int:
 
 
 def write_recipe(data: dict, path: str | os.PathLike, force: bool = False) -> Path | None:
-    """Write atomically. Returns the backup path when an existing recipe was replaced."""
+    """Write atomically: the decisions to ``path``, the measurements (MEASUREMENTS) to its sibling
+    (measurements_path), which the recipe names with its digest. Returns the backup path when an existing recipe
+    was replaced."""
+    import hashlib
+
     target = Path(path)
-    text = dumps_recipe(data)
+    main, measured = split_measurements(data)
+    main.pop("measurements", None)  # a loaded recipe's pointer names its own file, not this one's
+    measured_text = tomli_w.dumps(_clean(measured)) if measured else ""
+    if measured:
+        sibling = measurements_path(target)
+        main["measurements"] = {
+            "file": sibling.name, "sha256": hashlib.sha256(measured_text.encode("utf-8")).hexdigest(),
+            "holds": "every run's row (the ledger), the sweep's per-seed scores and comparisons, the trial's steps, "
+                     "the probes' memory breakdown: load_recipe, advisor explain and advisor history --import read "
+                     "it with this recipe"}
+    text = dumps_recipe(main)
     if target.exists() and not force:
         raise RecipeError(f"{target}: a recipe already exists there and was left untouched. Pass --force to replace "
                           "it (the old one is kept as a .bak file) or choose another --out path.", path=str(target))
+    if measured:  # first: a recipe never names a sibling that is not there (its digest catches an older one)
+        _write_atomically(measurements_path(target), measured_text, replace_existing=True)
+    return _write_atomically(target, text, replace_existing=force)
+
+
+def _write_atomically(target: Path, text: str, replace_existing: bool) -> Path | None:
+    """``text`` to ``target`` through a temporary file and a rename; an existing file is replaced only when
+    ``replace_existing`` (kept as ``.bak``; the backup's path is returned)."""
+    if target.exists() and not replace_existing:
+        raise RecipeError(f"{target}: a file exists there and was left untouched.", path=str(target))
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     backup = None

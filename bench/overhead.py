@@ -26,7 +26,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import tomllib
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from advisor.settings import PLAN_DEFAULTS  # noqa: E402
@@ -46,7 +45,9 @@ def run_plan(args, warm: bool = True) -> dict:
         wall = time.monotonic() - started
         if run.returncode != 0:
             sys.exit(f"the plan failed (exit {run.returncode}):\n{run.stderr[-3000:]}")
-        ledger = tomllib.loads(out.read_text())["ledger"]
+        from advisor.recipe import read_recipe_data
+
+        ledger = read_recipe_data(out)[0]["ledger"]  # the recipe's sibling measurements file, merged
     probes = [r for r in ledger if r["phase"] == "ceiling"]
     runs = [r for r in ledger if r["phase"] != "ceiling"]
     probe_steps = sum(PROBE_CYCLES * r.get("step_seconds", 0.0) for r in probes)

@@ -7,7 +7,6 @@ import json
 import multiprocessing
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 
@@ -94,7 +93,9 @@ def test_history_import_is_idempotent_and_a_missing_file_is_explained(tmp_path, 
     assert "No history at" in capsys.readouterr().err
     recipe = str(REPO / "recipes" / "digits-cnn.toml")
     assert main(["history", "--history", str(path), "--import", recipe]) == 0
-    runs = [e for e in tomllib.loads(Path(recipe).read_text())["ledger"] if e["phase"] in ("trial", "sweep")]
+    from advisor.recipe import read_recipe_data
+
+    runs = [e for e in read_recipe_data(recipe)[0]["ledger"] if e["phase"] in ("trial", "sweep")]
     assert runs and len(read_history(path).rows) == len(runs) + 1  # its trial and sweep runs, then the plan
     assert main(["history", "--history", str(path), "--import", recipe]) == 0
     assert len(read_history(path).rows) == len(runs) + 1  # the second import adds nothing

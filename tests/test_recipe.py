@@ -265,3 +265,40 @@ def test_the_summary_fits_one_screen_says_nothing_twice_and_points_to_the_reason
     for reason in reasons:
         assert explained.count(reason) == 1
     assert cli.main(["explain", str(path)]) == 0
+
+
+def test_the_recipe_holds_decisions_and_its_sibling_the_measurements_loaded_as_one_document(tmp_path):
+    """Issue 25: the committed recipe was 1,209 lines, ~950 of them per-step ledger. Schema 2 writes the
+    measurements (MEASUREMENTS) to NAME.measurements.toml, named in [measurements] with its digest; loading
+    merges them back, so load_recipe, explain and history --import read one document. Schema 1 (inline) loads."""
+    import tomllib
+
+    import tomli_w
+
+    from advisor.recipe import (SCHEMA_VERSION, load_recipe, measurements_path, read_recipe_data, recipe_warnings,
+                                split_measurements)
+
+    path = _stub_recipe(tmp_path)
+    sibling = measurements_path(path)
+    main = tomllib.loads(path.read_text())
+    assert SCHEMA_VERSION == 2 and main["schema_version"] == 2 and sibling.exists()
+    assert "ledger" not in main and "candidates_scored" not in main["method"]["sweep"]
+    assert main["measurements"]["file"] == sibling.name and len(main["measurements"]["sha256"]) == 64
+    whole = read_recipe_data(path)[0]
+    assert whole["ledger"] and whole["method"]["sweep"]["candidates_scored"]
+    assert load_recipe(path).data["ledger"] == whole["ledger"] and recipe_warnings(whole) == []
+    # Decisions only: the main file is a fraction of the whole, and no measured table is left in it.
+    assert len(path.read_text().splitlines()) < len(tomli_w.dumps(whole).splitlines()) / 2
+    assert split_measurements(main)[1] == {}
+    # A sibling that is missing or not the one written: the decisions still load, and the recipe says why.
+    sibling.write_text(sibling.read_text() + "\n# edited\n")
+    changed = read_recipe_data(path)[0]
+    assert "ledger" not in changed and "not the file this recipe was written with" in changed["measurements"]["missing"]
+    sibling.unlink()
+    assert "could not be read" in load_recipe(path).data["measurements"]["missing"]
+    # Schema 1, the ledger inline: loads as before.
+    old = dict(whole, schema_version=1)
+    old.pop("measurements")
+    legacy = tmp_path / "legacy.toml"
+    legacy.write_text(tomli_w.dumps(old))
+    assert load_recipe(legacy).data["ledger"] == whole["ledger"]
