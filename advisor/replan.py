@@ -103,6 +103,18 @@ class ReplanResult:
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     confirmation: dict | None = None  # what the real probe and trial measured, when they ran
+    by_memory: int = 0  # what the memory line alone fits per device
+    data_share: int | None = None  # the training set's share per device, when known
+
+    @property
+    def ceiling_by(self) -> str:
+        """What set the ceiling: "memory" (the fitted line), "data" (the training set's share) or "probe" (a
+        confirming probe found the edge lower). The table and the notes both read it."""
+        if self.data_share is not None and self.per_device_max == self.data_share < self.by_memory:
+            return "data"
+        if self.per_device_max < self.by_memory:
+            return "probe"
+        return "memory"
 
 
 def measure_command(data: dict, target: ReplanTarget | None = None, precision: str | None = None,
@@ -311,8 +323,9 @@ def replan(data: dict, path: str, target: ReplanTarget, torch_version: str | Non
                          run_source="the recipe's run" if warmup_doc.get("run_epochs") else "")
     result = ReplanResult(source, target, cap, usable, usable_reason, source.fit.bytes_at(cap), precision,
                           precision_reason, plan, lr, warmup, world, nproc)
+    result.by_memory, result.data_share = by_memory, data_cap(train_size, world) if train_size else None
     result.rows = table_rows(result)
-    result.notes = _notes(result, by_memory, data_cap(train_size, world) if train_size else None)
+    result.notes = _notes(result)
     return result
 
 
@@ -323,6 +336,12 @@ def table_rows(r: ReplanResult) -> list[Row]:
     old_name = old_device.get("gpu") or s.device_type
     fit = (f"estimate: fit {format_bytes(s.fit.fixed_bytes)} + {format_bytes(s.fit.per_sample_bytes)}/sample, "
            f"{1 - (r.target.headroom if r.target.headroom is not None else s.headroom):.0%} of usable memory")
+    if r.ceiling_by == "data":
+        fit = (f"the training set's share per device ({s.workload.get('train_size')} samples / {r.world_size}); "
+               f"memory alone would fit {r.by_memory}")
+    validated = batch.get("validated_global") or batch["global"]
+    kept = ("kept: the recipe's validated global batch" if batch["global"] == validated else
+            f"kept: the recipe's global batch (its sweep validated {validated})")
     return [
         Row("device", f"{old_name}, {format_bytes(s.budget_bytes)}",
             f"{r.target.gpu.name if r.target.gpu else r.target.device_type}, {format_bytes(r.target.memory_bytes)}",
@@ -340,7 +359,7 @@ def table_rows(r: ReplanResult) -> list[Row]:
         Row("accumulation", str(batch["accumulation_steps"]), str(plan.accumulation_steps),
             "rule: ceil(global / (ceiling x world))"),
         Row("global batch", str(batch["global"]), str(plan.global_batch),
-            "asked (--global-batch)" if r.target.global_batch else "kept: the recipe's validated global batch"),
+            "asked (--global-batch)" if r.target.global_batch else kept),
         Row("learning rate", f"{float(lr_doc['value']):.4g}", f"{r.lr.value:.4g}", f"rule: {r.lr.rule} from base "
             f"{float(lr_doc['base']):g} at {lr_doc['base_global_batch']}"),
         Row("warmup steps", str(data.get("warmup", {}).get("steps", "")), str(r.warmup.steps),
@@ -366,18 +385,21 @@ def with_confirmation(data: dict, path: str, target: ReplanTarget, estimate: Rep
     return result
 
 
-def _notes(r: ReplanResult, by_memory: int, share: int | None) -> list[str]:
+def _notes(r: ReplanResult) -> list[str]:
     notes = [REPLAN_NOTE, "Usable memory: " + r.usable_reason + ".", r.precision_reason]
-    if share is not None and r.per_device_max == share < by_memory:
-        notes.append(f"Memory alone would fit {by_memory} per device; the training set's share per device "
+    if r.ceiling_by == "data":
+        notes.append(f"Memory alone would fit {r.by_memory} per device; the training set's share per device "
                      f"({r.source.workload.get('train_size')} samples / {r.world_size}) caps it at {r.per_device_max}.")
-    elif r.per_device_max < by_memory:
-        notes.append(f"The recipe's line estimated {by_memory} per device; a real probe on this device found the "
+    elif r.ceiling_by == "probe":
+        notes.append(f"The recipe's line estimated {r.by_memory} per device; a real probe on this device found the "
                      f"edge lower, so the ceiling is {r.per_device_max}.")
     spare = r.per_device_max * r.world_size
     if r.plan.per_device < r.per_device_max and not r.target.global_batch:
+        validated = r.source.data["batch"].get("validated_global") or r.source.data["batch"]["global"]
+        kept = (f"the recipe's validated global batch {r.plan.global_batch}" if r.plan.global_batch == validated
+                else f"the recipe's global batch {r.plan.global_batch}; its sweep validated {validated}")
         notes.append(f"The new device fits up to {r.per_device_max} per device, {spare} global without accumulation "
-                     f"(the plan keeps the recipe's validated global batch {r.plan.global_batch}). A bigger card "
+                     f"(the plan keeps {kept}). A bigger card "
                      f"allows a bigger batch with the LR scaled: pass --global-batch N (up to {spare}) and sweep it "
                      "there before a long run.")
     notes += [w.message for w in r.plan.warnings]

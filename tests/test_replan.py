@@ -210,3 +210,21 @@ def test_a_replan_global_batch_past_the_steps_per_epoch_cap_needs_force():
                     torch_version=TORCH)
     assert any(w.code == "few-steps-per-epoch" for w in forced.plan.warnings)
     assert replan(recipe, "r.toml", target("a100-80gb", global_batch=2000), torch_version=TORCH).plan.global_batch == 2000
+
+
+def test_the_table_says_what_set_the_ceiling_and_which_global_batch_was_kept():
+    """Issue 25: the ceiling row said "85% of usable memory" when the training set's share set it, and the global
+    batch row "kept: the recipe's validated global batch" for a global batch the sweep had not validated."""
+    from advisor.recipe import read_recipe_data
+
+    data, _ = read_recipe_data(REPO / "recipes" / "digits-cnn.toml")  # 1438 samples: the data caps any big card
+    result = replan(data, "digits-cnn.toml", target("a100-80gb", nproc=2))
+    assert result.ceiling_by == "data" and result.per_device_max == 719 < result.by_memory
+    rows = {row.name: row for row in result.rows}
+    assert "training set's share" in rows["ceiling per device"].how
+    assert "of usable memory" not in rows["ceiling per device"].how
+    assert rows["global batch"].how == "kept: the recipe's validated global batch"
+    data["batch"]["validated_global"] = data["batch"]["global"] // 2  # a recipe planned past what it validated
+    moved = {row.name: row for row in replan(data, "digits-cnn.toml", target("a100-80gb", nproc=2)).rows}
+    assert moved["global batch"].how == (f"kept: the recipe's global batch (its sweep validated "
+                                            f"{data['batch']['global'] // 2})")
