@@ -193,6 +193,12 @@ def read_source(data: dict, path: str, torch_version: str | None = None) -> Sour
                   int(ceiling.get("per_device_max", 0)))
 
 
+# What a GPU process holds outside torch's caching allocator when no recipe measured it: the CUDA context
+# (~0.3-0.5 GiB with lazy module loading) and NCCL's buffers and communicators (tens to hundreds of MiB a peer
+# group): an estimate on the safe side, used only when re-planning a CPU recipe for a GPU.
+CUDA_OUTSIDE_ALLOCATOR_ESTIMATE = 2**30
+
+
 def estimate_usable(source: Source, target: ReplanTarget) -> tuple[float, str]:
     """Memory that will really fit on the new device, and how that was estimated."""
     memory = target.memory_bytes
@@ -200,6 +206,14 @@ def estimate_usable(source: Source, target: ReplanTarget) -> tuple[float, str]:
         outside = source.outside_allocator_bytes
         return memory - outside, (f"{format_bytes(memory)} less the {format_bytes(outside)} the CUDA context and "
                                   "NCCL held outside the allocator in the recipe's probes (assumed the same here)")
+    if target.device_type == "cuda" and source.device_type != "cuda":
+        # A CPU recipe's edge share is the CPU allocator's (glibc, RSS): it says nothing about a GPU, whose
+        # caching allocator stops at the card's memory less what the CUDA context and NCCL hold outside it.
+        outside = CUDA_OUTSIDE_ALLOCATOR_ESTIMATE
+        return memory - outside, (f"{format_bytes(memory)} less an estimated {format_bytes(outside)} for the CUDA "
+                                  "context and NCCL buffers outside the caching allocator (the recipe was measured "
+                                  "on CPU, whose edge share does not carry over to a GPU; the confirming probe "
+                                  "measures it)")
     if source.edge_met:
         share = min(1.0, source.usable_bytes / source.budget_bytes)
         return share * memory, (f"{share:.0%} of {format_bytes(memory)}: the recipe's real OOM edge sat at that "

@@ -228,3 +228,18 @@ def test_the_table_says_what_set_the_ceiling_and_which_global_batch_was_kept():
     moved = {row.name: row for row in replan(data, "digits-cnn.toml", target("a100-80gb", nproc=2)).rows}
     assert moved["global batch"].how == (f"kept: the recipe's global batch (its sweep validated "
                                             f"{data['batch']['global'] // 2})")
+
+
+def test_a_cpu_recipe_replanned_for_a_gpu_uses_the_gpus_memory_model_not_the_cpu_budgets_share():
+    """Issue 25: `replan` to an 80 GB A100 from a CPU recipe carried the CPU budget's edge share over."""
+    from advisor.recipe import read_recipe_data
+    from advisor.replan import CUDA_OUTSIDE_ALLOCATOR_ESTIMATE
+
+    data, _ = read_recipe_data(REPO / "recipes" / "digits-cnn.toml")
+    assert data["inputs"]["device"] == "cpu"
+    data["ceiling"]["smallest_oom"] = 800  # as if the CPU probes had met an edge at some share of the budget
+    data["ceiling"]["usable_bytes"] = int(0.6 * data["ceiling"]["budget_bytes"])
+    result = replan(data, "digits-cnn.toml", target("a100-80gb", nproc=2))
+    memory = result.target.memory_bytes
+    assert result.usable_bytes == memory - CUDA_OUTSIDE_ALLOCATOR_ESTIMATE
+    assert "CUDA context" in result.usable_reason and "60%" not in result.usable_reason
