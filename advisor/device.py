@@ -265,3 +265,34 @@ def detect(requested: str | None = None) -> HostDevices:
     return HostDevices("cuda", [g["name"] for g in gpus], [g["total_memory"] for g in gpus],
                        bf16=bool(capabilities) and all(native_bf16(c) for c in capabilities),
                        capabilities=capabilities)
+
+
+CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo's names for native bf16 arithmetic
+
+
+def cpu_runs_precision(precision: str) -> tuple[bool | None, str]:
+    """Whether this CPU runs ``precision`` (bf16) outside any memory budget, and the evidence: its flags
+    (AVX512-BF16, AMX-BF16) and a tiny bf16 matmul under autocast in this process. (True, why) when either says
+    so, (False, why) when neither does, (None, "") for a precision this does not judge (fp32 always runs)."""
+    if precision != "bf16":
+        return None, ""
+    flags: set[str] = set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            line = next((line for line in f if line.startswith("flags")), "")
+        flags = set(line.split(":", 1)[-1].split())
+    except OSError:
+        pass
+    native = [name for name in CPU_BF16_FLAGS if name in flags]
+    try:
+        import torch
+
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            torch.nn.functional.linear(torch.ones(8, 16), torch.ones(4, 16)).sum().item()
+        ran = True
+    except RuntimeError:
+        ran = False
+    evidence = ", ".join(filter(None, [f"CPU flags {' and '.join(native)}" if native else "no native bf16 CPU flag",
+                                       "a bf16 matmul outside the budget ran" if ran else
+                                       "a bf16 matmul outside the budget failed"]))
+    return bool(native) or ran, evidence

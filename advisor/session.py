@@ -461,8 +461,13 @@ class Session:
             if found is not None:
                 return found
             self._emit(Note(f"History: {why}."))
+        hardware = None
+        if self.settings.device == "cpu":
+            from .device import cpu_runs_precision
+
+            hardware = lambda: cpu_runs_precision(precision)  # noqa: E731 -- asked only when probes fail at 1-2
         return search_ceiling(probe, self.settings.memory_budget_bytes, self.settings.headroom, max_batch,
-                              cap_reason=cap_reason, precision=precision)
+                              cap_reason=cap_reason, precision=precision, hardware_runs=hardware)
 
     def close(self) -> None:
         """End what the session holds between steps: the warm fork server the plan's jobs (probes, trial, sweep)

@@ -494,10 +494,12 @@ def test_mixed_before_accumulation_is_a_pure_decision():
     assert mixed_before_accumulation(2000, 2, 250, fixed, lambda m: 1 / 0)[:2] == ("fp32", 250)
 
 
-def test_a_primitive_error_that_persists_at_batch_one_is_an_unsupported_configuration():
+def test_a_primitive_error_that_persists_at_batch_one_is_an_unsupported_configuration(monkeypatch):
     """Regression: oneDNN's 'could not create a primitive' at every batch read as 'even a batch of 1 runs out
     of memory'; a smaller batch that still fails is not memory."""
     from advisor.method.ceiling import UnsupportedConfiguration
+
+    monkeypatch.setattr("advisor.device.cpu_runs_precision", lambda precision: (False, "no native bf16 CPU flag"))
 
     runner = StubRunner(unsupported={"bf16"})
     with pytest.raises(UnsupportedConfiguration, match=r"bf16 is not supported by this CPU's oneDNN.*--precision fp32"):
@@ -514,6 +516,28 @@ def test_a_primitive_error_that_persists_at_batch_one_is_an_unsupported_configur
     assert search_ceiling(oom_at_3, tiny.budget).largest_ok == 2
     with pytest.raises(Exception, match="Even a batch of 1 runs out of memory"):
         search_ceiling(StubRunner(fixed=10 * MIB, budget=5 * MIB).probe, 5 * MIB)
+
+
+def test_a_primitive_error_on_a_cpu_that_runs_bf16_is_the_budget_not_the_hardware(monkeypatch):
+    """Regression (issue 25): on a CPU with AVX512-BF16 (bf16 trains fine on it) a 16 MiB budget's 'could not
+    create a primitive' was reported as "this CPU cannot run bf16: use --precision fp32". The CPU's flags and a
+    tiny bf16 matmul outside the budget are asked first; when they say it runs, the budget is named."""
+    from advisor.method.ceiling import UnsupportedConfiguration
+
+    asked = []
+
+    def runs(precision):
+        asked.append(precision)
+        return True, "CPU flags avx512_bf16, a bf16 matmul outside the budget ran"
+
+    monkeypatch.setattr("advisor.device.cpu_runs_precision", runs)
+    adapter = load_adapter("ddp")
+    s = settings(precision="bf16", memory_budget_bytes=16 * MIB)
+    session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=StubRunner(unsupported={"bf16"}))
+    with pytest.raises(Exception, match=r"it is the budget, not the hardware.*raise --device-memory") as raised:
+        session.ceiling()
+    assert not isinstance(raised.value, UnsupportedConfiguration) and "avx512_bf16" in str(raised.value)
+    assert asked == ["bf16"]  # asked once, only when the probes failed at the smallest batches
 
 
 def test_primitive_failures_are_told_apart_by_the_classifier():

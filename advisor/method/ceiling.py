@@ -93,6 +93,18 @@ def _grows_with_batch(kind: str) -> bool:
 MODEL_DOES_NOT_FIT = "the model itself does not fit"  # the worker's message when building/wrapping it ran out
 
 
+def budget_primitive_message(precision: str, batches: list[int], budget_bytes: int, evidence: str) -> str:
+    """oneDNN's "could not create a primitive" at the smallest batches on hardware that runs ``precision``: the
+    budget left no room for its scratch space, which is memory, not support."""
+    from ..units import format_bytes
+
+    tried = " and ".join(str(b) for b in sorted(set(batches)))
+    return (f"The probes at batch {tried} failed in {precision} with oneDNN's 'could not create a primitive', but "
+            f"this machine runs {precision} ({evidence}): under the {format_bytes(budget_bytes)} budget oneDNN "
+            "could not allocate its working memory, so it is the budget, not the hardware. Fix: raise "
+            f"--device-memory (or plan in fp32, whose kernels need less scratch space).")
+
+
 def _nothing_fits_advice(trial: ProbeTrial, budget_bytes: int) -> str:
     """Why not even a batch of 1 fits, and what helps: no smaller batch does when the model alone is too big."""
     budget = f"{budget_bytes / 2**20:.0f} MiB"
@@ -131,6 +143,7 @@ def search_ceiling(
     on_trial: Callable[[ProbeTrial], None] | None = None,
     cap_reason: str = "",
     precision: str = "fp32",
+    hardware_runs: Callable[[], tuple[bool | None, str]] | None = None,
 ) -> CeilingResult:
     """Find the largest per-device batch that fits with ``headroom`` of memory to spare.
 
@@ -159,6 +172,10 @@ def search_ceiling(
                 if one.status != "ok":
                     smallest = trials[-2:]
                     if all(is_primitive_failure(t.message) for t in smallest):
+                        runs, evidence = hardware_runs() if hardware_runs else (None, "")
+                        if runs:  # the hardware runs it: oneDNN's scratch space did not fit the budget
+                            raise AdvisorError(budget_primitive_message(
+                                precision, [t.batch for t in smallest], budget_bytes, evidence))
                         raise UnsupportedConfiguration(unsupported_configuration_message(
                             precision, [t.batch for t in smallest], smallest[-1].message))
                     raise AdvisorError(_nothing_fits_advice(one, budget_bytes))
