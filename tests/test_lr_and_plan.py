@@ -245,6 +245,7 @@ def test_the_lr_past_the_largest_healthy_batch_is_bounded_by_2x_or_the_adascale_
     # A small noise scale's low end bounds it harder: AdaScale's gain from 64 to 256 at phi = 32 is 1.8 < 2.
     gain_bound = bound_past_validated(rules, 64, "sgd", noise_low=32)
     assert gain_bound.value == pytest.approx(0.4 * (32 / 64 + 1) / (32 / 256 + 1)) and "AdaScale" in gain_bound.reason
+    assert "(its low end, 32, not the estimate)" in gain_bound.reason  # never a bare "~32" beside the estimate
     # Adam: the square-root rule's own 2x factor, sqrt 2.
     adam = bound_past_validated(scale_lr(1e-3, 32, 512, "adam"), 64, "adam")
     assert adam.value == pytest.approx(scale_lr(1e-3, 32, 128, "adam").value)

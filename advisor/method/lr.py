@@ -145,8 +145,10 @@ def bound_past_validated(lr: LRDecision, validated_global: int | None, optimizer
     if noise_low:
         gain, _ = lr_gain(lr.global_batch, noise_low, validated_global, optimizer)
         if gain < limit:
+            # Named as the interval's low end, not "~N": beside the estimate itself (the plan's other texts),
+            # a bare "~14" next to "~26" read as two noise scales.
             limit, how = gain, (f"the AdaScale gain x{gain:.3g} at the low end of the noise scale's interval "
-                                f"(~{noise_low:.0f})")
+                                f"(its low end, {noise_low:.0f}, not the estimate)")
     bound = at_validated.value * limit
     if lr.value <= bound * (1 + 1e-9):
         return lr
