@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from dataclasses import asdict, dataclass, field
-from typing import BinaryIO
 
 from ..errors import AdvisorError
 from .detectors import Context, run_detectors
@@ -57,7 +57,7 @@ class Diagnosis:
         }
 
 
-def _open(path: str) -> BinaryIO:
+def _open(path: str) -> io.BufferedIOBase:
     if path == "-":
         return sys.stdin.buffer
     if os.path.isdir(path):

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import math
 import operator
-import statistics
 from dataclasses import dataclass
 
 from ..units import format_bytes
 from .records import TRAIN_LOSS, VAL_LOSS, Finding, LogEvent, Point
-from .shortlog import CONVERGED_LEVEL, adjacent, detect_short_jitter, detect_short_validation
+from .shortlog import CONVERGED_LEVEL, adjacent, detect_short_jitter, detect_short_validation, median
 
 MIN_POINTS = 20
 JITTER_SCORE = 0.15  # step-to-step noise / starting loss: above it, jitter is a problem even if the loss falls
@@ -97,8 +96,7 @@ def _values(points: list[Point]) -> list[float]:
     return [p.value for p in points]
 
 
-def _median(values) -> float:
-    return statistics.median(values) if values else float("nan")
+_median = median
 
 
 def _moving_average(values: list[float], window: int) -> list[float]:

@@ -8,9 +8,8 @@ Failure readers (OOM, torchrun) always run: failures look the same in any log.
 
 from __future__ import annotations
 
-import json
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..oom import OOM_MARKERS, is_oom_message
 from .names import SPLITS, classify, position_name
@@ -491,6 +490,8 @@ class JSONLineReader(LineReader):
             # a line counts when a loss or accuracy is among them (not a printed configuration).
             points = _points_from_pairs(self.PAIR.findall(text[start:]), line)
             return points if any(p.name != "lr" for p in points) else None
+        import json  # here: most logs hold no JSON line, and diagnose's start-up counts
+
         try:
             obj = json.loads(stripped)  # json accepts NaN and Infinity as Python writes them
         except ValueError:

@@ -9,15 +9,12 @@ carry a failure, a non-finite value, or a validation metric are found with
 
 from __future__ import annotations
 
-import csv
 import io
 import itertools
-import json
 import math
 import os
 import re
 from dataclasses import dataclass, field
-from typing import BinaryIO
 
 from .readers import (FAILURE_READERS, METRIC_READERS, RANK_PREFIX, LineReader, csv_points, known_formats,
                       trainer_state_points)
@@ -285,6 +282,21 @@ class Scanner:
                 wanted += hits
         return wanted
 
+    def _size_stride(self, head: bytes, size_hint: int) -> None:
+        """Size the stride from the file's size now rather than thinning a full series many times. The sample is
+        2,000-4,000 ordinary lines, unless the lines always read (must-read ones at their rate in the head, and the
+        tail) would push a series past SERIES_CAP: then thinning would throw away about half of what was parsed,
+        so the stride starts one step coarser and the series ends as long, parsed once."""
+        lines = max(1, head.count(b"\n"))
+        self.line_bytes, self.line_bytes_known = len(head) / lines, True
+        expected = size_hint / self.line_bytes
+        self.stride = max(1, 2 ** int(math.log2(max(1.0, expected / (SERIES_CAP / 2)))))
+        if self.stride == 1:
+            return
+        always = _must_read_lines(head) * expected / lines + TAIL_BYTES / self.line_bytes
+        if expected / self.stride + always > SERIES_CAP and always < SERIES_CAP / 2:
+            self.stride *= 2
+
     def _learn_line_length(self, size: int, lines: int) -> None:
         if lines and not self.line_bytes_known:
             self.line_bytes = max(1.0, size / lines)
@@ -306,7 +318,7 @@ class Scanner:
             return
         self.parse_line(text, line_no)
 
-    def scan_stream(self, stream: BinaryIO, size_hint: int | None = None) -> None:
+    def scan_stream(self, stream: io.BufferedIOBase, size_hint: int | None = None) -> None:
         carry = b""  # a line cut by the block boundary
         line_no = 1
         pending: tuple[bytes, int, int] | None = None  # one block of look-ahead, so the last is known as such
@@ -316,11 +328,7 @@ class Scanner:
             if not block:
                 break
             if first and size_hint and size_hint > 2 * HEAD_BYTES:
-                # Size the stride from the file's size now rather than thinning a full series many times.
-                lines = max(1, block.count(b"\n"))
-                expected = size_hint / (len(block) / lines)
-                self.stride = max(1, 2 ** int(math.log2(max(1.0, expected / (SERIES_CAP / 2)))))
-                self.line_bytes, self.line_bytes_known = len(block) / lines, True
+                self._size_stride(block, size_hint)
             first = False
             head_end = block.find(b"\n")
             if head_end < 0:  # no line ends in this block
@@ -511,6 +519,20 @@ class LineTemplate:
         return wanted, index
 
 
+def _must_read_lines(block: bytes) -> int:
+    """How many lines of ``block`` hold a must-read word (validation words only when they are not on most lines,
+    as in Scanner._word_search)."""
+    lowered = block.lower()
+    lines = max(1, lowered.count(b"\n"))
+    starts: set[int] = set()
+    for pattern in MUST_READ:
+        found = {lowered.rfind(b"\n", 0, m.start()) for m in pattern.finditer(lowered)}
+        if pattern in VALIDATION_WORDS and len(found) > lines // FREQUENT_SHARE:
+            continue
+        starts |= found
+    return len(starts)
+
+
 def must_read(raw: bytes) -> bool:
     """True for a line that sampling must never skip (see EVENT_WORDS and VALIDATION_WORDS)."""
     lowered = raw.lower()
@@ -531,9 +553,11 @@ def sniff_file_format(head: bytes, name: str) -> str | None:
     return None
 
 
-def scan_file_format(kind: str, stream: BinaryIO, collected: Collected) -> None:
+def scan_file_format(kind: str, stream: io.BufferedIOBase, collected: Collected) -> None:
     stats = collected.stats
     if kind == "trainer-state":
+        import json
+
         try:
             obj = json.load(io.TextIOWrapper(stream, encoding="utf-8", errors="replace"))
         except ValueError as exc:
@@ -542,6 +566,8 @@ def scan_file_format(kind: str, stream: BinaryIO, collected: Collected) -> None:
         points = trainer_state_points(obj if isinstance(obj, dict) else {})
         stats.lines = len(obj.get("log_history", [])) if isinstance(obj, dict) else 0
     else:
+        import csv
+
         reader = csv.reader(io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline=""))
         header = next(reader, [])
         rows = ((number, row) for number, row in enumerate(reader, start=2))
@@ -574,7 +600,7 @@ def looks_binary(head: bytes) -> bool:
     return bad > BINARY_LINE_SHARE * len(lines)
 
 
-def read_source(stream: BinaryIO, name: str, forced_format: str | None = None) -> Collected:
+def read_source(stream: io.BufferedIOBase, name: str, forced_format: str | None = None) -> Collected:
     """Read one log (file or stdin) into series and events. A file whose head is binary is not read further: it
     ends at once, whatever its size, with one binary 'line' counted (the CLI says it looks binary)."""
     head = stream.peek(65536)[:65536] if hasattr(stream, "peek") else b""

@@ -9,7 +9,6 @@ too little evidence for a "healthy" verdict (three verdicts: findings, healthy, 
 from __future__ import annotations
 
 import math
-import statistics
 
 from .records import TRAIN_LOSS, VAL_LOSS, Finding, Point
 
@@ -41,8 +40,17 @@ def _finite(points: list[Point]) -> list[Point]:
     return [p for p in points if math.isfinite(p.value)]
 
 
-def _median(values) -> float:
-    return statistics.median(values) if values else float("nan")
+def median(values) -> float:
+    """statistics.median (the same arithmetic), nan for no values: importing statistics costs diagnose's start-up
+    a few ms (fractions, decimal, random)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+_median = median
 
 
 def _as_fraction(values: list[float]) -> list[float]:
