@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import io
 import os
 import sys
@@ -71,6 +72,18 @@ def _open(path: str) -> io.BufferedIOBase:
 
 
 def diagnose_source(path: str, forced_format: str | None = None, context: Context | None = None) -> SourceReport:
+    # The cyclic GC would walk the thousands of points read, again and again, and find nothing to free (records hold
+    # no cycles): off while one log is read and judged, ~15 ms on a 100 MB log.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _diagnose_source(path, forced_format, context)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _diagnose_source(path: str, forced_format: str | None, context: Context | None) -> SourceReport:
     forced_format = FORMAT_ALIASES.get(forced_format, forced_format)
     if forced_format and forced_format not in known_formats():
         raise AdvisorError(f"Unknown format {forced_format!r}. Known formats: {', '.join(known_formats())}.")
