@@ -323,20 +323,24 @@ class Scanner:
         line_no = 1
         pending: tuple[bytes, int, int] | None = None  # one block of look-ahead, so the last is known as such
         first = True
-        # Blocks are read into two buffers used in turn (one is the look-ahead): a fresh 4 MiB object per block
-        # would be fresh pages for the kernel to fault in and zero, ~40 ms over 100 MB.
-        buffers = [bytearray(BLOCK_BYTES), bytearray(BLOCK_BYTES)] if hasattr(stream, "readinto") else None
+        # A long log's blocks are read into two buffers used in turn (one is the look-ahead): a fresh 4 MiB object
+        # per block would be fresh pages for the kernel to fault in and zero, ~40 ms over 100 MB. A log that ends
+        # within its head never allocates them.
+        buffers: list[bytearray] | None = None
+        reuse = hasattr(stream, "readinto")
         while True:
-            if first or buffers is None:
+            if first or not reuse or (buffers is None and len(block) < HEAD_BYTES):
                 block = stream.read(HEAD_BYTES if first else BLOCK_BYTES)
             else:
+                if buffers is None:
+                    buffers = [bytearray(BLOCK_BYTES), bytearray(BLOCK_BYTES)]
                 block = buffers[0] if pending is None or pending[0] is not buffers[0] else buffers[1]
                 got = stream.readinto(block)
                 if got is None:  # a non-blocking stream with nothing yet: read as before
-                    buffers = None
+                    reuse = False
                     continue
-                if got < len(block):
-                    del block[got:]  # the end of the log (or a short read: this buffer stays shorter)
+                if got < len(block):  # the end of the log (or a short read): a copy, the buffers keep their size
+                    block = block[:got]
             if not block:
                 break
             if first and size_hint and size_hint > 2 * HEAD_BYTES:
