@@ -20,6 +20,22 @@ SIZE = r"[\d.]+\s*(?:[KMGT]?i?B|bytes)"
 # "[rank3]: ", "[default0]:", horovod/mpirun "[1,0]<stdout>:", a launcher's "[80746] [rank0]:" before them
 RANK_PREFIX = re.compile(r"^\s*(?:\[\d+\]\s*)?(?:(?:\[(?:rank|default)\d+\]|\[\d+,\d+\]<std(?:out|err)>):\s*)+")
 
+class _lazy:
+    """A pattern compiled on first use: the failure readers' long patterns run only on lines a substring test
+    picked, and compiling them all costs every diagnose a few ms of start-up."""
+
+    __slots__ = ("_args", "_compiled")
+
+    def __init__(self, *args):
+        self._args = args
+        self._compiled = None
+
+    def __getattr__(self, name):
+        if self._compiled is None:
+            self._compiled = re.compile(*self._args)
+        return getattr(self._compiled, name)
+
+
 def to_float(text: str) -> float | None:
     try:
         return float(text)
@@ -55,29 +71,29 @@ def parse_size(text: str | None) -> int | None:
 class OOMReader(LineReader):
     name = "pytorch-oom"
     description = "PyTorch out-of-memory errors, CUDA (every generation) and CPU"
-    LEGACY = re.compile(
+    LEGACY = _lazy(
         rf"CUDA out of memory\. Tried to allocate (?P<tried>{SIZE}) \(GPU (?P<gpu>\d+); (?P<total>{SIZE}) total "
         rf"capacity; (?P<allocated>{SIZE}) already allocated; (?P<free>{SIZE}) free;"
         rf"(?: (?P<limit>{SIZE}) allowed;)? (?P<reserved>{SIZE}) (?:reserved in total by PyTorch|cached)\)?")
-    MODERN = re.compile(
+    MODERN = _lazy(
         rf"(?:CUDA|HIP|XPU|MPS)? ?out of memory\. Tried to allocate (?P<tried>{SIZE})\. GPU (?P<gpu>\d+) has a total "
         rf"capaci?ty of (?P<total>{SIZE}) of which (?P<free>{SIZE}) is free\.(?:.*?this process has "
         rf"(?P<in_use>{SIZE}) memory in use\.)?(?:.*?(?P<allocated>{SIZE}) is allocated by PyTorch,"
         rf" and (?P<reserved_unallocated>{SIZE}) is reserved by PyTorch but unallocated)?")
-    CPU = re.compile(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate "
+    CPU = _lazy(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate "
                      r"(?P<tried_bytes>\d+) bytes")
-    OTHER = re.compile(r"CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|torch\.(?:cuda\.)?OutOfMemoryError"
+    OTHER = _lazy(r"CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|torch\.(?:cuda\.)?OutOfMemoryError"
                        r"|CUDA out of memory|RuntimeError: \[enforce fail at alloc_cpu\.cpp")
     # TensorFlow: "ResourceExhaustedError: OOM when allocating tensor with shape[...] ... on /device:GPU:0"
-    TENSORFLOW = re.compile(r"OOM when allocating tensor|ResourceExhaustedError")
-    GPU_NUMBER = re.compile(r"\(GPU (\d+);|GPU (\d+) has a total|device:GPU:(\d+)|/gpu:(\d+)|cuda:(\d+)", re.I)
-    RECOVERING = re.compile(r"attempting to recover from OOM|OOM: Ran out of memory", re.I)
+    TENSORFLOW = _lazy(r"OOM when allocating tensor|ResourceExhaustedError")
+    GPU_NUMBER = _lazy(r"\(GPU (\d+);|GPU (\d+) has a total|device:GPU:(\d+)|/gpu:(\d+)|cuda:(\d+)", re.I)
+    RECOVERING = _lazy(r"attempting to recover from OOM|OOM: Ran out of memory", re.I)
     # After an OOM the run may go on: fairseq skips the batch; HF Trainer's auto_find_batch_size retries smaller.
     SKIPPED = re.compile(r"^\s*Skipping batch|skipping batch", re.I)
     BATCH_LOWERED = re.compile(r"Currently training with a batch size of:?\s*(?P<batch>\d+)")
     # XLA (PyTorch/XLA, JAX, TF on TPU): "RESOURCE_EXHAUSTED: Attempting to reserve 6.48G at the bottom of memory.
     # That was not possible." / "Error allocating device buffer: Attempting to allocate 129.50M".
-    XLA = re.compile(r"RESOURCE_EXHAUSTED.*(?:Attempting to (?:reserve|allocate)|allocating device buffer)"
+    XLA = _lazy(r"RESOURCE_EXHAUSTED.*(?:Attempting to (?:reserve|allocate)|allocating device buffer)"
                      r"(?:\s+(?P<tried>[\d.]+\s*[KMGT])i?B?\b)?", re.I)
 
     def read(self, text, line):
@@ -144,20 +160,20 @@ class OOMReader(LineReader):
 
 # Crashes that are not out-of-memory errors, by class: the first thing to do differs for each.
 CRASH_CLASSES = (
-    ("collective-timeout", re.compile(
+    ("collective-timeout", _lazy(
         # A log viewer may cut the line mid-word ("Watchdog caught collective operati"): the prefix is enough.
         r"Watchdog caught collective|collective operation timeout|Timed out waiting \d+ ?ms"
         r"|NCCL (?:communicator was aborted|timeout)|ProcessGroupNCCL.*[Tt]imeout|Socket Timeout"
         r"|DistBackendError.*(?:[Tt]imed? ?out|[Tt]imeout)|wait timeout after \d+ ?ms", re.I)),
-    ("illegal-memory-access", re.compile(
+    ("illegal-memory-access", _lazy(
         r"illegal memory access|cudaErrorIllegalAddress|misaligned address|an illegal instruction was encountered",
         re.I)),
-    ("shape-mismatch", re.compile(
+    ("shape-mismatch", _lazy(
         r"size mismatch|shapes cannot be multiplied|must match the size of tensor|Expected input batch_size"
         r"|mat1 and mat2|is invalid for input of size|The size of tensor a|Sizes of tensors must match", re.I)),
 )
-_RANK_IN_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
-_EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(?P<name>\w*(?:Error|Exception)): ")
+_RANK_IN_TEXT = _lazy(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
+_EXCEPTION = _lazy(r"^(?:[\w.]+\.)?(?P<name>\w*(?:Error|Exception)): ")
 
 
 def crash_class(text: str) -> str | None:
@@ -171,11 +187,11 @@ class TorchrunReader(LineReader):
     name = "torchrun"
     description = ("failures that are not OOM: torchrun exit codes and signals, NCCL/gloo collective timeouts, "
                    "illegal memory access, shape mismatches, Python exceptions")
-    FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+) \(pid: (?P<pid>\d+)\)")
-    EXITCODE = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+) \(pid: (?P<pid>\d+)\)")
-    SIGNAL = re.compile(r"Signal (?P<sig>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)")
+    FAILED = _lazy(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+) \(pid: (?P<pid>\d+)\)")
+    EXITCODE = _lazy(r"^\s*exitcode\s*:\s*(?P<code>-?\d+) \(pid: (?P<pid>\d+)\)")
+    SIGNAL = _lazy(r"Signal (?P<sig>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)")
     # "Killed" alone (a shell's notice), bash job control "line 6:  3305 Killed   cmd ...", the kernel's line
-    KILLED = re.compile(r"^(?:.*: )?Killed\s*$|\b\d+\s+Killed\s{2,}\S|Out of memory: Killed process (?P<pid>\d+)")
+    KILLED = _lazy(r"^(?:.*: )?Killed\s*$|\b\d+\s+Killed\s{2,}\S|Out of memory: Killed process (?P<pid>\d+)")
     WORDS = ("exitcode", "Signal", "Killed", "Error", "Exception", "imeout", "imed out", "llegal", "isaligned",
              "Watchdog",
              "ismatch", "must match", "multiplied", "invalid for input")
@@ -294,9 +310,9 @@ class OverflowReader(LineReader):
     # DeepSpeed: "OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 64, reducing to 32";
     # apex: "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0";
     # fairseq: "NOTE: gradient overflow detected, ignoring gradient, setting loss scale to: 64.0"
-    OVERFLOW = re.compile(r"OVERFLOW!|[Gg]radient overflow|overflow detected", re.I)
-    ATTEMPTED = re.compile(r"[Aa]ttempted loss scale:\s*(?P<attempted>\d+(?:\.\d+)?(?:e[+-]?\d+)?)")
-    REDUCED = re.compile(r"(?:reducing to|reducing loss scale to|setting loss scale to:?)\s*"
+    OVERFLOW = _lazy(r"OVERFLOW!|[Gg]radient overflow|overflow detected", re.I)
+    ATTEMPTED = _lazy(r"[Aa]ttempted loss scale:\s*(?P<attempted>\d+(?:\.\d+)?(?:e[+-]?\d+)?)")
+    REDUCED = _lazy(r"(?:reducing to|reducing loss scale to|setting loss scale to:?)\s*"
                          r"(?P<reduced>\d+(?:\.\d+)?(?:e[+-]?\d+)?)")
 
     DEEPSPEED_REDUCING = re.compile(r"Reducing dynamic loss scale from \S+ to (?P<reduced>\d+(?:\.\d+)?)")
