@@ -6,12 +6,11 @@ import gc
 import io
 import os
 import sys
-from dataclasses import asdict, dataclass, field
 
 from ..errors import AdvisorError
 from .detectors import Context, run_detectors
 from .readers import FORMAT_ALIASES, known_formats
-from .records import Finding, ReadStats
+from .records import Finding, ReadStats, asdict, dataclass, field
 from .scan import read_source
 from .shortlog import assess
 

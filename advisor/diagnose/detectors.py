@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass
 
 from ..units import format_bytes
-from .records import TRAIN_LOSS, VAL_LOSS, Finding, LogEvent, Point
+from .records import TRAIN_LOSS, VAL_LOSS, Finding, LogEvent, Point, dataclass
 from .shortlog import CONVERGED_LEVEL, adjacent, detect_short_jitter, detect_short_validation, median
 
 MIN_POINTS = 20

@@ -2,10 +2,77 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-
 TRAIN_LOSS = "train_loss"
 VAL_LOSS = "val_loss"
+
+_MISSING = object()
+
+
+class field:  # named as the dataclasses helper it stands in for
+    """A record field's default made fresh for each record (``default_factory``), or kept out of its repr."""
+
+    __slots__ = ("default_factory", "repr")
+
+    def __init__(self, *, default_factory, repr: bool = True):
+        self.default_factory, self.repr = default_factory, repr
+
+
+def dataclass(cls):
+    """A plain ``@dataclass`` (init, repr, eq; unhashable) built without the dataclasses module: importing it
+    (with inspect, ast, dis, tokenize) was ~8 ms of every `advisor diagnose` start-up. Fields are the class's own
+    annotations, in order; defaults are plain values or ``field(default_factory=...)``."""
+    names = list(cls.__dict__.get("__annotations__", {}))
+    params, body, shown = [], [], []
+    scope: dict = {"_MISSING": _MISSING}
+    for name in names:
+        default = cls.__dict__.get(name, _MISSING)
+        if isinstance(default, field):
+            scope[f"_make_{name}"] = default.default_factory
+            params.append(f"{name}=_MISSING")
+            body.append(f"self.{name} = _make_{name}() if {name} is _MISSING else {name}")
+            delattr(cls, name)
+            if default.repr:
+                shown.append(name)
+            continue
+        if default is _MISSING:
+            params.append(name)
+        else:
+            scope[f"_default_{name}"] = default
+            params.append(f"{name}=_default_{name}")
+        body.append(f"self.{name} = {name}")
+        shown.append(name)
+    namespace: dict = {}
+    exec(f"def __init__(self, {', '.join(params)}):\n    " + "\n    ".join(body or ["pass"]), scope, namespace)
+    init = namespace["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+
+    def __repr__(self):
+        return f"{type(self).__qualname__}(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in shown) + ")"
+
+    def __eq__(self, other):
+        if other.__class__ is self.__class__:
+            return tuple(getattr(self, n) for n in names) == tuple(getattr(other, n) for n in names)
+        return NotImplemented
+
+    cls.__init__, cls.__repr__, cls.__eq__, cls.__hash__ = init, __repr__, __eq__, None
+    cls.__record_fields__ = tuple(names)
+    return cls
+
+
+def asdict(obj):
+    """dataclasses.asdict for these records: records, lists, tuples and dicts copied all the way down."""
+    names = getattr(type(obj), "__record_fields__", None)
+    if names is not None:
+        return {n: asdict(getattr(obj, n)) for n in names}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(asdict(v) for v in obj)
+    if isinstance(obj, dict):
+        return type(obj)((asdict(k), asdict(v)) for k, v in obj.items())
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    import copy
+
+    return copy.deepcopy(obj)
 
 
 @dataclass

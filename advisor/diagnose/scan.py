@@ -14,11 +14,10 @@ import itertools
 import math
 import os
 import re
-from dataclasses import dataclass, field
 
 from .readers import (FAILURE_READERS, METRIC_READERS, RANK_PREFIX, LineReader, csv_points, known_formats,
                       trainer_state_points)
-from .records import VAL_LOSS, LogEvent, Point, ReadStats
+from .records import VAL_LOSS, LogEvent, Point, ReadStats, dataclass, field
 
 _TRACEBACK_LINE = re.compile(r"^(?:-+>|\S+ in [<\w]|File \"|\^+\s*$)")  # IPython "---->", "x.py in fit(", File "
 _ELISION = re.compile(r"^[\s>`]*(?:\.{3,}|…+)[\s`]*$")
