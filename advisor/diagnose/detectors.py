@@ -729,9 +729,6 @@ def detect_periodic(series: dict[str, list[Point]], ctx: Context) -> list[Findin
     var = sum((r - mean) ** 2 for r in residual) / n
     if var <= 0:
         return []
-    acf = _autocorrelations(residual, range(2, n // 3), mean, var)
-    peaks = [lag for lag in acf if 3 <= lag < n // 3 - 1 and acf[lag] > PERIODIC_ACF
-             and acf[lag] >= acf[lag - 1] and acf[lag] >= acf[lag + 1]]
     ordered = sorted(residual)
     amplitude = (ordered[int(0.95 * (n - 1))] - ordered[int(0.05 * (n - 1))]) / 2
     level = max(_median(trend[start:]), 0.1 * _median(values[:max(3, len(values) // 20)]), 1e-8)
@@ -740,6 +737,11 @@ def detect_periodic(series: dict[str, list[Point]], ctx: Context) -> list[Findin
     swing = _mad_sigma(residual)
     swing_to_noise = swing / step_noise if step_noise > SWING_MIN_NOISE * level else 0.0
     swings = swing_to_noise >= SWING_TO_NOISE and swing / level >= SWING_TO_LEVEL
+    if amplitude / level < PERIODIC_AMPLITUDE and not swings:
+        return []  # no finding whatever the peaks: the O(n^2) autocorrelation is not computed
+    acf = _autocorrelations(residual, range(2, n // 3), mean, var)
+    peaks = [lag for lag in acf if 3 <= lag < n // 3 - 1 and acf[lag] > PERIODIC_ACF
+             and acf[lag] >= acf[lag - 1] and acf[lag] >= acf[lag + 1]]
     if not (peaks and amplitude / level >= PERIODIC_AMPLITUDE) and not swings:
         return []
     if peaks:
