@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 from ..oom import OOM_MARKERS, is_oom_message
 from .names import SPLITS, classify, position_name
@@ -413,6 +414,16 @@ def _bracket_key_colon(m: re.Match) -> str:
     return m.group(1) + ": "
 
 
+@lru_cache(maxsize=4096)  # a log prints a handful of names a line, millions of times
+def _name_meaning(name: str, stage: str | None) -> tuple[str | None, tuple[str, int] | None]:
+    """A printed name as the text reader takes it: ('step' | 'epoch', None) for a counter, else (None, what
+    classify makes of it)."""
+    if name[-3:].lower() == " is":  # "Loss is 1.26", "Current learning rate is 0.046"
+        name = name[:-3]
+    kind = position_name(name)
+    return (kind, None) if kind else (None, classify(name, stage))
+
+
 def strip_prefix(text: str) -> str:
     m = _PREFIX.match(text)
     return text[m.end():] if m else text.strip()
@@ -457,13 +468,11 @@ class TextMetricsReader(LineReader):
                 consumed.append(m.span())
         for m in _PAIR.finditer(body):
             name, raw, total = m.group("name", "value", "total")
-            if name[-3:].lower() == " is":  # "Loss is 1.26", "Current learning rate is 0.046"
-                name = name[:-3]
             value = to_float(raw)
             if value is None:
                 continue
             consumed.append(m.span())
-            kind = position_name(name)
+            kind, found = _name_meaning(name, stage)
             if kind == "step":
                 steps.append((value, float(total) if total else None))
                 continue
@@ -471,7 +480,6 @@ class TextMetricsReader(LineReader):
                 if epoch is None:
                     epoch, epoch_total = value, total
                 continue
-            found = classify(name, stage)
             if not found:
                 continue
             series, rank = found
