@@ -599,3 +599,30 @@ async def test_the_sweep_notes_show_their_last_line_after_the_terminal_shrinks()
         assert notes.max_scroll_y > 0  # the log is longer than its box: the case at hand
         # (written at the wider width, lines do not re-wrap: the end of a long one is cut at the right edge)
         assert any(last[:20] in line for line in rendered_lines(notes)), (last, rendered_lines(notes))
+
+
+# -- the app's traps (issue 25): keys in a field, quitting an unsaved plan, Start, the step bar, Diagnose ----------
+
+@pytest.mark.parametrize("text,verdict,not_said", [
+    ("Epoch 1 loss: 0.9\nEpoch 2 loss: 0.7\nEpoch 3 loss: 0.6\n", "Nothing conclusive", "healthy"),
+    (None, "No problem found", "Nothing conclusive"),
+], ids=["short", "healthy"])
+async def test_diagnose_says_the_engines_verdict_not_healthy_for_every_log_without_a_finding(text, verdict, not_said,
+                                                                                           tmp_path):
+    from advisor.diagnose import diagnose_source
+    from advisor.tui.app import create_app
+
+    log = tmp_path / "run.log"
+    if text is None:
+        log = ROOT / "tests" / "corpus" / "logs" / "plain_healthy_brackets.log"
+    else:
+        log.write_text(text)
+    report = diagnose_source(str(log))
+    app = create_app(diagnose_logs=[str(log)])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.screen.name == "diagnose" and screen_text(app, "#summary").strip(),
+                       what="the verdict")
+        summary = screen_text(app, "#summary")
+        assert verdict in summary and not_said not in summary
+        for needed in report.needed:  # what would let the other checks run, as the engine says it
+            assert needed in summary.replace("\n", " ") or needed[:40] in summary

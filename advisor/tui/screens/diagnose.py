@@ -65,6 +65,25 @@ def flagged_range(evidence: dict) -> tuple[float, float] | None:
     return (min(marks), max(marks)) if marks else None
 
 
+def verdict_text(report, named: bool) -> str:
+    """The engine's verdict on a log without a finding: "healthy" only when it says so (every check that applies
+    had its evidence), else "nothing conclusive" and what would let the other checks run."""
+    where = f" in {escape(report.source)}" if named else ""
+    ran = "; ".join(report.checks_ran)
+    needed = "\n".join(f"  • {escape(n)}" for n in report.needed)
+    if report.verdict == "healthy":
+        text = f"[green]No problem found{where}[/green]: the curves look healthy on every check that ran"
+        text += f" ({escape(ran)})." if ran else "."
+        return text + (f"\n[dim]Not checked, for lack of evidence:\n{needed}[/dim]" if needed else "")
+    # the engine's reason without its own "needed: ..." tail, listed below one a line
+    why = (report.cannot_judge or "").removeprefix("nothing conclusive").lstrip(": ").split("; needed:")[0]
+    text = f"[yellow]Nothing conclusive{where}[/yellow]: too little evidence to judge the curves" + (
+        f": {escape(why)}." if why else ".")
+    if ran:
+        text += f"\nChecks that ran found nothing: {escape(ran)}."
+    return text + (f"\n[b]Needed to judge the rest:[/b]\n{needed}" if needed else "")
+
+
 class DiagnoseScreen(Screen):
     TITLE = "Diagnose"
     BINDINGS = [
@@ -176,9 +195,8 @@ class DiagnoseScreen(Screen):
             self._show(0)
         else:
             self._show(None)
-            self.query_one("#summary", Static).update(
-                "[green]No problem found[/green]: the curves look healthy." if any(
-                    r.readable for r in message.diagnosis.reports) else "")
+            self.query_one("#summary", Static).update("\n\n".join(
+                verdict_text(r, len(message.diagnosis.reports) > 1) for r in message.diagnosis.reports if r.readable))
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         self._show(event.option_index)
