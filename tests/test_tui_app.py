@@ -603,6 +603,67 @@ async def test_the_sweep_notes_show_their_last_line_after_the_terminal_shrinks()
 
 # -- the app's traps (issue 25): keys in a field, quitting an unsaved plan, Start, the step bar, Diagnose ----------
 
+async def test_global_keys_never_type_into_a_field_and_digits_in_a_field_type_rather_than_jump():
+    from advisor.tui.app import AdvisorApp
+    from advisor.tui.screens.help import HelpScreen
+
+    # Every global key is classified here: a new one fails this line until it is.
+    acting = {"question_mark", "f1", "ctrl+q"}  # act in a field too, never typed
+    typing = {str(n) for n in range(1, 7)}  # a field takes them (a workload name, a batch); elsewhere they jump
+    declared = {key for binding in AdvisorApp.BINDINGS for key in binding.key.split(",")}
+    assert declared == acting | typing
+    app = stub_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        field = app.screen.query_one("#workload")
+        await wait_for(pilot, lambda: app.screen.focused is field, what="the workload field's focus")
+        for key in ("question_mark", "f1"):
+            await pilot.press(key)
+            await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what=f"help on {key}")
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.screen.name == "setup", what="help closed")
+            assert field.value == "digits-mlp", key
+        field.focus()
+        await pilot.press("end", "2")
+        await pilot.pause(0.2)
+        assert field.value == "digits-mlp2" and app.screen.name == "setup"
+        assert not any("needs" in n.message for n in app._notifications)  # no jump was tried
+
+
+@pytest.mark.parametrize("answer", ["cancel-then-save", "cancel-then-discard", "saved-before"])
+async def test_quitting_with_an_unsaved_plan_asks_save_discard_or_cancel(answer, tmp_path, monkeypatch):
+    from advisor.tui.screens.help import UnsavedPlanScreen
+
+    monkeypatch.chdir(tmp_path)
+    saved = tmp_path / "recipes" / "digits-mlp.toml"
+    app = stub_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await walk_to(pilot, "recipe")
+        await wait_for(pilot, lambda: "recipe" in app.done, what="the plan")
+        plan = app.session.result
+        if answer == "saved-before":
+            await pilot.press("ctrl+s")
+            await wait_for(pilot, saved.exists, what="the save")
+            app.screen.query_one("#path").focus()  # in a field: ctrl+q still quits
+            await pilot.press("ctrl+q")  # nothing unsaved: no question
+            await wait_for(pilot, lambda: app.return_code is not None, what="the quit")
+            return
+        app.screen.query_one("#path").focus()
+        await pilot.press("ctrl+q")
+        await wait_for(pilot, lambda: isinstance(app.screen, UnsavedPlanScreen), what="the question")
+        await pilot.press("escape")  # cancel: nothing lost
+        await wait_for(pilot, lambda: app.screen.name == "recipe", what="back on the Recipe screen")
+        assert app.return_code is None and app.session.result is plan and "recipe" in app.done
+        assert app.screen.unsaved and not saved.exists()
+        await app.run_action("quit")  # as the command palette's Quit calls it
+        await wait_for(pilot, lambda: isinstance(app.screen, UnsavedPlanScreen), what="the question again")
+        await pilot.press("s" if answer == "cancel-then-save" else "d")
+        await wait_for(pilot, lambda: app.return_code is not None, what="the quit")
+    if answer == "cancel-then-save":  # written as the Recipe screen's save writes it
+        assert check_recipe(saved)["batch"]["global"] == plan.plan.global_batch
+    else:
+        assert not saved.exists()
+
+
 @pytest.mark.parametrize("text,verdict,not_said", [
     ("Epoch 1 loss: 0.9\nEpoch 2 loss: 0.7\nEpoch 3 loss: 0.6\n", "Nothing conclusive", "healthy"),
     (None, "No problem found", "Nothing conclusive"),

@@ -11,7 +11,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from textual import work
+from textual import events, work
 from textual.app import App
 from textual.binding import Binding
 
@@ -22,6 +22,7 @@ STEPS = (("setup", "Setup"), ("ceiling", "Memory ceiling"), ("start", "Starting 
          ("sweep", "Sweep"), ("recipe", "Recipe"))
 STEP_NAMES = tuple(name for name, _ in STEPS)
 STEP_TITLES = dict(STEPS)
+HELP_KEYS = ("question_mark",)  # help even where a field has focus (the binding also takes f1)
 
 
 @dataclass
@@ -44,8 +45,10 @@ RunnerFactory = Callable[[Any, Any, Callable[[Any], None]], Any]
 class AdvisorApp(App):
     CSS_PATH = "advisor.tcss"
     TITLE = "batch-advisor"
+    # `?` is help in a field too (on_event); the digits type in a field (a workload name, a batch), elsewhere
+    # they jump to a step.
     BINDINGS = [
-        Binding("question_mark", "help", "Help"),
+        Binding("question_mark,f1", "help", "Help", key_display="?"),
         Binding("ctrl+q", "quit", "Quit", priority=True),
         *(Binding(str(number), f"goto('{name}')", f"Go to {title}", show=False)
           for number, (name, title) in enumerate(STEPS, 1)),
@@ -95,10 +98,22 @@ class AdvisorApp(App):
         if self.screen is not target:
             self.switch_screen(target)
 
+    async def on_event(self, event) -> None:
+        # Textual hands a focused Input every printable key, priority bindings included: `?` typed into the
+        # Workload field (replacing its selected text) instead of opening help. No field here needs a `?`.
+        if (isinstance(event, events.Key) and not event.is_forwarded and event.key in HELP_KEYS
+                and self.focused is not None and self.focused.check_consume_key(event.key, event.character)):
+            event.stop()
+            self.action_help()
+            return
+        await super().on_event(event)
+
     def action_help(self) -> None:
         from .screens.help import HelpScreen
 
-        if not isinstance(self.screen, HelpScreen):
+        if isinstance(self.screen, HelpScreen):
+            self.screen.dismiss()  # `?` again closes it
+        else:
             self.push_screen(HelpScreen())
 
     def explain(self, title: str, text: str) -> None:
@@ -191,6 +206,26 @@ class AdvisorApp(App):
             self.session.cancel()
 
     async def action_quit(self) -> None:
+        """ctrl+q and the command palette's Quit: a finished plan not saved yet is asked about first."""
+        from .screens.help import UnsavedPlanScreen
+
+        if isinstance(self.screen, UnsavedPlanScreen):
+            return  # the question is on screen already
+        recipe = self.get_screen("recipe")
+        if "recipe" in self.done and recipe.unsaved:
+            self.push_screen(UnsavedPlanScreen(recipe.save_path()), self._quit_answered)
+            return
+        self.quit_now()
+
+    def _quit_answered(self, answer: str | None) -> None:
+        if answer == "discard":
+            self.quit_now()
+        elif answer == "save":
+            recipe = self.get_screen("recipe")
+            if not recipe.save(then=self.quit_now):  # not saved (its message says why): stay, on the Recipe screen
+                self.action_goto("recipe")
+
+    def quit_now(self) -> None:
         self.cancel_running()
         self.exit()
 

@@ -1,4 +1,5 @@
-"""Modal screens: help (`?`), the explanation of one number, and a yes/no confirmation."""
+"""Modal screens: help (`?`), the explanation of one number, a yes/no confirmation, and the question before
+quitting with an unsaved plan."""
 
 from __future__ import annotations
 
@@ -31,15 +32,15 @@ learning rate scaled to the global batch and the warmup, saved as TOML.
 | --- | --- |
 | `Enter` | press the focused button; on a number: explain it |
 | `Tab` / `Shift+Tab` | move between fields |
-| `r` | run (or redo) this step |
+| `r` / `ctrl+r` | run (or redo) this step; `ctrl+r` works in a field too (Start on Setup) |
 | `n` / `b` | next / previous step |
-| `1`-`6` | jump to a step (once the steps before it are done) |
+| `1`-`6` | jump to a step (once the steps before it are done; in a field they type) |
 | `Esc` | cancel the running step (its processes are stopped) |
 | `e` | explain the highlighted number: the rule and the inputs behind it |
 | `ctrl+s` | save the recipe (Recipe screen) |
 | `ctrl+o` | diagnose a training log (Setup screen) |
-| `?` | this help |
-| `ctrl+q` | quit (a running step is cancelled first) |
+| `?` / `F1` | this help (in a field too: `?` never types) |
+| `ctrl+q` | quit (a running step is cancelled first; a finished plan not saved yet: save, discard or cancel) |
 
 Redoing a step makes the later ones stale: they must run again. A failed step shows its error
 and the workers' last lines; fix the cause and press `r`.
@@ -102,4 +103,34 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(event.button.id == "yes")
 
     def action_answer(self, answer: bool) -> None:
+        self.dismiss(answer)
+
+
+class UnsavedPlanScreen(ModalScreen[str]):
+    """Quitting with a finished plan no save has written: "save" (then quit), "discard" (quit) or "cancel"."""
+
+    BINDINGS = [Binding("s", "answer('save')", "Save and quit"), Binding("d", "answer('discard')", "Discard and quit"),
+                Binding("escape,c", "answer('cancel')", "Cancel")]
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.path = path
+
+    def compose(self):
+        where = f"to {self.path}" if self.path else "(type a path on the Recipe screen first)"
+        with Vertical(classes="dialog confirm"):
+            yield Static(f"The plan is finished but not saved. Quitting now loses it and its runs.\n\nSave the recipe "
+                         f"{where} and quit, quit without saving, or go back?", markup=False)
+            with Horizontal(classes="actions"):
+                yield Button("Save and quit (s)", id="save", variant="success")
+                yield Button("Discard (d)", id="discard", variant="error")
+                yield Button("Cancel (Esc)", id="cancel", variant="primary")
+
+    def on_mount(self) -> None:
+        self.query_one("#cancel", Button).focus()  # Enter on the question loses nothing
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id)
+
+    def action_answer(self, answer: str) -> None:
         self.dismiss(answer)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import Callable
 
 from rich.markup import escape
 from rich.syntax import Syntax
@@ -188,34 +189,56 @@ class RecipeScreen(StepScreen):
             return
         self.app.push_screen(ReplanScreen(self.recipe))
 
+    @property
+    def unsaved(self) -> bool:
+        """A plan is on screen that no save has written (quitting asks first)."""
+        result = getattr(self, "result", None)
+        return result is not None and getattr(self, "saved_result", None) is not result
+
+    def save_path(self) -> str:
+        return self.query_one("#path", Input).value.strip() if self.is_mounted else ""
+
     def action_save(self) -> None:
+        self.save()
+
+    def save(self, then: Callable[[], None] | None = None) -> bool:
+        """Save as ctrl+s does, then call ``then`` once the recipe is written (quitting after a save). False when
+        it is refused at once (the reason shown); an existing file is replaced only after the user confirms."""
         from .help import ConfirmScreen
 
         if self.result is None:
             self.app.notify("Nothing to save yet: the plan has not been made.", severity="warning")
-            return
-        path = self.query_one("#path", Input).value.strip()
+            return False
+        path = self.save_path()
         if not path:
             self.app.notify("Type a path to save the recipe to.", severity="warning")
-            return
+            return False
         target = Path(path)
         if target.is_dir():
             self._show_saved(f"[red]{escape(path)} is a directory.[/red] Give a file path such as "
                              f"{escape(str(target / 'recipe.toml'))}.")
-            return
+            return False
         if target.exists():
             def answered(replace: bool | None) -> None:
-                if replace:
-                    self._save(path, force=True)
-                else:
+                if replace and self._save(path, force=True):
+                    if then is not None:
+                        then()
+                    return
+                if not replace:
                     self._show_saved("[yellow]Not saved.[/yellow] Choose another path, or save again to replace.")
+                if then is not None:  # quitting after a save that did not happen: stay where the message is
+                    self.app.action_goto("recipe")
 
             self.app.push_screen(ConfirmScreen(f"{path} already exists. Replace it? The old recipe is kept as "
                                                f"{target.name}.bak.", yes="Replace", no="Keep it"), answered)
-            return
-        self._save(path, force=False)
+            return True
+        if not self._save(path, force=False):
+            return False
+        if then is not None:
+            then()
+        return True
 
-    def _save(self, path: str, force: bool) -> None:
+    def _save(self, path: str, force: bool) -> bool:
         from ...errors import AdvisorError
         from ...recipe import save_recipe
         from ...report import build_recipe
@@ -226,7 +249,7 @@ class RecipeScreen(StepScreen):
             saved = save_recipe(data, path, force=force)
         except AdvisorError as exc:
             self._show_saved(f"[red]Not saved:[/red] {escape(str(exc))}")
-            return
+            return False
         lines = [f"[green]Saved[/green] to {escape(str(saved.path))}."]
         if saved.backup:
             lines.append(f"The previous recipe was kept as {escape(str(saved.backup))}.")
@@ -240,6 +263,8 @@ class RecipeScreen(StepScreen):
         lines.append(f"  [b]{escape(shlex.join(command))}[/b]")
         self._show_saved("\n".join(lines))
         self.saved_path = saved.path
+        self.saved_result = self.result
+        return True
 
     def _record_history(self, path) -> str:
         """The plan and its runs, appended to the history next to the saved recipe (as `advisor plan --out`)."""
