@@ -629,6 +629,29 @@ async def test_global_keys_never_type_into_a_field_and_digits_in_a_field_type_ra
         assert not any("needs" in n.message for n in app._notifications)  # no jump was tried
 
 
+async def test_start_runs_the_first_step_and_ctrl_r_reruns_a_step_from_its_field():
+    from advisor.tui.screens.help import HelpScreen
+
+    app = stub_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: "✓" in screen_text(app, "#workload-status"), CHECK_TIMEOUT, "the check")
+        await pilot.press("ctrl+r")  # the README: checks everything and starts
+        await wait_for(pilot, lambda: "ceiling" in app.done, CHECK_TIMEOUT, "the ceiling, run by Start alone")
+        headroom = app.screen.query_one("#headroom")
+        headroom.value = "0.3"
+        headroom.focus()
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen.name == "ceiling", what="help closed")
+        assert headroom.value == "0.3"
+        headroom.focus()
+        await pilot.press("ctrl+r")  # r would type into the field; ctrl+r runs the step from there
+        await wait_for(pilot, lambda: app.running is None and app.session.ceiling_result.headroom == 0.3,
+                       what="the ceiling again")
+        assert headroom.value == "0.3" and "ceiling" in app.done
+
+
 @pytest.mark.parametrize("answer", ["cancel-then-save", "cancel-then-discard", "saved-before"])
 async def test_quitting_with_an_unsaved_plan_asks_save_discard_or_cancel(answer, tmp_path, monkeypatch):
     from advisor.tui.screens.help import UnsavedPlanScreen
@@ -662,6 +685,38 @@ async def test_quitting_with_an_unsaved_plan_asks_save_discard_or_cancel(answer,
         assert check_recipe(saved)["batch"]["global"] == plan.plan.global_batch
     else:
         assert not saved.exists()
+
+
+async def test_start_is_refused_with_the_checks_message_when_the_workload_check_failed():
+    app = stub_app(workload=f"{ROOT / 'tests' / 'workloads' / 'bad_v2.py'}:nan_at_step_one")
+    async with app.run_test(size=(120, 40)) as pilot:
+        setup = app.screen
+        await wait_for(pilot, lambda: "nan at step 1" in screen_text(app, "#workload-status"), CHECK_TIMEOUT,
+                       "the failed check")
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.session is not None or setup.query_one(".error-panel").has_class("shown"),
+                       CHECK_TIMEOUT, "the refusal")
+        assert app.session is None and app.screen is setup
+        error = screen_text(app, ".error-panel")
+        assert "The workload check failed" in error and "loss is nan at step 1" in error
+
+
+async def test_start_during_the_workload_check_waits_for_it_then_starts(monkeypatch):
+    import threading
+
+    import advisor.workload_check as workload_check
+
+    gate = threading.Event()
+    real = workload_check.check_in_process
+    monkeypatch.setattr(workload_check, "check_in_process", lambda spec, **kw: gate.wait(60) and real(spec, **kw))
+    app = stub_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: "checking" in screen_text(app, "#workload-status"), what="the check")
+        await pilot.press("ctrl+r")
+        await pilot.pause(0.3)
+        assert app.session is None and "Waiting for the workload check" in screen_text(app, "#status")
+        gate.set()
+        await wait_for(pilot, lambda: "ceiling" in app.done, CHECK_TIMEOUT, "the start once the check passed")
 
 
 @pytest.mark.parametrize("text,verdict,not_said", [

@@ -24,6 +24,7 @@ class StepScreen(Screen):
     AUTO_RUN = False  # a step that starts no process runs as soon as the screen opens
     BINDINGS = [
         Binding("r", "run", "Run / redo"),
+        Binding("ctrl+r", "run", "Run / redo", show=False),  # as Start on Setup; in a field, where r types, too
         Binding("n", "next", "Next step"),
         Binding("b", "back", "Back"),
         Binding("escape", "cancel", "Cancel"),
@@ -32,6 +33,7 @@ class StepScreen(Screen):
     def __init__(self) -> None:
         super().__init__(name=self.STEP)
         self._started = 0.0
+        self.run_when_shown = False  # Setup's Start: the first step runs as its screen opens
 
     def compose(self):
         yield Header()
@@ -75,7 +77,9 @@ class StepScreen(Screen):
         else:
             # Focus a button, not a field, so the single-letter keys work at once.
             self.query_one("#next" if done and self.NEXT else "#run", Button).focus()
-        if self.AUTO_RUN and self.STEP not in self.app.done and not self.app.running and self.app.reachable(self.STEP):
+        run = self.AUTO_RUN or self.run_when_shown
+        self.run_when_shown = False
+        if run and self.STEP not in self.app.done and not self.app.running and self.app.reachable(self.STEP):
             self.action_run()
 
     def reset(self) -> None:

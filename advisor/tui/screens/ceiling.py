@@ -28,7 +28,7 @@ class CeilingScreen(StepScreen):
     RUN_LABEL = "Probe"
     INTRO = ("Step 1. Real training steps at growing batches, each in a fresh process under the memory budget: "
              "two small probes fit memory = fixed + per-sample x batch, then real probes find the out-of-memory "
-             "edge. The ceiling keeps the headroom free below it. Press r to probe.")
+             "edge. The ceiling keeps the headroom free below it. Start on Setup runs it; r probes again.")
 
     def compose_body(self):
         with Horizontal():

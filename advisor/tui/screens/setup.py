@@ -143,6 +143,9 @@ class SetupScreen(Screen):
         self.options_mounted_for = None  # ... once those fields (a Select's own parts too) are mounted
         self._checked_spec = ""  # the spec whose check passed
         self._checking_spec = ""  # the spec whose check runs now
+        self._workload_error = ""  # why the spec in the field cannot be used (its check failed), shown at Start
+        self._failed_spec = ""  # the spec whose check failed: Start shows why; Enter in the field checks it again
+        self._start_waiting = False  # Start was pressed during the check: it goes on when the check passes
         self._started_task = None
         self._look_cancel = None  # the CancelToken of the script's first look while Start checks a script
         self._script_checked = ""  # the script line whose form the Script status shows
@@ -328,7 +331,7 @@ class SetupScreen(Screen):
         if spec and spec in (self._checked_spec, self._checking_spec):
             return  # the value checked, or being checked, already (the field posts its first value too)
         self._cancel_workload_check()
-        self.workload, self._checked_spec = None, ""
+        self.workload, self._checked_spec, self._workload_error, self._failed_spec = None, "", problem, ""
         status = self.query_one("#workload-status", Static)
         status.update(f"[red]{escape(problem)}[/red]" if problem else
                       "[dim]Enter (or leaving the field) checks it.[/dim]")
@@ -344,7 +347,8 @@ class SetupScreen(Screen):
         status = self.query_one("#workload-status", Static)
         problem = self._workload_problem(spec)
         self._cancel_workload_check()
-        self.workload, self._checked_spec = None, ""
+        self.workload, self._checked_spec, self._workload_error = None, "", problem
+        self._failed_spec = spec if problem else ""
         if not spec and not problem:
             status.update("[dim]Empty: the script below is measured.[/dim]")
             return
@@ -407,6 +411,7 @@ class SetupScreen(Screen):
 
     def _cancel_workload_check(self) -> None:
         self._checking_spec = ""
+        self._start_waiting = False
         self.workers.cancel_group(self, "workload")  # its worker kills the check's process
 
     @work(thread=True, exclusive=True, group="workload", exit_on_error=False)
@@ -433,10 +438,13 @@ class SetupScreen(Screen):
         if message.spec != self.query_one("#workload", Input).value.strip():
             return  # an answer for what was typed before
         self._checking_spec = ""
+        waiting, self._start_waiting = self._start_waiting, False
         status = self.query_one("#workload-status", Static)
         if message.error:
-            self.workload = None
+            self.workload, self._workload_error, self._failed_spec = None, message.error, message.spec
             status.update(f"[red]{escape(message.error)}[/red]")
+            if waiting:
+                self.action_start()  # says why it cannot start: the check's own message
             return
         w = self.workload = message.workload
         self._checked_spec = message.spec
@@ -448,6 +456,8 @@ class SetupScreen(Screen):
                       f"{w.train_length} training / {w.val_length} validation samples"
                       + (f"\n[b]History:[/b] {escape(known)}" if known else ""))
         self._fill_from_workload()
+        if waiting:
+            self.action_start()
 
     def _fill_from_workload(self) -> None:
         from ...tasks import TASKS
@@ -561,18 +571,20 @@ class SetupScreen(Screen):
         if self.app.running:
             self.app.notify("A step is still running; cancel it first (Esc on its screen).", severity="warning")
             return
+        options = self.plan_options()
+        problem = both_or_neither_problem(options["workload"] or "", options["script"] or "")
+        if problem:
+            self._show_error(problem)
+            self.query_one("#script" if options["script"] or not options["workload"] else "#workload", Input).focus()
+            return
+        if options["workload"] and not self._workload_ready(options["workload"]):
+            return
         memory = self.query_one("#device-memory", Input)
         if self.host is not None and self.host.type == "cpu" and not memory.value.strip():
             self._show_error("No GPU here, so the advisor needs the memory per device to plan for: fill in "
                              "Memory per device (for example 1GiB). Each process then gets a real memory limit of "
                              "that size.")
             memory.focus()
-            return
-        options = self.plan_options()
-        problem = both_or_neither_problem(options["workload"] or "", options["script"] or "")
-        if problem:
-            self._show_error(problem)
-            self.query_one("#script" if options["script"] or not options["workload"] else "#workload", Input).focus()
             return
         task = self.query_one("#task", Select).value or None
         if self.app.session is not None and options == self.app.plan_options and task == self._started_task:
@@ -590,6 +602,26 @@ class SetupScreen(Screen):
             self._script_relay = self.app.relay_for_new_session()  # no step runs (checked above)
             self.refresh_bindings()
         self.check_setup(options)
+
+    def _workload_ready(self, spec: str) -> bool:
+        """Start goes on only with a workload whose check passed: a failed check's message is shown at once (a plan
+        would fail the same way after a probe and its retry); during the check, Start waits for it."""
+        if spec not in (self._checked_spec, self._checking_spec, self._failed_spec):
+            self._check_spec(spec)  # typed, never accepted (no Enter, never left): checked now
+        if spec == self._checking_spec:
+            self._start_waiting = True
+            self._show_error("")
+            self.query_one("#status", Static).update(
+                "[b]Waiting for the workload check…[/b] Start goes on when it passes (an edit cancels).")
+            return False
+        if self.workload is None or spec != self._checked_spec:
+            self._show_error(f"The workload check failed: {self._workload_error or 'see the Workload field.'}\n"
+                             "Fix the workload (or pick a built-in); Enter in the Workload field checks it again. "
+                             "Nothing was run.", verbatim=True)
+            self.query_one("#status", Static).update("[red]Not started.[/red] Fix what the message says.")
+            self.query_one("#workload", Input).focus()
+            return False
+        return True
 
     def on_unmount(self) -> None:
         if self._look_cancel is not None:
@@ -682,6 +714,7 @@ class SetupScreen(Screen):
         self.app.begin_session(message.adapter, message.settings, message.setup, message.options,
                                message.script_session)
         self.query_one(StepBar).update_steps()
+        self.app.get_screen("ceiling").run_when_shown = True  # Start starts: the first step's probes run at once
         self.app.action_goto("ceiling")
 
     def _show_error(self, text: str, verbatim: bool = False) -> None:
