@@ -719,6 +719,20 @@ async def test_start_during_the_workload_check_waits_for_it_then_starts(monkeypa
         await wait_for(pilot, lambda: "ceiling" in app.done, CHECK_TIMEOUT, "the start once the check passed")
 
 
+async def test_the_step_bar_shows_every_step_at_80_columns():
+    from tui_stub import rendered_lines
+
+    app = stub_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.3)
+        bar = rendered_lines(app.screen.query_one("StepBar"))[0]
+        for number, title in enumerate(("Setup", "Ceiling", "Start value", "Trial", "Sweep", "Recipe"), 1):
+            assert f"{number} " in bar and title in bar, bar
+        await pilot.resize_terminal(120, 40)
+        await wait_for(pilot, lambda: "Memory ceiling" in rendered_lines(app.screen.query_one("StepBar"))[0],
+                       what="the full titles at 120 columns")
+
+
 @pytest.mark.parametrize("text,verdict,not_said", [
     ("Epoch 1 loss: 0.9\nEpoch 2 loss: 0.7\nEpoch 3 loss: 0.6\n", "Nothing conclusive", "healthy"),
     (None, "No problem found", "Nothing conclusive"),

@@ -95,6 +95,11 @@ def test_sweep_screen_at_80x24(snap_compare):
 SMALL = (80, 24)  # the smallest supported terminal: labels wrap or shorten, every value shows whole
 
 
+def test_setup_screen_at_80x24(snap_compare):
+    """Every step of the step bar shows at 80 columns (steps 5 and 6 were cut off)."""
+    assert snap_compare(stub_app(), terminal_size=SMALL, run_before=setup_checked)
+
+
 def test_memory_ceiling_screen_at_80x24(snap_compare):
     assert snap_compare(stub_app(), terminal_size=SMALL, run_before=at_step("ceiling"))
 
