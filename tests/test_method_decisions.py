@@ -474,7 +474,9 @@ def test_mixed_precision_comes_before_accumulation():
     assert not any(w.code == "amp-before-shrinking" for w in result.plan.warnings)
 
 
-def test_mixed_before_accumulation_keeps_fp32_with_the_reason_when_bf16_cannot_run():
+def test_mixed_before_accumulation_keeps_fp32_with_the_reason_when_bf16_cannot_run(monkeypatch):
+    # A CPU without bf16 (the device boundary patched: this machine's own CPU may well run bf16).
+    monkeypatch.setattr("advisor.device.cpu_runs_precision", lambda precision: (False, "no native bf16 CPU flag"))
     runner = StubRunner(saturate=None, unsupported={"bf16"})
     _, result = run_session(settings(global_batch=800, allow_few_steps=True), HostDevices("cpu"), runner)
     assert result.plan.precision == "fp32" and result.plan.accumulation_steps == 2
