@@ -756,3 +756,25 @@ async def test_diagnose_says_the_engines_verdict_not_healthy_for_every_log_witho
         assert verdict in summary and not_said not in summary
         for needed in report.needed:  # what would let the other checks run, as the engine says it
             assert needed in summary.replace("\n", " ") or needed[:40] in summary
+
+
+async def test_a_start_that_waited_for_the_check_and_is_then_refused_says_not_started(monkeypatch):
+    # Seen in tmux: the status kept "Waiting for the workload check…" under the memory-per-device refusal.
+    import threading
+
+    import advisor.workload_check as workload_check
+
+    gate = threading.Event()
+    real = workload_check.check_in_process
+    monkeypatch.setattr(workload_check, "check_in_process", lambda spec, **kw: gate.wait(60) and real(spec, **kw))
+    app = stub_app(device_memory=None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: "checking" in screen_text(app, "#workload-status"), what="the check")
+        await pilot.press("ctrl+r")
+        await pilot.pause(0.3)
+        gate.set()
+        await wait_for(pilot, lambda: app.screen.query_one(".error-panel").has_class("shown"), CHECK_TIMEOUT,
+                       "the refusal")
+        assert "memory per device" in screen_text(app, ".error-panel")
+        assert "Not started" in screen_text(app, "#status") and "Waiting" not in screen_text(app, "#status")
+        assert app.screen.focused is app.screen.query_one("#device-memory") and app.session is None

@@ -574,17 +574,15 @@ class SetupScreen(Screen):
         options = self.plan_options()
         problem = both_or_neither_problem(options["workload"] or "", options["script"] or "")
         if problem:
-            self._show_error(problem)
-            self.query_one("#script" if options["script"] or not options["workload"] else "#workload", Input).focus()
+            self._refuse(problem, "#script" if options["script"] or not options["workload"] else "#workload")
             return
         if options["workload"] and not self._workload_ready(options["workload"]):
             return
         memory = self.query_one("#device-memory", Input)
         if self.host is not None and self.host.type == "cpu" and not memory.value.strip():
-            self._show_error("No GPU here, so the advisor needs the memory per device to plan for: fill in "
-                             "Memory per device (for example 1GiB). Each process then gets a real memory limit of "
-                             "that size.")
-            memory.focus()
+            self._refuse("No GPU here, so the advisor needs the memory per device to plan for: fill in Memory per "
+                         "device (for example 1GiB). Each process then gets a real memory limit of that size.",
+                         "#device-memory")
             return
         task = self.query_one("#task", Select).value or None
         if self.app.session is not None and options == self.app.plan_options and task == self._started_task:
@@ -615,13 +613,17 @@ class SetupScreen(Screen):
                 "[b]Waiting for the workload check…[/b] Start goes on when it passes (an edit cancels).")
             return False
         if self.workload is None or spec != self._checked_spec:
-            self._show_error(f"The workload check failed: {self._workload_error or 'see the Workload field.'}\n"
-                             "Fix the workload (or pick a built-in); Enter in the Workload field checks it again. "
-                             "Nothing was run.", verbatim=True)
-            self.query_one("#status", Static).update("[red]Not started.[/red] Fix what the message says.")
-            self.query_one("#workload", Input).focus()
+            self._refuse(f"The workload check failed: {self._workload_error or 'see the Workload field.'}\n"
+                         "Fix the workload (or pick a built-in); Enter in the Workload field checks it again. "
+                         "Nothing was run.", "#workload", verbatim=True)
             return False
         return True
+
+    def _refuse(self, text: str, field: str, verbatim: bool = False) -> None:
+        """Start said no: why in the error panel, the status says so (not "Waiting…"), the field to fix focused."""
+        self._show_error(text, verbatim=verbatim)
+        self.query_one("#status", Static).update("[red]Not started.[/red] Fix what the message says.")
+        self.query_one(field, Input).focus()
 
     def on_unmount(self) -> None:
         if self._look_cancel is not None:
