@@ -754,6 +754,7 @@ async def test_diagnose_says_the_engines_verdict_not_healthy_for_every_log_witho
                        what="the verdict")
         summary = screen_text(app, "#summary")
         assert verdict in summary and not_said not in summary
+        assert app.screen.query_one("#findings").display is False  # an empty list took half the width
         for needed in report.needed:  # what would let the other checks run, as the engine says it
             assert needed in summary.replace("\n", " ") or needed[:40] in summary
 

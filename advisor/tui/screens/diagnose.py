@@ -189,6 +189,7 @@ class DiagnoseScreen(Screen):
                 options.add_option(Option(f"[{style}]{finding.severity}[/{style}] [b]{finding.kind}[/b]\n"
                                           f"{escape(finding.summary)}"))
         self.query_one("#read-stats", Static).update("\n".join(stats_lines))
+        options.set_class(not self.findings, "hidden")  # no finding: the verdict gets the whole width
         if self.findings:
             options.highlighted = 0
             options.focus()
