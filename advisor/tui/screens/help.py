@@ -16,12 +16,16 @@ recipe (TOML) you commit next to your training code.
 
 1. **Memory ceiling**: real probes in fresh processes find the largest per-device batch that fits
    the memory budget, with headroom kept free.
-2. **Starting value**: the task's per-device value from experience, capped by the ceiling.
+2. **Starting value**: global batch first: your base global batch (where your LR was tuned) over the
+   processes; without one, the task's per-device value. Capped by the ceiling and the data.
 3. **Trial run**: short runs from that value; double while memory stays under 60% of the ceiling's,
-   halve on out-of-memory (mixed precision first); keep doubling only while it buys throughput.
-4. **Sweep**: half / chosen / double (or 8-128 on a subset) trained for the same steps; the best
-   validation result wins, ties go to the one that got there first; if an end of the range wins,
-   the sweep goes on past it (its half or double).
+   halve on out-of-memory (mixed precision first) or from a run that was unstable; keep doubling only
+   while it buys throughput.
+4. **Sweep**: half / chosen / double (or 8-128 on a subset), each on the same number of training
+   samples with the same 3 seeds (paired). The best mean validation score leads; a candidate ties
+   with it when the paired 95% t-interval of their differences holds 0 or the gap is under a point
+   of accuracy; among the tied the smallest wins unless a bigger one is clearly faster. If an end
+   of the range wins, one more batch past it is swept.
 
 Then the **Recipe**: the plan for your cluster (per-device x world size x accumulation), the
 learning rate scaled to the global batch and the warmup, saved as TOML.
