@@ -223,6 +223,9 @@ def cmd_history(args) -> int:
     path = default_read_path(args.history)
     if args.import_recipes:
         for recipe in args.import_recipes:
+            if recipe.endswith(".measurements.toml"):  # a recipe's sibling (`recipes/*.toml` matches it): read with it
+                print(f"advisor: {recipe}: a recipe's measurements file, imported with its recipe", file=sys.stderr)
+                continue
             rows = rows_from_recipe(check_recipe(recipe), recipe)
             existing = {(r.get("imported_from"), r.get("kind"), r.get("time"), r.get("per_device"))
                         for r in read_history(path).rows}

@@ -34,7 +34,8 @@ SCHEMA_VERSION = 2  # 2: the per-run measurements moved to a sibling file (schem
 # code that reads a recipe sees one document.
 MEASUREMENTS = (("ledger",), ("method", "sweep", "candidates_scored"), ("method", "sweep", "comparisons"),
                 ("method", "trial", "steps"), ("method", "step_seconds"), ("ceiling", "breakdown"),
-                ("workload", "probed"), ("goodput", "step_time"), ("noise", "per_run"))
+                ("workload", "probed"), ("goodput", "step_time"), ("noise", "per_run"), ("noise", "steps"),
+                ("noise", "runs"), ("noise", "skipped_steps"), ("noise", "confidence"))
 LR_RULES = ("unchanged", "linear", "sqrt", "linear-sqrt")
 
 # (table, key) -> allowed types; the minimum other tools rely on.
@@ -401,9 +402,22 @@ def _clean(value: Any) -> Any:
     return value
 
 
+# tomli_w writes every array one item a line; a short array of numbers or strings reads better on one.
+_SHORT_ARRAY = re.compile(r"= \[\n((?:    [^\n\[\]{}]+,\n)+)\]")
+
+
+def _one_line_arrays(text: str, width: int = 100) -> str:
+    def join(match: re.Match) -> str:
+        items = [line.strip().rstrip(",") for line in match.group(1).splitlines()]
+        one = "= [" + ", ".join(items) + "]"
+        return one if len(one) <= width and not any(item.startswith('"""') for item in items) else match.group(0)
+
+    return _SHORT_ARRAY.sub(join, text)
+
+
 def dumps_recipe(data: dict) -> str:
     validate(data)
-    return tomli_w.dumps(_clean(data))
+    return _one_line_arrays(tomli_w.dumps(_clean(data)))
 
 
 def _new_file_mode() -> int:

@@ -99,6 +99,9 @@ def test_history_import_is_idempotent_and_a_missing_file_is_explained(tmp_path, 
     assert runs and len(read_history(path).rows) == len(runs) + 1  # its trial and sweep runs, then the plan
     assert main(["history", "--history", str(path), "--import", recipe]) == 0
     assert len(read_history(path).rows) == len(runs) + 1  # the second import adds nothing
+    sibling = str(REPO / "recipes" / "digits-cnn.measurements.toml")  # what `--import recipes/*.toml` also names
+    assert main(["history", "--history", str(path), "--import", sibling, recipe]) == 0
+    assert len(read_history(path).rows) == len(runs) + 1 and "imported with its recipe" in capsys.readouterr().err
 
 
 def _plan(runner, path, known=None, **kw):
