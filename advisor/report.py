@@ -152,7 +152,7 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
             "trial": result.trial_summary or None,
             "sweep": _sweep_section(result),
             "noise_scale": round(result.noise_scale, 1) if result.noise_scale else None,
-            "noise_reason": result.noise_reason,
+            "noise_reason": None if result.noise is not None else result.noise_reason,  # [noise] holds it once
             "step_seconds": {t.name: round(t.seconds, 2) for t in result.timings},
         },
         "ceiling": ceiling,
