@@ -153,13 +153,15 @@ async def test_escape_cancels_a_running_probe_and_leaves_no_process(no_workers_l
 
 @pytest.mark.slow
 async def test_a_probe_that_crashes_shows_the_workers_error_in_the_app(no_workers_left):
-    app = create_app(Prefill(workload_spec("crash_in_forward"), "ddp", 2, "128MiB", 8, 12), host=cpu_host())
+    # The bug shows only past batch 4: the Setup's check (batch 2) passes, a probe crashes. (A workload whose
+    # check fails never starts: Start is refused with the check's message, tests/test_tui_app.py.)
+    app = create_app(Prefill(workload_spec("crash_above_batch_4"), "ddp", 2, "128MiB", 8, 12), host=cpu_host())
     async with app.run_test(size=(120, 40)) as pilot:
         await start_walk(pilot)
         await run_step(pilot, "ceiling", timeout=120)
         error = screen_text(app, ".error-panel")
         assert "Memory ceiling failed" in error
-        assert "shape '[-1, 3]' is invalid" in error  # the worker's own last lines
+        assert "a bug that shows at batch" in error  # the worker's own last lines
         assert "ceiling" not in app.done and app.is_running
         assert not app.screen.query_one("#run").disabled
 

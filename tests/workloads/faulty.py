@@ -67,6 +67,21 @@ def crash_in_forward():
     return _workload(Crashes, "crashes")
 
 
+def crash_above_batch_4():
+    """A bug that shows only past batch 4: the Setup's workload check (batch 2) passes, the probes at 8 crash."""
+    class CrashesAbove4(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Linear(16, 2)
+
+        def forward(self, x):
+            if x.shape[0] > 4:
+                raise ValueError(f"a bug that shows at batch {x.shape[0]}")
+            return self.net(x)
+
+    return _workload(CrashesAbove4, "crashes-above-4")
+
+
 def not_a_workload():
     return {"model": "oops"}
 
