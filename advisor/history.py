@@ -428,10 +428,14 @@ def seeded_ceiling(probe: Callable[[int, str], ProbeTrial], seed: dict, budget_b
     else:
         edge_text = (f"Known from the history ({when}): no OOM up to the cap of {max_batch}; confirmed now: "
                      f"{ceiling} fits. ")
+    by_memory = fit.batch_for((1 - headroom) * usable)
+    # Say what set the number: the cap when it binds (the headroom then played no part), else the headroom.
+    binds = (f"The cap of {max_batch} binds: memory with {headroom:.0%} headroom would allow {by_memory}, so the "
+             f"ceiling is {ceiling}" if ceiling >= max_batch and by_memory > max_batch else
+             f"Keeping {headroom:.0%} headroom below {usable / 2**20:.0f} MiB gives {ceiling}")
     reason = (f"Fit (from the history): {fit.fixed_bytes / 2**20:.1f} MiB fixed + "
-              f"{fit.per_sample_bytes / 2**20:.3f} MiB per sample. " + edge_text
-              + f"Keeping {headroom:.0%} headroom below {usable / 2**20:.0f} MiB gives {ceiling} "
-                f"({len(trials)} confirming probe(s) instead of a search; --fresh searches anew).")
+              f"{fit.per_sample_bytes / 2**20:.3f} MiB per sample. " + edge_text + binds
+              + f" ({len(trials)} confirming probe(s) instead of a search; --fresh searches anew).")
     return CeilingResult(ceiling, budget_bytes, headroom, fit, largest_ok, smallest_oom, usable, trials, reason,
                          capped_by="" if smallest_oom is not None else "the known cap"), ""
 

@@ -204,3 +204,21 @@ def test_plan_reads_the_history_unless_fresh_and_records_next_to_its_recipe(tmp_
     assert _plan_history(args(no_history=True), first.settings, first.setup, out, Lines(stream=open(__file__))) \
         == (None, None)
     assert _plan_history(args(), first.settings, first.setup, None, Lines(stream=open(__file__))) == (None, None)
+
+
+def test_a_history_seeded_ceiling_says_the_cap_set_it_when_the_cap_binds():
+    """Regression (issue 25, seen in a fresh clone's second `make run`): "Keeping 15% headroom below 1024 MiB gives
+    719" when the training set's share (719) had set it and memory would allow far more."""
+    from advisor.history import seeded_ceiling
+    from advisor.method.ceiling import ProbeTrial
+
+    seed = {"fixed_bytes": 2**20, "per_sample_bytes": 2**19, "largest_ok": 719, "smallest_oom": None,
+            "time": "2026-12-03"}
+    fits = lambda batch, purpose: ProbeTrial(batch, "ok", 2**20 + batch * 2**19, 0.01, purpose)  # noqa: E731
+    found, why = seeded_ceiling(fits, seed, 2**30, 0.15, 719)
+    assert found is not None and found.per_device_max == 719 and why == ""
+    assert "The cap of 719 binds" in found.reason and "Keeping" not in found.reason
+    edge = lambda batch, purpose: (fits(batch, purpose) if batch <= 110  # noqa: E731
+                                   else ProbeTrial(batch, "oom", None, 0.01, purpose))
+    tight, _ = seeded_ceiling(edge, dict(seed, largest_ok=100, smallest_oom=120), 60 * 2**20, 0.15, 719)
+    assert tight is not None and "Keeping 15% headroom" in tight.reason  # memory set it: the headroom is the reason
