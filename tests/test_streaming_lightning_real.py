@@ -47,7 +47,7 @@ def test_plan_on_a_stream_gives_each_rank_its_own_samples_and_counts_epochs_by_t
     assert recipe.data["workload"]["train_size"] == 960
     # The data caps count the stated 960 samples: 960 / 2 per device, and 10+ steps per epoch at 2 x 48.
     assert "960 samples / 2 process(es)" in recipe.data["ceiling"]["reason"]
-    assert "960 training samples leave at least 10 steps per epoch" in run.stderr
+    assert recipe.batch.per_device * 2 * 10 <= 960  # the steps-per-epoch cap held (its note shows only when it binds)
     assert recipe.data["workload"]["probed"]["samples"].startswith("batches as the stream yields them")
     assert "stream-probed-as-it-came" in {w["code"] for w in recipe.data["warnings"]}
 
