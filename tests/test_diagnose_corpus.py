@@ -85,31 +85,30 @@ def test_healthy_logs_and_traps_get_no_primary_finding(name):
     assert primary_kinds(name) == set()
 
 
-def test_real_holdout_excerpts_score_90_percent_with_no_error_on_a_healthy_log():
-    """56 excerpts pasted in public issues (sources in labels.toml); the real-holdout half was scored once."""
+def score_split(split: str) -> tuple[int, int, list]:
+    """(logs whose primary findings are exactly their labels, logs in ``split``, error-level findings on a
+    healthy log)."""
     right, total, false_errors = 0, 0, []
     for name, entry in LABELS.items():
-        if entry["split"] != "real-holdout":
+        if entry["split"] != split:
             continue
         findings = [f for f in diagnose_source(str(CORPUS / "logs" / name)).findings if f.secondary_to is None]
         total += 1
         right += {f.kind for f in findings} == set(entry["kinds"])
         if not entry["kinds"]:
             false_errors += [(name, f.kind) for f in findings if f.severity == "error"]
+    return right, total, false_errors
+
+
+def test_real_holdout_excerpts_score_90_percent_with_no_error_on_a_healthy_log():
+    """56 excerpts pasted in public issues (sources in labels.toml); the real-holdout half was scored once."""
+    right, total, false_errors = score_split("real-holdout")
     assert total >= 20 and right / total >= MINIMUM, (right, total)
     assert not false_errors
 
 
 def test_v4_holdout_2_scores_90_percent_with_no_error_on_a_healthy_log():
     """21 excerpts pasted in public issues, held back and scored once (19/21, tests/corpus/README.md)."""
-    right, total, false_errors = 0, 0, []
-    for name, entry in LABELS.items():
-        if entry["split"] != "v4-holdout-2":
-            continue
-        findings = [f for f in diagnose_source(str(CORPUS / "logs" / name)).findings if f.secondary_to is None]
-        total += 1
-        right += {f.kind for f in findings} == set(entry["kinds"])
-        if not entry["kinds"]:
-            false_errors += [(name, f.kind) for f in findings if f.severity == "error"]
+    right, total, false_errors = score_split("v4-holdout-2")
     assert total >= 20 and right / total >= MINIMUM, (right, total)
     assert not false_errors
