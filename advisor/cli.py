@@ -183,7 +183,7 @@ def cmd_plan(args) -> int:
     if args.json:
         print(json.dumps(json_summary(result, where), indent=2))
     else:
-        print(human_summary(result, where, explain=args.explain))
+        print(human_summary(result, where, explain=args.explain, recipe=recipe))
     if saved and saved.fallback_reason:
         print(f"advisor: the recipe could not be written where asked ({saved.fallback_reason}). The finished "
               f"run was saved to {saved.path} instead: move it where you want it.", file=sys.stderr)

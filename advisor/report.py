@@ -213,12 +213,14 @@ def json_summary(result: MethodResult, recipe_path: str | None) -> dict:
     }
 
 
-def human_summary(result: MethodResult, recipe_path: str | None, explain: bool = False) -> str:
+def human_summary(result: MethodResult, recipe_path: str | None, explain: bool = False,
+                  recipe: dict | None = None) -> str:
     """What `advisor plan` prints: the one-screen summary, then with ``explain`` every reason and warning. Both
-    are rendered from the recipe's own data (advisor.explain), so they say what the file says."""
+    are rendered from the recipe's own data (advisor.explain; ``recipe``: the one already built from ``result``),
+    so they say what the file says."""
     from .explain import explain_text, summary_text
 
-    data = build_recipe(result)
+    data = recipe if recipe is not None else build_recipe(result)
     text = summary_text(data, recipe_path)
     if explain:
         text += "\n\nReasons\n-------\n" + explain_text(data, header=False)

@@ -758,15 +758,14 @@ class Session:
         info = self.info
         trial, sweep = self.trial_outcome, self.sweep_outcome
         precision, cap, ceiling, accumulation_note = self._plan_precision_and_cap(self._mixed_cap)
-        ran_cap, ran_why = trained_cap(self._trained_rows(), precision)
+        cap, ran_why = self._cap_by_training_runs(precision, cap)
         estimate = self.noise_estimate()
         noise, noise_reason = estimate.value, estimate.reason
         plan, lr, warmup, goodput = self._plan_and_goodput(precision, cap, estimate)
-        if ran_cap is not None and ran_cap < cap:
-            plan.warnings.append(Warning_("capped-by-training-oom", f"The per-device batch is capped at "
-                                          f"{max(1, ran_cap)}: {ran_why}. The memory ceiling's probes allowed more; "
-                                          "the training runs did not."))
-            cap = max(1, ran_cap)
+        if ran_why:
+            plan.warnings.append(Warning_("capped-by-training-oom", f"The per-device batch is capped at {cap}: "
+                                          f"{ran_why}. The memory ceiling's probes allowed more; the training runs "
+                                          "did not."))
         note = heterogeneous_devices_note(ceiling, s.device_memories)
         if note:
             plan.warnings.append(note)
@@ -828,13 +827,18 @@ class Session:
                                   + mixed_ceiling.reason)
         return precision, cap, ceiling, accumulation_note
 
-    def _plan_and_goodput(self, precision: str, cap: int, estimate: NoiseEstimate):
-        """(plan, LR, warmup, goodput) at ``cap`` lowered to what the training runs held (trained_cap): the one
-        computation behind finish() and plan_goodput(), so the app's Sweep screen and the recipe agree."""
-        info, s, sweep = self.info, self.settings, self.sweep_outcome
-        ran_cap, _ = trained_cap(self._trained_rows(), precision)
+    def _cap_by_training_runs(self, precision: str, cap: int) -> tuple[int, str]:
+        """``cap`` lowered to what the plan's own training runs held (trained_cap), and why ("" when they did not
+        lower it)."""
+        ran_cap, why = trained_cap(self._trained_rows(), precision)
         if ran_cap is not None and ran_cap < cap:
-            cap = max(1, ran_cap)
+            return max(1, ran_cap), why
+        return cap, ""
+
+    def _plan_and_goodput(self, precision: str, cap: int, estimate: NoiseEstimate):
+        """(plan, LR, warmup, goodput) at ``cap`` (already lowered by _cap_by_training_runs): the one computation
+        behind finish() and plan_goodput(), so the app's Sweep screen and the recipe agree."""
+        info, s, sweep = self.info, self.settings, self.sweep_outcome
         if sweep.failed:
             plan, lr, warmup = self._base_fallback_plan(cap, precision, estimate.value)
         else:
@@ -863,6 +867,7 @@ class Session:
         except LookupError:
             return GoodputResult(None, "Goodput-optimal batch: computed with the plan, which first re-probes the "
                                        "memory ceiling in mixed precision (the global target needs accumulation).")
+        cap, _ = self._cap_by_training_runs(precision, cap)
         return self._plan_and_goodput(precision, cap, self.noise_estimate())[3]
 
     def _precision_reason(self, accumulation_note: str) -> str:
