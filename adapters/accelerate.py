@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from advisor.adapters import (AdapterBase, Capabilities, LaunchSpec, env_prefix, torchrun_command, torchrun_launch_line,
-                              training_args)
+from advisor.adapters import (AdapterBase, Capabilities, LaunchSpec, NoiseMeasurement, env_prefix, torchrun_command,
+                              torchrun_launch_line, training_args)
 
 
 def package_version(name: str) -> str | None:
@@ -23,6 +23,10 @@ class AccelerateAdapter(AdapterBase):
     capabilities = Capabilities(supports_lamb=True, noise_by_accumulation=True)
     package = "accelerate"
     worker_module = "advisor_adapters.accelerate_worker"
+    noise = NoiseMeasurement(True, "2+ processes: each replica's gradient against the all-reduced one, read in a "
+                                   "communication hook on the DDP model Accelerator.prepare returns "
+                                   "(advisor.process_group.GradNoiseMeter); one process: the first micro-batch's "
+                                   "gradient against the accumulated one, in a run with accumulation 2")
 
     def version(self) -> str | None:
         return package_version(self.package)
@@ -48,6 +52,10 @@ class AccelerateAdapter(AdapterBase):
             # Without it, Accelerate under torchrun on CPU makes every process rank 0 of 1 (no data parallelism).
             env["ACCELERATE_USE_CPU"] = "1"
         return env
+
+    def export_launch_env(self, device_type: str) -> dict[str, str]:
+        # A recipe whose [launch.env] predates it still needs it: under torchrun on CPU every process is rank 0 of 1.
+        return {"ACCELERATE_USE_CPU": "1"} if device_type == "cpu" else {}
 
     def launch_command(self, spec: LaunchSpec) -> list[str]:
         if spec.env.get("ACCELERATE_USE_CPU"):

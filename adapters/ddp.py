@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from advisor.adapters import AdapterBase, Capabilities, torchrun_command
+from advisor.adapters import AdapterBase, Capabilities, NoiseMeasurement, torchrun_command
 
 
 class DDPAdapter(AdapterBase):
@@ -10,6 +10,9 @@ class DDPAdapter(AdapterBase):
     summary = "torch DistributedDataParallel via torchrun (gloo on CPU, NCCL on CUDA)"
     capabilities = Capabilities(supports_lamb=True, noise_by_accumulation=True)
     worker_module = "advisor_adapters.ddp_worker"
+    noise = NoiseMeasurement(True, "2+ processes: each replica's gradient against the all-reduced one, read in a DDP "
+                                   "communication hook (advisor.process_group.GradNoiseMeter); one process: the first "
+                                   "micro-batch's gradient against the accumulated one, in a run with accumulation 2")
 
     def version(self) -> str | None:
         from importlib.metadata import version

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from advisor.adapters import AdapterBase, AdapterOption, Capabilities, LaunchSpec, env_prefix, torchrun_command
-from advisor.export import DEFAULT_ZERO_STAGE, choose_zero_stage
+from advisor.adapters import (AdapterBase, AdapterOption, BigModelAdvice, Capabilities, LaunchSpec, NoiseMeasurement,
+                              env_prefix, torchrun_command)
+from advisor.export import DEFAULT_ZERO_STAGE, accelerate_deepspeed_plugin, choose_zero_stage, recipe_zero_stage
 
 from .accelerate import package_version
 
@@ -20,6 +21,11 @@ class DeepSpeedAdapter(AdapterBase):
                              "0 with LAMB/LARS, which need whole tensors)", choices=(0, 1, 2, 3)),)
     package = "deepspeed"
     worker_module = "advisor_adapters.deepspeed_worker"
+    noise = NoiseMeasurement(False, "not measured: engine.backward reduces the gradients itself (ZeRO 1-2 reduce, "
+                                    "ZeRO 3 reduce-scatter them, in its own buckets) and nothing reads a replica's "
+                                    "gradient before that, so the noise scale is stated unknown")
+    big_model = BigModelAdvice("DeepSpeed", "--zero-stage 3", "partitions parameters, gradients and optimizer state",
+                               offload="ZeRO-Offload")
 
     def version(self) -> str | None:
         return package_version(self.package)
@@ -102,3 +108,9 @@ class DeepSpeedAdapter(AdapterBase):
 
     def script_launcher(self, nproc: int, device_type: str) -> list[str]:
         return ["deepspeed", f"--num_gpus={nproc}"]
+
+    def export_zero_stage(self, data: dict) -> tuple[int, str | None]:
+        return recipe_zero_stage(data)  # the stage the plan ran, checked against its optimizer
+
+    def export_accelerate_plugin(self, data: dict) -> tuple[str, list[str]] | None:
+        return accelerate_deepspeed_plugin(data, recipe_zero_stage(data)[0])

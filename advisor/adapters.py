@@ -12,13 +12,15 @@ from __future__ import annotations
 import re
 import shlex
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from importlib.metadata import entry_points
 from typing import Protocol, runtime_checkable
 
 from .errors import AdapterError, SetupError
 
 ENTRY_POINT_GROUP = "batch_advisor.adapters"
+# The adapter a plan runs when none is named, and the one a recipe that names none was planned with: its one owner.
+DEFAULT_ADAPTER = "ddp"
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,45 @@ def _type_words(option: AdapterOption) -> str:
     return {int: "a whole number", float: "a number", bool: "true or false"}.get(option.type, "a text")
 
 
+@dataclass(frozen=True)
+class ExportTarget:
+    """One format `advisor export RECIPE --to NAME` writes for a recipe of the adapter that declares it."""
+
+    name: str  # the word after --to
+    summary: str  # what the file or line is, for `advisor adapters`
+    hostfile: str | None = None  # its launcher reads a hostfile (then --hostfile applies): why, in a few words
+
+
+# The formats every adapter's recipes export to unless it declares its own (advisor/export.py renders them).
+DEEPSPEED_EXPORT = ExportTarget("deepspeed", "a DeepSpeed JSON config (ds_config.json) with the plan's batch, "
+                                "accumulation, optimizer, LR warmup and precision",
+                                hostfile="the deepspeed launcher reads it")
+ACCELERATE_EXPORT = ExportTarget("accelerate", "an Accelerate config YAML (accelerate launch --config_file), its "
+                                 "launch line in the header")
+TORCHRUN_EXPORT = ExportTarget("torchrun", "the torchrun command line with the plan's numbers as script arguments")
+GENERIC_EXPORTS = (DEEPSPEED_EXPORT, ACCELERATE_EXPORT, TORCHRUN_EXPORT)
+
+
+@dataclass(frozen=True)
+class NoiseMeasurement:
+    """How an adapter's workers measure the gradient noise scale (their strategy's ``gradient_norms()``), or why
+    they cannot: then every plan through it states the noise scale unknown."""
+
+    measured: bool
+    how: str  # which two gradients are compared and where they are read; or why none can be
+
+
+@dataclass(frozen=True)
+class BigModelAdvice:
+    """How an adapter fits a model whose state does not fit one device. The advice when even a batch of 1 runs
+    out of memory names every installed adapter that declares one (``sharding_advice()``)."""
+
+    label: str  # the flavour's name in prose: "DeepSpeed"
+    flags: str  # its options that shard the model state: "--zero-stage 3"
+    shards: str  # what that shards, as a verb phrase: "partitions parameters, gradients and optimizer state"
+    offload: str | None = None  # its way of moving state to CPU memory, by name: "ZeRO-Offload"
+
+
 @runtime_checkable
 class Adapter(Protocol):
     """The minimum a plugin implements; ``AdapterBase`` supplies the rest (see below)."""
@@ -134,6 +175,10 @@ class AdapterBase:
     # The module whose ``__main__`` runs one worker (``worker_main``). Set, a 1-process ceiling probe forks
     # from a server that imported it once (advisor/probe_server.py) instead of a fresh torchrun launch.
     worker_module: str | None = None
+    exports: tuple[ExportTarget, ...] = GENERIC_EXPORTS  # what `advisor export --to` offers for its recipes
+    noise = NoiseMeasurement(False, "not declared: its workers report no gradient norms (WorkerStrategy."
+                                    "gradient_norms returns None), so the noise scale is stated unknown")
+    big_model: BigModelAdvice | None = None  # how it fits a model larger than one device, if it can
 
     def command(self, job_path: str, nproc: int) -> list[str]:
         raise NotImplementedError
@@ -182,6 +227,35 @@ class AdapterBase:
     def script_launcher(self, nproc: int, device_type: str) -> list[str]:
         """The launcher words in front of the user's script in the recipe's launch example."""
         return ["torchrun", "--standalone", "--nnodes=1", f"--nproc-per-node={nproc}"]
+
+    # -- exports: `advisor export RECIPE --to TARGET` for a recipe this adapter planned ------------------------
+    def export_block(self, data: dict, target: str) -> tuple[str, list[str]]:
+        """(text, notes) of the recipe ``data`` as ``target``, one of ``exports`` (the caller checked); notes say
+        what the text cannot carry. The default renders the generic formats, through the hooks below."""
+        from . import export
+
+        renderers = {DEEPSPEED_EXPORT.name: export.export_deepspeed, ACCELERATE_EXPORT.name: export.export_accelerate,
+                     TORCHRUN_EXPORT.name: export.export_torchrun}
+        if target not in renderers:
+            from .errors import ExportError
+
+            raise ExportError(f"The adapter {self.name!r} declares the export target {target!r} but does not render "
+                              "it (its export_block must).")
+        return renderers[target](data, self)
+
+    def export_zero_stage(self, data: dict) -> tuple[int, str | None]:
+        """(ZeRO stage, why) of the recipe's DeepSpeed config (the deepspeed target, Accelerate's DeepSpeed
+        plugin): 0, plain data parallel, with nothing to say, unless the adapter shards with ZeRO."""
+        return 0, None
+
+    def export_accelerate_plugin(self, data: dict) -> tuple[str, list[str]] | None:
+        """(distributed_type, YAML lines of its plugin section) of the recipe's Accelerate config, or None for
+        plain data parallel (NO, MULTI_CPU or MULTI_GPU by the cluster)."""
+        return None
+
+    def export_launch_env(self, device_type: str) -> dict[str, str]:
+        """Variables a launch line rendered from a recipe must carry even where its [launch.env] lacks them."""
+        return {}
 
 
 class _WithDefaults(AdapterBase):
@@ -267,6 +341,12 @@ def _shell_word(arg: str) -> str:
     return "".join(parts)
 
 
+def recipe_adapter_name(data: dict) -> str:
+    """The adapter a recipe (its parsed TOML) was planned with: [adapter] name, else [inputs] adapter, else the
+    default. Every reader of a recipe asks here."""
+    return str(data.get("adapter", {}).get("name") or data.get("inputs", {}).get("adapter") or DEFAULT_ADAPTER)
+
+
 def available_adapters() -> dict[str, str]:
     """Adapter name -> 'module:attr', without importing any plugin."""
     found: dict[str, str] = {}
@@ -317,11 +397,14 @@ class AdapterStatus:
     summary: str
     capabilities: dict
     options: list = field(default_factory=list)  # its declared options, as dicts (flag, type, default, help, choices)
+    exports: list = field(default_factory=list)  # its export targets, as dicts (name, summary, hostfile)
+    noise: dict | None = None  # how its workers measure the gradient noise scale (measured, how)
+    big_model: dict | None = None  # how it fits a model larger than one device (label, flags, shards, offload)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "version": self.version, "available": self.available, "reason": self.reason,
                 "summary": self.summary, "entry_point": self.target, "capabilities": self.capabilities,
-                "options": self.options}
+                "options": self.options, "exports": self.exports, "noise": self.noise, "big_model": self.big_model}
 
 
 def _capabilities_dict(caps: Capabilities) -> dict:
@@ -360,7 +443,56 @@ def adapter_statuses() -> list[AdapterStatus]:
             version, reason = dist_version, f"its availability check failed: {type(exc).__name__}: {exc}"
         options = [{"name": o.name, "flag": o.flag, "type": o.type.__name__, "default": o.default, "help": o.help,
                     "choices": list(o.choices) if o.choices is not None else None} for o in adapter.options]
+        big_model = adapter.big_model
         rows.append(AdapterStatus(name, ep.value, version, reason is None, reason, adapter.summary,
-                                  _capabilities_dict(adapter.capabilities), options))
+                                  _capabilities_dict(adapter.capabilities), options,
+                                  [asdict(target) for target in adapter.exports], asdict(adapter.noise),
+                                  asdict(big_model) if big_model is not None else None))
     return rows
+
+
+@dataclass(frozen=True)
+class ShardingAdvice:
+    """What the installed adapters offer for a model whose state does not fit one device, in the words each
+    piece of advice needs (the ceiling's "not even a batch of 1 fits", a re-plan's "not one sample fits")."""
+
+    offers: tuple[tuple[str, BigModelAdvice], ...] = ()  # (adapter name, its advice), by name
+
+    def how(self) -> str:
+        """'DeepSpeed --adapter deepspeed --zero-stage 3 partitions parameters, gradients and optimizer state'."""
+        if not self.offers:
+            return "no installed adapter declares how it shards the model state: `advisor adapters`"
+        return "; ".join(" ".join(w for w in (a.label, f"--adapter {name}", a.flags, a.shards) if w)
+                         for name, a in self.offers)
+
+    def short(self) -> str:
+        """'DeepSpeed --zero-stage 3'."""
+        if not self.offers:
+            return "with an adapter that shards it"
+        return ", or ".join(f"{a.label} {a.flags or f'--adapter {name}'}" for name, a in self.offers)
+
+    def flags(self) -> str:
+        """'--adapter deepspeed --zero-stage 3'."""
+        if not self.offers:
+            return "with an adapter that shards it"
+        return " or ".join(f"--adapter {name} {a.flags}".rstrip() for name, a in self.offers)
+
+    def offload(self) -> str:
+        """' (ZeRO-Offload)', or nothing where no installed adapter names a way to offload."""
+        names = [a.offload for _, a in self.offers if a.offload]
+        return f" ({', '.join(names)})" if names else ""
+
+
+def sharding_advice() -> ShardingAdvice:
+    """Every installed adapter's BigModelAdvice. Asked only when a model does not fit: it imports each adapter's
+    launcher side (no torch); one that fails to import is left out quietly (`advisor adapters` reports it)."""
+    offers = []
+    for name in sorted(available_adapters()):
+        try:
+            advice = load_adapter(name).big_model
+        except Exception:  # noqa: BLE001 - a broken plugin must not hide the others' advice
+            continue
+        if advice is not None:
+            offers.append((name, advice))
+    return ShardingAdvice(tuple(offers))
 

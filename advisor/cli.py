@@ -318,12 +318,18 @@ def cmd_adapters(args) -> int:
             print(f"  {'':<12} {row.summary}")
         for option in row.options:
             print(f"  {'':<12} option {option['flag']} {option['type'].upper()}: {option['help']}")
+        if row.exports:
+            print(f"  {'':<12} exports: --to {', '.join(target['name'] for target in row.exports)}")
+        if row.noise is not None:
+            print(f"  {'':<12} noise scale: {'measured' if row.noise['measured'] else 'not measured'}")
+        if row.big_model is not None:
+            print(f"  {'':<12} a model larger than one device: {row.big_model['label']} {row.big_model['flags']}")
     return 0
 
 
 def cmd_export(args) -> int:
     from .errors import ExportError
-    from .export import deepspeed_hostfile, export_recipe
+    from .export import deepspeed_hostfile, export_recipe, recipe_export_targets
     from .recipe import check_recipe
 
     data = check_recipe(args.recipe)
@@ -332,8 +338,12 @@ def cmd_export(args) -> int:
         print(f"advisor: note: {note}", file=sys.stderr)
     outputs = [(args.out, text)] if args.out else []
     if args.hostfile:
-        if args.to != "deepspeed":
-            raise ExportError("--hostfile goes with --to deepspeed (the deepspeed launcher reads it).")
+        targets = recipe_export_targets(data)
+        if targets[args.to].hostfile is None:
+            readers = [f"--to {t.name} ({t.hostfile})" for t in targets.values() if t.hostfile]
+            raise ExportError(f"--hostfile goes with {' or '.join(readers)}." if readers else
+                              "--hostfile goes with a target whose launcher reads one, and this recipe's adapter "
+                              "has none.")
         outputs.append((args.hostfile, deepspeed_hostfile(data)))
     for path, content in outputs:
         target = Path(path)
@@ -379,6 +389,7 @@ def replan_target_from_args(args):
 
 def _record_replan(args, data, result, saved) -> None:
     """One history row for the re-plan, next to the new recipe (or --history / $ADVISOR_HISTORY)."""
+    from .adapters import recipe_adapter_name
     from .history import RunContext, append_row, history_path, replan_row
 
     path = history_path(args.history, saved.path if saved else None)
@@ -389,7 +400,7 @@ def _record_replan(args, data, result, saved) -> None:
     context = RunContext({k: workload.get(k) for k in ("name", "spec", "parameters", "train_size", "task")},
                          {"type": target.device_type, "name": target.gpu.name if target.gpu else target.device_type,
                           "memory_bytes": target.memory_bytes},
-                         str(data.get("adapter", {}).get("name") or "ddp"), recipe=str(saved.path) if saved else None)
+                         recipe_adapter_name(data), recipe=str(saved.path) if saved else None)
     try:
         append_row(path, replan_row(context, result))
     except OSError as exc:
@@ -719,12 +730,15 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--history", help="append the re-plan to this history file (default: next to --out)")
     rp.set_defaults(func=cmd_replan)
 
-    export = sub.add_parser("export", help="a recipe as a DeepSpeed JSON config, an Accelerate config YAML or a "
-                                           "torchrun command line")
+    export = sub.add_parser("export", help="a recipe as the configuration another launcher reads (a DeepSpeed JSON "
+                                           "config, an Accelerate config YAML, a torchrun command line, ...)")
     export.add_argument("recipe")
-    export.add_argument("--to", required=True, choices=("deepspeed", "accelerate", "torchrun"))
+    export.add_argument("--to", required=True, metavar="TARGET",
+                        help="one of the export targets of the recipe's adapter (`advisor adapters` lists each "
+                             "adapter's)")
     export.add_argument("--out", help="write here instead of stdout")
-    export.add_argument("--hostfile", help="with --to deepspeed: also write a hostfile template for the cluster")
+    export.add_argument("--hostfile", help="with a target whose launcher reads a hostfile: also write a hostfile "
+                                           "template for the cluster")
     export.add_argument("--force", action="store_true", help="replace existing --out/--hostfile files")
     export.set_defaults(func=cmd_export)
     return parser

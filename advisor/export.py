@@ -1,18 +1,23 @@
 """A recipe as the configuration another launcher reads: DeepSpeed JSON, Accelerate YAML, a torchrun line.
 
-The DeepSpeed config built here is also the one the DeepSpeed adapter's workers run with, so a
-probe measures what the export hands over. Reading a recipe imports nothing it names; an
-export that the target cannot express raises ExportError with what to do instead.
+Which targets a recipe offers, and how each is rendered, is its adapter's (``exports`` and
+``export_block``, advisor/adapters.py); the renderers here are the generic formats every adapter
+gets from ``AdapterBase``, asking the adapter for what differs (its ZeRO stage, its Accelerate
+plugin, the variables its launch needs). The DeepSpeed config built here is also the one the
+DeepSpeed adapter's workers run with, so a probe measures what the export hands over. Reading a
+recipe imports nothing it names (an adapter's launcher side, never torch); an export that the
+target cannot express raises ExportError with what to do instead.
 """
 
 from __future__ import annotations
 
 import json
 
-from .adapters import LaunchSpec, env_prefix, shell_line, torchrun_launch_line, training_args
-from .errors import ExportError
+from .adapters import (GENERIC_EXPORTS, AdapterBase, ExportTarget, LaunchSpec, env_prefix, load_adapter,
+                       recipe_adapter_name, shell_line, torchrun_launch_line, training_args)
+from .errors import AdapterError, ExportError
 
-TARGETS = ("deepspeed", "accelerate", "torchrun")
+TARGETS = tuple(target.name for target in GENERIC_EXPORTS)  # what an adapter's recipes offer unless it says
 DEEPSPEED_BUCKET_MAX = 500_000_000  # DeepSpeed's default reduce/allgather bucket (elements)
 DEEPSPEED_BUCKET_MIN = 1 << 20
 # ZeRO-3: what a rank gathers (prefetch, live parameters, reuse distance) and its reduce buffer, as a share of the
@@ -180,8 +185,7 @@ def _recipe_numbers(data: dict) -> dict:
             "global": b["global"], "lr": float(lr["value"]), "warmup": int(data["warmup"]["steps"]),
             "precision": data.get("precision", {}).get("mode", "fp32"), "optimizer": optimizer,
             "hyperparameters": _recipe_hyperparameters(data, optimizer),
-            "device": data.get("inputs", {}).get("device", "cuda"),
-            "adapter": data.get("adapter", {}).get("name") or data.get("inputs", {}).get("adapter", "ddp")}
+            "device": data.get("inputs", {}).get("device", "cuda")}
 
 
 def _recipe_hyperparameters(data: dict, optimizer: str) -> dict | None:
@@ -207,62 +211,90 @@ def hyperparameter_text(n: dict) -> str:
     return ", ".join(f"{k} {v}" for k, v in values.items()) or "none besides the LR"
 
 
-def export_deepspeed(data: dict) -> tuple[str, list[str]]:
+def recipe_zero_stage(data: dict) -> tuple[int, str]:
+    """(ZeRO stage, why) a DeepSpeed-adapter recipe ran: its [adapter] zero_stage, checked against its optimizer;
+    the reason the plan recorded, else the rule's."""
+    table = data.get("adapter", {})
+    asked = table.get("zero_stage")
+    stage, why = choose_zero_stage(_recipe_numbers(data)["optimizer"], None if asked is None else int(asked))
+    return stage, table.get("zero_stage_reason") or why
+
+
+def export_deepspeed(data: dict, adapter: AdapterBase) -> tuple[str, list[str]]:
+    """The DeepSpeed JSON config at the ZeRO stage the recipe's adapter gives (``export_zero_stage``)."""
     n = _recipe_numbers(data)
     _cluster(data)
-    adapter = data.get("adapter", {})
+    table = data.get("adapter", {})
     notes = _hyperparameter_notes(n)
-    if n["adapter"] == "deepspeed":
-        asked = adapter.get("zero_stage")
-        stage, why = choose_zero_stage(n["optimizer"], None if asked is None else int(asked))
-        notes.append(adapter.get("zero_stage_reason") or why)
-    else:
-        stage = 0
+    stage, why = adapter.export_zero_stage(data)
+    if why:
+        notes.append(why)
     if n["precision"] == "fp16" and n["device"] == "cpu":
         raise ExportError("The recipe plans fp16 on CPU, and DeepSpeed refuses fp16 on CPU. Plan again with "
                           "--precision bf16 or fp32.")
-    fused_ops = adapter.get("fused_ops", n["device"] != "cpu")
+    fused_ops = table.get("fused_ops", n["device"] != "cpu")
     config = deepspeed_config(n["per_device"], n["accumulation"], n["world"], n["optimizer"], n["lr"], n["warmup"],
                               n["precision"], stage, n["device"], hyperparameters=n["hyperparameters"],
                               parameters=data.get("workload", {}).get("parameters"), fused_ops=fused_ops)
-    if not fused_ops and adapter.get("fused_ops_reason"):
-        notes.append(adapter["fused_ops_reason"])
+    if not fused_ops and table.get("fused_ops_reason"):
+        notes.append(table["fused_ops_reason"])
     if n["optimizer"] == "lamb" and not fused_ops:
         notes.append("DeepSpeed's Lamb (FusedLamb) cannot run here (CUDA with a toolkit only). Drop the optimizer "
                      "block and pass advisor.optimizers.Lamb(model.parameters(), lr=..., "
                      f"{hyperparameter_text(n)}) to deepspeed.initialize(optimizer=...): it applies the same rule "
                      "(the advisor's probes ran it).")
-    return json.dumps(config, indent=2) + "\n", notes
+    return json.dumps(config, indent=2) + "\n", notes + _env_notes(data, DEEPSPEED_ENV_WHERE)
 
 
 ACCELERATE_CONFIG_NAME = "accelerate.yaml"
 
 
-def recipe_launch_spec(data: dict, script: str = "train.py") -> LaunchSpec:
-    """The recipe's plan as a LaunchSpec; Accelerate on CPU gets its CPU switch (else every process is rank 0)."""
+def recipe_adapter(data: dict) -> tuple[AdapterBase, list[str]]:
+    """The adapter the recipe was planned with, and a note when it is not installed here: then the generic
+    exports, with nothing of its own."""
+    name = recipe_adapter_name(data)
+    try:
+        return load_adapter(name), []
+    except AdapterError as exc:
+        generic = AdapterBase()
+        generic.name = name
+        return generic, [f"The recipe's adapter {name!r} is not usable here, so the export is the generic one, "
+                         f"without any setting of its own (install it and export again for those): {exc}"]
+
+
+def recipe_export_targets(data: dict) -> dict[str, ExportTarget]:
+    """The targets `advisor export --to` offers for this recipe: its adapter's, by name."""
+    return {target.name: target for target in recipe_adapter(data)[0].exports}
+
+
+def recipe_launch_spec(data: dict, script: str = "train.py", adapter: AdapterBase | None = None) -> LaunchSpec:
+    """The recipe's plan as a LaunchSpec, with what its adapter's launch needs besides [launch.env]
+    (``export_launch_env``: Accelerate on CPU gets its CPU switch, else every process is rank 0)."""
     n = _recipe_numbers(data)
     world, nodes, per_node = _cluster(data)
     env = dict(data.get("launch", {}).get("env", {}))
-    if n["adapter"] == "accelerate" and n["device"] == "cpu":
-        env.setdefault("ACCELERATE_USE_CPU", "1")
+    adapter = adapter or recipe_adapter(data)[0]
+    for key, value in adapter.export_launch_env(n["device"]).items():
+        env.setdefault(key, value)
     return LaunchSpec(per_node, nodes, n["per_device"], n["accumulation"], n["lr"], n["warmup"], n["precision"],
                       env, script, n["optimizer"], n["hyperparameters"] or {})
 
 
 def accelerate_launch_line(data: dict, config_path: str = ACCELERATE_CONFIG_NAME,
-                           script: str = "train.py") -> list[str]:
+                           script: str = "train.py", adapter: AdapterBase | None = None) -> list[str]:
     """How the Accelerate export is run: `accelerate launch --config_file` with the plan's numbers as script
     arguments (an Accelerate config has no key for the batch size or the LR). On a multi-process CPU plan it is
     the torchrun line, because `accelerate launch` starts one process for any CPU config."""
     n = _recipe_numbers(data)
-    spec = recipe_launch_spec(data, script)
+    spec = recipe_launch_spec(data, script, adapter)
     if n["device"] == "cpu" and n["world"] > 1:
         return torchrun_launch_line(spec)
     return [*env_prefix(spec.env), "accelerate", "launch", f"--config_file={config_path}", script,
             *training_args(spec)]
 
 
-def export_accelerate(data: dict) -> tuple[str, list[str]]:
+def export_accelerate(data: dict, adapter: AdapterBase) -> tuple[str, list[str]]:
+    """The Accelerate config YAML, with the plugin section the recipe's adapter gives (``export_accelerate_plugin``)."""
     n = _recipe_numbers(data)
     world, nodes, per_node = _cluster(data)
     notes = _hyperparameter_notes(n)
@@ -270,12 +302,9 @@ def export_accelerate(data: dict) -> tuple[str, list[str]]:
     if n["precision"] == "fp16" and cpu:
         raise ExportError("The recipe plans fp16 on CPU, which Accelerate silently ignores there (it would train "
                           "in fp32). Plan again with --precision bf16 or fp32.")
-    if n["adapter"] == "deepspeed":
-        asked = data.get("adapter", {}).get("zero_stage")
-        stage, _ = choose_zero_stage(n["optimizer"], None if asked is None else int(asked))
-        distributed = "DEEPSPEED"
-    else:
-        distributed = "NO" if world == 1 else ("MULTI_CPU" if cpu else "MULTI_GPU")
+    plugin = adapter.export_accelerate_plugin(data)
+    distributed, plugin_lines = plugin if plugin is not None else (
+        "NO" if world == 1 else ("MULTI_CPU" if cpu else "MULTI_GPU"), [])
     # Quoted: a bare `no` is the boolean false in YAML, and `accelerate launch` then fails on it.
     mixed_precision = "no" if n["precision"] == "fp32" else n["precision"]
     lines = [
@@ -285,7 +314,7 @@ def export_accelerate(data: dict) -> tuple[str, list[str]]:
         "# The config cannot hold the batch size or the LR: the launch line passes them to the script, which",
         "# gives gradient_accumulation_steps to Accelerator(...) and the batch size to its DataLoader.",
         f"# Optimizer {n['optimizer']} ({hyperparameter_text(n)}): the values the advisor's runs used.",
-        f"# Launch: {shell_line(accelerate_launch_line(data))}",
+        f"# Launch: {shell_line(accelerate_launch_line(data, adapter=adapter))}",
         "compute_environment: LOCAL_MACHINE",
         f"distributed_type: {distributed}",
         f'mixed_precision: "{mixed_precision}"',
@@ -299,57 +328,64 @@ def export_accelerate(data: dict) -> tuple[str, list[str]]:
         lines += ["main_process_ip: 127.0.0.1  # the first node's address", f"main_process_port: {RENDEZVOUS_PORT}",
                   "rdzv_backend: static", "same_network: true"]
         notes.append(f"Set machine_rank (0..{nodes - 1}) and main_process_ip on each of the {nodes} machines.")
-    if distributed == "DEEPSPEED":
-        lines += ["deepspeed_config:", f"  zero_stage: {stage}",
-                  f"  gradient_accumulation_steps: {n['accumulation']}",
-                  "  offload_optimizer_device: none", "  offload_param_device: none",
-                  "  deepspeed_multinode_launcher: standard"]
+    lines += plugin_lines
     if cpu and world > 1:
         notes.append("On CPU, `accelerate launch --cpu --num_processes N` starts one process (multi-process CPU "
                      "wants MPI); start the processes with torchrun and ACCELERATE_USE_CPU=1 instead "
                      "(`advisor export --to torchrun`, and the Launch line in the config's header).")
-    return "\n".join(lines) + "\n", notes
+    return "\n".join(lines) + "\n", notes + _env_notes(data, ACCELERATE_ENV_WHERE)
 
 
-def export_torchrun(data: dict, script: str = "train.py") -> tuple[str, list[str]]:
+def accelerate_deepspeed_plugin(data: dict, zero_stage: int) -> tuple[str, list[str]]:
+    """Accelerate's DeepSpeed plugin section at ``zero_stage`` (an adapter's ``export_accelerate_plugin``)."""
+    return "DEEPSPEED", ["deepspeed_config:", f"  zero_stage: {zero_stage}",
+                         f"  gradient_accumulation_steps: {_recipe_numbers(data)['accumulation']}",
+                         "  offload_optimizer_device: none", "  offload_param_device: none",
+                         "  deepspeed_multinode_launcher: standard"]
+
+
+def export_torchrun(data: dict, adapter: AdapterBase, script: str = "train.py") -> tuple[str, list[str]]:
+    """The torchrun line; it starts with `env NAME=VALUE`, so it carries [launch.env] itself."""
     n = _recipe_numbers(data)
     _, nodes, _ = _cluster(data)
     notes = _hyperparameter_notes(n)
     if nodes > 1:
         notes.append(f"Run the line on each of the {nodes} nodes with NODE_RANK (0..{nodes - 1}) and MASTER_ADDR "
                      "(the first node's address) set.")
-    return shell_line(torchrun_launch_line(recipe_launch_spec(data, script))) + "\n", notes
+    return shell_line(torchrun_launch_line(recipe_launch_spec(data, script, adapter))) + "\n", notes
 
 
 def deepspeed_hostfile(data: dict) -> str:
-    """A hostfile template for the `deepspeed` launcher on the recipe's cluster."""
+    """A hostfile template (`NAME slots=N` a node) for a launcher that reads one (an ExportTarget's ``hostfile``)."""
     world, nodes, per_node = _cluster(data)
     return "".join(f"node{i} slots={per_node}\n" for i in range(nodes))
 
 
 def export_recipe(data: dict, target: str) -> tuple[str, list[str]]:
-    """(text, notes) for ``target``; notes say what the text could not carry."""
-    if target == "torchrun":
-        return export_torchrun(data)  # its line starts with `env NAME=VALUE`: it carries [launch.env] itself
-    if target == "deepspeed":
-        text, notes = export_deepspeed(data)
-    elif target == "accelerate":
-        text, notes = export_accelerate(data)
-    else:
-        raise ExportError(f"Unknown export target {target!r}: choose one of {', '.join(TARGETS)}.")
-    return text, notes + _env_notes(data, target)
+    """(text, notes) for ``target``, rendered by the recipe's adapter; notes say what the text could not carry."""
+    adapter, notes = recipe_adapter(data)
+    offered = [t.name for t in adapter.exports]
+    if target not in offered:
+        raise ExportError(f"Unknown export target {target!r}: choose one of {', '.join(offered)} (the targets of "
+                          f"the recipe's adapter {adapter.name!r}).")
+    text, own = adapter.export_block(data, target)
+    return text, own + notes
 
 
-def _env_notes(data: dict, target: str) -> list[str]:
+# A config file cannot hold environment variables: where each target's run gets them ({pairs}: NAME=VALUE ...).
+DEEPSPEED_ENV_WHERE = ("put each NAME=VALUE on its own line in ./.deepspeed_env or ~/.deepspeed_env (the deepspeed "
+                       "launcher exports those to every worker on every node), or start the launcher with "
+                       "`env {pairs} deepspeed ...`")
+ACCELERATE_ENV_WHERE = "start it as `env {pairs} accelerate launch ...` (or torchrun; see --to torchrun)"
+
+
+def _env_notes(data: dict, where: str) -> list[str]:
     """A config file cannot hold environment variables; say how the run gets the ones the ceiling needs."""
     env = data.get("launch", {}).get("env", {})
     if not env:
         return []
     pairs = " ".join(f"{k}={v}" for k, v in sorted(env.items()))
-    where = ("put each NAME=VALUE on its own line in ./.deepspeed_env or ~/.deepspeed_env (the deepspeed "
-             "launcher exports those to every worker on every node), or start the launcher with "
-             f"`env {pairs} deepspeed ...`" if target == "deepspeed"
-             else f"start it as `env {pairs} accelerate launch ...` (or torchrun; see --to torchrun)")
+    where = where.format(pairs=pairs)
     return [f"The ceiling was measured with {pairs} and holds only with it ([launch.env]); this config cannot "
             f"carry variables, so {where}. Inside the training script, advisor.load_recipe(path).apply_env() "
             "also sets them (the mmap threshold through mallopt)."]

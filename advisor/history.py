@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from .adapters import recipe_adapter_name
 from .method.ceiling import CeilingResult, MemoryFit, ProbeTrial
 from .ledger import TrialRecord
 from .units import format_bytes
@@ -222,7 +223,7 @@ def rows_from_recipe(data: dict, path: str) -> list[dict]:
                           "name": hardware.get("gpu") or "cpu",
                           "memory_bytes": data.get("ceiling", {}).get("budget_bytes") or inputs.get("device_memory_bytes"),
                           "host_fingerprint": hardware.get("fingerprint")},
-                         str(data.get("adapter", {}).get("name") or inputs.get("adapter") or "ddp"),
+                         recipe_adapter_name(data),
                          host=str(hardware.get("host") or ""), recipe=path)
     created = provenance.get("created")
     rows = []

@@ -120,11 +120,11 @@ class ReplanResult:
 def measure_command(data: dict, target: ReplanTarget | None = None, precision: str | None = None,
                     out: str = "NEW.toml") -> str:
     """The `advisor plan` line that measures what a re-plan could only estimate (or could not)."""
-    from .adapters import shell_line
+    from .adapters import recipe_adapter_name, shell_line
 
     inputs, workload = data.get("inputs", {}), data.get("workload", {})
     argv = ["advisor", "plan", "--workload", str(workload.get("spec") or workload.get("name") or "WORKLOAD"),
-            "--adapter", str(inputs.get("adapter") or data.get("adapter", {}).get("name") or "ddp"),
+            "--adapter", recipe_adapter_name(data),
             "--nproc", str((target.nproc if target and target.nproc else None) or inputs.get("nproc")
                            or data.get("batch", {}).get("world_size", 1))]
     if target is not None and target.memory_source == "--device-memory":
@@ -276,6 +276,7 @@ def replan(data: dict, path: str, target: ReplanTarget, torch_version: str | Non
            ceiling: int | None = None) -> ReplanResult:
     """The estimated plan for ``target`` from the recipe ``data`` (read from ``path``); ``ceiling``: what a
     confirming probe found really fits, when it was below the estimate."""
+    from .adapters import sharding_advice
     from .method.lr import bound_past_validated, plan_warmup, scale_lr
     from .method import data_cap
     from .method.plan import Warning_, plan_data_parallel
@@ -301,7 +302,7 @@ def replan(data: dict, path: str, target: ReplanTarget, torch_version: str | Non
             f"By the recipe's memory line ({format_bytes(source.fit.fixed_bytes)} fixed + "
             f"{format_bytes(source.fit.per_sample_bytes)} per sample) not even one sample fits in "
             f"{(1 - headroom):.0%} of {format_bytes(usable)} on {target.describe()}. Use a larger device, shard the "
-            "model state (--adapter deepspeed --zero-stage 3) or mixed precision, and measure: "
+            f"model state ({sharding_advice().flags()}) or mixed precision, and measure: "
             f"{measure_command(data, target)}")
     target_global = target.global_batch or int(batch["global"])
     if target_global < 1:
@@ -515,11 +516,11 @@ def _drop_none(value):
 
 def _launch(r: ReplanResult, old: dict) -> dict:
     """The launch line for the new plan, through the recipe's adapter (its own launcher and flags)."""
-    from .adapters import LaunchSpec, load_adapter, shell_line
+    from .adapters import LaunchSpec, load_adapter, recipe_adapter_name, shell_line
     from .device import TF32_ENV
     from .report import _env_reason  # the recipe's own wording for each variable
 
-    name = old.get("adapter", {}).get("name") or old.get("inputs", {}).get("adapter") or "ddp"
+    name = recipe_adapter_name(old)
     old_launch = old.get("launch", {})
     try:
         adapter = load_adapter(name)
@@ -605,13 +606,13 @@ def confirm(r: ReplanResult, workdir: str, trial_steps: int = 20, run_trial: boo
 
 def _confirm_runner(r: ReplanResult, workdir: str, on_event=None):
     """The real runner, through the recipe's adapter, under the new memory."""
-    from .adapters import load_adapter
+    from .adapters import load_adapter, recipe_adapter_name
     from .launch import CancelToken
     from .method import MethodSettings
     from .runner import JobRunner
 
     data = r.source.data
-    adapter = load_adapter(data.get("adapter", {}).get("name") or "ddp")
+    adapter = load_adapter(recipe_adapter_name(data))
     settings = MethodSettings(workload=str(r.source.workload.get("spec") or r.source.workload.get("name")),
                               adapter_name=adapter.name, nproc=r.nproc, device=r.target.device_type,
                               memory_budget_bytes=r.target.memory_bytes, precision=r.precision,

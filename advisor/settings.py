@@ -12,6 +12,7 @@ import os
 from dataclasses import fields
 
 from .errors import AdvisorError, SetupError
+from .adapters import DEFAULT_ADAPTER
 from .method import MethodSettings
 from .workloads import DEFAULT_WORKLOAD
 
@@ -21,7 +22,7 @@ def _settings_default(name: str):
 
 
 PLAN_DEFAULTS = {
-    "workload": DEFAULT_WORKLOAD, "adapter": "ddp", "headroom": _settings_default("headroom"),
+    "workload": DEFAULT_WORKLOAD, "adapter": DEFAULT_ADAPTER, "headroom": _settings_default("headroom"),
     "trial_steps": _settings_default("trial_steps"), "sweep_steps": _settings_default("sweep_steps"),
     "precision": _settings_default("precision"), "trial_timeout": _settings_default("trial_timeout_s"),
     "idle_timeout": _settings_default("idle_timeout_s"), "nodes": _settings_default("nodes"),

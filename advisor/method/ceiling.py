@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..errors import AdvisorError
 from ..oom import is_primitive_failure, unsupported_configuration_message
+
+if TYPE_CHECKING:
+    from ..adapters import ShardingAdvice
 
 DEFAULT_HEADROOM = 0.15
 FIT_BATCHES = (2, 8)
@@ -105,18 +108,21 @@ def budget_primitive_message(precision: str, batches: list[int], budget_bytes: i
             f"--device-memory (or plan in fp32, whose kernels need less scratch space).")
 
 
-def _nothing_fits_advice(trial: ProbeTrial, budget_bytes: int) -> str:
-    """Why not even a batch of 1 fits, and what helps: no smaller batch does when the model alone is too big."""
+def _nothing_fits_advice(trial: ProbeTrial, budget_bytes: int, sharding: "ShardingAdvice | None" = None) -> str:
+    """Why not even a batch of 1 fits, and what helps: no smaller batch does when the model alone is too big.
+    ``sharding``: what the adapters offer for a model larger than one device (default: the installed ones')."""
+    from ..adapters import sharding_advice
+
+    sharding = sharding or sharding_advice()
     budget = f"{budget_bytes / 2**20:.0f} MiB"
     if trial.message.startswith(MODEL_DOES_NOT_FIT):
         return (f"The model itself (its parameters, with gradients and optimizer state) does not fit the budget of "
                 f"{budget} per device, before any batch runs ({trial.message[:200]}). No batch size can fix that: "
-                "shard it over the devices (DeepSpeed --adapter deepspeed --zero-stage 3 partitions parameters, "
-                "gradients and optimizer state; more devices make each shard smaller), offload optimizer state or "
-                "parameters to CPU memory (ZeRO-Offload), or use mixed precision; or plan for a larger device "
-                "(--device-memory).")
+                f"shard it over the devices ({sharding.how()}; more devices make each shard smaller), offload "
+                f"optimizer state or parameters to CPU memory{sharding.offload()}, or use mixed precision; or plan "
+                "for a larger device (--device-memory).")
     return (f"Even a batch of 1 runs out of memory under the budget of {budget}. Enable mixed precision, shard "
-            "the model state (DeepSpeed --zero-stage 3), shrink the model or its input, or plan for a larger "
+            f"the model state ({sharding.short()}), shrink the model or its input, or plan for a larger "
             "device (--device-memory).")
 
 
@@ -144,11 +150,13 @@ def search_ceiling(
     cap_reason: str = "",
     precision: str = "fp32",
     hardware_runs: Callable[[], tuple[bool | None, str]] | None = None,
+    sharding: "ShardingAdvice | None" = None,
 ) -> CeilingResult:
     """Find the largest per-device batch that fits with ``headroom`` of memory to spare.
 
     ``probe(batch, purpose)`` runs one real step at ``batch`` in a fresh process under the budget;
-    ``precision`` is what it runs in (named when the configuration turns out unsupported).
+    ``precision`` is what it runs in (named when the configuration turns out unsupported); ``sharding``: what
+    the adapters offer when even a batch of 1 does not fit (default: every installed adapter's ``big_model``).
     One path for every case: fit the line on two small batches, probe where it puts the edge, narrow the
     band between the largest batch that ran and the smallest that ran out (to ``resolution``, one sample
     at small batches), keep the headroom where a line was measured, and confirm the answer with a probe.
@@ -178,7 +186,7 @@ def search_ceiling(
                                 precision, [t.batch for t in smallest], budget_bytes, evidence))
                         raise UnsupportedConfiguration(unsupported_configuration_message(
                             precision, [t.batch for t in smallest], smallest[-1].message))
-                    raise AdvisorError(_nothing_fits_advice(one, budget_bytes))
+                    raise AdvisorError(_nothing_fits_advice(one, budget_bytes, sharding))
             break
     while True:
         largest_ok, smallest_oom = _bracket(trials)

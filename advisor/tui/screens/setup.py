@@ -15,6 +15,7 @@ from textual.widgets import (Button, Checkbox, Collapsible, Footer, Header, Inpu
                              Static)
 from textual.widgets.option_list import Option
 
+from ...adapters import DEFAULT_ADAPTER
 from ..widgets import StepBar
 
 # Form fields that hold a named plan option (advisor.settings) as typed text, by field id.
@@ -259,7 +260,7 @@ class SetupScreen(Screen):
         select = self.query_one("#adapter", Select)
         select.set_options([(f"{name}: {summary}" if summary else name, name)
                             for name, summary, _, _ in message.adapters])
-        wanted = self.app.prefill.adapter or "ddp"
+        wanted = self.app.prefill.adapter or DEFAULT_ADAPTER
         names = [name for name, _, _, _ in message.adapters]
         if wanted in names:
             select.value = wanted
