@@ -362,3 +362,33 @@ def test_invalid_utf8_lines_are_read_around_and_counted(tmp_path):
     rep = diagnose_source(str(path))
     assert rep.stats.series_lengths == {"train_loss": 40} and rep.stats.skipped_binary_lines == 1
     assert any("undecodable" in note for note in rep.stats.notes)
+
+
+# ------------------------------------------------------------------ speed: per-line regex work cached by line shape
+
+
+def test_line_shape_cache_reads_every_corpus_line_as_the_regexes_do(monkeypatch):
+    """The text reader caches _PREFIX's end and _PAIR's spans by the line's shape (digits mapped to 0). That is exact
+    only while those patterns treat all digits alike: no digit literal in them; and every line of the corpus must
+    give the same prefix and pairs as the uncached regexes."""
+    import re
+
+    from advisor.diagnose import readers
+
+    for pattern in (readers._PREFIX, readers._PAIR, readers._BRACKET_KEY):
+        # A digit outside a quantifier's braces or an escape (\d) would tell digits apart.
+        assert not re.search(r"(?<![\\{,])(?<!\{\d)[0-9](?![0-9]*[,}])", pattern.pattern), pattern.pattern
+    checked = 0
+    for path in sorted(LOGS.iterdir()):
+        for text in path.read_text(errors="replace").splitlines():
+            for variant in (text, text.replace("0", "7"), text.replace("1", "9")):  # same shape, other digits
+                uncached = readers._PREFIX.match(variant)
+                body = variant[uncached.end():] if uncached else variant.strip()
+                assert readers.strip_prefix(variant) == body, variant
+                assert readers._pairs(body) == readers._PAIR.findall(body), variant
+                checked += 1
+    assert checked > 10_000
+    monkeypatch.setattr(readers, "SHAPE_CACHE_MAX", 2)  # a full cache is emptied, never grows past its bound
+    for number in range(10):
+        readers._pairs(f"loss{'x' * number} 1.0")
+    assert len(readers._pair_spans) <= 2
