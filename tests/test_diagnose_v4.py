@@ -181,6 +181,23 @@ def test_a_loss_that_explodes_by_orders_of_magnitude_in_four_points_diverged():
     assert finding.kind == "diverged" and finding.evidence["max_before"] == pytest.approx(2.4435)
 
 
+def test_a_jump_with_one_point_before_it_that_stays_is_divergence(tmp_path):
+    # Issue 26's description: a loss that jumps from 1.7 to 11.5 and stays, one point before the jump. No real
+    # excerpt of this shape is in the corpus (the tune parts were searched for a 2x+ jump after 1-2 points: only
+    # explosions, caught by the 100x rule), so the curve is the issue's, in Keras' epoch-summary form.
+    values = [1.7, 11.5, 11.6, 11.4, 11.5, 11.5, 11.6, 11.5, 11.4, 11.5]
+    path = tmp_path / "jump.log"
+    path.write_text("".join(f"Epoch {i + 1}/10\n100/100 [==============================] - 3s - loss: {v:.4f}\n"
+                            for i, v in enumerate(values)))
+    [finding] = primary(diagnose_source(str(path)))
+    assert finding.kind == "diverged" and finding.evidence["level_before"] == 1.7
+    assert finding.evidence["points_after"] == 9
+    # Not a blow-up: a second point twice the first (a partial first-epoch average), or a jump that does not hold.
+    for calm in ([0.9, 1.9, 1.8, 1.7, 1.7, 1.6, 1.6, 1.5, 1.5, 1.4], [1.7, 11.5, 11.6, 2.4, 2.0, 1.9, 1.8, 1.7, 1.6, 1.5]):
+        path.write_text("".join(f"Epoch {i + 1}/10 - loss: {v:.4f}\n" for i, v in enumerate(calm)))
+        assert "diverged" not in {f.kind for f in primary(diagnose_source(str(path)))}, calm
+
+
 # ------------------------------------------------------------------ short logs with validation
 
 

@@ -47,6 +47,11 @@ FEW_RISING = 3  # validation points rising after its best, with training falling
 FEW_TRAIN_FALL = 0.05  # ... and the training loss fell at least this share meanwhile
 JUMP_TO_SPREAD = 5.0  # a jump this many times the spread before it, that stays: a blow-up in a short log
 JUMP_TO_LEVEL = 1.0  # ... and at least this share of the level before it (1.7 -> 11.5, not 1.7 -> 1.9)
+# With only one or two points before the jump there is no spread to measure it against: the new level must be this
+# many times every value before it and hold for JUMP_FEW_AFTER points, steady (its own spread 1/JUMP_TO_SPREAD of the
+# jump or less). 1.7 -> 11.5 and stays is a blow-up; a second epoch 2x the first (a partial first average) is not.
+JUMP_FEW_FACTOR = 3.0
+JUMP_FEW_AFTER = 4
 EXPLOSION_FACTOR = 100.0  # a loss this many times above every earlier value has blown up, even as the last point
 EXPLOSION_STAYS = 10.0  # ... unless it comes back under this factor of the earlier maximum
 SCALE_FALL = 2.0 ** 10  # an fp16 loss scale this many times below its start: gradients overflow step after step
@@ -407,6 +412,14 @@ def _lasting_jump(points: list[Point]) -> tuple[int, list[Point], float, float] 
     """(index, points, level before, level after) of a jump far above the spread before it that never comes
     back, with at least two points after it; None otherwise. Works on a handful of epoch points."""
     values = _values(points)
+    for index in (1, 2):  # one or two points before the jump: judged against the steady level after it
+        before, after = values[:index], values[index:]
+        if len(after) < JUMP_FEW_AFTER:
+            break
+        low_after, high_before = min(after), max(before)
+        if (high_before > 0 and low_after >= JUMP_FEW_FACTOR * high_before
+                and low_after - high_before > JUMP_TO_SPREAD * (max(after) - low_after)):
+            return index, points, _median(before), _median(after)
     for index in range(3, len(values) - 1):
         before = values[:index]
         level = _median(before)

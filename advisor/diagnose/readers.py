@@ -338,7 +338,8 @@ class OverflowReader(LineReader):
                     if found:
                         details.update({k: float(v) for k, v in found.groupdict().items()})
                 return [LogEvent(line, "overflow", text.strip()[:300], details)]
-        m = self.DEEPSPEED_REDUCING.search(text)  # DeepSpeed's fused optimizer: "Reducing dynamic loss scale"
+        # DeepSpeed's fused optimizer: "Reducing dynamic loss scale" (the substring test first: this runs on every line)
+        m = self.DEEPSPEED_REDUCING.search(text) if "Reducing dynamic loss scale" in text else None
         if m:
             return [LogEvent(line, "overflow", text.strip()[:300],
                              {"framework": "deepspeed", "reduced": float(m.group("reduced"))})]
