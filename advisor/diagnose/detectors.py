@@ -12,7 +12,8 @@ import operator
 
 from ..units import format_bytes
 from .records import TRAIN_LOSS, VAL_LOSS, Finding, LogEvent, Point, dataclass
-from .shortlog import CONVERGED_LEVEL, adjacent, detect_short_jitter, detect_short_validation, median
+from .shortlog import (CONVERGED_LEVEL, adjacent, detect_short_jitter, detect_short_periodic, detect_short_validation,
+                       median)
 
 MIN_POINTS = 20
 JITTER_SCORE = 0.15  # step-to-step noise / starting loss: above it, jitter is a problem even if the loss falls
@@ -780,13 +781,15 @@ def detect_periodic(series: dict[str, list[Point]], ctx: Context) -> list[Findin
             f"swings in slow blocks {swing_to_noise:.1f}x larger than its step-to-step noise (±{amplitude:.3g})")
     return [Finding("oscillation-periodic", "warning",
                     f"The training loss {what}: a pattern in the data order, not the batch size.",
-                    evidence,
-                    ["Check the data order: shuffle every epoch (DataLoader(shuffle=True) / "
-                     "DistributedSampler.set_epoch(epoch)); sorted or grouped data (by class, source or length) "
-                     "makes the loss swing with the same period.",
-                     "Check class balance and noisy samples: a block of hard or mislabelled examples recurring "
-                     "each epoch produces these swings; clean or rebalance (weighted sampler).",
-                     "Changing the batch size will not fix this."])]
+                    evidence, list(PERIODIC_ACTIONS))]
+
+
+PERIODIC_ACTIONS = (
+    "Check the data order: shuffle every epoch (DataLoader(shuffle=True) / DistributedSampler.set_epoch(epoch)); "
+    "sorted or grouped data (by class, source or length) makes the loss swing with the same period.",
+    "Check class balance and noisy samples: a block of hard or mislabelled examples recurring each epoch produces "
+    "these swings; clean or rebalance (weighted sampler).",
+    "Changing the batch size will not fix this.")
 
 
 # ------------------------------------------------------------------ validation
@@ -1039,6 +1042,7 @@ def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts
     diverged = detect_diverged(series, events, counts, ctx, non_finite)
     findings += diverged or detect_not_learning(series, ctx)
     findings += (detect_periodic(series, ctx) or detect_jitter(series, ctx)
+                 or detect_short_periodic(series, ctx, ctx.elisions or [])
                  or detect_short_jitter(series, ctx, ctx.elisions or []))
     kinds = {f.kind for f in findings}
     findings += detect_validation(series, ctx) or [f for f in detect_short_validation(series, ctx)
