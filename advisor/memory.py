@@ -40,11 +40,12 @@ def meta_parameter_count(workload) -> int | None:
 
 def held_tensor_bytes(model) -> int:
     """Bytes this process holds for the model's parameters and buffers: for a ZeRO-3-partitioned parameter
-    its own shard (``ds_tensor``), not the emptied full-size placeholder."""
+    its own shard (``ds_tensor``), not the emptied full-size placeholder; for an FSDP2 DTensor its local shard
+    (a DTensor's ``numel()`` is the global size)."""
     total = 0
     for p in model.parameters():
         held = getattr(p, "ds_tensor", None)
-        held = p if held is None else held
+        held = (p.to_local() if callable(getattr(p, "to_local", None)) else p) if held is None else held
         total += held.numel() * held.element_size()
     return total + sum(b.numel() * b.element_size() for b in model.buffers())
 
