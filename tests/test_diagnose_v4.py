@@ -282,6 +282,14 @@ def test_three_clear_cycles_in_17_points_are_periodic_and_noise_is_not(tmp_path)
     assert kinds("real4_lmedr_bare_numbers_oscillate.log") == {"oscillation-jitter"}
 
 
+@pytest.mark.xfail(strict=True, reason="known miss: two 12-point per-epoch sawtooth cycles (24 points) read as healthy")
+def test_real_per_epoch_sawtooth_is_periodic():
+    # luopeixiang/named_entity_recognition#24 (labels.toml): the step loss falls 6.0 -> 0.51 over epoch 11's 12 points,
+    # then starts over at 5.1 in epoch 12 (data in a fixed order). Labelled oscillation-periodic from the text; diagnose
+    # says "No problem found". Kept as a known miss (no threshold retuned for it); strict, so a fix shows up here.
+    assert kinds("real6_ner_per_epoch_sawtooth.log") == {"oscillation-periodic"}
+
+
 def kinds_of(path):
     return {f.kind for f in primary(diagnose_source(str(path)))}
 
@@ -314,7 +322,10 @@ def test_a_long_healthy_curve_is_healthy_and_says_which_checks_ran():
 def test_v4_tune_excerpts_all_right_and_no_error_on_a_healthy_one():
     """v4-tune all right; v4-holdout-1 (scored once at 24/28 before its misses were fixed) all right but the two
     left as known misses: a 2x loss jump after a flat stretch, and a step loss 2.4% above ln 2."""
-    known = {"real4_deepj_loss_jump_stays.log", "real4_snorkel_bilstm_ln2.log"}
+    known = {"real4_deepj_loss_jump_stays.log", "real4_snorkel_bilstm_ln2.log",
+             # real6 misses, kept as labelled (xfail tests below): "[Losses: x nan, ..., total nan]" is unread;
+             # a 12-point per-epoch sawtooth over two epochs is called healthy.
+             "real6_pytorch_yolov3_bracketed_losses_nan.log", "real6_ner_per_epoch_sawtooth.log"}
     wrong, false_errors = [], []
     for name, entry in LABELS.items():
         if entry["split"] not in ("v4-tune", "v4-holdout-1") or name in known:
@@ -329,8 +340,10 @@ def test_v4_tune_excerpts_all_right_and_no_error_on_a_healthy_one():
 
 
 def test_loguru_bracketed_keys(tmp_path):
-    # No real pasted excerpt of this form was found in the issue corpus (searched "[Loss] nan", loguru): the line is
-    # written here in loguru's default format, the key in brackets as issue 26 quotes it.
+    # No real pasted excerpt of this form was found in the issue corpus (searched "[Loss] nan", loguru, "| INFO |" with
+    # nan, "[loss]: nan", YOLOX's loguru lines; the one "[loss]: 4.99" key form found, CoupletAI#2, has no nan): the
+    # line is written here in loguru's default format, the key in brackets as issue 26 quotes it. Real bracketed
+    # prefixes with a nan loss are tested below (they do not go through _BRACKET_KEY).
     path = tmp_path / "loguru.log"
     path.write_text("".join(f"2024-05-01 10:00:0{i}.123 | INFO     | __main__:train:42 - [Epoch] {i} [Loss] {v}\n"
                             for i, v in enumerate(("2.31", "1.20", "nan"))))
@@ -338,6 +351,28 @@ def test_loguru_bracketed_keys(tmp_path):
     [finding] = primary(rep)
     assert rep.stats.series_lengths == {"train_loss": 3} and finding.kind == "diverged"
     assert finding.evidence["first_non_finite"]["epoch"] == 2
+
+
+@pytest.mark.xfail(strict=True, reason="known miss: '[Losses: x nan, ..., total nan]' is not read (nothing readable)")
+def test_real_bracketed_losses_group_with_nan_is_divergence():
+    # eriklindernoren/PyTorch-YOLOv3#13 (labels.toml): "[Epoch 0/30, Batch 323/1313] [Losses: x nan, y nan, w nan,
+    # h nan, conf 0.755184, cls nan, total nan]", every line; keys and values space-separated inside one bracket group.
+    assert kinds("real6_pytorch_yolov3_bracketed_losses_nan.log") == {"diverged"}
+
+
+@pytest.mark.parametrize("name, line, last_finite", [
+    ("real6_3d2d_distill_bracketed_prefix_loss_nan.log", 1, None),  # [2021-08-16 13:52:56,765 INFO train.py line 404 N]
+    ("real6_ppasr_bracketed_timestamp_loss_nan.log", 9, 6.61592),  # [2021-07-14 02:12:37.086634] Train epoch: 0, ...
+    ("real6_pccai_bracketed_timestamp_loss_nan.log", 12, 0.090984),  # [2023-03-10 20:01:44,570]     batch count: ...
+])
+def test_real_bracketed_prefixes_with_a_nan_loss_are_divergence(name, line, last_finite):
+    # Real excerpts (labels.toml, real6_*) for the bracketed forms around a nan loss: a whole "[date level file line]"
+    # block, a bare "[timestamp]" with Chinese save lines between, a "[timestamp]" before indented batch lines. No
+    # real "[Loss] nan" with the key itself in brackets was found (see test_loguru_bracketed_keys); PyTorch-YOLOv3's
+    # "[Losses: x nan, ..., total nan]" is a known miss (nothing readable), outside this test.
+    [finding] = primary(report(name))
+    assert finding.kind == "diverged" and finding.evidence["first_non_finite"]["line"] == line
+    assert finding.evidence["last_finite"] == last_finite
 
 
 # ------------------------------------------------------------------ bad input: ends within seconds, bounded memory
