@@ -13,7 +13,7 @@ Which modules become blocks (each one ``fully_shard``-ed, then the root), in thi
 from __future__ import annotations
 
 from advisor.adapters import (ACCELERATE_EXPORT, TORCHRUN_EXPORT, AdapterBase, AdapterOption, BigModelAdvice,
-                              Capabilities, NoiseMeasurement, torchrun_command)
+                              Capabilities, NoiseMeasurement, env_prefix, shell_line, torchrun_command, training_args)
 
 # Below ~1M parameters (4 MB in fp32) a block's all-gather costs more in latency than its shard saves.
 DEFAULT_MIN_BLOCK_PARAMS = 1_000_000
@@ -60,6 +60,12 @@ class FSDPAdapter(AdapterBase):
         # Each rank holds 1/N of the state: a probe measures what N-process training holds only with N processes.
         return nproc
 
+    def export_block(self, data: dict, target: str) -> tuple[str, list[str]]:
+        text, notes = super().export_block(data, target)
+        if target == ACCELERATE_EXPORT.name and "use_cpu: true" in text:
+            text, notes = _accelerate_on_cpu(data, text, notes, self)
+        return text, notes
+
     def export_accelerate_plugin(self, data: dict) -> tuple[str, list[str]]:
         """Accelerate's FSDP plugin, version 2 (FullyShardedDataParallelPlugin reads these fsdp_config keys through
         `accelerate launch`'s FSDP_* variables), with the options the plan ran."""
@@ -77,3 +83,21 @@ class FSDPAdapter(AdapterBase):
                         f"  fsdp_offload_params: {yes[bool(adapter.get('cpu_offload', False))]}",
                         "  fsdp_state_dict_type: SHARDED_STATE_DICT",
                         "  fsdp_activation_checkpointing: false"]
+
+
+def _accelerate_on_cpu(data: dict, text: str, notes: list[str], adapter) -> tuple[str, list[str]]:
+    """An FSDP config on CPU: `accelerate launch --config_file` starts every process through torchrun (unlike the
+    plain CPU configs, which get one), with ACCELERATE_USE_CPU=1 or each process is rank 0 of 1; but Accelerate 1.x
+    applies its FSDP plugin only on GPUs and the like, so on CPU it trains plain data parallel (MULTI_CPU)."""
+    from advisor.export import ACCELERATE_CONFIG_NAME, recipe_launch_spec
+
+    spec = recipe_launch_spec(data, adapter=adapter)
+    line = [*env_prefix({**spec.env, "ACCELERATE_USE_CPU": "1"}), "accelerate", "launch",
+            f"--config_file={ACCELERATE_CONFIG_NAME}", spec.script, *training_args(spec)]
+    text = "\n".join(f"# Launch: {shell_line(line)}" if row.startswith("# Launch: ") else row
+                     for row in text.split("\n"))
+    notes = [note for note in notes if not note.startswith("On CPU, `accelerate launch")]
+    notes.insert(0, "On CPU, Accelerate 1.x reads this FSDP plugin but applies it only on GPUs: it trains plain data "
+                    "parallel (MULTI_CPU) there. To shard on CPU, call fully_shard in the script and use "
+                    "`advisor export --to torchrun`.")
+    return text, notes

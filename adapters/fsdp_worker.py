@@ -110,10 +110,10 @@ class FSDPStrategy(ProcessGroupStrategy):
                     "mp_policy": MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32 if dtype else None),
                     "offload_policy": CPUOffloadPolicy() if self.options["cpu_offload"] else OffloadPolicy()}
         blocks, how = shard_blocks(model, int(self.options["min_block_params"]))
+        self.block_classes = sorted({type(b).__name__ for b in blocks})  # before fully_shard renames them FSDP<name>
         for block in blocks:
             fully_shard(block, **settings)
         fully_shard(model, **settings)
-        self.block_classes = sorted({type(b).__name__ for b in blocks})
         return how
 
     def build_model(self, workload, job):
