@@ -253,3 +253,38 @@ def test_the_accelerate_export_launches_two_processes_that_read_the_fsdp_v2_plug
     for r in reports:
         assert r["launcher"] == "accelerate" and r["world"] == 2 and r["accumulation"] == 2
         assert r["fsdp_version"] == 2 and r["min_num_params"] == 100 and r["distributed_type"] == "MULTI_CPU"
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+@pytest.mark.usefixtures("no_leftover_processes")
+def test_advisor_plan_through_fsdp_end_to_end_and_its_recipe_exports(tmp_path):
+    """The whole method through the fsdp adapter (2 CPU ranks, short trial and sweep; ~25 s): the recipe records
+    the adapter's options and the blocks it sharded, probes ran on both ranks, the noise pair was measured, and the
+    recipe exports to both declared targets (its accelerate config wraps the declared block class)."""
+    import subprocess
+    import sys
+
+    from advisor.recipe import check_recipe
+
+    out = tmp_path / "recipe.toml"
+    advisor = [sys.executable, "-m", "advisor.cli"]
+    plan = subprocess.run([*advisor, "plan", "--workload", BLOCKS, "--adapter", "fsdp", "--nproc", "2",
+                           "--device-memory", "64MiB", "--trial-steps", "4", "--sweep-steps", "24", "--sweep-seeds",
+                           "1", "--sweep-walk", "0", "--reshard-after-forward", "false", "--out", str(out)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    data = check_recipe(out)
+    assert data["adapter"]["name"] == "fsdp" and data["adapter"]["reshard_after_forward"] is False
+    assert data["adapter"]["blocks"] == "the model's fsdp_blocks (4)" and data["adapter"]["block_classes"] == ["Block"]
+    assert data["ceiling"]["probe_world_size"] == 2 and data["batch"]["world_size"] == 2
+    assert "per-replica vs all-reduced" in data["noise"]["reason"]
+    assert "torchrun --standalone" in data["launch"]["example"]
+    exported = {target: subprocess.run([*advisor, "export", str(out), "--to", target], capture_output=True, text=True)
+                for target in ("torchrun", "accelerate")}
+    assert all(run.returncode == 0 for run in exported.values()), {t: r.stderr for t, r in exported.items()}
+    config = exported["accelerate"].stdout
+    assert "distributed_type: FSDP" in config and "fsdp_version: 2" in config
+    assert "fsdp_transformer_layer_cls_to_wrap: Block" in config and "fsdp_reshard_after_forward: false" in config
+    refused = subprocess.run([*advisor, "export", str(out), "--to", "deepspeed"], capture_output=True, text=True)
+    assert refused.returncode == 2 and "torchrun" in refused.stderr  # not a declared target
