@@ -37,7 +37,8 @@ class FSDPAdapter(AdapterBase):
         AdapterOption("min_block_params", int, DEFAULT_MIN_BLOCK_PARAMS, "the size policy's threshold, for a "
                       "model that declares no fsdp_blocks (and is no Hugging Face model)"),
         AdapterOption("meta_init", bool, False, "build the model on the meta device, shard it, then materialise "
-                      "only this rank's shards (reset_parameters per module): no rank ever holds the whole model"),
+                      "only this rank's shards (reset_parameters per module): no rank ever holds the whole model (the init "
+                      "comes from each module's reset_parameters, not the build's own random draws)"),
     )
     worker_module = "advisor_adapters.fsdp_worker"
     exports = (TORCHRUN_EXPORT, ACCELERATE_EXPORT)

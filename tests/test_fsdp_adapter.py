@@ -288,3 +288,25 @@ def test_advisor_plan_through_fsdp_end_to_end_and_its_recipe_exports(tmp_path):
     assert "fsdp_transformer_layer_cls_to_wrap: Block" in config and "fsdp_reshard_after_forward: false" in config
     refused = subprocess.run([*advisor, "export", str(out), "--to", "deepspeed"], capture_output=True, text=True)
     assert refused.returncode == 2 and "torchrun" in refused.stderr  # not a declared target
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+@pytest.mark.usefixtures("no_leftover_processes")
+def test_a_model_larger_than_the_budget_is_built_on_meta_and_fits_on_four_ranks():
+    """32.1 MiB of parameters (SGD, no optimizer state) against a 28 MiB budget per process: on 4 ranks each holds a
+    quarter of the parameters and of the gradients (16 MiB) plus a gathered layer in flight, and the workload's
+    build refuses to run off the meta device, so no rank ever held the whole model (~25 s)."""
+    workload = f"{TEST_WORKLOADS / 'fsdp_blocks.py'}:deep_meta_only"
+    budget = 28 * 2**20
+    with runner_for("fsdp", workload, {"meta_init": True, "min_block_params": 100_000}, budget=budget,
+                    nproc=4) as runner:
+        probe = runner.probe(8, "test")
+        record = runner.train("trial", 8, 4, lr=0.01)
+        model, extras = runner.model_info, runner.optimizer_info["adapter_extras"]
+    p_bytes = model["parameters"] * 4
+    assert p_bytes > budget and extras["blocks"].startswith("size policy") and extras["blocks"].endswith("(32)")
+    assert probe.status == "ok" and probe.peak_bytes < budget, probe.message
+    assert model["built_bytes"] <= p_bytes / 4 + 4096  # rank 0's quarter (and padding)
+    assert record.status == "ok" and record.world_size == 4 and len(record.losses) == 4
+    assert all(loss == loss for loss in record.losses)

@@ -49,3 +49,24 @@ def workload() -> Workload:
     return Workload(name="fsdp-blocks", build_model=BlockMLP, train_data=_data(2048, 0), val_data=_data(256, 1),
                     loss_fn=nn.functional.cross_entropy, task="image-classification", num_classes=10,
                     optimizer="adam", current_batch_size=32, current_lr=1e-3)
+
+
+def deep_meta_only() -> Workload:
+    """tests/workloads/wide_mlp.py's deep MLP (32 layers of 512 x 512, 32.1 MiB of parameters), whose build refuses
+    to run anywhere but on the meta device: a worker that built it whole first fails instead of passing quietly."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("wide_mlp", Path(__file__).with_name("wide_mlp.py"))
+    wide_mlp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(wide_mlp)
+    workload = wide_mlp.deep_workload()
+    build = workload.build_model
+
+    def build_on_meta_only():
+        if torch.empty(0).device.type != "meta":
+            raise RuntimeError("built outside the meta device: this rank would have held the whole model")
+        return build()
+
+    workload.build_model = build_on_meta_only
+    return workload
