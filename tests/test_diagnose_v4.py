@@ -323,9 +323,9 @@ def test_v4_tune_excerpts_all_right_and_no_error_on_a_healthy_one():
     """v4-tune all right; v4-holdout-1 (scored once at 24/28 before its misses were fixed) all right but the two
     left as known misses: a 2x loss jump after a flat stretch, and a step loss 2.4% above ln 2."""
     known = {"real4_deepj_loss_jump_stays.log", "real4_snorkel_bilstm_ln2.log",
-             # real6 misses, kept as labelled (xfail tests below): "[Losses: x nan, ..., total nan]" is unread;
-             # a 12-point per-epoch sawtooth over two epochs is called healthy.
-             "real6_pytorch_yolov3_bracketed_losses_nan.log", "real6_ner_per_epoch_sawtooth.log"}
+             # a real6 miss, kept as labelled (xfail test below): a 12-point per-epoch sawtooth over two epochs is
+             # called healthy.
+             "real6_ner_per_epoch_sawtooth.log"}
     wrong, false_errors = [], []
     for name, entry in LABELS.items():
         if entry["split"] not in ("v4-tune", "v4-holdout-1") or name in known:
@@ -353,11 +353,38 @@ def test_loguru_bracketed_keys(tmp_path):
     assert finding.evidence["first_non_finite"]["epoch"] == 2
 
 
-@pytest.mark.xfail(strict=True, reason="known miss: '[Losses: x nan, ..., total nan]' is not read (nothing readable)")
 def test_real_bracketed_losses_group_with_nan_is_divergence():
     # eriklindernoren/PyTorch-YOLOv3#13 (labels.toml): "[Epoch 0/30, Batch 323/1313] [Losses: x nan, y nan, w nan,
     # h nan, conf 0.755184, cls nan, total nan]", every line; keys and values space-separated inside one bracket group.
-    assert kinds("real6_pytorch_yolov3_bracketed_losses_nan.log") == {"diverged"}
+    # The group's total is the loss; the place is epoch 0 + batch 323 of 1313.
+    rep = report("real6_pytorch_yolov3_bracketed_losses_nan.log")
+    [finding] = primary(rep)
+    assert finding.kind == "diverged" and rep.stats.series_lengths == {"train_loss": 4}
+    assert finding.evidence["first_non_finite"] == {"line": 1, "epoch": round(323 / 1313, 3)}
+
+
+def test_a_bracketed_losses_group_reads_its_total_and_a_nan_outside_it_is_not_divergence(tmp_path):
+    # The same group with finite values (written here in PyTorch-YOLOv3's format): the total is the loss series,
+    # the components are not separate series; a nan in a bracketed throughput beside it is not divergence evidence.
+    path = tmp_path / "yolo.log"
+    path.write_text("".join(
+        f"[Epoch {i // 10}/30, Batch {i % 10}/10] [Losses: x 0.{90 - i:02d}, y 0.2, w 0.1, h 0.1, conf 0.5, cls 0.3, "
+        f"total {2.0 - 0.02 * i:.4f}] [Speed: fps nan]\n" for i in range(40)))
+    c = collected(str(path))
+    assert set(c.series) == {"train_loss"} and not c.non_finite
+    assert [p.value for p in c.series["train_loss"]][:2] == [2.0, 1.98]
+    assert "diverged" not in {f.kind for f in primary(diagnose_source(str(path)))}
+
+
+def test_a_nan_component_of_a_losses_group_without_a_total_is_divergence(tmp_path):
+    # No total printed: the components are the loss; the first stands in while finite, a nan in any is divergence.
+    path = tmp_path / "yolo.log"
+    path.write_text("".join(f"[Epoch 1/30, Batch {i}/40] [Losses: x 0.{90 - i}, y {'nan' if i >= 30 else '0.2'}, "
+                            f"conf 0.5]\n" for i in range(40)))
+    c = collected(str(path))
+    assert [p.value for p in c.series["train_loss"]][:2] == [0.9, 0.89]
+    [finding] = primary(diagnose_source(str(path)))
+    assert finding.kind == "diverged" and finding.evidence["first_non_finite"]["line"] == 31
 
 
 @pytest.mark.parametrize("name, line, last_finite", [
@@ -369,7 +396,7 @@ def test_real_bracketed_prefixes_with_a_nan_loss_are_divergence(name, line, last
     # Real excerpts (labels.toml, real6_*) for the bracketed forms around a nan loss: a whole "[date level file line]"
     # block, a bare "[timestamp]" with Chinese save lines between, a "[timestamp]" before indented batch lines. No
     # real "[Loss] nan" with the key itself in brackets was found (see test_loguru_bracketed_keys); PyTorch-YOLOv3's
-    # "[Losses: x nan, ..., total nan]" is a known miss (nothing readable), outside this test.
+    # "[Losses: x nan, ..., total nan]" has its own test above.
     [finding] = primary(report(name))
     assert finding.kind == "diverged" and finding.evidence["first_non_finite"]["line"] == line
     assert finding.evidence["last_finite"] == last_finite
@@ -447,14 +474,14 @@ def test_invalid_utf8_lines_are_read_around_and_counted(tmp_path):
 
 
 def test_line_shape_cache_reads_every_corpus_line_as_the_regexes_do(monkeypatch):
-    """The text reader caches _PREFIX's end and _PAIR's spans by the line's shape (digits mapped to 0). That is exact
-    only while those patterns treat all digits alike: no digit literal in them; and every line of the corpus must
-    give the same prefix and pairs as the uncached regexes."""
+    """The text reader caches _PREFIX's end, _PAIR's spans and the loss groups by the line's shape (digits mapped to
+    0). That is exact only while those patterns treat all digits alike: no digit literal in them; and every line of
+    the corpus must give the same prefix, pairs and groups as the uncached regexes."""
     import re
 
     from advisor.diagnose import readers
 
-    for pattern in (readers._PREFIX, readers._PAIR, readers._BRACKET_KEY):
+    for pattern in (readers._PREFIX, readers._PAIR, readers._BRACKET_KEY, readers._LOSS_GROUP):
         # A digit outside a quantifier's braces or an escape (\d) would tell digits apart.
         assert not re.search(r"(?<![\\{,])(?<!\{\d)[0-9](?![0-9]*[,}])", pattern.pattern), pattern.pattern
     checked = 0
@@ -465,6 +492,7 @@ def test_line_shape_cache_reads_every_corpus_line_as_the_regexes_do(monkeypatch)
                 body = variant[uncached.end():] if uncached else variant.strip()
                 assert readers.strip_prefix(variant) == body, variant
                 assert readers._pairs(body) == readers._PAIR.findall(body), variant
+                assert readers._spans(body)[1] == readers._loss_groups(body), variant
                 checked += 1
     assert checked > 10_000
     monkeypatch.setattr(readers, "SHAPE_CACHE_MAX", 2)  # a full cache is emptied, never grows past its bound

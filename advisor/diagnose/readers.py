@@ -8,12 +8,13 @@ Failure readers (OOM, torchrun) always run: failures look the same in any log.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from functools import lru_cache
 
 from ..oom import OOM_MARKERS, is_oom_message
-from .names import SPLITS, classify, position_name
+from .names import LOSS_WORDS, POSITION_NAMES, SPLITS, classify, position_name, words
 from .records import TRAIN_LOSS, LogEvent, Point
 
 NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf(?:inity)?))"
@@ -244,6 +245,10 @@ def _best_points(candidates: Iterable[tuple[str, float, int]], line: int, step=N
     for series, value, rank in candidates:
         if series not in best or rank < best[series][1]:
             best[series] = (value, rank)
+        elif rank == best[series][1] and not math.isfinite(value) and math.isfinite(best[series][0]):
+            # Equally ranked names (components, with no whole loss printed): the first stands in, but a non-finite
+            # one makes what they add up to non-finite, and a nan where a loss is logged is divergence evidence.
+            best[series] = (value, rank)
     return [Point(line, series, value, step, epoch, redraw) for series, (value, _) in best.items()]
 
 
@@ -410,6 +415,22 @@ _POSITION = re.compile(r"(?<![\w./])(?P<pos>\d+)\s*/\s*(?P<total>\d+)(?![\w./])"
 _BRACKET_KEY = re.compile(r"\[([A-Za-z][\w ./-]{0,40})\]\s*:?\s*(?=[-+]?(?:\d|\.\d|nan\b|inf))", re.I)
 
 
+# A bracketed group of loss fields after a label: "[Losses: x 0.1, y 0.2, conf 0.75, cls 0.3, total 0.9]"
+# (PyTorch-YOLOv3), "[Train Losses: box 0.1, total 0.5]". The label must name a loss (a loss word among its words,
+# checked in _loss_groups); the pairs inside are read by _PAIR as on any line, their names qualified by the label.
+_LOSS_GROUP = re.compile(r"\[(?P<label>[A-Za-z][\w ./-]{0,40}?)\s*:\s*(?P<items>[^\[\]]*)\]")
+
+
+def _loss_groups(text: str) -> tuple[tuple[int, int, int, int], ...]:
+    """(label start, label end, items start, items end) of each loss group in ``text``. Letters decide (a digit
+    never makes or breaks a loss word), so this holds for every line of one shape."""
+    groups = []
+    for m in _LOSS_GROUP.finditer(text):
+        if any(w in LOSS_WORDS or w.endswith("loss") for w in words(m.group("label"))):
+            groups.append(m.span("label") + m.span("items"))
+    return tuple(groups)
+
+
 def _bracket_key_colon(m: re.Match) -> str:
     """_BRACKET_KEY's replacement, r"\1: ", as a function: a string template costs a Python-level call each line."""
     return m.group(1) + ": "
@@ -417,22 +438,27 @@ def _bracket_key_colon(m: re.Match) -> str:
 
 @lru_cache(maxsize=4096)  # a log prints a handful of names a line, millions of times
 def _name_meaning(name: str, stage: str | None) -> tuple[str | None, tuple[str, int] | None]:
-    """A printed name as the text reader takes it: ('step' | 'epoch', None) for a counter, else (None, what
-    classify makes of it)."""
+    """A printed name as the text reader takes it: ('step' | 'epoch', None) for a counter, ('position', None) for a
+    name that counts only within an epoch ("Batch 323/1313", read as a step when it gives its total), else (None,
+    what classify makes of it)."""
     if name[-3:].lower() == " is":  # "Loss is 1.26", "Current learning rate is 0.046"
         name = name[:-3]
     kind = position_name(name)
+    if not kind and " ".join(words(name)) in POSITION_NAMES:
+        kind = "position"
     return (kind, None) if kind else (None, classify(name, stage))
 
 
-# Per-line regex work is cached by the line's shape: the ASCII text with every digit mapped to 0. _PREFIX and _PAIR
-# (and _NUM, _BRACKET_KEY inside them) treat all digits alike (classes only, no digit literal: a test checks), so a
-# line's match spans are those of its shape; the values are then cut from the line itself. A training log prints a
-# handful of shapes millions of times: one dict lookup replaces a backtracking search (~35k instructions a line).
+# Per-line regex work is cached by the line's shape: the ASCII text with every digit mapped to 0. _PREFIX, _PAIR and
+# _LOSS_GROUP (and _NUM, _BRACKET_KEY inside them) treat all digits alike (classes only, no digit literal: a test
+# checks), so a line's match spans are those of its shape; the values are then cut from the line itself. A training
+# log prints a handful of shapes millions of times: one dict lookup replaces a backtracking search (~35k instructions
+# a line).
 _DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
 SHAPE_CACHE_MAX = 4096
 _prefix_ends: dict[bytes, int] = {}
-_pair_spans: dict[bytes, list[tuple[int, int, int, int, int, int]]] = {}
+# shape -> (_PAIR's name, value and total spans a pair, the line's loss groups: _loss_groups)
+_pair_spans: dict[bytes, tuple[list[tuple[int, int, int, int, int, int]], tuple[tuple[int, int, int, int], ...]]] = {}
 
 
 def _shape(text: str) -> bytes | None:
@@ -455,17 +481,48 @@ def _prefix_end(text: str) -> int:
     return end
 
 
-def _pairs(body: str) -> list[tuple[str, str, str]]:
-    """_PAIR.findall(body): (name, value, total) a pair, "" for no total."""
+def _spans(body: str) -> tuple[list[tuple[int, int, int, int, int, int]], tuple[tuple[int, int, int, int], ...]]:
+    """_PAIR's spans in ``body`` (name, value, total; (-1, -1) for no total) and its loss groups, cached by shape."""
     shape = _shape(body)
     if shape is None:
-        return _PAIR.findall(body)
-    spans = _pair_spans.get(shape)
-    if spans is None:
+        return ([m.span(1) + m.span(2) + m.span(3) for m in _PAIR.finditer(body)],
+                _loss_groups(body) if "[" in body else ())
+    entry = _pair_spans.get(shape)
+    if entry is None:
         if len(_pair_spans) >= SHAPE_CACHE_MAX:
             _pair_spans.clear()
-        spans = _pair_spans[shape] = [m.span(1) + m.span(2) + m.span(3) for m in _PAIR.finditer(shape.decode("ascii"))]
-    return [(body[a:b], body[c:d], body[e:f] if e >= 0 else "") for a, b, c, d, e, f in spans]
+        text = shape.decode("ascii")
+        entry = _pair_spans[shape] = ([m.span(1) + m.span(2) + m.span(3) for m in _PAIR.finditer(text)],
+                                      _loss_groups(text) if "[" in text else ())
+    return entry
+
+
+def _pairs(body: str) -> list[tuple[str, str, str]]:
+    """_PAIR.findall(body): (name, value, total) a pair, "" for no total."""
+    return [(body[a:b], body[c:d], body[e:f] if e >= 0 else "") for a, b, c, d, e, f in _spans(body)[0]]
+
+
+def _named_pairs(body: str) -> list[tuple[str, str, str]]:
+    """_pairs(body), with a loss group's keys named by its label: "[Losses: x nan, total nan]" gives ("Losses/x",
+    "nan", ""), ("Losses/total", "nan", ""). classify then reads every key of the group as a loss field.
+
+    Which key of a group is THE loss: the one that names the whole loss, by classify's ranking as for any line. A
+    plain loss word ("Losses/loss", rank 0) or a total word ("Losses/total", "sum", "overall", rank 1) beats an
+    average (rank 2), which beats every other key, a component (rank 3: "Losses/x", "Losses/cls"). The whole is what
+    the optimizer minimises (YOLOv3 prints total = x + y + w + h + conf + cls) and a nan in any component reaches
+    it; a component that is nan beside a finite whole is a term that is only logged, not what is trained. With no
+    whole printed, the components are the loss: the first stands in, and a non-finite one wins (_best_points), as
+    their sum would be non-finite. Keys that are counters ("epoch", "step") keep their own meaning."""
+    spans, groups = _spans(body)
+    pairs = [(body[a:b], body[c:d], body[e:f] if e >= 0 else "") for a, b, c, d, e, f in spans]
+    if groups:
+        for index, span in enumerate(spans):
+            for label_start, label_end, start, end in groups:
+                name = pairs[index][0]
+                if start <= span[0] < end and position_name(name) is None:
+                    qualified = f"{body[label_start:label_end]}/{name}".replace(" ", "_")
+                    pairs[index] = (qualified,) + pairs[index][1:]
+    return pairs
 
 
 def strip_prefix(text: str) -> str:
@@ -499,6 +556,7 @@ class TextMetricsReader(LineReader):
     description = ("metrics named in text, any case or separator, any order, several a line, behind timestamps, "
                    "log levels, rank tags or quote markers: 'Epoch [3/20] Step [100/600] Loss: 0.28', "
                    "'iter 3010: loss nan', 'Training Loss: 0.17  Validation Loss: 0.21', 'step=10 loss=0.5', "
+                   "'[Epoch 0/30, Batch 323/1313] [Losses: x 0.1, ..., total 0.9]' (a loss group: its total), "
                    "Megatron/fairseq/timm/Keras/DLLogger lines")
 
     def read(self, text, line):  # noqa: C901 -- complexity debt, a list of independent cases; split when next changed
@@ -522,16 +580,16 @@ class TextMetricsReader(LineReader):
                 dll_span = m.span()
         # Tuples, not match objects (this runs on every line read); the spans are needed only by the rare position
         # fallback below, which searches again.
-        for name, raw, total in _pairs(body):
+        for name, raw, total in _named_pairs(body):
             try:
                 value = float(raw)
             except ValueError:
                 continue
             kind, found = _name_meaning(name, stage)
             if kind is not None:
-                if kind == "step":
+                if kind == "step" or kind == "position" and total:
                     steps.append((value, float(total) if total else None))
-                elif epoch is None:
+                elif kind == "epoch" and epoch is None:
                     epoch, epoch_total = value, total or None  # "" when the line gives no total
                 continue
             if not found:
