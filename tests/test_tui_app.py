@@ -687,6 +687,32 @@ async def test_quitting_with_an_unsaved_plan_asks_save_discard_or_cancel(answer,
         assert not saved.exists()
 
 
+async def test_redoing_a_step_of_an_unsaved_plan_asks_first_and_cancel_keeps_the_plan(tmp_path, monkeypatch):
+    """Redo (r on a step's screen) resets every later step: with a finished plan not saved, the app asks first;
+    Esc keeps the plan and runs nothing, Discard redoes the step."""
+    from advisor.tui.screens.help import UnsavedPlanScreen
+
+    monkeypatch.chdir(tmp_path)
+    app = stub_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await walk_to(pilot, "recipe")
+        await wait_for(pilot, lambda: "recipe" in app.done, what="the plan")
+        plan = app.session.result
+        app.action_goto("sweep")
+        await wait_for(pilot, lambda: app.screen.name == "sweep", what="the Sweep screen")
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(app.screen, UnsavedPlanScreen), what="the question")
+        assert "redo the " + app.get_screen("sweep").TITLE.lower() in screen_text(app, "Static")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen.name == "sweep", what="back on the Sweep screen")
+        assert app.running is None and "recipe" in app.done and app.session.result is plan
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(app.screen, UnsavedPlanScreen), what="the question again")
+        await pilot.press("d")
+        await wait_for(pilot, lambda: "recipe" not in app.done, what="the plan discarded")
+        await wait_for(pilot, lambda: app.running is None and "sweep" in app.done, what="the sweep redone")
+
+
 async def test_start_is_refused_with_the_checks_message_when_the_workload_check_failed():
     app = stub_app(workload=f"{ROOT / 'tests' / 'workloads' / 'bad_v2.py'}:nan_at_step_one")
     async with app.run_test(size=(120, 40)) as pilot:

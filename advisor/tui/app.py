@@ -207,23 +207,28 @@ class AdvisorApp(App):
 
     async def action_quit(self) -> None:
         """ctrl+q and the command palette's Quit: a finished plan not saved yet is asked about first."""
+        self.unless_plan_lost("quit", self.quit_now)
+
+    def unless_plan_lost(self, doing: str, go_on: Callable[[], None]) -> None:
+        """Call ``go_on`` (which loses the finished plan: quitting, redoing a step, a new Start) at once when there
+        is no plan or it was saved; else ask first (UnsavedPlanScreen): save and go on, go on without, or
+        cancel. ``doing``: what ``go_on`` does, in the question's words."""
         from .screens.help import UnsavedPlanScreen
 
         if isinstance(self.screen, UnsavedPlanScreen):
             return  # the question is on screen already
         recipe = self.get_screen("recipe")
-        if "recipe" in self.done and recipe.unsaved:
-            self.push_screen(UnsavedPlanScreen(recipe.save_path()), self._quit_answered)
+        if "recipe" not in self.done or not recipe.unsaved:
+            go_on()
             return
-        self.quit_now()
 
-    def _quit_answered(self, answer: str | None) -> None:
-        if answer == "discard":
-            self.quit_now()
-        elif answer == "save":
-            recipe = self.get_screen("recipe")
-            if not recipe.save(then=self.quit_now):  # not saved (its message says why): stay, on the Recipe screen
-                self.action_goto("recipe")
+        def answered(answer: str | None) -> None:
+            if answer == "discard":
+                go_on()
+            elif answer == "save" and not recipe.save(then=go_on):  # not saved (its message says why)
+                self.action_goto("recipe")  # stay, on the Recipe screen
+
+        self.push_screen(UnsavedPlanScreen(recipe.save_path(), doing), answered)
 
     def quit_now(self) -> None:
         self.cancel_running()

@@ -137,6 +137,12 @@ class StepScreen(Screen):
         if self.session is None:
             self.app.notify("Finish the Setup first.", severity="warning")
             return
+        if self.running or self.app.running:
+            self._run()  # run_step says what is running; nothing is lost
+            return
+        self.app.unless_plan_lost(f"redo the {self.TITLE.lower() or 'step'}", self._run)
+
+    def _run(self) -> None:
         call = self.make_call()
         if call is None:
             return

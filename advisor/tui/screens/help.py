@@ -111,22 +111,25 @@ class ConfirmScreen(ModalScreen[bool]):
 
 
 class UnsavedPlanScreen(ModalScreen[str]):
-    """Quitting with a finished plan no save has written: "save" (then quit), "discard" (quit) or "cancel"."""
+    """A finished plan no save has written, about to be lost (quitting, or redoing a step it was made from):
+    "save" (then go on), "discard" (go on) or "cancel". ``doing``: what loses it, as a verb phrase ("quit",
+    "redo the comparison sweep")."""
 
-    BINDINGS = [Binding("s", "answer('save')", "Save and quit"), Binding("d", "answer('discard')", "Discard and quit"),
-                Binding("escape,c", "answer('cancel')", "Cancel")]
-
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, doing: str = "quit") -> None:
         super().__init__()
-        self.path = path
+        self.path, self.doing = path, doing
+
+    BINDINGS = [Binding("s", "answer('save')", "Save, then go on"), Binding("d", "answer('discard')", "Discard"),
+                Binding("escape,c", "answer('cancel')", "Cancel")]
 
     def compose(self):
         where = f"to {self.path}" if self.path else "(type a path on the Recipe screen first)"
         with Vertical(classes="dialog confirm"):
-            yield Static(f"The plan is finished but not saved. Quitting now loses it and its runs.\n\nSave the recipe "
-                         f"{where} and quit, quit without saving, or go back?", markup=False)
+            yield Static(f"The plan is finished but not saved: if you {self.doing} now, it is lost with its runs."
+                         f"\n\nSave the recipe {where} and {self.doing}, {self.doing} without saving, or go back?",
+                         markup=False)
             with Horizontal(classes="actions"):
-                yield Button("Save and quit (s)", id="save", variant="success")
+                yield Button(f"Save and {self.doing} (s)", id="save", variant="success")
                 yield Button("Discard (d)", id="discard", variant="error")
                 yield Button("Cancel (Esc)", id="cancel", variant="primary")
 

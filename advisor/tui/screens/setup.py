@@ -714,11 +714,15 @@ class SetupScreen(Screen):
         notes = "; ".join(message.setup.notes)
         self.query_one("#status", Static).update("[green]Ready.[/green]" + (f" {escape(notes)}" if notes else ""))
         self._started_task = task or None
-        self.app.begin_session(message.adapter, message.settings, message.setup, message.options,
-                               message.script_session)
-        self.query_one(StepBar).update_steps()
-        self.app.get_screen("ceiling").run_when_shown = True  # Start starts: the first step's probes run at once
-        self.app.action_goto("ceiling")
+
+        def begin() -> None:
+            self.app.begin_session(message.adapter, message.settings, message.setup, message.options,
+                                   message.script_session)
+            self.query_one(StepBar).update_steps()
+            self.app.get_screen("ceiling").run_when_shown = True  # Start starts: the first step's probes run at once
+            self.app.action_goto("ceiling")
+
+        self.app.unless_plan_lost("start a new plan", begin)
 
     def _show_error(self, text: str, verbatim: bool = False) -> None:
         panel = self.query_one(".error-panel", Static)
