@@ -186,12 +186,19 @@ class StepScreen(Screen):
     def handle_event(self, event) -> None:
         """Subclasses show the events of their step live."""
 
+    def outcome_line(self, result) -> str:
+        """The step's number in a few words for the status line (at 80x24 the result panel can be below the
+        fold); empty: none."""
+        return ""
+
     def on_step_done(self, message: StepDone) -> None:
         message.stop()
         self.app.step_finished(self.STEP, ok=True)
         self._set_running(False)
         seconds = time.monotonic() - self._started
-        self.set_status(f"[green]Done[/green] in {seconds:.0f} s." + (" Next: n or Enter." if self.NEXT else ""))
+        outcome = self.outcome_line(message.result)  # the step's number on the status line: never below the fold
+        self.set_status(f"[green]Done[/green] in {seconds:.0f} s" + (f": [b]{escape(outcome)}[/b]." if outcome else ".")
+                        + (" Next: n or Enter." if self.NEXT else ""))
         self.show_result(message.result)
         next_button = self.query_one("#next", Button)
         next_button.disabled = not self.NEXT

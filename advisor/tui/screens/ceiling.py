@@ -124,6 +124,9 @@ class CeilingScreen(StepScreen):
         elif isinstance(event, Note):
             self.set_status(event.message)
 
+    def outcome_line(self, result) -> str:
+        return f"ceiling {result.per_device_max} per device"
+
     def show_result(self, result) -> None:
         self._probed_headroom = result.headroom
         table = self.query_one("#probes", DataTable)

@@ -103,6 +103,11 @@ class SweepScreen(StepScreen):
             f"{record.throughput:.0f}" if record.throughput else "-",
             status)
 
+    def outcome_line(self, outcome) -> str:
+        if outcome.failed:  # the plan falls back to the base setting (the Recipe screen leads with it)
+            return "no candidate learned: the plan keeps the base setting"
+        return f"pick {outcome.chosen} per device"
+
     def show_result(self, outcome) -> None:
         table = self.query_one("#runs", DataTable)
         if table.row_count != len(outcome.rows):  # rows the events did not bring (a stub runner)

@@ -106,6 +106,9 @@ class TrialScreen(StepScreen):
         if ok and record.peak_bytes and record.phase != "noise":  # the chart is the trial's memory against batch
             self.query_one("#memory", Chart).add_point(record.precision, record.per_device, record.peak_bytes / MIB)
 
+    def outcome_line(self, outcome) -> str:
+        return f"the trial chose {outcome.chosen} per device"
+
     def show_result(self, outcome) -> None:
         table = self.query_one("#runs", DataTable)
         runs = outcome.rows + ([outcome.noise_run] if outcome.noise_run else [])
