@@ -14,9 +14,11 @@ tests/workloads/tokens.py, token accuracy 0.95), tiny (142 samples, tests/worklo
 2. Every per-device batch of an exhaustive grid (powers of two from 4 up to the largest that fits, plus the
    largest and the advised ones) trains for the same number of epochs, several seeds each, through the
    product's own 2-process worker, with the LR and warmup the plan's rules give its global batch, and
-   validates at evenly spaced checkpoints. A run's time to target is its training time (validation
-   excluded) at the first checkpoint at or above --target; a run that never gets there counts as inf.
-3. Per batch the median over seeds; the oracle is the grid's best. Runs are interleaved (seed by seed over
+   validates at evenly spaced checkpoints. A run's time to target is the step where validation crosses
+   --target (interpolated between checkpoints) times the run's median step time (validation excluded; a load
+   burst on a shared machine is not the batch); a run that never gets there counts as inf.
+3. Per batch the median over seeds; the oracle is the grid's best within the steps-per-epoch cap (DOMAIN 8.5:
+   the plan never advises past it; the grid's best past it is printed too). Runs are interleaved (seed by seed over
    the grid) so that load on a shared machine falls on every batch alike.
 4. How much of the ratio is the bench's own noise: the advised/oracle time ratio paired by seed with its 95%
    t-interval, and a leave-one-seed-out oracle (chosen on the other seeds, timed on the held-out one): the
@@ -110,11 +112,26 @@ class Trainer:
 
 
 def seconds_to(record, target: float) -> float:
+    """Training seconds to ``target``: the step where validation crosses it, linearly interpolated between the
+    checkpoint below and the first at or above it (a crossing is not a checkpoint's quantum: at 24 checkpoints
+    in 12 epochs that is half an epoch, as much as a small batch's whole time to target), times the run's
+    median step time with its median data wait (``run_throughput``'s, the sweep's own measure: a load burst
+    on a shared machine is not the batch). A run that never gets there: inf."""
     if record.status != "ok":
         return math.inf
+    per_step = (record.step_seconds + (record.data_seconds or 0.0)) if record.step_seconds else None
+    previous = None
     for point in record.evals:
-        if point.get("val_metric") is not None and point["val_metric"] >= target:
-            return point["train_seconds"]
+        value = point.get("val_metric")
+        if value is None:
+            continue
+        if value >= target:
+            step = point["step"]
+            if previous is not None and previous[1] < target:
+                low_step, low_value = previous
+                step = low_step + (step - low_step) * (target - low_value) / (value - low_value)
+            return step * per_step if per_step else point["train_seconds"]
+        previous = (point["step"], value)
     return math.inf
 
 
@@ -173,7 +190,10 @@ def run_one(args) -> tuple[float, float]:
     print(f"  why: {recipe['method'].get('sweep_reason', '?')}", flush=True)  # what the sweep compared and saw
 
     trainer = Trainer(parse_size(args.device_memory), recipe, train_size)
-    grid = grid_for(largest, advised)
+    from advisor.method.plan import largest_learnable_global
+
+    learnable = largest_learnable_global(train_size) // NPROC  # per device, DOMAIN 8.5's cap
+    grid = sorted(set(grid_for(largest, advised)) | ({learnable} if learnable <= largest else set()))
     times: dict[int, list[float]] = {b: [] for b in grid}
     finals: dict[int, list[float]] = {b: [] for b in grid}
     started = time.monotonic()
@@ -186,7 +206,9 @@ def run_one(args) -> tuple[float, float]:
                   f"{finals[batch][-1]:.3f}", flush=True)
     trainer.runner.close()  # the warm fork server of this workload's runs
     median = {b: statistics.median(t) for b, t in times.items()}
-    oracle = min(grid, key=lambda b: (median[b], b))
+    advisable = [b for b in grid if b <= learnable] or grid
+    oracle = min(advisable, key=lambda b: (median[b], b))
+    grid_oracle = min(grid, key=lambda b: (median[b], b))
 
     print()
     print(f"time to validation {args.target} on {WORKLOAD} ({NPROC} gloo processes, "
@@ -196,22 +218,29 @@ def run_one(args) -> tuple[float, float]:
           f"{'final acc':>9}  role")
     for b in grid:
         lr, warmup = trainer.schedule(b * NPROC)
-        roles = [name for name, v in (("advised", advised), ("largest", largest), ("oracle", oracle)) if v == b]
+        roles = [name for name, v in (("advised", advised), ("largest", largest), ("oracle", oracle),
+                                      ("grid's best, past the cap", grid_oracle if grid_oracle != oracle else 0))
+                 if v == b] + (["past the steps-per-epoch cap"] if b > learnable else [])
         per_seed = ", ".join("inf" if math.isinf(t) else f"{t:.2f}" for t in times[b])
         print(f"{b:>10} {b * NPROC:>7} {lr:>8.4f} {warmup:>7} {median[b]:>9.2f} {per_seed:<28} "
               f"{statistics.median(finals[b]):>9.3f}  {'+'.join(roles)}")
     vs_oracle = median[advised] / median[oracle] if math.isfinite(median[oracle]) else math.nan
     vs_largest = median[advised] / median[largest] if math.isfinite(median[largest]) else 0.0
-    honest = oracle_noise(times, advised, oracle)
+    honest = oracle_noise(times, advised, oracle, advisable)
+    if grid_oracle != oracle:
+        print(f"Past the steps-per-epoch cap ({learnable} per device: DOMAIN 8.5, which the plan never advises past),"
+              f" {grid_oracle} per device reached the target in {median[grid_oracle]:.2f} s: advised / that = "
+              f"{median[advised] / median[grid_oracle]:.3f}")
     print(f"advised vs oracle, paired by seed: {honest['paired']}; leave-one-seed-out oracle: "
           f"{honest['vs_oracle_loo']:.3f} (each seed's time of the batch the other seeds rank best: the grid's "
           "minimum over noisy medians flatters the oracle)")
-    print(json.dumps({"advised": advised, "largest": largest, "oracle": oracle, "median_seconds": median,
+    print(json.dumps({"advised": advised, "largest": largest, "oracle": oracle, "grid_oracle": grid_oracle,
+                      "learnable_cap": learnable, "median_seconds": median,
                       **honest, "sweep": sweep}, default=str))
     return vs_oracle, vs_largest
 
 
-def oracle_noise(times: dict[int, list[float]], advised: int, oracle: int) -> dict:
+def oracle_noise(times: dict[int, list[float]], advised: int, oracle: int, advisable: list[int]) -> dict:
     """How much of advised / oracle the bench's own noise explains. ``paired``: the geometric mean of the per-seed
     time ratios advised / oracle with its 95% t-interval (k - 1 d.f.), seeds being paired (run back to back, same
     data order). ``vs_oracle_loo``: per seed, the oracle is chosen on the other seeds' medians and timed on this
@@ -233,7 +262,8 @@ def oracle_noise(times: dict[int, list[float]], advised: int, oracle: int) -> di
                                            f"{count} seeds)" if half is not None else " (one seed)"))
     held_out = []
     for s in seeds:
-        others = {b: statistics.median([t for i, t in enumerate(ts) if i != s]) for b, ts in times.items()}
+        others = {b: statistics.median([t for i, t in enumerate(ts) if i != s]) for b in advisable
+                  if (ts := times[b])}
         held_out.append(times[min(others, key=lambda b: (others[b], b))][s])
     loo = statistics.median(held_out)
     advised_median = statistics.median(times[advised])
