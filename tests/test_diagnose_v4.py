@@ -282,12 +282,22 @@ def test_three_clear_cycles_in_17_points_are_periodic_and_noise_is_not(tmp_path)
     assert kinds("real4_lmedr_bare_numbers_oscillate.log") == {"oscillation-jitter"}
 
 
-@pytest.mark.xfail(strict=True, reason="known miss: two 12-point per-epoch sawtooth cycles (24 points) read as healthy")
-def test_real_per_epoch_sawtooth_is_periodic():
+def test_real_per_epoch_sawtooth_is_periodic(tmp_path):
     # luopeixiang/named_entity_recognition#24 (labels.toml): the step loss falls 6.0 -> 0.51 over epoch 11's 12 points,
-    # then starts over at 5.1 in epoch 12 (data in a fixed order). Labelled oscillation-periodic from the text; diagnose
-    # says "No problem found". Kept as a known miss (no threshold retuned for it); strict, so a fix shows up here.
-    assert kinds("real6_ner_per_epoch_sawtooth.log") == {"oscillation-periodic"}
+    # then starts over at 5.1 in epoch 12 (data in a fixed order). Labelled oscillation-periodic from the text; it was
+    # read as healthy (24 points: above the short-log rule's 19, below the autocorrelation rule's 60) until the
+    # sawtooth rule: restarts each a large share of the range and of the noise, regularly spaced, each falling again.
+    [finding] = primary(report("real6_ner_per_epoch_sawtooth.log"))
+    assert finding.kind == "oscillation-periodic" and finding.severity == "warning"
+    assert finding.evidence["period_points"] == 12 and finding.evidence["at_epoch_start"] is True
+    assert [r["line"] for r in finding.evidence["restarts"]] == [7, 21]
+    assert "restarts high at each epoch start" in finding.summary
+    assert "shuffle every epoch" in finding.actions[0] and "per-epoch reset" in finding.actions[1]
+    # One restart is not a cycle: the same excerpt cut before epoch 12 (a jump, then one fall) is not periodic.
+    lines = (LOGS / "real6_ner_per_epoch_sawtooth.log").read_text().splitlines(keepends=True)
+    path = tmp_path / "one_epoch.log"
+    path.write_text("".join(lines[:19]))
+    assert "oscillation-periodic" not in kinds_of(path)
 
 
 def kinds_of(path):
@@ -322,10 +332,7 @@ def test_a_long_healthy_curve_is_healthy_and_says_which_checks_ran():
 def test_v4_tune_excerpts_all_right_and_no_error_on_a_healthy_one():
     """v4-tune all right; v4-holdout-1 (scored once at 24/28 before its misses were fixed) all right but the two
     left as known misses: a 2x loss jump after a flat stretch, and a step loss 2.4% above ln 2."""
-    known = {"real4_deepj_loss_jump_stays.log", "real4_snorkel_bilstm_ln2.log",
-             # a real6 miss, kept as labelled (xfail test below): a 12-point per-epoch sawtooth over two epochs is
-             # called healthy.
-             "real6_ner_per_epoch_sawtooth.log"}
+    known = {"real4_deepj_loss_jump_stays.log", "real4_snorkel_bilstm_ln2.log"}
     wrong, false_errors = [], []
     for name, entry in LABELS.items():
         if entry["split"] not in ("v4-tune", "v4-holdout-1") or name in known:
