@@ -13,8 +13,13 @@ import datetime
 import torch
 import torch.distributed as dist
 from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, OffloadPolicy, fully_shard
-from torch.distributed.fsdp._fully_shard._fsdp_collectives import (DefaultReduceScatter,
-                                                                   _get_gradient_divide_factors)
+
+try:  # torch's own reduce-scatter and its divide factors (private, as of torch 2.13): the noise meter wraps them
+    from torch.distributed.fsdp._fully_shard._fsdp_collectives import (DefaultReduceScatter,
+                                                                       _get_gradient_divide_factors)
+except ImportError:  # another torch: train and probe as usual, and leave the noise scale unmeasured
+    DefaultReduceScatter = object
+    _get_gradient_divide_factors = None
 
 from advisor.device import worker_device
 from advisor.process_group import GradNoiseMeter, ProcessGroupStrategy, _add_squared_norm
@@ -59,7 +64,7 @@ class ShardNoiseMeter(GradNoiseMeter):
     squares times the world size."""
 
     def attach(self, model, job, world_size: int, optimizer=None) -> None:
-        if job.kind != "train" or world_size < 2:
+        if job.kind != "train" or world_size < 2 or _get_gradient_divide_factors is None:
             return
         self.measuring = True
         self.batch_small = job.per_device_batch * job.accumulation_steps
