@@ -18,6 +18,9 @@ from ..widgets import StepBar
 class StepScreen(Screen):
     STEP = ""
     TITLE = ""
+    # Redoing this step resets the later ones and loses a finished plan not saved (asked first); the Recipe
+    # screen's redo re-plans from the same runs for a new target, which is what its user asked for.
+    REDO_DISCARDS_PLAN = True
     INTRO = ""
     RUN_LABEL = "Run"
     NEXT = ""  # the step after this one
@@ -137,8 +140,8 @@ class StepScreen(Screen):
         if self.session is None:
             self.app.notify("Finish the Setup first.", severity="warning")
             return
-        if self.running or self.app.running:
-            self._run()  # run_step says what is running; nothing is lost
+        if self.running or self.app.running or not self.REDO_DISCARDS_PLAN:
+            self._run()  # run_step says what is running; or a redo that keeps every run (the Recipe's re-plan)
             return
         self.app.unless_plan_lost(f"redo the {self.TITLE.lower() or 'step'}", self._run)
 

@@ -58,6 +58,7 @@ def goodput_text(goodput) -> str:
 class RecipeScreen(StepScreen):
     STEP = "recipe"
     TITLE = "Recipe"
+    REDO_DISCARDS_PLAN = False
     NEXT = ""
     RUN_LABEL = "Re-plan"
     AUTO_RUN = True
