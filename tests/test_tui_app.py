@@ -289,7 +289,7 @@ def test_the_ceiling_screen_says_the_cap_not_memory_set_a_ceiling_no_probe_ran_o
     assert "Set by" not in rows and rows["Memory that really fits"].endswith("MiB") and rows["Headroom"] == "15%"
 
 
-@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
+@pytest.mark.parametrize("size", [pytest.param((120, 40), marks=pytest.mark.slow), (80, 24)])  # 80x24, the tighter, in the fast tier
 async def test_the_sweep_table_shows_every_digit_at_both_sizes(size):
     # Throughput up to five digits (samples/s 14347 showed as 1434 at 120x40; val acc as `0.` at 80x24).
     app = stub_app(runner_kwargs={"saturate": 100_000, "rate": 250})
@@ -444,7 +444,7 @@ async def test_the_workload_check_runs_once_per_accepted_value_in_a_process_that
 
 
 
-@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
+@pytest.mark.parametrize("size", [pytest.param((120, 40), marks=pytest.mark.slow), (80, 24)])  # 80x24, the tighter, in the fast tier
 async def test_every_step_screens_tables_show_every_value_whole_at_both_sizes(size):
     # Cut before: the probe table's `time` at 80x24, the Starting value's task table ("start / de", its
     # source column) at 120x40, the Trial's fixed-width columns (samples/s 32000, `ok`), the numbers panes'
@@ -652,7 +652,9 @@ async def test_start_runs_the_first_step_and_ctrl_r_reruns_a_step_from_its_field
         assert headroom.value == "0.3" and "ceiling" in app.done
 
 
-@pytest.mark.parametrize("answer", ["cancel-then-save", "cancel-then-discard", "saved-before"])
+# cancel-then-save (the question, Esc, the palette's Quit, a save) in the fast tier; the other two in the slow
+@pytest.mark.parametrize("answer", ["cancel-then-save", pytest.param("cancel-then-discard", marks=pytest.mark.slow),
+                                    pytest.param("saved-before", marks=pytest.mark.slow)])
 async def test_quitting_with_an_unsaved_plan_asks_save_discard_or_cancel(answer, tmp_path, monkeypatch):
     from advisor.tui.screens.help import UnsavedPlanScreen
 

@@ -70,6 +70,7 @@ def test_setup_screen(snap_compare):
     assert snap_compare(stub_app(), terminal_size=SIZE, run_before=setup_checked)
 
 
+@pytest.mark.slow  # its 80x24 picture, the tighter layout, is in the fast tier
 def test_memory_ceiling_screen(snap_compare):
     assert snap_compare(stub_app(), terminal_size=SIZE, run_before=at_step("ceiling"))
 
@@ -82,6 +83,7 @@ def test_trial_run_screen(snap_compare):
     assert snap_compare(stub_app(), terminal_size=SIZE, run_before=at_step("trial"))
 
 
+@pytest.mark.slow  # its 80x24 picture, the tighter layout, is in the fast tier
 def test_sweep_screen(snap_compare):
     assert snap_compare(stub_app(), terminal_size=SIZE, run_before=at_step("sweep"))
 
@@ -112,6 +114,7 @@ def test_recipe_screen_at_80x24(snap_compare):
     assert snap_compare(stub_app(), terminal_size=SMALL, run_before=at_step("recipe"))
 
 
+@pytest.mark.slow  # its 80x24 picture, the tighter layout, is in the fast tier
 def test_recipe_screen(snap_compare):
     assert snap_compare(stub_app(), terminal_size=SIZE, run_before=at_step("recipe"))
 
