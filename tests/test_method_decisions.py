@@ -177,7 +177,7 @@ def test_the_trial_decides_by_an_ordered_rule_table_whose_codes_the_recipe_recor
 def test_subset_sweep_with_a_ceiling_below_eight_falls_back_to_half_chosen_double():
     # Regression: ran nothing and reported "every sweep run ran out of memory".
     candidates, note = sweep_candidates(4, cap=6, subset=True)
-    assert candidates == [2, 4] and "needs a ceiling of at least 16" in note
+    assert candidates == [2, 4, 6] and "needs a ceiling of at least 16" in note  # double stops at the cap
     assert sweep_candidates(32, cap=200, subset=True)[0] == [8, 16, 32, 64, 128]
 
 

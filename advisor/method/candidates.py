@@ -48,7 +48,8 @@ def sweep_candidates(chosen: int, cap: int, subset: bool) -> tuple[list[int], st
                 f"{cap}, so half / chosen / double is compared instead.")
     else:
         note = ""
-    candidates = sorted({b for b in (chosen // 2, chosen, chosen * 2) if 1 <= b <= cap})
+    # Double stops at the cap rather than dropping out: the largest batch the plan may advise is then measured.
+    candidates = sorted({b for b in (chosen // 2, chosen, min(chosen * 2, cap)) if 1 <= b <= cap})
     return candidates, note
 
 

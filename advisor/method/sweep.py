@@ -5,9 +5,9 @@
 2. The candidate with the best mean score leads; another ties with it when the 95% paired t-interval of their
    per-seed differences (k - 1 degrees of freedom) contains 0, or when the mean gap is under a practical
    margin; a candidate that ran out of memory, was unstable in any seed, or never learned cannot lead or tie.
-3. Among the tied, the smallest batch wins unless a bigger one is clearly faster (its per-seed speed ratio's
-   95% t-interval above 1.10); when the winner is the smallest or largest swept, the next batch past it (half
-   or double) is swept once with the same seeds and the rule is applied again.
+3. Among the tied, the smallest batch wins unless a bigger one was more than 10% faster at every seed; the
+   range (half / chosen / double, double at most the cap) grows once past the winner's end when the sweep points
+   there: the winner leads with a worse or failed candidate behind it, or it is the largest and won on speed.
 
 Why these choices:
 - Pairing: seed s of every candidate starts from the same initial weights and data order, so the difference
@@ -20,11 +20,16 @@ Why these choices:
 - The margin: under a point of accuracy (or 2% of the leader's loss) a user would not trade throughput for the
   difference, and short runs cannot resolve less. A single seed (k = 1) has no interval: only the margin ties.
 - Speed is paired too: runs go seed by seed across the candidates, so each seed's runs shared the machine's
-  load, and a bigger batch wins only when its per-seed speed ratios are clearly above 1.10 (a 10% gain that
-  load on a shared CPU cannot fake; a mean over seeds flipped a digits-cnn pick between 32 and 8 when one
-  plan measured 32 at +14% and the next at +3%). At equal speed the smaller batch wins: it needs the smaller
-  LR scale-up, the riskier extrapolation.
-- One step past an end, once: half / chosen / double brackets the optimum only when the middle wins.
+  load, and the per-seed ratio cancels it; a bigger batch must be faster at every seed (see ``clearly_faster``:
+  a tie on the end score can hide samples a bigger batch spends on the way, so it must pay for itself in
+  speed). At equal speed the smaller batch wins: it needs the smaller LR scale-up.
+- The range grows only where the evidence points. A winner that merely tied and was the smallest by default
+  says nothing about a yet smaller batch, which would tie again and win again by the same default: on flat
+  scores every walk down ended one step smaller (a GRU at 32 per device, half its grid's fastest; a digits-cnn
+  plan at 8 after another's 32). Past a winner that leads with a worse or failed candidate behind it, or a
+  largest that won on speed, the trend may continue: half / chosen / double brackets the optimum only when the
+  middle wins. The step up stops at the cap rather than not being taken (a GRU's sweep won at 128 per device
+  with 256 past its cap of 150, and 150 went unmeasured).
 
 Every threshold lives in ``SweepPolicy``; ``decide_sweep`` returns the numbers it used (``SweepVerdict``), and
 the reason text is rendered from them (``SweepVerdict.reason``), so the recipe, the summary and the app read
@@ -74,12 +79,13 @@ DEFAULT_POLICY = SweepPolicy()
 
 # The verdict's rule codes (the recipe's [method.sweep] rule): which sentence of the rule decided.
 ALONE = "best-outside-interval"  # the leader, with no other candidate tied to it
-FASTEST_TIED = "fastest-of-tied"  # among the tied: the smallest, or a bigger one clearly faster
+FASTEST_TIED = "fastest-of-tied"  # among the tied: the smallest, or a bigger one faster at every seed
 NO_RUNS = "no-runs"  # nothing could run (no candidate fits)
 NONE_LEARNED = "none-learned"  # every candidate ran out of memory, was unstable, or never learned
 # Why the batch past a winning end was not compared.
 PAST_CAP = "past-cap"
 WALK_SPENT = "walk-spent"
+NO_TREND = "no-trend"  # the winner only tied, or nothing scored worse: nothing points past it
 
 
 @dataclass
@@ -103,6 +109,7 @@ class CandidateScores:
                "seeds": sorted(self.scores), "scores": [round(self.scores[s], 6) for s in sorted(self.scores)],
                "mean": None if self.mean is None else round(self.mean, 6),
                "samples_per_s": None if self.throughput is None else round(self.throughput, 1),
+               "samples_per_s_by_seed": [round(self.speeds[s], 1) for s in sorted(self.speeds)] or None,
                "why": self.why or None, "blame": self.blame or None}
         return {k: v for k, v in out.items() if v is not None}
 
@@ -200,7 +207,7 @@ class SweepVerdict:
         speeds = ", ".join(f"{c.per_device}: {c.throughput:.0f}" for c in self.candidates
                            if c.per_device in self.tied and c.throughput is not None)
         return (said + f" Among the tied, the smallest wins unless a bigger one is faster by more than "
-                f"{self.policy.throughput_margin:.0%} (paired by seed, 95% t-interval; samples/s {speeds}): "
+                f"{self.policy.throughput_margin:.0%} at every seed (samples/s {speeds}): "
                 f"{self.chosen} per device.{left}{self.end_note}")
 
     @property
@@ -208,6 +215,12 @@ class SweepVerdict:
         """When the pick is an end of the swept range the rule could not grow past: which batch went unmeasured."""
         if self.end == PAST_CAP:
             return f" It is the largest swept; {self.unexplored} is past the cap of {self.cap}."
+        if self.end == NO_TREND:
+            side = "smallest" if self.unexplored < self.chosen else "largest"
+            why = (f"it ties with {self.leader}, which leads" if self.chosen != self.leader
+                   else "no other candidate scored worse or failed")
+            return (f" It is the {side} swept, but nothing points past it ({why}), so {self.unexplored} per device "
+                    "was not compared.")
         if self.end == WALK_SPENT:
             side = "smallest" if self.unexplored < self.chosen else "largest"
             return (f" It is the {side} swept and the range has grown {self.policy.extensions} time(s) "
@@ -325,14 +338,18 @@ def compare(leader: CandidateScores, other: CandidateScores, sign: float, margin
 
 
 def clearly_faster(big: CandidateScores, small: CandidateScores, margin: float) -> bool:
-    """Whether ``big`` is faster than ``small`` by more than ``margin``, paired by seed: the 95% t-interval of the
-    per-seed log speed ratios lies above log(1 + margin) (one seed: the ratio itself). Runs go seed by seed across
-    candidates, so a seed's two runs shared the machine's load."""
-    paired = paired_interval(big.speeds, small.speeds, lambda x, y: math.log(x / y))
-    if paired is None:
-        return False
-    _, mean_log_ratio, half = paired
-    return mean_log_ratio - (half or 0.0) > math.log(1 + margin)
+    """Whether ``big`` was faster than ``small`` by more than ``margin`` at every seed they share. Runs go seed by
+    seed across candidates, so a seed's two runs shared the machine's load and its ratio cancels it.
+
+    Every seed, not a t-interval or a median of the ratios. A t-interval of three ratios (t = 4.3) asks a mean
+    ratio near 1.6 at a shared CPU's spread: a GRU measured 64 per device 1.84x, 1.28x and 1.29x as fast as 32 at
+    its seeds and the interval kept 32. A median moves up on noise where speeds are level, and moving up is not
+    free: a bigger batch that ties on the end score can still need more samples on the way (digits-cnn: 32 per
+    device measured 1.11x, 1.11x and 0.90x of 8, the median took 32, and 32 took twice 8's time to 0.90). All k
+    seeds above the margin happen by chance at most 0.5^k of the time at a true ratio of 1 + margin (1 in 8 at
+    k = 3)."""
+    seeds = sorted(set(big.speeds) & set(small.speeds))
+    return bool(seeds) and all(big.speeds[s] > (1 + margin) * small.speeds[s] for s in seeds)
 
 
 def practical_margin(name: str, by_loss: bool, leader_mean: float, policy: SweepPolicy) -> float:
@@ -371,7 +388,7 @@ def decide_sweep(rows: list[TrialRecord], num_classes: int | None = None, cap: i
     verdict.comparisons = [compare(leader, c, sign, verdict.margin) for c in alive if c is not leader]
     tied = sorted((c for c in alive if c.per_device in verdict.tied), key=lambda c: c.per_device)
     winner = tied[0]
-    for bigger in tied[1:]:  # a bigger batch must earn its larger LR scale-up by being clearly faster
+    for bigger in tied[1:]:  # a bigger batch must earn its larger LR scale-up by being faster
         if clearly_faster(bigger, winner, policy.throughput_margin):
             winner = bigger
     verdict.chosen, verdict.rule = winner.per_device, ALONE if len(tied) == 1 else FASTEST_TIED
@@ -380,17 +397,31 @@ def decide_sweep(rows: list[TrialRecord], num_classes: int | None = None, cap: i
 
 
 def _past_the_end(verdict: SweepVerdict, batches: list[int], extensions_left: int) -> None:
-    """Sentence 3's last clause: a winner at an end of the range (of two or more) gets the batch past it
-    (half / double) swept next, while the walk allows and the cap holds; else the verdict names it unexplored."""
-    chosen = verdict.chosen
+    """Sentence 3's last clause: a winner at an end of the range gets the batch past it (half, or double but at
+    most the cap) swept next when the sweep points there (``_points_past``) and the walk allows; else the verdict
+    names that batch unexplored, and why."""
+    chosen, cap = verdict.chosen, verdict.cap
     low, high = chosen == batches[0], chosen == batches[-1]
     beyond = chosen // 2 if low and chosen // 2 >= 1 else chosen * 2 if high else 0
-    if beyond < 1:
+    if beyond > chosen and cap is not None and chosen < cap < beyond:
+        beyond = cap  # the step up stops at the cap: the batch the plan may still advise is measured, not assumed
+    if beyond < 1 or len(batches) < 2:  # a lone candidate is no range, and has no trend
         return
-    said = len(batches) >= 2  # a lone candidate is no range to report the end of
-    if beyond > chosen and verdict.cap is not None and beyond > verdict.cap:
-        verdict.unexplored, verdict.end = (beyond, PAST_CAP) if said else (None, "")
+    if beyond > chosen and cap is not None and beyond > cap:
+        verdict.unexplored, verdict.end = beyond, PAST_CAP
+    elif not _points_past(verdict, upward=beyond > chosen):
+        verdict.unexplored, verdict.end = beyond, NO_TREND
     elif extensions_left > 0:
         verdict.extend_to = beyond
-    elif said:
+    else:
         verdict.unexplored, verdict.end = beyond, WALK_SPENT
+
+
+def _points_past(verdict: SweepVerdict, upward: bool) -> bool:
+    """Whether the sweep's evidence points past its winning end: the winner leads the scores and another candidate
+    scored worse (outside the tie) or failed to train (unstable, never learned: not out of memory, which says
+    nothing of the score); or, at the top, the winner was picked over a smaller tied batch for its speed."""
+    worse = any(not c.tied for c in verdict.comparisons) or any(c.status in ("unstable", "flat")
+                                                                for c in verdict.candidates)
+    won_on_speed = upward and verdict.chosen != verdict.tied[0]
+    return (verdict.chosen == verdict.leader and worse) or won_on_speed
