@@ -148,6 +148,9 @@ def main() -> None:
     parser.add_argument("--sweep-steps", type=int, help="the plan's --sweep-steps (default: the plan's own)")
     parser.add_argument("--trial-steps", type=int, help="the plan's --trial-steps (default: the plan's own)")
     parser.add_argument("--recipe", help="use the advice of this earlier digits-cnn plan instead of running one")
+    parser.add_argument("--keep", help="a folder to keep each workload's plan (recipe and measurements) and every "
+                                       "grid run's validation curve in (<name>.toml, <name>.measurements.toml, "
+                                       "<name>.grid.json), to study a rule offline")
     args = parser.parse_args()
     if args.quick:
         args.seeds, args.epochs, args.sweep_steps, args.trial_steps = 2, 8, 40, 8
@@ -159,6 +162,7 @@ def main() -> None:
         one = argparse.Namespace(**vars(args))
         one.target = args.target or target
         one.device_memory = args.device_memory or ("48MiB" if args.quick and name == "digits" else memory)
+        one.name = name
         print(f"== {name}: {WORKLOAD}, target {one.target}", flush=True)
         results[name] = run_one(one)
     for name, (vs_oracle, vs_largest) in results.items():  # the paired interval and leave-one-out ratio: above
@@ -178,6 +182,10 @@ def run_one(args) -> tuple[float, float]:
         if recipe["workload"]["spec"] != WORKLOAD or recipe["inputs"]["nproc"] != NPROC:
             sys.exit(f"--recipe {args.recipe} is not a {NPROC}-process {WORKLOAD} plan.")
         args.device_memory = str(recipe["inputs"]["device_memory_bytes"])
+    elif args.keep:
+        Path(args.keep).mkdir(parents=True, exist_ok=True)
+        recipe, plan_seconds = advise(args.device_memory, args.trial_steps, args.sweep_steps,
+                                      Path(args.keep) / f"{args.name}.toml")
     else:
         with tempfile.TemporaryDirectory() as tmp:
             recipe, plan_seconds = advise(args.device_memory, args.trial_steps, args.sweep_steps,
@@ -196,15 +204,24 @@ def run_one(args) -> tuple[float, float]:
     grid = sorted(set(grid_for(largest, advised)) | ({learnable} if learnable <= largest else set()))
     times: dict[int, list[float]] = {b: [] for b in grid}
     finals: dict[int, list[float]] = {b: [] for b in grid}
+    kept: list[dict] = []
     started = time.monotonic()
     for seed in range(args.seeds):
         for batch in grid:
             record = trainer.run(batch, args.epochs, seed, args.eval_points)
             times[batch].append(seconds_to(record, args.target))
             finals[batch].append(record.val_metric if record.val_metric is not None else math.nan)
+            kept.append({"per_device": batch, "seed": seed, "seconds_to_target": times[batch][-1],
+                         "step_seconds": record.step_seconds, "data_seconds": record.data_seconds,
+                         "steps": record.steps, "lr": record.lr, "warmup_steps": record.warmup_steps,
+                         "status": record.status, "evals": record.evals})
             print(f"  seed {seed} batch {batch}: {times[batch][-1]:.2f} s to {args.target}, final "
                   f"{finals[batch][-1]:.3f}", flush=True)
     trainer.runner.close()  # the warm fork server of this workload's runs
+    if args.keep:
+        Path(args.keep, f"{args.name}.grid.json").write_text(json.dumps(
+            {"target": args.target, "learnable_cap": learnable, "largest": largest, "advised": advised,
+             "runs": kept}, default=str, indent=1))
     median = {b: statistics.median(t) for b, t in times.items()}
     advisable = [b for b in grid if b <= learnable] or grid
     oracle = min(advisable, key=lambda b: (median[b], b))
