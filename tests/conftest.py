@@ -73,6 +73,16 @@ def no_leftover_processes():
     assert_none_left(advisor_processes)
 
 
+@pytest.fixture(scope="session")
+def plain_loop_door_plan(tmp_path_factory):
+    """One `advisor plan -- plain_loop.py ...` (tests/door_plans.py), shared by the script door's test and the fsdp
+    adapter's comparison against it: the slow tier launches it once."""
+    from door_plans import PLAIN_ARGS, PLAIN_LOOP_OPTIONS, plan_through_door
+
+    return plan_through_door(tmp_path_factory.mktemp("plain-loop-plan"), ["plain_loop.py", *PLAIN_ARGS],
+                             *PLAIN_LOOP_OPTIONS)
+
+
 @pytest.fixture
 def ddp():
     from advisor.adapters import load_adapter

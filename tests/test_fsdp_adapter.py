@@ -312,47 +312,22 @@ def test_a_model_larger_than_the_budget_is_built_on_meta_and_fits_on_four_ranks(
     assert all(loss == loss for loss in record.losses)
 
 
-def _door_plan(tmp_path, adapter: str, script: str):
-    """`advisor plan --adapter ADAPTER -- SCRIPT` (tests/door_scripts) in a subprocess: the recipe's data."""
-    import os
-    import signal
-    import subprocess
-    import sys
-
-    from advisor.recipe import load_recipe
-
-    out = tmp_path / adapter / "recipe.toml"
-    out.parent.mkdir()
-    argv = [sys.executable, "-m", "advisor.cli", "plan", "--adapter", adapter, "--nproc", "2", "--device-memory",
-            "256MiB", "--base-lr", "0.05", "--base-batch", "64", "--trial-steps", "6", "--sweep-steps", "16",
-            "--sweep-walk", "0", "--no-history", "--out", str(out), "--", script, "--batch-size", "{per_device}",
-            "--lr", "{lr}", "--steps", "{steps}", "--warmup", "{warmup}"]
-    proc = subprocess.Popen(argv, cwd=REPO / "tests" / "door_scripts", stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        _, err = proc.communicate(timeout=900)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    assert proc.returncode == 0, err[-3000:]
-    return load_recipe(out).data
-
-
 @pytest.mark.slow
 @pytest.mark.distributed
 @pytest.mark.timeout(1200)
 @pytest.mark.usefixtures("no_leftover_processes")
-def test_a_script_that_calls_fully_shard_itself_is_measured_through_the_door(tmp_path):
+def test_a_script_that_calls_fully_shard_itself_is_measured_through_the_door(tmp_path, plain_loop_door_plan):
     """The user's door: fsdp_loop.py shards its own model (fully_shard per block, then the root); planned through
     `advisor plan --adapter fsdp -- fsdp_loop.py ...` it is measured as it is. Against plain_loop.py (the same
     three layers under DDP, same data, seed and SGD with momentum) the trial's losses are the same and each rank's
     peak is lower by at least the sharded state: (1 - 1/N) x (parameters + gradients + momentum) = 1.5 P on 2
     ranks, P = 82,946 fp32 parameters (measured 2026-12-03: 564,752 bytes lower at 32 per device, 497,676
     expected; the rest is DDP's gradient buckets)."""
-    sharded = _door_plan(tmp_path, "fsdp", "fsdp_loop.py")
-    replicated = _door_plan(tmp_path, "ddp", "plain_loop.py")
+    from door_plans import PLAIN_ARGS, PLAIN_LOOP_OPTIONS, plan_through_door
+
+    # The same options as the plain loop's plan (the conftest's fixture, shared with the script door's test).
+    sharded = plan_through_door(tmp_path, ["fsdp_loop.py", *PLAIN_ARGS], "--adapter", "fsdp", *PLAIN_LOOP_OPTIONS).data
+    replicated = plain_loop_door_plan.data
     assert sharded["adapter"]["name"] == "fsdp" and sharded["workload"]["script_form"] == "placeholders"
     assert "fsdp_loop.py --batch-size" in sharded["launch"]["example"]
     trials = {name: {r["per_device"]: r for r in data["ledger"] if r["phase"] == "trial" and r["status"] == "ok"}

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from door_plans import PLAIN_ARGS, SCRIPTS, plan_through_door
+
 from advisor.door import RunValues, ScriptSpec, detect_form, hf_flag_value, script_arguments
 from advisor.errors import SetupError, TrialError
 
-SCRIPTS = Path(__file__).parent / "door_scripts"
-PLAIN_ARGS = ["--batch-size", "{per_device}", "--steps", "{steps}", "--lr", "{lr}", "--warmup", "{warmup}"]
 
 
 # ------------------------------------------------------------------------------------------- decisions (fast)
@@ -132,34 +132,6 @@ def test_a_script_that_hangs_in_data_loading_times_out(no_leftover_processes):
         _run(_shim_job(args=[*PLAIN_ARGS, "--hang-loader"]), idle=10.0)
 
 
-def _plan(tmp_path, script_argv, *options):
-    """`advisor plan ... -- SCRIPT ARGS` in a subprocess; its process group is ended whatever happens.
-
-    Every job through the door is a fresh launch of the script (seconds each), and the subject here is the door,
-    not the sweep's rule (tested in test_method_decisions and test_cli_plan): no walk past a winning end (the
-    door itself runs one seed per candidate: it cannot seed a script). 16 sweep steps: at 6, every candidate
-    of the plain loop stayed flat, and a sweep where none learned exits 3."""
-    import os
-    import signal
-
-    out = tmp_path / "recipe.toml"
-    argv = [sys.executable, "-m", "advisor.cli", "plan", "--nproc", "2", "--trial-steps", "4", "--sweep-steps", "16",
-            "--sweep-walk", "0", "--no-history", "--out", str(out), *options, "--", *script_argv]
-    proc = subprocess.Popen(argv, cwd=SCRIPTS, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        _, err = proc.communicate(timeout=1500)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    assert proc.returncode == 0, err[-3000:]
-    from advisor.recipe import load_recipe
-
-    return load_recipe(out)
-
-
 _TORCHRUN_FAILURE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank[^\n]*\n[^\n]*exitcode\s*:\s*(-?\d+)")
 
 
@@ -224,11 +196,8 @@ def test_an_example_whose_rank_aborts_before_its_work_is_done_still_fails(tmp_pa
 @pytest.mark.slow
 @pytest.mark.distributed
 @pytest.mark.timeout(1800)  # a whole plan: about seven launches of the script
-def test_a_plain_torchrun_loop_with_placeholders_gets_a_recipe_that_runs(tmp_path, no_leftover_processes):
-    # Base global 128: the trial starts at 64 per device, one doubling short of the data's cap (89), so it runs
-    # once; at LR 0.2 the sweep's runs learn (at 0.05 none did in 6-12 steps).
-    recipe = _plan(tmp_path, ["plain_loop.py", *PLAIN_ARGS], "--device-memory", "256MiB", "--base-lr", "0.2",
-                   "--base-batch", "128")
+def test_a_plain_torchrun_loop_with_placeholders_gets_a_recipe_that_runs(plain_loop_door_plan, no_leftover_processes):
+    recipe = plain_loop_door_plan  # tests/door_plans.py: base global 128, LR 0.2 (shared with the fsdp door's test)
     workload = recipe.data["workload"]
     assert workload["script_form"] == "placeholders" and workload["replaced_args"][0] == "{per_device}"
     assert workload["seen"]["optimizer"] == "torch.optim.sgd.SGD"
@@ -244,7 +213,7 @@ def test_a_plain_torchrun_loop_with_placeholders_gets_a_recipe_that_runs(tmp_pat
 @pytest.mark.distributed
 @pytest.mark.timeout(1800)
 def test_an_hf_trainer_script_gets_a_recipe_with_no_line_changed(tmp_path, no_leftover_processes):
-    recipe = _plan(tmp_path, ["hf_trainer.py", "--output_dir", str(tmp_path / "out"), "--learning_rate", "5e-3",
+    recipe = plan_through_door(tmp_path, ["hf_trainer.py", "--output_dir", str(tmp_path / "out"), "--learning_rate", "5e-3",
                               "--per_device_train_batch_size", "16", "--num_train_epochs", "3", "--samples", "160"],
                    "--device-memory", "256MiB")
     workload = recipe.data["workload"]
@@ -262,7 +231,7 @@ def test_an_hf_trainer_script_gets_a_recipe_with_no_line_changed(tmp_path, no_le
 @pytest.mark.timeout(1800)
 def test_an_accelerate_loop_gets_a_recipe_that_runs(tmp_path, no_leftover_processes):
     # epoch-based, no {steps}: two epochs give a probe at the data cap (one batch an epoch) its two steps
-    recipe = _plan(tmp_path, ["accelerate_loop.py", "--batch-size", "{per_device}", "--lr", "{lr}", "--epochs", "2"],
+    recipe = plan_through_door(tmp_path, ["accelerate_loop.py", "--batch-size", "{per_device}", "--lr", "{lr}", "--epochs", "2"],
                    "--adapter", "accelerate", "--device-memory", "256MiB", "--base-lr", "3e-3", "--base-batch", "64")
     assert recipe.data["workload"]["seen"]["optimizer"] == "torch.optim.adamw.AdamW"
     example = recipe.data["launch"]["example"]
