@@ -5,7 +5,9 @@
 Workloads (--workload, repeatable; default digits): digits (digits-cnn, accuracy 0.90), gru (a GRU on
 sequences, bench/heldout_workloads.py, accuracy 0.80), tagger (a Transformer on ragged tokens,
 tests/workloads/tokens.py, token accuracy 0.95), tiny (142 samples, tests/workloads/small_data.py, accuracy
-0.85). The last three were never used to tune the rules (held out). `--all` runs the four.
+0.85), tabular (a BatchNorm MLP on tabular data with 10% label noise, bench/heldout_workloads.py, accuracy
+0.70). The rules were tuned on digits; gru, tagger and tiny were held out until session 13 looked at them to
+change step 4, and tabular was added after that change, to check it. `--all` runs the five.
 
 1. `advisor plan` (2 gloo processes, with its own default trial and sweep lengths: the plan a user runs;
    --quick shortens them, which changes the advice) advises a per-device batch; its recipe also gives the
@@ -48,7 +50,11 @@ NPROC = 2
 PRESETS = {"digits": ("digits-cnn", 0.90, "64MiB"),
            "gru": (f"{REPO / 'bench' / 'heldout_workloads.py'}:gru_sequences", 0.80, "64MiB"),
            "tagger": (f"{REPO / 'tests' / 'workloads' / 'tokens.py'}:tagger", 0.95, "64MiB"),
-           "tiny": (f"{REPO / 'tests' / 'workloads' / 'small_data.py'}:tiny_142", 0.85, "64MiB")}
+           "tiny": (f"{REPO / 'tests' / 'workloads' / 'small_data.py'}:tiny_142", 0.85, "64MiB"),
+           # 0.80, set from the label noise before any run, was reached by no batch (the MLP peaks near 0.72-0.75
+           # and then overfits the noisy labels); 0.70 is reached from 16 per device up. The first run (5 seeds)
+           # found the advised batch the oracle at every target from 0.60 to 0.72.
+           "tabular": (f"{REPO / 'bench' / 'heldout_workloads.py'}:tabular_mlp", 0.70, "64MiB")}
 WORKLOAD = PRESETS["digits"][0]
 
 

@@ -345,7 +345,7 @@ def clearly_faster(big: CandidateScores, small: CandidateScores, margin: float) 
     ratio near 1.6 at a shared CPU's spread: a GRU measured 64 per device 1.84x, 1.28x and 1.29x as fast as 32 at
     its seeds and the interval kept 32. A median moves up on noise where speeds are level, and moving up is not
     free: a bigger batch that ties on the end score can still need more samples on the way (digits-cnn: 32 per
-    device measured 1.11x, 1.11x and 0.90x of 8, the median took 32, and 32 took twice 8's time to 0.90). All k
+    device measured 1.11x, 1.11x and 0.90x of 8, the median took 32, and 32 took 1.9x 8's time to 0.90). All k
     seeds above the margin happen by chance at most 0.5^k of the time at a true ratio of 1 + margin (1 in 8 at
     k = 3)."""
     seeds = sorted(set(big.speeds) & set(small.speeds))
