@@ -321,8 +321,9 @@ def test_a_script_that_calls_fully_shard_itself_is_measured_through_the_door(tmp
     `advisor plan --adapter fsdp -- fsdp_loop.py ...` it is measured as it is. Against plain_loop.py (the same
     three layers under DDP, same data, seed and SGD with momentum) the trial's losses are the same and each rank's
     peak is lower by at least the sharded state: (1 - 1/N) x (parameters + gradients + momentum) = 1.5 P on 2
-    ranks, P = 82,946 fp32 parameters (measured 2026-12-03: 564,752 bytes lower at 32 per device, 497,676
-    expected; the rest is DDP's gradient buckets)."""
+    ranks, P = 82,946 fp32 parameters (measured with its own plan's options in session 12: 564,752 bytes lower at
+    32 per device, 497,676 expected; the rest is DDP's gradient buckets). Both plans now take the options of the
+    plain loop's shared plan (tests/door_plans.py), so the slow tier launches that one once."""
     from door_plans import PLAIN_ARGS, PLAIN_LOOP_OPTIONS, plan_through_door
 
     # The same options as the plain loop's plan (the conftest's fixture, shared with the script door's test).
