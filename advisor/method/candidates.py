@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from ..ledger import TrialRecord
 from .inputs import MIN_SWEEP_STEPS, WorkloadInfo, lr_for, warmup_for
-from .sweep import SweepVerdict
+from .sweep import SweepVerdict, double_within
 
 
 SUBSET_SWEEP = (8, 16, 32, 64, 128)
@@ -48,8 +48,7 @@ def sweep_candidates(chosen: int, cap: int, subset: bool) -> tuple[list[int], st
                 f"{cap}, so half / chosen / double is compared instead.")
     else:
         note = ""
-    # Double stops at the cap rather than dropping out: the largest batch the plan may advise is then measured.
-    candidates = sorted({b for b in (chosen // 2, chosen, min(chosen * 2, cap)) if 1 <= b <= cap})
+    candidates = sorted({b for b in (chosen // 2, chosen, double_within(chosen, cap)) if 1 <= b <= cap})
     return candidates, note
 
 

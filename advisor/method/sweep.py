@@ -213,16 +213,17 @@ class SweepVerdict:
     @property
     def end_note(self) -> str:
         """When the pick is an end of the swept range the rule could not grow past: which batch went unmeasured."""
+        if not self.end:
+            return ""
         if self.end == PAST_CAP:
             return f" It is the largest swept; {self.unexplored} is past the cap of {self.cap}."
+        side = "smallest" if self.unexplored < self.chosen else "largest"
         if self.end == NO_TREND:
-            side = "smallest" if self.unexplored < self.chosen else "largest"
             why = (f"it ties with {self.leader}, which leads" if self.chosen != self.leader
                    else "no other candidate scored worse or failed")
             return (f" It is the {side} swept, but nothing points past it ({why}), so {self.unexplored} per device "
                     "was not compared.")
         if self.end == WALK_SPENT:
-            side = "smallest" if self.unexplored < self.chosen else "largest"
             return (f" It is the {side} swept and the range has grown {self.policy.extensions} time(s) "
                     f"(--sweep-walk {self.policy.extensions}): {self.unexplored} per device was not compared.")
         return ""
@@ -396,15 +397,19 @@ def decide_sweep(rows: list[TrialRecord], num_classes: int | None = None, cap: i
     return verdict
 
 
+def double_within(batch: int, cap: int | None) -> int:
+    """The step up from ``batch``: double, but at most the cap (the batch the plan may still advise is measured,
+    not assumed). The sweep's range and its step past a winning end both take it."""
+    return batch * 2 if cap is None or batch >= cap else min(batch * 2, cap)
+
+
 def _past_the_end(verdict: SweepVerdict, batches: list[int], extensions_left: int) -> None:
     """Sentence 3's last clause: a winner at an end of the range gets the batch past it (half, or double but at
     most the cap) swept next when the sweep points there (``_points_past``) and the walk allows; else the verdict
     names that batch unexplored, and why."""
     chosen, cap = verdict.chosen, verdict.cap
     low, high = chosen == batches[0], chosen == batches[-1]
-    beyond = chosen // 2 if low and chosen // 2 >= 1 else chosen * 2 if high else 0
-    if beyond > chosen and cap is not None and chosen < cap < beyond:
-        beyond = cap  # the step up stops at the cap: the batch the plan may still advise is measured, not assumed
+    beyond = chosen // 2 if low and chosen // 2 >= 1 else double_within(chosen, cap) if high else 0
     if beyond < 1 or len(batches) < 2:  # a lone candidate is no range, and has no trend
         return
     if beyond > chosen and cap is not None and beyond > cap:
