@@ -783,6 +783,36 @@ def test_every_run_gets_one_health_verdict_from_its_curve():
     assert falling.verdict == LEARNED and falling.gave_back == 0.0
 
 
+# CI (session 13): a 48-step LAMB sweep of digits-mlp at 8 per device; one-batch training loss 2.31 -> 2.19 (5%)
+SLOW_START = [2.31, 2.31, 2.30, 2.31, 2.30, 2.29, 2.30, 2.29, 2.29, 2.28, 2.29, 2.28, 2.26, 2.27, 2.25, 2.24, 2.23,
+              2.22, 2.21, 2.19]
+
+
+def _evals(accuracies=None, losses=None):
+    n = len(accuracies or losses)
+    return [{"step": 12 * (i + 1), **({"val_metric": accuracies[i]} if accuracies else {}),
+             **({"val_loss": losses[i]} if losses else {})} for i in range(n)]
+
+
+def test_validation_overrules_a_flat_training_loss_only_when_it_improved_by_the_same_tenth():
+    from advisor.method.health import FLAT, LEARNED, judge
+
+    # Its validation accuracy rose 0.148 -> 0.719 over the four checkpoints (the same run, the validation set whole).
+    learned = judge(_record(SLOW_START, evals=_evals([0.148, 0.323, 0.652, 0.719]), higher_is_better=True,
+                            val_metric_name="accuracy"))
+    assert learned.verdict == LEARNED and "validation accuracy short of 1 0.852 -> 0.281" in learned.reason
+    assert judge(_record(SLOW_START)).verdict == FLAT  # no validation: the training loss decides
+    # Stuck on the majority class, or at chance with the validation set's noise: under a tenth of the error moves.
+    for accuracies in ([0.57, 0.57, 0.57, 0.57], [0.10, 0.09, 0.12, 0.115]):
+        assert judge(_record(FLAT_RUN, evals=_evals(accuracies), higher_is_better=True)).verdict == FLAT
+    assert judge(_record(FLAT_RUN, evals=_evals(losses=[2.30, 2.20, 2.05, 1.93]))).verdict == LEARNED
+    assert judge(_record(FLAT_RUN, evals=_evals(losses=[2.30, 2.29, 2.27, 2.25]))).verdict == FLAT
+    lower = _evals([40.0, 31.0, 25.0, 20.0])  # a lower-is-better metric (perplexity) that fell by half
+    assert judge(_record(FLAT_RUN, evals=lower, higher_is_better=False)).verdict == LEARNED
+    assert judge(_record([2.3, 2.31], evals=_evals([0.1, 0.5]), higher_is_better=True)).verdict == LEARNED
+    assert judge(_record([2.3, 2.31], evals=_evals([0.5]), higher_is_better=True)).verdict == FLAT  # one checkpoint
+
+
 class CurveRunner(StubRunner):
     """The stub's memory and throughput, with a loss curve per per-device batch (default: a healthy one); a curve
     may be a function of the run's LR."""
