@@ -23,7 +23,7 @@ from typing import Callable
 
 from .adapters import recipe_adapter_name
 from .method.ceiling import CeilingResult, MemoryFit, ProbeTrial
-from .ledger import TrialRecord
+from .ledger import NOT_A_CANDIDATE, TrialRecord
 from .units import format_bytes
 
 HISTORY_NAME = ".history.jsonl"
@@ -372,6 +372,8 @@ class Known:
         """The newest run of ``phase`` measured at exactly ``settings`` (SAME_SETTINGS), to reuse."""
         for row in reversed(self.rows):
             if row.get("kind") != phase or row.get("status") != "ok" or row.get("reused_from"):
+                continue
+            if NOT_A_CANDIDATE in (row.get("note") or ""):  # a timing round or a rerun: not the run it would stand for
                 continue
             if all(_same(row.get(k), settings.get(k)) for k in SAME_SETTINGS):
                 return row

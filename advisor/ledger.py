@@ -5,6 +5,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 
+# The note that marks a sweep-phase run no candidate's score reads (a timing round, an unstable run's rerun at the
+# validated LR): the history never reuses one in a candidate's place.
+NOT_A_CANDIDATE = "not a candidate's run"
+
+
 @dataclass
 class TrialRecord:
     phase: str  # "ceiling" | "trial" | "noise" (one device, accumulation 2, for the noise scale) | "sweep"

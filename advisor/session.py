@@ -19,7 +19,7 @@ from .device import HostDevices
 from .errors import AdvisorError, CancelledError, SetupError, TrialError
 from .events import Decision, Event, Note, StepFinished, StepStarted
 from .launch import CancelToken
-from .ledger import TrialRecord
+from .ledger import NOT_A_CANDIDATE, TrialRecord
 from .method import (SWEEP_EVAL_POINTS, MethodSettings, PrecisionChoice, SweepOutcome, TrialOutcome, WorkloadInfo,
                      choose_precision, data_cap, heterogeneous_devices_note, lr_and_warmup, make_plan,
                      mixed_before_accumulation, nearest_validated_lr, noise_estimate, short_trial, start_value,
@@ -29,7 +29,7 @@ from .method.health import judge, unstable
 from .method.lr import DEFAULT_BASE_WARMUP_EPOCHS, KNOWN_OPTIMIZERS, LRDecision, WarmupDecision, base_warmup_epochs
 from .method.noise import NoiseEstimate
 from .method.plan import Plan, Warning_, plan_data_parallel
-from .method.sweep import SweepPolicy, decide_sweep
+from .method.sweep import SweepPolicy, SweepVerdict, decide_sweep, needs_timing, run_throughput
 
 # Past this many processes per CPU core a plan measures contention and takes hours: refused.
 MAX_CPU_OVERSUBSCRIPTION = 4
@@ -606,15 +606,30 @@ class Session:
         reruns: dict[int, TrialRecord] = {}
         rows = self._sweep_candidates(candidates, samples, precision, policy.seeds, reruns)
         extended: list[int] = []
-        verdict = decide_sweep(rows, self.info.num_classes, cap, policy.extensions, policy, reruns)
+        block = {b: 0 for b in candidates}  # which stretch of the sweep ran each candidate (speeds compare within)
+        timing: dict[int, dict[int, float]] = {}
+
+        def decide() -> SweepVerdict:
+            verdict = decide_sweep(rows, self.info.num_classes, cap, policy.extensions - len(extended), policy, reruns,
+                                   timing)
+            to_time = needs_timing(verdict, block)
+            if not to_time:
+                return verdict
+            timing.clear()
+            timing.update(self._time_side_by_side(to_time, samples, precision, policy.seeds))
+            return decide_sweep(rows, self.info.num_classes, cap, policy.extensions - len(extended), policy, reruns,
+                                timing)
+
+        verdict = decide()
         while verdict.extend_to is not None:
             batch = verdict.extend_to
             self._emit(Decision(4, f"{verdict.chosen} per device won at an end of the range: sweeping {batch} "
                                    "per device too, with the same seeds."))
             extended.append(batch)
+            block[batch] = len(extended)
             candidates = sorted(candidates + [batch])
             rows += self._sweep_candidates([batch], samples, precision, policy.seeds, reruns)
-            verdict = decide_sweep(rows, self.info.num_classes, cap, policy.extensions - len(extended), policy, reruns)
+            verdict = decide()
         reason = " ".join(filter(None, (note, verdict.reason, self._warmup_note(candidates, samples))))
         self._emit(Decision(4, reason))
         self.sweep_outcome = SweepOutcome(verdict.chosen if not verdict.failed else chosen, reason, rows, candidates,
@@ -662,6 +677,28 @@ class Session:
                         reruns[batch] = rerun
         return runs
 
+    def _time_side_by_side(self, batches: list[int], samples: int, precision: str, rounds: int
+                           ) -> dict[int, dict[int, float]]:
+        """Samples/s of ``batches`` timed again side by side: ``rounds`` rounds of one run each at the trial's
+        length (its settings otherwise the candidate's sweep run's), the order reversed every other round, so that
+        a machine's load and drift fall on every candidate alike. Per batch, round -> samples/s (a run that fails
+        gives none). Never reused from the history: a reused timing was not side by side."""
+        self._emit(Decision(4, f"{', '.join(map(str, batches))} per device tie, and were swept at different times "
+                               f"as the range grew: timing them again side by side ({rounds} round(s) of "
+                               f"{self.settings.trial_steps} steps) before the faster is read."))
+        timed: dict[int, dict[int, float]] = {b: {} for b in batches}
+        for round_ in range(rounds):
+            for batch in (batches if round_ % 2 == 0 else batches[::-1]):
+                _, lr, warmup = sweep_run_settings(self.info, batch * self.runner.nproc, samples)
+                record = self.runner.train("sweep", batch, self.settings.trial_steps, lr, warmup, precision=precision,
+                                           **({"seed": round_} if round_ else {}))
+                record.seed = round_
+                record.note = (record.note + "; " if record.note else "") + (
+                    f"{NOT_A_CANDIDATE}: timing round {round_ + 1} of {rounds}, side by side")
+                if record.status == "ok" and (speed := run_throughput(record)):
+                    timed[batch][round_] = speed
+        return timed
+
     def _rerun_at_validated_lr(self, record: TrialRecord, precision: str) -> TrialRecord | None:
         """The unstable sweep run again, same seed and steps, at the nearest validated LR (None when its LR was
         not scaled up past one: nothing to tell apart)."""
@@ -674,7 +711,7 @@ class Session:
         rerun.seed = record.seed
         verdict = judge(rerun)
         rerun.note = (rerun.note + "; " if rerun.note else "") + (
-            f"not a candidate's run: unstable at LR {record.lr:.3g}, rerun at {whose} LR {validated:.3g}: "
+            f"{NOT_A_CANDIDATE}: unstable at LR {record.lr:.3g}, rerun at {whose} LR {validated:.3g}: "
             f"{verdict.verdict}")
         self._emit(Decision(4, f"{record.per_device} per device was unstable at LR {record.lr:.3g}; at {whose} LR "
                                f"{validated:.3g} it " + ("learned: the LR scale-up, not the batch, is to blame."

@@ -128,6 +128,71 @@ def test_a_bigger_tied_batch_must_be_faster_at_every_seed():
     assert steady.chosen == 32
 
 
+def test_candidates_swept_at_different_times_are_timed_again_side_by_side_before_the_faster_is_read():
+    """Speeds compare only runs that shared the machine's load. A candidate the range grew to runs later, in its own
+    block: when it ties, the tied are timed again side by side (k rounds, the order reversed every other round) and
+    the tie-break reads those rounds. Regression (the committed digits-cnn recipe): 8 per device, swept last, ran at
+    430-476 samples/s against 16's 540-579, so 16 was 'faster at every seed'; interleaved grids put them within 4%."""
+    from test_method_decisions import StubRunner, settings
+
+    from advisor.adapters import load_adapter
+    from advisor.device import HostDevices
+    from advisor.session import Session, validate_setup
+
+    class DriftingMachine(StubRunner):
+        """Every batch runs at the same samples/s, but the machine is 30% slower from the 10th training run on."""
+
+        def train(self, phase, per_device, steps, lr, *args, **kw):
+            record = super().train(phase, per_device, steps, lr, *args, **kw)
+            slow = 1.3 if len(self.runs) > 9 else 1.0
+            record.step_seconds = record.global_batch / 1000.0 * slow
+            return record
+
+    def sweep(walk):
+        s = settings(nproc=2, sweep_steps=40, sweep_walk=walk, trial_steps=8)
+        runner = DriftingMachine(saturate=None, val={8: 0.95, 16: 0.95, 32: 0.95, 64: 0.80}.__getitem__)
+        session = Session(load_adapter("ddp"), s, validate_setup(s, load_adapter("ddp"), HostDevices("cpu")),
+                          runner=runner)
+        session.ceiling()
+        return runner, session.sweep(32)
+
+    # 16 / 32 / 64 in one block (9 runs), 16 leads with 64 worse behind it: the range grows to 8, whose three seeds
+    # run on the slower machine. All four speeds are equal; read naively, 16 would be 1.3x faster at every seed.
+    runner, outcome = sweep(walk=1)
+    assert outcome.extended == [8] and outcome.verdict.tied == [8, 16, 32]
+    timing = [r for r in runner.runs[12:]]
+    assert [(r["per_device"], r["seed"], r["steps"]) for r in timing] == [
+        (8, 0, 8), (16, 0, 8), (32, 0, 8), (32, 1, 8), (16, 1, 8), (8, 1, 8), (8, 2, 8), (16, 2, 8), (32, 2, 8)]
+    assert outcome.chosen == 8  # equal speeds side by side: the smallest of the tied
+    assert [r.per_device for r in outcome.rows].count(8) == 3  # timing runs are not a candidate's runs
+    assert "at every one of 3 timing rounds run side by side" in outcome.reason
+    scored = {c["per_device"]: c for c in outcome.verdict.summary()["candidates_scored"]}
+    assert scored[16]["samples_per_s_by_seed"] == [1000.0] * 3 and scored[8]["samples_per_s_by_seed"] == [769.2] * 3
+    assert scored[8]["samples_per_s_by_timing_round"] == scored[16]["samples_per_s_by_timing_round"] == [769.2] * 3
+    assert all("not a candidate's run: timing round" in r.note for r in runner.ledger[12:])
+    # One block, seed by seed: the sweep's own speeds are side by side already, and nothing is timed again.
+    runner, outcome = sweep(walk=0)
+    assert outcome.extended == [] and len(runner.runs) == 9 and "timing round" not in outcome.reason
+
+
+def test_timing_rounds_decide_only_pairs_timed_together():
+    from advisor.method.sweep import needs_timing
+
+    def runs(batch, speeds):
+        return [run(batch, seed, 0.9, step_seconds=batch / speed) for seed, speed in enumerate(speeds)]
+
+    rows = runs(16, [540, 573, 579]) + runs(8, [474, 476, 430])  # 8 swept later: 16 looks 1.14x+ at every seed
+    assert decide_sweep(rows, 10).chosen == 16
+    assert needs_timing(decide_sweep(rows, 10), {16: 0, 8: 1}) == [8, 16]
+    assert needs_timing(decide_sweep(rows, 10), {16: 0, 8: 0}) == []  # one block: no timing
+    level = {8: {0: 700.0, 1: 690.0, 2: 710.0}, 16: {0: 720.0, 1: 760.0, 2: 800.0}}  # 1.03x, 1.10x, 1.13x
+    timed = decide_sweep(rows, 10, timing=level)
+    assert timed.chosen == 8 and needs_timing(timed, {16: 0, 8: 1}) == []
+    assert decide_sweep(rows, 10, timing={8: level[8], 16: {r: 1.2 * v for r, v in level[8].items()}}).chosen == 16
+    # A pair not timed together keeps the seeds' evidence (here: the timing holds 8 alone).
+    assert decide_sweep(rows, 10, timing={8: level[8]}).chosen == 16
+
+
 def test_the_score_is_the_mean_of_the_last_two_checkpoints():
     record = run(16, 0, 0.0, evals=[{"val_metric": 0.5}, {"val_metric": 0.7}, {"val_metric": 0.9},
                                     {"val_metric": 0.8}])

@@ -20,7 +20,12 @@ Why these choices:
 - The margin: under a point of accuracy (or 2% of the leader's loss) a user would not trade throughput for the
   difference, and short runs cannot resolve less. A single seed (k = 1) has no interval: only the margin ties.
 - Speed is paired too: runs go seed by seed across the candidates, so each seed's runs shared the machine's
-  load, and the per-seed ratio cancels it; a bigger batch must be faster at every seed (see ``clearly_faster``:
+  load, and the per-seed ratio cancels it. A candidate added when the range grew ran later, in its own block, and
+  its speed against the others' would compare two stretches of a shared machine's load (one digits-cnn plan
+  measured 8 per device, run last, at 0.83x of 16's samples/s, another at 1.09x; interleaved grids put them
+  within 4%); so when the tied candidates were swept in different blocks they are timed again side by side
+  (k rounds of one short run each, at the trial's length, the order reversed every other round so a drift falls
+  on both sides) and the tie-break reads those rounds instead (``needs_timing``). A bigger batch must be faster at every seed, or every round (see ``clearly_faster``:
   a tie on the end score can hide samples a bigger batch spends on the way, so it must pay for itself in
   speed). At equal speed the smaller batch wins: it needs the smaller LR scale-up.
 - The range grows only where the evidence points. A winner that merely tied and was the smallest by default
@@ -97,6 +102,7 @@ class CandidateScores:
     scores: dict[int, float] = field(default_factory=dict)  # seed -> the run's score (oriented as measured)
     throughput: float | None = None  # samples/s, mean over seeds, at each run's median step time
     speeds: dict[int, float] = field(default_factory=dict)  # seed -> that run's samples/s
+    timed: dict[int, float] = field(default_factory=dict)  # round -> samples/s in the side-by-side timing rounds
     why: str = ""  # for a candidate that cannot take part: what its runs did
     blame: str = ""  # unstable at its scaled LR: "lr" (it learned at the nearest validated LR) or "batch" (not)
 
@@ -104,12 +110,19 @@ class CandidateScores:
     def mean(self) -> float | None:
         return statistics.fmean(self.scores.values()) if self.scores else None
 
+    @property
+    def compared_speed(self) -> float | None:
+        """The samples/s the tie-break compares: the timing rounds' mean when it was timed side by side, else its
+        sweep runs'."""
+        return statistics.fmean(self.timed.values()) if self.timed else self.throughput
+
     def to_dict(self) -> dict:
         out = {"per_device": self.per_device, "status": self.status,
                "seeds": sorted(self.scores), "scores": [round(self.scores[s], 6) for s in sorted(self.scores)],
                "mean": None if self.mean is None else round(self.mean, 6),
                "samples_per_s": None if self.throughput is None else round(self.throughput, 1),
                "samples_per_s_by_seed": [round(self.speeds[s], 1) for s in sorted(self.speeds)] or None,
+               "samples_per_s_by_timing_round": [round(self.timed[r], 1) for r in sorted(self.timed)] or None,
                "why": self.why or None, "blame": self.blame or None}
         return {k: v for k, v in out.items() if v is not None}
 
@@ -204,11 +217,14 @@ class SweepVerdict:
         said += f" Against it ({margin}): " + "; ".join(parts) + "." if parts else ""
         if self.rule == ALONE:
             return said + f" {self.chosen} per device is best.{left}{self.end_note}"
-        speeds = ", ".join(f"{c.per_device}: {c.throughput:.0f}" for c in self.candidates
-                           if c.per_device in self.tied and c.throughput is not None)
+        tied = [c for c in self.candidates if c.per_device in self.tied and c.compared_speed is not None]
+        speeds = ", ".join(f"{c.per_device}: {c.compared_speed:.0f}" for c in tied)
+        rounds = max((len(c.timed) for c in tied), default=0)
+        where = (f"at every one of {rounds} timing rounds run side by side, as the range grew and its candidates "
+                 f"were swept at different times (samples/s {speeds})" if rounds
+                 else f"at every seed (samples/s {speeds})")
         return (said + f" Among the tied, the smallest wins unless a bigger one is faster by more than "
-                f"{self.policy.throughput_margin:.0%} at every seed (samples/s {speeds}): "
-                f"{self.chosen} per device.{left}{self.end_note}")
+                f"{self.policy.throughput_margin:.0%} {where}: {self.chosen} per device.{left}{self.end_note}")
 
     @property
     def end_note(self) -> str:
@@ -339,8 +355,9 @@ def compare(leader: CandidateScores, other: CandidateScores, sign: float, margin
 
 
 def clearly_faster(big: CandidateScores, small: CandidateScores, margin: float) -> bool:
-    """Whether ``big`` was faster than ``small`` by more than ``margin`` at every seed they share. Runs go seed by
-    seed across candidates, so a seed's two runs shared the machine's load and its ratio cancels it.
+    """Whether ``big`` was faster than ``small`` by more than ``margin`` at every seed they share, or at every
+    timing round when both were timed side by side (``needs_timing``). Runs go seed by seed across candidates, so
+    a seed's two runs shared the machine's load and its ratio cancels it; a timing round's two runs did too.
 
     Every seed, not a t-interval or a median of the ratios. A t-interval of three ratios (t = 4.3) asks a mean
     ratio near 1.6 at a shared CPU's spread: a GRU measured 64 per device 1.84x, 1.28x and 1.29x as fast as 32 at
@@ -349,8 +366,21 @@ def clearly_faster(big: CandidateScores, small: CandidateScores, margin: float) 
     device measured 1.11x, 1.11x and 0.90x of 8, the median took 32, and 32 took 1.9x 8's time to 0.90). All k
     seeds above the margin happen by chance at most 0.5^k of the time at a true ratio of 1 + margin (1 in 8 at
     k = 3)."""
-    seeds = sorted(set(big.speeds) & set(small.speeds))
-    return bool(seeds) and all(big.speeds[s] > (1 + margin) * small.speeds[s] for s in seeds)
+    big_speeds, small_speeds = (big.timed, small.timed) if big.timed and small.timed else (big.speeds, small.speeds)
+    pairs = sorted(set(big_speeds) & set(small_speeds))
+    return bool(pairs) and all(big_speeds[p] > (1 + margin) * small_speeds[p] for p in pairs)
+
+
+def needs_timing(verdict: SweepVerdict, block: dict[int, int]) -> list[int]:
+    """The tied candidates to time again side by side (none when no speed decides, or when they were all swept in
+    one block, seed by seed, so their runs already shared the machine's load). ``block``: per batch, which
+    stretch of the sweep ran it (0: the first range; n: the n-th time it grew)."""
+    tied = verdict.tied
+    if len(tied) < 2 or len({block.get(b, 0) for b in tied}) < 2:
+        return []
+    if all(c.timed for c in verdict.candidates if c.per_device in tied):
+        return []
+    return tied
 
 
 def practical_margin(name: str, by_loss: bool, leader_mean: float, policy: SweepPolicy) -> float:
@@ -362,11 +392,14 @@ def practical_margin(name: str, by_loss: bool, leader_mean: float, policy: Sweep
 
 def decide_sweep(rows: list[TrialRecord], num_classes: int | None = None, cap: int | None = None,
                  extensions_left: int = 0, policy: SweepPolicy = DEFAULT_POLICY,
-                 reruns: dict[int, TrialRecord] | None = None) -> SweepVerdict:
+                 reruns: dict[int, TrialRecord] | None = None,
+                 timing: dict[int, dict[int, float]] | None = None) -> SweepVerdict:
     """Step 4's pick from the sweep's runs (every candidate's seeds), by the rule in this module's docstring.
     ``cap``: the largest per-device batch the range may grow to; ``extensions_left``: how many more times it may
     grow (the verdict's ``extend_to`` names the batch to sweep next, or None; ``unexplored`` the one it could not
-    reach). ``reruns``: per batch, an unstable candidate's rerun at the nearest validated LR (score_candidate)."""
+    reach). ``reruns``: per batch, an unstable candidate's rerun at the nearest validated LR (score_candidate).
+    ``timing``: per batch, samples/s by round of the side-by-side timing rounds (``needs_timing``); the tie-break
+    reads them for every pair timed together."""
     reruns = reruns or {}
     if not rows:
         return SweepVerdict(None, NO_RUNS, policy=policy)
@@ -378,6 +411,8 @@ def decide_sweep(rows: list[TrialRecord], num_classes: int | None = None, cap: i
     batches = sorted({r.per_device for r in rows})
     candidates = [score_candidate(b, [r for r in rows if r.per_device == b], by_loss, num_classes, policy,
                                   reruns.get(b)) for b in batches]
+    for c in candidates:
+        c.timed = dict((timing or {}).get(c.per_device, {}))
     alive = [c for c in candidates if c.status == "ok"]
     verdict = SweepVerdict(None, NONE_LEARNED, metric, higher, candidates=candidates, cap=cap, policy=policy)
     if not alive:

@@ -23,7 +23,8 @@ class SweepScreen(StepScreen):
     INTRO = ("Step 4. Half, chosen and double (or 8-128 with the subset sweep) each train on the same samples "
              "with the same seeds, the LR scaled to their global batch. The best mean validation leads; those "
              "whose paired difference from it is within noise tie, and the smallest of the tied wins unless a "
-             f"bigger one was over {DEFAULT_POLICY.throughput_margin:.0%} faster at every seed. If an end of the "
+             f"bigger one was over {DEFAULT_POLICY.throughput_margin:.0%} faster at every seed (timed again side "
+             "by side when they ran at different times). If an end of the "
              "range wins and the scores point past it, one more (at most the cap) is swept. Press r to run.")
 
     def compose_body(self):
@@ -94,7 +95,7 @@ class SweepScreen(StepScreen):
 
         seed = f" (seed {record.seed})" if record.seed else ""  # a paired seed
         status = ("[red]OOM[/red]" if record.status != "ok" else "[red]unstable[/red]" if unstable(record)
-                  else f"[green]ok[/green]{seed}")
+                  else "[dim]timing[/dim]" if "timing round" in record.note else f"[green]ok[/green]{seed}")
         self.query_one("#runs", DataTable).add_row(
             str(record.per_device), str(record.global_batch), f"{record.lr:.4g}" if record.lr else "-",
             f"{record.val_loss:.4f}" if record.val_loss is not None else "-",
