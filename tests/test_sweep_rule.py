@@ -175,6 +175,25 @@ def test_candidates_swept_at_different_times_are_timed_again_side_by_side_before
     assert outcome.extended == [] and len(runner.runs) == 9 and "timing round" not in outcome.reason
 
 
+def test_the_pick_walks_up_the_tied_one_step_at_a_time_and_stops_at_the_first_that_does_not_pay():
+    """A bigger tied batch is compared with the pick so far, and the walk stops at the first that was not faster:
+    throughput saturates, so one past a step that bought no 10% is a jump on noise. Regression (a digits-cnn plan's
+    timing rounds): 16 per device at 1.08x, 1.09x and 1.34x of 8, 32 at 1.17x, 1.18x and 1.46x; compared with 8
+    directly, 32 won, 4x from the smallest."""
+    def runs(batch, speeds):
+        return [run(batch, seed, 0.95, step_seconds=batch / speed) for seed, speed in enumerate(speeds)]
+
+    eight, sixteen, thirtytwo = [500, 505, 534], [539, 552, 717], [587, 594, 777]
+    digits = decide_sweep(runs(8, eight) + runs(16, sixteen) + runs(32, thirtytwo), 10)
+    assert digits.tied == [8, 16, 32] and digits.chosen == 8
+    assert "the pick walks up from the smallest while the next bigger one is faster" in digits.reason
+    # Each step paying, the walk goes on: 16 at 1.2x of 8, 32 at 1.2x of 16.
+    paying = decide_sweep(runs(8, [500] * 3) + runs(16, [600] * 3) + runs(32, [720] * 3), 10)
+    assert paying.chosen == 32
+    # The first step pays, the second does not: 16.
+    assert decide_sweep(runs(8, [500] * 3) + runs(16, [600] * 3) + runs(32, [630] * 3), 10).chosen == 16
+
+
 def test_timing_rounds_decide_only_pairs_timed_together():
     from advisor.method.sweep import needs_timing
 
