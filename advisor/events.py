@@ -36,7 +36,7 @@ class ProbeFinished:
 
 @dataclass(frozen=True)
 class RunStarted:
-    phase: str  # "trial" | "noise" | "sweep"
+    phase: str  # "trial" | "noise" | "sweep" | "timing"
     per_device: int
     world_size: int
     accumulation: int

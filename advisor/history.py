@@ -23,7 +23,7 @@ from typing import Callable
 
 from .adapters import recipe_adapter_name
 from .method.ceiling import CeilingResult, MemoryFit, ProbeTrial
-from .ledger import NOT_A_CANDIDATE, TrialRecord
+from .ledger import REUSED_NOTE, TrialRecord
 from .units import format_bytes
 
 HISTORY_NAME = ".history.jsonl"
@@ -373,8 +373,6 @@ class Known:
         for row in reversed(self.rows):
             if row.get("kind") != phase or row.get("status") != "ok" or row.get("reused_from"):
                 continue
-            if NOT_A_CANDIDATE in (row.get("note") or ""):  # a timing round or a rerun: not the run it would stand for
-                continue
             if all(_same(row.get(k), settings.get(k)) for k in SAME_SETTINGS):
                 return row
         return None
@@ -392,7 +390,7 @@ def record_from_row(row: dict) -> TrialRecord:
     fields.setdefault("seconds", 0.0)
     record = TrialRecord(phase=row["kind"], **{k: v for k, v in fields.items() if k != "seconds"},
                          seconds=0.0)
-    record.note = f"reused from the history ({row.get('time', '')}): measured at the same settings, not re-run"
+    record.note = f"{REUSED_NOTE} ({row.get('time', '')}): measured at the same settings, not re-run"
     return record
 
 
@@ -493,7 +491,7 @@ class HistoryRecorder:
             return
         self._recorded.add(id(record))
         self._fill()
-        reused = record.note.startswith("reused from the history") if record.note else False
+        reused = record.note.startswith(REUSED_NOTE) if record.note else False
         self.append(run_row(self.context, record, reused_from=record.note.split("(", 1)[1].split(")")[0]
                             if reused else None))
 

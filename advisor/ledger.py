@@ -5,14 +5,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 
-# The note that marks a sweep-phase run no candidate's score reads (a timing round, an unstable run's rerun at the
-# validated LR): the history never reuses one in a candidate's place.
+# The note that marks a run in the sweep no candidate's score reads (an unstable run's rerun at the validated LR, a
+# timing round).
 NOT_A_CANDIDATE = "not a candidate's run"
+REUSED_NOTE = "reused from the history"  # the note of a run the history measured earlier (record_from_row)
 
 
 @dataclass
 class TrialRecord:
-    phase: str  # "ceiling" | "trial" | "noise" (one device, accumulation 2, for the noise scale) | "sweep"
+    # "ceiling" | "trial" | "noise" (one device, accumulation 2, for the noise scale) | "sweep" | "timing" (step 4's
+    # tied candidates timed again side by side: speed only; never a result the history, the noise scale, the caps
+    # or the validated LR read)
+    phase: str
     per_device: int
     world_size: int
     accumulation: int

@@ -19,7 +19,7 @@ from .device import HostDevices
 from .errors import AdvisorError, CancelledError, SetupError, TrialError
 from .events import Decision, Event, Note, StepFinished, StepStarted
 from .launch import CancelToken
-from .ledger import NOT_A_CANDIDATE, TrialRecord
+from .ledger import NOT_A_CANDIDATE, REUSED_NOTE, TrialRecord
 from .method import (SWEEP_EVAL_POINTS, MethodSettings, PrecisionChoice, SweepOutcome, TrialOutcome, WorkloadInfo,
                      choose_precision, data_cap, heterogeneous_devices_note, lr_and_warmup, make_plan,
                      mixed_before_accumulation, nearest_validated_lr, noise_estimate, short_trial, start_value,
@@ -606,7 +606,16 @@ class Session:
         reruns: dict[int, TrialRecord] = {}
         rows = self._sweep_candidates(candidates, samples, precision, policy.seeds, reruns)
         extended: list[int] = []
-        block = {b: 0 for b in candidates}  # which stretch of the sweep ran each candidate (speeds compare within)
+        # Which stretch of time ran each candidate: speeds compare within one (a run reused from the history was
+        # measured on another day: a stretch of its own).
+        block: dict[int, object] = {}
+
+        def place(runs: list[TrialRecord], stretch: int) -> None:
+            for r in runs:
+                block[r.per_device] = ("reused", r.per_device) if r.note.startswith(REUSED_NOTE) else \
+                    block.get(r.per_device, stretch)
+
+        place(rows, 0)
         timing: dict[int, dict[int, float]] = {}
 
         def decide() -> SweepVerdict:
@@ -626,9 +635,10 @@ class Session:
             self._emit(Decision(4, f"{verdict.chosen} per device won at an end of the range: sweeping {batch} "
                                    "per device too, with the same seeds."))
             extended.append(batch)
-            block[batch] = len(extended)
             candidates = sorted(candidates + [batch])
-            rows += self._sweep_candidates([batch], samples, precision, policy.seeds, reruns)
+            new_rows = self._sweep_candidates([batch], samples, precision, policy.seeds, reruns)
+            place(new_rows, len(extended))
+            rows += new_rows
             verdict = decide()
         reason = " ".join(filter(None, (note, verdict.reason, self._warmup_note(candidates, samples))))
         self._emit(Decision(4, reason))
@@ -682,7 +692,8 @@ class Session:
         """Samples/s of ``batches`` timed again side by side: ``rounds`` rounds of one run each at the trial's
         length (its settings otherwise the candidate's sweep run's), the order reversed every other round, so that
         a machine's load and drift fall on every candidate alike. Per batch, round -> samples/s (a run that fails
-        gives none). Never reused from the history: a reused timing was not side by side."""
+        gives none, and the tie-break then has no paired speed for it). Phase "timing": never reused from the
+        history (a reused timing was not side by side), and never read as a result."""
         self._emit(Decision(4, f"{', '.join(map(str, batches))} per device tie, and were swept at different times "
                                f"as the range grew: timing them again side by side ({rounds} round(s) of "
                                f"{self.settings.trial_steps} steps) before the faster is read."))
@@ -690,8 +701,14 @@ class Session:
         for round_ in range(rounds):
             for batch in (batches if round_ % 2 == 0 else batches[::-1]):
                 _, lr, warmup = sweep_run_settings(self.info, batch * self.runner.nproc, samples)
-                record = self.runner.train("sweep", batch, self.settings.trial_steps, lr, warmup, precision=precision,
-                                           **({"seed": round_} if round_ else {}))
+                try:
+                    record = self.runner.train("timing", batch, self.settings.trial_steps, lr, warmup,
+                                               precision=precision, **({"seed": round_} if round_ else {}))
+                except CancelledError:
+                    raise
+                except TrialError as exc:  # the sweep's verdict stands; this batch has no paired speed
+                    self._emit(Note(f"Timing round {round_ + 1} at {batch} per device failed: {exc}"))
+                    continue
                 record.seed = round_
                 record.note = (record.note + "; " if record.note else "") + (
                     f"{NOT_A_CANDIDATE}: timing round {round_ + 1} of {rounds}, side by side")

@@ -128,7 +128,7 @@ def test_a_bigger_tied_batch_must_be_faster_at_every_seed():
     assert steady.chosen == 32
 
 
-def test_candidates_swept_at_different_times_are_timed_again_side_by_side_before_the_faster_is_read():
+def test_candidates_swept_at_different_times_are_timed_again_side_by_side_before_the_faster_is_read(tmp_path):
     """Speeds compare only runs that shared the machine's load. A candidate the range grew to runs later, in its own
     block: when it ties, the tied are timed again side by side (k rounds, the order reversed every other round) and
     the tie-break reads those rounds. Regression (the committed digits-cnn recipe): 8 per device, swept last, ran at
@@ -137,6 +137,8 @@ def test_candidates_swept_at_different_times_are_timed_again_side_by_side_before
 
     from advisor.adapters import load_adapter
     from advisor.device import HostDevices
+    from advisor.errors import TrialError
+    from advisor.history import HistoryRecorder, read_history, run_context
     from advisor.session import Session, validate_setup
 
     class DriftingMachine(StubRunner):
@@ -148,17 +150,28 @@ def test_candidates_swept_at_different_times_are_timed_again_side_by_side_before
             record.step_seconds = record.global_batch / 1000.0 * slow
             return record
 
-    def sweep(walk):
+    class TimingFailsAt16(DriftingMachine):
+        def train(self, phase, per_device, *args, **kw):
+            if phase == "timing" and per_device == 16:
+                raise TrialError("The timing at 16 per device ended without a result.")
+            return super().train(phase, per_device, *args, **kw)
+
+    def sweep(walk, machine=DriftingMachine):
         s = settings(nproc=2, sweep_steps=40, sweep_walk=walk, trial_steps=8)
-        runner = DriftingMachine(saturate=None, val={8: 0.95, 16: 0.95, 32: 0.95, 64: 0.80}.__getitem__)
-        session = Session(load_adapter("ddp"), s, validate_setup(s, load_adapter("ddp"), HostDevices("cpu")),
-                          runner=runner)
+        runner = machine(saturate=None, val={8: 0.95, 16: 0.95, 32: 0.95, 64: 0.80}.__getitem__)
+        setup = validate_setup(s, load_adapter("ddp"), HostDevices("cpu"))
+        recorder = HistoryRecorder(tmp_path / f"{machine.__name__}{walk}.jsonl", run_context(s, setup),
+                                   lambda: runner.model_info)
+        session = Session(load_adapter("ddp"), s, setup, recorder, runner=runner)
         session.ceiling()
-        return runner, session.sweep(32)
+        outcome = session.sweep(32)
+        for record in runner.ledger:  # what the recorder does with each run's TrialFinished (the stub sends none)
+            recorder.record(record)
+        return runner, outcome, read_history(recorder.path).rows
 
     # 16 / 32 / 64 in one block (9 runs), 16 leads with 64 worse behind it: the range grows to 8, whose three seeds
     # run on the slower machine. All four speeds are equal; read naively, 16 would be 1.3x faster at every seed.
-    runner, outcome = sweep(walk=1)
+    runner, outcome, history = sweep(walk=1)
     assert outcome.extended == [8] and outcome.verdict.tied == [8, 16, 32]
     timing = [r for r in runner.runs[12:]]
     assert [(r["per_device"], r["seed"], r["steps"]) for r in timing] == [
@@ -169,9 +182,14 @@ def test_candidates_swept_at_different_times_are_timed_again_side_by_side_before
     scored = {c["per_device"]: c for c in outcome.verdict.summary()["candidates_scored"]}
     assert scored[16]["samples_per_s_by_seed"] == [1000.0] * 3 and scored[8]["samples_per_s_by_seed"] == [769.2] * 3
     assert scored[8]["samples_per_s_by_timing_round"] == scored[16]["samples_per_s_by_timing_round"] == [769.2] * 3
-    assert all("not a candidate's run: timing round" in r.note for r in runner.ledger[12:])
+    assert all(r.phase == "timing" and "not a candidate's run: timing round" in r.note for r in runner.ledger[12:])
+    # Speed only: the history keeps the candidates' runs, never a timing run (a later plan would reuse it).
+    assert [r["kind"] for r in history].count("sweep") == 12 and "timing" not in {r["kind"] for r in history}
+    # A timing run that fails leaves its batch with no paired speed: it cannot win, and the walk stops there.
+    _, failed, _ = sweep(walk=1, machine=TimingFailsAt16)
+    assert failed.chosen == 8 and "16: none" in failed.reason
     # One block, seed by seed: the sweep's own speeds are side by side already, and nothing is timed again.
-    runner, outcome = sweep(walk=0)
+    runner, outcome, _ = sweep(walk=0)
     assert outcome.extended == [] and len(runner.runs) == 9 and "timing round" not in outcome.reason
 
 
@@ -208,8 +226,8 @@ def test_timing_rounds_decide_only_pairs_timed_together():
     timed = decide_sweep(rows, 10, timing=level)
     assert timed.chosen == 8 and needs_timing(timed, {16: 0, 8: 1}) == []
     assert decide_sweep(rows, 10, timing={8: level[8], 16: {r: 1.2 * v for r, v in level[8].items()}}).chosen == 16
-    # A pair not timed together keeps the seeds' evidence (here: the timing holds 8 alone).
-    assert decide_sweep(rows, 10, timing={8: level[8]}).chosen == 16
+    # Once timed side by side, only those rounds pair: a side with none (its timing failed) has no evidence.
+    assert decide_sweep(rows, 10, timing={8: level[8], 16: {}}).chosen == 8
 
 
 def test_the_score_is_the_mean_of_the_last_two_checkpoints():

@@ -6,7 +6,7 @@
    per-seed differences (k - 1 degrees of freedom) contains 0, or when the mean gap is under a practical
    margin; a candidate that ran out of memory, was unstable in any seed, or never learned cannot lead or tie.
 3. Among the tied, the pick walks up from the smallest while the next bigger one was more than 10% faster at
-   every seed; the range (half / chosen / double, double at most the cap) grows once past the winner's end when the sweep points
+   every seed (or every round of timing them again side by side, when they ran at different times); the range (half / chosen / double, double at most the cap) grows once past the winner's end when the sweep points
    there: the winner leads with a worse or failed candidate behind it, or it is the largest and won on speed.
 
 Why these choices:
@@ -24,8 +24,9 @@ Why these choices:
   its speed against the others' would compare two stretches of a shared machine's load (one digits-cnn plan
   measured 8 per device, run last, at 0.83x of 16's samples/s, another at 1.09x; interleaved grids put them
   within 4%); so when the tied candidates were swept in different blocks they are timed again side by side
-  (k rounds of one short run each, at the trial's length, the order reversed every other round so a drift falls
-  on both sides) and the tie-break reads those rounds instead (``needs_timing``). A bigger batch must be faster at every seed, or every round (see ``clearly_faster``:
+  (k rounds of one short run each, at the trial's length, the order reversed every other round so that a steady
+  drift does not always fall on the same candidate) and the tie-break reads those rounds instead
+  (``needs_timing``; a run reused from the history was measured on another day, a stretch of its own). A bigger batch must be faster at every seed, or every round (see ``clearly_faster``:
   a tie on the end score can hide samples a bigger batch spends on the way, so it must pay for itself in
   speed). At equal speed the smaller batch wins: it needs the smaller LR scale-up. The walk stops at the first
   step that does not pay: throughput saturates with the batch, so a batch past one that bought no 10% is a jump
@@ -106,6 +107,7 @@ class CandidateScores:
     throughput: float | None = None  # samples/s, mean over seeds, at each run's median step time
     speeds: dict[int, float] = field(default_factory=dict)  # seed -> that run's samples/s
     timed: dict[int, float] = field(default_factory=dict)  # round -> samples/s in the side-by-side timing rounds
+    timing_failed: bool = False  # due for timing side by side, and no timing run of it gave a speed
     why: str = ""  # for a candidate that cannot take part: what its runs did
     blame: str = ""  # unstable at its scaled LR: "lr" (it learned at the nearest validated LR) or "batch" (not)
 
@@ -115,9 +117,11 @@ class CandidateScores:
 
     @property
     def compared_speed(self) -> float | None:
-        """The samples/s the tie-break compares: the timing rounds' mean when it was timed side by side, else its
-        sweep runs'."""
-        return statistics.fmean(self.timed.values()) if self.timed else self.throughput
+        """The samples/s the tie-break compares: the timing rounds' mean when the tied were timed side by side
+        (``needs_timing``; none when its timing runs failed), else its sweep runs'."""
+        if self.timed or self.timing_failed:
+            return statistics.fmean(self.timed.values()) if self.timed else None
+        return self.throughput
 
     def to_dict(self) -> dict:
         out = {"per_device": self.per_device, "status": self.status,
@@ -220,11 +224,12 @@ class SweepVerdict:
         said += f" Against it ({margin}): " + "; ".join(parts) + "." if parts else ""
         if self.rule == ALONE:
             return said + f" {self.chosen} per device is best.{left}{self.end_note}"
-        tied = [c for c in self.candidates if c.per_device in self.tied and c.compared_speed is not None]
-        speeds = ", ".join(f"{c.per_device}: {c.compared_speed:.0f}" for c in tied)
+        tied = [c for c in self.candidates if c.per_device in self.tied]
         rounds = max((len(c.timed) for c in tied), default=0)
-        where = (f"at every one of {rounds} timing rounds run side by side, as the range grew and its candidates "
-                 f"were swept at different times (samples/s {speeds})" if rounds
+        speeds = ", ".join(f"{c.per_device}: {c.compared_speed:.0f}" if c.compared_speed is not None
+                           else f"{c.per_device}: none" for c in tied)
+        where = (f"at every one of {rounds} timing rounds run side by side, as its candidates were measured at "
+                 f"different times (samples/s in those rounds {speeds})" if rounds
                  else f"at every seed (samples/s {speeds})")
         return (said + f" Among the tied, the pick walks up from the smallest while the next bigger one is faster by "
                 f"more than {self.policy.throughput_margin:.0%} {where}: {self.chosen} per device.{left}"
@@ -370,7 +375,10 @@ def clearly_faster(big: CandidateScores, small: CandidateScores, margin: float) 
     device measured 1.11x, 1.11x and 0.90x of 8, the median took 32, and 32 took 1.9x 8's time to 0.90). All k
     seeds above the margin happen by chance at most 0.5^k of the time at a true ratio of 1 + margin (1 in 8 at
     k = 3)."""
-    big_speeds, small_speeds = (big.timed, small.timed) if big.timed and small.timed else (big.speeds, small.speeds)
+    if big.timed or small.timed:  # timed side by side: only those rounds pair (a side with none has no evidence)
+        big_speeds, small_speeds = big.timed, small.timed
+    else:
+        big_speeds, small_speeds = big.speeds, small.speeds
     pairs = sorted(set(big_speeds) & set(small_speeds))
     return bool(pairs) and all(big_speeds[p] > (1 + margin) * small_speeds[p] for p in pairs)
 
@@ -382,7 +390,7 @@ def needs_timing(verdict: SweepVerdict, block: dict[int, int]) -> list[int]:
     tied = verdict.tied
     if len(tied) < 2 or len({block.get(b, 0) for b in tied}) < 2:
         return []
-    if all(c.timed for c in verdict.candidates if c.per_device in tied):
+    if all(c.timed or c.timing_failed for c in verdict.candidates if c.per_device in tied):
         return []
     return tied
 
@@ -417,6 +425,7 @@ def decide_sweep(rows: list[TrialRecord], num_classes: int | None = None, cap: i
                                   reruns.get(b)) for b in batches]
     for c in candidates:
         c.timed = dict((timing or {}).get(c.per_device, {}))
+        c.timing_failed = c.per_device in (timing or {}) and not c.timed
     alive = [c for c in candidates if c.status == "ok"]
     verdict = SweepVerdict(None, NONE_LEARNED, metric, higher, candidates=candidates, cap=cap, policy=policy)
     if not alive:

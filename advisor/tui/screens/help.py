@@ -25,7 +25,8 @@ recipe (TOML) you commit next to your training code.
    samples with the same 3 seeds (paired). The best mean validation score leads; a candidate ties
    with it when the paired 95% t-interval of their differences holds 0 or the gap is under a point
    of accuracy; among the tied the pick walks up from the smallest while the next bigger one was
-   over 10% faster at every seed. If an end wins and the scores point past it, one more batch (at most the cap) is swept.
+   over 10% faster at every seed (timed again side by side when they ran at different times). If
+   an end wins and the scores point past it, one more batch (at most the cap) is swept.
 
 Then the **Recipe**: the plan for your cluster (per-device x world size x accumulation), the
 learning rate scaled to the global batch and the warmup, saved as TOML.

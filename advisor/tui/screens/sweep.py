@@ -74,7 +74,8 @@ class SweepScreen(StepScreen):
                             f"LR {event.lr:.4g}; Esc cancels")
         elif isinstance(event, TrialProgress):
             self.query_one("#progress", ProgressBar).update(progress=event.step)
-            self.query_one("#loss", Chart).add_point(f"{event.per_device}/device", event.step, event.loss)
+            if event.phase != "timing":  # a timing round's loss is not the candidate's curve
+                self.query_one("#loss", Chart).add_point(f"{event.per_device}/device", event.step, event.loss)
         elif isinstance(event, EvalPoint):
             value = event.val_metric if event.val_metric is not None else event.val_loss
             if value is not None:
@@ -95,7 +96,7 @@ class SweepScreen(StepScreen):
 
         seed = f" (seed {record.seed})" if record.seed else ""  # a paired seed
         status = ("[red]OOM[/red]" if record.status != "ok" else "[red]unstable[/red]" if unstable(record)
-                  else "[dim]timing[/dim]" if "timing round" in record.note else f"[green]ok[/green]{seed}")
+                  else "[dim]timing[/dim]" if record.phase == "timing" else f"[green]ok[/green]{seed}")
         self.query_one("#runs", DataTable).add_row(
             str(record.per_device), str(record.global_batch), f"{record.lr:.4g}" if record.lr else "-",
             f"{record.val_loss:.4f}" if record.val_loss is not None else "-",
