@@ -34,7 +34,7 @@ class StderrProgress:
             self.line(f"== {event.step}. {event.title.lower()}")
         elif isinstance(event, ev.Note):
             self.line(f"   {event.message}")
-        elif isinstance(event, ev.Decision) and event.step == 3:
+        elif isinstance(event, ev.Decision) and (event.step == 3 or event.step == 4 and not event.verdict):
             self.line(f"   -> {event.message}")
         elif isinstance(event, ev.RunStarted):
             accumulated = f" x {event.accumulation} accumulation" if event.accumulation > 1 else ""

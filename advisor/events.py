@@ -75,6 +75,7 @@ class TrialFinished:
 class Decision:
     step: int
     message: str  # e.g. "64: 31% of the ceiling's memory (< 60%): doubling to 128"
+    verdict: bool = False  # the step's closing reason (the summary and the recipe carry it), not one on the way
 
 
 @dataclass(frozen=True)

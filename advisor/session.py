@@ -641,7 +641,7 @@ class Session:
             rows += new_rows
             verdict = decide()
         reason = " ".join(filter(None, (note, verdict.reason, self._warmup_note(candidates, samples))))
-        self._emit(Decision(4, reason))
+        self._emit(Decision(4, reason, verdict=True))
         self.sweep_outcome = SweepOutcome(verdict.chosen if not verdict.failed else chosen, reason, rows, candidates,
                                           verdict, samples, extended)
         self.invalidate_after(4)

@@ -138,6 +138,7 @@ def test_candidates_swept_at_different_times_are_timed_again_side_by_side_before
     from advisor.adapters import load_adapter
     from advisor.device import HostDevices
     from advisor.errors import TrialError
+    from advisor.events import Decision
     from advisor.history import HistoryRecorder, read_history, run_context
     from advisor.session import Session, validate_setup
 
@@ -162,7 +163,8 @@ def test_candidates_swept_at_different_times_are_timed_again_side_by_side_before
         setup = validate_setup(s, load_adapter("ddp"), HostDevices("cpu"))
         recorder = HistoryRecorder(tmp_path / f"{machine.__name__}{walk}.jsonl", run_context(s, setup),
                                    lambda: runner.model_info)
-        session = Session(load_adapter("ddp"), s, setup, recorder, runner=runner)
+        runner.events = []
+        session = Session(load_adapter("ddp"), s, setup, runner.events.append, runner=runner)
         session.ceiling()
         outcome = session.sweep(32)
         for record in runner.ledger:  # what the recorder does with each run's TrialFinished (the stub sends none)
@@ -183,6 +185,9 @@ def test_candidates_swept_at_different_times_are_timed_again_side_by_side_before
     assert scored[16]["samples_per_s_by_seed"] == [1000.0] * 3 and scored[8]["samples_per_s_by_seed"] == [769.2] * 3
     assert scored[8]["samples_per_s_by_timing_round"] == scored[16]["samples_per_s_by_timing_round"] == [769.2] * 3
     assert all(r.phase == "timing" and "not a candidate's run: timing round" in r.note for r in runner.ledger[12:])
+    decisions = [e for e in runner.events if isinstance(e, Decision) and e.step == 4]
+    assert "timing them again side by side (3 round(s) of 8 steps)" in decisions[-2].message
+    assert [d.verdict for d in decisions][-2:] == [False, True]  # the command line prints the first, not the last
     # Speed only: the history keeps the candidates' runs, never a timing run (a later plan would reuse it).
     assert [r["kind"] for r in history].count("sweep") == 12 and "timing" not in {r["kind"] for r in history}
     # A timing run that fails leaves its batch with no paired speed: it cannot win, and the walk stops there.
@@ -556,3 +561,20 @@ def test_a_script_through_the_door_gets_one_seed_per_candidate_and_is_told_why(m
     assert session.settings.sweep_seeds == 1
     assert any("cannot pair seeds: it runs one seed per candidate (not 3)" in n for n in session.setup.notes)
     session.close()
+
+
+def test_the_command_line_shows_step_4s_decisions_on_the_way_and_leaves_the_verdict_to_the_summary():
+    """`advisor plan` prints why a sweep runs more than its three candidates (the range grew, the tied are timed
+    again side by side, an unstable one is rerun); the step's closing reason is the summary's and the recipe's."""
+    import io
+
+    from advisor.cli import StderrProgress
+    from advisor.events import Decision
+
+    stream = io.StringIO()
+    progress = StderrProgress(stream)
+    progress(Decision(4, "8, 16, 32 per device tie, and were swept at different times as the range grew: timing them "
+                         "again side by side (3 round(s) of 40 steps) before the faster is read."))
+    progress(Decision(4, "By validation accuracy, ... 16 per device.", verdict=True))
+    assert stream.getvalue() == ("   -> 8, 16, 32 per device tie, and were swept at different times as the range grew: "
+                                 "timing them again side by side (3 round(s) of 40 steps) before the faster is read.\n")
