@@ -6,7 +6,8 @@
    per-seed differences (k - 1 degrees of freedom) contains 0, or when the mean gap is under a practical
    margin; a candidate that ran out of memory, was unstable in any seed, or never learned cannot lead or tie.
 3. Among the tied, the pick walks up from the smallest while the next bigger one was more than 10% faster at
-   every seed (or every round of timing them again side by side, when they ran at different times); the range (half / chosen / double, double at most the cap) grows once past the winner's end when the sweep points
+   every seed (or every round of timing them again side by side, when they ran at different times); the range
+   (half / chosen / double, double at most the cap) grows once past the winner's end when the sweep points
    there: the winner leads with a worse or failed candidate behind it, or it is the largest and won on speed.
 
 Why these choices:
@@ -26,7 +27,8 @@ Why these choices:
   within 4%); so when the tied candidates were swept in different blocks they are timed again side by side
   (k rounds of one short run each, at the trial's length, the order reversed every other round so that a steady
   drift does not always fall on the same candidate) and the tie-break reads those rounds instead
-  (``needs_timing``; a run reused from the history was measured on another day, a stretch of its own). A bigger batch must be faster at every seed, or every round (see ``clearly_faster``:
+  (``needs_timing``; a run reused from the history was measured on another day, a stretch of its own). A bigger
+  batch must be faster at every seed, or every round (see ``clearly_faster``:
   a tie on the end score can hide samples a bigger batch spends on the way, so it must pay for itself in
   speed). At equal speed the smaller batch wins: it needs the smaller LR scale-up. The walk stops at the first
   step that does not pay: throughput saturates with the batch, so a batch past one that bought no 10% is a jump
@@ -383,10 +385,10 @@ def clearly_faster(big: CandidateScores, small: CandidateScores, margin: float) 
     return bool(pairs) and all(big_speeds[p] > (1 + margin) * small_speeds[p] for p in pairs)
 
 
-def needs_timing(verdict: SweepVerdict, block: dict[int, int]) -> list[int]:
+def needs_timing(verdict: SweepVerdict, block: dict[int, object]) -> list[int]:
     """The tied candidates to time again side by side (none when no speed decides, or when they were all swept in
     one block, seed by seed, so their runs already shared the machine's load). ``block``: per batch, which
-    stretch of the sweep ran it (0: the first range; n: the n-th time it grew)."""
+    stretch of time ran it (0: the first range; n: the n-th time it grew; a run reused from the history: its own)."""
     tied = verdict.tied
     if len(tied) < 2 or len({block.get(b, 0) for b in tied}) < 2:
         return []
