@@ -132,7 +132,8 @@ def test_candidates_swept_at_different_times_are_timed_again_side_by_side_before
     """Speeds compare only runs that shared the machine's load. A candidate the range grew to runs later, in its own
     block: when it ties, the tied are timed again side by side (k rounds, the order reversed every other round) and
     the tie-break reads those rounds. Regression (the committed digits-cnn recipe): 8 per device, swept last, ran at
-    430-476 samples/s against 16's 540-579, so 16 was 'faster at every seed'; an interleaved grid put 16 at 1.04x of 8."""
+    430-476 samples/s against 16's 540-579, so 16 was 'faster at every seed'; an interleaved grid put 16 at 1.04x
+    of 8."""
     from test_method_decisions import StubRunner, settings
 
     from advisor.adapters import load_adapter

@@ -24,8 +24,8 @@ Why these choices:
   load, and the per-seed ratio cancels it. A candidate added when the range grew ran later, in its own block, and
   its speed against the others' would compare two stretches of a shared machine's load (one digits-cnn plan
   measured 8 per device, run last, at 0.83x of 16's samples/s, another at 1.09x; the bench's 5-seed
-  interleaved grid put 16 at 0.96-1.15x of 8, 1.04x on average); so when the tied candidates were swept in different blocks they are timed again side by side
-  (k rounds of one short run each, at the trial's length, the order reversed every other round so that a steady
+  interleaved grid put 16 at 0.96-1.15x of 8, 1.04x on average); so when the tied candidates were swept in
+  different blocks they are timed again side by side (k rounds of one short run each, at the trial's length, the order reversed every other round so that a steady
   drift does not always fall on the same candidate) and the tie-break reads those rounds instead
   (``needs_timing``; a run reused from the history was measured on another day, a stretch of its own). A bigger
   batch must be faster at every seed, or every round (see ``clearly_faster``:
