@@ -25,11 +25,11 @@ Why these choices:
   its speed against the others' would compare two stretches of a shared machine's load (one digits-cnn plan
   measured 8 per device, run last, at 0.83x of 16's samples/s, another at 1.09x; the bench's 5-seed
   interleaved grid put 16 at 0.96-1.15x of 8, 1.04x on average); so when the tied candidates were swept in
-  different blocks they are timed again side by side (k rounds of one short run each, at the trial's length, the order reversed every other round so that a steady
-  drift does not always fall on the same candidate) and the tie-break reads those rounds instead
-  (``needs_timing``; a run reused from the history was measured on another day, a stretch of its own). A bigger
-  batch must be faster at every seed, or every round (see ``clearly_faster``:
-  a tie on the end score can hide samples a bigger batch spends on the way, so it must pay for itself in
+  different blocks they are timed again side by side (k rounds of one short run each, at the trial's length,
+  the order reversed every other round so that a steady drift does not always fall on the same candidate) and
+  the tie-break reads those rounds instead (``needs_timing``; a run reused from the history was measured on
+  another day, a stretch of its own). A bigger batch must be faster at every seed, or every round (see
+  ``clearly_faster``: a tie on the end score can hide samples a bigger batch spends on the way, so it must pay for itself in
   speed). At equal speed the smaller batch wins: it needs the smaller LR scale-up. The walk stops at the first
   step that does not pay: throughput saturates with the batch, so a batch past one that bought no 10% is a jump
   on noise (a digits-cnn plan timed 16 per device at 1.08x, 1.09x and 1.34x of 8 and 32 at 1.17x, 1.18x and
