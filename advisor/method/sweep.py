@@ -30,10 +30,11 @@ Why these choices:
   the tie-break reads those rounds instead (``needs_timing``; a run reused from the history was measured on
   another day, a stretch of its own). A bigger batch must be faster at every seed, or every round (see
   ``clearly_faster``: a tie on the end score can hide samples a bigger batch spends on the way, so it must pay
-  for itself in speed). At equal speed the smaller batch wins: it needs the smaller LR scale-up. The walk stops at the first
-  step that does not pay: throughput saturates with the batch, so a batch past one that bought no 10% is a jump
-  on noise (a digits-cnn plan timed 16 per device at 1.08x, 1.09x and 1.34x of 8 and 32 at 1.17x, 1.18x and
-  1.46x; compared with 8 directly, 32 won, a 4x move from one that was not shown to pay at its first step).
+  for itself in speed). At equal speed the smaller batch wins: it needs the smaller LR scale-up. The walk stops
+  at the first step that does not pay: throughput saturates with the batch, so a batch past one that bought no
+  10% is a jump on noise (a digits-cnn plan timed 16 per device at 1.08x, 1.09x and 1.34x of 8 and 32 at 1.17x,
+  1.18x and 1.46x; compared with 8 directly, 32 won, a 4x move from one that was not shown to pay at its first
+  step).
 - The range grows only where the evidence points. A winner that merely tied and was the smallest by default
   says nothing about a yet smaller batch, which would tie again and win again by the same default: on flat
   scores every walk down ended one step smaller (a GRU at 32 per device, half its grid's fastest; a digits-cnn
