@@ -227,7 +227,7 @@ def test_a_plain_torchrun_loop_with_placeholders_gets_a_recipe_that_runs(plain_l
     per_device = recipe.data["batch"]["per_device"]  # the plan's batch (a recipe has no [plan] table)
     assert "plain_loop.py --batch-size" in example and "{" not in example
     steps = example.split("--steps ")[1].split()[0]
-    _run_example(recipe, {steps: "3"})
+    _run_example(recipe, {steps: "3"}, finished="val_loss:")  # every rank prints it after its last all-reduce
     assert f"--batch-size {per_device} " in example
 
 
@@ -245,7 +245,8 @@ def test_an_hf_trainer_script_gets_a_recipe_with_no_line_changed(tmp_path, no_le
     assert seen["longest_probed"]["elements_per_sample"] == seen["longest_in_data"]["elements_per_sample"]
     example = recipe.data["launch"]["example"]
     assert f"hf_trainer.py --output_dir {tmp_path / 'out'}" in example and "--per_device_train_batch_size=" in example
-    _run_example(recipe, {"3": "1", "--num_train_epochs": "--max_steps"})
+    _run_example(recipe, {"3": "1", "--num_train_epochs": "--max_steps"},
+                 finished="'eval_loss'")  # printed after evaluate()'s gather across the ranks
 
 
 @pytest.mark.slow
