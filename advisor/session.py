@@ -618,16 +618,18 @@ class Session:
         place(rows, 0)
         timing: dict[int, dict[int, float]] = {}
 
+        def verdict_now() -> SweepVerdict:
+            return decide_sweep(rows, self.info.num_classes, cap, policy.extensions - len(extended), policy, reruns,
+                                timing)
+
         def decide() -> SweepVerdict:
-            verdict = decide_sweep(rows, self.info.num_classes, cap, policy.extensions - len(extended), policy, reruns,
-                                   timing)
+            verdict = verdict_now()
             to_time = needs_timing(verdict, block)
             if not to_time:
                 return verdict
             timing.clear()
             timing.update(self._time_side_by_side(to_time, samples, precision, policy.seeds))
-            return decide_sweep(rows, self.info.num_classes, cap, policy.extensions - len(extended), policy, reruns,
-                                timing)
+            return verdict_now()
 
         verdict = decide()
         while verdict.extend_to is not None:
@@ -694,8 +696,8 @@ class Session:
         a machine's load and drift fall on every candidate alike. Per batch, round -> samples/s (a run that fails
         gives none, and the tie-break then has no paired speed for it). Phase "timing": never reused from the
         history (a reused timing was not side by side), and never read as a result."""
-        self._emit(Decision(4, f"{', '.join(map(str, batches))} per device tie, and were swept at different times "
-                               f"as the range grew: timing them again side by side ({rounds} round(s) of "
+        self._emit(Decision(4, f"{', '.join(map(str, batches))} per device tie, and were measured at different "
+                               f"times (the range grew, or a run came from the history): timing them again side by side ({rounds} round(s) of "
                                f"{self.settings.trial_steps} steps) before the faster is read."))
         timed: dict[int, dict[int, float]] = {b: {} for b in batches}
         for round_ in range(rounds):
