@@ -199,6 +199,56 @@ def test_candidates_swept_at_different_times_are_timed_again_side_by_side_before
     assert outcome.extended == [] and len(runner.runs) == 9 and "timing round" not in outcome.reason
 
 
+def test_tied_candidates_reused_from_the_history_are_timed_again_side_by_side(tmp_path):
+    """A run reused from the history was measured on another day: its samples/s is a stretch of the machine's load of
+    its own, so when reused candidates tie, they are timed again side by side before the tie-break reads a speed.
+    Here the first plan measured each step up 1.5x as fast (a load that came and went), and today every batch runs at
+    the same samples/s; read from the history, 16 would still win."""
+    from test_method_decisions import StubRunner, settings
+
+    from advisor.adapters import load_adapter
+    from advisor.device import HostDevices
+    from advisor.history import HistoryRecorder, Known, read_history, run_context
+    from advisor.session import Session, validate_setup
+
+    class Machine(StubRunner):
+        def __init__(self, speed, **kw):
+            super().__init__(**kw)
+            self.speed = speed  # per_device -> samples/s on this day
+
+        def train(self, phase, per_device, steps, lr, *args, **kw):
+            record = super().train(phase, per_device, steps, lr, *args, **kw)
+            record.step_seconds = record.global_batch / self.speed[per_device]
+            record.warmup_steps = kw.get("warmup_steps", args[0] if args else 0)  # a history row matches on it
+            return record
+
+    s = settings(nproc=2, sweep_steps=40, sweep_walk=0, trial_steps=8)
+    setup = validate_setup(s, load_adapter("ddp"), HostDevices("cpu"))
+    path = tmp_path / "history.jsonl"
+
+    def sweep(runner, known=None):
+        recorder = HistoryRecorder(path, run_context(s, setup), lambda: runner.model_info)
+        session = Session(load_adapter("ddp"), s, setup, runner=runner, known=known)
+        session.ceiling()
+        outcome = session.sweep(8)
+        for record in runner.ledger:
+            recorder.record(record)
+        return outcome
+
+    tied = {4: 0.95, 8: 0.95, 16: 0.95}.__getitem__
+    first = sweep(Machine({4: 1000.0, 8: 1500.0, 16: 2250.0}, saturate=None, val=tied))
+    assert first.chosen == 16  # one block, each step up 1.5x as fast at every seed: a fair win that day
+    context = run_context(s, setup)
+    known = Known.select(read_history(path).rows, context.workload, context.device, "ddp")
+    today = Machine({4: 1000.0, 8: 1000.0, 16: 1000.0}, saturate=None, val=tied)
+    second = sweep(today, known)
+    assert all("reused from the history" in r.note for r in second.rows)  # no candidate's run ran again
+    timing = [r for r in today.runs if r["phase"] == "timing"]
+    assert sorted({r["per_device"] for r in timing}) == [4, 8, 16] and len(timing) == 9
+    assert second.chosen == 4  # equal speeds side by side: the smallest of the tied
+    assert "timing rounds run side by side" in second.reason
+
+
 def test_the_pick_walks_up_the_tied_one_step_at_a_time_and_stops_at_the_first_that_does_not_pay():
     """A bigger tied batch is compared with the pick so far, and the walk stops at the first that was not faster:
     throughput saturates, so one past a step that bought no 10% is a jump on noise. Regression (a digits-cnn plan's
