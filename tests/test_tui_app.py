@@ -807,3 +807,22 @@ async def test_a_start_that_waited_for_the_check_and_is_then_refused_says_not_st
         assert "memory per device" in screen_text(app, ".error-panel")
         assert "Not started" in screen_text(app, "#status") and "Waiting" not in screen_text(app, "#status")
         assert app.screen.focused is app.screen.query_one("#device-memory") and app.session is None
+
+
+async def test_the_run_progress_bar_shows_only_once_a_run_has_started():
+    """With no total, Textual's bar animates as if work were under way: on a step waiting for r it looked busy
+    (seen in tmux on the Trial screen, before pressing r)."""
+    from advisor.tui.widgets import RunProgress
+
+    app = stub_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await walk_to(pilot, "trial")
+        bar = app.screen.query_one(RunProgress)
+        assert not bar.visible and "trial" not in app.done
+        await run_step(pilot, "trial")
+        assert bar.visible and bar.percentage == 1.0
+        await pilot.press("n")
+        await wait_for(pilot, lambda: app.screen.name == "sweep", what="the sweep screen")
+        assert not app.screen.query_one(RunProgress).visible
+        await run_step(pilot, "sweep")
+        assert app.screen.query_one(RunProgress).visible

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from rich.markup import escape
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, ProgressBar, RichLog
+from textual.widgets import DataTable, RichLog
 
 from ...method.sweep import DEFAULT_POLICY
-from ..widgets import Chart, GrowingTable, Numbers
+from ..widgets import Chart, GrowingTable, Numbers, RunProgress
 from .base import StepScreen
 
 
@@ -31,7 +31,7 @@ class SweepScreen(StepScreen):
         # The table spans the screen: its numbers are never cut, even at 80 columns (a half-width column cut
         # samples/s 14347 to 1434); two-line labels keep the columns as narrow as their values.
         yield GrowingTable(id="runs", cursor_type="row", header_height=2)
-        yield ProgressBar(id="progress", show_eta=False)
+        yield RunProgress(id="progress")
         with Horizontal():
             with Vertical(classes="column"):
                 yield RichLog(id="notes", wrap=True, markup=True, min_width=20)
@@ -56,7 +56,7 @@ class SweepScreen(StepScreen):
         self.query_one(Numbers).set_rows([])
         self.query_one("#loss", Chart).clear()
         self.query_one("#val", Chart).clear()
-        self.query_one("#progress", ProgressBar).update(total=None, progress=0)
+        self.query_one(RunProgress).idle()
 
     def make_call(self):
         return self.session.sweep
@@ -69,11 +69,11 @@ class SweepScreen(StepScreen):
         from ...events import Decision, EvalPoint, Note, RunStarted, TrialFinished, TrialProgress
 
         if isinstance(event, RunStarted):
-            self.query_one("#progress", ProgressBar).update(total=event.steps, progress=0)
+            self.query_one(RunProgress).start(event.steps)
             self.set_status(f"[b]Running…[/b] {event.world_size} x {event.per_device} for {event.steps} steps at "
                             f"LR {event.lr:.4g}; Esc cancels")
         elif isinstance(event, TrialProgress):
-            self.query_one("#progress", ProgressBar).update(progress=event.step)
+            self.query_one(RunProgress).update(progress=event.step)
             if event.phase != "timing":  # a timing round's loss is not the candidate's curve
                 self.query_one("#loss", Chart).add_point(f"{event.per_device}/device", event.step, event.loss)
         elif isinstance(event, EvalPoint):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from rich.markup import escape
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, ProgressBar, RichLog, Static
+from textual.widgets import DataTable, RichLog, Static
 
 from ...units import format_bytes
-from ..widgets import Chart, GrowingTable, Numbers
+from ..widgets import Chart, GrowingTable, Numbers, RunProgress
 from .base import StepScreen
 
 MIB = 1024 * 1024
@@ -28,7 +28,7 @@ class TrialScreen(StepScreen):
         # The runs table spans the screen, as the Sweep's does: in half of an 80-column screen its eight
         # columns cut values; two-line labels keep each column as narrow as its values.
         yield GrowingTable(id="runs", cursor_type="row", header_height=2)
-        yield ProgressBar(id="progress", show_eta=False)
+        yield RunProgress(id="progress")
         with Horizontal():
             with Vertical(classes="column"):
                 yield Static("[b]Decisions[/b]", classes="caption")
@@ -54,7 +54,7 @@ class TrialScreen(StepScreen):
         self.query_one("#step-time", Chart).clear()
         memory = self.query_one("#memory", Chart)
         memory.clear()
-        self.query_one("#progress", ProgressBar).update(total=None, progress=0)
+        self.query_one(RunProgress).idle()
         peak = self._ceiling_peak()
         if peak:
             memory.hlines += [(peak / MIB, "red"), (0.6 * peak / MIB, "yellow")]
@@ -78,11 +78,11 @@ class TrialScreen(StepScreen):
         from ...events import Decision, Note, RunStarted, TrialFinished, TrialProgress
 
         if isinstance(event, RunStarted):
-            self.query_one("#progress", ProgressBar).update(total=event.steps, progress=0)
+            self.query_one(RunProgress).start(event.steps)
             self.set_status(f"[b]Running…[/b] {event.world_size} x {event.per_device} for {event.steps} steps "
                             f"({event.precision}); Esc cancels")
         elif isinstance(event, TrialProgress):
-            self.query_one("#progress", ProgressBar).update(progress=event.step)
+            self.query_one(RunProgress).update(progress=event.step)
             label = f"{event.per_device}/device" + (" (noise run)" if event.phase == "noise" else "")
             self.query_one("#step-time", Chart).add_point(label, event.step, event.seconds)
         elif isinstance(event, TrialFinished):

@@ -4,6 +4,7 @@ from .charts import Chart, MemoryChart
 from .fitted_table import FittedTable
 from .growing_table import GrowingTable
 from .numbers import Numbers
+from .run_progress import RunProgress
 from .step_bar import StepBar
 
-__all__ = ["Chart", "FittedTable", "GrowingTable", "MemoryChart", "Numbers", "StepBar"]
+__all__ = ["Chart", "FittedTable", "GrowingTable", "MemoryChart", "Numbers", "RunProgress", "StepBar"]
