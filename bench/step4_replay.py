@@ -1,0 +1,158 @@
+"""Replay step 4's tie-break on recorded time-to-accuracy grids: which pick each rule would make, and its time to the
+target against the grid's oracle. Seconds, no training: for studying a rule change on workloads it was not tuned on
+before paying for real plans.
+
+    python bench/step4_replay.py [GRID.json ...]      (default: bench/grids/*.grid.json)
+
+A grid (`bench/time_to_accuracy.py --keep`, trimmed and annotated in bench/grids/) holds, per per-device batch and
+seed, a 12-epoch run's validation curve (24 checkpoints), its median step time and its time to the target. The
+replay cuts every run's curve at the sweep's samples per run (or at the grid's end when the plan's sweep ran longer:
+said in the output) and reads it at the sweep's 4 checkpoints (linear between the grid's), so each candidate is what
+one sweep run would have measured. Runs were interleaved seed by seed, so their speeds pair as the sweep's do.
+
+Rules compared, for each range of three neighbouring candidates:
+- `current`: advisor.method.sweep's rule (mean of the last two checkpoints, the paired tie, the walk up the tied
+  while the next is more than 10% faster at every seed); health, the range growing and timing rounds are not
+  replayed.
+- `time-read`: each run's curve read at quarters of the fastest candidate's run time (an accuracy starts at chance),
+  mean of the readings; the smallest of the tied wins.
+- `noise-charged`: the current rule, but a bigger batch must be faster by more than the samples it costs by the
+  gradient noise scale's empirical model (McCandlish et al. 2018: samples to the same progress grow as 1 + B / B_noise),
+  with the plan's pooled B_noise; at least 10%.
+
+Ends with: RESULT step4_replay <rule>=<worst advised/oracle over the ranges that hold the oracle> ... (a range
+without it is for the range growth, which is not replayed, to leave).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from advisor.method.sweep import DEFAULT_POLICY, CandidateScores, clearly_faster, compare  # noqa: E402
+
+POINTS = 4  # advisor.method.inputs.SWEEP_EVAL_POINTS
+
+
+def curve(run: dict, nproc: int, start: float | None = None) -> list[tuple[float, float]]:
+    """(samples seen, validation metric) at each checkpoint, from (0, start) when given."""
+    points = [(p["step"] * run["per_device"] * nproc, p["val_metric"]) for p in run["evals"]
+              if p.get("val_metric") is not None]
+    return ([(0.0, start)] if start is not None else []) + points
+
+
+def read(points: list[tuple[float, float]], at: float) -> float | None:
+    """The curve at ``at`` samples, linear between checkpoints; None past its end or before its first point."""
+    for (x0, v0), (x1, v1) in zip(points, points[1:]):
+        if x0 <= at <= x1:
+            return v0 + (v1 - v0) * (at - x0) / (x1 - x0)
+    return points[0][1] if points and abs(points[0][0] - at) < 1e-9 else None
+
+
+def speed(run: dict, nproc: int) -> float:
+    return run["per_device"] * nproc / (run["step_seconds"] + (run["data_seconds"] or 0.0))
+
+
+def candidates(grid: dict, batches: list[int], samples: float, score) -> list[CandidateScores]:
+    out = []
+    for b in batches:
+        runs = {r["seed"]: r for r in grid["runs"] if r["per_device"] == b}
+        speeds = {s: speed(r, grid["nproc"]) for s, r in runs.items()}
+        scores = {s: score(r, samples, speeds) for s, r in runs.items()}
+        out.append(CandidateScores(b, "ok", scores, statistics.fmean(speeds.values()), speeds))
+    return out
+
+
+def tied_of(scored: list[CandidateScores]) -> tuple[CandidateScores, list[CandidateScores]]:
+    leader = max(scored, key=lambda c: (c.mean, -c.per_device))
+    margin = DEFAULT_POLICY.accuracy_margin
+    tied = [c for c in scored if c is leader or compare(leader, c, 1.0, margin).tied]
+    return leader, sorted(tied, key=lambda c: c.per_device)
+
+
+def walk(tied: list[CandidateScores], margin_for) -> int:
+    winner = tied[0]
+    for bigger in tied[1:]:
+        if not clearly_faster(bigger, winner, margin_for(bigger, winner)):
+            break
+        winner = bigger
+    return winner.per_device
+
+
+def rule_current(grid, batches, samples):
+    def last_two(run, s, _):
+        values = [read(curve(run, grid["nproc"]), s * (i + 1) / POINTS) for i in range(POINTS)]
+        return statistics.fmean(values[-2:])
+    _, tied = tied_of(candidates(grid, batches, samples, last_two))
+    return walk(tied, lambda big, small: DEFAULT_POLICY.throughput_margin)
+
+
+def rule_noise_charged(grid, batches, samples):
+    def last_two(run, s, _):
+        values = [read(curve(run, grid["nproc"]), s * (i + 1) / POINTS) for i in range(POINTS)]
+        return statistics.fmean(values[-2:])
+    noise, nproc = grid["plan"]["noise_scale_pooled"], grid["nproc"]
+
+    def margin(big, small):
+        cost = (1 + big.per_device * nproc / noise) / (1 + small.per_device * nproc / noise)
+        return max(DEFAULT_POLICY.throughput_margin, cost - 1)
+    _, tied = tied_of(candidates(grid, batches, samples, last_two))
+    return walk(tied, margin)
+
+
+def rule_time_read(grid, batches, samples):
+    nproc, chance = grid["nproc"], 1.0 / (grid.get("num_classes") or 10)
+    mean_speed = {b: statistics.fmean(speed(r, nproc) for r in grid["runs"] if r["per_device"] == b)
+                  for b in batches}
+    horizon = samples / max(mean_speed.values())  # seconds: the fastest candidate's run
+
+    def time_read(run, s, _):
+        points = curve(run, nproc, start=chance)
+        return statistics.fmean(read(points, horizon * (i + 1) / POINTS * mean_speed[run["per_device"]])
+                                for i in range(POINTS))
+    _, tied = tied_of(candidates(grid, batches, samples, time_read))
+    return tied[0].per_device
+
+
+RULES = {"current": rule_current, "time-read": rule_time_read, "noise-charged": rule_noise_charged}
+
+
+def main(paths: list[str]) -> None:
+    worst = {name: 1.0 for name in RULES}
+    for path in paths:
+        grid = json.loads(Path(path).read_text())
+        medians = {}
+        for r in grid["runs"]:
+            medians.setdefault(r["per_device"], []).append(r["seconds_to_target"])
+        medians = {b: statistics.median(t) for b, t in medians.items()}
+        cap = grid["learnable_cap"]
+        oracle = min((b for b in medians if b <= cap), key=lambda b: (medians[b], b))
+        end = min(p["step"] * r["per_device"] * grid["nproc"] for r in grid["runs"] for p in r["evals"][-1:])
+        samples = min(grid["plan"]["samples_per_run"], end)
+        print(f"== {grid['workload']}: target {grid['target']}, oracle {oracle} per device "
+              f"({medians[oracle]:.2f} s); {samples:.0f} samples a run"
+              + (f" (the plan's sweep ran {grid['plan']['samples_per_run']}: cut at the grid's end)"
+                 if samples < grid["plan"]["samples_per_run"] else ""))
+        powers = sorted(b for b in medians if b <= cap and b & (b - 1) == 0)
+        ranges = [powers[i:i + 3] for i in range(len(powers) - 2)]
+        if grid["plan"]["candidates"] not in ranges and all(b in medians for b in grid["plan"]["candidates"]):
+            ranges.append(grid["plan"]["candidates"])
+        for batches in ranges:
+            picks = {name: rule(grid, batches, samples) for name, rule in RULES.items()}
+            ratios = {name: medians[p] / medians[oracle] for name, p in picks.items()}
+            if oracle in batches:  # a range without the oracle is the range growth's job, not replayed here
+                for name, ratio in ratios.items():
+                    worst[name] = max(worst[name], ratio)
+            print(f"  {str(batches):18} " + "  ".join(f"{name} {picks[name]:>4} x{ratios[name]:.2f}"
+                                                      for name in RULES)
+                  + ("" if oracle in batches else "   (no oracle in range)"))
+    print("RESULT step4_replay " + " ".join(f"{name}={value:.2f}" for name, value in worst.items()))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or sorted(str(p) for p in (REPO / "bench" / "grids").glob("*.grid.json")))
