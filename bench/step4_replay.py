@@ -10,15 +10,17 @@ replay cuts every run's curve at the sweep's samples per run (or at the grid's e
 said in the output) and reads it at the sweep's 4 checkpoints (linear between the grid's), so each candidate is what
 one sweep run would have measured. Runs were interleaved seed by seed, so their speeds pair as the sweep's do.
 
-Rules compared, for each range of three neighbouring candidates:
-- `current`: advisor.method.sweep's rule (mean of the last two checkpoints, the paired tie, the walk up the tied
-  while the next is more than 10% faster at every seed); health, the range growing and timing rounds are not
-  replayed.
+Rules compared, for each range of three neighbouring candidates (health, the range growing and timing rounds are
+not replayed):
+- `advisor`: advisor.method.sweep's rule (mean of the last two checkpoints, the paired tie, the walk up the tied
+  while the next is more than 10% faster at every seed).
+- `known-charge`: the walk also charges a bigger batch for the samples the gradient noise scale's model says it
+  needs for the same progress (McCandlish et al. 2018: 1 + B / B_noise, goodput's ``statistical_efficiency``),
+  at the high end of the plan's noise scale when the plan called it known; else as `advisor`.
+- `pooled-charge`: the same charge at the plan's pooled noise scale even where the plan called it unknown (the
+  runs disagreed): what a trusted noise scale would do.
 - `time-read`: each run's curve read at quarters of the fastest candidate's run time (an accuracy starts at chance),
   mean of the readings; the smallest of the tied wins.
-- `noise-charged`: the current rule, but a bigger batch must be faster by more than the samples it costs by the
-  gradient noise scale's empirical model (McCandlish et al. 2018: samples to the same progress grow as 1 + B / B_noise),
-  with the plan's pooled B_noise; at least 10%.
 
 Ends with: RESULT step4_replay <rule>=<worst advised/oracle over the ranges that hold the oracle> ... (a range
 without it is for the range growth, which is not replayed, to leave).
@@ -34,6 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from advisor.method.goodput import statistical_efficiency  # noqa: E402
 from advisor.method.sweep import DEFAULT_POLICY, CandidateScores, clearly_faster, compare  # noqa: E402
 
 POINTS = 4  # advisor.method.inputs.SWEEP_EVAL_POINTS
@@ -75,34 +78,41 @@ def tied_of(scored: list[CandidateScores]) -> tuple[CandidateScores, list[Candid
     return leader, sorted(tied, key=lambda c: c.per_device)
 
 
-def walk(tied: list[CandidateScores], margin_for) -> int:
+def speed_needed(big_global: int, small_global: int, noise_scale: float | None) -> float:
+    """The speed-up the step from ``small_global`` to ``big_global`` must show: the throughput margin, or with a noise
+    scale the extra samples the noise scale's model says the bigger needs for the same progress, whichever is more."""
+    needed = 1 + DEFAULT_POLICY.throughput_margin
+    if noise_scale:
+        needed = max(needed, 1 / statistical_efficiency(big_global, noise_scale, small_global))
+    return needed
+
+
+def walk(grid, batches, samples, noise_scale: float | None) -> int:
+    """advisor.method.sweep's walk up the tied (``noise_scale`` None), or the walk charged for samples."""
+    def last_two(run, s, _):
+        values = [read(curve(run, grid["nproc"]), s * (i + 1) / POINTS) for i in range(POINTS)]
+        return statistics.fmean(values[-2:])
+    _, tied = tied_of(candidates(grid, batches, samples, last_two))
     winner = tied[0]
     for bigger in tied[1:]:
-        if not clearly_faster(bigger, winner, margin_for(bigger, winner)):
+        needed = speed_needed(bigger.per_device * grid["nproc"], winner.per_device * grid["nproc"], noise_scale)
+        if not clearly_faster(bigger, winner, needed - 1):
             break
         winner = bigger
     return winner.per_device
 
 
-def rule_current(grid, batches, samples):
-    def last_two(run, s, _):
-        values = [read(curve(run, grid["nproc"]), s * (i + 1) / POINTS) for i in range(POINTS)]
-        return statistics.fmean(values[-2:])
-    _, tied = tied_of(candidates(grid, batches, samples, last_two))
-    return walk(tied, lambda big, small: DEFAULT_POLICY.throughput_margin)
+def rule_advisor(grid, batches, samples):
+    return walk(grid, batches, samples, None)
 
 
-def rule_noise_charged(grid, batches, samples):
-    def last_two(run, s, _):
-        values = [read(curve(run, grid["nproc"]), s * (i + 1) / POINTS) for i in range(POINTS)]
-        return statistics.fmean(values[-2:])
-    noise, nproc = grid["plan"]["noise_scale_pooled"], grid["nproc"]
+def rule_known_charge(grid, batches, samples):
+    noise = grid["plan"]["noise_scale"]
+    return walk(grid, batches, samples, noise["high"] if noise["value"] is not None else None)
 
-    def margin(big, small):
-        cost = (1 + big.per_device * nproc / noise) / (1 + small.per_device * nproc / noise)
-        return max(DEFAULT_POLICY.throughput_margin, cost - 1)
-    _, tied = tied_of(candidates(grid, batches, samples, last_two))
-    return walk(tied, margin)
+
+def rule_pooled(grid, batches, samples):
+    return walk(grid, batches, samples, grid["plan"]["noise_scale_pooled"])
 
 
 def rule_time_read(grid, batches, samples):
@@ -119,7 +129,8 @@ def rule_time_read(grid, batches, samples):
     return tied[0].per_device
 
 
-RULES = {"current": rule_current, "time-read": rule_time_read, "noise-charged": rule_noise_charged}
+RULES = {"advisor": rule_advisor, "known-charge": rule_known_charge, "pooled-charge": rule_pooled,
+         "time-read": rule_time_read}
 
 
 def main(paths: list[str]) -> None:
