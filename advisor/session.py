@@ -697,8 +697,9 @@ class Session:
         gives none, and the tie-break then has no paired speed for it). Phase "timing": never reused from the
         history (a reused timing was not side by side), and never read as a result."""
         self._emit(Decision(4, f"{', '.join(map(str, batches))} per device tie, and were measured at different "
-                               f"times (the range grew, or a run came from the history): timing them again side by side ({rounds} round(s) of "
-                               f"{self.settings.trial_steps} steps) before the faster is read."))
+                               "times (the range grew, or a run came from the history): timing them again side by "
+                               f"side ({rounds} round(s) of {self.settings.trial_steps} steps) before the faster is "
+                               "read."))
         timed: dict[int, dict[int, float]] = {b: {} for b in batches}
         for round_ in range(rounds):
             for batch in (batches if round_ % 2 == 0 else batches[::-1]):

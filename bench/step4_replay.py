@@ -66,16 +66,17 @@ def candidates(grid: dict, batches: list[int], samples: float, score) -> list[Ca
     for b in batches:
         runs = {r["seed"]: r for r in grid["runs"] if r["per_device"] == b}
         speeds = {s: speed(r, grid["nproc"]) for s, r in runs.items()}
-        scores = {s: score(r, samples, speeds) for s, r in runs.items()}
+        scores = {s: score(r, samples) for s, r in runs.items()}
         out.append(CandidateScores(b, "ok", scores, statistics.fmean(speeds.values()), speeds))
     return out
 
 
-def tied_of(scored: list[CandidateScores]) -> tuple[CandidateScores, list[CandidateScores]]:
+def tied_of(scored: list[CandidateScores]) -> list[CandidateScores]:
+    """The leader and those tied with it, smallest first (advisor.method.sweep's sentence 2)."""
     leader = max(scored, key=lambda c: (c.mean, -c.per_device))
     margin = DEFAULT_POLICY.accuracy_margin
-    tied = [c for c in scored if c is leader or compare(leader, c, 1.0, margin).tied]
-    return leader, sorted(tied, key=lambda c: c.per_device)
+    return sorted((c for c in scored if c is leader or compare(leader, c, 1.0, margin).tied),
+                  key=lambda c: c.per_device)
 
 
 def speed_needed(big_global: int, small_global: int, noise_scale: float | None) -> float:
@@ -89,10 +90,10 @@ def speed_needed(big_global: int, small_global: int, noise_scale: float | None) 
 
 def walk(grid, batches, samples, noise_scale: float | None) -> int:
     """advisor.method.sweep's walk up the tied (``noise_scale`` None), or the walk charged for samples."""
-    def last_two(run, s, _):
+    def last_two(run, s):
         values = [read(curve(run, grid["nproc"]), s * (i + 1) / POINTS) for i in range(POINTS)]
         return statistics.fmean(values[-2:])
-    _, tied = tied_of(candidates(grid, batches, samples, last_two))
+    tied = tied_of(candidates(grid, batches, samples, last_two))
     winner = tied[0]
     for bigger in tied[1:]:
         needed = speed_needed(bigger.per_device * grid["nproc"], winner.per_device * grid["nproc"], noise_scale)
@@ -121,12 +122,11 @@ def rule_time_read(grid, batches, samples):
                   for b in batches}
     horizon = samples / max(mean_speed.values())  # seconds: the fastest candidate's run
 
-    def time_read(run, s, _):
+    def time_read(run, s):
         points = curve(run, nproc, start=chance)
         return statistics.fmean(read(points, horizon * (i + 1) / POINTS * mean_speed[run["per_device"]])
                                 for i in range(POINTS))
-    _, tied = tied_of(candidates(grid, batches, samples, time_read))
-    return tied[0].per_device
+    return tied_of(candidates(grid, batches, samples, time_read))[0].per_device
 
 
 RULES = {"advisor": rule_advisor, "known-charge": rule_known_charge, "pooled-charge": rule_pooled,

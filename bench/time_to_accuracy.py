@@ -49,8 +49,8 @@ sys.path.insert(0, str(REPO))
 NPROC = 2
 # name: (workload spec, target of its ranked metric, device budget)
 PRESETS = {"digits": ("digits-cnn", 0.90, "64MiB"),
-           # Added in session 15 to check the walk's noise-scale charge where it fires (its noise scale is known);
-           # the target was set to digits-cnn's before any run.
+           # Added in session 15 to check a noise-scale charge on the walk (tried, measured here, not adopted) on an
+           # Adam workload; the target was set to digits-cnn's before any run.
            "mlp": ("digits-mlp", 0.90, "256MiB"),
            "gru": (f"{REPO / 'bench' / 'heldout_workloads.py'}:gru_sequences", 0.80, "64MiB"),
            "tagger": (f"{REPO / 'tests' / 'workloads' / 'tokens.py'}:tagger", 0.95, "64MiB"),
