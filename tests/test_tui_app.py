@@ -302,6 +302,18 @@ async def test_the_sweep_table_shows_every_digit_at_both_sizes(size):
         assert any(len(value) >= 5 for value in throughputs), throughputs  # the case that was cut
         assert cut_cells(table) == []
         assert cut_cells(app.screen.query_one("#numbers DataTable")) == []  # "val acc 0.750", not "val acc 0.7"
+        # The score column is what the rule read: each candidate's mean in the verdict (and its reason) is the mean
+        # of its seeds' cells, not of their end values (the stub's curves still rise, so the two differ).
+        column = [str(c.label) for c in table.columns.values()].index("score")
+        cells = {}
+        for i in range(table.row_count):
+            row = table.get_row_at(i)
+            if "timing" not in str(row[7]):
+                cells.setdefault(int(row[0]), []).append(float(row[column]))
+        verdict = app.session.sweep_outcome.verdict
+        assert cells and {c.per_device: pytest.approx(c.mean, abs=1e-3) for c in verdict.candidates
+                          if c.status == "ok"} == {b: sum(v) / len(v) for b, v in cells.items()}
+        assert all(r.val_metric not in cells[r.per_device] for r in app.session.sweep_outcome.rows)
 
 
 async def test_starting_value_enter_applies_the_typed_value_and_enter_explains_one_number_after_another():

@@ -6,12 +6,14 @@ from rich.markup import escape
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, RichLog
 
-from ...method.sweep import DEFAULT_POLICY
+from ...method.sweep import DEFAULT_POLICY, run_score
 from ..widgets import Chart, GrowingTable, Numbers, RunProgress
 from .base import StepScreen
 
 
-RUN_COLUMNS = ("per\ndevice", "global\nbatch", "LR", "val\nloss", "val\nmetric", "train\nseconds", "samples\n/s",
+# "score" is the number step 4's rule reads for the run (the mean of its last two validation checkpoints), so the
+# candidate means in the pick's reason are the means of this column's seeds; the end value is on the Numbers panel.
+RUN_COLUMNS = ("per\ndevice", "global\nbatch", "LR", "val\nloss", "score", "train\nseconds", "samples\n/s",
                "result")
 
 
@@ -21,8 +23,9 @@ class SweepScreen(StepScreen):
     NEXT = "recipe"
     RUN_LABEL = "Run sweep"
     INTRO = ("Step 4. Half, chosen and double (or 8-128 with the subset sweep) each train on the same samples "
-             "with the same seeds, the LR scaled to their global batch. The best mean validation leads; those "
-             "whose paired difference from it is within noise tie, and the pick walks up from the smallest tied "
+             "with the same seeds, the LR scaled to their global batch. The best mean score (a run's last two "
+             "validation checkpoints: the score column) leads; those whose paired difference from it is within "
+             "noise tie, and the pick walks up from the smallest tied "
              f"while the next was over {DEFAULT_POLICY.throughput_margin:.0%} faster at every seed (timed side by "
              "side). If an end of the range wins and the scores point past it, one more (at most the cap) is swept. "
              "Press r to run.")
@@ -94,13 +97,14 @@ class SweepScreen(StepScreen):
     def add_run(self, record) -> None:
         from ...method.health import unstable
 
+        score = run_score(record, by_loss=record.val_metric is None) if record.phase != "timing" else None
         seed = f" (seed {record.seed})" if record.seed else ""  # a paired seed
         status = ("[red]OOM[/red]" if record.status != "ok" else "[red]unstable[/red]" if unstable(record)
                   else "[dim]timing[/dim]" if record.phase == "timing" else f"[green]ok[/green]{seed}")
         self.query_one("#runs", DataTable).add_row(
             str(record.per_device), str(record.global_batch), f"{record.lr:.4g}" if record.lr else "-",
             f"{record.val_loss:.4f}" if record.val_loss is not None else "-",
-            f"{record.val_metric:.3f}" if record.val_metric is not None else "-",
+            "-" if score is None else f"{score:.3f}" if record.val_metric is not None else f"{score:.4f}",
             f"{record.train_seconds:.1f}" if record.train_seconds is not None else "-",
             f"{record.throughput:.0f}" if record.throughput else "-",
             status)
@@ -127,12 +131,15 @@ class SweepScreen(StepScreen):
                  + (f"; then {', '.join(map(str, outcome.extended))}, because the smallest or largest swept won."
                     if outcome.extended else "."))]
         for r in outcome.rows:
-            if r.status == "ok":
+            if r.status == "ok" and r.phase != "timing":
                 metric = r.validation_text() or "no validation"
+                score = run_score(r, by_loss=r.val_metric is None)
+                scored = (f" The rule scores it {score:.4g}, the mean of its last two validation checkpoints."
+                          if score is not None and len(r.evals) > 1 else "")
                 rows.append((f"{r.per_device}/device" + (f", seed {r.seed}" if r.seed else ""), metric,
-                             f"After {r.steps} steps at LR {r.lr:.4g} (scaled from the base LR to global "
+                             f"At the end of {r.steps} steps at LR {r.lr:.4g} (scaled from the base LR to global "
                              f"{r.global_batch}, warmup {r.warmup_steps or 0} steps), {r.train_seconds or 0:.1f} s "
-                             "of training."))
+                             f"of training.{scored}"))
         rows += self.noise_and_goodput_rows(outcome)
         self.query_one(Numbers).set_rows(rows)
 
