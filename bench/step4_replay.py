@@ -22,8 +22,13 @@ not replayed):
 - `time-read`: each run's curve read at quarters of the fastest candidate's run time (an accuracy starts at chance),
   mean of the readings; the smallest of the tied wins.
 
+Then the walk's throughput margin against timing noise: each seed's speed drawn again around the grid's (x
+exp(N(0, sigma))), the share of picks past 1.1x the oracle's time at margins of 5-30%, per range whose tied
+candidates hold the oracle, and the worst and mean over them.
+
 Ends with: RESULT step4_replay <rule>=<worst advised/oracle over the ranges that hold the oracle> ... (a range
-without it is for the range growth, which is not replayed, to leave).
+without it is for the range growth, which is not replayed, to leave), and RESULT step4_margin margin<m>=<mean share
+of picks past 1.1x at sigma 0.07> ...
 """
 
 from __future__ import annotations
@@ -88,15 +93,23 @@ def speed_needed(big_global: int, small_global: int, noise_scale: float | None) 
     return needed
 
 
-def walk(grid, batches, samples, noise_scale: float | None) -> int:
-    """advisor.method.sweep's walk up the tied (``noise_scale`` None), or the walk charged for samples."""
-    def last_two(run, s):
+def last_two(grid):
+    """advisor.method.sweep's run score: the mean of the last two of the sweep's checkpoints."""
+    def score(run, s):
         values = [read(curve(run, grid["nproc"]), s * (i + 1) / POINTS) for i in range(POINTS)]
         return statistics.fmean(values[-2:])
-    tied = tied_of(candidates(grid, batches, samples, last_two))
+    return score
+
+
+def walk(grid, batches, samples, noise_scale: float | None, margin: float = DEFAULT_POLICY.throughput_margin,
+         tied: list[CandidateScores] | None = None) -> int:
+    """advisor.method.sweep's walk up the tied (``noise_scale`` None), or the walk charged for samples. ``margin``:
+    the walk's throughput margin; ``tied``: the tied candidates, their speeds perturbed (``timing_noise``)."""
+    tied = tied or tied_of(candidates(grid, batches, samples, last_two(grid)))
     winner = tied[0]
     for bigger in tied[1:]:
-        needed = speed_needed(bigger.per_device * grid["nproc"], winner.per_device * grid["nproc"], noise_scale)
+        needed = max(1 + margin, speed_needed(bigger.per_device * grid["nproc"], winner.per_device * grid["nproc"],
+                                              noise_scale))
         if not clearly_faster(bigger, winner, needed - 1):
             break
         winner = bigger
@@ -133,8 +146,57 @@ RULES = {"advisor": rule_advisor, "known-charge": rule_known_charge, "pooled-cha
          "time-read": rule_time_read}
 
 
+# The walk's throughput margin against timing noise: each seed's speed times exp(N(0, sigma)), on top of the grid's
+# own. Sigma: the per-seed spread (sd of the log) of the speed ratio in recorded plans, about 0.03 between timing
+# rounds and 0.07 between sweep runs; 0.12 stands for a loaded machine.
+MARGINS = (0.05, 0.10, 0.20, 0.30)
+SIGMAS = (0.03, 0.07, 0.12)
+DRAWS = 400
+
+
+def timing_noise(studied: list[tuple[dict, list[int], float, dict, int]]) -> None:
+    """Prints, per range whose tied candidates hold the oracle (elsewhere the score keeps it out, not the walk's
+    margin), the share of draws whose pick takes more than 1.1x the oracle's time at each margin; then per sigma
+    the worst over those ranges. ``studied``: (grid, range, samples a run, median seconds by batch, oracle)."""
+    import math
+    import random
+
+    rng = random.Random(0)
+    worst: dict[tuple[float, float], float] = {}
+    total: dict[tuple[float, float], float] = {}
+    ranges = 0
+    print(f"\nThe walk's throughput margin under timing noise ({DRAWS} draws of each seed's speed x exp(N(0, sigma)));"
+          " share of picks past 1.1x the oracle's time:")
+    print(f"  {'workload':24} {'range':18} sigma  " + "  ".join(f"margin {m:.0%}" for m in MARGINS))
+    for grid, batches, samples, medians, oracle in studied:
+        tied = tied_of(candidates(grid, batches, samples, last_two(grid)))
+        if oracle not in [c.per_device for c in tied]:
+            continue
+        ranges += 1
+        for sigma in SIGMAS:
+            shares = []
+            for margin in MARGINS:
+                misses = 0
+                for _ in range(DRAWS):
+                    jittered = [CandidateScores(c.per_device, c.status, c.scores, c.throughput,
+                                                {s: v * math.exp(rng.gauss(0.0, sigma)) for s, v in c.speeds.items()})
+                                for c in tied]
+                    misses += medians[walk(grid, batches, samples, None, margin, jittered)] / medians[oracle] > 1.1
+                shares.append(misses / DRAWS)
+                worst[sigma, margin] = max(worst.get((sigma, margin), 0.0), misses / DRAWS)
+                total[sigma, margin] = total.get((sigma, margin), 0.0) + misses / DRAWS
+            if sigma == SIGMAS[1]:  # the sweep runs' spread; the worst line below covers the others
+                print(f"  {grid['workload'].split(':')[-1]:24} {str(batches):18} {sigma:5.2f}  "
+                      + "  ".join(f"{v:>10.0%}" for v in shares))
+    for label, table, scale in (("worst over the ranges", worst, 1), ("mean over the ranges", total, ranges)):
+        for sigma in SIGMAS:
+            print(f"  {label:43} {sigma:5.2f}  " + "  ".join(f"{table[sigma, m] / scale:>10.0%}" for m in MARGINS))
+    print("RESULT step4_margin " + " ".join(f"margin{m:.2f}={total[SIGMAS[1], m] / ranges:.2f}" for m in MARGINS))
+
+
 def main(paths: list[str]) -> None:
     worst = {name: 1.0 for name in RULES}
+    studied = []
     for path in paths:
         grid = json.loads(Path(path).read_text())
         medians = {}
@@ -157,12 +219,14 @@ def main(paths: list[str]) -> None:
             picks = {name: rule(grid, batches, samples) for name, rule in RULES.items()}
             ratios = {name: medians[p] / medians[oracle] for name, p in picks.items()}
             if oracle in batches:  # a range without the oracle is the range growth's job, not replayed here
+                studied.append((grid, batches, samples, medians, oracle))
                 for name, ratio in ratios.items():
                     worst[name] = max(worst[name], ratio)
             print(f"  {str(batches):18} " + "  ".join(f"{name} {picks[name]:>4} x{ratios[name]:.2f}"
                                                       for name in RULES)
                   + ("" if oracle in batches else "   (no oracle in range)"))
     print("RESULT step4_replay " + " ".join(f"{name}={value:.2f}" for name, value in worst.items()))
+    timing_noise(studied)
 
 
 if __name__ == "__main__":

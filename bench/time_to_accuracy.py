@@ -179,6 +179,31 @@ def main() -> None:
         print(f"RESULT time_to_accuracy workload={name} vs_oracle={vs_oracle:.3f} vs_largest={vs_largest:.3f}")
 
 
+def replay_grid(recipe: dict, args, train_size: int, learnable: int, largest: int, advised: int,
+                kept: list[dict]) -> dict:
+    """The kept grid in the form bench/step4_replay.py reads (bench/grids/): the plan's sweep and noise scale
+    beside every run's validation curve (checkpoints trimmed to what the replay reads)."""
+    import re
+    import subprocess as sp
+
+    sweep, noise = recipe["method"].get("sweep", {}), recipe.get("noise", {})
+    pooled = re.search(r"pooled value would be ([0-9.e+]+)", noise.get("reason", ""))
+    commit = sp.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    runs = [{**{k: v for k, v in run.items() if k != "evals"},
+             "evals": [{k: p.get(k) for k in ("step", "val_metric", "val_loss", "train_seconds")}
+                       for p in run["evals"]]} for run in kept]
+    return {"workload": recipe["workload"].get("name") or WORKLOAD, "train_size": train_size,
+            "num_classes": recipe["workload"].get("num_classes"), "nproc": NPROC,
+            "recorded": f"{time.strftime('%Y-%m-%d')} at {commit}, bench/time_to_accuracy.py --keep, {args.seeds} "
+                        f"seeds, {args.epochs} epochs, {args.eval_points} checkpoints",
+            "plan": {"samples_per_run": sweep.get("samples_per_run"), "candidates": sweep.get("candidates"),
+                     "pick": advised,
+                     "noise_scale_pooled": noise.get("value") or (float(pooled.group(1)) if pooled else None),
+                     "noise_reason": noise.get("reason"),
+                     "noise_scale": {k: noise.get(k) for k in ("value", "low", "high")}},
+            "target": args.target, "learnable_cap": learnable, "largest": largest, "advised": advised, "runs": runs}
+
+
 def run_one(args) -> tuple[float, float]:
 
     from advisor.units import parse_size
@@ -230,8 +255,7 @@ def run_one(args) -> tuple[float, float]:
     trainer.runner.close()  # the warm fork server of this workload's runs
     if args.keep:
         Path(args.keep, f"{args.name}.grid.json").write_text(json.dumps(
-            {"target": args.target, "learnable_cap": learnable, "largest": largest, "advised": advised,
-             "runs": kept}, default=str, indent=1))
+            replay_grid(recipe, args, train_size, learnable, largest, advised, kept), default=str, indent=1))
     median = {b: statistics.median(t) for b, t in times.items()}
     advisable = [b for b in grid if b <= learnable] or grid
     oracle = min(advisable, key=lambda b: (median[b], b))
