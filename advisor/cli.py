@@ -237,15 +237,30 @@ def cmd_history(args) -> int:
                   + (f" ({len(rows) - len(fresh)} already there)" if len(fresh) < len(rows) else ""), file=sys.stderr)
     read = read_history(path)
     if not path.exists():
-        raise AdvisorError(f"No history at {path}. `advisor plan --out recipes/NAME.toml` (or `advisor replan "
-                           "--out`) records there, `--history PATH` or ADVISOR_HISTORY chooses another file, and "
-                           "`advisor history --import RECIPE` adds an existing recipe's runs.")
+        raise AdvisorError(f"No history at {path}. " + _histories_here(path)
+                           + "`advisor plan --out recipes/NAME.toml` (or `advisor replan --out`) records there, "
+                           "`--history PATH` or ADVISOR_HISTORY chooses another file, and `advisor history --import "
+                           "RECIPE` adds an existing recipe's runs.")
     if args.json:
         print(json.dumps({"path": str(path), "skipped_lines": read.skipped,
                           "rows": filter_rows(read.rows, args.workload)}, indent=2))
     else:
         print(render_history(read, args.workload))
     return 0
+
+
+def _histories_here(missing) -> str:
+    """The sentence naming the histories in this folder and one level down (a plan writes its history next to its
+    recipe, wherever --out put it), for `advisor history` when its file is missing; "" when there is none."""
+    from .history import HISTORY_NAME
+
+    here = [Path(HISTORY_NAME), *sorted(Path().glob(f"*/{HISTORY_NAME}"))]
+    found = [p for p in here if p.is_file() and p != missing]
+    if not found:
+        return ""
+    names = ", ".join(str(p) for p in found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+    return (f"Found {names} (a plan writes its history next to its recipe): read one with `advisor history --history "
+            f"{found[0]}`. ")
 
 
 def cmd_check(args) -> int:
@@ -473,11 +488,22 @@ def _format_evidence(evidence: dict) -> list[str]:
 
 
 def _unreadable_reason(stats) -> str:
+    if stats.unreadable:  # the reader knows why (a trainer_state.json cut off or malformed)
+        return stats.unreadable
     if stats.skipped_binary_lines and stats.skipped_binary_lines >= stats.lines - 1:
         return "it looks binary, not a text log"
     if stats.lines <= 1 and not stats.parsed_lines and not stats.skipped_binary_lines:
         return "it is empty"
     return f"none of its {stats.lines} lines is in a known format"
+
+
+def _nothing_readable(unreadable, formats) -> str:
+    why = "; ".join(f"{r.source}: {_unreadable_reason(r.stats)}" for r in unreadable)
+    if all(r.stats.unreadable for r in unreadable):  # each reason names its own fix: the formats would mislead
+        return f"advisor: nothing readable ({why})."
+    return (f"advisor: nothing readable ({why}). A log needs training metrics, an out-of-memory error or a failure "
+            f"line in a known format: {', '.join(formats)}. Force one with --format if the auto-detection missed "
+            "yours.")
 
 
 def cmd_diagnose(args) -> int:
@@ -534,11 +560,7 @@ def cmd_diagnose(args) -> int:
                     print(f"      {index}. {action}")
             print()
     if len(unreadable) == len(result.reports):
-        names = ", ".join(known_formats())
-        why = "; ".join(f"{r.source}: {_unreadable_reason(r.stats)}" for r in unreadable)
-        print(f"advisor: nothing readable ({why}). A log needs training metrics, an out-of-memory error or a "
-              f"failure line in a known format: {names}. Force one with --format if the auto-detection missed "
-              "yours.", file=sys.stderr)
+        print(_nothing_readable(unreadable, known_formats()), file=sys.stderr)
         return 2
     return 1 if result.findings else 0
 

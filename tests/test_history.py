@@ -222,3 +222,15 @@ def test_a_history_seeded_ceiling_says_the_cap_set_it_when_the_cap_binds():
                                    else ProbeTrial(batch, "oom", None, 0.01, purpose))
     tight, _ = seeded_ceiling(edge, dict(seed, largest_ok=100, smallest_oom=120), 60 * 2**20, 0.15, 719)
     assert tight is not None and "Keeping 15% headroom" in tight.reason  # memory set it: the headroom is the reason
+
+
+def test_history_without_the_default_file_names_the_histories_here(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("ADVISOR_HISTORY", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".history.jsonl").write_text("")  # `advisor plan --out r.toml` here writes it next to r.toml
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / ".history.jsonl").write_text("")
+    assert main(["history"]) == 2
+    err = capsys.readouterr().err
+    assert "No history at recipes/.history.jsonl" in err
+    assert "--history .history.jsonl" in err and "runs/.history.jsonl" in err

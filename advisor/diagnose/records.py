@@ -126,3 +126,4 @@ class ReadStats:
     validation_sampled: bool = False  # validation lines too frequent to read all: sampled like training lines
     series_lengths: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    unreadable: str = ""  # why nothing was read, when the reader knows (a cut-off JSON file): the CLI says it

@@ -580,6 +580,7 @@ def scan_file_format(kind: str, stream: io.BufferedIOBase, collected: Collected)
         try:
             obj = json.load(io.TextIOWrapper(stream, encoding="utf-8", errors="replace"))
         except ValueError as exc:
+            stats.unreadable = json_failure(exc)
             stats.notes.append(f"trainer_state.json is not valid JSON ({exc}); nothing read from it")
             return
         points = trainer_state_points(obj if isinstance(obj, dict) else {})
@@ -596,6 +597,24 @@ def scan_file_format(kind: str, stream: io.BufferedIOBase, collected: Collected)
     stats.formats[kind] = stats.parsed_lines
     for point in points:
         collected.add_point(point)
+
+
+def json_failure(exc: ValueError) -> str:
+    """Why a file that looks like a trainer_state.json did not parse: cut off (it ends inside a string or with a
+    bracket still open, as when copied mid-write or pasted in part) or malformed, with where parsing stopped."""
+    import json  # here, as in scan_file_format: diagnose's start-up counts
+
+    state = "it looks like JSON, an HF Trainer trainer_state.json, but "
+    if not isinstance(exc, json.JSONDecodeError):
+        return state + "it does not parse; pass the complete file, or the training log text instead"
+    where = f"parsing stopped at line {exc.lineno}, column {exc.colno}: {exc.msg.removesuffix(' starting at').lower()}"
+    outside = re.sub(r'"(?:[^"\\]|\\.)*"', "", exc.doc)  # the strings' contents hold no structure
+    still_open = outside.count("{") + outside.count("[") - outside.count("}") - outside.count("]")
+    if still_open > 0 or outside.count('"') % 2:
+        return (state + f"it is cut off before its end ({where}; {max(still_open, 1)} bracket(s) never closed); "
+                "pass the complete file (the trainer rewrites it whole at each checkpoint save), or the training "
+                "log text instead")
+    return state + f"it is malformed ({where}); pass the complete, unedited file, or the training log text instead"
 
 
 BINARY_NUL_SHARE = 0.1  # a head with this share of NUL bytes ...

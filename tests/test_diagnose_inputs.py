@@ -1,0 +1,31 @@
+"""Inputs `advisor diagnose` cannot read say why in one paragraph, exit 2 (in-process: milliseconds)."""
+
+from __future__ import annotations
+
+from advisor.cli import main
+
+
+def test_a_truncated_trainer_state_json_is_called_cut_off_not_empty(tmp_path, capsys):
+    path = tmp_path / "ts3.json"
+    path.write_text('{"log_history": [{"step":10, "loss": 2.\n')
+    assert main(["diagnose", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "it is empty" not in err and "Traceback" not in err
+    assert "trainer_state.json" in err and "cut off" in err and "line 1" in err
+    assert "complete file" in err and "training log" in err
+
+
+def test_malformed_trainer_state_json_names_where_parsing_stopped(tmp_path, capsys):
+    path = tmp_path / "trainer_state.json"
+    path.write_text('{"log_history": [{"step": 10, "loss": 2.5} {"step": 20}]}\n')
+    assert main(["diagnose", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "malformed" in err and "line 1, column 44" in err and "it is empty" not in err
+
+
+def test_a_genuinely_empty_file_still_says_it_is_empty(tmp_path, capsys):
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    assert main(["diagnose", str(empty)]) == 2
+    err = capsys.readouterr().err
+    assert "empty.log: it is empty" in err and "hf-trainer" in err  # the known formats, as for any log
