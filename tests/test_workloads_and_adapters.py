@@ -105,6 +105,7 @@ def test_cli_listings_and_bare_help():
 
 @pytest.mark.parametrize("args, expected", [
     (["--device-memory", "lots"], "Cannot read the memory size"),
+    (["--device-memory", "256", "--workload", "digits-mlp"], "has no unit, so it reads as 256 bytes"),
     ([], "Pass --device-memory"),
     (["--device-memory", "1GiB", "--workload", "nope"], "Unknown workload"),
     (["--device-memory", "64MiB", "--workload", "digits-mlp", "--sweep-walk", "-1"], "--sweep-walk must be 0 or more"),
