@@ -314,6 +314,10 @@ async def test_the_sweep_table_shows_every_digit_at_both_sizes(size):
         assert cells and {c.per_device: pytest.approx(c.mean, abs=1e-3) for c in verdict.candidates
                           if c.status == "ok"} == {b: sum(v) / len(v) for b, v in cells.items()}
         assert all(r.val_metric not in cells[r.per_device] for r in app.session.sweep_outcome.rows)
+        numbers = app.screen.query_one("#numbers DataTable")  # and the Numbers panel gives each candidate that mean
+        shown = {str(numbers.get_row_at(i)[0]): str(numbers.get_row_at(i)[1]) for i in range(numbers.row_count)}
+        assert {f"{c.per_device}/device": f"score {verdict.fmt(c.mean)}" for c in verdict.candidates} == {
+            label: value for label, value in shown.items() if label.endswith("/device")}
 
 
 async def test_starting_value_enter_applies_the_typed_value_and_enter_explains_one_number_after_another():
@@ -325,6 +329,11 @@ async def test_starting_value_enter_applies_the_typed_value_and_enter_explains_o
         await run_step(pilot, "start")
         intro = screen_text(app, ".intro")
         assert "then r" not in intro and "press Enter" in intro  # r typed into the field is a digit's neighbour
+        # The cap shown is the one the trial and the sweep stop at (1438 samples: 10 steps per epoch up to 71 per
+        # device), not the ceiling's 151 that the trial would then contradict
+        numbers = app.screen.query_one("#numbers DataTable")
+        cap = next(row for row in map(numbers.get_row_at, range(numbers.row_count)) if row[0] == "Per-device cap")
+        assert cap[1] == str(app.session.learnable_cap[0]) == "71"
         app.screen.query_one("#per-device").focus()
         await pilot.press("1", "6", "enter")
         await wait_for(pilot, lambda: "start" in app.done and app.session.start.per_device == 16, what="16 applied")

@@ -82,7 +82,7 @@ def plan_data_parallel(  # noqa: C901 -- complexity debt, a list of independent 
     if reference <= ceiling:
         per_device, accumulation = reference, 1
         reason = (f"Global target {target_global} / {world_size} device(s) = {reference} per device, "
-                  f"within the memory ceiling of {ceiling}.")
+                  f"within the per-device ceiling of {ceiling}.")
     else:
         accumulation = math.ceil(target_global / (ceiling * world_size))
         # Once the accumulation count is known, the smallest per-device batch that reaches the target:

@@ -266,8 +266,10 @@ def _trial_choice(tried: dict[int, TrialRecord], unhealthy: dict[int, Health], c
             chosen = big
             notes.append(f"{small} -> {big} bought {gain - 1:+.0%} throughput: worth it")
         else:
-            notes.append(f"{small} -> {big} bought only {gain - 1:+.0%} throughput: the bigger batch is not worth "
-                         "it (bandwidth-bound)")
+            change = (f"raised throughput only {gain - 1:+.0%}" if gain >= 1 else
+                      f"lowered throughput ({gain - 1:+.0%})")
+            notes.append(f"{small} -> {big} {change}: the bigger batch is not worth it (the device is already busy: "
+                         "more samples per step take proportionally longer)")
             break
     return chosen
 

@@ -33,7 +33,7 @@ class StartScreen(StepScreen):
                 yield Static("", id="task-source")
                 with Horizontal(classes="field"):
                     yield Label("Your starting value", classes="field-label")
-                    yield Input(compact=True, id="per-device", type="integer", placeholder="empty: the table's value")
+                    yield Input(compact=True, id="per-device", type="integer", placeholder="empty: the advisor's")
             with Vertical(classes="column"):
                 yield Static("[b]The plan this value gives[/b] (Enter or e on a number explains it)",
                              classes="caption")
@@ -89,13 +89,15 @@ class StartScreen(StepScreen):
         session = self.session
         settings = session.settings
         self._mark_task(session.info.task)
-        cap = session.per_device_cap
+        ceiling = session.ceiling_result.per_device_max
+        cap, why = session.learnable_cap  # the start, the trial and the sweep stay within it (one owner)
+        if not why and cap < ceiling:
+            why = session.cap_reason
         plan, target_why = session.preview_plan(choice.per_device)
         self.query_one(Numbers).set_rows([
             ("Starting value per device", str(choice.per_device), choice.reason),
-            ("Per-device cap", str(cap), f"The memory ceiling ({session.ceiling_result.per_device_max})"
-             + (f", lowered by {session.cap_reason}" if cap < session.ceiling_result.per_device_max else "")
-             + ": no step goes above it."),
+            ("Per-device cap", str(cap), f"The ceiling ({ceiling} per device, step 1)"
+             + (f", lowered to {cap}: {why}" if why else "") + ". The trial and the sweep go no higher."),
             ("World size", str(plan.world_size), f"--nproc {settings.nproc} x {settings.nodes} node(s): the "
              "data-parallel processes."),
             ("Target global batch", str(plan.target_global), target_why),

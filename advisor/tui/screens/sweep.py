@@ -130,18 +130,35 @@ class SweepScreen(StepScreen):
                  "Half, chosen and double the trial's choice, within the per-device cap (or the subset 8-128)"
                  + (f"; then {', '.join(map(str, outcome.extended))}, because the smallest or largest swept won."
                     if outcome.extended else "."))]
-        for r in outcome.rows:
-            if r.status == "ok" and r.phase != "timing":
-                metric = r.validation_text() or "no validation"
-                score = run_score(r, by_loss=r.val_metric is None)
-                scored = (f" The rule scores it {score:.4g}, the mean of its last two validation checkpoints."
-                          if score is not None and len(r.evals) > 1 else "")
-                rows.append((f"{r.per_device}/device" + (f", seed {r.seed}" if r.seed else ""), metric,
-                             f"At the end of {r.steps} steps at LR {r.lr:.4g} (scaled from the base LR to global "
-                             f"{r.global_batch}, warmup {r.warmup_steps or 0} steps), {r.train_seconds or 0:.1f} s "
-                             f"of training.{scored}"))
+        rows += self.candidate_rows(outcome)
         rows += self.noise_and_goodput_rows(outcome)
         self.query_one(Numbers).set_rows(rows)
+
+    @staticmethod
+    def candidate_rows(outcome) -> list[tuple[str, str, str]]:
+        """One row per candidate with the mean score the rule compared (the pick's reason quotes the same), its
+        seeds' scores and end values beside it."""
+        verdict = outcome.verdict
+        if verdict is None or verdict.rule == "no-runs":
+            return []
+        rows = []
+        for c in verdict.candidates:
+            runs = sorted((r for r in outcome.rows if r.per_device == c.per_device and r.phase == "sweep"),
+                          key=lambda r: r.seed or 0)
+            if c.status != "ok":
+                rows.append((f"{c.per_device}/device", {"oom": "out of memory", "unstable": "unstable"}.get(
+                    c.status, "never learned"), f"Out of the comparison: it {c.why}."))
+                continue
+            seeds = ", ".join(f"{verdict.fmt(c.scores[s])}" for s in sorted(c.scores))
+            ends = ", ".join(r.validation_text().split()[-1] for r in runs if r.validation_text())
+            first = runs[0] if runs else None
+            how = (f" {first.steps} steps at LR {first.lr:.4g} (the base LR scaled to global {first.global_batch}, "
+                   f"warmup {first.warmup_steps or 0} steps)." if first and first.lr else "")
+            rows.append((f"{c.per_device}/device", f"score {verdict.fmt(c.mean)}",
+                         f"The mean over seeds {', '.join(map(str, sorted(c.scores)))} of each run's score, the "
+                         f"mean of its last two validation checkpoints: {seeds}"
+                         + (f" (end values {ends})." if ends else ".") + how))
+        return rows
 
     def noise_and_goodput_rows(self, outcome) -> list[tuple[str, str, str]]:
         """The noise scale with its interval, and the goodput-optimal batch beside the sweep's pick."""
