@@ -63,7 +63,7 @@ class StderrProgress:
         val = f", {r.validation_text()}" if r.validation_text() else ""
         loss = r.final_loss if r.final_loss is not None else float("nan")
         accumulated = f" x {r.accumulation} accumulation" if r.accumulation > 1 else ""
-        return (f"{r.phase} {r.per_device} per device{accumulated}: {r.throughput:.0f} samples/s, "
+        return (f"{r.phase} {r.per_device} per device{accumulated}: {r.samples_per_s:.0f} samples/s, "
                 f"peak {format_bytes(r.peak_bytes)}, loss {loss:.4f}{val} ({r.seconds:.1f} s)")
 
     def _bar(self, p) -> None:

@@ -60,6 +60,15 @@ class TrialRecord:
         return f"val loss {self.val_loss:.4f}" if self.val_loss is not None else ""
 
     @property
+    def samples_per_s(self) -> float | None:
+        """The run's samples/s as every rule and screen reads it: the global batch over the median step time plus
+        the slowest rank's median wait for data (a load burst is not the batch; a loader that holds the step back
+        is). ``throughput``, the worker's own figure, leaves the loader out."""
+        if self.step_seconds:
+            return self.global_batch / (self.step_seconds + (self.data_seconds or 0.0))
+        return self.throughput
+
+    @property
     def data_share(self) -> float | None:
         """The loader's share of a step's wall time (data wait + step), when both were measured."""
         if self.data_seconds is None or not self.step_seconds:

@@ -29,7 +29,7 @@ from .method.health import judge, unstable
 from .method.lr import DEFAULT_BASE_WARMUP_EPOCHS, KNOWN_OPTIMIZERS, LRDecision, WarmupDecision, base_warmup_epochs
 from .method.noise import NoiseEstimate
 from .method.plan import Plan, Warning_, plan_data_parallel
-from .method.sweep import SweepPolicy, SweepVerdict, decide_sweep, needs_timing, run_throughput
+from .method.sweep import SweepPolicy, SweepVerdict, decide_sweep, needs_timing
 
 # Past this many processes per CPU core a plan measures contention and takes hours: refused.
 MAX_CPU_OVERSUBSCRIPTION = 4
@@ -715,7 +715,7 @@ class Session:
                 record.seed = round_
                 record.note = (record.note + "; " if record.note else "") + (
                     f"{NOT_A_CANDIDATE}: timing round {round_ + 1} of {rounds}, side by side")
-                if record.status == "ok" and (speed := run_throughput(record)):
+                if record.status == "ok" and (speed := record.samples_per_s):
                     timed[batch][round_] = speed
         return timed
 

@@ -125,7 +125,7 @@ def seconds_to(record, target: float) -> float:
     """Training seconds to ``target``: the step where validation crosses it, linearly interpolated between the
     checkpoint below and the first at or above it (a crossing is not a checkpoint's quantum: at 24 checkpoints
     in 12 epochs that is half an epoch, as much as a small batch's whole time to target), times the run's
-    median step time with its median data wait (``run_throughput``'s, the sweep's own measure: a load burst
+    median step time with its median data wait (``TrialRecord.samples_per_s``'s, the rules' own measure: a load burst
     on a shared machine is not the batch). A run that never gets there: inf."""
     if record.status != "ok":
         return math.inf

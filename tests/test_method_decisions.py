@@ -79,7 +79,9 @@ class StubRunner:
             metric = None if not evaluate else \
                 self.seeded_val(per_device, seed) if self.seeded_val else self.val(per_device)
             evals = self.evals(per_device) if (evaluate and self.evals) else []
-            seconds = self.train_seconds(per_device)
+            # A trial's clock follows its throughput (the trial reads samples/s = g / step time); the sweep's runs
+            # keep train_seconds' clock, which the sweep's tests set per batch.
+            seconds = steps * g / throughput if phase == "trial" else self.train_seconds(per_device)
             # The step time agrees with the run's clock; the sweep's samples/s read it (global batch / step time).
             record = TrialRecord(phase, per_device, self.nproc, accumulation, g, "ok", 0.1, lr=lr,
                                  precision=precision, steps=steps, peak_bytes=int(peak), step_seconds=seconds / steps,

@@ -297,13 +297,6 @@ def run_score(record: TrialRecord, by_loss: bool) -> float | None:
     return training_tail(record) if by_loss else None
 
 
-def run_throughput(record: TrialRecord) -> float | None:
-    """Samples/s at the run's median step time plus its median wait for data (a load burst is not the batch)."""
-    if record.step_seconds:
-        return record.global_batch / (record.step_seconds + (record.data_seconds or 0.0))
-    return record.throughput
-
-
 def score_candidate(batch: int, runs: list[TrialRecord], by_loss: bool, num_classes: int | None,
                     policy: SweepPolicy, rerun: TrialRecord | None = None) -> CandidateScores:
     """One candidate's status and per-seed scores. Out of the comparison: any seed out of memory or unstable
@@ -326,7 +319,7 @@ def score_candidate(batch: int, runs: list[TrialRecord], by_loss: bool, num_clas
         return out
     scores = {(r.seed or 0): run_score(r, by_loss) for r in runs}
     scores = {s: v for s, v in scores.items() if v is not None}
-    speeds = {(r.seed or 0): t for r in runs if (t := run_throughput(r))}
+    speeds = {(r.seed or 0): t for r in runs if (t := r.samples_per_s)}
     out = CandidateScores(batch, "ok", scores, statistics.fmean(speeds.values()) if speeds else None, speeds)
     if not scores:
         out.status, out.why = "flat", "reported no validation or training loss"

@@ -114,8 +114,8 @@ def _unstable(batch, record, health, state, lr, precision) -> TrialStep | None:
 def _doubling_not_worth_it(batch, record, health, state, lr, precision) -> TrialStep | None:
     smaller = state.tried.get(batch // 2)
     margin = state.policy.worth_doubling
-    if smaller and smaller.status == "ok" and record.throughput < smaller.throughput * margin:
-        return _step("not-worth-doubling", batch, throughput=record.throughput, smaller=batch // 2,
+    if smaller and smaller.status == "ok" and record.samples_per_s < smaller.samples_per_s * margin:
+        return _step("not-worth-doubling", batch, throughput=record.samples_per_s, smaller=batch // 2,
                      margin=margin - 1)
     return None
 
@@ -220,7 +220,7 @@ def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, 
             notes.append(f"{batch}: OOM, halving")
         else:
             notes.append(f"{batch}: {state.share(record):.0%} of the ceiling's memory, "
-                         f"{record.throughput:.0f} samples/s")
+                         f"{record.samples_per_s:.0f} samples/s")
         step = next_trial_step(batch, record, health, state, lr, precision)
         say(step)
         if step.next_batch is None:
@@ -261,10 +261,10 @@ def _trial_choice(tried: dict[int, TrialRecord], unhealthy: dict[int, Health], c
                            "one process: raise --headroom, or plan for a device with more --device-memory.")
     chosen = ok[0][0]
     for (small, small_rec), (big, big_rec) in zip(ok, ok[1:]):
-        gain = big_rec.throughput / small_rec.throughput
+        gain = big_rec.samples_per_s / small_rec.samples_per_s
         if gain >= policy.worth_doubling:
             chosen = big
-            notes.append(f"{small} -> {big} bought {gain - 1:+.0%} throughput: worth it")
+            notes.append(f"{small} -> {big} raised throughput {gain - 1:+.0%}: worth it")
         else:
             change = (f"raised throughput only {gain - 1:+.0%}" if gain >= 1 else
                       f"lowered throughput ({gain - 1:+.0%})")

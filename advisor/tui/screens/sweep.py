@@ -106,7 +106,7 @@ class SweepScreen(StepScreen):
             f"{record.val_loss:.4f}" if record.val_loss is not None else "-",
             "-" if score is None else f"{score:.3f}" if record.val_metric is not None else f"{score:.4f}",
             f"{record.train_seconds:.1f}" if record.train_seconds is not None else "-",
-            f"{record.throughput:.0f}" if record.throughput else "-",
+            f"{record.samples_per_s:.0f}" if record.samples_per_s else "-",
             status)
 
     def outcome_line(self, outcome) -> str:

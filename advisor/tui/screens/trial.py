@@ -100,7 +100,7 @@ class TrialScreen(StepScreen):
             str(record.per_device), str(record.global_batch), record.precision,
             format_bytes(record.peak_bytes) if record.peak_bytes else "-", share,
             f"{record.step_seconds * 1000:.0f} ms" if record.step_seconds else "-",
-            f"{record.throughput:.0f}" if record.throughput else "-",
+            f"{record.samples_per_s:.0f}" if record.samples_per_s else "-",
             ("[green]ok[/green]" if ok else "[red]OOM[/red]")
             + (" noise" if record.phase == "noise" else ""))  # short: the row must fit at 80 columns
         if ok and record.peak_bytes and record.phase != "noise":  # the chart is the trial's memory against batch
@@ -128,7 +128,7 @@ class TrialScreen(StepScreen):
         best = {r.per_device: r for r in outcome.rows if r.status == "ok"}
         for batch in sorted(best):
             r = best[batch]
-            rows.append((f"Throughput at {batch}/device", f"{r.throughput:.0f} samples/s",
+            rows.append((f"Throughput at {batch}/device", f"{r.samples_per_s:.0f} samples/s",
                          f"global batch {r.global_batch} / median step time {r.step_seconds:.4f} s over "
                          f"{r.steps} steps (the slowest process counts)."))
         noise = outcome.noise_run
