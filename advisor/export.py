@@ -11,6 +11,8 @@ target cannot express raises ExportError with what to do instead.
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 
 from .adapters import (GENERIC_EXPORTS, AdapterBase, ExportTarget, LaunchSpec, env_prefix, load_adapter,
@@ -287,8 +289,9 @@ def accelerate_launch_line(data: dict, config_path: str = ACCELERATE_CONFIG_NAME
     the torchrun line, because `accelerate launch` starts one process for any CPU config."""
     n = _recipe_numbers(data)
     spec = recipe_launch_spec(data, script, adapter)
-    if n["device"] == "cpu" and n["world"] > 1:
-        return torchrun_launch_line(spec)
+    if n["device"] == "cpu" and n["world"] > 1:  # Accelerate under torchrun on CPU: each process is rank 0 of 1
+        # ... without ACCELERATE_USE_CPU=1, whichever adapter measured the recipe
+        return torchrun_launch_line(dataclasses.replace(spec, env={**spec.env, "ACCELERATE_USE_CPU": "1"}))
     return [*env_prefix(spec.env), "accelerate", "launch", f"--config_file={config_path}", script,
             *training_args(spec)]
 
@@ -331,8 +334,8 @@ def export_accelerate(data: dict, adapter: AdapterBase) -> tuple[str, list[str]]
     lines += plugin_lines
     if cpu and world > 1:
         notes.append("On CPU, `accelerate launch --cpu --num_processes N` starts one process (multi-process CPU "
-                     "wants MPI); start the processes with torchrun and ACCELERATE_USE_CPU=1 instead "
-                     "(`advisor export --to torchrun`, and the Launch line in the config's header).")
+                     "wants MPI); start the processes with torchrun and ACCELERATE_USE_CPU=1 instead: the Launch "
+                     "line in the config's header.")
     return "\n".join(lines) + "\n", notes + _env_notes(data, ACCELERATE_ENV_WHERE)
 
 

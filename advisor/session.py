@@ -91,7 +91,7 @@ class MethodResult:
     sweep_summary: dict = field(default_factory=dict)  # SweepOutcome.summary(): spread, ties, diverged runs
     trial_summary: dict = field(default_factory=dict)  # TrialOutcome.summary(): each decision's rule code
     noise: NoiseEstimate | None = None  # the noise scale with its interval (noise_scale is its value)
-    goodput: GoodputResult | None = None  # the goodput-optimal batch beside the rule-of-thumb plan
+    goodput: GoodputResult | None = None  # the goodput-optimal batch beside the advised plan
     # Set when no sweep candidate learned: the plan is the user's base setting, not one the advisor validated
     # (the summary's first line, the recipe's top-level [[warnings]], `advisor plan`'s exit code NOT_VALIDATED).
     headline: str = ""

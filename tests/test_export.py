@@ -120,6 +120,15 @@ def test_accelerate_on_cpu_adds_its_cpu_switch_to_the_torchrun_line():
     assert env["ACCELERATE_USE_CPU"] == "1"
 
 
+def test_a_ddp_recipe_exported_to_accelerate_on_cpu_launches_with_the_cpu_switch():
+    """The Accelerate export's Launch line on a multi-process CPU plan is torchrun: without ACCELERATE_USE_CPU=1
+    every process is rank 0 of 1, whichever adapter measured the recipe (a newcomer's ddp recipe lacked it)."""
+    text, notes = export_recipe(recipe(device="cpu", world=2, adapter="ddp", precision="fp32"), "accelerate")
+    launch = next(line for line in text.splitlines() if line.startswith("# Launch: "))
+    assert "ACCELERATE_USE_CPU=1" in launch and "torchrun" in launch
+    assert any("Launch line" in n for n in notes)
+
+
 def test_hostfile_template_has_one_line_per_node():
     assert deepspeed_hostfile(recipe(world=16, nodes=2)) == "node0 slots=8\nnode1 slots=8\n"
 

@@ -182,14 +182,14 @@ def goodput_optimum(model: StepTimeModel | None, noise_scale: float | None, nois
         plan = _choice(model, b, s, world_size, noise_scale, base_batch, optimizer)
         result.rule_of_thumb_global, result.rule_of_thumb_share = plan.global_batch, plan.goodput / best.goodput
         if plan.global_batch == best.global_batch:
-            text += f" It agrees with the rule-of-thumb plan (global {plan.global_batch})."
+            text += f" It agrees with the advised plan (global {plan.global_batch})."
         else:
             why = (f"past the noise scale a bigger batch loses statistical efficiency ({plan.efficiency:.2f} of the "
                    f"base batch's progress per sample against {best.efficiency:.2f})"
                    if plan.global_batch > best.global_batch else
                    f"the model's throughput still rises ({best.throughput:.0f} against {plan.throughput:.0f} "
                    f"samples/s) while the noise scale keeps efficiency at {best.efficiency:.2f}")
-            text += (f" The rule-of-thumb plan (global {plan.global_batch}) disagrees: it gets "
+            text += (f" The advised plan (global {plan.global_batch}, from the sweep) differs: it gets "
                      f"{plan.goodput / best.goodput:.0%} of the optimum's goodput because {why}. The plan stands "
                      "on measured validation; goodput is a model, so compare both before a long run.")
     result.reason = text
