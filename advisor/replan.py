@@ -378,7 +378,7 @@ def table_rows(r: ReplanResult) -> list[Row]:
         Row("learning rate", f"{float(lr_doc['value']):.4g}", f"{r.lr.value:.4g}", f"rule: {r.lr.rule} from base "
             f"{float(lr_doc['base']):g} at {lr_doc['base_global_batch']}"),
         Row("warmup steps", str(data.get("warmup", {}).get("steps", "")), str(r.warmup.steps),
-            f"rule: {r.warmup.epochs:.3g} epochs at {r.warmup.steps_per_epoch} steps/epoch"),
+            f"rule: {r.warmup.epochs:.3g} epoch(s) at {r.warmup.steps_per_epoch} steps/epoch"),
     ]
 
 

@@ -260,7 +260,7 @@ def detect_short_jitter(series: dict[str, list[Point]], ctx, elisions: list[int]
         return []
     from .detectors import jitter_actions
     evidence = {"series": TRAIN_LOSS, "noise_sigma": round(noise, 6), "loss_level": round(level, 6),
-                "relative_noise": round(score, 3), "trend_fall": round(fall, 6), "points": len(values)}
+                "relative_noise": round(score, 3), "trend_fall": round(fall, 6) + 0.0, "points": len(values)}
     return [Finding("oscillation-jitter", "warning",
                     f"The training loss jitters point to point by ~{noise:.3g} around {level:.3g} ({score:.0%} of "
                     f"its level) over {len(values)} points and its trend does not fall more than that noise.",
