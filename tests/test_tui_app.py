@@ -847,3 +847,83 @@ async def test_the_run_progress_bar_shows_only_once_a_run_has_started():
         assert not app.screen.query_one(RunProgress).visible
         await run_step(pilot, "sweep")
         assert app.screen.query_one(RunProgress).visible
+
+
+# -- the Recipe screen and the step logs at 80x24 (a newcomer's tmux walk) -------------------------------------
+
+async def test_the_recipe_screen_at_80x24_keeps_the_preview_the_whole_path_and_every_key_after_a_save(tmp_path,
+                                                                                                    monkeypatch):
+    # Seen in tmux: after ctrl+s the save message squeezed the TOML preview to one line ("schema_version = 2"),
+    # the path showed as "recipes/digi" (and "recipes/digits-mlp.tom" at 100x32), the footer ended "g Re-plan for an".
+    from textual.widgets import Footer
+
+    monkeypatch.chdir(tmp_path)
+    app = stub_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await walk_to(pilot, "recipe")
+        await wait_for(pilot, lambda: "recipe" in app.done, what="the plan")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: "Saved" in screen_text(app, "#saved"), what="the save")
+        await pilot.pause(0.3)
+        screen = app.screen
+        preview, path = screen.query_one("#preview"), screen.query_one("#path")
+        assert preview.scrollable_content_region.height >= 4, preview.region  # several TOML lines, scrollable
+        assert preview.max_scroll_y > 0
+        assert path.value == "recipes/digits-mlp.toml"
+        assert path.content_region.width > len(path.value), path.region  # the whole path, and the cursor
+        saved = screen.query_one("#saved").parent  # the message scrolls in its box: the box is in view
+        for widget in (preview, path, screen.query_one("#save"), saved):
+            column = next(node for node in widget.ancestors if node.has_class("column"))
+            assert column.region.contains_region(widget.region), (widget, widget.region, column.region)
+        assert saved.size.height >= 3
+        footer = screen.query_one(Footer)
+        assert footer.virtual_size.width <= footer.size.width, footer.virtual_size  # no key cut off
+        assert "Saved" in screen_text(app, "#saved").splitlines()[0]
+
+
+def _log_text(log) -> list[str]:
+    return ["".join(segment.text for segment in strip).rstrip() for strip in log.lines]
+
+
+@pytest.mark.parametrize("selector,step", [("#decisions", "trial"), pytest.param("#notes", "sweep",
+                                                                                  marks=pytest.mark.slow)])
+async def test_a_step_log_rewraps_its_lines_when_the_terminal_is_resized(selector, step):
+    # Seen in tmux: at 80x24 the Trial's decisions were cut mid-word ("under +10  │"), and widened to 150 columns
+    # they stayed wrapped at the narrow width. Every line fits the log's width at every size; the words stay.
+    app = stub_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await walk_to(pilot, step)
+        await run_step(pilot, step)
+        log = app.screen.query_one(selector)
+        await pilot.pause(0.3)
+        words = " ".join(_log_text(log)).split()
+        assert words
+
+        def fits() -> bool:
+            width = log.scrollable_content_region.width
+            return all(len(line) <= width for line in _log_text(log))
+
+        assert fits(), (log.scrollable_content_region.width, _log_text(log))
+        narrow = log.scrollable_content_region.width
+        await pilot.resize_terminal(150, 40)
+        await wait_for(pilot, lambda: log.scrollable_content_region.width > narrow + 20, what="the wider layout")
+        await pilot.pause(0.3)
+        assert fits() and max(map(len, _log_text(log))) > narrow, _log_text(log)  # re-wrapped wider
+        assert " ".join(_log_text(log)).split() == words
+        await pilot.resize_terminal(80, 24)
+        await wait_for(pilot, lambda: log.scrollable_content_region.width <= narrow, what="the narrow layout")
+        await pilot.pause(0.3)
+        assert fits(), (log.scrollable_content_region.width, _log_text(log))
+        assert " ".join(_log_text(log)).split() == words
+
+
+async def test_next_before_the_step_ran_says_to_run_it_first():
+    """n on a step that has not run (the Trial waits for r, while the Starting value ran by itself) said nothing: a
+    key that does nothing looks like a hung app."""
+    app = stub_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await walk_to(pilot, "trial")
+        assert app.screen.name == "trial" and "trial" not in app.done
+        await pilot.press("n")
+        await pilot.pause(0.2)
+        assert app.screen.name == "trial" and "Run this step first" in screen_text(app, "#status")

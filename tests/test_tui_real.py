@@ -211,4 +211,6 @@ async def test_a_script_walks_the_app_to_the_recipe_advisor_plan_dash_dash_write
     assert command.endswith(" --out recipes/plain_loop.toml -- " + shlex.join(shlex.split(line)))
     assert "--workload" not in command and "--base-lr 0.05 --base-batch 64" in command
     assert "--task image-classification" in command
-    assert command in " ".join(shown.split())  # the line the app shows to reproduce it
+    # the line the app shows to reproduce it, with --force: the saved file is there now
+    assert command.replace(" --out recipes/plain_loop.toml", " --out recipes/plain_loop.toml --force") in " ".join(
+        shown.split())

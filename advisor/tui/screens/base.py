@@ -125,8 +125,8 @@ class StepScreen(Screen):
     def check_action(self, action: str, parameters) -> bool | None:
         if action == "cancel":
             return self.running
-        if action == "next":
-            return True if self.NEXT and self.STEP in self.app.done else None
+        if action == "next":  # enabled before the step ran too: pressed then, it says why it cannot go on
+            return True if self.NEXT else None
         return True
 
     # -- actions ------------------------------------------------------------------------------------------
@@ -173,6 +173,8 @@ class StepScreen(Screen):
     def action_next(self) -> None:
         if self.NEXT and self.STEP in self.app.done:
             self.app.action_goto(self.NEXT)
+        elif self.NEXT and not self.running:  # a key that did nothing would look like a hung app
+            self.set_status("[b]Run this step first[/b] (r): the next one reads its result.")
 
     def action_back(self) -> None:
         from ..app import STEP_NAMES

@@ -64,25 +64,30 @@ class RecipeScreen(StepScreen):
     AUTO_RUN = True
     INTRO = ("The plan for your cluster from the steps above, the learning rate scaled to its global batch and "
              "the warmup. Save it (ctrl+s) and commit it next to your training code.")
-    BINDINGS = StepScreen.BINDINGS + [Binding("ctrl+s", "save", "Save recipe", priority=True),
-                                      Binding("g", "replan", "Re-plan for another GPU")]
+    # Short descriptions: every key fits the footer at 80 columns ("g Re-plan for another GPU" was cut).
+    BINDINGS = [Binding("r", "run", "Re-plan") if b.key == "r" else b for b in StepScreen.BINDINGS] + [
+        Binding("ctrl+s", "save", "Save", priority=True), Binding("g", "replan", "Other GPU")]
 
     def compose_body(self):
         with Horizontal():
             with Vertical(classes="column"):
                 with Horizontal(classes="field"):
                     yield Label("Global batch target", classes="field-label")
-                    yield Input(compact=True, id="global-batch", type="integer", placeholder="empty: the sweep's pick")
+                    yield Input(compact=True, id="global-batch", type="integer", placeholder="sweep's pick")
                 yield Numbers(id="numbers")
                 yield Static("", id="warnings", classes="warnings")
+            # At 80x24 the preview keeps a few lines (it scrolls), the path its own row (the whole default path
+            # shows), and the save message scrolls in the rows left under the button.
             with Vertical(classes="column"):
                 with VerticalScroll(id="preview"):
                     yield Static("", id="toml")
-                with Horizontal(classes="field save-row"):
+                with Horizontal(classes="save-row"):
                     yield Label("Save to", classes="short-label")
                     yield Input(compact=True, id="path")
+                with Horizontal(classes="save-row"):
                     yield Button("Save (ctrl+s)", id="save", variant="success", disabled=True, compact=True)
-                yield Static("", id="saved")
+                with VerticalScroll(id="saved-box"):
+                    yield Static("", id="saved")
 
     def on_mount(self) -> None:
         self.result = None
@@ -179,6 +184,8 @@ class RecipeScreen(StepScreen):
     def check_action(self, action: str, parameters) -> bool | None:
         if action == "save":
             return self.result is not None
+        if action == "next":
+            return False  # the last step: no "n Next step" in the footer
         return super().check_action(action, parameters)
 
     def action_replan(self) -> None:
@@ -260,8 +267,9 @@ class RecipeScreen(StepScreen):
         recorded = self._record_history(saved.path)
         if recorded:
             lines.append(recorded)
-        lines.append("To reproduce it without the app:")
-        lines.append(f"  [b]{escape(shlex.join(command))}[/b]")
+        # The file exists now: without --force the same command would refuse to replace it
+        lines.append("To reproduce it without the app (--force replaces this file, keeping it as .bak):")
+        lines.append(f"  [b]{escape(shlex.join(self.headless_command(path, force=True)))}[/b]")
         self._show_saved("\n".join(lines))
         self.saved_path = saved.path
         self.saved_result = self.result

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from rich.markup import escape
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, RichLog
+from textual.widgets import DataTable
 
 from ...method.sweep import DEFAULT_POLICY, run_score
-from ..widgets import Chart, GrowingTable, Numbers, RunProgress
+from ..widgets import Chart, GrowingTable, Numbers, ReflowLog, RunProgress
 from .base import StepScreen
 
 
@@ -37,7 +37,7 @@ class SweepScreen(StepScreen):
         yield RunProgress(id="progress")
         with Horizontal():
             with Vertical(classes="column"):
-                yield RichLog(id="notes", wrap=True, markup=True, min_width=20)
+                yield ReflowLog(id="notes", wrap=True, markup=True, min_width=20)  # re-wraps on resize
                 yield Numbers(id="numbers")
             with Vertical(classes="column"):
                 yield Chart("Training loss by batch size (live)", "step", "loss", id="loss")
@@ -49,13 +49,13 @@ class SweepScreen(StepScreen):
             table.add_column(label)  # as wide as the widest value: numbers grow their column, never get cut
         # Kept at its last line while the layout settles (a resize after a write left it a line short);
         # scrolling up releases it, as in any log.
-        self.query_one("#notes", RichLog).anchor()
+        self.query_one("#notes", ReflowLog).anchor()
         self._notes: list[str] = []
 
     def clear(self) -> None:
         self._notes = []
         self.query_one("#runs", DataTable).clear()
-        self.query_one("#notes", RichLog).clear()
+        self.query_one("#notes", ReflowLog).clear()
         self.query_one(Numbers).set_rows([])
         self.query_one("#loss", Chart).clear()
         self.query_one("#val", Chart).clear()
@@ -89,10 +89,10 @@ class SweepScreen(StepScreen):
             message = event.message
             for note in self._notes:  # the pick repeats the notes already shown above it
                 message = message.replace(note, "").strip()
-            self.query_one("#notes", RichLog).write(f"→ {escape(message)}")
+            self.query_one("#notes", ReflowLog).write(f"→ {escape(message)}")
         elif isinstance(event, Note):
             self._notes.append(event.message)
-            self.query_one("#notes", RichLog).write(f"[dim]{escape(event.message)}[/dim]")
+            self.query_one("#notes", ReflowLog).write(f"[dim]{escape(event.message)}[/dim]")
 
     def add_run(self, record) -> None:
         from ...method.health import unstable

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from rich.markup import escape
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, RichLog, Static
+from textual.widgets import DataTable, Static
 
 from ...units import format_bytes
-from ..widgets import Chart, GrowingTable, Numbers, RunProgress
+from ..widgets import Chart, GrowingTable, Numbers, ReflowLog, RunProgress
 from .base import StepScreen
 
 MIB = 1024 * 1024
@@ -32,7 +32,7 @@ class TrialScreen(StepScreen):
         with Horizontal():
             with Vertical(classes="column"):
                 yield Static("[b]Decisions[/b]", classes="caption")
-                yield RichLog(id="decisions", wrap=True, markup=True, min_width=20)
+                yield ReflowLog(id="decisions", wrap=True, markup=True, min_width=20)  # re-wraps on resize
                 yield Numbers(id="numbers")
             with Vertical(classes="column"):
                 yield Chart("Step time (live)", "step", "seconds", id="step-time")
@@ -45,11 +45,11 @@ class TrialScreen(StepScreen):
             table.add_column(label)  # as wide as the widest value: a number grows its column, never gets cut
         # Kept at its last line while the layout settles (a resize after a write left it a line short);
         # scrolling up releases it, as in any log.
-        self.query_one("#decisions", RichLog).anchor()
+        self.query_one("#decisions", ReflowLog).anchor()
 
     def clear(self) -> None:
         self.query_one("#runs", DataTable).clear()
-        self.query_one("#decisions", RichLog).clear()
+        self.query_one("#decisions", ReflowLog).clear()
         self.query_one(Numbers).set_rows([])
         self.query_one("#step-time", Chart).clear()
         memory = self.query_one("#memory", Chart)
@@ -88,9 +88,9 @@ class TrialScreen(StepScreen):
         elif isinstance(event, TrialFinished):
             self.add_run(event.record)
         elif isinstance(event, Decision):
-            self.query_one("#decisions", RichLog).write(f"→ {escape(event.message)}")
+            self.query_one("#decisions", ReflowLog).write(f"→ {escape(event.message)}")
         elif isinstance(event, Note):
-            self.query_one("#decisions", RichLog).write(f"[dim]{escape(event.message)}[/dim]")
+            self.query_one("#decisions", ReflowLog).write(f"[dim]{escape(event.message)}[/dim]")
 
     def add_run(self, record) -> None:
         peak = self._ceiling_peak()
@@ -116,7 +116,7 @@ class TrialScreen(StepScreen):
             table.clear()
             for record in runs:
                 self.add_run(record)
-        log = self.query_one("#decisions", RichLog)
+        log = self.query_one("#decisions", ReflowLog)
         if not log.lines:
             for decision in outcome.decisions:
                 log.write(f"→ {escape(decision)}")

@@ -4,7 +4,8 @@ from .charts import Chart, MemoryChart
 from .fitted_table import FittedTable
 from .growing_table import GrowingTable
 from .numbers import Numbers
+from .reflow_log import ReflowLog
 from .run_progress import RunProgress
 from .step_bar import StepBar
 
-__all__ = ["Chart", "FittedTable", "GrowingTable", "MemoryChart", "Numbers", "RunProgress", "StepBar"]
+__all__ = ["Chart", "FittedTable", "GrowingTable", "MemoryChart", "Numbers", "ReflowLog", "RunProgress", "StepBar"]
