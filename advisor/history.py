@@ -154,7 +154,9 @@ def run_row(context: RunContext, record: TrialRecord, reused_from: str | None = 
     row.update(per_device=record.per_device, world_size=record.world_size, accumulation=record.accumulation,
                global_batch=record.global_batch, status=record.status, lr=record.lr, warmup_steps=record.warmup_steps,
                precision=record.precision, steps=record.steps, seed=record.seed, peak_bytes=record.peak_bytes,
-               step_seconds=record.step_seconds, throughput=record.throughput, train_seconds=record.train_seconds,
+               # throughput: the rules' samples/s (the data wait counted); data_seconds so a reused run reads the same
+               step_seconds=record.step_seconds, data_seconds=record.data_seconds, throughput=record.samples_per_s,
+               train_seconds=record.train_seconds,
                final_loss=record.final_loss, val_loss=record.val_loss, val_metric=record.val_metric,
                evals=record.evals or None)
     if reused_from:
@@ -190,7 +192,8 @@ def plan_row(context: RunContext, result) -> dict:
                ceiling=ceiling_summary(result.ceiling, ceiling_precision.precision if ceiling_precision
                                        else plan.precision))
     if chosen is not None:
-        row.update(peak_bytes=chosen.peak_bytes, step_seconds=chosen.step_seconds, throughput=chosen.throughput,
+        row.update(peak_bytes=chosen.peak_bytes, step_seconds=chosen.step_seconds, data_seconds=chosen.data_seconds,
+                   throughput=chosen.samples_per_s,
                    train_seconds=chosen.train_seconds, val_metric=chosen.val_metric, val_loss=chosen.val_loss)
     return {k: v for k, v in row.items() if v is not None}
 

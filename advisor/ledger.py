@@ -88,6 +88,6 @@ def loader_bottleneck(rows: list[TrialRecord], threshold: float = LOADER_BOTTLEN
     return (f"The data loader, not the model, is the bottleneck: at {worst.per_device} per device each step waited "
             f"{worst.data_seconds * 1000:.1f} ms for its batches against {worst.step_seconds * 1000:.1f} ms of "
             f"compute ({worst.data_share:.0%} of the step; {len(slow)} of the runs above {threshold:.0%}). The "
-            "samples/s in this recipe count the compute alone, so training will not reach them until loading "
-            "keeps up: more DataLoader workers, pin_memory on GPU, cheaper decoding/augmentation, or "
-            "pre-processed data.")
+            "samples/s in this recipe count that wait, as training will see it; the batch choice is the loader's "
+            "until loading keeps up: more DataLoader workers, pin_memory on GPU, cheaper decoding/augmentation, "
+            "or pre-processed data, then plan again.")

@@ -574,7 +574,7 @@ def confirm(r: ReplanResult, workdir: str, trial_steps: int = 20, run_trial: boo
         record = runner.train("trial", per_device, trial_steps, r.lr.value, min(r.warmup.steps, trial_steps // 4),
                               precision=r.precision)
         outcome.update(trial_per_device=per_device, trial_status=record.status, trial_peak_bytes=record.peak_bytes,
-                       trial_step_seconds=record.step_seconds, trial_throughput=record.throughput)
+                       trial_step_seconds=record.step_seconds, trial_throughput=record.samples_per_s)
     if outcome["probe_fits"]:
         summary = (f"a real probe at {r.per_device_max} per device fit under {format_bytes(r.target.memory_bytes)} "
                    f"(peak {format_bytes(outcome['probe_peak_bytes'])}, estimated "

@@ -24,13 +24,14 @@ def parse_size(text: str) -> int:
             "'1GiB', '800MiB' or '16GB' (GiB/MiB are powers of 1024, GB/MB powers of 1000)."
         )
     value = int(float(match.group(1)) * _UNITS[unit])
-    if not unit and value < _UNITS["mib"]:  # "256" meant 256MiB: as bytes the probes would run and fit nothing
-        raise AdvisorError(
-            f"The memory size {text!r} has no unit, so it reads as {value} bytes, less than any model needs. "
-            f"Write the unit, for example '{text.strip()}MiB' or '{text.strip()}GiB' (a plain number counts bytes)."
-        )
     if value <= 0:
         raise AdvisorError(f"The memory size {text!r} must be larger than zero.")
+    if not unit and value < _UNITS["mib"]:  # "256" meant 256MiB: as bytes the probes would run and fit nothing
+        number = str(text).strip()
+        raise AdvisorError(
+            f"The memory size {text!r} has no unit, so it reads as {value} bytes, less than any model needs. "
+            f"Write the unit, for example '{number}MiB' or '{number}GiB' (a plain number counts bytes)."
+        )
     return value
 
 

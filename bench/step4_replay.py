@@ -84,10 +84,11 @@ def tied_of(scored: list[CandidateScores]) -> list[CandidateScores]:
                   key=lambda c: c.per_device)
 
 
-def speed_needed(big_global: int, small_global: int, noise_scale: float | None) -> float:
+def speed_needed(big_global: int, small_global: int, noise_scale: float | None,
+                 margin: float = DEFAULT_POLICY.throughput_margin) -> float:
     """The speed-up the step from ``small_global`` to ``big_global`` must show: the throughput margin, or with a noise
     scale the extra samples the noise scale's model says the bigger needs for the same progress, whichever is more."""
-    needed = 1 + DEFAULT_POLICY.throughput_margin
+    needed = 1 + margin
     if noise_scale:
         needed = max(needed, 1 / statistical_efficiency(big_global, noise_scale, small_global))
     return needed
@@ -108,8 +109,8 @@ def walk(grid, batches, samples, noise_scale: float | None, margin: float = DEFA
     tied = tied or tied_of(candidates(grid, batches, samples, last_two(grid)))
     winner = tied[0]
     for bigger in tied[1:]:
-        needed = max(1 + margin, speed_needed(bigger.per_device * grid["nproc"], winner.per_device * grid["nproc"],
-                                              noise_scale))
+        needed = speed_needed(bigger.per_device * grid["nproc"], winner.per_device * grid["nproc"], noise_scale,
+                              margin)
         if not clearly_faster(bigger, winner, needed - 1):
             break
         winner = bigger
@@ -188,6 +189,9 @@ def timing_noise(studied: list[tuple[dict, list[int], float, dict, int]]) -> Non
             if sigma == SIGMAS[1]:  # the sweep runs' spread; the worst line below covers the others
                 print(f"  {grid['workload'].split(':')[-1]:24} {str(batches):18} {sigma:5.2f}  "
                       + "  ".join(f"{v:>10.0%}" for v in shares))
+    if not ranges:
+        print("  (no range's tied candidates hold the oracle: nothing for the margin to decide)")
+        return
     for label, table, scale in (("worst over the ranges", worst, 1), ("mean over the ranges", total, ranges)):
         for sigma in SIGMAS:
             print(f"  {label:43} {sigma:5.2f}  " + "  ".join(f"{table[sigma, m] / scale:>10.0%}" for m in MARGINS))

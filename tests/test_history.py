@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
 from advisor.adapters import load_adapter
 from advisor.cli import main
@@ -234,3 +235,17 @@ def test_history_without_the_default_file_names_the_histories_here(tmp_path, mon
     err = capsys.readouterr().err
     assert "No history at recipes/.history.jsonl" in err
     assert "--history .history.jsonl" in err and "runs/.history.jsonl" in err
+
+
+def test_a_run_reused_from_the_history_reads_the_samples_per_s_it_was_measured_at():
+    """The history keeps the rules' samples/s and the data wait behind it: a reused sweep run must not compare
+    faster than it ran (the row kept the step time alone, and the wait was lost)."""
+    from advisor.history import RunContext, record_from_row, run_row
+    from advisor.ledger import TrialRecord
+
+    record = TrialRecord("sweep", 16, 2, 1, 32, "ok", 3.0, lr=0.01, steps=100, step_seconds=0.010,
+                         data_seconds=0.006, throughput=3200.0)
+    row = run_row(RunContext({"name": "w"}, {"type": "cpu"}, "ddp"), record)
+    again = record_from_row(row)
+    assert again.samples_per_s == pytest.approx(record.samples_per_s) == pytest.approx(2000.0)
+    assert row["throughput"] == pytest.approx(2000.0)  # what `advisor history` shows under samples/s

@@ -107,6 +107,24 @@ def test_trial_doubles_while_memory_is_low_and_stops_when_doubling_stops_paying(
     assert any("stop doubling" in d for d in outcome.decisions)
 
 
+def test_the_trial_counts_the_wait_for_data_as_training_will():
+    """A loader that delivers 6,400 samples/s (global 64) caps what a bigger batch buys, however fast the step:
+    the trial reads samples/s with the wait counted (TrialRecord.samples_per_s), so it stops where the compute
+    alone (saturating at 1,000,000 samples/s here) would keep doubling."""
+    class SlowLoader(StubRunner):
+        def train(self, phase, per_device, steps, lr, *args, **kw):
+            record = super().train(phase, per_device, steps, lr, *args, **kw)
+            if record.status == "ok":
+                record.data_seconds = max(0.0, record.global_batch / 6400 - record.step_seconds)
+            return record
+
+    runner = SlowLoader(saturate=None)
+    outcome = short_trial(runner, 16, ceiling_for(runner), 40, info(), "fp32", None)
+    tried = [c[1] for c in runner.calls if c[0] == "trial"]
+    assert tried == [16, 32, 64] and outcome.chosen == 32 and "not worth" in outcome.reason
+    assert runner.ledger[-1].throughput > 1.5 * runner.ledger[-2].throughput  # the step alone still scaled
+
+
 def test_trial_stops_at_high_memory_share():
     runner = StubRunner(saturate=None)
     ceiling = ceiling_for(runner)

@@ -189,9 +189,9 @@ def goodput_optimum(model: StepTimeModel | None, noise_scale: float | None, nois
                    if plan.global_batch > best.global_batch else
                    f"the model's throughput still rises ({best.throughput:.0f} against {plan.throughput:.0f} "
                    f"samples/s) while the noise scale keeps efficiency at {best.efficiency:.2f}")
-            text += (f" The advised plan (global {plan.global_batch}, from the sweep) differs: it gets "
-                     f"{plan.goodput / best.goodput:.0%} of the optimum's goodput because {why}. The plan stands "
-                     "on measured validation; goodput is a model, so compare both before a long run.")
+            text += (f" The advised plan (global {plan.global_batch}) differs: it gets "
+                     f"{plan.goodput / best.goodput:.0%} of the optimum's goodput because {why}. The advised "
+                     "plan stands on what its runs measured; goodput is a model, so compare both before a long run.")
     result.reason = text
     return result
 

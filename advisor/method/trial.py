@@ -268,8 +268,8 @@ def _trial_choice(tried: dict[int, TrialRecord], unhealthy: dict[int, Health], c
         else:
             change = (f"raised throughput only {gain - 1:+.0%}" if gain >= 1 else
                       f"lowered throughput ({gain - 1:+.0%})")
-            notes.append(f"{small} -> {big} {change}: the bigger batch is not worth it (the device is already busy: "
-                         "more samples per step take proportionally longer)")
+            notes.append(f"{small} -> {big} {change}: the bigger batch is not worth it (a step of more samples "
+                         "takes proportionally longer: the device, or the data loader, is already saturated)")
             break
     return chosen
 

@@ -97,7 +97,8 @@ class SweepScreen(StepScreen):
     def add_run(self, record) -> None:
         from ...method.health import unstable
 
-        score = run_score(record, by_loss=record.val_metric is None) if record.phase != "timing" else None
+        score = (run_score(record, by_loss=record.val_metric is None)
+                 if record.status == "ok" and record.phase != "timing" else None)  # OOM and timing rounds: no score
         seed = f" (seed {record.seed})" if record.seed else ""  # a paired seed
         status = ("[red]OOM[/red]" if record.status != "ok" else "[red]unstable[/red]" if unstable(record)
                   else "[dim]timing[/dim]" if record.phase == "timing" else f"[green]ok[/green]{seed}")
@@ -146,8 +147,9 @@ class SweepScreen(StepScreen):
             runs = sorted((r for r in outcome.rows if r.per_device == c.per_device and r.phase == "sweep"),
                           key=lambda r: r.seed or 0)
             if c.status != "ok":
-                rows.append((f"{c.per_device}/device", {"oom": "out of memory", "unstable": "unstable"}.get(
-                    c.status, "never learned"), f"Out of the comparison: it {c.why}."))
+                status = {"oom": "out of memory", "unstable": "unstable"}.get(
+                    c.status, "near chance" if "chance" in c.why else "never learned")
+                rows.append((f"{c.per_device}/device", status, f"Out of the comparison: it {c.why}."))
                 continue
             seeds = ", ".join(f"{verdict.fmt(c.scores[s])}" for s in sorted(c.scores))
             ends = ", ".join(r.validation_text().split()[-1] for r in runs if r.validation_text())
@@ -155,8 +157,11 @@ class SweepScreen(StepScreen):
             how = (f" {first.steps} steps at LR {first.lr:.4g} (the base LR scaled to global {first.global_batch}, "
                    f"warmup {first.warmup_steps or 0} steps)." if first and first.lr else "")
             rows.append((f"{c.per_device}/device", f"score {verdict.fmt(c.mean)}",
-                         f"The mean over seeds {', '.join(map(str, sorted(c.scores)))} of each run's score, the "
-                         f"mean of its last two validation checkpoints: {seeds}"
+                         f"The mean over seeds {', '.join(map(str, sorted(c.scores)))} of each run's score by "
+                         f"{verdict.metric}"
+                         + ("" if verdict.metric.startswith("training") else
+                            " (the mean of its last two checkpoints, or its end value with fewer)")
+                         + f": {seeds}"
                          + (f" (end values {ends})." if ends else ".") + how))
         return rows
 

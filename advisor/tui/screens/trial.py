@@ -129,8 +129,9 @@ class TrialScreen(StepScreen):
         for batch in sorted(best):
             r = best[batch]
             rows.append((f"Throughput at {batch}/device", f"{r.samples_per_s:.0f} samples/s",
-                         f"global batch {r.global_batch} / median step time {r.step_seconds:.4f} s over "
-                         f"{r.steps} steps (the slowest process counts)."))
+                         f"global batch {r.global_batch} / (median step time {r.step_seconds:.4f} s + wait for "
+                         f"data {r.data_seconds or 0:.4f} s) over {r.steps} steps (the slowest process's wait "
+                         "counts)."))
         noise = outcome.noise_run
         if noise is not None:
             rows.append(("Noise run", f"{noise.per_device} x {noise.accumulation} accum.",

@@ -57,7 +57,9 @@ class ReflowLog(RichLog):
 
     def reflow(self) -> None:
         """Write every entry again at the current width; the view stays at the end if it was there."""
-        at_end = self.scroll_y >= self.max_scroll_y or (self.is_anchored and not self._anchor_released)
+        # Anchoring (and its release by scrolling up) came in later Textual releases than the ones pyproject allows
+        anchored = getattr(self, "is_anchored", False) and not getattr(self, "_anchor_released", False)
+        at_end = self.scroll_y >= self.max_scroll_y or anchored
         entries = self._entries
         super().clear()
         self._entries = []
