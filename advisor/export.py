@@ -12,7 +12,6 @@ target cannot express raises ExportError with what to do instead.
 from __future__ import annotations
 
 import dataclasses
-
 import json
 
 from .adapters import (GENERIC_EXPORTS, AdapterBase, ExportTarget, LaunchSpec, env_prefix, load_adapter,

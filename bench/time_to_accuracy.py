@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import statistics
 import subprocess
 import sys
@@ -183,12 +184,10 @@ def replay_grid(recipe: dict, args, train_size: int, learnable: int, largest: in
                 kept: list[dict]) -> dict:
     """The kept grid in the form bench/step4_replay.py reads (bench/grids/): the plan's sweep and noise scale
     beside every run's validation curve (checkpoints trimmed to what the replay reads)."""
-    import re
-    import subprocess as sp
-
     sweep, noise = recipe["method"].get("sweep", {}), recipe.get("noise", {})
     pooled = re.search(r"pooled value would be ([0-9.e+]+)", noise.get("reason", ""))
-    commit = sp.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                            text=True).stdout.strip()
     runs = [{**{k: v for k, v in run.items() if k != "evals"},
              "evals": [{k: p.get(k) for k in ("step", "val_metric", "val_loss", "train_seconds")}
                        for p in run["evals"]]} for run in kept]

@@ -6,7 +6,7 @@ from rich.markup import escape
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable
 
-from ...method.sweep import DEFAULT_POLICY, run_score
+from ...method.sweep import DEFAULT_POLICY, NO_RUNS, run_score
 from ..widgets import Chart, GrowingTable, Numbers, ReflowLog, RunProgress
 from .base import StepScreen
 
@@ -140,7 +140,7 @@ class SweepScreen(StepScreen):
         """One row per candidate with the mean score the rule compared (the pick's reason quotes the same), its
         seeds' scores and end values beside it."""
         verdict = outcome.verdict
-        if verdict is None or verdict.rule == "no-runs":
+        if verdict is None or verdict.rule == NO_RUNS:
             return []
         rows = []
         for c in verdict.candidates:
