@@ -85,6 +85,7 @@ class Point:
     step: float | None = None
     epoch: float | None = None
     redraw: bool = False  # from a progress bar that redraws the same values: repeats collapse
+    cadence: str | None = None  # "step" | "epoch" where the source says which (a per-epoch row, a per-step line)
 
 
 @dataclass
