@@ -345,13 +345,11 @@ def cmd_adapters(args) -> int:
 def cmd_export(args) -> int:
     from .errors import ExportError
     from .export import deepspeed_hostfile, export_recipe, recipe_export_targets
-    from .recipe import check_recipe
+    from .recipe import check_output_path, check_recipe, write_text_atomically
 
     data = check_recipe(args.recipe)
     text, notes = export_recipe(data, args.to)
-    for note in notes:
-        print(f"advisor: note: {note}", file=sys.stderr)
-    outputs = [(args.out, text)] if args.out else []
+    outputs = [("--out", args.out, text)] if args.out else []
     if args.hostfile:
         targets = recipe_export_targets(data)
         if targets[args.to].hostfile is None:
@@ -359,13 +357,17 @@ def cmd_export(args) -> int:
             raise ExportError(f"--hostfile goes with {' or '.join(readers)}." if readers else
                               "--hostfile goes with a target whose launcher reads one, and this recipe's adapter "
                               "has none.")
-        outputs.append((args.hostfile, deepspeed_hostfile(data)))
-    for path, content in outputs:
-        target = Path(path)
-        if target.exists() and not args.force:
-            raise ExportError(f"{target} already exists and was left untouched; pass --force to replace it.")
-        target.write_text(content, encoding="utf-8")
-        print(f"advisor: wrote {target}", file=sys.stderr)
+        outputs.append(("--hostfile", args.hostfile, deepspeed_hostfile(data)))
+    # Every path is checked before the first is written: a bad --hostfile must not leave a new --out behind.
+    for option, path, _ in outputs:
+        check_output_path(path, args.force, what="a file", option=option,
+                          example="hostfile" if option == "--hostfile" else f"{args.to}-export",
+                          nothing="Nothing was written.")
+    for note in notes:
+        print(f"advisor: note: {note}", file=sys.stderr)
+    for _, path, content in outputs:
+        write_text_atomically(path, content, replace_existing=args.force)
+        print(f"advisor: wrote {path}", file=sys.stderr)
     if not args.out:
         sys.stdout.write(text)
     return 0

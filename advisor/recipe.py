@@ -496,29 +496,36 @@ def _write_atomically(target: Path, text: str, replace_existing: bool) -> Path |
     return backup
 
 
-def check_output_path(path: str | os.PathLike, force: bool = False) -> None:
-    """Before any work: the recipe can be written there (and would not clobber one without ``force``)."""
+def check_output_path(path: str | os.PathLike, force: bool = False, what: str = "a recipe", option: str = "--out",
+                      example: str = "recipe.toml", nothing: str = "Nothing was run.") -> None:
+    """Before any work: ``what`` can be written at ``path`` (given by ``option``) and would not clobber a file
+    without ``force``. ``nothing`` says what the refusal spared (no probe ran, no file was written)."""
     target = Path(path)
     if target.is_dir():
-        raise RecipeError(f"{target} is a directory. Give --out a file path such as {target / 'recipe.toml'}. "
-                          "Nothing was run.", path=str(target))
+        raise RecipeError(f"{target} is a directory. Give {option} a file path such as {target / example}. "
+                          f"{nothing}", path=str(target))
     if target.exists() and not force:
-        raise RecipeError(f"{target}: a recipe already exists there. Pass --force to replace it (the old one is "
-                          "kept as a .bak file) or choose another --out path. Nothing was run.", path=str(target))
+        raise RecipeError(f"{target}: {what} already exists there. Pass --force to replace it (the old one is "
+                          f"kept as a .bak file) or choose another {option} path. {nothing}", path=str(target))
     parent = target.parent
     existing = next((p for p in (parent, *parent.parents) if p.exists()), None)
     if existing is not None and existing.is_dir() and existing != parent:
         # Never create folders on the way: a typo in one (`/recipess/x.toml`) would silently make a new tree.
         missing = parent.relative_to(existing) if parent.is_absolute() == existing.is_absolute() else parent
         raise RecipeError(f"{target}: the folder {parent} does not exist ({missing} is missing under "
-                          f"{existing.resolve()}). Create it first (mkdir -p {parent}) if that is where the recipe "
-                          "belongs, or correct the --out path. Nothing was run.", path=str(target))
+                          f"{existing.resolve()}). Create it first (mkdir -p {parent}) if that is where it "
+                          f"belongs, or correct the {option} path. {nothing}", path=str(target))
     if existing is None or not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         raise RecipeError(f"{target}: cannot write there ({existing or parent} is not a writable directory). "
-                          "Choose another --out path. Nothing was run.", path=str(target))
+                          f"Choose another {option} path. {nothing}", path=str(target))
     if target.exists() and not os.access(target, os.W_OK):
-        raise RecipeError(f"{target}: the existing file is not writable. Choose another --out path. Nothing was "
-                          "run.", path=str(target))
+        raise RecipeError(f"{target}: the existing file is not writable. Choose another {option} path. {nothing}",
+                          path=str(target))
+
+
+def write_text_atomically(path: str | os.PathLike, text: str, replace_existing: bool) -> Path | None:
+    """Any file the CLI writes (an export, a hostfile): whole or not at all; a replaced file is kept as .bak."""
+    return _write_atomically(Path(path), text, replace_existing)
 
 
 @dataclass(frozen=True)

@@ -157,6 +157,32 @@ def test_export_cli_writes_out_and_keeps_existing_files(tmp_path, capsys):
     assert main(["export", str(tmp_path / "missing.toml"), "--to", "torchrun"]) == 2
 
 
+@pytest.mark.parametrize("case", ["missing-folder", "out-is-dir", "hostfile-is-dir"])
+def test_export_checks_every_output_path_before_writing_any(tmp_path, capsys, case):
+    """A bad --out or --hostfile exits 2 with the path and the fix, and leaves no file behind: a bad hostfile
+    used to fail after the config was already written, and a missing folder was a traceback."""
+    path = write(tmp_path, recipe(world=16, nodes=2))
+    (tmp_path / "adir").mkdir()
+    out, hosts = {"missing-folder": (tmp_path / "no" / "such" / "ds.json", tmp_path / "hostfile"),
+                  "out-is-dir": (tmp_path / "adir", tmp_path / "hostfile"),
+                  "hostfile-is-dir": (tmp_path / "ds.json", tmp_path / "adir")}[case]
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    assert main(["export", str(path), "--to", "deepspeed", "--out", str(out), "--hostfile", str(hosts),
+                 "--force"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "Nothing was written" in err
+    assert ("does not exist" if case == "missing-folder" else "is a directory") in err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+def test_export_force_replaces_whole_and_keeps_the_old_file(tmp_path):
+    path = write(tmp_path, recipe())
+    out = tmp_path / "launch.sh"
+    out.write_text("old\n")
+    assert main(["export", str(path), "--to", "torchrun", "--out", str(out), "--force"]) == 0
+    assert "torchrun" in out.read_text() and (tmp_path / "launch.sh.bak").read_text() == "old\n"
+
+
 def test_export_imports_neither_torch_nor_the_target_library(tmp_path):
     import subprocess
     import sys
