@@ -139,6 +139,10 @@ def cmd_plan(args) -> int:
     out = Path(args.out) if args.out else None
     if out:
         check_output_path(out, args.force)
+    if not args.no_history:
+        from .history import history_path
+
+        history_path(args.history, out)  # a bad --history / $ADVISOR_HISTORY is refused before the workload check
     adapter = load_adapter(args.adapter)
     args.adapter_options = adapter_options_from_argv(adapter, args.adapter_argv)
     host = detect(args.device)

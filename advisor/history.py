@@ -34,13 +34,27 @@ SAME_SETTINGS = ("per_device", "world_size", "accumulation", "steps", "precision
 
 
 def history_path(given: str | None = None, recipe_out: str | os.PathLike | None = None) -> Path | None:
-    """Where this run's history goes: --history, else $ADVISOR_HISTORY, else next to the recipe written."""
+    """Where this run's history goes: --history, else $ADVISOR_HISTORY, else next to the recipe written. A path
+    that cannot hold a history file is refused here, before any work (AdvisorError naming where it came from)."""
     chosen = given or os.environ.get(HISTORY_ENV)
     if chosen:
+        _check_history_file(Path(chosen), "--history" if given else f"${HISTORY_ENV}")
         return Path(chosen)
     if recipe_out:
         return Path(recipe_out).parent / HISTORY_NAME
     return None
+
+
+def _check_history_file(path: Path, source: str) -> None:
+    from .errors import AdvisorError
+
+    if path.is_dir():
+        raise AdvisorError(f"{source} names {path}, a directory; the history is one file. Give it a file path such as "
+                           f"{path / HISTORY_NAME}. Nothing was run.")
+    parent = path.parent
+    if not parent.is_dir():
+        raise AdvisorError(f"{source} names {path}, whose folder {parent} does not exist. Create it first (mkdir -p "
+                           f"{parent}) or give another path. Nothing was run.")
 
 
 def default_read_path(given: str | None = None) -> Path:

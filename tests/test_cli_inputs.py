@@ -39,6 +39,23 @@ def test_replan_and_export_refuse_a_missing_out_folder_too(tmp_path):
     check_output_path(tmp_path / "r.toml")  # an existing folder is fine
 
 
+@pytest.mark.parametrize("command", [["history"], ["plan", "--workload", "digits-mlp", "--device-memory", "64MiB"]])
+@pytest.mark.parametrize("where", ["--history", "env"])
+def test_a_history_path_that_is_a_directory_is_refused_before_anything_runs(tmp_path, command, where):
+    """`advisor history --history DIR`, `ADVISOR_HISTORY=DIR` and `advisor plan --history DIR` were tracebacks
+    (the plan's only after its workload check): now one paragraph naming the source and a file path to use."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    env = {**os.environ, "ADVISOR_HISTORY": str(folder)} if where == "env" else None
+    extra = ["--history", str(folder)] if where == "--history" else []
+    started = time.monotonic()
+    run = advisor(*command, *extra, cwd=tmp_path, env=env)
+    assert run.returncode == 2 and time.monotonic() - started < 30
+    named = "--history" if where == "--history" else "$ADVISOR_HISTORY"
+    assert f"{named} names {folder}, a directory" in run.stderr and ".history.jsonl" in run.stderr
+    assert "Traceback" not in run.stderr and list(folder.iterdir()) == []
+
+
 @pytest.mark.parametrize("args", [["history", "--json", "--history", "HISTORY"], ["workloads"], ["adapters"],
                                   ["diagnose", "LOG"]])
 def test_every_command_survives_a_reader_that_closed_the_pipe(tmp_path, args):
