@@ -826,6 +826,19 @@ def import_torch_keeping_ctrl_c() -> None:
         raise KeyboardInterrupt
 
 
+def _refuse_unknown_command(argv: list[str], commands) -> None:
+    """A mistyped subcommand (`advisor plna`) names the one meant; argparse alone lists every choice."""
+    import difflib
+
+    word = argv[0] if argv else None
+    if word is None or word.startswith("-") or word in commands:
+        return
+    close = difflib.get_close_matches(word, list(commands), n=1, cutoff=0.6)
+    hint = f"Did you mean `advisor {close[0]}`? " if close else ""
+    raise AdvisorError(f"{word!r} is not an advisor command. {hint}The commands: {', '.join(sorted(commands))} "
+                       "(`advisor --help` says what each does; `advisor` alone opens the app).")
+
+
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -835,6 +848,7 @@ def _main(argv: list[str] | None) -> int:
         command = next((word for word in argv[:split] if not word.startswith("-")), None)
         if command in ("plan", "tui") or command not in _subcommands(parser):  # no subcommand: the app
             argv, script_command = argv[:split], argv[split + 1:]
+    _refuse_unknown_command(argv, _subcommands(parser))
     args, rest = parser.parse_known_args(argv)
     if getattr(args, "command", None) == "plan":
         args.adapter_argv = rest  # the chosen adapter's own options: cmd_plan reads them once it is loaded

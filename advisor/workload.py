@@ -348,6 +348,35 @@ def builtin_names() -> dict[str, str]:
     return {name: desc for name, (_, desc) in _builtin_table().items()}
 
 
+def _did_you_mean(spec: str, builtins: dict) -> str:
+    """A sentence naming the likely intended spec (a built-in one typo away, or a file's functions), or ""."""
+    import difflib
+
+    close = difflib.get_close_matches(spec, list(builtins), n=1, cutoff=0.75)
+    if close:
+        return f"Did you mean {close[0]!r}? "
+    path = Path(spec).expanduser()
+    if spec.endswith(".py") or path.is_file():
+        functions = _top_level_functions(path)
+        if functions:
+            likely = next((f for f in functions if "workload" in f), functions[0])
+            return (f"A workload file is named with its function, 'file.py:function': did you mean "
+                    f"'{spec}:{likely}'? (it defines {', '.join(functions[:8])}) ")
+        return "A workload file is named with its function: 'file.py:function'. "
+    return ""
+
+
+def _top_level_functions(path: Path) -> list[str]:
+    """The functions a file defines, read without running it (a syntax error or a missing file: none)."""
+    import ast
+
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return []
+    return [node.name for node in tree.body if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")]
+
+
 def load_workload_function(spec: str) -> Callable[[], Any]:
     builtins = _builtin_table()
     if spec in builtins:
@@ -355,10 +384,9 @@ def load_workload_function(spec: str) -> Callable[[], Any]:
     elif ":" in spec:
         target = spec
     else:
-        raise WorkloadError(
-            f"Unknown workload {spec!r}. Use a built-in ({', '.join(builtins)}; see `advisor workloads`), "
-            "'package.module:function', or 'path/to/file.py:function'."
-        )
+        raise WorkloadError(f"Unknown workload {spec!r}. {_did_you_mean(spec, builtins)}Use a built-in "
+                            f"({', '.join(builtins)}; see `advisor workloads`), 'package.module:function', or "
+                            "'path/to/file.py:function'.")
     location, _, func_name = target.rpartition(":")
     if not location or not func_name:
         raise WorkloadError(f"The workload spec {spec!r} needs the form 'module:function' or 'file.py:function'.")
@@ -368,6 +396,9 @@ def load_workload_function(spec: str) -> Callable[[], Any]:
             if not path.is_file():
                 raise WorkloadError(f"The workload file {location!r} does not exist. Check the path in {spec!r}.")
             mod_name = f"_advisor_workload_{abs(hash(str(path)))}"
+            # As `python file.py` does: the file's own folder first on sys.path, so it imports its siblings.
+            if str(path.parent) not in sys.path:
+                sys.path.insert(0, str(path.parent))
             module_spec = importlib.util.spec_from_file_location(mod_name, path)
             module = importlib.util.module_from_spec(module_spec)
             sys.modules[mod_name] = module

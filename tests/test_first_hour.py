@@ -1,0 +1,66 @@
+"""The first hour (issue 38): a workload file imports like `python file.py`, and a typo names what was meant.
+Subprocesses as a user types them, from the user's folder; nothing trains."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from advisor.errors import WorkloadError
+from advisor.workload import load_workload_function
+
+
+def advisor(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "advisor.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=120)
+
+
+def _project(tmp_path):
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "mymodel.py").write_text("def make():\n    return 'built by a sibling module'\n")
+    (project / "textcnn.py").write_text(textwrap.dedent("""
+        from mymodel import make  # a sibling, as `python textcnn.py` would import it
+
+
+        def helper():
+            return None
+
+
+        def workload():
+            return make()
+    """))
+    return project
+
+
+def test_a_workload_file_imports_the_modules_beside_it_from_any_folder(tmp_path):
+    """`--workload proj/textcnn.py:workload` failed with 'No module named mymodel' even when run from proj/."""
+    project = _project(tmp_path)
+    code = ("from advisor.workload import load_workload_function as load; "
+            "print(load('proj/textcnn.py:workload')())")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "built by a sibling module" in run.stdout
+
+
+def test_a_workload_file_without_its_function_names_the_spec_meant(tmp_path):
+    project = _project(tmp_path)
+    with pytest.raises(WorkloadError) as caught:
+        load_workload_function(str(project / "textcnn.py"))
+    message = str(caught.value)
+    assert f"did you mean '{project / 'textcnn.py'}:workload'" in message and "helper" in message
+
+
+def test_a_built_in_one_typo_away_is_named():
+    with pytest.raises(WorkloadError, match="Did you mean 'digits-cnn'"):
+        load_workload_function("digits-cnnn")
+
+
+@pytest.mark.parametrize("typed, meant", [("plna", "plan"), ("diagnse", "diagnose"), ("exprt", "export")])
+def test_a_mistyped_command_names_the_command_meant(tmp_path, typed, meant):
+    run = advisor(typed, "x", cwd=tmp_path)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert f"Did you mean `advisor {meant}`?" in run.stderr
