@@ -452,7 +452,15 @@ def cmd_replan(args) -> int:
             raise AdvisorError("--confirm runs a real probe on the new card, and this host has no GPU. Run the "
                                "same command on a host with the card, or leave --confirm out for the estimate.")
         run_confirm = run_confirm or device_present(target, host)
-    if run_confirm:
+    if run_confirm:  # it runs here, so the checks `advisor plan` makes of this host apply
+        from .errors import SetupError
+        from .session import host_problems
+
+        problems, _ = host_problems(result.nproc, target.memory_bytes, host)
+        if problems:
+            raise SetupError("The re-plan would be confirmed by real runs on this host, and this host cannot run "
+                             f"them: {'; '.join(problems)}. Leave out --confirm (or pass --no-confirm) for the "
+                             "estimate only.")
         progress = StderrProgress()
         progress.line(f"== confirming the estimate on this host: one probe at {result.per_device_max} per device "
                       f"under {args.device_memory or args.gpu}, then a short trial")

@@ -284,7 +284,7 @@ def replan(data: dict, path: str, target: ReplanTarget, torch_version: str | Non
     source = read_source(data, path, torch_version)
     precision, precision_reason = card_precision(source, target)
     batch, lr_doc, warmup_doc, workload = data["batch"], data["lr"], data.get("warmup", {}), source.workload
-    nproc = target.nproc or int(data.get("inputs", {}).get("nproc") or batch["world_size"])
+    nproc = target.nproc if target.nproc is not None else int(data.get("inputs", {}).get("nproc") or batch["world_size"])
     if nproc < 1 or target.nodes < 1:
         raise AdvisorError(f"--nproc and --nodes must be at least 1 (got {nproc} and {target.nodes}).")
     world = nproc * target.nodes

@@ -124,6 +124,48 @@ def base_source(lr_from_flag: bool, batch_from_flag: bool) -> str:
     return f"{lr} at {batch}"
 
 
+def host_problems(nproc: int, budget_bytes: int | None, host: HostDevices) -> tuple[list[str], list[str]]:
+    """What this host cannot run: ``nproc`` processes each with ``budget_bytes`` of device memory (problems), and
+    what it can but slowly (notes). One owner for `advisor plan` and for a re-plan confirmed on this host."""
+    problems: list[str] = []
+    notes: list[str] = []
+    if nproc < 1:
+        problems.append(f"--nproc must be at least 1, not {nproc}")
+    elif host.type == "cuda" and nproc > host.count:
+        problems.append(f"--nproc {nproc} asks for more processes than the {host.count} GPU(s) here; "
+                        f"use --nproc {host.count} or fewer (and --nodes for a bigger target cluster)")
+    elif host.type == "cpu" and nproc > MAX_CPU_OVERSUBSCRIPTION * host.cpu_count:
+        problems.append(f"--nproc {nproc} on this CPU host's {host.cpu_count} core(s) would share each core among "
+                        f"{nproc / host.cpu_count:.0f} processes: every run would take about that many times longer "
+                        "and its speed would measure the contention, not the model; use --nproc "
+                        f"{MAX_CPU_OVERSUBSCRIPTION * host.cpu_count} or fewer (--nodes / --world-size still plan for "
+                        "a bigger target cluster)")
+    elif host.type == "cpu" and nproc > host.cpu_count:
+        notes.append(f"{nproc} processes on {host.cpu_count} CPU core(s): they share cores, so every run takes "
+                     f"about {nproc / host.cpu_count:.1f}x as long and its samples/s measure that sharing, not "
+                     "separate devices.")
+    if not budget_bytes or budget_bytes <= 0:
+        problems.append("the device memory budget must be larger than zero (--device-memory SIZE)")
+    elif host.type == "cuda" and host.memories and budget_bytes > min(host.memories):
+        from .units import format_bytes
+
+        problems.append(f"--device-memory {format_bytes(budget_bytes)} is more than the smallest GPU here "
+                        f"has ({format_bytes(min(host.memories))}); a probe cannot measure memory the card lacks")
+    elif host.type == "cpu" and host.physical_memory and nproc >= 1 \
+            and nproc * budget_bytes > host.physical_memory:
+        from .units import format_bytes
+
+        ram, budget = host.physical_memory, budget_bytes
+        problems.append(f"--nproc {nproc} x --device-memory {format_bytes(budget)} = "
+                        f"{format_bytes(nproc * budget)} is more than this host's {format_bytes(ram)} of RAM: trials "
+                        "run every process at once, each allowed its whole budget, so the host would swap or kill "
+                        "them before a real out-of-memory shows; use --device-memory "
+                        f"{format_bytes(ram // nproc)} or less"
+                        + (f", or --nproc {ram // budget} or fewer (--nodes/--world-size still plan for a bigger "
+                           "cluster)" if budget <= ram else ""))
+    return problems, notes
+
+
 def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices, workload=None) -> Setup:  # noqa: C901 -- complexity debt, a list of independent cases; split when next changed
     """Every input checked up front: one SetupError naming each problem and its fix (exit 2).
 
@@ -137,21 +179,9 @@ def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices
     reason = adapter.unavailable_reason()  # load_adapter gives every adapter AdapterBase's defaults
     if reason:
         problems.append(f"the adapter {adapter.name!r} cannot run here: {reason}")
-    if s.nproc < 1:
-        problems.append(f"--nproc must be at least 1, not {s.nproc}")
-    elif host.type == "cuda" and s.nproc > host.count:
-        problems.append(f"--nproc {s.nproc} asks for more processes than the {host.count} GPU(s) here; "
-                        f"use --nproc {host.count} or fewer (and --nodes for a bigger target cluster)")
-    elif host.type == "cpu" and s.nproc > MAX_CPU_OVERSUBSCRIPTION * host.cpu_count:
-        problems.append(f"--nproc {s.nproc} on this CPU host's {host.cpu_count} core(s) would share each core among "
-                        f"{s.nproc / host.cpu_count:.0f} processes: every run would take about that many times longer "
-                        "and its speed would measure the contention, not the model; use --nproc "
-                        f"{MAX_CPU_OVERSUBSCRIPTION * host.cpu_count} or fewer (--nodes / --world-size still plan for "
-                        "a bigger target cluster)")
-    elif host.type == "cpu" and s.nproc > host.cpu_count:
-        notes.append(f"{s.nproc} processes on {host.cpu_count} CPU core(s): they share cores, so every run takes "
-                     f"about {s.nproc / host.cpu_count:.1f}x as long and its samples/s measure that sharing, not "
-                     "separate devices.")
+    host_said, host_notes = host_problems(s.nproc, s.memory_budget_bytes, host)
+    problems += host_said
+    notes += host_notes
     if s.nproc > 1 and not caps.multi_process:
         problems.append(f"the adapter {adapter.name!r} runs a single process only; use --nproc 1")
     if caps.needs_cuda and host.type != "cuda":
@@ -160,25 +190,6 @@ def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices
         problems.append(f"--nodes must be at least 1, not {s.nodes}")
     if s.target_world_size is not None and s.target_world_size < 1:
         problems.append(f"the target world size must be at least 1, not {s.target_world_size}")
-    if not s.memory_budget_bytes or s.memory_budget_bytes <= 0:
-        problems.append("the device memory budget must be larger than zero (--device-memory SIZE)")
-    elif host.type == "cuda" and host.memories and s.memory_budget_bytes > min(host.memories):
-        from .units import format_bytes
-
-        problems.append(f"--device-memory {format_bytes(s.memory_budget_bytes)} is more than the smallest GPU here "
-                        f"has ({format_bytes(min(host.memories))}); a probe cannot measure memory the card lacks")
-    elif host.type == "cpu" and host.physical_memory and s.nproc >= 1 \
-            and s.nproc * s.memory_budget_bytes > host.physical_memory:
-        from .units import format_bytes
-
-        ram, budget = host.physical_memory, s.memory_budget_bytes
-        problems.append(f"--nproc {s.nproc} x --device-memory {format_bytes(budget)} = "
-                        f"{format_bytes(s.nproc * budget)} is more than this host's {format_bytes(ram)} of RAM: trials "
-                        "run every process at once, each allowed its whole budget, so the host would swap or kill "
-                        "them before a real out-of-memory shows; use --device-memory "
-                        f"{format_bytes(ram // s.nproc)} or less"
-                        + (f", or --nproc {ram // budget} or fewer (--nodes/--world-size still plan for a bigger "
-                           "cluster)" if budget <= ram else ""))
     if not 0 <= s.headroom < 1:
         problems.append(f"--headroom must be a fraction in [0, 1) (0.10-0.20 is the method's range), not {s.headroom}")
     for name, steps in (("--trial-steps", s.trial_steps), ("--sweep-steps", s.sweep_steps)):

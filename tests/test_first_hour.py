@@ -64,3 +64,21 @@ def test_a_mistyped_command_names_the_command_meant(tmp_path, typed, meant):
     run = advisor(typed, "x", cwd=tmp_path)
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert f"Did you mean `advisor {meant}`?" in run.stderr
+
+
+REPO_RECIPE = __import__("conftest").REPO / "recipes" / "digits-cnn.toml"
+
+
+@pytest.mark.parametrize("memory, nproc", [("4TiB", "4"), ("8TB", "2")])
+def test_replan_confirmed_on_this_host_makes_plans_host_checks(tmp_path, memory, nproc):
+    """`replan --device-memory 24GiB --nproc 4` 'confirmed' on a 23.6 GiB host, which `plan` refuses (sizes past
+    any test host's RAM here)."""
+    run = advisor("replan", str(REPO_RECIPE), "--device-memory", memory, "--nproc", nproc, "--confirm",
+                  cwd=tmp_path)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert "cannot run them" in run.stderr and "of RAM" in run.stderr and "--no-confirm" in run.stderr
+
+
+def test_replan_reads_nproc_0_as_0_not_as_the_recipes():
+    run = advisor("replan", str(REPO_RECIPE), "--device-memory", "1GiB", "--nproc", "0", cwd=REPO_RECIPE.parent)
+    assert run.returncode == 2 and "got 0" in run.stderr and "Traceback" not in run.stderr
