@@ -629,8 +629,8 @@ def build_parser() -> argparse.ArgumentParser:
                           usage="advisor plan [options] [-- SCRIPT [ARGS...]]",
                           epilog="-- SCRIPT ARGS: measure your own training script instead of a workload: a Hugging "
                                  "Face Trainer script as it is, any other with placeholders in ARGS ({per_device}, "
-                                 "{accumulation}, {steps}, {lr}, {warmup}, {precision}); see the README's \"Point "
-                                 "it at your script\". Each adapter declares its own options, given as flags after "
+                                 "{accumulation}, {steps}, {lr}, {warmup}, {precision}); see docs/your-training.md, "
+                                 "\"Point it at your script\". Each adapter declares its own options, given as flags after "
                                  "these (for example --zero-stage 3 with --adapter deepspeed); `advisor adapters` "
                                  "lists them.")
     plan.add_argument("--workload", default=PLAN_DEFAULTS["workload"],
