@@ -990,3 +990,26 @@ async def test_a_sweep_where_nothing_learned_says_so_on_the_sweep_and_recipe_scr
         await wait_for(pilot, lambda: "recipe" in app.done, what="the plan")
         status = app.screen.query_one("#status")
         assert "NOT VALIDATED" in str(status.render()) and status.region.bottom <= 24 and status.region.height
+
+
+async def test_at_80x24_a_finished_sweep_shows_its_pick_and_help_keeps_the_steps_rule():
+    """Issue 38: at 80x24, after the sweep its pick, notes and plot were below the fold, under the step's intro
+    and the runs' table. Once a step has run in a short terminal its intro folds away (Help shows it, with the
+    keys) and the sweep's table keeps room for the pick."""
+    from advisor.tui.screens.help import HelpScreen
+
+    app = stub_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await walk_to(pilot, "sweep")
+        intro = app.screen.query_one(".intro")
+        assert intro.display and intro.region.height  # before the run: the rule is on screen
+        await run_step(pilot, "sweep")
+        await pilot.pause(0.3)
+        numbers = app.screen.query_one("#numbers")
+        actions = app.screen.query_one(".actions").region
+        assert numbers.region.height >= 3 and numbers.region.y + 3 <= actions.y, (numbers.region, actions)
+        rule = type(app.screen).INTRO
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
+        shown = " ".join(str(w.render()) for w in app.screen.query("Static"))
+        assert rule.split(".")[1].strip()[:40] in shown.replace("\n", " ")

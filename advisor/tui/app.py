@@ -114,7 +114,7 @@ class AdvisorApp(App):
         if isinstance(self.screen, HelpScreen):
             self.screen.dismiss()  # `?` again closes it
         else:
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(getattr(self.screen, "INTRO", "")))  # the step's rule, folded in a short terminal
 
     def explain(self, title: str, text: str) -> None:
         from .screens.help import ExplainScreen

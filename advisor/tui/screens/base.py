@@ -14,6 +14,9 @@ from textual.widgets import Button, Footer, Header, Static
 from ..messages import SessionEvent, StepDone, StepFailed
 from ..widgets import StepBar
 
+# Under this many rows (80x24 is the smallest supported terminal) a step that has run folds its intro away.
+SHORT_TERMINAL_ROWS = 30
+
 
 class StepScreen(Screen):
     STEP = ""
@@ -205,6 +208,8 @@ class StepScreen(Screen):
         self.set_status(f"[green]Done[/green] in {seconds:.0f} s" + (f": [b]{escape(outcome)}[/b]." if outcome else ".")
                         + (" Next: n or Enter." if self.NEXT else ""))
         self.show_result(message.result)
+        # In a short terminal the result matters more than the rule that was read before running it (Help shows it)
+        self.query_one(".intro").set_class(self.app.size.height < SHORT_TERMINAL_ROWS, "folded")
         next_button = self.query_one("#next", Button)
         next_button.disabled = not self.NEXT
         self.query_one(StepBar).update_steps()

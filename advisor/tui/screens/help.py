@@ -58,8 +58,14 @@ after saving. `advisor diagnose LOG --tui` opens the log diagnosis.
 class HelpScreen(ModalScreen):
     BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
 
+    def __init__(self, step_rule: str = "") -> None:
+        super().__init__()
+        self.step_rule = step_rule  # the screen's intro: what its step does (folded away once run at 80x24)
+
     def compose(self):
         with VerticalScroll(classes="dialog help"):
+            if self.step_rule:
+                yield Static(self.step_rule, classes="step-rule")
             yield Markdown(HELP)
             yield Button("Close (Esc)", id="close", variant="primary")
 

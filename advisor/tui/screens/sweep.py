@@ -33,7 +33,8 @@ class SweepScreen(StepScreen):
     def compose_body(self):
         # The table spans the screen: its numbers are never cut, even at 80 columns (a half-width column cut
         # samples/s 14347 to 1434); two-line labels keep the columns as narrow as their values.
-        yield GrowingTable(id="runs", cursor_type="row", header_height=2)
+        # At most half the body (the table scrolls): the pick and its reasons below it stay on screen at 80x24.
+        yield GrowingTable(id="runs", cursor_type="row", header_height=2, classes="half-height")
         yield RunProgress(id="progress")
         with Horizontal():
             with Vertical(classes="column"):
