@@ -409,6 +409,117 @@ def detect_diverged(series: dict[str, list[Point]], events: list[LogEvent], coun
     return []
 
 
+CHANCE_ACC_SPREAD = 0.3  # accuracies within this share of 1/K of their median (or 0.02) never left chance
+DEAD_AT_CHANCE = 0.85  # after a blow-up, a loss at or above this share of ln K is back at chance, not recovered
+DEAD_NO_FALL = 0.1  # ... and falls less than this share over the rest of the run
+DEAD_MIN_AFTER = 3  # points after the blow-up, at least, to say where the loss settled
+ABOVE_CHANCE = 3.0  # a cross-entropy this many times ln K with accuracy at chance: worse than guessing
+
+
+def chance_loss(series: dict[str, list[Point]], ctx: Context) -> tuple[float, int, str, list[float]] | None:
+    """(ln K, K, where K came from, the accuracies) for a classifier whose accuracy never left chance: K from
+    --classes, else 1/accuracy when every validation (or training) accuracy sits within CHANCE_ACC_SPREAD of 1/K of
+    their median. None when the log shows no such accuracy: a classifier that learned (a training accuracy off
+    chance says the model fits its data, however poor validation is), or no accuracy at all."""
+    found = None
+    for name in ("val_acc", "train_acc"):
+        accs = [p.value for p in series.get(name, []) if math.isfinite(p.value)]
+        if len(accs) < STUCK_FEW_POINTS:
+            continue
+        accs = [a / 100 for a in accs] if max(accs) > 1.0 else accs
+        level = _median(accs)
+        if not 0 < level <= 0.5:
+            continue
+        # 1/accuracy is noisy (0.089 gives 11): a common class count that the accuracy sits at is the likelier K.
+        common = [c for c in COMMON_CLASS_COUNTS if abs(level - 1 / c) <= max(0.02, CHANCE_ACC_SPREAD / c)]
+        k = ctx.classes if ctx.classes and ctx.classes >= 2 else (
+            min(common, key=lambda c: abs(level - 1 / c)) if common else round(1 / level))
+        chance = 1 / k
+        at_chance = all(abs(a - chance) <= max(0.02, CHANCE_ACC_SPREAD * chance) for a in accs)
+        if found is None and at_chance:
+            found = math.log(k), k, "stated (--classes)" if ctx.classes else f"{name} {level:.3g} = 1/K", accs
+        elif name == "train_acc" and not at_chance:
+            return None
+    return found
+
+
+def _spike(values: list[float]) -> int | None:
+    """Index of the first value EXPLOSION_FACTOR times above every value before it (orders of magnitude)."""
+    for index in range(1, len(values)):
+        earlier = max(abs(v) for v in values[:index])
+        if earlier > 0 and values[index] >= EXPLOSION_FACTOR * earlier:
+            return index
+    return None
+
+
+def detect_blown_up(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """A run the optimizer destroyed, whatever its loss does afterwards (the newcomer's SGD at LR 5 and LR 50 of
+    issue 37): (1) the loss rose by orders of magnitude (EXPLOSION_FACTOR) and then sat at chance: at or above
+    DEAD_AT_CHANCE of ln K with the accuracy at 1/K, or, with no accuracy, never back under the level it had before
+    the blow-up, and not falling; (2) the loss sat ABOVE_CHANCE times ln K or more, with the accuracy at chance,
+    for the whole run: worse than guessing, the weights blew up before the first logged value."""
+    chance = chance_loss(series, ctx)
+    for name in (TRAIN_LOSS, "train_loss_epoch", VAL_LOSS):
+        points = _finite(series.get(name, []))
+        values = _values(points)
+        index = _spike(values)
+        if index is None or len(values) - index - 1 < DEAD_MIN_AFTER:
+            continue
+        after = values[index + 1:]
+        settled = _median(after[len(after) // 2:])
+        third = max(1, len(after) // 3)
+        falling = _median(after[:third]) - _median(after[-third:]) > DEAD_NO_FALL * settled
+        at_chance = (settled >= DEAD_AT_CHANCE * chance[0] if chance
+                     else settled >= (1 - DEAD_NO_FALL) * min(values[:index]))
+        if falling or not at_chance:
+            continue
+        return [_blown_up_finding(name, points, index, settled, chance, ctx)]
+    if chance:
+        ln_k, k, source, accs = chance
+        # The training loss only: a validation loss far above ln K is also what an overconfident overfit model shows.
+        for name in (TRAIN_LOSS, "train_loss_epoch"):
+            points = _finite(series.get(name, []))
+            if len(points) >= STUCK_FEW_POINTS and _median(_values(points)) >= ABOVE_CHANCE * ln_k:
+                level = _median(_values(points))
+                evidence = {"series": name, "loss_level": round(level, 5), "ln_classes": round(ln_k, 4),
+                            "classes": k, "classes_from": source, "accuracy": round(_median(accs), 4),
+                            "accuracy_points": len(accs), **_span(points, 0, len(points) - 1)}
+                return [Finding("diverged", "error",
+                                f"The {_series_words(name)} sits around {level:.4g}, {level / ln_k:.0f}x the "
+                                f"ln({k}) = {ln_k:.3g} a model that guesses would score, with the accuracy at chance "
+                                f"({_median(accs):.3g}, about 1/{k}) throughout: the weights blew up and the model never "
+                                "learned (the learning rate is far too high).",
+                                evidence, _diverged_actions(ctx),
+                                confidence="high" if len(accs) >= 5 and len(points) >= 5 else "medium")]
+    return []
+
+
+def _series_words(name: str) -> str:
+    return {TRAIN_LOSS: "training loss", "train_loss_epoch": "per-epoch training loss",
+            VAL_LOSS: "validation loss"}.get(name, name)
+
+
+def _blown_up_finding(name: str, points: list[Point], index: int, settled: float, chance, ctx: Context) -> Finding:
+    values = _values(points)
+    before = max(values[:index])
+    evidence = {"series": name, "max_before": before, "value": values[index], "settled_at": round(settled, 5),
+                "points_after": len(values) - index - 1, **_span(points, index, len(points) - 1)}
+    if chance:
+        ln_k, k, source, accs = chance
+        evidence.update({"ln_classes": round(ln_k, 4), "classes": k, "classes_from": source,
+                         "accuracy": round(_median(accs), 4)})
+        where = (f"then sat at {settled:.4g}, chance for a {k}-way classifier (ln {k} = {ln_k:.3g}, accuracy "
+                 f"{_median(accs):.3g})")
+    else:
+        where = f"then sat at {settled:.4g}, never back under the {min(values[:index]):.4g} it had before"
+    confident = chance is not None and len(values) - index - 1 >= 5
+    return Finding("diverged", "error",
+                   f"The {_series_words(name)} exploded from at most {before:.4g} to {values[index]:.4g} at "
+                   f"{_describe(_where(points, index))} and {where}: training diverged and the model is dead, "
+                   "whatever the loss does afterwards.",
+                   evidence, _diverged_actions(ctx), confidence="high" if confident else "medium")
+
+
 def _lasting_jump(points: list[Point]) -> tuple[int, list[Point], float, float] | None:
     """(index, points, level before, level after) of a jump far above the spread before it that never comes
     back, with at least two points after it; None otherwise. Works on a handful of epoch points."""
@@ -1143,7 +1254,7 @@ def apply_cofinding_rules(findings: list[Finding]) -> list[Finding]:
 def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts: dict, ctx: Context,
                   non_finite: dict[str, Point] | None = None) -> list[Finding]:
     findings = detect_oom(events, counts, ctx, series) + detect_crash(events, counts)
-    diverged = detect_diverged(series, events, counts, ctx, non_finite)
+    diverged = detect_diverged(series, events, counts, ctx, non_finite) or detect_blown_up(series, ctx)
     findings += diverged or detect_not_learning(series, ctx)
     findings += (detect_periodic(series, ctx) or detect_sawtooth(series, ctx, ctx.elisions or [])
                  or detect_jitter(series, ctx)

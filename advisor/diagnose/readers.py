@@ -239,7 +239,7 @@ class TorchrunReader(LineReader):
 # ---------------------------------------------------------------- metric formats
 
 def _best_points(candidates: Iterable[tuple[str, float, int]], line: int, step=None, epoch=None,
-                 redraw: bool = False) -> list[Point]:
+                 redraw: bool = False, cadence: str | None = None) -> list[Point]:
     """One point a series a line: among several names for the same series, the lowest rank wins."""
     best: dict[str, tuple[float, int]] = {}
     for series, value, rank in candidates:
@@ -249,7 +249,7 @@ def _best_points(candidates: Iterable[tuple[str, float, int]], line: int, step=N
             # Equally ranked names (components, with no whole loss printed): the first stands in, but a non-finite
             # one makes what they add up to non-finite, and a nan where a loss is logged is divergence evidence.
             best[series] = (value, rank)
-    return [Point(line, series, value, step, epoch, redraw) for series, (value, _) in best.items()]
+    return [Point(line, series, value, step, epoch, redraw, cadence) for series, (value, _) in best.items()]
 
 
 def _points_from_pairs(pairs: Iterable[tuple[str, str]], line: int, step=None, epoch=None, stage=None,
@@ -614,7 +614,10 @@ class TextMetricsReader(LineReader):
             # "Epoch: [0]  [ 100/1504]" (torchvision's MetricLogger) counts epochs from 0; "Epoch [3/20]" from 1.
             zero_based = epoch_total is None and _ZERO_BASED_EPOCH.match(body) is not None
             epoch = (epoch - 1 if epoch >= 1 and not zero_based else epoch) + position[0] / position[1]
-        return _best_points(candidates, line, step, epoch)
+        # A line that names an epoch and no place within it reports the epoch ("Epoch 3: train_loss=..."); one with
+        # a step or a position reports that step. Kept apart (scan.separate_cadences) when a log prints both.
+        cadence = "step" if step is not None or position else ("epoch" if epoch is not None else None)
+        return _best_points(candidates, line, step, epoch, cadence=cadence)
 
 
 class JSONLineReader(LineReader):
