@@ -1136,6 +1136,8 @@ CRASH_LABELS = {
     "signal": "a worker died from a signal",
     "killed": "a worker was killed (SIGKILL): by the kernel OOM killer or by the scheduler",
     "exception": "an exception",
+    "native-crash": "a native crash (a signal from C/C++/CUDA code, not a Python exception)",
+    "exit-status": "the process exited with a non-zero status",
 }
 CRASH_ACTIONS = {
     "collective-timeout": [
@@ -1161,6 +1163,16 @@ CRASH_ACTIONS = {
         "Find which rank died first and from which signal: SIGSEGV/SIGABRT point at a native crash (a CUDA "
         "extension, a DataLoader worker), SIGTERM at the scheduler or launcher stopping the job.",
         "Re-run that configuration with num_workers=0 to see whether a DataLoader worker is the cause."],
+    "native-crash": [
+        "A segmentation fault, abort or bus error comes from native code: a C++/CUDA extension, a library built "
+        "for another CUDA/driver/compiler, a corrupt input file read by a native decoder, or a DataLoader worker.",
+        "Run it again under `gdb -ex run --args python train.py ...` (or with PYTHONFAULTHANDLER=1, "
+        "faulthandler.enable()) to see the native stack; with num_workers=0 to rule out DataLoader workers.",
+        "Check the libraries match (torch and its CUDA build, custom ops rebuilt after an upgrade); the batch size is "
+        "not the cause unless the stack shows an allocation."],
+    "exit-status": [
+        "The process ended with a non-zero status: read the lines just before it for the error it printed.",
+        "A status above 128 is a signal (128 + N: 137 SIGKILL, 139 SIGSEGV, 134 SIGABRT)."],
     "killed": [
         "Check `dmesg | grep -i 'killed process'` on the node: an entry names the kernel OOM killer (host RAM ran "
         "out, not GPU memory); none points at the scheduler.",
@@ -1203,6 +1215,9 @@ def detect_crash(events: list[LogEvent], counts: dict) -> list[Finding]:
     label = CRASH_LABELS[cls]
     if cls == "exception" and first.details.get("exception"):
         label = f"{label} ({first.details['exception']})"
+    elif cls in ("native-crash", "exit-status") and (first.details.get("signal") or first.details.get("exitcode")):
+        label = f"{label}: " + ", ".join(f"{k} {first.details[k]}" for k in ("signal", "exitcode")
+                                        if first.details.get(k))
     evidence = {"class": cls, "line": first.line, "quote": first.text,
                 "occurrences": counts.get("crash", 0) + counts.get("signal", 0)}
     for key in ("rank", "exception", "signal", "exitcode"):

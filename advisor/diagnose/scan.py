@@ -21,6 +21,15 @@ from .records import TRAIN_LOSS, VAL_LOSS, LogEvent, Point, ReadStats, dataclass
 
 _TRACEBACK_LINE = re.compile(r"^(?:-+>|\S+ in [<\w]|File \"|\^+\s*$)")  # IPython "---->", "x.py in fit(", File "
 _ELISION = re.compile(r"^[\s>`]*(?:\.{3,}|…+)[\s`]*$")
+# Python statements, as a log that prints its own training script shows them (_not_metrics). The first words are
+# tested with str.startswith (C) before the pattern runs: most log lines start otherwise.
+_CODE_STARTS = ("def ", "class ", "import ", "from ", "return", "for ", "if ", "elif ", "else:", "while ", "with ",
+                "try:", "except", "@", "print(", "raise ", "assert ")
+_CODE_LINE = re.compile(r"(?:def \w+\(|class \w+[(:]|import [\w.]+|from [\w.]+ import |return\b|for .+ in .+:\s*$"
+                        r"|(?:if|elif|while|with) .+:\s*$|else:|try:|except\b.*:\s*$|@[\w.]+|print\(|raise \w"
+                        r"|assert )")
+_ASSIGNMENT = re.compile(r"[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*[-+*/]?=(?!=)\s*\S")
+CODE_WINDOW = 3  # lines after a statement that still count as code when they are assignments
 _RANK_NUMBER = re.compile(r"\[(?:rank|default)(\d+)\]|\[(\d+),\d+\]<std")
 ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07]*\x07|[@-Z\\-_])")
 BLOCK_BYTES = 4 << 20
@@ -96,6 +105,7 @@ class Scanner:
         else:
             self.metric_readers = [r.fresh() for r in METRIC_READERS]
         self.in_traceback = False
+        self.code_until = -1  # the last line of a stretch of source code the log printed (see _not_metrics)
         self.stride = 1
         self.line_bytes = 80.0
         self.line_bytes_known = False
@@ -130,7 +140,7 @@ class Scanner:
                     break
             if "batch size" in frame or "Accumulation steps" in frame:
                 self._context(frame)
-            if self._traceback_source(frame) or self._elision(frame, line_no):
+            if self._traceback_source(frame) or self._elision(frame, line_no) or self._not_metrics(frame, line_no):
                 continue
             records = self._metric_records(frame, line_no)
             if records is not None:
@@ -160,6 +170,22 @@ class Scanner:
         if frame[:1] in (" ", "\t") or _TRACEBACK_LINE.match(frame):
             return True
         self.in_traceback = False  # the exception line ends it
+        return False
+
+    def _not_metrics(self, frame: str, line_no: int) -> bool:
+        """True for text that is not a metric: an argparse Namespace dump, a line of Python source the log printed
+        (a run that logs its own script: `val_loss = 0.0` there is an initial value, not a measurement), and the
+        assignments around such a line. A statement keyword starts a stretch of code of CODE_WINDOW lines; each
+        further statement or assignment in it extends it."""
+        if "Namespace(" in frame:
+            return True
+        stripped = frame.lstrip()
+        if stripped.startswith(_CODE_STARTS) and _CODE_LINE.match(stripped):
+            self.code_until = line_no + CODE_WINDOW
+            return True
+        if line_no <= self.code_until and _ASSIGNMENT.match(stripped):
+            self.code_until = line_no + CODE_WINDOW
+            return True
         return False
 
     def _elision(self, frame: str, line_no: int) -> bool:
