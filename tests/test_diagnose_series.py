@@ -68,3 +68,22 @@ def test_a_test_loss_stands_in_for_validation_only_when_none_is_printed(tmp_path
     report = diagnose_source(str(_write(tmp_path, "t.log", "\n".join(lines) + "\n")))
     assert len(report.series["val_loss"]) == 7 and "test_loss" not in report.series
     assert any("test loss is read as validation" in n for n in report.stats.notes)
+
+
+def test_curves_keys_each_series_by_metric_stage_and_cadence():
+    from advisor.diagnose.curves import curves, finding_start
+
+    report = diagnose_source(str(LOGS / "newcomer_lr5_plain.log"))
+    drawn = curves(report.series)
+    assert set(drawn) == {("loss", "train", "step"), ("loss", "train", "epoch"), ("loss", "val", "epoch"),
+                          ("acc", "val", "epoch")}
+    assert len(drawn[("loss", "train", "step")]) == 26 and len(drawn[("loss", "train", "epoch")]) == 6
+    start = finding_start(report.findings[0])
+    assert start["series"] == "train_loss" and start["step"] == 20  # where the loss exploded
+
+
+def test_hf_eval_dicts_are_a_per_epoch_curve():
+    from advisor.diagnose.curves import curves
+
+    drawn = curves(diagnose_source(str(LOGS / "newcomer_healthy_hf.log")).series)
+    assert ("loss", "val", "epoch") in drawn and ("loss", "train", "step") in drawn
