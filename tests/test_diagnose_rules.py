@@ -88,3 +88,29 @@ def test_assignments_without_code_around_them_are_still_metrics(tmp_path):
     text = "***** eval metrics *****\n  epoch                   =        3.0\n  eval_loss               =     0.4066\n"
     report = _diagnose(tmp_path, text)
     assert [p.value for p in report.series["val_loss"]] == [0.4066]
+
+
+def _epoch_log(train, val, acc):
+    return "".join(f"Epoch {e}: train_loss={t:.4f} val_loss={v:.4f} val_acc={a:.4f}\n"
+                   for e, (t, v, a) in enumerate(zip(train, val, acc), start=1))
+
+
+def test_a_small_drift_with_accuracy_at_its_best_is_a_low_confidence_note(tmp_path):
+    # 30 epochs: training falls 2.0 -> 0.3; validation bottoms at 0.50 at epoch 15 and drifts to +4%, while
+    # validation accuracy keeps rising to its best at the last epoch.
+    train = [2.0 * 0.937 ** e for e in range(30)]
+    val = [max(0.5, 1.5 - 0.07 * e) if e <= 15 else 0.5 + 0.0014 * (e - 15) for e in range(30)]
+    acc = [0.5 + 0.013 * e for e in range(30)]
+    report = _diagnose(tmp_path, _epoch_log(train, val, acc))
+    (finding,) = [f for f in report.findings if f.kind == "overfitting"]
+    assert finding.confidence == "low" and finding.evidence["val_acc_at_best"] is True
+    assert "early sign" in finding.summary
+
+
+def test_a_large_lasting_rise_is_overfitting_with_high_confidence(tmp_path):
+    train = [2.0 * 0.937 ** e for e in range(30)]
+    val = [max(0.5, 1.5 - 0.1 * e) if e <= 10 else 0.5 + 0.03 * (e - 10) for e in range(30)]
+    acc = [min(0.8, 0.5 + 0.03 * e) - (0.004 * (e - 10) if e > 10 else 0) for e in range(30)]
+    report = _diagnose(tmp_path, _epoch_log(train, val, acc))
+    (finding,) = [f for f in report.findings if f.kind == "overfitting"]
+    assert finding.confidence == "high" and finding.evidence["val_acc_at_best"] is False

@@ -1045,7 +1045,12 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
                        if rising else
                        f"Validation loss is flat ({val_tail_drop:+.1%} over the second half) while the training "
                        f"loss still falls: overfitting.")
-            findings.append(Finding("overfitting", "warning", summary, evidence, _overfitting_actions(ctx)))
+            confidence, note = overfitting_confidence(values, best, series)
+            evidence.update(note)
+            if note.get("val_acc_at_best"):
+                summary += " Validation accuracy is still at its best, so this is an early sign at most."
+            findings.append(Finding("overfitting", "warning", summary, evidence, _overfitting_actions(ctx),
+                                    confidence=confidence))
             return findings
     # Slow convergence: both curves fall slowly (or do not fall).
     if train_drop is not None and len(train) >= SLOW_MIN_POINTS:
@@ -1083,6 +1088,35 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
                 + (f" and validation {val_drop:.0%}" if val_drop is not None else "")
                 + ": both fall slowly.", evidence, actions))
     return findings
+
+
+OVERFIT_RISE_HIGH = 0.20  # validation this far above its best, 5+ points after it: high confidence
+OVERFIT_RISE_MEDIUM = 0.10  # ... this far (or 5% with 5+ points after it): medium; less is low
+OVERFIT_SINCE = 5
+ACC_AT_BEST = 0.005  # a last validation accuracy within this (0-1 scale) of its best is still at its best
+
+
+def overfitting_confidence(values: list[float], best: int, series: dict[str, list[Point]]) -> tuple[str, dict]:
+    """How strongly a validation curve says overfitting: by how far it rose above its best (the last two points'
+    median), for how many points, and whether validation accuracy, when printed, has stopped improving. A few per
+    cent of drift with the accuracy still at its best is a low-confidence note, not a verdict."""
+    rise = (_median(values[-2:]) - values[best]) / abs(values[best]) if values[best] else 0.0
+    since = len(values) - 1 - best
+    if rise >= OVERFIT_RISE_HIGH and since >= OVERFIT_SINCE:
+        confidence = "high"
+    elif rise >= OVERFIT_RISE_MEDIUM or (rise >= VAL_RISE and since >= OVERFIT_SINCE):
+        confidence = "medium"
+    else:
+        confidence = "low"
+    note: dict = {"val_rise": round(rise, 4), "points_since_best": since}
+    accs = [p.value for p in series.get("val_acc", []) if math.isfinite(p.value)]
+    if len(accs) >= 4:
+        scale = 100.0 if max(accs) > 1.0 else 1.0
+        at_best = accs[-1] >= max(accs) - ACC_AT_BEST * scale
+        note["val_acc_at_best"] = at_best
+        if at_best:
+            confidence = "low"
+    return confidence, note
 
 
 def _overfitting_actions(ctx: Context) -> list[str]:
