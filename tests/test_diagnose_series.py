@@ -87,3 +87,38 @@ def test_hf_eval_dicts_are_a_per_epoch_curve():
 
     drawn = curves(diagnose_source(str(LOGS / "newcomer_healthy_hf.log")).series)
     assert ("loss", "val", "epoch") in drawn and ("loss", "train", "step") in drawn
+
+
+@pytest.mark.parametrize("run,expected", [
+    ("jitter", ("findings", [("oscillation-jitter", "warning")])),
+    ("overfit", ("findings", [("overfitting", "warning")])),
+    ("healthy", ("healthy", [])),
+])
+def test_per_epoch_run_gets_the_same_verdict_from_csv_loggers_and_text(run, expected):
+    # Real runs (tests/corpus/generate/epoch_csv_runs.py) as Keras CSVLogger, Lightning CSVLogger and Keras text.
+    formats = ("keras.csv", "lightning_metrics.csv", "keras.log")
+    verdicts = {fmt: verdict(LOGS / f"epochs_{run}_{fmt}") for fmt in formats}
+    assert verdicts == {fmt: expected for fmt in formats}
+
+
+ISSUE_VAL = [1.2, 0.9, 0.7, 0.61, 0.96, 0.39, 0.92, 0.55, 0.88, 0.42, 0.97, 0.5, 0.85, 0.45, 0.93]
+
+
+def _lightning_csv(tmp_path, val, train):
+    rows = ["epoch,step,train_loss,val_loss"]
+    for epoch, (v, t) in enumerate(zip(val, train)):
+        rows += [f"{epoch},{epoch * 100 + 99},,{v}", f"{epoch},{epoch * 100 + 99},{t:.4f},"]
+    return _write(tmp_path, "metrics.csv", "\n".join(rows) + "\n")
+
+
+def test_validation_jumping_on_a_lightning_csv_is_jitter_not_overfitting(tmp_path):
+    # The issue's Lightning CSVLogger case: validation 0.61 -> 0.96 -> 0.39 -> 0.92 while training falls smoothly.
+    report = diagnose_source(str(_lightning_csv(tmp_path, ISSUE_VAL, [1.5 * 0.85 ** e for e in range(15)])))
+    primary = [f for f in report.findings if f.secondary_to is None]
+    assert [(f.kind, f.evidence["series"]) for f in primary] == [("oscillation-jitter", "val_loss")]
+
+
+def test_a_steady_validation_curve_is_no_jitter(tmp_path):
+    val = [1.2 * 0.9 ** e + 0.01 * (-1) ** e for e in range(15)]
+    report = diagnose_source(str(_lightning_csv(tmp_path, val, [1.5 * 0.85 ** e for e in range(15)])))
+    assert not [f for f in report.findings if f.kind == "oscillation-jitter"]

@@ -12,8 +12,8 @@ import operator
 
 from ..units import format_bytes
 from .records import TRAIN_LOSS, VAL_LOSS, Finding, LogEvent, Point, dataclass
-from .shortlog import (CONVERGED_LEVEL, adjacent, detect_short_jitter, detect_short_periodic, detect_short_validation,
-                       median)
+from .shortlog import (CONVERGED_LEVEL, _theil_sen, adjacent, detect_short_jitter, detect_short_periodic,
+                       detect_short_validation, median)
 
 MIN_POINTS = 20
 JITTER_SCORE = 0.15  # step-to-step noise / starting loss: above it, jitter is a problem even if the loss falls
@@ -812,6 +812,43 @@ def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]
                     evidence, jitter_actions(ctx))]
 
 
+VAL_JITTER_MIN_POINTS = 10  # a validation series (one point an epoch, typically) this long, at least
+VAL_JITTER_SCORE = 0.25  # point-to-point noise / level: tune logs' healthy runs reach 0.14 (a flat TSL run), their
+#                          jittery ones 0.6+; the issue's Lightning run (0.61 -> 0.96 -> 0.39 -> 0.92) is ~0.5
+VAL_JITTER_TREND = 2.0  # ... with a trend that falls less than this many times the noise over the stretch judged
+
+
+def detect_validation_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """Validation loss that jumps point to point by VAL_JITTER_SCORE of its level or more, without a trend that
+    falls past that noise: judged on a validation series of 10+ points (its second half once it has 20+, where
+    the first descent is over), whatever reader produced it (a CSV logger, TensorBoard, text lines)."""
+    val = _finite(series.get(VAL_LOSS, []))
+    if len(val) < VAL_JITTER_MIN_POINTS:
+        return []
+    judged = val[len(val) // 2:] if len(val) >= 2 * VAL_JITTER_MIN_POINTS else val
+    values = _values(judged)
+    level = _median(values)
+    if level <= 0 or max(abs(v) for v in values) < CONVERGED_LEVEL:
+        return []
+    diffs = [b - a for a, b in zip(values, values[1:])]
+    centre = _median(diffs)
+    noise = 1.4826 * _median([abs(d - centre) for d in diffs]) / math.sqrt(2)
+    fall = -_theil_sen(values) * (len(values) - 1)
+    score = noise / level
+    if score < VAL_JITTER_SCORE or fall > VAL_JITTER_TREND * noise:
+        return []
+    evidence = {"series": VAL_LOSS, "noise_sigma": round(noise, 6), "loss_level": round(level, 6),
+                "relative_noise": round(score, 3), "trend_fall": round(fall, 6) + 0.0, "points": len(values),
+                **_span(val, len(val) - len(judged), len(val) - 1)}
+    shown = " -> ".join(f"{v:.3g}" for v in values[:4])
+    return [Finding("oscillation-jitter", "warning",
+                    f"The validation loss jumps point to point by ~{noise:.3g} around {level:.3g} ({score:.0%} of its "
+                    f"level; {shown} ...) over {len(values)} points, and its trend does not fall past that noise.",
+                    evidence, ["A small validation set gives a noisy estimate: validate on more samples (or report "
+                               "a moving average) before acting on single epochs."] + jitter_actions(ctx),
+                    confidence="high" if score >= 2 * VAL_JITTER_SCORE and len(values) >= 12 else "medium")]
+
+
 def jitter_actions(ctx: Context) -> list[str]:
     if ctx.per_device is not None and ctx.per_device < 16:
         actions = [f"The per-device batch is {ctx.per_device} (< 16): raise it (or accumulate gradients) so "
@@ -1047,7 +1084,7 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
                        f"loss still falls: overfitting.")
             confidence, note = overfitting_confidence(values, best, series)
             evidence.update(note)
-            if note.get("val_acc_at_best"):
+            if note.get("val_acc_at_best") and confidence == "low":
                 summary += " Validation accuracy is still at its best, so this is an early sign at most."
             findings.append(Finding("overfitting", "warning", summary, evidence, _overfitting_actions(ctx),
                                     confidence=confidence))
@@ -1114,7 +1151,7 @@ def overfitting_confidence(values: list[float], best: int, series: dict[str, lis
         scale = 100.0 if max(accs) > 1.0 else 1.0
         at_best = accs[-1] >= max(accs) - ACC_AT_BEST * scale
         note["val_acc_at_best"] = at_best
-        if at_best:
+        if at_best and rise < OVERFIT_RISE_MEDIUM:
             confidence = "low"
     return confidence, note
 
@@ -1308,7 +1345,8 @@ def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts
     findings += (detect_periodic(series, ctx) or detect_sawtooth(series, ctx, ctx.elisions or [])
                  or detect_jitter(series, ctx)
                  or detect_short_periodic(series, ctx, ctx.elisions or [])
-                 or detect_short_jitter(series, ctx, ctx.elisions or []))
+                 or detect_short_jitter(series, ctx, ctx.elisions or [])
+                 or detect_validation_jitter(series, ctx))
     kinds = {f.kind for f in findings}
     findings += detect_validation(series, ctx) or [f for f in detect_short_validation(series, ctx)
                                                     if f.kind not in kinds]

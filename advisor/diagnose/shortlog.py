@@ -218,6 +218,17 @@ def _stale_validation(train, val, series, ctx) -> Finding | None:
     after = len(v) - 1 - best
     if after < max(2, math.ceil(STALE_SHARE * len(v))) or v[-1] <= v[best]:
         return None
+    # On a validation curve that jitters (by the jitter rule's own measure, detectors.VAL_JITTER_SCORE) the best is
+    # one low jump, not a turning point: the points after it must sit above it by more than twice the point-to-point
+    # noise (0.61 -> 0.96 -> 0.39 -> 0.92 is jitter). A steady curve's best stands as it is.
+    from .detectors import VAL_JITTER_SCORE
+
+    diffs = [b - a for a, b in zip(v, v[1:])]
+    centre = _median(diffs)
+    noise = 1.4826 * _median([abs(d - centre) for d in diffs]) / math.sqrt(2)
+    jitters = noise >= VAL_JITTER_SCORE * abs(_median(v))
+    if jitters and _median(v[best + 1:]) - v[best] <= 2 * noise:
+        return None
     since = [p.value for p in train if p.line >= val[best].line]
     if len(since) < 2 or not since[0]:
         return None
