@@ -1312,6 +1312,8 @@ COFINDING_RULES = (
      "a loss that swings with the data order also looks noisy and falls slowly: the swing is the cause"),
     ("oscillation-jitter", ("slow-convergence",), "drop",
      "an oscillating loss falls slowly: the oscillation is the cause"),
+    ("overfitting", ("slow-convergence",), "drop",
+     "validation that stopped improving while training falls is overfitting; its slow creep is not a second cause"),
     ("overfitting", ("oscillation-periodic", "oscillation-jitter"), "secondary",
      "with a clear train/validation gap the gap is what to fix first; on small data the training loss also "
      "repeats its pattern every epoch"),
@@ -1350,5 +1352,9 @@ def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts
     kinds = {f.kind for f in findings}
     findings += detect_validation(series, ctx) or [f for f in detect_short_validation(series, ctx)
                                                     if f.kind not in kinds]
+    if not any(f.kind == "slow-convergence" for f in findings):
+        from .slow import detect_slow_epochs
+
+        findings += detect_slow_epochs(series, ctx)
     return apply_cofinding_rules(findings)
 

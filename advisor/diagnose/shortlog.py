@@ -128,6 +128,11 @@ def _at_chance(train, val, series, ctx) -> Finding | None:
     if near < max(VAL_MIN_POINTS, 0.7 * len(accs)):
         return None
     val_values = _values(val)
+    if len(val_values) >= VAL_MIN_POINTS and val_values[0] > 0 and (
+            val_values[0] - _median(val_values[-2:])) / val_values[0] >= TRAIN_IMPROVES_DROP:
+        # The validation loss keeps coming down from its start: the model learns, however low its accuracy (4% of
+        # 500 classes is 20x chance; 1/accuracy is no class count). Slow convergence judges such a curve.
+        return None
     ln_k = math.log(k)
     if val_values and abs(_median(val_values) - ln_k) > max(CHANCE_LN_TOLERANCE * ln_k, 0.15 * ln_k):
         # A validation loss far from ln K with accuracy at 1/K: an imbalanced or odd metric; say nothing.
