@@ -445,10 +445,11 @@ def chance_loss(series: dict[str, list[Point]], ctx: Context) -> tuple[float, in
 
 def _spike(values: list[float]) -> int | None:
     """Index of the first value EXPLOSION_FACTOR times above every value before it (orders of magnitude)."""
+    earlier = abs(values[0]) if values else 0.0  # a running maximum: one pass over a 4,000-point series
     for index in range(1, len(values)):
-        earlier = max(abs(v) for v in values[:index])
         if earlier > 0 and values[index] >= EXPLOSION_FACTOR * earlier:
             return index
+        earlier = max(earlier, abs(values[index]))
     return None
 
 
@@ -549,8 +550,10 @@ def _explosion(points: list[Point]) -> int | None:
     0.16 -> 1.6e18), after which the loss never comes back under that factor of its earlier maximum. Judged on
     any number of points, the last included: such a value is a blow-up whatever follows."""
     values = _values(points)
+    earlier = abs(values[0]) if values else 0.0
     for index in range(1, len(values)):
-        earlier = max(abs(v) for v in values[:index])
+        if index > 1:
+            earlier = max(earlier, abs(values[index - 1]))  # a running maximum of the values before index
         if earlier <= 0 or values[index] < EXPLOSION_FACTOR * earlier:
             continue
         if all(v >= EXPLOSION_STAYS * earlier for v in values[index:]):
