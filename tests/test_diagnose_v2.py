@@ -34,7 +34,7 @@ def series(text, name):
     ("lm loss", None, "train_loss"), ("step_loss", None, "train_loss"), ("loss train", None, "train_loss"),
     ("val loss", None, "val_loss"), ("Val_Loss", None, "val_loss"), ("validation/loss", None, "val_loss"),
     ("eval_loss", None, "val_loss"), ("valid_loss", None, "val_loss"), ("Vali Loss", None, "val_loss"),
-    ("test loss", None, "val_loss"), ("valLoss", None, "val_loss"), ("val_loss_epoch", None, "val_loss"),
+    ("test loss", None, "test_loss"), ("valLoss", None, "val_loss"), ("val_loss_epoch", None, "val_loss"),
     ("Loss", "val", "val_loss"), ("lm loss value", "val", "val_loss"),
     ("val acc", None, "val_acc"), ("val_accuracy", None, "val_acc"), ("Acc@1", "val", "val_acc"),
     ("train_loss_epoch", None, "train_loss_epoch"), ("learning_rate", None, "lr"), ("LR", None, "lr"),

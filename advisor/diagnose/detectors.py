@@ -12,8 +12,8 @@ import operator
 
 from ..units import format_bytes
 from .records import TRAIN_LOSS, VAL_LOSS, Finding, LogEvent, Point, dataclass
-from .shortlog import (CONVERGED_LEVEL, adjacent, detect_short_jitter, detect_short_periodic, detect_short_validation,
-                       median)
+from .shortlog import (CONVERGED_LEVEL, _theil_sen, adjacent, detect_short_jitter, detect_short_periodic,
+                       detect_short_validation, median)
 
 MIN_POINTS = 20
 JITTER_SCORE = 0.15  # step-to-step noise / starting loss: above it, jitter is a problem even if the loss falls
@@ -409,6 +409,118 @@ def detect_diverged(series: dict[str, list[Point]], events: list[LogEvent], coun
     return []
 
 
+CHANCE_ACC_SPREAD = 0.3  # accuracies within this share of 1/K of their median (or 0.02) never left chance
+DEAD_AT_CHANCE = 0.85  # after a blow-up, a loss at or above this share of ln K is back at chance, not recovered
+DEAD_NO_FALL = 0.1  # ... and falls less than this share over the rest of the run
+DEAD_MIN_AFTER = 3  # points after the blow-up, at least, to say where the loss settled
+ABOVE_CHANCE = 3.0  # a cross-entropy this many times ln K with accuracy at chance: worse than guessing
+
+
+def chance_loss(series: dict[str, list[Point]], ctx: Context) -> tuple[float, int, str, list[float]] | None:
+    """(ln K, K, where K came from, the accuracies) for a classifier whose accuracy never left chance: K from
+    --classes, else 1/accuracy when every validation (or training) accuracy sits within CHANCE_ACC_SPREAD of 1/K of
+    their median. None when the log shows no such accuracy: a classifier that learned (a training accuracy off
+    chance says the model fits its data, however poor validation is), or no accuracy at all."""
+    found = None
+    for name in ("val_acc", "train_acc"):
+        accs = [p.value for p in series.get(name, []) if math.isfinite(p.value)]
+        if len(accs) < STUCK_FEW_POINTS:
+            continue
+        accs = [a / 100 for a in accs] if max(accs) > 1.0 else accs
+        level = _median(accs)
+        if not 0 < level <= 0.5:
+            continue
+        # 1/accuracy is noisy (0.089 gives 11): a common class count that the accuracy sits at is the likelier K.
+        common = [c for c in COMMON_CLASS_COUNTS if abs(level - 1 / c) <= max(0.02, CHANCE_ACC_SPREAD / c)]
+        k = ctx.classes if ctx.classes and ctx.classes >= 2 else (
+            min(common, key=lambda c: abs(level - 1 / c)) if common else round(1 / level))
+        chance = 1 / k
+        at_chance = all(abs(a - chance) <= max(0.02, CHANCE_ACC_SPREAD * chance) for a in accs)
+        if found is None and at_chance:
+            found = math.log(k), k, "stated (--classes)" if ctx.classes else f"{name} {level:.3g} = 1/K", accs
+        elif name == "train_acc" and not at_chance:
+            return None
+    return found
+
+
+def _spike(values: list[float]) -> int | None:
+    """Index of the first value EXPLOSION_FACTOR times above every value before it (orders of magnitude)."""
+    earlier = abs(values[0]) if values else 0.0  # a running maximum: one pass over a 4,000-point series
+    for index in range(1, len(values)):
+        if earlier > 0 and values[index] >= EXPLOSION_FACTOR * earlier:
+            return index
+        earlier = max(earlier, abs(values[index]))
+    return None
+
+
+def detect_blown_up(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """A run the optimizer destroyed, whatever its loss does afterwards (the newcomer's SGD at LR 5 and LR 50 of
+    issue 37): (1) the loss rose by orders of magnitude (EXPLOSION_FACTOR) and then sat at chance: at or above
+    DEAD_AT_CHANCE of ln K with the accuracy at 1/K, or, with no accuracy, never back under the level it had before
+    the blow-up, and not falling; (2) the loss sat ABOVE_CHANCE times ln K or more, with the accuracy at chance,
+    for the whole run: worse than guessing, the weights blew up before the first logged value."""
+    chance = chance_loss(series, ctx)
+    for name in (TRAIN_LOSS, "train_loss_epoch", VAL_LOSS):
+        points = _finite(series.get(name, []))
+        values = _values(points)
+        index = _spike(values)
+        if index is None or len(values) - index - 1 < DEAD_MIN_AFTER:
+            continue
+        after = values[index + 1:]
+        settled = _median(after[len(after) // 2:])
+        third = max(1, len(after) // 3)
+        falling = _median(after[:third]) - _median(after[-third:]) > DEAD_NO_FALL * settled
+        at_chance = (settled >= DEAD_AT_CHANCE * chance[0] if chance
+                     else settled >= (1 - DEAD_NO_FALL) * min(values[:index]))
+        if falling or not at_chance:
+            continue
+        return [_blown_up_finding(name, points, index, settled, chance, ctx)]
+    if chance:
+        ln_k, k, source, accs = chance
+        # The training loss only: a validation loss far above ln K is also what an overconfident overfit model shows.
+        for name in (TRAIN_LOSS, "train_loss_epoch"):
+            points = _finite(series.get(name, []))
+            if len(points) >= STUCK_FEW_POINTS and _median(_values(points)) >= ABOVE_CHANCE * ln_k:
+                level = _median(_values(points))
+                evidence = {"series": name, "loss_level": round(level, 5), "ln_classes": round(ln_k, 4),
+                            "classes": k, "classes_from": source, "accuracy": round(_median(accs), 4),
+                            "accuracy_points": len(accs), **_span(points, 0, len(points) - 1)}
+                return [Finding("diverged", "error",
+                                f"The {_series_words(name)} sits around {level:.4g}, {level / ln_k:.0f}x the "
+                                f"ln({k}) = {ln_k:.3g} a model that guesses would score, with the accuracy at chance "
+                                f"({_median(accs):.3g}, about 1/{k}) throughout: the weights blew up and the model never "
+                                "learned (the learning rate is far too high).",
+                                evidence, _diverged_actions(ctx),
+                                confidence="high" if len(accs) >= 5 and len(points) >= 5 else "medium")]
+    return []
+
+
+def _series_words(name: str) -> str:
+    return {TRAIN_LOSS: "training loss", "train_loss_epoch": "per-epoch training loss",
+            VAL_LOSS: "validation loss"}.get(name, name)
+
+
+def _blown_up_finding(name: str, points: list[Point], index: int, settled: float, chance, ctx: Context) -> Finding:
+    values = _values(points)
+    before = max(values[:index])
+    evidence = {"series": name, "max_before": before, "value": values[index], "settled_at": round(settled, 5),
+                "points_after": len(values) - index - 1, **_span(points, index, len(points) - 1)}
+    if chance:
+        ln_k, k, source, accs = chance
+        evidence.update({"ln_classes": round(ln_k, 4), "classes": k, "classes_from": source,
+                         "accuracy": round(_median(accs), 4)})
+        where = (f"then sat at {settled:.4g}, chance for a {k}-way classifier (ln {k} = {ln_k:.3g}, accuracy "
+                 f"{_median(accs):.3g})")
+    else:
+        where = f"then sat at {settled:.4g}, never back under the {min(values[:index]):.4g} it had before"
+    confident = chance is not None and len(values) - index - 1 >= 5
+    return Finding("diverged", "error",
+                   f"The {_series_words(name)} exploded from at most {before:.4g} to {values[index]:.4g} at "
+                   f"{_describe(_where(points, index))} and {where}: training diverged and the model is dead, "
+                   "whatever the loss does afterwards.",
+                   evidence, _diverged_actions(ctx), confidence="high" if confident else "medium")
+
+
 def _lasting_jump(points: list[Point]) -> tuple[int, list[Point], float, float] | None:
     """(index, points, level before, level after) of a jump far above the spread before it that never comes
     back, with at least two points after it; None otherwise. Works on a handful of epoch points."""
@@ -438,8 +550,10 @@ def _explosion(points: list[Point]) -> int | None:
     0.16 -> 1.6e18), after which the loss never comes back under that factor of its earlier maximum. Judged on
     any number of points, the last included: such a value is a blow-up whatever follows."""
     values = _values(points)
+    earlier = abs(values[0]) if values else 0.0
     for index in range(1, len(values)):
-        earlier = max(abs(v) for v in values[:index])
+        if index > 1:
+            earlier = max(earlier, abs(values[index - 1]))  # a running maximum of the values before index
         if earlier <= 0 or values[index] < EXPLOSION_FACTOR * earlier:
             continue
         if all(v >= EXPLOSION_STAYS * earlier for v in values[index:]):
@@ -701,6 +815,43 @@ def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]
                     evidence, jitter_actions(ctx))]
 
 
+VAL_JITTER_MIN_POINTS = 10  # a validation series (one point an epoch, typically) this long, at least
+VAL_JITTER_SCORE = 0.25  # point-to-point noise / level: tune logs' healthy runs reach 0.14 (a flat TSL run), their
+#                          jittery ones 0.6+; the issue's Lightning run (0.61 -> 0.96 -> 0.39 -> 0.92) is ~0.5
+VAL_JITTER_TREND = 2.0  # ... with a trend that falls less than this many times the noise over the stretch judged
+
+
+def detect_validation_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """Validation loss that jumps point to point by VAL_JITTER_SCORE of its level or more, without a trend that
+    falls past that noise: judged on a validation series of 10+ points (its second half once it has 20+, where
+    the first descent is over), whatever reader produced it (a CSV logger, TensorBoard, text lines)."""
+    val = _finite(series.get(VAL_LOSS, []))
+    if len(val) < VAL_JITTER_MIN_POINTS:
+        return []
+    judged = val[len(val) // 2:] if len(val) >= 2 * VAL_JITTER_MIN_POINTS else val
+    values = _values(judged)
+    level = _median(values)
+    if level <= 0 or max(abs(v) for v in values) < CONVERGED_LEVEL:
+        return []
+    diffs = [b - a for a, b in zip(values, values[1:])]
+    centre = _median(diffs)
+    noise = 1.4826 * _median([abs(d - centre) for d in diffs]) / math.sqrt(2)
+    fall = -_theil_sen(values) * (len(values) - 1)
+    score = noise / level
+    if score < VAL_JITTER_SCORE or fall > VAL_JITTER_TREND * noise:
+        return []
+    evidence = {"series": VAL_LOSS, "noise_sigma": round(noise, 6), "loss_level": round(level, 6),
+                "relative_noise": round(score, 3), "trend_fall": round(fall, 6) + 0.0, "points": len(values),
+                **_span(val, len(val) - len(judged), len(val) - 1)}
+    shown = " -> ".join(f"{v:.3g}" for v in values[:4])
+    return [Finding("oscillation-jitter", "warning",
+                    f"The validation loss jumps point to point by ~{noise:.3g} around {level:.3g} ({score:.0%} of its "
+                    f"level; {shown} ...) over {len(values)} points, and its trend does not fall past that noise.",
+                    evidence, ["A small validation set gives a noisy estimate: validate on more samples (or report "
+                               "a moving average) before acting on single epochs."] + jitter_actions(ctx),
+                    confidence="high" if score >= 2 * VAL_JITTER_SCORE and len(values) >= 12 else "medium")]
+
+
 def jitter_actions(ctx: Context) -> list[str]:
     if ctx.per_device is not None and ctx.per_device < 16:
         actions = [f"The per-device batch is {ctx.per_device} (< 16): raise it (or accumulate gradients) so "
@@ -934,7 +1085,12 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
                        if rising else
                        f"Validation loss is flat ({val_tail_drop:+.1%} over the second half) while the training "
                        f"loss still falls: overfitting.")
-            findings.append(Finding("overfitting", "warning", summary, evidence, _overfitting_actions(ctx)))
+            confidence, note = overfitting_confidence(values, best, series)
+            evidence.update(note)
+            if note.get("val_acc_at_best") and confidence == "low":
+                summary += " Validation accuracy is still at its best, so this is an early sign at most."
+            findings.append(Finding("overfitting", "warning", summary, evidence, _overfitting_actions(ctx),
+                                    confidence=confidence))
             return findings
     # Slow convergence: both curves fall slowly (or do not fall).
     if train_drop is not None and len(train) >= SLOW_MIN_POINTS:
@@ -972,6 +1128,35 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
                 + (f" and validation {val_drop:.0%}" if val_drop is not None else "")
                 + ": both fall slowly.", evidence, actions))
     return findings
+
+
+OVERFIT_RISE_HIGH = 0.20  # validation this far above its best, 5+ points after it: high confidence
+OVERFIT_RISE_MEDIUM = 0.10  # ... this far (or 5% with 5+ points after it): medium; less is low
+OVERFIT_SINCE = 5
+ACC_AT_BEST = 0.005  # a last validation accuracy within this (0-1 scale) of its best is still at its best
+
+
+def overfitting_confidence(values: list[float], best: int, series: dict[str, list[Point]]) -> tuple[str, dict]:
+    """How strongly a validation curve says overfitting: by how far it rose above its best (the last two points'
+    median), for how many points, and whether validation accuracy, when printed, has stopped improving. A few per
+    cent of drift with the accuracy still at its best is a low-confidence note, not a verdict."""
+    rise = (_median(values[-2:]) - values[best]) / abs(values[best]) if values[best] else 0.0
+    since = len(values) - 1 - best
+    if rise >= OVERFIT_RISE_HIGH and since >= OVERFIT_SINCE:
+        confidence = "high"
+    elif rise >= OVERFIT_RISE_MEDIUM or (rise >= VAL_RISE and since >= OVERFIT_SINCE):
+        confidence = "medium"
+    else:
+        confidence = "low"
+    note: dict = {"val_rise": round(rise, 4), "points_since_best": since}
+    accs = [p.value for p in series.get("val_acc", []) if math.isfinite(p.value)]
+    if len(accs) >= 4:
+        scale = 100.0 if max(accs) > 1.0 else 1.0
+        at_best = accs[-1] >= max(accs) - ACC_AT_BEST * scale
+        note["val_acc_at_best"] = at_best
+        if at_best and rise < OVERFIT_RISE_MEDIUM:
+            confidence = "low"
+    return confidence, note
 
 
 def _overfitting_actions(ctx: Context) -> list[str]:
@@ -1025,6 +1210,8 @@ CRASH_LABELS = {
     "signal": "a worker died from a signal",
     "killed": "a worker was killed (SIGKILL): by the kernel OOM killer or by the scheduler",
     "exception": "an exception",
+    "native-crash": "a native crash (a signal from C/C++/CUDA code, not a Python exception)",
+    "exit-status": "the process exited with a non-zero status",
 }
 CRASH_ACTIONS = {
     "collective-timeout": [
@@ -1050,6 +1237,16 @@ CRASH_ACTIONS = {
         "Find which rank died first and from which signal: SIGSEGV/SIGABRT point at a native crash (a CUDA "
         "extension, a DataLoader worker), SIGTERM at the scheduler or launcher stopping the job.",
         "Re-run that configuration with num_workers=0 to see whether a DataLoader worker is the cause."],
+    "native-crash": [
+        "A segmentation fault, abort or bus error comes from native code: a C++/CUDA extension, a library built "
+        "for another CUDA/driver/compiler, a corrupt input file read by a native decoder, or a DataLoader worker.",
+        "Run it again under `gdb -ex run --args python train.py ...` (or with PYTHONFAULTHANDLER=1, "
+        "faulthandler.enable()) to see the native stack; with num_workers=0 to rule out DataLoader workers.",
+        "Check the libraries match (torch and its CUDA build, custom ops rebuilt after an upgrade); the batch size is "
+        "not the cause unless the stack shows an allocation."],
+    "exit-status": [
+        "The process ended with a non-zero status: read the lines just before it for the error it printed.",
+        "A status above 128 is a signal (128 + N: 137 SIGKILL, 139 SIGSEGV, 134 SIGABRT)."],
     "killed": [
         "Check `dmesg | grep -i 'killed process'` on the node: an entry names the kernel OOM killer (host RAM ran "
         "out, not GPU memory); none points at the scheduler.",
@@ -1092,6 +1289,9 @@ def detect_crash(events: list[LogEvent], counts: dict) -> list[Finding]:
     label = CRASH_LABELS[cls]
     if cls == "exception" and first.details.get("exception"):
         label = f"{label} ({first.details['exception']})"
+    elif cls in ("native-crash", "exit-status") and (first.details.get("signal") or first.details.get("exitcode")):
+        label = f"{label}: " + ", ".join(f"{k} {first.details[k]}" for k in ("signal", "exitcode")
+                                        if first.details.get(k))
     evidence = {"class": cls, "line": first.line, "quote": first.text,
                 "occurrences": counts.get("crash", 0) + counts.get("signal", 0)}
     for key in ("rank", "exception", "signal", "exitcode"):
@@ -1115,6 +1315,8 @@ COFINDING_RULES = (
      "a loss that swings with the data order also looks noisy and falls slowly: the swing is the cause"),
     ("oscillation-jitter", ("slow-convergence",), "drop",
      "an oscillating loss falls slowly: the oscillation is the cause"),
+    ("overfitting", ("slow-convergence",), "drop",
+     "validation that stopped improving while training falls is overfitting; its slow creep is not a second cause"),
     ("overfitting", ("oscillation-periodic", "oscillation-jitter"), "secondary",
      "with a clear train/validation gap the gap is what to fix first; on small data the training loss also "
      "repeats its pattern every epoch"),
@@ -1143,14 +1345,19 @@ def apply_cofinding_rules(findings: list[Finding]) -> list[Finding]:
 def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts: dict, ctx: Context,
                   non_finite: dict[str, Point] | None = None) -> list[Finding]:
     findings = detect_oom(events, counts, ctx, series) + detect_crash(events, counts)
-    diverged = detect_diverged(series, events, counts, ctx, non_finite)
+    diverged = detect_diverged(series, events, counts, ctx, non_finite) or detect_blown_up(series, ctx)
     findings += diverged or detect_not_learning(series, ctx)
     findings += (detect_periodic(series, ctx) or detect_sawtooth(series, ctx, ctx.elisions or [])
                  or detect_jitter(series, ctx)
                  or detect_short_periodic(series, ctx, ctx.elisions or [])
-                 or detect_short_jitter(series, ctx, ctx.elisions or []))
+                 or detect_short_jitter(series, ctx, ctx.elisions or [])
+                 or detect_validation_jitter(series, ctx))
     kinds = {f.kind for f in findings}
     findings += detect_validation(series, ctx) or [f for f in detect_short_validation(series, ctx)
                                                     if f.kind not in kinds]
+    if not any(f.kind == "slow-convergence" for f in findings):
+        from .slow import detect_slow_epochs
+
+        findings += detect_slow_epochs(series, ctx)
     return apply_cofinding_rules(findings)
 

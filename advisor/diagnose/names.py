@@ -93,9 +93,11 @@ def classify(name: str, stage: str | None = None) -> tuple[str, int] | None:
             rank = 3  # a component: loss_cls, mlm_loss, d0.loss_bbox
         if split == "train":
             return ("train_loss_epoch", rank) if "epoch" in token_set else (TRAIN_LOSS, rank)
-        return VAL_LOSS, rank + (10 if split == "test" else 0)  # a test loss stands in when no val loss is printed
+        # A test loss is its own series: it stands in for validation only when a log prints no validation loss
+        # (scan.separate_series), never merged into it.
+        return ("test_loss", rank) if split == "test" else (VAL_LOSS, rank)
     if token_set & ACC_WORDS:
-        return ("train_acc" if split == "train" else "val_acc"), (0 if split != "test" else 10)
+        return {"train": "train_acc", "test": "test_acc"}.get(split, "val_acc"), 0
     return None
 
 

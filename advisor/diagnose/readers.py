@@ -194,9 +194,23 @@ class TorchrunReader(LineReader):
     SIGNAL = _lazy(r"Signal (?P<sig>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)")
     # "Killed" alone (a shell's notice), bash job control "line 6:  3305 Killed   cmd ...", the kernel's line
     KILLED = _lazy(r"^(?:.*: )?Killed\s*$|\b\d+\s+Killed\s{2,}\S|Out of memory: Killed process (?P<pid>\d+)")
+    # A native crash as the shell, glog (Caffe, TF) or the C runtime prints it: "Segmentation fault (core dumped)",
+    # "Aborted (core dumped)", "*** SIGSEGV (@0x0) received by PID 7 ...", "Bus error", "Floating point exception".
+    # The rarer names only as the shell prints them: alone on the line, or bash's "line 1: 4242 Aborted   cmd".
+    NATIVE = _lazy(r"(?P<segv>Segmentation fault)|\*\*\* (?P<sig>SIG[A-Z]+) \(@|(?:^|\d\s+)(?P<what>Bus error"
+                   r"|Floating point exception|Illegal instruction|Aborted)(?: \(core dumped\))?(?:\s*$|\s{2,})"
+                   r"|\bcore dumped\b")
+    # A process's non-zero exit status: "Process finished with exit code 139", "Command exited with non-zero status
+    # 1", "returned non-zero exit status 1", "exited with code 2", "exit status 134".
+    EXIT_STATUS = _lazy(r"\b(?:exit(?:ed)?|returned|finished)(?: with)?(?: non-zero)?(?: exit)? (?:status|code)"
+                        r"[ :=]*(?P<code>-?\d+)", re.I)
+    NATIVE_SIGNALS = {"Segmentation fault": "SIGSEGV", "Bus error": "SIGBUS", "Floating point exception": "SIGFPE",
+                      "Illegal instruction": "SIGILL", "Aborted": "SIGABRT"}
+    EXIT_SIGNALS = {137: "SIGKILL", 139: "SIGSEGV", 134: "SIGABRT", 135: "SIGBUS", 136: "SIGFPE", 132: "SIGILL"}
     WORDS = ("exitcode", "Signal", "Killed", "Error", "Exception", "imeout", "imed out", "llegal", "isaligned",
              "Watchdog",
-             "ismatch", "must match", "multiplied", "invalid for input")
+             "ismatch", "must match", "multiplied", "invalid for input", "fault", "dumped", "xit", "SIG", "Bus error",
+             "Aborted", "status")
 
     def read(self, text, line):
         for word in self.WORDS:  # a plain loop: a generator in any() costs twice as much, on every line read
@@ -229,17 +243,49 @@ class TorchrunReader(LineReader):
         m = self.KILLED.search(text)
         if m:
             return [LogEvent(line, "killed", text.strip()[:300], {"signal": "SIGKILL", "oom_killer": True})]
+        native = self._native_crash(text, line)
+        if native is not None:
+            return native
         m = _EXCEPTION.search(text.strip().strip("*`_ "))  # a pasted line may carry markdown emphasis
         if "ChildFailedError" in text or m:
             details = {"class": "exception", "exception": m.group("name")} if m else {"class": "exception"}
             return [LogEvent(line, "crash", text.strip()[:300], details)]
+        return self._exit_status(text, line)
+
+
+    def _native_crash(self, text: str, line: int) -> list[LogEvent] | None:
+        """A native crash line as a crash event; None for any other line."""
+        quote = text.strip()[:300]
+        m = self.NATIVE.search(text)
+        if m:
+            signal = m.group("sig") or self.NATIVE_SIGNALS.get(m.group("segv") or m.group("what") or "", "SIGSEGV")
+            if signal == "SIGKILL":
+                return [LogEvent(line, "killed", quote, {"signal": signal})]
+            return [LogEvent(line, "signal", quote, {"class": "native-crash", "signal": signal})]
+        return None
+
+    def _exit_status(self, text: str, line: int) -> list[LogEvent] | None:
+        """A non-zero exit status as a crash event (a status above 128 as its signal); None for any other line."""
+        quote = text.strip()[:300]
+        m = self.EXIT_STATUS.search(text)
+        if m:
+            code = int(m.group("code"))
+            if code == 0:
+                return []
+            signal = self.EXIT_SIGNALS.get(code)
+            if signal == "SIGKILL":
+                return [LogEvent(line, "killed", quote, {"exitcode": code, "signal": signal})]
+            details = {"class": "native-crash" if signal else "exit-status", "exitcode": code}
+            if signal:
+                details["signal"] = signal
+            return [LogEvent(line, "signal" if signal else "crash", quote, details)]
         return None
 
 
 # ---------------------------------------------------------------- metric formats
 
 def _best_points(candidates: Iterable[tuple[str, float, int]], line: int, step=None, epoch=None,
-                 redraw: bool = False) -> list[Point]:
+                 redraw: bool = False, cadence: str | None = None) -> list[Point]:
     """One point a series a line: among several names for the same series, the lowest rank wins."""
     best: dict[str, tuple[float, int]] = {}
     for series, value, rank in candidates:
@@ -249,7 +295,7 @@ def _best_points(candidates: Iterable[tuple[str, float, int]], line: int, step=N
             # Equally ranked names (components, with no whole loss printed): the first stands in, but a non-finite
             # one makes what they add up to non-finite, and a nan where a loss is logged is divergence evidence.
             best[series] = (value, rank)
-    return [Point(line, series, value, step, epoch, redraw) for series, (value, _) in best.items()]
+    return [Point(line, series, value, step, epoch, redraw, cadence) for series, (value, _) in best.items()]
 
 
 def _points_from_pairs(pairs: Iterable[tuple[str, str]], line: int, step=None, epoch=None, stage=None,
@@ -614,7 +660,10 @@ class TextMetricsReader(LineReader):
             # "Epoch: [0]  [ 100/1504]" (torchvision's MetricLogger) counts epochs from 0; "Epoch [3/20]" from 1.
             zero_based = epoch_total is None and _ZERO_BASED_EPOCH.match(body) is not None
             epoch = (epoch - 1 if epoch >= 1 and not zero_based else epoch) + position[0] / position[1]
-        return _best_points(candidates, line, step, epoch)
+        # A line that names an epoch and no place within it reports the epoch ("Epoch 3: train_loss=..."); one with
+        # a step or a position reports that step. Kept apart (scan.separate_cadences) when a log prints both.
+        cadence = "step" if step is not None or position else ("epoch" if epoch is not None else None)
+        return _best_points(candidates, line, step, epoch, cadence=cadence)
 
 
 class JSONLineReader(LineReader):

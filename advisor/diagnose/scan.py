@@ -17,10 +17,19 @@ import re
 
 from .readers import (FAILURE_READERS, METRIC_READERS, RANK_PREFIX, LineReader, csv_points, known_formats,
                       trainer_state_points)
-from .records import VAL_LOSS, LogEvent, Point, ReadStats, dataclass, field
+from .records import TRAIN_LOSS, VAL_LOSS, LogEvent, Point, ReadStats, dataclass, field
 
 _TRACEBACK_LINE = re.compile(r"^(?:-+>|\S+ in [<\w]|File \"|\^+\s*$)")  # IPython "---->", "x.py in fit(", File "
 _ELISION = re.compile(r"^[\s>`]*(?:\.{3,}|…+)[\s`]*$")
+# Python statements, as a log that prints its own training script shows them (_not_metrics). The first words are
+# tested with str.startswith (C) before the pattern runs: most log lines start otherwise.
+_CODE_STARTS = ("def ", "class ", "import ", "from ", "return", "for ", "if ", "elif ", "else:", "while ", "with ",
+                "try:", "except", "@", "print(", "raise ", "assert ")
+_CODE_LINE = re.compile(r"(?:def \w+\(|class \w+[(:]|import [\w.]+|from [\w.]+ import |return\b|for .+ in .+:\s*$"
+                        r"|(?:if|elif|while|with) .+:\s*$|else:|try:|except\b.*:\s*$|@[\w.]+|print\(|raise \w"
+                        r"|assert )")
+_ASSIGNMENT = re.compile(r"[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*[-+*/]?=(?!=)\s*\S")
+CODE_WINDOW = 3  # lines after a statement that still count as code when they are assignments
 _RANK_NUMBER = re.compile(r"\[(?:rank|default)(\d+)\]|\[(\d+),\d+\]<std")
 ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07]*\x07|[@-Z\\-_])")
 BLOCK_BYTES = 4 << 20
@@ -96,6 +105,7 @@ class Scanner:
         else:
             self.metric_readers = [r.fresh() for r in METRIC_READERS]
         self.in_traceback = False
+        self.code_until = -1  # the last line of a stretch of source code the log printed (see _not_metrics)
         self.stride = 1
         self.line_bytes = 80.0
         self.line_bytes_known = False
@@ -130,7 +140,7 @@ class Scanner:
                     break
             if "batch size" in frame or "Accumulation steps" in frame:
                 self._context(frame)
-            if self._traceback_source(frame) or self._elision(frame, line_no):
+            if self._traceback_source(frame) or self._elision(frame, line_no) or self._not_metrics(frame, line_no):
                 continue
             records = self._metric_records(frame, line_no)
             if records is not None:
@@ -160,6 +170,22 @@ class Scanner:
         if frame[:1] in (" ", "\t") or _TRACEBACK_LINE.match(frame):
             return True
         self.in_traceback = False  # the exception line ends it
+        return False
+
+    def _not_metrics(self, frame: str, line_no: int) -> bool:
+        """True for text that is not a metric: an argparse Namespace dump, a line of Python source the log printed
+        (a run that logs its own script: `val_loss = 0.0` there is an initial value, not a measurement), and the
+        assignments around such a line. A statement keyword starts a stretch of code of CODE_WINDOW lines; each
+        further statement or assignment in it extends it."""
+        if "Namespace(" in frame:
+            return True
+        stripped = frame.lstrip()
+        if stripped.startswith(_CODE_STARTS) and _CODE_LINE.match(stripped):
+            self.code_until = line_no + CODE_WINDOW
+            return True
+        if line_no <= self.code_until and _ASSIGNMENT.match(stripped):
+            self.code_until = line_no + CODE_WINDOW
+            return True
         return False
 
     def _elision(self, frame: str, line_no: int) -> bool:
@@ -663,8 +689,60 @@ def read_source(stream: io.BufferedIOBase, name: str, forced_format: str | None 
         collected = scanner.collected
     collected.stats.sources.append(name)
     _bare_numbers(collected)
+    separate_series(collected)
     collected.stats.series_lengths = {k: len(v) for k, v in collected.series.items()}
     return collected
+
+
+def epoch_series_name(name: str) -> str:
+    """Where a series' per-epoch points go when the same log also prints it per step: the training loss's epoch
+    means are ``train_loss_epoch`` (the detectors' per-epoch training curve), any other ``NAME_epoch``."""
+    return "train_loss_epoch" if name == TRAIN_LOSS else f"{name}_epoch"
+
+
+def _is_step_point(point: Point) -> bool:
+    return point.cadence == "step" or (point.cadence is None and point.step is not None)
+
+
+def _rename(collected: Collected, points: list[Point], name: str) -> None:
+    for point in points:
+        point.name = name
+        if not math.isfinite(point.value) and name not in collected.non_finite:
+            collected.non_finite[name] = point
+
+
+def separate_series(collected: Collected) -> None:
+    """One curve per metric, stage and cadence. A log that prints a series both per step ("step 40 loss 2.31") and
+    per epoch ("Epoch 1: train_loss=2.25 val_loss=...") keeps the epoch means apart from the step curve: merged,
+    each epoch mean is an outlier among the step values (jitter that is not there). A test series stays apart from
+    validation, and stands in for it only when the log prints no validation series (said in a note)."""
+    stats = collected.stats
+    for name in list(collected.series):
+        points = collected.series[name]
+        epochs = [p for p in points if p.cadence == "epoch"]
+        if not epochs or not any(_is_step_point(p) for p in points):
+            continue
+        target = epoch_series_name(name)
+        collected.series[name] = [p for p in points if p.cadence != "epoch"]
+        first_bad = collected.non_finite.get(name)
+        if first_bad is not None and first_bad.cadence == "epoch":
+            del collected.non_finite[name]
+            _rename(collected, collected.series[name], name)
+        _rename(collected, epochs, target)
+        merged = collected.series.get(target, []) + epochs
+        collected.series[target] = sorted(merged, key=lambda p: p.line)
+        stats.notes.append(f"{name}: the {len(epochs)} per-epoch value(s) are kept apart from the "
+                           f"{len(collected.series[name])} per-step one(s) (as {target})")
+    for measure in ("loss", "acc"):
+        val, test = f"val_{measure}", f"test_{measure}"
+        if test in collected.series and not collected.series.get(val):
+            points = collected.series.pop(test)
+            first_bad = collected.non_finite.pop(test, None)
+            _rename(collected, points, val)
+            if first_bad is not None:
+                collected.non_finite[val] = first_bad
+            collected.series[val] = points
+            stats.notes.append(f"the log prints no validation {measure}: its test {measure} is read as validation")
 
 
 BARE_MIN_POINTS = 4

@@ -128,6 +128,11 @@ def _at_chance(train, val, series, ctx) -> Finding | None:
     if near < max(VAL_MIN_POINTS, 0.7 * len(accs)):
         return None
     val_values = _values(val)
+    if len(val_values) >= VAL_MIN_POINTS and val_values[0] > 0 and (
+            val_values[0] - _median(val_values[-2:])) / val_values[0] >= TRAIN_IMPROVES_DROP:
+        # The validation loss keeps coming down from its start: the model learns, however low its accuracy (4% of
+        # 500 classes is 20x chance; 1/accuracy is no class count). Slow convergence judges such a curve.
+        return None
     ln_k = math.log(k)
     if val_values and abs(_median(val_values) - ln_k) > max(CHANCE_LN_TOLERANCE * ln_k, 0.15 * ln_k):
         # A validation loss far from ln K with accuracy at 1/K: an imbalanced or odd metric; say nothing.
@@ -217,6 +222,17 @@ def _stale_validation(train, val, series, ctx) -> Finding | None:
     best = min(range(len(v)), key=v.__getitem__)
     after = len(v) - 1 - best
     if after < max(2, math.ceil(STALE_SHARE * len(v))) or v[-1] <= v[best]:
+        return None
+    # On a validation curve that jitters (by the jitter rule's own measure, detectors.VAL_JITTER_SCORE) the best is
+    # one low jump, not a turning point: the points after it must sit above it by more than twice the point-to-point
+    # noise (0.61 -> 0.96 -> 0.39 -> 0.92 is jitter). A steady curve's best stands as it is.
+    from .detectors import VAL_JITTER_SCORE
+
+    diffs = [b - a for a, b in zip(v, v[1:])]
+    centre = _median(diffs)
+    noise = 1.4826 * _median([abs(d - centre) for d in diffs]) / math.sqrt(2)
+    jitters = noise >= VAL_JITTER_SCORE * abs(_median(v))
+    if jitters and _median(v[best + 1:]) - v[best] <= 2 * noise:
         return None
     since = [p.value for p in train if p.line >= val[best].line]
     if len(since) < 2 or not since[0]:

@@ -1,0 +1,133 @@
+"""Slow convergence on a per-epoch curve, by a rule stated in numbers (issue 37).
+
+The curves: the validation loss when the log has 5+ per-epoch validation points, then the per-epoch training loss
+(validation that sits at training's level is not slow by itself: then training's own pace is judged, only for a
+classifier whose printed accuracy is below GOOD_ACCURACY: without an accuracy a training loss's floor is unknown).
+Smoothed by a centred moving average of 3. The loss's own first value is where it started (an untrained model's
+level, whatever the task: ln K for a classifier, the target's variance for a regression), so no class count is
+guessed from an accuracy. The run is slow when all of these hold:
+
+- it has come less than SLOW_PROGRESS (half) of the way from its start to zero;
+- it is still falling: over the second half the smoothed curve fell more than its point-to-point noise and at a
+  positive relative rate r per epoch (a curve flat against its noise has converged or is stuck: other rules);
+- at that rate, reaching its target would take more epochs than the run has had so far
+  (projected = ln(now / target) / -ln(1 - r)); the target is half its start, or for validation the level the
+  training loss has reached when that is higher (validation is not expected below it);
+- the curve begins at the run's start (first epoch 0 or 1, where epochs are printed): a mid-run excerpt's first
+  value is not the untrained level;
+- no printed accuracy says the model already does its job (last accuracy >= GOOD_ACCURACY: a fine-tune starts low
+  and creeps, and is fine).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .curves import cadence_of
+from .records import TRAIN_LOSS, VAL_LOSS, Finding, Point
+from .shortlog import median
+
+SLOW_EPOCH_MIN_POINTS = 5
+SLOW_PROGRESS = 0.5
+GOOD_ACCURACY = 0.7
+
+
+def _per_epoch(series: dict[str, list[Point]]) -> list[tuple[str, list[Point]]]:
+    """The curves to judge, in order: per-epoch validation, then per-epoch training."""
+    curves = []
+    val = [p for p in series.get(VAL_LOSS, []) if math.isfinite(p.value)]
+    if len(val) >= SLOW_EPOCH_MIN_POINTS and cadence_of(val) == "epoch":
+        curves.append((VAL_LOSS, val))
+    for name in ("train_loss_epoch", TRAIN_LOSS):
+        points = [p for p in series.get(name, []) if math.isfinite(p.value)]
+        if len(points) >= SLOW_EPOCH_MIN_POINTS and (name == "train_loss_epoch" or cadence_of(points) == "epoch"):
+            curves.append((name, points))
+            break
+    return curves
+
+
+def _smoothed(values: list[float]) -> list[float]:
+    return [sum(values[max(0, i - 1):i + 2]) / len(values[max(0, i - 1):i + 2]) for i in range(len(values))]
+
+
+def _last_accuracy(series: dict[str, list[Point]]) -> float | None:
+    accs = [p.value for p in series.get("val_acc", []) or series.get("train_acc", []) if math.isfinite(p.value)]
+    if not accs:
+        return None
+    return accs[-1] / 100 if max(accs) > 1.0 else accs[-1]
+
+
+def slow_pace(values: list[float], floor: float = 0.0) -> dict | None:
+    """The numbers the rule stands on, or None when the curve is not slow by it. ``floor``: a level the curve cannot
+    be expected to pass (for validation, the level the training loss has reached)."""
+    start = values[0]
+    smooth = _smoothed(values)
+    now = smooth[-1]
+    target = max(start / 2, floor)
+    if start <= 0 or now <= 0 or now <= target:
+        return None
+    progress = (start - now) / start
+    mid = len(smooth) // 2
+    span = len(smooth) - 1 - mid
+    diffs = [b - a for a, b in zip(values[mid:], values[mid + 1:])]
+    centre = median(diffs)
+    noise = 1.4826 * median([abs(d - centre) for d in diffs]) / math.sqrt(2) if diffs else 0.0
+    fell = smooth[mid] - now
+    if progress >= SLOW_PROGRESS or span < 1 or fell <= noise or fell <= 0:
+        return None
+    rate = 1 - (now / smooth[mid]) ** (1 / span)
+    projected = math.log(now / target) / -math.log(1 - rate)
+    if projected <= len(values):
+        return None
+    return {"start": round(start, 6), "now_smoothed": round(now, 6), "progress": round(progress, 4),
+            "rate_per_epoch": round(rate, 5), "target": round(target, 6), "projected_epochs_to_target": round(projected, 1),
+            "epochs_run": len(values), "second_half_fall": round(fell, 6), "second_half_noise": round(noise, 6)}
+
+
+def detect_slow_epochs(series: dict[str, list[Point]], ctx) -> list[Finding]:
+    """Slow convergence on a per-epoch curve (see the module's rule)."""
+    accuracy = _last_accuracy(series)
+    if accuracy is not None and accuracy >= GOOD_ACCURACY:
+        return []
+    for name, points in _per_epoch(series):
+        if name != VAL_LOSS and accuracy is None:
+            # A training loss's floor is unknown without an accuracy (detection and regression losses level off
+            # far above zero): judged only where a poor printed accuracy says the model is not yet doing its job.
+            break
+        if points[0].epoch is not None and points[0].epoch > 1:
+            return []  # an excerpt from mid-run: its first value is not where the model started
+        floor = 0.0
+        if name == VAL_LOSS:  # validation cannot be expected below what training has reached
+            train = [p.value for p in series.get("train_loss_epoch", []) or series.get(TRAIN_LOSS, [])
+                     if math.isfinite(p.value)]
+            floor = median(train[-3:]) if train else 0.0
+        pace = slow_pace([p.value for p in points], floor)
+        if pace is not None:
+            return [_slow_finding(name, points, pace, ctx)]
+    return []
+
+
+def _slow_finding(name: str, points: list[Point], pace: dict, ctx) -> Finding:
+    where = {"line": points[0].line}
+    if points[0].epoch is not None:
+        where["epoch"] = points[0].epoch
+    evidence = {"series": name, **pace, "from": where}
+    what = "validation" if name == VAL_LOSS else "training"
+    lr = f" (now {ctx.lr:g})" if getattr(ctx, "lr", None) else ""
+    confidence = "medium" if len(points) >= 8 and pace["projected_epochs_to_target"] > 3 * len(points) else "low"
+    return Finding(
+        "slow-convergence", "warning",
+        f"The {what} loss has come {pace['progress']:.0%} of the way down from its start ({pace['start']:.4g} -> "
+        f"{pace['now_smoothed']:.4g}) in {len(points)} epochs and improves {pace['rate_per_epoch']:.1%} an epoch: "
+        f"at that pace it needs ~{pace['projected_epochs_to_target']:.0f} epochs to reach {pace['target']:.4g}. "
+        "It converges slowly.",
+        evidence,
+        [f"Run a short trial with the LR 3-10x higher{lr}, or with Adam instead of plain SGD, and compare the first "
+         "epochs.",
+         "Check the inputs are normalised (features and, for regression, the target): unscaled data makes every "
+         "optimizer crawl.",
+         "A smaller batch gives more updates per epoch."],
+        confidence=confidence)
+
+
+__all__ = ["detect_slow_epochs", "slow_pace"]

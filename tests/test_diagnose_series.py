@@ -1,0 +1,124 @@
+"""Issue 37: series kept apart (metric, stage, cadence) and the rules judged on them, the same in every format.
+
+The newcomer's runs are real (tests/corpus/generate/newcomer_runs.py): plain SGD on digits at LR 5 and LR 50
+(an explosion by orders of magnitude, then chance) and at a healthy LR, each written as HF Trainer dict lines, as
+a plain log mixing per-step and per-epoch lines, and as a Lightning-style metrics.csv.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from advisor.diagnose import diagnose_source
+
+LOGS = Path(__file__).parent / "corpus" / "logs"
+FORMATS = ("hf.log", "plain.log", "metrics.csv")
+
+
+def verdict(path):
+    report = diagnose_source(str(path))
+    return report.verdict, sorted((f.kind, f.severity) for f in report.findings if f.secondary_to is None)
+
+
+@pytest.mark.parametrize("run,expected", [
+    ("lr5", ("findings", [("diverged", "error")])),
+    ("lr50", ("findings", [("diverged", "error")])),
+    ("healthy", ("healthy", [])),
+])
+def test_newcomer_run_gets_the_same_right_verdict_in_every_format(run, expected):
+    verdicts = {fmt: verdict(LOGS / f"newcomer_{run}_{fmt}") for fmt in FORMATS}
+    assert verdicts == {fmt: expected for fmt in FORMATS}
+
+
+def test_lr5_names_the_explosion_and_the_chance_level_after_it():
+    report = diagnose_source(str(LOGS / "newcomer_lr5_plain.log"))
+    finding = report.findings[0]
+    assert "exploded" in finding.summary and "chance" in finding.summary
+    assert finding.evidence["classes"] == 10 and finding.confidence == "high"
+
+
+def test_plain_log_keeps_epoch_means_out_of_the_step_curve():
+    report = diagnose_source(str(LOGS / "newcomer_healthy_plain.log"))
+    steps, epochs = report.series["train_loss"], report.series["train_loss_epoch"]
+    assert len(steps) == 26 and {p.cadence for p in steps} == {"step"}
+    assert len(epochs) == 6 and {p.cadence for p in epochs} == {"epoch"}
+    assert [p.epoch for p in epochs] == [1, 2, 3, 4, 5, 6]
+    assert len(report.series["val_loss"]) == 6
+
+
+def _write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_validation_and_test_lines_are_separate_series(tmp_path):
+    lines = []
+    for epoch in range(1, 13):
+        lines += [f"Epoch {epoch} train loss: {2.0 / epoch:.4f} acc: {0.5 + epoch / 40:.3f}",
+                  f"Epoch {epoch} val loss: {2.1 / epoch + 0.05:.4f} acc: {0.5 + epoch / 45:.3f}",
+                  f"Epoch {epoch} test loss: {2.2 / epoch + 0.07:.4f} acc: {0.5 + epoch / 50:.3f}"]
+    report = diagnose_source(str(_write(tmp_path, "three.log", "\n".join(lines) + "\n")))
+    lengths = {k: len(v) for k, v in report.series.items()}
+    assert lengths["train_loss"] == 12 and lengths["val_loss"] == 12 and lengths["test_loss"] == 12, lengths
+
+
+def test_a_test_loss_stands_in_for_validation_only_when_none_is_printed(tmp_path):
+    lines = [f"Epoch {e}: train_loss={2.0 / e:.4f} test_loss={2.1 / e:.4f}" for e in range(1, 8)]
+    report = diagnose_source(str(_write(tmp_path, "t.log", "\n".join(lines) + "\n")))
+    assert len(report.series["val_loss"]) == 7 and "test_loss" not in report.series
+    assert any("test loss is read as validation" in n for n in report.stats.notes)
+
+
+def test_curves_keys_each_series_by_metric_stage_and_cadence():
+    from advisor.diagnose.curves import curves, finding_start
+
+    report = diagnose_source(str(LOGS / "newcomer_lr5_plain.log"))
+    drawn = curves(report.series)
+    assert set(drawn) == {("loss", "train", "step"), ("loss", "train", "epoch"), ("loss", "val", "epoch"),
+                          ("acc", "val", "epoch")}
+    assert len(drawn[("loss", "train", "step")]) == 26 and len(drawn[("loss", "train", "epoch")]) == 6
+    start = finding_start(report.findings[0])
+    assert start["series"] == "train_loss" and start["step"] == 20  # where the loss exploded
+
+
+def test_hf_eval_dicts_are_a_per_epoch_curve():
+    from advisor.diagnose.curves import curves
+
+    drawn = curves(diagnose_source(str(LOGS / "newcomer_healthy_hf.log")).series)
+    assert ("loss", "val", "epoch") in drawn and ("loss", "train", "step") in drawn
+
+
+@pytest.mark.parametrize("run,expected", [
+    ("jitter", ("findings", [("oscillation-jitter", "warning")])),
+    ("overfit", ("findings", [("overfitting", "warning")])),
+    ("healthy", ("healthy", [])),
+])
+def test_per_epoch_run_gets_the_same_verdict_from_csv_loggers_and_text(run, expected):
+    # Real runs (tests/corpus/generate/epoch_csv_runs.py) as Keras CSVLogger, Lightning CSVLogger and Keras text.
+    formats = ("keras.csv", "lightning_metrics.csv", "keras.log")
+    verdicts = {fmt: verdict(LOGS / f"epochs_{run}_{fmt}") for fmt in formats}
+    assert verdicts == {fmt: expected for fmt in formats}
+
+
+ISSUE_VAL = [1.2, 0.9, 0.7, 0.61, 0.96, 0.39, 0.92, 0.55, 0.88, 0.42, 0.97, 0.5, 0.85, 0.45, 0.93]
+
+
+def _lightning_csv(tmp_path, val, train):
+    rows = ["epoch,step,train_loss,val_loss"]
+    for epoch, (v, t) in enumerate(zip(val, train)):
+        rows += [f"{epoch},{epoch * 100 + 99},,{v}", f"{epoch},{epoch * 100 + 99},{t:.4f},"]
+    return _write(tmp_path, "metrics.csv", "\n".join(rows) + "\n")
+
+
+def test_validation_jumping_on_a_lightning_csv_is_jitter_not_overfitting(tmp_path):
+    # The issue's Lightning CSVLogger case: validation 0.61 -> 0.96 -> 0.39 -> 0.92 while training falls smoothly.
+    report = diagnose_source(str(_lightning_csv(tmp_path, ISSUE_VAL, [1.5 * 0.85 ** e for e in range(15)])))
+    primary = [f for f in report.findings if f.secondary_to is None]
+    assert [(f.kind, f.evidence["series"]) for f in primary] == [("oscillation-jitter", "val_loss")]
+
+
+def test_a_steady_validation_curve_is_no_jitter(tmp_path):
+    val = [1.2 * 0.9 ** e + 0.01 * (-1) ** e for e in range(15)]
+    report = diagnose_source(str(_lightning_csv(tmp_path, val, [1.5 * 0.85 ** e for e in range(15)])))
+    assert not [f for f in report.findings if f.kind == "oscillation-jitter"]
