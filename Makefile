@@ -8,7 +8,7 @@ PYTHON ?= python3
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 
-.PHONY: setup run lint test test-slow test-all wheel-check bench clean
+.PHONY: setup user-setup run lint test test-slow test-all wheel-check bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,9 +20,18 @@ setup: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -c .ci/constraints.txt -e ".[dev]"
 	@[ -f $(VENV)/.extensions-built ] || { $(BIN)/python .ci/prebuild_extensions.py && touch $(VENV)/.extensions-built; }
 
+# What a user installs: torch (the CPU build on a machine without CUDA), then the project with the built-in
+# workloads' data set. No dev stack and no DeepSpeed op: the demo plans through plain DDP. A venv that
+# `make setup` already made has all of it, so this installs nothing there.
+user-setup: $(BIN)/python
+	@if ! $(BIN)/python -c "import torch" 2>/dev/null && [ -n "$(TORCH_SPEC)" ]; then \
+		$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"; fi
+	@$(BIN)/python -c "import advisor, sklearn" 2>/dev/null || \
+		$(BIN)/python -m pip install --quiet -c .ci/constraints.txt -e ".[examples]"
+
 # The demo writes under runs/ (ignored by git), never over the committed recipes/: a second `make run` replaces
 # its own recipe (--force keeps the old one as a .bak) and its history there is this machine's.
-run: setup
+run: user-setup
 	mkdir -p runs
 	$(BIN)/advisor plan --workload digits-cnn --adapter ddp --nproc 2 --device-memory 1GiB \
 		--out runs/digits-cnn.toml --force

@@ -1,6 +1,6 @@
 """Streaming training data: an ``IterableDataset`` read in batches, each rank its own share.
 
-The rule (README "Your own model"): by default the advisor splits the stream itself. Rank ``r`` of ``W``
+The rule (docs/your-training.md, "Your own model"): by default the advisor splits the stream itself. Rank ``r`` of ``W``
 keeps samples ``r, r + W, r + 2W, ...`` of what the dataset yields, and with ``K`` DataLoader worker
 processes worker ``k`` keeps every ``K``-th of those (from ``r + kW``), so no sample is read twice in one
 pass (each worker batches its own samples: up to ``K`` partial batches a pass are dropped). A dataset

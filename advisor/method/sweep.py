@@ -1,4 +1,4 @@
-"""Step 4, the comparison sweep: one rule, in three sentences (the README says the same).
+"""Step 4, the comparison sweep: one rule, in three sentences (the README and docs/method.md say the same).
 
 1. Every candidate trains on the same number of samples with the same k seeds (so runs are paired), and each
    run scores the mean of its last two validation checkpoints.
