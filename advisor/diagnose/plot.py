@@ -165,9 +165,10 @@ def _mark(number: int, finding: Finding, positions: _Positions, curves: list[Cur
     where = finding_start(finding.evidence)
     x = positions.of(where) if where is not None else None
     if x is None or not math.isfinite(x):
-        named = STAGE_WORDS.get("val" if "val" in str(finding.evidence.get("series", "")) else "train")
-        curve = next((c for c in curves if c.label.startswith(named) and c.xs), next((c for c in curves if c.xs),
-                                                                                    None))
+        # A judgement on a whole curve (a loss stuck from the start): marked where the curve it names begins.
+        stage = LOSS_SERIES.get(finding.evidence.get("series"), ("train",))[0]
+        drawn = [c for c in curves if c.xs]
+        curve = next((c for c in drawn if c.stage == stage), drawn[0] if drawn else None)
         if curve is None:
             return None
         return Mark(number, curve.xs[0], finding.kind, finding.severity, finding.summary, "whole curve", True)
