@@ -212,3 +212,10 @@ def test_the_cli_offers_the_choices_the_rule_knows():
     from advisor.diagnose import FAIL_ON
 
     assert set(FAIL_ON_CHOICES) == set(FAIL_ON)
+
+
+@pytest.mark.parametrize("argv, expected", [(["--plot", "--json"], "--json keeps standard output"),
+                                            (["--plot", "--watch", "--watch-seconds", "0.1"], "--watch follows a log")])
+def test_plot_with_options_it_cannot_serve_is_refused(capsys, argv, expected):
+    code, out, err = run(capsys, OVERFIT_EPOCHS, *argv)
+    assert code == 2 and out == "" and expected in one_paragraph(err)
