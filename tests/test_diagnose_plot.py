@@ -92,7 +92,9 @@ def test_per_step_and_per_epoch_points_are_two_curves_and_a_keyed_series_reads_t
     epoch_curve = picture_of(Report).curves[0]
     assert epoch_curve.xs == [25.0, 49.0]
     assert any("without a step of their own" in note for note in picture_of(Report).notes)
-    Report.series = {("train_loss", "train", "step"): step_points, ("train_loss", "train", "epoch"): epoch_points}
+    # keyed (metric, stage, cadence), as diagnose.curves keys them: the same curves, accuracy left out
+    Report.series = {("loss", "train", "step"): step_points, ("loss", "train", "epoch"): epoch_points,
+                     ("acc", "val", "epoch"): [Point(line=30, name="val_acc", value=0.5, epoch=1)]}
     assert [c.label for c in picture_of(Report).curves] == labels
 
 

@@ -16,7 +16,7 @@ from .records import Finding, dataclass, field
 PLOT_SUFFIXES = (".html", ".svg", ".txt")
 # The loss series a log can hold, by what they measure: (stage, cadence the name implies).
 LOSS_SERIES = {"train_loss": ("train", None), "train_loss_epoch": ("train", "epoch"), "val_loss": ("val", None),
-               "test_loss": ("test", None)}
+               "val_loss_epoch": ("val", "epoch"), "test_loss": ("test", None), "test_loss_epoch": ("test", "epoch")}
 STAGE_WORDS = {"train": "train", "val": "validation", "test": "test"}
 LOG_SCALE_RANGE = 1000.0  # positive values spanning this factor or more are drawn on a log axis (an explosion)
 MAX_DRAWN_POINTS = 1200  # per curve in a file: the min and max of each bucket keep every spike visible
@@ -69,11 +69,15 @@ class Picture:
 
 def loss_series(series: dict) -> list[tuple[str, str | None, list]]:
     """(stage, cadence, points) for each loss curve in what scan returns. The one place that knows how series are
-    keyed: today by name (points say their cadence), a (name, stage, cadence) key works too."""
+    keyed: by name today (points say their cadence); keyed (metric, stage, cadence), as dx-rules' diagnose.curves
+    gives them ('loss', 'val', 'epoch'), works as it is."""
     curves = []
     for key, points in series.items():
-        if isinstance(key, tuple):  # keyed by (name, stage, cadence)
-            name, stage, cadence = (tuple(key) + (None, None))[:3]
+        if isinstance(key, tuple):  # (metric, stage, cadence)
+            metric, stage, cadence = key
+            if metric != "loss":
+                continue
+            name = f"{stage}_loss" if f"{stage}_loss" in LOSS_SERIES else "train_loss"
         else:
             name, stage, cadence = key, None, None
         if name not in LOSS_SERIES:
