@@ -12,7 +12,7 @@ import pytest
 
 from advisor.cli import main
 from advisor.diagnose import diagnose
-from advisor.diagnose.plot import picture_of, render_svg
+from advisor.diagnose.plot import picture_of, render_svg, render_text
 from advisor.diagnose.records import Point
 
 LOGS = Path(__file__).resolve().parent / "corpus" / "logs"
@@ -108,6 +108,8 @@ def test_an_explosion_is_drawn_on_a_log_axis():
     picture = picture_of(Report)
     assert picture.log_y
     ET.fromstring(render_svg([picture]))  # the log axis renders
+    drawing = render_text(picture, 80, 18)
+    assert re.search(r"^1e\d+┤", drawing, re.M) and not re.search(r"\d{8}", drawing)  # decades, not every digit
 
 
 # ------------------------------------------------------------------ files

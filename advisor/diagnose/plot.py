@@ -227,6 +227,10 @@ def draw_plotext(plt, picture: Picture, highlight: int | None = None) -> None:
     plt.xlabel(picture.x_axis)
     if picture.log_y:
         plt.yscale("log")
+        values = [y for curve in picture.curves for y in curve.ys]
+        # plotext would label a log axis with every digit of 1e20; decades read better and keep the plot wide
+        decades = _log_ticks(math.log10(min(values)), math.log10(max(values)))
+        plt.yticks([10.0 ** d for d in decades], [_tick_text(d, log_y=True) for d in decades])
     for curve in picture.curves:
         if curve.xs:
             marker = "braille" if len(curve.xs) > 40 else "dot"
@@ -280,6 +284,7 @@ def _nice_ticks(low: float, high: float, count: int = 6) -> list[float]:
 
 
 def _log_ticks(low: float, high: float) -> list[float]:
+    """Whole decades (as exponents) between two log10 values, at most 8 of them."""
     decades = list(range(math.floor(low), math.ceil(high) + 1))
     stride = max(1, math.ceil(len(decades) / 8))
     return [d for d in decades[::stride] if low <= d <= high] or [low]
