@@ -21,9 +21,9 @@ STAGE_WORDS = {"train": "train", "val": "validation", "test": "test"}
 LOG_SCALE_RANGE = 1000.0  # positive values spanning this factor or more are drawn on a log axis (an explosion)
 MAX_DRAWN_POINTS = 1200  # per curve in a file: the min and max of each bucket keep every spike visible
 CURVE_COLORS = {"train": "#1f77b4", "val": "#ff7f0e", "test": "#2ca02c"}
-TERMINAL_COLORS = {"train": "cyan", "val": "orange", "test": "green"}
+TERMINAL_COLORS = {"train": "cyan", "val": "magenta", "test": "green"}
 MARK_COLORS = {"error": "#d62728", "warning": "#b8860b"}
-TERMINAL_MARK_COLORS = {"error": "red", "warning": "yellow"}
+TERMINAL_MARK_COLORS = {"error": "red", "warning": 11}  # plotext's "yellow" is 256-colour 12, a blue; 11 is yellow
 
 
 @dataclass
@@ -242,7 +242,7 @@ def draw_plotext(plt, picture: Picture, highlight: int | None = None) -> None:
         color = TERMINAL_MARK_COLORS.get(mark.severity, "white")
         plt.vline(mark.x, color)
         label = f"{mark.number} {mark.kind}" if mark.number == highlight else str(mark.number)
-        plt.text(label, mark.x, bottom, color=color)
+        plt.text(label, mark.x, bottom, color="black", background=color)  # a badge, readable on any canvas
 
 
 def mark_key(picture: Picture) -> list[str]:
@@ -257,7 +257,7 @@ def render_text(picture: Picture, width: int = 100, height: int = 28, color: boo
 
     draw_plotext(plt, picture)
     plt.plotsize(width, height)
-    plt.theme("default" if color else "clear")
+    plt.theme("clear")  # no canvas colour of its own: the terminal's background, light or dark
     drawing = plt.build()
     if not color:
         drawing = plt.uncolorize(drawing)
