@@ -142,6 +142,16 @@ def test_the_text_file_is_the_terminal_drawing_without_colour(tmp_path, capsys):
     assert "[1] warning overfitting at epoch 7" in text and "validation loss" in text and "┤" in text
 
 
+def test_without_colour_the_curves_differ_by_their_marks(tmp_path, capsys):
+    """Braille for training, dots for validation, however many points each has (60 here)."""
+    log = tmp_path / "run.log"
+    log.write_text("".join(f"Epoch {e}: train_loss={2 / e:.4f} val_loss={2.1 / e:.4f}\n" for e in range(1, 61)))
+    target = tmp_path / "curves.txt"
+    run(capsys, log, "--plot", target)
+    text = target.read_text(encoding="utf-8")
+    assert "⢕⢕ train loss" in text and "•• validation loss" in text, text  # the legend shows each curve's mark
+
+
 def test_plot_alone_draws_in_the_terminal_after_the_report(capsys):
     code, out, _ = run(capsys, OVERFIT_EPOCHS, "--plot")
     assert code == 1

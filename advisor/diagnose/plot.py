@@ -22,6 +22,7 @@ LOG_SCALE_RANGE = 1000.0  # positive values spanning this factor or more are dra
 MAX_DRAWN_POINTS = 1200  # per curve in a file: the min and max of each bucket keep every spike visible
 CURVE_COLORS = {"train": "#1f77b4", "val": "#ff7f0e", "test": "#2ca02c"}
 TERMINAL_COLORS = {"train": "cyan", "val": "magenta", "test": "green"}
+TERMINAL_MARKERS = {"train": "braille", "val": "dot", "test": "+"}  # told apart without colour too (a .txt file)
 MARK_COLORS = {"error": "#d62728", "warning": "#b8860b"}
 TERMINAL_MARK_COLORS = {"error": "red", "warning": 11}  # plotext's "yellow" is 256-colour 12, a blue; 11 is yellow
 
@@ -233,9 +234,8 @@ def draw_plotext(plt, picture: Picture, highlight: int | None = None) -> None:
         plt.yticks([10.0 ** d for d in decades], [_tick_text(d, log_y=True) for d in decades])
     for curve in picture.curves:
         if curve.xs:
-            marker = "braille" if len(curve.xs) > 40 else "dot"
             plt.plot(curve.xs, curve.ys, label=curve.label, color=TERMINAL_COLORS.get(curve.stage, "white"),
-                     marker=marker)
+                     marker=TERMINAL_MARKERS.get(curve.stage, "dot"))
     values = [y for curve in picture.curves for y in curve.ys]
     bottom = min(values) if values else 0.0  # the legend sits top left: the numbers go along the bottom
     for mark in picture.marks:
