@@ -426,6 +426,8 @@ def render_svg(pictures: list[Picture]) -> str:
     height = sum(_panel_height(p) for p in drawn)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{SVG_WIDTH}" height="{height}" '
              f'viewBox="0 0 {SVG_WIDTH} {height}" font-family="sans-serif" font-size="12">',
+             f'<title>advisor diagnose: the loss curves of {escape(", ".join(p.source for p in drawn))}, each '
+             'finding marked where it starts</title>',
              f'<rect width="{SVG_WIDTH}" height="{height}" fill="#fff"/>']
     offset = 0
     for picture in drawn:
