@@ -521,9 +521,94 @@ def _nothing_readable(unreadable, formats) -> str:
             "yours.")
 
 
-def cmd_diagnose(args) -> int:
-    from .diagnose import Context, diagnose, known_formats
+class _PlotTarget(argparse.Action):
+    """`--plot` alone draws in the terminal; `--plot FILE` must name a picture file. Checked while parsing, so
+    `advisor diagnose --plot run.log` (the log taken for the picture) is explained rather than "logs required"."""
 
+    def __call__(self, parser, namespace, value, option_string=None):
+        from .diagnose.plot import PLOT_SUFFIXES
+
+        if value and os.path.splitext(value)[1].lower() not in PLOT_SUFFIXES:
+            kinds = f"{', '.join(PLOT_SUFFIXES[:-1])} or {PLOT_SUFFIXES[-1]}"
+            if os.path.exists(value) or value == "-":  # a log, taken as the picture's file
+                fix = f"To draw {value}'s curves in the terminal, put --plot after the logs: `advisor diagnose " \
+                      f"{value} --plot`; to write a file, give it one of these endings."
+            else:
+                fix = f"Give a path with one of these endings (for example {os.path.splitext(value)[0]}.html)."
+            raise AdvisorError(f"--plot {value}: a picture file ends in {kinds} (a page with the drawing inside, the "
+                               f"drawing alone, or the terminal drawing as plain text). {fix} Nothing was read.")
+        setattr(namespace, self.dest, value)
+
+
+FAIL_ON_CHOICES = ("error", "warning", "never")  # the order --help lists; advisor.diagnose.FAIL_ON owns the rule
+
+
+def _add_diagnose_output_flags(diag: argparse.ArgumentParser) -> None:
+    diag.add_argument("--plot", nargs="?", const="", metavar="FILE", action=_PlotTarget,
+                      help="draw the loss curves read, each finding marked where it starts: in the terminal, or "
+                           "into FILE (.html: a page to attach to an issue; .svg; .txt: the drawing without colour)")
+    diag.add_argument("--force", action="store_true", help="replace an existing --plot FILE (the old one is kept as "
+                                                           ".bak)")
+    diag.add_argument("--fail-on", choices=tuple(FAIL_ON_CHOICES), default="warning",
+                      help="which findings exit 1, for CI: 'warning' (default: any finding), 'error' (only "
+                           "error-level ones), 'never' (always 0); unreadable input exits 2 whatever this says")
+
+
+
+def _check_plot_request(args) -> None:
+    """Before anything is read: the picture can go where asked."""
+    if args.plot is None:
+        return
+    if args.watch:
+        raise AdvisorError("--plot draws a finished read; --watch follows a log as it grows. Run `advisor diagnose "
+                           "LOG --plot` once the run has stopped (or on its log so far).")
+    if args.plot == "" and args.json:
+        raise AdvisorError("--plot without a FILE draws in the terminal, and --json keeps standard output for the "
+                           "JSON. Give --plot a file (--plot curves.html) to have both.")
+    if args.plot:
+        from .recipe import check_output_path
+
+        check_output_path(args.plot, args.force, what="a file", option="--plot", example="curves.html",
+                          nothing="Nothing was read.")
+
+
+def _draw_plot(args, result) -> int | None:
+    """Draw the pictures asked for with --plot (None when none was); 2 when no log held a curve to draw (then
+    nothing is written)."""
+    if args.plot is None:
+        return None
+    from .diagnose.plot import nothing_to_draw, picture_of, render_file, render_text
+
+    pictures = [picture_of(report) for report in result.reports if report.readable]
+    drawable = [picture for picture in pictures if not picture.empty]
+    empty = "; ".join(nothing_to_draw(picture) for picture in pictures if picture.empty)
+    if not drawable:
+        print(f"advisor: no picture: {empty}." + (f" Nothing was written to {args.plot}." if args.plot else ""),
+              file=sys.stderr)
+        return 2
+    if empty:
+        print(f"advisor: drawn without {empty}.", file=sys.stderr)
+    if not args.plot:
+        import shutil
+
+        columns, rows = shutil.get_terminal_size((100, 30))
+        color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+        for picture in drawable:
+            print(render_text(picture, min(columns, 140), max(16, min(rows - 6, 30)), color))
+        return None
+    from .recipe import write_text_atomically
+
+    backup = write_text_atomically(args.plot, render_file(drawable, os.path.splitext(args.plot)[1].lower()),
+                                   replace_existing=args.force)
+    print(f"advisor: picture written to {args.plot}" + (f" (the previous one kept as {backup})" if backup else ""),
+          file=sys.stderr)
+    return None
+
+
+def cmd_diagnose(args) -> int:
+    from .diagnose import Context, diagnose, exit_code_for, known_formats
+
+    _check_plot_request(args)
     context = None
     if args.recipe:
         from .recipe import check_recipe
@@ -544,7 +629,7 @@ def cmd_diagnose(args) -> int:
                   file=sys.stderr)
             return 2
         return watch(args.logs[0], args.format, context, interval=args.interval, seconds=args.watch_seconds,
-                     as_json=args.json)
+                     as_json=args.json, fail_on=args.fail_on)
     result = diagnose(args.logs, args.format, context)
     unreadable = [r for r in result.reports if not r.readable]
     if args.json:
@@ -577,7 +662,7 @@ def cmd_diagnose(args) -> int:
     if len(unreadable) == len(result.reports):
         print(_nothing_readable(unreadable, known_formats()), file=sys.stderr)
         return 2
-    return 1 if result.findings else 0
+    return _draw_plot(args, result) or exit_code_for(result.findings, args.fail_on)
 
 
 def cmd_tui(args) -> int:
@@ -711,7 +796,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(func=cmd_check)
 
     diag = sub.add_parser("diagnose", help="read training logs; find OOM, oscillation, slow validation loss, "
-                                          "divergence; exit 0 none, 1 findings, 2 unreadable")
+                                          "divergence; exit 0 none, 1 findings (see --fail-on), 2 unreadable")
     diag.add_argument("logs", nargs="+", help="log files ('-' reads standard input); trainer_state.json and "
                                               "metrics.csv work too")
     diag.add_argument("--json", action="store_true", help="one JSON object: findings and what was read")
@@ -724,6 +809,7 @@ def build_parser() -> argparse.ArgumentParser:
     diag.add_argument("--tui", action="store_true", help="show the findings in the app")
     diag.add_argument("--classes", type=int, help="number of classes K of the task: a loss stuck at ln(K) is "
                                                   "'not learning' (otherwise K comes from the log's accuracy)")
+    _add_diagnose_output_flags(diag)
     diag.set_defaults(func=cmd_diagnose)
 
     init = sub.add_parser("init", help="write a commented workload file to fill in (your own model)")

@@ -62,7 +62,7 @@ def test_the_wheel_holds_every_package_and_its_data_and_building_does_not_warn(t
     info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
     metadata = zipfile.ZipFile(wheel).read(f"{info}/METADATA").decode()
     assert "License-Expression: MIT" in metadata
-    for requirement in ("textual>=1.0", "textual-plotext>=1.0"):
+    for requirement in ("textual>=1.0", "textual-plotext>=1.0", "plotext>=5.2"):
         assert f"Requires-Dist: {requirement}" in metadata
     entry_points = zipfile.ZipFile(wheel).read(f"{info}/entry_points.txt").decode()
     assert "advisor = advisor.cli:main" in entry_points and "ddp = advisor_adapters.ddp:DDPAdapter" in entry_points

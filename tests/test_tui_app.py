@@ -179,12 +179,34 @@ async def test_the_overfitting_plot_shows_the_validation_loss_beside_the_trainin
     app = create_app(diagnose_logs=[str(ROOT / "tests" / "corpus" / "logs" / "hf_overfit.log")])
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.screen.name == "diagnose" and app.screen.findings, what="the findings")
-        kinds = [finding.kind for _, finding in app.screen.findings]
+        kinds = [finding.kind for _, finding, _ in app.screen.findings]
         app.screen.query_one("#findings").highlighted = kinds.index("overfitting")
         await pilot.pause(0.2)
         chart = app.screen.query_one("#curve")
         assert not chart.has_class("hidden")
-        assert {"train_loss", "val_loss"} <= set(chart.series)  # the curve that shows the problem is drawn
+        # the picture `advisor diagnose --plot` draws: both curves, the finding marked where it starts, and named
+        assert {"train loss", "validation loss"} <= {curve.label for curve in chart.picture.curves}
+        mark = chart.picture.marks[chart.highlight - 1]
+        assert (mark.kind, mark.where) == ("overfitting", "epoch 7")
+        assert "1 overfitting" in chart.plt.build()
+
+
+async def test_a_healthy_run_shows_its_curves_and_a_log_without_curves_says_so():
+    from advisor.tui.app import create_app
+
+    logs = ROOT / "tests" / "corpus" / "logs"
+    app = create_app(diagnose_logs=[str(logs / "hf_healthy.log")])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.screen.name == "diagnose" and "healthy" in screen_text(app, "#summary"),
+                       what="the verdict")
+        chart = app.screen.query_one("#curve")
+        assert not chart.has_class("hidden") and chart.picture.curves and not chart.picture.marks
+    app = create_app(diagnose_logs=[str(logs / "real4_dfaker_bfc_oom.log")])  # an OOM line, no metric
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.screen.name == "diagnose" and app.screen.findings, what="the findings")
+        await pilot.pause(0.2)
+        assert app.screen.query_one("#curve").has_class("hidden")
+        assert "no training or validation loss" in screen_text(app, "#evidence")
 
 
 async def test_diagnose_names_a_missing_log():

@@ -119,16 +119,26 @@ def test_recipe_screen(snap_compare):
     assert snap_compare(stub_app(), terminal_size=SIZE, run_before=at_step("recipe"))
 
 
-def test_diagnose_screen(snap_compare):
+async def findings_shown(pilot) -> None:
+    await pilot.pause()
+    await wait_for(pilot, lambda: bool(pilot.app.screen.findings), what="the findings")
+    await steady(pilot, "diagnose")
+
+
+def diagnose_app():
     from advisor.tui.app import create_app
 
-    async def findings_shown(pilot) -> None:
-        await pilot.pause()
-        await wait_for(pilot, lambda: bool(pilot.app.screen.findings), what="the findings")
-        await steady(pilot, "diagnose")
-
     log = str(CORPUS_LOG.relative_to(Path.cwd())) if CORPUS_LOG.is_relative_to(Path.cwd()) else str(CORPUS_LOG)
-    assert snap_compare(create_app(diagnose_logs=[log]), terminal_size=SIZE, run_before=findings_shown)
+    return create_app(diagnose_logs=[log])
+
+
+def test_diagnose_screen(snap_compare):
+    """The finding, and the log's curves with the finding marked where it starts (what `--plot` draws)."""
+    assert snap_compare(diagnose_app(), terminal_size=SIZE, run_before=findings_shown)
+
+
+def test_diagnose_screen_at_80x24(snap_compare):
+    assert snap_compare(diagnose_app(), terminal_size=SMALL, run_before=findings_shown)
 
 
 def test_help_screen(snap_compare):
@@ -139,3 +149,29 @@ def test_help_screen(snap_compare):
         assert pilot.app.screen.__class__.__name__ == "HelpScreen"
 
     assert snap_compare(stub_app(), terminal_size=SIZE, run_before=help_open)
+
+
+def snapshot_rows(name: str) -> list[str]:
+    """A committed snapshot read back as the terminal's text rows (each span placed at its column)."""
+    import html
+
+    svg = (Path(__file__).resolve().parent / "__snapshots__" / "test_tui_snapshots" / f"{name}.svg").read_text()
+    spans: dict[float, list[tuple[float, str]]] = {}
+    for x, y, text in re.findall(r'<text class="[^"]*" x="([\d.]+)" y="([\d.]+)"[^>]*>(.*?)</text>', svg):
+        spans.setdefault(float(y), []).append((float(x), html.unescape(text).replace("\xa0", " ")))
+    rows = []
+    for y in sorted(spans):
+        row = ""
+        for x, text in sorted(spans[y]):
+            row = row.ljust(round(x / 12.2)) + text  # 12.2 px a cell in the plugin's SVG
+        rows.append(row)
+    return rows
+
+
+def test_the_diagnose_picture_at_80x24_shows_whole():
+    """The committed 80x24 picture: the chart whole (its mark, its last tick, its axis name) and no row wider than
+    the terminal."""
+    rows = snapshot_rows("test_diagnose_screen_at_80x24")
+    text = "\n".join(rows)
+    assert "1 overfitting" in text and "40.0" in text and re.search(r"^\W+epoch\s*$", text, re.M)
+    assert max(len(row.rstrip()) for row in rows) <= 80

@@ -14,6 +14,16 @@ from .records import Finding, ReadStats, asdict, dataclass, field
 from .scan import read_source
 from .shortlog import assess
 
+# `--fail-on`: which findings make `advisor diagnose` exit 1 (CI gating). "warning", the default, is any finding.
+FAIL_ON = {"error": ("error",), "warning": ("error", "warning"), "never": ()}
+
+
+def exit_code_for(findings: list[Finding], fail_on: str = "warning") -> int:
+    """1 when a finding at or above the ``fail_on`` severity holds, else 0 (unreadable input is 2, decided
+    before this)."""
+    return 1 if any(f.severity in FAIL_ON[fail_on] for f in findings) else 0
+
+
 KINDS = ("oom", "crash", "oscillation-jitter", "oscillation-periodic", "overfitting", "slow-convergence", "diverged",
          "not-learning")
 
@@ -121,4 +131,4 @@ def diagnose(paths: list[str], forced_format: str | None = None, context: Contex
     return Diagnosis([diagnose_source(p, forced_format, context) for p in paths])
 
 
-__all__ = ["Context", "Diagnosis", "Finding", "KINDS", "diagnose", "diagnose_source", "known_formats"]
+__all__ = ["Context", "Diagnosis", "FAIL_ON", "Finding", "KINDS", "exit_code_for", "diagnose", "diagnose_source", "known_formats"]

@@ -8,6 +8,7 @@ import sys
 import time
 
 from ..errors import AdvisorError
+from . import exit_code_for
 from .detectors import Context, run_detectors
 from .scan import Scanner, sniff_file_format
 
@@ -17,11 +18,11 @@ def _finding_key(finding) -> tuple[str, bool]:
 
 
 def watch(path: str, forced_format: str | None = None, context: Context | None = None, interval: float = 2.0,
-          seconds: float | None = None, as_json: bool = False, out=None) -> int:
+          seconds: float | None = None, as_json: bool = False, out=None, fail_on: str = "warning") -> int:
     """Read new complete lines every ``interval`` seconds; print a finding the first time it appears.
 
-    A finding that stops holding is withdrawn (printed as such). Returns 1 when a finding still holds at the end,
-    0 otherwise (stopped by ``seconds`` or Ctrl-C).
+    A finding that stops holding is withdrawn (printed as such). Returns 1 when a finding at or above ``fail_on``
+    still holds at the end, 0 otherwise (stopped by ``seconds`` or Ctrl-C).
     """
     out = out or sys.stdout
     if os.path.isdir(path):
@@ -60,7 +61,7 @@ def watch(path: str, forced_format: str | None = None, context: Context | None =
                 time.sleep(interval)
     except KeyboardInterrupt:
         pass
-    return 1 if reported else 0
+    return exit_code_for(list(reported.values()), fail_on)
 
 
 def _report_new(scanner: Scanner, context: Context | None, reported: set, as_json: bool, out) -> None:

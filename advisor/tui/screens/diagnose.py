@@ -11,17 +11,16 @@ from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-from ...diagnose.records import TRAIN_LOSS, VAL_LOSS
-from ..widgets import Chart
+from ...diagnose.plot import nothing_to_draw
+from ..widgets import CurvesChart
 
 SEVERITY_STYLE = {"error": "red", "warning": "yellow"}
-# Findings read off two curves show both: overfitting is validation rising while training falls.
-CURVES_BY_KIND = {"overfitting": (TRAIN_LOSS, VAL_LOSS), "slow-convergence": (TRAIN_LOSS, VAL_LOSS)}
 
 
 class DiagnosisReady(Message):
-    def __init__(self, diagnosis=None, error: str = "", recipe_note: str = "") -> None:
+    def __init__(self, diagnosis=None, error: str = "", recipe_note: str = "", pictures: list | None = None) -> None:
         self.diagnosis, self.error, self.recipe_note = diagnosis, error, recipe_note
+        self.pictures = pictures or []  # one a report: the curves and marks `advisor diagnose --plot` draws
         super().__init__()
 
 
@@ -50,19 +49,6 @@ def evidence_text(evidence: dict) -> str:
             continue
         lines.append(f"  {key.replace('_', ' ')}: {escape(format_value(key, value))}")
     return "\n".join(lines)
-
-
-def flagged_range(evidence: dict) -> tuple[float, float] | None:
-    """The steps (or epochs) a finding points at, from its evidence, to mark on the curve."""
-    marks = []
-    for value in evidence.values():
-        if isinstance(value, dict):
-            for part in (value, value.get("from"), value.get("to")):
-                if isinstance(part, dict):
-                    x = part.get("step", part.get("epoch"))
-                    if x is not None:
-                        marks.append(float(x))
-    return (min(marks), max(marks)) if marks else None
 
 
 def verdict_text(report, named: bool) -> str:
@@ -94,7 +80,8 @@ class DiagnoseScreen(Screen):
     def __init__(self) -> None:
         super().__init__(name="diagnose")
         self.diagnosis = None
-        self.findings: list[tuple] = []
+        self.findings: list[tuple] = []  # (report, finding, its number in the report)
+        self.pictures: dict[int, object] = {}  # id(report) -> its Picture
 
     def compose(self):
         app = self.app
@@ -113,8 +100,8 @@ class DiagnoseScreen(Screen):
         with Horizontal(classes="body"):
             yield OptionList(id="findings", classes="findings")
             with VerticalScroll(id="detail", classes="column"):
+                yield CurvesChart(id="curve", classes="hidden")  # first: the finding's words are in the list too
                 yield Static("", id="summary")
-                yield Chart("Curve around the finding", "step", "value", id="curve", classes="hidden")
                 yield Static("", id="evidence")
                 yield Static("", id="actions")
         yield Static("", classes="error-panel")
@@ -148,6 +135,7 @@ class DiagnoseScreen(Screen):
     @work(thread=True, exclusive=True, group="diagnose", exit_on_error=False)
     def read_logs(self, logs: list[str], recipe: str | None) -> None:
         from ...diagnose import Context, diagnose
+        from ...diagnose.plot import picture_of
         from ...errors import AdvisorError
         from ...recipe import check_recipe
 
@@ -159,7 +147,9 @@ class DiagnoseScreen(Screen):
         except Exception as exc:  # a reader bug must not take the app down
             self.post_message(DiagnosisReady(error=f"{type(exc).__name__}: {exc}"))
         else:
-            self.post_message(DiagnosisReady(result, recipe_note=f"tailored by {recipe}" if recipe else ""))
+            pictures = [picture_of(report) for report in result.reports]
+            self.post_message(DiagnosisReady(result, recipe_note=f"tailored by {recipe}" if recipe else "",
+                                             pictures=pictures))
 
     def on_diagnosis_ready(self, message: DiagnosisReady) -> None:
         options = self.query_one("#findings", OptionList)
@@ -171,6 +161,7 @@ class DiagnoseScreen(Screen):
             self._show(None)
             return
         self.diagnosis = message.diagnosis
+        self.pictures = {id(report): picture for report, picture in zip(message.diagnosis.reports, message.pictures)}
         stats_lines = []
         for report in message.diagnosis.reports:
             stats = report.stats
@@ -183,8 +174,8 @@ class DiagnoseScreen(Screen):
             stats_lines.append(f"{escape(report.source)}: {stats.lines} lines read as {escape(formats)}; "
                                f"{escape(series)} points" + (f"; {escape(message.recipe_note)}"
                                                              if message.recipe_note else ""))
-            for finding in report.findings:
-                self.findings.append((report, finding))
+            for number, finding in enumerate(report.findings, 1):
+                self.findings.append((report, finding, number))
                 style = SEVERITY_STYLE.get(finding.severity, "")
                 options.add_option(Option(f"[{style}]{finding.severity}[/{style}] [b]{finding.kind}[/b]\n"
                                           f"{escape(finding.summary)}"))
@@ -196,8 +187,11 @@ class DiagnoseScreen(Screen):
             self._show(0)
         else:
             self._show(None)
+            readable = [r for r in message.diagnosis.reports if r.readable]
             self.query_one("#summary", Static).update("\n\n".join(
-                verdict_text(r, len(message.diagnosis.reports) > 1) for r in message.diagnosis.reports if r.readable))
+                verdict_text(r, len(message.diagnosis.reports) > 1) for r in readable))
+            if readable:  # a healthy run's curves are worth seeing too
+                self._plot(readable[0], None)
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         self._show(event.option_index)
@@ -206,39 +200,30 @@ class DiagnoseScreen(Screen):
         summary = self.query_one("#summary", Static)
         evidence = self.query_one("#evidence", Static)
         actions = self.query_one("#actions", Static)
-        chart = self.query_one("#curve", Chart)
         if index is None or not 0 <= index < len(self.findings):
             for widget in (summary, evidence, actions):
                 widget.update("")
-            chart.add_class("hidden")
+            self._plot(None, None)
             return
-        report, finding = self.findings[index]
+        report, finding, number = self.findings[index]
         style = SEVERITY_STYLE.get(finding.severity, "")
         summary.update(f"[{style}]{finding.severity}[/{style}] [b]{finding.kind}[/b] in {escape(report.source)}\n"
                        f"{escape(finding.summary)}")
-        evidence.update("[b]Evidence[/b]\n" + evidence_text(finding.evidence))
+        undrawn = self._plot(report, number)
+        evidence.update("[b]Evidence[/b]\n" + evidence_text(finding.evidence)
+                        + (f"\n[dim]{escape(undrawn)}.[/dim]" if undrawn else ""))
         actions.update("[b]What to do, in this order[/b]\n" + "\n".join(
-            f"  {number}. {escape(action)}" for number, action in enumerate(finding.actions, 1)))
-        self._plot(report, finding, chart)
+            f"  {order}. {escape(action)}" for order, action in enumerate(finding.actions, 1)))
 
-    def _plot(self, report, finding, chart: Chart) -> None:
-        # The public diagnose result carries the findings, not the curves; plot them when a report has them.
-        series = getattr(report, "series", None)
-        names = CURVES_BY_KIND.get(finding.kind) or (finding.evidence.get("series", TRAIN_LOSS),)
-        curves = {name: series.get(name) for name in names} if isinstance(series, dict) else {}
-        curves = {name: points for name, points in curves.items() if points}
-        if not curves:
-            chart.add_class("hidden")
-            return
-        chart.clear()
-        for name, points in curves.items():
-            xs = [p.step if p.step is not None else index for index, p in enumerate(points)]
-            chart.set_series(name, xs, [p.value for p in points])
-        marked = flagged_range(finding.evidence)
-        if marked:
-            chart.vlines += [(marked[0], "red"), (marked[1], "red")]
-            chart.redraw()
-        chart.remove_class("hidden")
+    def _plot(self, report, number: int | None) -> str:
+        """Draw the report's curves, each finding marked where it starts and finding ``number`` named; hide the
+        chart when there is nothing to draw, and say why ("" when drawn or no report)."""
+        chart = self.query_one("#curve", CurvesChart)
+        picture = self.pictures.get(id(report)) if report is not None else None
+        drawn = picture is not None and not picture.empty
+        chart.show(picture if drawn else None, number)
+        chart.set_class(not drawn, "hidden")
+        return nothing_to_draw(picture) if picture is not None and not drawn else ""
 
     def _error(self, text: str) -> None:
         panel = self.query_one(".error-panel", Static)

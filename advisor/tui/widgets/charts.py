@@ -1,8 +1,10 @@
-"""Plots: memory against batch (step 1) and curves by batch size (steps 3 and 4)."""
+"""Plots: memory against batch (step 1), curves by batch size (steps 3 and 4), a diagnosed log's curves."""
 
 from __future__ import annotations
 
 from textual_plotext import PlotextPlot
+
+from ...diagnose.plot import Picture, draw_plotext
 
 MIB = 1024 * 1024
 COLORS = ("cyan", "magenta", "green", "yellow", "blue", "red", "orange", "white")
@@ -100,3 +102,28 @@ class MemoryChart(Chart):
             plt.scatter(xs, ys, label="OOM (at the budget)", color="red", marker="x")
         else:
             plt.scatter(xs, ys, label="probe fits", color="green", marker="o")
+
+
+class CurvesChart(PlotextPlot):
+    """A diagnosed log's loss curves and its findings' marks: the picture `advisor diagnose --plot` draws, from the
+    same model (advisor.diagnose.plot), with the chosen finding's mark named."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.picture: Picture | None = None
+        self.highlight: int | None = None
+
+    def show(self, picture: Picture | None, highlight: int | None = None) -> None:
+        self.picture, self.highlight = picture, highlight
+        self.redraw()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.redraw()
+
+    def redraw(self) -> None:
+        if self.picture is None:
+            self.plt.clear_figure()
+        else:
+            draw_plotext(self.plt, self.picture, self.highlight)
+        self.refresh()
