@@ -1,0 +1,51 @@
+"""The seeded draw that split the world corpus into `tune` and `holdout` (about 60/40), stratified by kind and by
+format. It was run once, after every entry was labelled and before any detector read any entry; its result is
+recorded in labels.toml (each entry's `split`) and the seed in the file's header. Re-running it on the same
+entries gives the same split (`python tests/corpus/world/split.py --check`); entries added later must be drawn
+on their own so that nothing already held back moves to `tune`.
+
+Rule: order the entries by stratum (their kinds, healthy apart), then by format, then by a seeded random key;
+walk that order with a running share of 0.4 starting from a seeded phase, and hold back the entry each time the
+running share crosses a whole number. So every kind and every format is spread over both parts in proportion.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+import tomllib
+from pathlib import Path
+
+SEED = 37
+HOLDOUT_SHARE = 0.4
+LABELS = Path(__file__).with_name("labels.toml")
+
+
+def draw(entries: dict[str, dict], seed: int = SEED, share: float = HOLDOUT_SHARE) -> dict[str, str]:
+    rng = random.Random(seed)
+    keys = {name: rng.random() for name in sorted(entries)}
+    phase = rng.random()
+    order = sorted(entries, key=lambda n: (",".join(sorted(entries[n]["kinds"])) or "~healthy",
+                                           entries[n].get("format", ""), keys[n]))
+    split = {}
+    for k, name in enumerate(order):
+        crossed = math.floor((k + 1) * share + phase) > math.floor(k * share + phase)
+        split[name] = "holdout" if crossed else "tune"
+    return split
+
+
+def main() -> int:
+    entries = tomllib.loads(LABELS.read_text())["entries"]
+    drawn = draw(entries)
+    moved = {name: (entry["split"], drawn[name]) for name, entry in entries.items() if entry["split"] != drawn[name]}
+    if "--check" in sys.argv:
+        print("split as drawn" if not moved else f"differs from the draw: {moved}")
+        return 1 if moved else 0
+    for name, part in sorted(drawn.items(), key=lambda kv: kv[1]):
+        print(f"{part:<8} {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
