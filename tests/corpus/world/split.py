@@ -6,7 +6,9 @@ on their own so that nothing already held back moves to `tune`.
 
 Rule: order the entries by stratum (their kinds, healthy apart), then by format, then by a seeded random key;
 walk that order with a running share of 0.4 starting from a seeded phase, and hold back the entry each time the
-running share crosses a whole number. So every kind and every format is spread over both parts in proportion.
+running share crosses a whole number: every kind is spread over both parts in proportion. Formats are balanced by
+rejection: draws are tried with the seeds SEED, SEED + 1, ... and the first one where every format with 3 entries
+or more holds back between 15% and 65% of them is kept (only the counts are looked at, never a score).
 """
 
 from __future__ import annotations
@@ -23,6 +25,23 @@ LABELS = Path(__file__).with_name("labels.toml")
 
 
 def draw(entries: dict[str, dict], seed: int = SEED, share: float = HOLDOUT_SHARE) -> dict[str, str]:
+    for attempt in range(1000):
+        split = draw_once(entries, seed + attempt, share)
+        if formats_balanced(entries, split):
+            return split
+    raise ValueError("no balanced draw in 1000 seeds")
+
+
+def formats_balanced(entries: dict[str, dict], split: dict[str, str]) -> bool:
+    formats = {e.get("format", "") for e in entries.values()}
+    for fmt in formats:
+        parts = [split[n] for n, e in entries.items() if e.get("format", "") == fmt]
+        if len(parts) >= 3 and not 0.15 <= parts.count("holdout") / len(parts) <= 0.65:
+            return False
+    return True
+
+
+def draw_once(entries: dict[str, dict], seed: int, share: float) -> dict[str, str]:
     rng = random.Random(seed)
     keys = {name: rng.random() for name in sorted(entries)}
     phase = rng.random()
