@@ -87,7 +87,8 @@ def judge(name: str, entry: dict) -> Outcome:
     code, stdout, stderr = run_cli(os.path.join(WORLD, name))
     outcome.seconds = time.perf_counter() - start
     if code not in (0, 1):
-        outcome.unreadable = (stderr.strip().splitlines() or [f"exit {code}"])[0][:160]
+        why = (stderr.strip().splitlines() or [f"exit {code}"])[0].replace(WORLD + os.sep, "")
+        outcome.unreadable = why[:160]
         return outcome
     try:
         report = json.loads(stdout)

@@ -77,3 +77,23 @@ def test_the_bench_scores_and_prints_the_tune_split(capsys):
     for kind in KINDS:
         assert re.search(rf"^{re.escape(kind)}\s", text, re.M), f"no row for {kind}"
     assert "unreadable:" in text and "false alarm" in text
+
+
+def test_an_entry_the_tool_cannot_read_or_crashes_on_counts_as_wrong(tmp_path, monkeypatch):
+    bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    labels = {str(tmp_path / "missing.log"): {"kinds": ["overfitting"], "split": "tune"},
+              str(empty): {"kinds": [], "split": "tune"}}
+    outcomes = bench.evaluate("tune", labels)
+    assert [bool(o.unreadable) for o in outcomes] == [True, True] and not any(o.right for o in outcomes)
+    assert bench.score(outcomes)["overfitting"] == (1, 0, 0, 1)
+
+    import advisor.cli
+
+    def crash(argv):
+        raise RuntimeError("a reader bug")
+
+    monkeypatch.setattr(advisor.cli, "main", crash)
+    (outcome,) = bench.evaluate("tune", {str(empty): {"kinds": [], "split": "tune"}})
+    assert outcome.unreadable == "RuntimeError: a reader bug" and not outcome.right
