@@ -34,6 +34,7 @@ SCENARIOS = {
     "slow": dict(n_train=2000, epochs=30, batch=256, opt="sgd", lr=0.004, width=64),
     "jitter": dict(n_train=2000, epochs=3, batch=2, opt="sgd", lr=0.03, width=64),
     "nan": dict(n_train=2000, epochs=6, batch=2, opt="sgd", lr=0.4, width=64),
+    "stuck": dict(n_train=2000, epochs=10, batch=64, opt="sgd", lr=1e-5, width=64),
     "periodic": dict(n_train=2000, epochs=10, batch=40, opt="adam", lr=3e-3, width=64, sorted=True),
 }
 
@@ -146,10 +147,23 @@ def keras_csv(name: str, scenario: str, out: str) -> None:
                        lambda e, s, tl, ta, vl, va: (w.writerow([e, ta, tl, va, vl]), f.flush()), 10**9)
 
 
+# ---- plain text: what a hand-written loop prints (step lines and epoch summary lines mixed) --------------------
+
+
+def plain_text(name: str, scenario: str, out: str) -> None:
+    cfg = SCENARIOS[scenario]
+    os.makedirs(os.path.join(out, name), exist_ok=True)
+    every = max(1, (cfg["n_train"] // cfg["batch"]) * cfg["epochs"] // 200)
+    with open(os.path.join(out, name, "train.log"), "w") as f:
+        plain_training(cfg, lambda s, l: print(f"step {s} loss {l:.4f}", file=f),
+                       lambda e, s, tl, ta, vl, va: print(f"Epoch {e + 1}: train_loss={tl:.4f} val_loss={vl:.4f} "
+                                                          f"val_acc={va:.4f}", file=f, flush=True), every)
+
+
 # ---- Lightning, TensorBoardLogger or CSVLogger: lightning_logs/version_0/ --------------------------------------
 
 
-def lightning(name: str, scenario: str, out: str, logger_kind: str) -> None:
+def lightning(name: str, scenario: str, out: str, logger_kind: str, fail: str | None = None) -> None:
     import lightning as L
     import torch
     from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
@@ -163,8 +177,15 @@ def lightning(name: str, scenario: str, out: str, logger_kind: str) -> None:
             super().__init__()
             self.net = mlp(cfg["width"])
 
-        def training_step(self, batch, _):
+        def training_step(self, batch, index):
             x, y = batch
+            if fail and self.current_epoch == 2 and index == 7:
+                if fail == "crash":  # a corrupt sample of the wrong width reaches the model
+                    x = torch.cat([x, torch.zeros(len(x), 3)], dim=1)
+                else:  # a resize bug: the batch comes in 3000x too large
+                    x, y = x.repeat(3000, 1), y.repeat(3000)
+                    big = torch.nn.Linear(DIM, 8192)
+                    big(x).relu().sum().backward()
             loss = torch.nn.functional.cross_entropy(self.net(x), y)
             self.log("train_loss", loss, on_step=True, on_epoch=True)
             return loss
@@ -287,6 +308,28 @@ DEATH_SCRIPT = textwrap.dedent('''
 ''')
 
 
+def lightning_death(name: str, how: str, out: str) -> None:
+    """A Lightning run (CSVLogger) that dies at epoch 3: its folder holds the partial metrics.csv and train.log,
+    the console output captured as `python train.py > train.log 2>&1` would."""
+    folder = os.path.join(out, name)
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "train.log"), "w") as log:
+        subprocess.run([sys.executable, os.path.abspath(__file__), "--lightning-dies", how, "--out", out, name],
+                       stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"})
+
+
+def lightning_dies(name: str, how: str, out: str) -> None:
+    """Inside the child: cap the data segment for an OOM, then train until the failure."""
+    if how == "oom":
+        import resource
+
+        import torch  # noqa: F401  (loaded before measuring, as a real run would have it)
+        with open("/proc/self/status") as status:
+            used = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmData"))
+        resource.setrlimit(resource.RLIMIT_DATA, (used + 700 * 2**20, resource.RLIM_INFINITY))
+    lightning(name, "healthy", out, "csv", fail=how)
+
+
 def death(name: str, how: str, out: str) -> None:
     folder = os.path.join(out, name)
     os.makedirs(folder, exist_ok=True)
@@ -333,6 +376,17 @@ RUNS = {
     "gen-text-02": ("death", "oom"),
     "gen-text-03": ("death", "segfault"),
     "gen-text-04": ("death", "killed"),
+    # second batch (labels.toml batch = 2, drawn on its own)
+    "gen-sw-08": ("summarywriter", "stuck"),
+    "gen-plcsv-06": ("lightning-csv", "stuck"),
+    "gen-pltb-05": ("lightning-tb", "jitter"),
+    "gen-pltb-06": ("lightning-tb", "periodic"),
+    "gen-hf-05": ("hf", "jitter"),
+    "gen-text-05": ("plain-text", "diverged"),
+    "gen-text-06": ("plain-text", "slow"),
+    "gen-text-07": ("plain-text", "healthy"),
+    "gen-pldeath-01": ("lightning-death", "crash"),
+    "gen-pldeath-02": ("lightning-death", "oom"),
 }
 
 
@@ -350,6 +404,10 @@ def generate(name: str, out: str) -> None:
         hf_trainer(name, what, out)
     elif writer == "keras":
         keras_csv(name, what, out)
+    elif writer == "plain-text":
+        plain_text(name, what, out)
+    elif writer == "lightning-death":
+        lightning_death(name, what, out)
     else:
         death(name, what, out)
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(target) for f in fs)
@@ -361,7 +419,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="names to (re)generate (default: all)")
     parser.add_argument("--out", default=HERE)
+    parser.add_argument("--lightning-dies", choices=("crash", "oom"), help=argparse.SUPPRESS)
+    parser.add_argument("name", nargs="?", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.lightning_dies:
+        lightning_dies(args.name, args.lightning_dies, args.out)
+        return
     for name in args.only or RUNS:
         generate(name, args.out)
 

@@ -1,8 +1,8 @@
 """The seeded draw that split the world corpus into `tune` and `holdout` (about 60/40), stratified by kind and by
 format. It was run once, after every entry was labelled and before any detector read any entry; its result is
 recorded in labels.toml (each entry's `split`) and the seed in the file's header. Re-running it on the same
-entries gives the same split (`python tests/corpus/world/split.py --check`); entries added later must be drawn
-on their own so that nothing already held back moves to `tune`.
+entries gives the same split (`python tests/corpus/world/split.py --check`). Entries added later carry a new
+`batch` number and are drawn on their own (seed SEED + 100 x (batch - 1)), so nothing already drawn moves.
 
 Rule: order the entries by stratum (their kinds, healthy apart), then by format, then by a seeded random key;
 walk that order with a running share of 0.4 starting from a seeded phase, and hold back the entry each time the
@@ -25,6 +25,14 @@ LABELS = Path(__file__).with_name("labels.toml")
 
 
 def draw(entries: dict[str, dict], seed: int = SEED, share: float = HOLDOUT_SHARE) -> dict[str, str]:
+    split = {}
+    for batch in sorted({e.get("batch", 1) for e in entries.values()}):
+        members = {n: e for n, e in entries.items() if e.get("batch", 1) == batch}
+        split.update(draw_batch(members, seed + 100 * (batch - 1), share))
+    return split
+
+
+def draw_batch(entries: dict[str, dict], seed: int, share: float) -> dict[str, str]:
     for attempt in range(1000):
         split = draw_once(entries, seed + attempt, share)
         if formats_balanced(entries, split):
