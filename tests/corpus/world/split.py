@@ -1,0 +1,78 @@
+"""The seeded draw that split the world corpus into `tune` and `holdout` (about 60/40), stratified by kind and by
+format. It was run once, after every entry was labelled and before any detector read any entry; its result is
+recorded in labels.toml (each entry's `split`) and the seed in the file's header. Re-running it on the same
+entries gives the same split (`python tests/corpus/world/split.py --check`). Entries added later carry a new
+`batch` number and are drawn on their own (seed SEED + 100 x (batch - 1)), so nothing already drawn moves.
+
+Rule: order the entries by stratum (their kinds, healthy apart), then by format, then by a seeded random key;
+walk that order with a running share of 0.4 starting from a seeded phase, and hold back the entry each time the
+running share crosses a whole number: every kind is spread over both parts in proportion. Formats are balanced by
+rejection: draws are tried with the seeds SEED, SEED + 1, ... and the first one where every format with 3 entries
+or more holds back between 15% and 65% of them is kept (only the counts are looked at, never a score).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+import tomllib
+from pathlib import Path
+
+SEED = 37
+HOLDOUT_SHARE = 0.4
+LABELS = Path(__file__).with_name("labels.toml")
+
+
+def draw(entries: dict[str, dict], seed: int = SEED, share: float = HOLDOUT_SHARE) -> dict[str, str]:
+    split = {}
+    for batch in sorted({e.get("batch", 1) for e in entries.values()}):
+        members = {n: e for n, e in entries.items() if e.get("batch", 1) == batch}
+        split.update(draw_batch(members, seed + 100 * (batch - 1), share))
+    return split
+
+
+def draw_batch(entries: dict[str, dict], seed: int, share: float) -> dict[str, str]:
+    for attempt in range(1000):
+        split = draw_once(entries, seed + attempt, share)
+        if formats_balanced(entries, split):
+            return split
+    raise ValueError("no balanced draw in 1000 seeds")
+
+
+def formats_balanced(entries: dict[str, dict], split: dict[str, str]) -> bool:
+    formats = {e.get("format", "") for e in entries.values()}
+    for fmt in formats:
+        parts = [split[n] for n, e in entries.items() if e.get("format", "") == fmt]
+        if len(parts) >= 3 and not 0.15 <= parts.count("holdout") / len(parts) <= 0.65:
+            return False
+    return True
+
+
+def draw_once(entries: dict[str, dict], seed: int, share: float) -> dict[str, str]:
+    rng = random.Random(seed)
+    keys = {name: rng.random() for name in sorted(entries)}
+    phase = rng.random()
+    order = sorted(entries, key=lambda n: (",".join(sorted(entries[n]["kinds"])) or "~healthy",
+                                           entries[n].get("format", ""), keys[n]))
+    split = {}
+    for k, name in enumerate(order):
+        crossed = math.floor((k + 1) * share + phase) > math.floor(k * share + phase)
+        split[name] = "holdout" if crossed else "tune"
+    return split
+
+
+def main() -> int:
+    entries = tomllib.loads(LABELS.read_text())["entries"]
+    drawn = draw(entries)
+    moved = {name: (entry["split"], drawn[name]) for name, entry in entries.items() if entry["split"] != drawn[name]}
+    if "--check" in sys.argv:
+        print("split as drawn" if not moved else f"differs from the draw: {moved}")
+        return 1 if moved else 0
+    for name, part in sorted(drawn.items(), key=lambda kv: kv[1]):
+        print(f"{part:<8} {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
