@@ -60,8 +60,6 @@ class Diagnosis:
 def _open(path: str) -> io.BufferedIOBase:
     if path == "-":
         return sys.stdin.buffer
-    if os.path.isdir(path):
-        raise AdvisorError(f"{path} is a directory; pass the log file inside it (for example {path}/train.log).")
     try:
         return open(path, "rb")
     except FileNotFoundError:
@@ -92,6 +90,11 @@ def _diagnose_source(path: str, forced_format: str | None, context: Context | No
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()
+    return judge(collected, context, path)
+
+
+def judge(collected, context: Context | None, path: str) -> SourceReport:
+    """Run the detectors on what one source (a log, or a run folder's files) held."""
     ctx = Context(**vars(context)) if context else Context()
     ctx.merge_log(collected.context)
     ctx.elisions = list(collected.elisions)
@@ -117,8 +120,48 @@ def _diagnose_source(path: str, forced_format: str | None, context: Context | No
                         None if findings else reason, collected.series, ran, needed)
 
 
+def diagnose_folder(path: str, context: Context | None = None) -> list[SourceReport]:
+    """One report a run found under ``path`` (folders.discover), each naming the files it read; the files skipped,
+    and why, are said in the first report's notes. No log at all: a one-paragraph error."""
+    from .folders import skipped_summary
+    from .runfolder import no_logs_message, read_folder
+
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        found, runs = read_folder(path)
+    finally:
+        if collecting:
+            gc.enable()
+    reports = []
+    for run, collected, wandb_note in runs:
+        if collected is None:
+            if wandb_note:
+                found.skipped.append((run.folder, wandb_note))
+            continue
+        report = judge(collected, context, run.folder)
+        report.source = run.folder
+        report.stats.notes[:0] = ["read: " + ", ".join(os.path.relpath(s, path) for s in collected.stats.sources)]
+        if wandb_note:
+            report.stats.notes.append(wandb_note)
+        reports.append(report)
+    if not reports:
+        raise AdvisorError(no_logs_message(path, found))
+    first = reports[0].stats
+    first.skipped = [f"{os.path.relpath(p, path)}: {why}" for p, why in found.skipped]
+    first.notes += ["skipped: " + line for line in skipped_summary(found.skipped, path)]
+    first.notes += ["not walked: " + line for line in found.capped]
+    return reports
+
+
 def diagnose(paths: list[str], forced_format: str | None = None, context: Context | None = None) -> Diagnosis:
-    return Diagnosis([diagnose_source(p, forced_format, context) for p in paths])
+    reports: list[SourceReport] = []
+    for path in paths:
+        if path != "-" and os.path.isdir(path):
+            reports += diagnose_folder(path, context)
+        else:
+            reports.append(diagnose_source(path, forced_format, context))
+    return Diagnosis(reports)
 
 
 __all__ = ["Context", "Diagnosis", "Finding", "KINDS", "diagnose", "diagnose_source", "known_formats"]

@@ -1,0 +1,245 @@
+"""`advisor diagnose RUN_FOLDER` and the whole-file readers (issue 37), on folders the real libraries write here.
+
+torch's SummaryWriter and Lightning (TensorBoardLogger and CSVLogger) write one shared folder per module; the HF
+Trainer's output_dir (report_to="tensorboard", checkpoints) is the slow tier. Bad input: an empty or cut-off event
+file, a folder with no logs, 10,000 files, a link loop, an unreadable entry: one paragraph, exit 2, bounded time.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from advisor.cli import main
+from advisor.diagnose import diagnose
+from advisor.diagnose.files import iter_tfrecords
+from advisor.diagnose.folders import MAX_ENTRIES, discover
+
+pytest.importorskip("tensorboard")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _summary_writer_run(folder: Path) -> None:
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(folder))
+    for step in range(60):
+        writer.add_scalar("Loss/train", 2.0 * math.exp(-step / 20) + 0.1, step)
+        if step % 5 == 4:
+            writer.add_scalar("Loss/val", 2.1 * math.exp(-step / 20) + 0.15, step)
+    writer.close()
+
+
+def _summary_writer_diverged(folder: Path) -> None:
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(folder))
+    for step in range(40):
+        loss = 2.3 - 0.01 * step if step < 20 else float("nan")
+        writer.add_scalar("train/loss", loss, step)
+    writer.close()
+
+
+def _lightning_runs(root: Path) -> None:
+    import lightning as L
+    import torch
+    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+
+    class Model(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(8, 2)
+
+        def training_step(self, batch, index):
+            x, y = batch
+            loss = torch.nn.functional.cross_entropy(self.layer(x), y)
+            self.log("train_loss", loss, on_step=True, on_epoch=True)
+            return loss
+
+        def validation_step(self, batch, index):
+            x, y = batch
+            self.log("val_loss", torch.nn.functional.cross_entropy(self.layer(x), y))
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    torch.manual_seed(0)
+    x = torch.randn(256, 8)
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, (x[:, 0] > 0).long()), batch_size=16)
+    trainer = L.Trainer(max_epochs=12, logger=[TensorBoardLogger(str(root), name="lightning_logs"),
+                                               CSVLogger(str(root), name="csv_logs")],
+                        log_every_n_steps=4, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, accelerator="cpu", devices=1)
+    trainer.fit(Model(), data, data)
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory) -> Path:
+    """One folder, written once for the module: a SummaryWriter run and a diverged one (~2 s)."""
+    root = tmp_path_factory.mktemp("runs")
+    _summary_writer_run(root / "sw")
+    _summary_writer_diverged(root / "diverged")
+    return root
+
+
+@pytest.fixture(scope="module")
+def lightning_written(tmp_path_factory) -> Path:
+    """A Lightning run logged by TensorBoardLogger and CSVLogger at once (~40 s wall here: the slow tier)."""
+    root = tmp_path_factory.mktemp("lightning")
+    _lightning_runs(root)
+    return root
+
+
+def _cadences(report) -> dict[str, set]:
+    return {name: {p.cadence for p in points} for name, points in report.series.items()}
+
+
+def test_summary_writer_folder_is_read_and_judged(written):
+    [report] = diagnose([str(written / "sw")]).reports
+    assert report.stats.series_lengths == {"train_loss": 60, "val_loss": 12}
+    assert report.verdict == "healthy"
+    assert any(n.startswith("read: events.out.tfevents.") for n in report.stats.notes)
+
+
+def test_a_nan_in_an_event_file_is_divergence(written):
+    [report] = diagnose([str(written / "diverged")]).reports
+    assert [f.kind for f in report.findings] == ["diverged"]
+
+
+@pytest.mark.slow
+def test_lightning_tensorboard_and_csv_loggers_give_the_same_series(lightning_written):
+    runs = {Path(r.source).relative_to(lightning_written).as_posix(): r for r in
+            diagnose([str(lightning_written)]).reports}
+    assert set(runs) == {"lightning_logs/version_0", "csv_logs/version_0"}
+    board, csv = runs["lightning_logs/version_0"], runs["csv_logs/version_0"]
+    assert board.stats.series_lengths == csv.stats.series_lengths == {"train_loss": 48, "train_loss_epoch": 12,
+                                                                      "val_loss": 12}
+    # Step values per step, validation and the epoch means once an epoch: each its own curve and cadence.
+    assert _cadences(board) == _cadences(csv) == {"train_loss": {"step"}, "train_loss_epoch": {"epoch"},
+                                                  "val_loss": {"epoch"}}
+    for a, b in zip(board.series["val_loss"], csv.series["val_loss"]):
+        assert (a.step, a.epoch) == (b.step, b.epoch) and a.value == pytest.approx(b.value, rel=1e-6)
+    assert board.verdict == csv.verdict == "healthy"
+    assert any("hparams.yaml" in s and "not a log file" in s for s in runs[sorted(runs)[0]].stats.skipped)
+
+
+@pytest.mark.slow
+def test_the_cli_on_a_lightning_folder(lightning_written, capsys):
+    assert main(["diagnose", str(lightning_written)]) == 0
+    out = capsys.readouterr().out
+    assert f"{lightning_written / 'lightning_logs' / 'version_0'}: " in out and "note: skipped: 1 skipped" in out
+
+
+def test_the_cli_judges_each_run_of_a_folder_in_text_and_json(written, capsys):
+    assert main(["diagnose", str(written)]) == 1  # the diverged run
+    out = capsys.readouterr().out
+    for run in ("sw", "diverged"):
+        assert f"{written / run}: " in out
+    assert "diverged" in out and "note: read: " in out
+    assert main(["diagnose", "--json", str(written)]) == 1
+    import json
+
+    read = json.loads(capsys.readouterr().out)["read"]
+    assert {Path(r["source"]).relative_to(written).as_posix() for r in read} == {"sw", "diverged"}
+
+
+def test_one_event_file_given_as_a_file(written):
+    [event_file] = (written / "sw").glob("events.out.tfevents.*")
+    [report] = diagnose([str(event_file)]).reports
+    assert report.stats.formats == {"tensorboard": 60} and report.verdict == "healthy"
+
+
+# ---------------------------------------------------------------- bad input
+
+def _run_cli(*args, timeout=60) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "advisor.cli", "diagnose", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+def _one_paragraph(result) -> str:
+    err = result.stderr.strip()
+    assert result.returncode == 2, (result.stdout, err)
+    assert "Traceback" not in err and "\n" not in err, err
+    return err
+
+
+def test_an_empty_event_file_is_one_paragraph(tmp_path):
+    (tmp_path / "events.out.tfevents.1.host.1.0").write_bytes(b"")
+    err = _one_paragraph(_run_cli(str(tmp_path / "events.out.tfevents.1.host.1.0")))
+    assert "empty TensorBoard event file" in err
+    err = _one_paragraph(_run_cli(str(tmp_path)))
+    assert "no training log found" in err and "empty TensorBoard event file" in err
+
+
+def test_a_cut_off_event_file_reads_up_to_the_cut(written, tmp_path):
+    [event_file] = (written / "sw").glob("events.out.tfevents.*")
+    data = event_file.read_bytes()
+    cut = tmp_path / "run" / event_file.name
+    cut.parent.mkdir()
+    cut.write_bytes(data[: len(data) - 30])  # the last record loses its end
+    [report] = diagnose([str(cut.parent)]).reports
+    assert report.stats.series_lengths == {"train_loss": 60, "val_loss": 11}  # step 59 wrote train, then val
+    assert any("last record is cut off" in n for n in report.stats.notes)
+    head_only = tmp_path / "head" / event_file.name
+    head_only.parent.mkdir()
+    head_only.write_bytes(data[:10])  # not even a whole record header
+    err = _one_paragraph(_run_cli(str(head_only)))
+    assert "no whole event record" in err or "not a readable TensorBoard event file" in err
+
+
+def test_a_folder_with_no_logs(tmp_path):
+    (tmp_path / "model.safetensors").write_bytes(b"\0" * 64)
+    (tmp_path / "config.json").write_text("{}")
+    err = _one_paragraph(_run_cli(str(tmp_path)))
+    assert "no training log found" in err and "not a log file" in err and "lightning_logs/version_0" in err
+
+
+def test_a_folder_of_ten_thousand_files_is_capped_in_bounded_time(tmp_path):
+    for index in range(10_000):
+        (tmp_path / f"sample_{index:05d}.png").write_bytes(b"")
+    started = time.monotonic()
+    result = _run_cli(str(tmp_path))
+    elapsed = time.monotonic() - started
+    err = _one_paragraph(result)
+    assert f"the walk stopped after {MAX_ENTRIES} entries" in err
+    assert elapsed < 20, elapsed  # measured ~1 s, interpreter start included, on a loaded 2-core machine
+
+
+def test_a_link_loop_ends(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "back").symlink_to(tmp_path, target_is_directory=True)
+    (tmp_path / "self.log").symlink_to(tmp_path / "self.log")  # a link to itself
+    found = discover(str(tmp_path))
+    assert not found.runs
+    reasons = {why for _, why in found.skipped}
+    assert any("link loop" in why for why in reasons) and any("broken link" in why for why in reasons)
+    err = _one_paragraph(_run_cli(str(tmp_path), timeout=30))
+    assert "link loop" in err
+
+
+def test_an_unreadable_entry_is_named_and_the_rest_is_read(written, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    [event_file] = (written / "sw").glob("events.out.tfevents.*")
+    (run / event_file.name).write_bytes(event_file.read_bytes())
+    (run / "events.out.tfevents.2.host.2.0").symlink_to(tmp_path / "gone")  # a dangling link: cannot be read
+    os.mkfifo(run / "train.log")  # a pipe with no writer: reading it would hang
+    [report] = diagnose([str(run)]).reports
+    assert report.verdict == "healthy"
+    assert sum("not a regular file" in s for s in report.stats.skipped) == 2
+
+
+def test_records_are_framed_as_tensorboard_frames_them(written):
+    """The framing (length, CRC, bytes, CRC) against the tensorboard package's own loader, CRCs checked there."""
+    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+
+    [event_file] = (written / "sw").glob("events.out.tfevents.*")
+    ours = [bytes(record) for _, record in iter_tfrecords(event_file.read_bytes())]
+    assert ours == list(RawEventFileLoader(str(event_file)).Load())
