@@ -243,3 +243,84 @@ def test_records_are_framed_as_tensorboard_frames_them(written):
     [event_file] = (written / "sw").glob("events.out.tfevents.*")
     ours = [bytes(record) for _, record in iter_tfrecords(event_file.read_bytes())]
     assert ours == list(RawEventFileLoader(str(event_file)).Load())
+
+
+# ---------------------------------------------------------------- formats this machine cannot write
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "diagnose_files"  # layouts and sources: its README
+
+
+def _read(name: str):
+    return diagnose([str(FIXTURES / name)]).reports
+
+
+@pytest.mark.parametrize("name, lengths, cadence", [
+    # YOLO prints only loss components: each stage's loss is their sum (box + obj + cls; box + cls + dfl).
+    ("yolov5_results.csv", {"train_loss": 15, "val_loss": 15}, "epoch"),  # x/lr0 is not read as the LR
+    ("ultralytics_v8_results.csv", {"train_loss": 15, "val_loss": 15, "lr": 15}, "epoch"),
+    ("keras_training.log", {"train_loss": 15, "val_loss": 15, "train_acc": 15, "val_acc": 15}, "epoch"),
+    ("timm_summary.csv", {"train_loss": 15, "val_loss": 15, "val_acc": 15, "lr": 15}, "epoch"),
+])
+def test_per_epoch_csv_files(name, lengths, cadence):
+    [report] = _read(name)
+    assert report.stats.series_lengths == lengths
+    assert {p.cadence for points in report.series.values() for p in points} == {cadence}
+
+
+def test_yolo_losses_are_the_sums_of_their_components():
+    [report] = _read("yolov5_results.csv")
+    first = report.series["train_loss"][0]
+    assert first.value == pytest.approx(0.09 + 0.05 + 0.025) and first.epoch == 0
+    assert report.series["val_loss"][0].value == pytest.approx(0.08 + 0.035 + 0.019)
+    assert any("sum of its 3 components" in n for n in report.stats.notes)
+    assert report.verdict != "findings" or all(f.severity != "error" for f in report.findings)
+
+
+def test_keras_overfitting_is_read_from_the_csv_logger():
+    [report] = _read("keras_training.log")
+    assert "overfitting" in {f.kind for f in report.findings}
+
+
+def test_detectron2_metrics_json():
+    [report] = _read("metrics.json")
+    train = report.series["train_loss"]
+    assert len(train) == 50 and train[0].step == 19 and train[0].value == pytest.approx(1.5 * math.exp(-19 / 300) + .5)
+    assert {p.cadence for p in train} == {"step"}
+
+
+def test_mmengine_validation_records_count_epochs_not_iterations():
+    [report] = _read("mmengine_run")
+    assert report.stats.series_lengths["train_loss"] == 60
+    assert {p.cadence for p in report.series["train_loss"]} == {"step"}
+    assert report.series["train_loss"][0].step == 50 and report.series["train_loss"][0].epoch == 1
+
+
+def test_mmcv_log_json_mode_says_the_stage():
+    [report] = _read("segformer.log.json")
+    assert report.stats.series_lengths["train_loss"] == 48  # the env_info header line holds no metric
+    assert report.series["train_loss"][0].step == 50
+
+
+def test_an_mlflow_run_folder():
+    [report] = _read("mlruns")
+    assert report.source.endswith("3f2a9c1e8b7d4e6fa1b2c3d4e5f60718")
+    assert report.stats.series_lengths == {"train_loss": 60, "val_loss": 12}
+    assert {p.cadence for p in report.series["val_loss"]} == {"epoch"}  # once an epoch (its epoch metric)
+    assert {p.cadence for p in report.series["train_loss"]} == {"step"}
+
+
+def test_a_wandb_offline_run_folder():
+    [report] = _read("wandb")
+    assert report.stats.series_lengths == {"train_loss": 15, "val_loss": 15}
+    assert any("wandb-history.jsonl" in s for s in report.stats.sources)
+    assert any("wandb-summary.json" in s and "not a log file" in s for s in report.stats.skipped)
+
+
+def test_a_wandb_run_with_only_the_binary_record_says_so():
+    err = _one_paragraph(_run_cli(str(FIXTURES / "wandb_binary_only")))
+    assert "binary run record" in err and "wandb sync" in err
+
+
+def test_the_whole_fixture_folder_is_judged_run_by_run():
+    sources = {Path(r.source).name for r in diagnose([str(FIXTURES)]).reports}
+    assert {"diagnose_files", "vis_data", "3f2a9c1e8b7d4e6fa1b2c3d4e5f60718",
+            "offline-run-20240101_120000-abc123"} <= sources
