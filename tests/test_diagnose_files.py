@@ -155,6 +155,48 @@ def test_one_event_file_given_as_a_file(written):
     assert report.stats.formats == {"tensorboard": 60} and report.verdict == "healthy"
 
 
+
+def _hf_trainer_run(output_dir: Path) -> None:
+    """A tiny config-built GPT-2 (no download) trained 3 epochs by the HF Trainer with report_to tensorboard,
+    evaluating and saving a checkpoint each epoch."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=32, n_positions=16, n_embd=16, n_layer=1, n_head=2))
+
+    class Tokens(torch.utils.data.Dataset):
+        def __init__(self, count):
+            self.ids = torch.randint(0, 8, (count, 16))
+
+        def __len__(self):
+            return len(self.ids)
+
+        def __getitem__(self, index):
+            return {"input_ids": self.ids[index], "labels": self.ids[index]}
+
+    args = TrainingArguments(str(output_dir), report_to=["tensorboard"], use_cpu=True, per_device_train_batch_size=8,
+                             num_train_epochs=3, logging_steps=2, eval_strategy="epoch", save_strategy="epoch",
+                             learning_rate=5e-3, disable_tqdm=True, dataloader_num_workers=0)
+    Trainer(model=model, args=args, train_dataset=Tokens(96), eval_dataset=Tokens(32)).train()
+
+
+@pytest.mark.slow
+def test_an_hf_trainer_output_dir_is_one_run(tmp_path):
+    _hf_trainer_run(tmp_path / "out")
+    [report] = diagnose([str(tmp_path / "out")]).reports
+    assert Path(report.source) == tmp_path / "out"
+    # 36 steps logged every 2: 18 training points; an evaluation at each of the 3 epochs' ends (per-epoch).
+    assert report.stats.series_lengths["train_loss"] == 18 and report.stats.series_lengths["val_loss"] == 3
+    assert {p.cadence for p in report.series["val_loss"]} == {"epoch"}
+    assert {p.cadence for p in report.series["train_loss"]} == {"step"}
+    skipped = "\n".join(report.stats.skipped)
+    # The latest checkpoint's trainer_state.json holds the same run as runs/: one source, the other named.
+    assert "checkpoint-12/trainer_state.json: an older checkpoint's" in skipped
+    assert "the same run's metrics are read from" in skipped
+    # The end-of-training summary (train/train_loss, a mean over the run) is not a point of the curve.
+    assert report.series["train_loss"][-1].step == 36
+
 # ---------------------------------------------------------------- bad input
 
 def _run_cli(*args, timeout=60) -> subprocess.CompletedProcess:
