@@ -147,11 +147,20 @@ def diagnose_folder(path: str, context: Context | None = None) -> list[SourceRep
         reports.append(report)
     if not reports:
         raise AdvisorError(no_logs_message(path, found))
-    first = reports[0].stats
-    first.skipped = [f"{os.path.relpath(p, path)}: {why}" for p, why in found.skipped]
-    first.notes += ["skipped: " + line for line in skipped_summary(found.skipped, path)]
-    first.notes += ["not walked: " + line for line in found.capped]
+    for report, skipped in zip(reports, _skipped_by_run(found.skipped, [r.source for r in reports])):
+        report.stats.skipped = [f"{os.path.relpath(p, path)}: {why}" for p, why in skipped]
+        report.stats.notes += ["skipped: " + line for line in skipped_summary(skipped, path)]
+    reports[0].stats.notes += ["not walked: " + line for line in found.capped]
     return reports
+
+
+def _skipped_by_run(skipped: list[tuple[str, str]], folders: list[str]) -> list[list[tuple[str, str]]]:
+    """Each skipped file goes to the run whose folder holds it (the deepest); the rest to the first run."""
+    by_run: list[list[tuple[str, str]]] = [[] for _ in folders]
+    for item in skipped:
+        holders = [i for i, folder in enumerate(folders) if item[0].startswith(folder.rstrip(os.sep) + os.sep)]
+        by_run[max(holders, key=lambda i: len(folders[i])) if holders else 0].append(item)
+    return by_run
 
 
 def diagnose(paths: list[str], forced_format: str | None = None, context: Context | None = None) -> Diagnosis:
