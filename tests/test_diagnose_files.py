@@ -79,13 +79,35 @@ def _lightning_runs(root: Path) -> None:
     trainer.fit(Model(), data, data)
 
 
+def _keras_layout(folder: Path) -> None:
+    """The layout Keras's TensorBoard callback writes (logs/train, logs/validation, tag epoch_loss, step = epoch),
+    written here by SummaryWriter (TensorFlow is not installed): the folder names the stage."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    for stage, curve in (("train", lambda e: 1.5 * math.exp(-e / 4) + 0.05),
+                         ("validation", lambda e: 0.6 + 0.02 * (e - 5) ** 2)):
+        writer = SummaryWriter(str(folder / stage))
+        for epoch in range(15):
+            writer.add_scalar("epoch_loss", curve(epoch), epoch)
+        writer.close()
+
+
 @pytest.fixture(scope="module")
 def written(tmp_path_factory) -> Path:
-    """One folder, written once for the module: a SummaryWriter run and a diverged one (~2 s)."""
+    """One folder, written once for the module: a SummaryWriter run, a diverged one, Keras's layout (~2 s)."""
     root = tmp_path_factory.mktemp("runs")
     _summary_writer_run(root / "sw")
     _summary_writer_diverged(root / "diverged")
+    _keras_layout(root / "keras_logs")
     return root
+
+
+def test_keras_train_and_validation_folders_are_one_run_and_name_the_stage(written):
+    [report] = diagnose([str(written / "keras_logs")]).reports
+    assert Path(report.source) == written / "keras_logs"
+    assert report.stats.series_lengths == {"train_loss_epoch": 15, "val_loss": 15}
+    assert {p.cadence for points in report.series.values() for p in points} == {"epoch"}
+    assert "overfitting" in {f.kind for f in report.findings}
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +170,7 @@ def test_the_cli_judges_each_run_of_a_folder_in_text_and_json(written, capsys):
     import json
 
     read = json.loads(capsys.readouterr().out)["read"]
-    assert {Path(r["source"]).relative_to(written).as_posix() for r in read} == {"sw", "diverged"}
+    assert {Path(r["source"]).relative_to(written).as_posix() for r in read} == {"sw", "diverged", "keras_logs"}
 
 
 def test_one_event_file_given_as_a_file(written):

@@ -118,6 +118,8 @@ def assign_cadence(points: list[Point], default: str) -> None:
     for point in points:
         by_series.setdefault(point.name, []).append(point)
     for name, series in by_series.items():
+        if all(p.cadence for p in series):  # the reader knew (a tag that names its cadence)
+            continue
         cadence = default
         if name.endswith("_epoch"):
             cadence = "epoch"
@@ -272,13 +274,14 @@ class TagMeanings:
     """What each tag of an event file measures, worked out once per tag (a 100 MB file repeats a few tags
     millions of times): ('step' | 'epoch' | None, (series, rank) | None)."""
 
-    def __init__(self):
+    def __init__(self, stage: str | None = None):
         self.known: dict[str, tuple] = {}
+        self.stage = stage
 
     def __call__(self, tag: str) -> tuple:
         meaning = self.known.get(tag)
         if meaning is None:
-            meaning = self.known[tag] = (position_name(tag), classify(tag))
+            meaning = self.known[tag] = (position_name(tag), classify(tag, self.stage), "epoch" in words(tag))
         return meaning
 
 
@@ -286,16 +289,18 @@ def _step_points(pairs: list[tuple[str, float]], line: int, step: float, meaning
     """One step's points: among several tags for one series (train_loss_step and a loss/train), the lowest rank
     wins, as in the line readers."""
     epoch = None
-    best: dict[str, tuple[float, int]] = {}
+    best: dict[str, tuple[float, int, bool]] = {}
     for tag, value in pairs:
-        position, found = meanings(tag)
+        position, found, per_epoch = meanings(tag)
         if position == "epoch":
             epoch = value
         elif found is not None and position is None:
             series, rank = found
             if series not in best or rank < best[series][1]:
-                best[series] = (value, rank)
-    return [Point(line, series, value, float(step), epoch) for series, (value, _) in best.items()]
+                best[series] = (value, rank, per_epoch)
+    # A tag that says it is per epoch (Keras's epoch_loss, Lightning's *_epoch) is, whatever its step counts.
+    return [Point(line, series, value, float(step), epoch, cadence="epoch" if per_epoch else None)
+            for series, (value, _, per_epoch) in best.items()]
 
 
 def _drop_run_summary(pairs: list[tuple[str, float]]) -> list[tuple[str, float]]:
@@ -307,13 +312,14 @@ def _drop_run_summary(pairs: list[tuple[str, float]]) -> list[tuple[str, float]]
             if not (tag.rsplit("/", 1)[-1].startswith("train_") or tag.endswith("total_flos"))]
 
 
-def read_tensorboard(path: str, data: bytes) -> FileRead:
+def read_tensorboard(path: str, data: bytes, stage: str | None = None) -> FileRead:
+    """``stage``: what the file's folder says it holds, for tags that do not say (Keras: validation/epoch_loss)."""
     event_cls = tensorboard_protos().Event
     read = FileRead(path, "tensorboard")
     if not data:
         read.problem = "it is an empty TensorBoard event file (0 bytes): the writer had not flushed anything yet"
         return read
-    meanings = TagMeanings()
+    meanings = TagMeanings(stage)
     sink = SeriesSink()
     for first, step, pairs in _summary_rows(data, event_cls, read):
         for point in _step_points(_drop_run_summary(pairs), first, step, meanings):
@@ -464,9 +470,9 @@ def read_mlflow_metrics(run_dir: str, files: list[str]) -> FileRead:
 
 # ---------------------------------------------------------------- one file
 
-def read_whole_file(path: str, kind: str, data: bytes) -> FileRead:
+def read_whole_file(path: str, kind: str, data: bytes, stage: str | None = None) -> FileRead:
     if kind == "tensorboard":
-        return read_tensorboard(path, data)
+        return read_tensorboard(path, data, stage)
     text = data.decode("utf-8", errors="replace")
     if kind == "csv":
         return read_csv(path, text)

@@ -14,6 +14,7 @@ import os
 import re
 
 from .files import JSONL_NAMES, is_event_file
+from .names import SPLITS
 from .records import dataclass, field
 
 MAX_ENTRIES = 5_000  # directory entries looked at: a folder of 10,000 files is capped, in well under a second
@@ -29,6 +30,7 @@ _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 class LogFile:
     path: str
     kind: str  # tensorboard | csv | metrics-jsonl | trainer-state | text | mlflow | wandb-binary
+    stage: str | None = None  # what its folder says it holds (Keras's TensorBoard callback: train/, validation/)
 
 
 @dataclass
@@ -169,7 +171,14 @@ class _Walk:
         for folder in list(self.by_folder):
             parent = os.path.dirname(folder)
             grandparent = os.path.dirname(parent)
-            if os.path.basename(parent) == "runs" and grandparent in self.by_folder and any(
+            split = SPLITS.get(os.path.basename(folder).lower())
+            if split and all(f.kind == "tensorboard" for f in self.by_folder[folder]):
+                # Keras's TensorBoard callback (and many SummaryWriter scripts) write logs/train and logs/validation:
+                # one run, the folder naming each file's stage.
+                for log in self.by_folder.pop(folder):
+                    log.stage = split
+                    self.by_folder.setdefault(parent, []).append(log)
+            elif os.path.basename(parent) == "runs" and grandparent in self.by_folder and any(
                     f.kind == "trainer-state" for f in self.by_folder[grandparent]):
                 siblings = [f for f in self.by_folder if os.path.dirname(f) == parent]
                 if len(siblings) == 1:

@@ -41,7 +41,7 @@ def _whole_reads(files: list[LogFile], skipped: list[tuple[str, str]]) -> list[F
                 paths = [os.path.join(d, n) for d, _, names in os.walk(metrics) for n in sorted(names)]
                 read = read_mlflow_metrics(log.path, paths[:MAX_ENTRIES])
             else:
-                read = read_whole_file(log.path, log.kind, _read_bytes(log.path))
+                read = read_whole_file(log.path, log.kind, _read_bytes(log.path), log.stage)
         except OSError as exc:
             skipped.append((log.path, f"cannot be read ({exc.strerror or exc})"))
             continue
