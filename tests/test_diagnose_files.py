@@ -237,6 +237,16 @@ def _one_paragraph(result) -> str:
     return err
 
 
+def test_without_the_tensorboard_package_the_install_is_named(written):
+    """The package blocked from importing (sys.modules entry None), as on an install without the extra."""
+    code = ("import sys; sys.modules['tensorboard'] = None; from advisor.cli import main; "
+            f"sys.exit(main(['diagnose', {str(written / 'sw')!r}]))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    err = _one_paragraph(result)
+    assert "pip install 'batch-advisor[tensorboard]'" in err
+
+
 def test_an_empty_event_file_is_one_paragraph(tmp_path):
     (tmp_path / "events.out.tfevents.1.host.1.0").write_bytes(b"")
     err = _one_paragraph(_run_cli(str(tmp_path / "events.out.tfevents.1.host.1.0")))
