@@ -407,3 +407,17 @@ def test_the_whole_fixture_folder_is_judged_run_by_run():
     sources = {Path(r.source).name for r in diagnose([str(FIXTURES)]).reports}
     assert {"diagnose_files", "vis_data", "3f2a9c1e8b7d4e6fa1b2c3d4e5f60718",
             "offline-run-20240101_120000-abc123"} <= sources
+
+
+def test_a_long_series_is_sampled_evenly_keeping_its_nans_and_its_end():
+    from advisor.diagnose.files import SERIES_KEEP, SeriesSink
+
+    sink = SeriesSink()
+    for step in range(20_001):
+        sink.offer(step, "train_loss", float("nan") if step == 15_001 else 1.0 / (step + 1), float(step), None, "step")
+    points = sink.points()
+    steps = [p.step for p in points]
+    assert len(points) <= SERIES_KEEP + 2 and steps[-1] == 20_000 and 15_001 in steps
+    gaps = {b - a for a, b in zip(steps, steps[1:]) if a != 15_001 and b != 15_001 and b != 20_000}
+    assert gaps == {8.0}  # 1 in 8 of 20,001: even
+    assert "1 in 8 of 20001" in sink.thinned_note()

@@ -152,26 +152,44 @@ class SeriesSink:
         self.non_finite = 0
         self.thinned: dict[str, int] = {}
         self.last: dict[str, Point] = {}
+        self.unkept_last: dict[str, tuple] = {}  # a series whose last point was only counted: its fields
+        self.unkept_cadence: dict[str, str | None] = {}
+        self.outside_sample: set[int] = set()  # ids of the nan/inf points kept outside the sampling stride
+
+    def offer(self, line: int, name: str, value: float, step, epoch, cadence) -> None:
+        """add() for a reader of millions of records: a point the sampling would not keep is only counted, and
+        made into a Point only if it turns out to be its series' last."""
+        seen = self.seen.get(name, 0)
+        if seen % self.stride.get(name, 1) == 0 or (not math.isfinite(value) and self.non_finite < NON_FINITE_KEEP):
+            self.add(Point(line, name, value, step, epoch, cadence=cadence))
+            return
+        self.seen[name] = seen + 1
+        self.unkept_last[name] = (line, name, value, step, epoch)  # a Point only if it ends the series
+        self.unkept_cadence[name] = cadence
 
     def add(self, point: Point) -> None:
         name = point.name
         seen = self.seen.get(name, 0)
         self.seen[name] = seen + 1
         self.last[name] = point
+        self.unkept_last.pop(name, None)
         stride = self.stride.get(name, 1)
-        finite = math.isfinite(point.value)
-        if not finite and self.non_finite < NON_FINITE_KEEP:
+        if seen % stride:
+            if math.isfinite(point.value) or self.non_finite >= NON_FINITE_KEEP:
+                return
             self.non_finite += 1
-        elif seen % stride:
-            return
+            self.outside_sample.add(id(point))  # kept as evidence, not as part of the even sample
         series = self.series.setdefault(name, [])
         series.append(point)
         if len(series) > SERIES_KEEP:
-            self.series[name] = [p for i, p in enumerate(series) if i % 2 == 0 or not math.isfinite(p.value)]
+            self.series[name] = _halved(series, self.outside_sample)
             self.stride[name] = stride * 2
             self.thinned[name] = stride * 2
 
     def points(self) -> list[Point]:
+        for name, fields in self.unkept_last.items():
+            self.last[name] = Point(*fields, cadence=self.unkept_cadence[name])
+        self.unkept_last = {}
         for name, last in self.last.items():  # where the run ended is always kept
             if self.series[name][-1] is not last:
                 self.series[name].append(last)
@@ -181,6 +199,20 @@ class SeriesSink:
         said = ", ".join(f"{name} 1 in {stride} of {self.seen[name]}" for name, stride in self.thinned.items())
         return (f"long series kept as an even sample ({said}); the first {NON_FINITE_KEEP} nan/inf values and "
                 "each series' last point were kept")
+
+
+def _halved(series: list[Point], outside_sample: set[int]) -> list[Point]:
+    """Every other sampled point, counted among the sampled ones only: the nan/inf points kept outside the
+    sampling stay and do not shift which of the others are kept (the sample stays even)."""
+    kept, index = [], 0
+    for point in series:
+        if id(point) in outside_sample:
+            kept.append(point)
+            continue
+        if index % 2 == 0:
+            kept.append(point)
+        index += 1
+    return kept
 
 
 # ---------------------------------------------------------------- TensorBoard
@@ -240,32 +272,45 @@ def iter_tfrecords(data: bytes | memoryview):
 
 
 def _summary_rows(data: bytes, event_cls, read: FileRead):
-    """(record number, step, [(tag, value)]) for each run of consecutive records at one step."""
+    """(record number, step, [(tag, value)]) for each run of consecutive records at one step. The framing is
+    walked inline (one pass, no generator per record: a 100 MB file holds ~2 M records); ``read.records`` and
+    whether the last record is cut off are set at the end."""
     step, pairs, first = None, [], 0
-    number = 0
-    bad = 0
-    for number, (_, record) in enumerate(iter_tfrecords(data), 1):
+    number = bad = offset = 0
+    size = len(data)
+    unpack = TFRECORD_HEADER.unpack_from
+    parse = event_cls.FromString
+    while offset + 12 <= size:
+        length, _ = unpack(data, offset)
+        end = offset + 12 + length
+        if length > MAX_TFRECORD_BYTES or end + 4 > size:
+            break
+        number += 1
         try:
-            event = event_cls.FromString(record)
+            event = parse(data[offset + 12:end])
         except Exception:  # noqa: BLE001 - protobuf's DecodeError; a damaged record is counted and skipped
             bad += 1
+            offset = end + 4
             continue
-        if not event.HasField("summary"):
-            continue
-        values = [(v.tag, _scalar(v, _numpy_tensor)) for v in event.summary.value]
-        values = [(tag, value) for tag, value in values if value is not None]
+        offset = end + 4
+        values = event.summary.value
         if not values:
             continue
+        found = [(v.tag, v.simple_value if v.WhichOneof("value") == "simple_value" else _scalar(v, _numpy_tensor))
+                 for v in values]
         if event.step != step and pairs:
             yield first, step, pairs
             pairs = []
         if not pairs:
             first = number
         step = event.step
-        pairs += values
+        pairs += [(tag, value) for tag, value in found if value is not None]
     if pairs:
         yield first, step, pairs
     read.records = number
+    if offset != size:
+        read.notes.append("its last record is cut off (the writer was still writing, or the copy was partial): "
+                          "read up to it")
     if bad:
         read.notes.append(f"{bad} damaged record(s) could not be parsed and were skipped")
 
@@ -285,9 +330,9 @@ class TagMeanings:
         return meaning
 
 
-def _step_points(pairs: list[tuple[str, float]], line: int, step: float, meanings: TagMeanings) -> list[Point]:
-    """One step's points: among several tags for one series (train_loss_step and a loss/train), the lowest rank
-    wins, as in the line readers."""
+def _step_points(pairs: list[tuple[str, float]], meanings: TagMeanings) -> list[tuple]:
+    """One step's (series, value, epoch, cadence): among several tags for one series (train_loss_step and a
+    loss/train), the lowest rank wins, as in the line readers."""
     epoch = None
     best: dict[str, tuple[float, int, bool]] = {}
     for tag, value in pairs:
@@ -299,8 +344,7 @@ def _step_points(pairs: list[tuple[str, float]], line: int, step: float, meaning
             if series not in best or rank < best[series][1]:
                 best[series] = (value, rank, per_epoch)
     # A tag that says it is per epoch (Keras's epoch_loss, Lightning's *_epoch) is, whatever its step counts.
-    return [Point(line, series, value, float(step), epoch, cadence="epoch" if per_epoch else None)
-            for series, (value, _, per_epoch) in best.items()]
+    return [(series, value, epoch, "epoch" if per_epoch else None) for series, (value, _, per_epoch) in best.items()]
 
 
 def _drop_run_summary(pairs: list[tuple[str, float]]) -> list[tuple[str, float]]:
@@ -322,29 +366,19 @@ def read_tensorboard(path: str, data: bytes, stage: str | None = None) -> FileRe
     meanings = TagMeanings(stage)
     sink = SeriesSink()
     for first, step, pairs in _summary_rows(data, event_cls, read):
-        for point in _step_points(_drop_run_summary(pairs), first, step, meanings):
-            sink.add(point)
+        for series, value, epoch, cadence in _step_points(_drop_run_summary(pairs), meanings):
+            sink.offer(first, series, value, float(step), epoch, cadence)
     read.points = sink.points()
     if sink.thinned:
         read.notes.append(sink.thinned_note())
     if len(data) >= 12 and read.records == 0:
         read.problem = ("it is not a readable TensorBoard event file (no whole record in its "
                         f"{len(data)} bytes: damaged or not an event file)")
-    elif _cut_off(data):
-        read.notes.append("its last record is cut off (the writer was still writing, or the copy was partial): "
-                          "read up to it")
     if not read.points and not read.problem:
         read.problem = (f"its {read.records} event record(s) hold no scalar summaries (graphs, histograms or images "
                         "only)" if read.records else "it holds no whole event record (cut off before the first)")
     assign_cadence(read.points, "step")
     return read
-
-
-def _cut_off(data: bytes) -> bool:
-    end = 0
-    for offset, record in iter_tfrecords(data):
-        end = offset + 16 + len(record)
-    return end != len(data)
 
 
 # ---------------------------------------------------------------- CSV
