@@ -797,8 +797,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     diag = sub.add_parser("diagnose", help="read training logs; find OOM, oscillation, slow validation loss, "
                                           "divergence; exit 0 none, 1 findings (see --fail-on), 2 unreadable")
-    diag.add_argument("logs", nargs="+", help="log files ('-' reads standard input); trainer_state.json and "
-                                              "metrics.csv work too")
+    diag.add_argument("logs", nargs="+", help="log files or run folders ('-' reads standard input): text logs, "
+                                              "TensorBoard event files, metrics.csv / results.csv, "
+                                              "trainer_state.json, metrics.json, mlruns/, wandb/; a folder is "
+                                              "searched for its runs, each judged")
     diag.add_argument("--json", action="store_true", help="one JSON object: findings and what was read")
     diag.add_argument("--recipe", help="a recipe that adds the batch/LR context the log lacks")
     diag.add_argument("--format", help="force one reader (see the list in the error for unreadable logs)")

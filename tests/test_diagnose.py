@@ -216,9 +216,12 @@ def test_unreadable_inputs_exit_2_with_the_known_formats(tmp_path, content, mode
 def test_missing_file_directory_and_unknown_format(tmp_path, capsys):
     assert main(["diagnose", str(tmp_path / "nope.log")]) == 2
     assert main(["diagnose", str(tmp_path)]) == 2
+    assert main(["diagnose", "--format", "nonsense", str(CORPUS / "logs" / "hf_healthy.log")]) == 2
     assert main(["diagnose", "--format", "tensorboard", str(CORPUS / "logs" / "hf_healthy.log")]) == 2
     err = capsys.readouterr().err
-    assert "no such log file" in err and "is a directory" in err and "Unknown format 'tensorboard'" in err
+    # A folder is read as a run folder (issue 37): an empty one says no log was found in it.
+    assert "no such log file" in err and "no training log found in this folder" in err
+    assert "Unknown format 'nonsense'" in err and "not a readable TensorBoard event file" in err
 
 
 def test_truncated_and_mixed_logs_give_a_partial_diagnosis(tmp_path):
@@ -302,7 +305,9 @@ def test_every_reader_reads_real_output_in_the_corpus():
     for name in LABELS:
         for fmt, count in diagnose_source(str(CORPUS / "logs" / name)).stats.formats.items():
             seen[fmt] = seen.get(fmt, 0) + count
-    assert set(known_formats()) <= set(seen), set(known_formats()) - set(seen)
+    # Event files and JSON-lines metric files are read from what the real libraries write, in test_diagnose_files.py.
+    whole_files = {"tensorboard", "metrics-jsonl"}
+    assert set(known_formats()) - whole_files <= set(seen), set(known_formats()) - whole_files - set(seen)
     deepspeed = read_source(open(CORPUS / "logs" / "deepspeed_healthy.log", "rb"), "ds")
     assert [p.value for p in deepspeed.series["lr"]][:2] == [0.003, 0.003]
     assert deepspeed.series["lr"][0].step == 20

@@ -70,8 +70,6 @@ class Diagnosis:
 def _open(path: str) -> io.BufferedIOBase:
     if path == "-":
         return sys.stdin.buffer
-    if os.path.isdir(path):
-        raise AdvisorError(f"{path} is a directory; pass the log file inside it (for example {path}/train.log).")
     try:
         return open(path, "rb")
     except FileNotFoundError:
@@ -102,6 +100,11 @@ def _diagnose_source(path: str, forced_format: str | None, context: Context | No
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()
+    return judge(collected, context, path)
+
+
+def judge(collected, context: Context | None, path: str) -> SourceReport:
+    """Run the detectors on what one source (a log, or a run folder's files) held."""
     ctx = Context(**vars(context)) if context else Context()
     ctx.merge_log(collected.context)
     ctx.elisions = list(collected.elisions)
@@ -127,8 +130,57 @@ def _diagnose_source(path: str, forced_format: str | None, context: Context | No
                         None if findings else reason, collected.series, ran, needed)
 
 
+def diagnose_folder(path: str, context: Context | None = None) -> list[SourceReport]:
+    """One report a run found under ``path`` (folders.discover), each naming the files it read; the files skipped,
+    and why, are said in the first report's notes. No log at all: a one-paragraph error."""
+    from .folders import skipped_summary
+    from .runfolder import no_logs_message, read_folder
+
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        found, runs = read_folder(path)
+    finally:
+        if collecting:
+            gc.enable()
+    reports = []
+    for run, collected, wandb_note in runs:
+        if collected is None:
+            if wandb_note:
+                found.skipped.append((run.folder, wandb_note))
+            continue
+        report = judge(collected, context, run.folder)
+        report.source = run.folder
+        report.stats.notes[:0] = ["read: " + ", ".join(os.path.relpath(s, path) for s in collected.stats.sources)]
+        if wandb_note:
+            report.stats.notes.append(wandb_note)
+        reports.append(report)
+    if not reports:
+        raise AdvisorError(no_logs_message(path, found))
+    for report, skipped in zip(reports, _skipped_by_run(found.skipped, [r.source for r in reports])):
+        report.stats.skipped = [f"{os.path.relpath(p, path)}: {why}" for p, why in skipped]
+        report.stats.notes += ["skipped: " + line for line in skipped_summary(skipped, path)]
+    reports[0].stats.notes += ["not walked: " + line for line in found.capped]
+    return reports
+
+
+def _skipped_by_run(skipped: list[tuple[str, str]], folders: list[str]) -> list[list[tuple[str, str]]]:
+    """Each skipped file goes to the run whose folder holds it (the deepest); the rest to the first run."""
+    by_run: list[list[tuple[str, str]]] = [[] for _ in folders]
+    for item in skipped:
+        holders = [i for i, folder in enumerate(folders) if item[0].startswith(folder.rstrip(os.sep) + os.sep)]
+        by_run[max(holders, key=lambda i: len(folders[i])) if holders else 0].append(item)
+    return by_run
+
+
 def diagnose(paths: list[str], forced_format: str | None = None, context: Context | None = None) -> Diagnosis:
-    return Diagnosis([diagnose_source(p, forced_format, context) for p in paths])
+    reports: list[SourceReport] = []
+    for path in paths:
+        if path != "-" and os.path.isdir(path):
+            reports += diagnose_folder(path, context)
+        else:
+            reports.append(diagnose_source(path, forced_format, context))
+    return Diagnosis(reports)
 
 
 __all__ = ["Context", "Diagnosis", "FAIL_ON", "Finding", "KINDS", "exit_code_for", "diagnose", "diagnose_source", "known_formats"]

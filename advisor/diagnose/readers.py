@@ -795,7 +795,11 @@ METRIC_READERS: list[LineReader] = [HFDictReader(), DeepSpeedReader(), Lightning
 FORMAT_ALIASES = {"key-value": "plain"}  # the key=value reader of v1 is part of the text reader now
 FILE_FORMATS = {
     "trainer-state": "HF Trainer trainer_state.json (log_history)",
-    "csv": "CSV metrics with a header, e.g. Lightning CSVLogger metrics.csv (sparse rows)",
+    "csv": "CSV metrics with a header: Lightning CSVLogger metrics.csv (sparse rows), Keras CSVLogger, "
+           "YOLOv5/Ultralytics results.csv (padded headers), timm summary.csv",
+    "tensorboard": "TensorBoard event files (events.out.tfevents.*; needs the tensorboard extra)",
+    "metrics-jsonl": "JSON-lines metric files: detectron2 metrics.json, mmengine scalars.json / *.log.json, "
+                     "wandb-history.jsonl",
 }
 
 

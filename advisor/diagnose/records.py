@@ -128,3 +128,4 @@ class ReadStats:
     series_lengths: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     unreadable: str = ""  # why nothing was read, when the reader knows (a cut-off JSON file): the CLI says it
+    skipped: list[str] = field(default_factory=list)  # a run folder's files not read, each "path: why"

@@ -17,6 +17,7 @@ import re
 
 from .readers import (FAILURE_READERS, METRIC_READERS, RANK_PREFIX, LineReader, csv_points, known_formats,
                       trainer_state_points)
+from .files import whole_file_kind
 from .records import TRAIN_LOSS, VAL_LOSS, LogEvent, Point, ReadStats, dataclass, field
 
 _TRACEBACK_LINE = re.compile(r"^(?:-+>|\S+ in [<\w]|File \"|\^+\s*$)")  # IPython "---->", "x.py in fit(", File "
@@ -668,6 +669,9 @@ def read_source(stream: io.BufferedIOBase, name: str, forced_format: str | None 
     """Read one log (file or stdin) into series and events. A file whose head is binary is not read further: it
     ends at once, whatever its size, with one binary 'line' counted (the CLI says it looks binary)."""
     head = stream.peek(65536)[:65536] if hasattr(stream, "peek") else b""
+    whole = whole_file_kind(name, head) if forced_format in (None, *WHOLE_FILE_KINDS) else None
+    if whole or forced_format in WHOLE_FILE_KINDS:
+        return read_whole_source(stream, name, whole or forced_format)
     if looks_binary(head):
         collected = Collected()
         collected.stats.lines = collected.stats.skipped_binary_lines = 1
@@ -688,9 +692,43 @@ def read_source(stream: io.BufferedIOBase, name: str, forced_format: str | None 
         scanner.scan_stream(stream, size)
         collected = scanner.collected
     collected.stats.sources.append(name)
+    finish_collected(collected)
+    return collected
+
+
+def finish_collected(collected: Collected) -> None:
+    """What every source goes through once read, from one file or from a run folder's files."""
     _bare_numbers(collected)
     separate_series(collected)
     collected.stats.series_lengths = {k: len(v) for k, v in collected.series.items()}
+
+
+WHOLE_FILE_KINDS = ("tensorboard", "metrics-jsonl", "csv")
+
+
+def read_whole_source(stream: io.BufferedIOBase, name: str, kind: str) -> Collected:
+    """A file in a whole-file format (files.py): an event file, a CSV or JSON-lines metrics file."""
+    from .files import read_whole_file
+
+    read = read_whole_file(name, kind, stream.read())
+    collected = collected_from_points(read.points, kind, read.records, read.notes)
+    collected.stats.unreadable = read.problem and f"{read.problem}"
+    collected.stats.sources.append(name)
+    finish_collected(collected)
+    return collected
+
+
+def collected_from_points(points: list[Point], kind: str, records: int, notes: list[str]) -> Collected:
+    """A Collected holding a whole file's points (read by files.py), as read_source makes for a text log."""
+    collected = Collected()
+    stats = collected.stats
+    stats.lines = records
+    stats.parsed_lines = len({p.line for p in points})
+    if points:
+        stats.formats[kind] = stats.parsed_lines
+    stats.notes += notes
+    for point in points:
+        collected.add_point(point)
     return collected
 
 
