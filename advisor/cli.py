@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -651,6 +652,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="paired seeds per sweep candidate: every candidate runs seeds 0..k-1 and ties are judged "
                            f"by a paired t-interval with k-1 degrees of freedom (default {PLAN_DEFAULTS['sweep_seeds']}; "
                            "1: no interval, only the practical margin ties)")
+    plan.add_argument("--start", type=int, help="step 2's starting value per device, instead of the one your base "
+                                                "batch or the task table gives (capped by the ceiling)")
     plan.add_argument("--global-batch", type=int, help="a global batch target to plan for (accumulation fills gaps)")
     plan.add_argument("--base-lr", type=float, help="the LR used today (default: the workload's)")
     plan.add_argument("--base-batch", type=int, help="the global batch that LR was tuned for (default: the "
@@ -847,6 +850,22 @@ def _refuse_unknown_command(argv: list[str], commands) -> None:
                        "(`advisor --help` says what each does; `advisor` alone opens the app).")
 
 
+_SIGNED_VALUE = re.compile(r"^-[0-9.]")
+
+
+def _values_that_start_with_a_dash(argv: list[str]) -> list[str]:
+    """`--device-memory -1GiB` as `--device-memory=-1GiB`: argparse takes a word that starts with '-' for a flag
+    unless it is a plain negative number, and answers 'expected one argument'; joined, the option's own check
+    names the value and the fix."""
+    joined: list[str] = []
+    for word in argv:
+        if joined and joined[-1].startswith("--") and "=" not in joined[-1] and _SIGNED_VALUE.match(word):
+            joined[-1] = f"{joined[-1]}={word}"
+        else:
+            joined.append(word)
+    return joined
+
+
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -857,7 +876,7 @@ def _main(argv: list[str] | None) -> int:
         if command in ("plan", "tui") or command not in _subcommands(parser):  # no subcommand: the app
             argv, script_command = argv[:split], argv[split + 1:]
     _refuse_unknown_command(argv, _subcommands(parser))
-    args, rest = parser.parse_known_args(argv)
+    args, rest = parser.parse_known_args(_values_that_start_with_a_dash(argv))
     if getattr(args, "command", None) == "plan":
         args.adapter_argv = rest  # the chosen adapter's own options: cmd_plan reads them once it is loaded
     elif rest:

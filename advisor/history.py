@@ -202,7 +202,7 @@ def plan_row(context: RunContext, result) -> dict:
     row.update(per_device=plan.per_device, world_size=plan.world_size, accumulation=plan.accumulation_steps,
                global_batch=plan.global_batch, lr=lr.value, warmup_steps=warmup.steps, precision=plan.precision,
                status="ok", sweep_choice=result.sweep_choice, trial_choice=result.trial_choice,
-               validated=not result.headline,
+               validated=not result.headline, **sweep_length(result.ledger),
                ceiling=ceiling_summary(result.ceiling, ceiling_precision.precision if ceiling_precision
                                        else plan.precision))
     if chosen is not None:
@@ -210,6 +210,13 @@ def plan_row(context: RunContext, result) -> dict:
                    throughput=chosen.samples_per_s,
                    train_seconds=chosen.train_seconds, val_metric=chosen.val_metric, val_loss=chosen.val_loss)
     return {k: v for k, v in row.items() if v is not None}
+
+
+def sweep_length(ledger) -> dict:
+    """How long a plan's sweep ran: its runs and their wall seconds (ledger records or recipe ledger rows)."""
+    runs = [r for r in ledger if (r.get("phase") if isinstance(r, dict) else r.phase) == "sweep"]
+    seconds = sum((r.get("seconds") if isinstance(r, dict) else r.seconds) or 0.0 for r in runs)
+    return {"sweep_runs": len(runs), "sweep_seconds": seconds}
 
 
 def replan_row(context: RunContext, result) -> dict:
@@ -261,6 +268,8 @@ def rows_from_recipe(data: dict, path: str) -> list[dict]:
                accumulation=batch["accumulation_steps"], global_batch=batch["global"], lr=lr["value"],
                warmup_steps=data.get("warmup", {}).get("steps"), precision=data.get("precision", {}).get("mode"),
                status="ok", sweep_choice=data.get("method", {}).get("sweep_choice"),
+               validated=not any(w.get("code") == "no-candidate-learned" for w in data.get("warnings", [])),
+               **sweep_length(data.get("ledger", [])),
                ceiling={k: v for k, v in {
                    "per_device_max": ceiling.get("per_device_max"), "largest_ok": ceiling.get("largest_ok"),
                    "smallest_oom": ceiling.get("smallest_oom"), "budget_bytes": ceiling.get("budget_bytes"),
@@ -294,7 +303,7 @@ COLUMNS = (("time", "when", ""), ("kind", "kind", ""), ("workload", "workload", 
            ("adapter", "adapter", ""), ("precision", "prec", ""), ("per_device", "per-dev", ""),
            ("accumulation", "acc", ""), ("global_batch", "global", ""), ("lr", "lr", ""),
            ("peak_bytes", "peak", "bytes"), ("step_seconds", "step", "seconds"), ("throughput", "samples/s", ""),
-           ("train_seconds", "train time", "seconds"), ("val_metric", "val metric", ""))
+           ("train_seconds", "train time", "seconds"), ("val_metric", "val metric", ""), ("sweep_runs", "sweep", ""))
 
 
 def filter_rows(rows: list[dict], workload: str | None = None) -> list[dict]:
@@ -325,6 +334,10 @@ def render_history(read: HistoryRead, workload: str | None = None) -> str:
                 value = f"{value:.0f}"
             elif key == "val_metric" and value is not None:
                 value = f"{value:.3f}"
+            elif key == "sweep_runs" and value is not None:  # a plan's: how long its step 4 ran
+                value = f"{value} runs, {_fmt(row.get('sweep_seconds'), 'seconds')}"
+            elif key == "kind" and row.get("validated") is False:
+                value = f"{value} (NOT VALIDATED)"
             elif key == "kind" and row.get("reused_from"):
                 value = f"{value} (reused)"
             elif key == "kind" and row.get("status") not in (None, "ok"):

@@ -322,8 +322,17 @@ def _merge_measurements(data: dict, path: Path) -> None:
         pointer["missing"] = f"{sibling} could not be read: the per-run measurements are not loaded"
         return
     if pointer.get("sha256") and hashlib.sha256(raw).hexdigest() != pointer["sha256"]:
-        pointer["missing"] = f"{sibling} is not the file this recipe was written with: its measurements were ignored"
-        return
+        # A recipe replaced with --force is kept as NAME.toml.bak, and the sibling it was written with as
+        # NAME.measurements.toml.bak: the backup reads its own measurements, not its successor's.
+        kept = sibling.with_name(sibling.name + ".bak")
+        try:
+            raw = kept.read_bytes()
+        except OSError:
+            raw = b""
+        if hashlib.sha256(raw).hexdigest() != pointer["sha256"]:
+            pointer["missing"] = (f"{sibling} is not the file this recipe was written with: its measurements were "
+                                  "ignored")
+            return
     try:
         measured = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError):

@@ -207,6 +207,8 @@ def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices
             problems.append(f"{name} must be a positive number of seconds, not {seconds}")
     if s.global_batch is not None and s.global_batch < 1:
         problems.append(f"--global-batch must be at least 1, not {s.global_batch}")
+    if s.start_per_device is not None and s.start_per_device < 1:
+        problems.append(f"--start must be at least 1 sample per device, not {s.start_per_device}")
     if s.base_lr is not None and not s.base_lr > 0:
         problems.append(f"--base-lr must be positive, not {s.base_lr}")
     if s.base_batch is not None and s.base_batch < 1:
@@ -518,6 +520,8 @@ class Session:
     def choose_start(self, per_device: int | None = None) -> StartChoice:
         """Step 2: the task table's value or the user's own, capped by the ceiling, the data and the steps per
         epoch (``learnable_cap``), whichever binds; the reason names it."""
+        if per_device is None:
+            per_device = self.settings.start_per_device  # --start, or a value typed on the app's screen
         began = self._begin(2)
         cap, why = self.learnable_cap
         why = why or (self.cap_reason if cap < self.ceiling_result.per_device_max else "")

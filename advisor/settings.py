@@ -31,9 +31,9 @@ PLAN_DEFAULTS = {
 }
 # Every named option `settings_from_options` reads, in the order `plan_command` writes them.
 PLAN_OPTIONS = ("workload", "adapter", "nproc", "device", "device_memory", "headroom", "trial_steps", "sweep_steps",
-                "subset_sweep", "sweep_walk", "sweep_seeds", "global_batch", "base_lr", "base_batch", "base_warmup", "epochs", "precision", "task",
+                "subset_sweep", "sweep_walk", "sweep_seeds", "start", "global_batch", "base_lr", "base_batch", "base_warmup", "epochs", "precision", "task",
                 "optimizer", "nodes", "gpus_per_node", "world_size", "trial_timeout", "idle_timeout")
-_TYPES = {"nproc": int, "headroom": float, "trial_steps": int, "sweep_steps": int, "sweep_walk": int, "sweep_seeds": int, "global_batch": int,
+_TYPES = {"nproc": int, "headroom": float, "trial_steps": int, "sweep_steps": int, "sweep_walk": int, "sweep_seeds": int, "start": int, "global_batch": int,
           "base_lr": float, "base_batch": int, "epochs": float, "nodes": int, "gpus_per_node": int,
           "world_size": int, "trial_timeout": float, "idle_timeout": float}
 
@@ -91,7 +91,7 @@ def settings_from_options(options: dict, host, workdir: str | None = None) -> Me
         workload=value("workload"), adapter_name=value("adapter"), nproc=nproc, device=host.type,
         memory_budget_bytes=budget, headroom=value("headroom"), trial_steps=value("trial_steps"),
         sweep_steps=value("sweep_steps"), subset_sweep=bool(value("subset_sweep")), global_batch=value("global_batch"),
-        sweep_walk=value("sweep_walk"), sweep_seeds=value("sweep_seeds"),
+        sweep_walk=value("sweep_walk"), sweep_seeds=value("sweep_seeds"), start_per_device=value("start"),
         base_lr=value("base_lr"), base_batch=value("base_batch"), precision=value("precision"),
         trial_timeout_s=value("trial_timeout"), idle_timeout_s=value("idle_timeout"),
         workdir=workdir or os.getcwd(), device_memories=memories, optimizer=value("optimizer") or None,
@@ -117,6 +117,17 @@ def target_cluster(nodes: int | None, per_node: int | None, world: int | None) -
         raise SetupError(f"--world-size {target} does not split evenly over --nodes {nodes}: launchers start the "
                          "same number of processes on every node.")
     return nodes, target
+
+
+# The options a step screen of the app changes after the Setup (the Ceiling's headroom, the Starting value's own
+# value, the Recipe's global target), by the MethodSettings attribute that holds what the session ran with.
+CHANGED_BY_STEPS = {"headroom": "headroom", "start": "start_per_device", "global_batch": "global_batch"}
+
+
+def options_as_run(options: dict, settings: MethodSettings) -> dict:
+    """``options`` (the Setup's) with what the steps changed since read back from the session's ``settings``, so
+    the command that reproduces a walk in the app, and the recipe's provenance, say what the walk ran with."""
+    return {**options, **{name: getattr(settings, attr) for name, attr in CHANGED_BY_STEPS.items()}}
 
 
 def plan_command(options: dict, out: str | None = None, force: bool = False,

@@ -82,3 +82,19 @@ def test_replan_confirmed_on_this_host_makes_plans_host_checks(tmp_path, memory,
 def test_replan_reads_nproc_0_as_0_not_as_the_recipes():
     run = advisor("replan", str(REPO_RECIPE), "--device-memory", "1GiB", "--nproc", "0", cwd=REPO_RECIPE.parent)
     assert run.returncode == 2 and "got 0" in run.stderr and "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("form", [["--device-memory", "-1GiB"], ["--device-memory=-1GiB"]])
+def test_a_negative_memory_size_is_named_in_either_form(tmp_path, form):
+    """`--device-memory -1GiB` (space form) gave argparse's 'expected one argument', and the = form 'cannot read
+    the memory size': both name the size and say it must be larger than zero."""
+    done = advisor("plan", "--workload", "digits-mlp", *form, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "'-1GiB' must be larger than zero" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_negative_number_after_any_flag_is_its_value(tmp_path):
+    """A value that starts with '-' is the flag's value (argparse reads only plain negative numbers so): the
+    message is the option's own check, not argparse's 'expected one argument'."""
+    done = advisor("plan", "--workload", "digits-mlp", "--device-memory", "1GiB", "--start", "-3", cwd=tmp_path)
+    assert done.returncode == 2 and "--start must be at least 1 sample per device, not -3" in done.stderr, done.stderr

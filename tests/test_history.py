@@ -249,3 +249,30 @@ def test_a_run_reused_from_the_history_reads_the_samples_per_s_it_was_measured_a
     again = record_from_row(row)
     assert again.samples_per_s == pytest.approx(record.samples_per_s) == pytest.approx(2000.0)
     assert row["throughput"] == pytest.approx(2000.0)  # what `advisor history` shows under samples/s
+
+
+def test_history_rows_say_whether_a_plan_was_validated_and_how_long_its_sweep_ran(tmp_path):
+    """Issue 38: `advisor history` showed a NOT VALIDATED plan like any other, and not how long its sweep ran."""
+    from advisor.history import render_history, rows_from_recipe
+    from advisor.recipe import read_recipe_data
+
+    path = tmp_path / "h.jsonl"
+    runner = StubRunner()
+    _, result, _ = _plan(runner, path)
+    plan = read_history(path).rows[-1]
+    sweeps = [r for r in result.ledger if r.phase == "sweep"]
+    assert plan["kind"] == "plan" and plan["validated"] is True
+    assert plan["sweep_runs"] == len(sweeps) > 0
+    assert plan["sweep_seconds"] == pytest.approx(sum(r.seconds for r in sweeps))
+    text = render_history(read_history(path))
+    header, rule, *rows = text.splitlines()
+    assert "sweep" in header.split()
+    assert f"{len(sweeps)} runs" in rows[-3]  # the plan's row (a blank line and the footer follow)
+    append_row(path, {**plan, "validated": False})
+    assert "plan (NOT VALIDATED)" in render_history(read_history(path))
+    data = read_recipe_data(str(REPO / "recipes" / "digits-cnn.toml"))[0]
+    imported = rows_from_recipe(data, "recipes/digits-cnn.toml")[-1]
+    assert imported["validated"] is True and imported["sweep_runs"] == sum(
+        1 for e in data["ledger"] if e["phase"] == "sweep")
+    data["warnings"] = [{"code": "no-candidate-learned", "message": "..."}, *data.get("warnings", [])]
+    assert rows_from_recipe(data, "x.toml")[-1]["validated"] is False

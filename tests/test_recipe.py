@@ -49,6 +49,22 @@ def test_existing_recipe_is_never_overwritten_without_force(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
+def test_a_replaced_recipes_backup_keeps_its_own_measurements(tmp_path):
+    """Issue 38: NAME.toml.bak named NAME.measurements.toml, which the new recipe had replaced, so `explain` on the
+    backup silently lost every measurement. The replaced sibling is kept as NAME.measurements.toml.bak and a
+    recipe's digest finds whichever of the two it was written with."""
+    path = tmp_path / "r.toml"
+    old = minimal()
+    write_recipe(old, path)
+    new = minimal(per_device=8, accumulation_steps=4)
+    new["ledger"][0]["loss_curve"] = [9.0, 8.0]
+    backup = write_recipe(new, path, force=True)
+    kept = check_recipe(backup)
+    assert "missing" not in kept["measurements"], kept["measurements"]
+    assert kept["ledger"][0]["loss_curve"] == [2.3, 1.2]
+    assert check_recipe(path)["ledger"][0]["loss_curve"] == [9.0, 8.0]
+
+
 def test_recipes_are_written_readable_by_others_and_a_replaced_one_keeps_its_mode(tmp_path):
     import os
     import stat

@@ -927,3 +927,45 @@ async def test_next_before_the_step_ran_says_to_run_it_first():
         await pilot.press("n")
         await pilot.pause(0.2)
         assert app.screen.name == "trial" and "Run this step first" in screen_text(app, "#status")
+
+
+async def test_the_reproduce_command_carries_what_the_step_screens_changed(tmp_path):
+    """Issue 38: after a new headroom on the Ceiling screen and a typed starting value, the saved recipe had them
+    but the "reproduce it without the app" command and provenance.command did not (it gave another ceiling).
+    The command is rendered from the session's settings, so it says what the walk ran with; and `advisor plan`
+    reads it back to the same settings."""
+    import shlex
+
+    from advisor.cli import build_parser
+    from advisor.settings import PLAN_OPTIONS
+
+    app = stub_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await walk_to(pilot, "ceiling")
+        await run_step(pilot, "ceiling")
+        app.screen.query_one("#headroom").value = "0.25"
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: "ceiling" in app.done and app.session.settings.headroom == 0.25,
+                       what="the new headroom")
+        await pilot.press("n")
+        await wait_for(pilot, lambda: app.screen.name == "start", what="the start screen")
+        await run_step(pilot, "start")
+        app.screen.query_one("#per-device").value = "16"
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.session.start is not None and app.session.start.per_device == 16,
+                       what="16 applied")
+        for step in ("trial", "sweep"):
+            await pilot.press("n")
+            await wait_for(pilot, lambda: app.screen.name == step, what=step)
+            await run_step(pilot, step)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: "recipe" in app.done, what="the plan")
+        path = tmp_path / "r.toml"
+        command = app.screen.headless_command(str(path))
+        assert app.screen._save(str(path), force=False)
+    text = " ".join(command)
+    assert "--headroom 0.25" in text and "--start 16" in text, text
+    assert check_recipe(path)["provenance"]["command"] == shlex.join(command)
+    args = build_parser().parse_args(command[1:])
+    assert args.headroom == 0.25 and args.start == 16
+    assert "start" in PLAN_OPTIONS

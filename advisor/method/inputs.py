@@ -37,6 +37,7 @@ class MethodSettings:
     sweep_walk: int = DEFAULT_POLICY.extensions  # times the swept range may grow past an end that wins
     sweep_seeds: int = DEFAULT_POLICY.seeds  # paired seeds per sweep candidate
     global_batch: int | None = None  # a global target the user insists on; else the sweep decides
+    start_per_device: int | None = None  # --start: step 2's value, instead of the base batch's or the task table's
     base_lr: float | None = None
     base_batch: int | None = None
     precision: str = "auto"  # "auto": see choose_precision (bf16 on Ampere+ GPUs, else fp32 + mixed on OOM)

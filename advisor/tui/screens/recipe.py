@@ -147,10 +147,12 @@ class RecipeScreen(StepScreen):
         return plan
 
     def headless_command(self, path: str | None, force: bool = False) -> list[str]:
-        from ...settings import plan_command
+        from ...settings import options_as_run, plan_command
 
         text = self.query_one("#global-batch", Input).value.strip()
-        options = {**self.app.plan_options, **({"global_batch": text} if text else {})}
+        # The field's target, else the Setup's (make_call puts that back in the settings before each plan)
+        options = {**options_as_run(self.app.plan_options, self.session.settings),
+                   "global_batch": text or self.app.plan_options.get("global_batch")}
         door = self.app.door
         return plan_command(options, path, force, script=[door.spec.path, *door.spec.args] if door else None)
 

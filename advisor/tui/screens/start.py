@@ -83,6 +83,7 @@ class StartScreen(StepScreen):
         text = self.query_one("#per-device", Input).value.strip()
         value = int(text) if text else None
         session = self.session
+        session.settings.start_per_device = value  # what the walk runs with, and its reproduce command says
         return lambda: session.choose_start(value)
 
     def show_result(self, choice) -> None:
