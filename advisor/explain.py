@@ -64,6 +64,8 @@ def _why_line(data: dict) -> str:
     """Why this batch, in one line: the sweep's rule and verdict (the full reasoning is in explain_text)."""
     method = data.get("method", {})
     sweep = method.get("sweep", {})
+    if method.get("headline"):
+        return "Sweep: no candidate learned, so nothing was picked: NOT VALIDATED (the plan is your base setting)."
     if not sweep.get("rule"):
         return f"Sweep: {method.get('sweep_choice', '?')} per device."
     tied = sweep.get("tied") or []
@@ -80,6 +82,13 @@ def _why_line(data: dict) -> str:
     pick = sweep.get("pick", method.get("sweep_choice"))
     verdict = sweep.get("verdict", sweep["rule"])
     return f"Sweep: {pick} per device, {verdict}" + (f" ({'; '.join(detail)})." if detail else ".")
+
+
+def _sweep_pick(method: dict) -> str:
+    """The sweep's pick as step 4 states it, or that there is none (NOT VALIDATED)."""
+    if method.get("headline"):
+        return "no pick, NOT VALIDATED"
+    return str(method.get("sweep_choice", "?"))
 
 
 def warnings_of(data: dict) -> list[dict]:
@@ -113,7 +122,7 @@ def explain_text(data: dict, header: bool = True) -> str:
                      f"probes. {ceiling.get('reason', '')}".rstrip())
     lines += [f"2. Start: {method.get('start_reason', '')}".rstrip(),
               f"3. Trial: {method.get('trial_choice', '?')}. {method.get('trial_reason', '')}".rstrip(),
-              f"4. Sweep: {method.get('sweep_choice', '?')}. {method.get('sweep_reason', '')}".rstrip()]
+              f"4. Sweep: {_sweep_pick(method)}. {method.get('sweep_reason', '')}".rstrip()]
     noise_reason = data.get("noise", {}).get("reason") or method.get("noise_reason")
     if noise_reason:
         lines.append(f"   {noise_reason}")

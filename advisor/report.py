@@ -147,7 +147,8 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
         "method": {
             "start_value": result.start_value, "start_reason": result.start_reason,
             "trial_choice": result.trial_choice, "trial_reason": result.trial_reason,
-            "sweep_choice": result.sweep_choice, "sweep_reason": result.sweep_reason,
+            # NOT VALIDATED: no candidate learned, so there is no pick to record (the plan is the base setting).
+            "sweep_choice": None if result.headline else result.sweep_choice, "sweep_reason": result.sweep_reason,
             "headline": result.headline or None,
             "trial": result.trial_summary or None,
             "sweep": _sweep_section(result),
@@ -189,7 +190,7 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
 def _sweep_section(result: MethodResult) -> dict:
     """The comparison sweep's verdict: the pick, whether the data could tell it from the others ("equal within
     noise" and the rule that then picked), each candidate's value with its spread, and any diverged runs."""
-    return {"pick": result.sweep_choice, **result.sweep_summary}
+    return {"pick": None if result.headline else result.sweep_choice, **result.sweep_summary}
 
 
 def json_summary(result: MethodResult, recipe_path: str | None) -> dict:

@@ -26,7 +26,7 @@ from .method import (SWEEP_EVAL_POINTS, MethodSettings, PrecisionChoice, SweepOu
                      sweep_candidates, sweep_run_settings, trained_cap, validated_global)
 from .method.goodput import GoodputResult, fit_step_time, goodput_optimum, timed_points
 from .method.health import judge, unstable
-from .method.inputs import lr_seen_failing, validated_at_rule_lr
+from .method.inputs import lr_for, lr_seen_failing, validated_at_rule_lr, warmup_for
 from .method.lr import DEFAULT_BASE_WARMUP_EPOCHS, KNOWN_OPTIMIZERS, LRDecision, WarmupDecision, base_warmup_epochs
 from .method.noise import NoiseEstimate
 from .method.plan import Plan, Warning_, plan_data_parallel
@@ -989,6 +989,14 @@ class Session:
                                      precision, None, amp_available=self.amp_available)
         plan.warnings = [w for w in plan.warnings if w.code != "global-not-validated"]
         plan.validated_global = None  # nothing was validated: no global batch may be claimed as such
+        # The base LR at the base batch, as the headline says: no bound from a sweep "pick" nothing validated (it
+        # gave "LR 0.025 (unchanged; base 0.1)").
+        lr = lr_for(info, plan.global_batch)
+        warmup = warmup_for(info, lr)
+        for warning in plan.warnings:  # the base batch is the fallback's, not one the user asked for
+            warning.message = warning.message.replace(
+                f" It stands because you asked for a global batch of {info.base_global_batch} (--global-batch).",
+                " It stands because it is your base setting, the fallback when nothing learned.")
         plan.reason = (f"No sweep candidate learned, so the plan falls back to the base setting: global batch "
                        f"{info.base_global_batch} ({info.base_source}) at the base LR. " + plan.reason)
         plan.warnings.insert(0, Warning_(

@@ -200,3 +200,94 @@ def test_a_not_validated_plan_has_nothing_noise_based():
     session.ceiling()
     session.sweep(16)
     assert session.finish().noise.known
+
+
+def _committed_digits_cnn() -> dict:
+    from pathlib import Path
+
+    from advisor.recipe import check_recipe
+
+    return check_recipe(Path(__file__).resolve().parents[1] / "recipes" / "digits-cnn.toml")
+
+
+def test_replan_never_gives_an_lr_the_recipes_own_runs_saw_fail():
+    """The committed digits-cnn recipe's ledger: 64 per device x 2 (global 128) was unstable at LR 0.04 in its trial
+    and at sweep seed 2, and learned at 0.02 when rerun. Were 64 validated (a sweep pick of 32 per device), the
+    bound would allow 2x, LR 0.04 at global 128: the re-plan must give 0.02 and say why. Seen failing before the
+    fix: LR 0.04, no lr-seen-unstable warning."""
+    from advisor.replan import ReplanTarget, render_table, replan
+
+    data = _committed_digits_cnn()
+    data["batch"]["validated_global"] = 64
+    cpu = ReplanTarget(2**30, "--device-memory", None, "cpu", 2, global_batch=128)
+    result = replan(data, "digits-cnn.toml", cpu)
+    assert result.lr.value == pytest.approx(0.02)
+    assert any(w.code == "lr-seen-unstable" for w in result.plan.warnings)
+    assert "lowered from the rule's value" in render_table(result)
+    # Global 64 at its rule LR 0.02 trained healthily: nothing to lower.
+    assert replan(data, "digits-cnn.toml", ReplanTarget(2**30, "--device-memory", None, "cpu", 2,
+                                                        global_batch=64)).lr.value == pytest.approx(0.02)
+
+
+def test_a_trial_failure_at_the_advised_setting_is_reconciled_with_the_sweeps_seeds():
+    """Issue 36: a trial reason '16: unstable at LR 0.2' in a recipe that advises 16 per device at LR 0.2 (the sweep's
+    three seeds at 16 learned); nothing reconciled them. Seen failing before the fix: no warning."""
+    from advisor.method.inputs import WorkloadInfo, lr_seen_failing
+
+    info = WorkloadInfo("m", "image-classification", 10, "sgd", 1000, 100, 1, False, 0.1, 16, "base")
+    trial = TrialRecord("trial", 16, 2, 1, 32, "ok", 1.0, lr=0.2, losses=list(DIVERGED))
+    sweep = [TrialRecord("sweep", 16, 2, 1, 32, "ok", 1.0, lr=0.2, seed=s, losses=list(FALLING)) for s in range(3)]
+    kept = lr_seen_failing(info, 32, 0.2, [trial, *sweep])
+    assert kept.lr == 0.2 and kept.code == "trial-unstable-sweep-learned"
+    assert "the sweep's 3 seed(s) at this setting learned" in kept.message and "evidence stands" in kept.message
+    # A sweep seed that failed there too: the LR is refused for the nearest validated one (the base here).
+    sweep[2].losses = list(DIVERGED)
+    refused = lr_seen_failing(info, 32, 0.2, [trial, *sweep])
+    assert refused.code == "lr-seen-unstable" and refused.lr == pytest.approx(0.1)
+    assert lr_seen_failing(info, 32, 0.2, sweep[:2]) is None  # nothing failed there
+
+
+def _not_validated_result():
+    from advisor.adapters import load_adapter
+    from advisor.device import HostDevices
+    from advisor.session import Session, validate_setup
+
+    s = settings(nproc=2, sweep_steps=40, sweep_walk=0, memory_budget_bytes=300 * MIB)
+    runner = StubRunner(saturate=None, val=lambda batch: 0.10)  # chance on 10 classes
+    session = Session(load_adapter("ddp"), s, validate_setup(s, load_adapter("ddp"), HostDevices("cpu")),
+                      runner=runner)
+    session.ceiling()
+    session.sweep(2)  # far below the base global batch: the old bound from this "pick" lowered the base LR
+    return session, session.finish()
+
+
+def test_a_not_validated_plan_tells_one_story_in_the_recipe_summary_explain_app_and_replan():
+    """Issue 36: NOT VALIDATED plans recorded validated_global and a sweep pick, and the summary said 'LR 0.025
+    (unchanged; base 0.1)'. Seen failing before the fix: validated_global 16, sweep pick 8, LR bounded below the
+    base with rule 'unchanged'."""
+    from advisor.explain import explain_text, summary_text
+    from advisor.replan import ReplanTarget, render_table, replan, replanned_recipe
+    from advisor.report import build_recipe
+    from advisor.tui.screens.recipe import recipe_numbers
+
+    session, result = _not_validated_result()
+    info = session.info
+    assert result.headline
+    assert result.lr.value == pytest.approx(info.base_lr) and result.lr.rule == "unchanged"
+    data = build_recipe(result)
+    assert data["batch"].get("validated_global") is None and data["batch"].get("extrapolation") is None
+    assert data["method"].get("sweep_choice") is None and data["method"]["sweep"].get("pick") is None
+    summary = summary_text(data, None)
+    assert summary.startswith("NOT VALIDATED.") and "no candidate learned" in summary
+    assert f"learning rate       {info.base_lr:.4g}  (unchanged; base {info.base_lr:g}" in summary
+    explained = explain_text(data)
+    assert explained.startswith("NOT VALIDATED.") and "4. Sweep: no pick, NOT VALIDATED." in explained
+    assert "NOT VALIDATED" in explained.split("4. Sweep")[1]  # the noise scale and goodput say why they are absent
+    assert ("Validated", "NOT VALIDATED", result.headline) == recipe_numbers(result)[0]
+    cpu = ReplanTarget(2**30, "--device-memory", None, "cpu", 4)
+    again = replan(data, "r.toml", cpu)
+    assert again.plan.validated_global is None and again.plan.warnings[0].code == "no-candidate-learned"
+    table = render_table(again)
+    assert table.startswith("NOT VALIDATED.") and "kept: the recipe's base setting, NOT VALIDATED" in table
+    written = replanned_recipe(again)
+    assert "validated_global" not in written["batch"] and written["method"]["headline"] == result.headline

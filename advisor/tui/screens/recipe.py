@@ -18,7 +18,8 @@ from .base import StepScreen
 
 def recipe_numbers(result) -> list[tuple[str, str, str]]:
     p, lr, warmup = result.plan, result.lr, result.warmup
-    return [
+    rows = [("Validated", "NOT VALIDATED", result.headline)] if result.headline else []
+    return rows + [
         ("Per-device batch", str(p.per_device), p.reason),
         ("World size", str(p.world_size), "The data-parallel processes of the target cluster."),
         ("Accumulation steps", str(p.accumulation_steps),
@@ -171,7 +172,9 @@ class RecipeScreen(StepScreen):
         self.query_one("#toml", Static).update(Syntax(dumps_recipe(self.recipe), "toml", theme="ansi_dark",
                                                       word_wrap=True))
         self.query_one("#save", Button).disabled = False
-        self.set_status(f"[green]Planned.[/green] {result.plan.per_device} x {result.plan.world_size} x "
+        self.set_status(("[b red]NOT VALIDATED[/b red] (no sweep candidate learned): the base setting, "
+                         if result.headline else "[green]Planned.[/green] ")
+                        + f"{result.plan.per_device} x {result.plan.world_size} x "
                         f"{result.plan.accumulation_steps} = global {result.plan.global_batch}, LR "
                         f"{result.lr.value:.4g}. ctrl+s saves.")
         self.query_one("#save", Button).focus()  # ctrl+s or Enter saves; the keys r, b and ? keep working
