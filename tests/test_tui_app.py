@@ -969,3 +969,24 @@ async def test_the_reproduce_command_carries_what_the_step_screens_changed(tmp_p
     args = build_parser().parse_args(command[1:])
     assert args.headroom == 0.25 and args.start == 16
     assert "start" in PLAN_OPTIONS
+
+
+async def test_a_sweep_where_nothing_learned_says_so_on_the_sweep_and_recipe_screens_at_80x24():
+    """Issue 38: at 80x24 a sweep where nothing learned showed every row as `ok` and the Recipe screen no NOT
+    VALIDATED banner. Each run's row shows the health verdict (flat, near chance), and the Recipe screen leads
+    with what the summary leads with."""
+    from tui_stub import all_rendered_lines
+
+    app = stub_app({"at_chance": True})
+    async with app.run_test(size=(80, 24)) as pilot:
+        await walk_to(pilot, "sweep")
+        await run_step(pilot, "sweep")
+        assert app.session.sweep_outcome.failed
+        rows = [row for row in all_rendered_lines(app.screen.query_one("#runs")) if row.strip()[:1].isdigit()]
+        assert rows and not any(" ok" in row for row in rows), rows
+        assert all("flat" in row or "chance" in row or "timing" in row for row in rows), rows
+        assert not cut_cells(app.screen.query_one("#runs"))
+        await pilot.press("n")
+        await wait_for(pilot, lambda: "recipe" in app.done, what="the plan")
+        status = app.screen.query_one("#status")
+        assert "NOT VALIDATED" in str(status.render()) and status.region.bottom <= 24 and status.region.height

@@ -17,10 +17,11 @@ CHECK_TIMEOUT = 120  # the Setup's workload check and the first Start import tor
 
 class EventStubRunner:
     def __init__(self, emit, nproc=2, fixed=20 * MIB, per_sample=int(0.5 * MIB), budget=128 * MIB, saturate=4000,
-                 fail_probe_at=None, rate=50):
+                 fail_probe_at=None, rate=50, at_chance=False):
         self.emit, self.nproc = emit, nproc
         self.fixed, self.per_sample, self.budget, self.saturate = fixed, per_sample, budget, saturate
         self.fail_probe_at = fail_probe_at
+        self.at_chance = at_chance  # a model that learns nothing: a flat loss, validation at chance (1/10)
         self.rate = rate  # samples/s per sample of global batch, until ``saturate``
         self.ledger: list[TrialRecord] = []
         self.model_info = {"parameters": 12_345, "has_batchnorm": False}
@@ -58,10 +59,10 @@ class EventStubRunner:
             step_seconds = g / throughput
             losses = []
             for step in range(1, steps + 1):
-                loss = round(2.3 / (1 + step * per_device / 200), 4)
+                loss = round(2.3 + 0.01 * (step % 3), 4) if self.at_chance else round(2.3 / (1 + step * per_device / 200), 4)
                 losses.append(loss)
                 self.emit(TrialProgress(phase, per_device, step, steps, loss, step_seconds))
-            metric = round(0.70 + 0.1 * min(per_device, 64) / 64, 3) if evaluate else None
+            metric = (0.1 if self.at_chance else round(0.70 + 0.1 * min(per_device, 64) / 64, 3)) if evaluate else None
             evals = []
             if evaluate:
                 for point in range(1, eval_points + 1):

@@ -172,11 +172,12 @@ class RecipeScreen(StepScreen):
         self.query_one("#toml", Static).update(Syntax(dumps_recipe(self.recipe), "toml", theme="ansi_dark",
                                                       word_wrap=True))
         self.query_one("#save", Button).disabled = False
-        self.set_status(("[b red]NOT VALIDATED[/b red] (no sweep candidate learned): the base setting, "
-                         if result.headline else "[green]Planned.[/green] ")
-                        + f"{result.plan.per_device} x {result.plan.world_size} x "
-                        f"{result.plan.accumulation_steps} = global {result.plan.global_batch}, LR "
-                        f"{result.lr.value:.4g}. ctrl+s saves.")
+        plan = (f"{result.plan.per_device} x {result.plan.world_size} x {result.plan.accumulation_steps} = global "
+                f"{result.plan.global_batch}, LR {result.lr.value:.4g}")
+        # The status line is always on screen (the warnings may sit below the fold at 80x24): a plan the sweep did
+        # not validate says so there, as the CLI summary's first line does.
+        self.set_status(f"[b red]NOT VALIDATED[/b red]: your base setting, {plan}; no sweep candidate learned. "
+                        "ctrl+s saves." if result.headline else f"[green]Planned.[/green] {plan}. ctrl+s saves.")
         self.query_one("#save", Button).focus()  # ctrl+s or Enter saves; the keys r, b and ? keep working
 
     def on_button_pressed(self, event: Button.Pressed) -> None:

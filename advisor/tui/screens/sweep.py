@@ -94,14 +94,27 @@ class SweepScreen(StepScreen):
             self._notes.append(event.message)
             self.query_one("#notes", ReflowLog).write(f"[dim]{escape(event.message)}[/dim]")
 
-    def add_run(self, record) -> None:
-        from ...method.health import unstable
+    def add_run(self, record, candidate_status: str | None = None) -> None:
+        """A run's row; its status is the health verdict (advisor.method.health), and once the sweep is decided
+        its candidate's (``candidate_status``: "flat" also for an accuracy that stayed near chance)."""
+        from ...method.health import FLAT, UNSTABLE, judge
 
         score = (run_score(record, by_loss=record.val_metric is None)
                  if record.status == "ok" and record.phase != "timing" else None)  # OOM and timing rounds: no score
         seed = f" (seed {record.seed})" if record.seed else ""  # a paired seed
-        status = ("[red]OOM[/red]" if record.status != "ok" else "[red]unstable[/red]" if unstable(record)
-                  else "[dim]timing[/dim]" if record.phase == "timing" else f"[green]ok[/green]{seed}")
+        verdict = judge(record).verdict if record.status == "ok" else None
+        if record.status != "ok":
+            status = "[red]OOM[/red]"
+        elif record.phase == "timing":
+            status = "[dim]timing[/dim]"
+        elif verdict == UNSTABLE:
+            status = f"[red]unstable[/red]{seed}"
+        elif verdict == FLAT:
+            status = f"[yellow]flat[/yellow]{seed}"
+        elif candidate_status == "flat":  # learned something, but its accuracy stayed near chance
+            status = f"[yellow]near chance[/yellow]{seed}"
+        else:
+            status = f"[green]ok[/green]{seed}"
         self.query_one("#runs", DataTable).add_row(
             str(record.per_device), str(record.global_batch), f"{record.lr:.4g}" if record.lr else "-",
             f"{record.val_loss:.4f}" if record.val_loss is not None else "-",
@@ -117,10 +130,12 @@ class SweepScreen(StepScreen):
 
     def show_result(self, outcome) -> None:
         table = self.query_one("#runs", DataTable)
-        if table.row_count != len(outcome.rows):  # rows the events did not bring (a stub runner)
-            table.clear()
-            for record in outcome.rows:
-                self.add_run(record)
+        # Again with each candidate's own verdict (near chance is judged over its seeds), and the rows the events
+        # did not bring (a stub runner)
+        status = {c.per_device: c.status for c in outcome.verdict.candidates} if outcome.verdict else {}
+        table.clear()
+        for record in outcome.rows:
+            self.add_run(record, status.get(record.per_device) if record.phase == "sweep" else None)
         loss = self.query_one("#loss", Chart)
         for record in outcome.rows:
             name = f"{record.per_device}/device"
