@@ -38,13 +38,19 @@ def table_lines(data: dict) -> list[str]:
              f"  world size          {b['world_size']}",
              f"  accumulation steps  {b['accumulation_steps']}",
              f"  global batch        {b['global']}",
-             f"  learning rate       {lr['value']:.4g}  ({lr['rule']}; base {lr['base']:g} at {lr['base_global_batch']})",
+             f"  learning rate       {lr['value']:.4g}  ({_lr_rule(lr)}; base {lr['base']:g} at {lr['base_global_batch']})",
              f"  warmup              {warmup['steps']} steps"
              + (f" ({_epochs(warmup['epochs'])})" if isinstance(warmup.get("epochs"), (int, float)) else ""),
              f"  precision           {data.get('precision', {}).get('mode', 'fp32')}"]
     if data.get("normalization", {}).get("sync_batchnorm"):
         lines.append("  SyncBatchNorm       yes")
     return lines
+
+
+def _lr_rule(lr: dict) -> str:
+    """The LR's rule as the table states it: a value the plan lowered from the rule's (the bound past what was
+    validated, a setting seen failing, the cap) says so, so "0.01 (unchanged; base 0.02)" cannot be printed."""
+    return f"{lr['rule']}, then lowered: see the LR reason" if lr.get("capped") else str(lr["rule"])
 
 
 def _headline(data: dict) -> list[str]:

@@ -224,6 +224,13 @@ def test_replan_never_gives_an_lr_the_recipes_own_runs_saw_fail():
     assert result.lr.value == pytest.approx(0.02)
     assert any(w.code == "lr-seen-unstable" for w in result.plan.warnings)
     assert "lowered from the rule's value" in render_table(result)
+    # The summary never prints a lowered LR under the bare rule's name ("0.02 (linear; base 0.02 at 64)" read as
+    # the rule's value). Seen failing before the fix.
+    from advisor.explain import summary_text
+    from advisor.replan import replanned_recipe
+
+    assert "learning rate       0.02  (linear, then lowered: see the LR reason; base 0.02 at 64)" in summary_text(
+        replanned_recipe(result), None)
     # Global 64 at its rule LR 0.02 trained healthily: nothing to lower.
     assert replan(data, "digits-cnn.toml", ReplanTarget(2**30, "--device-memory", None, "cpu", 2,
                                                         global_batch=64)).lr.value == pytest.approx(0.02)
