@@ -358,44 +358,22 @@ def recipe_validated_global(data: dict) -> int | None:
     return data["batch"].get("validated_global") or data["batch"]["global"]
 
 
-def _ledger_records(data: dict) -> list:
-    """The recipe's trial, noise and sweep rows back as ledger records (the loss curve as written), for the rules
-    that read what ran."""
-    from .ledger import TrialRecord
-
-    fields = TrialRecord.__dataclass_fields__
-    out = []
-    for row in data.get("ledger", []):
-        if row.get("phase") in ("trial", "noise", "sweep") and {"per_device", "global_batch", "status"} <= set(row):
-            values = {k: v for k, v in row.items() if k in fields and k != "losses"}
-            values.setdefault("world_size", 1)
-            values.setdefault("accumulation", 1)
-            values.setdefault("seconds", 0.0)
-            out.append(TrialRecord(**values, losses=list(row.get("loss_curve") or [])))
-    return out
-
-
 def _never_a_failed_lr(data: dict, plan, lr, optimizer: str):
-    """``lr`` unless the recipe's own runs were unstable at the plan's global batch at it (advisor.method.inputs.
-    lr_seen_failing: a recipe never advises a setting its runs saw fail; the re-plan says so in a warning)."""
+    """``lr`` unless the recipe's own runs were unstable at the plan's global batch at it (recipe.failed_lr: a
+    recipe never advises a setting its runs saw fail; the re-plan says so in a warning)."""
     from dataclasses import replace
 
-    from .method.inputs import WorkloadInfo, lr_seen_failing
     from .method.plan import Warning_
+    from .recipe import failed_lr
 
-    workload, lr_doc = data.get("workload", {}), data["lr"]
-    info = WorkloadInfo(str(workload.get("name", "")), str(workload.get("task", "")), workload.get("num_classes"),
-                        optimizer, int(workload.get("train_size") or 0), 0, int(workload.get("parameters") or 0),
-                        bool(data.get("normalization", {}).get("has_batchnorm")), float(lr_doc["base"]),
-                        int(lr_doc["base_global_batch"]), str(lr_doc.get("base_source", "the recipe")))
-    failed = lr_seen_failing(info, plan.global_batch, lr.value, _ledger_records(data))
+    failed = failed_lr(data, plan.global_batch, lr.value, optimizer)
     if failed is None:
         return lr
     plan.warnings.append(Warning_(failed.code, failed.message))
     if failed.lr == lr.value:
         return lr
     return replace(lr, value=failed.lr, capped=True, reason=f"{lr.reason} {failed.message}",
-                   warnings=lr.warnings + [failed.message])
+                   warnings=lr.warnings + [failed.message], seen_failing_at=lr.value)
 
 
 def table_rows(r: ReplanResult) -> list[Row]:
@@ -518,7 +496,7 @@ def replanned_recipe(r: ReplanResult, argv: list[str] | None = None) -> dict:
     data["lr"] = {**old.get("lr", {}), "value": lr.value, "base": lr.base, "base_global_batch": lr.base_global_batch,
                   "rule": lr.rule, "scale": lr.scale, "cap": lr.cap, "capped": lr.capped, "reason": lr.reason,
                   "layerwise_optimizer": lr.suggest_layerwise, "bound_from_global": lr.bounded_from,
-                  "bound_noise_low": lr.bound_noise_low}
+                  "bound_noise_low": lr.bound_noise_low, "seen_failing_at": lr.seen_failing_at}
     data["warmup"] = {**old.get("warmup", {}), "steps": warmup.steps, "epochs": warmup.epochs,
                       "steps_per_epoch": warmup.steps_per_epoch, "reason": warmup.reason,
                       "capped_by_run": warmup.capped}

@@ -931,7 +931,7 @@ class Session:
             plan.warnings.append(Warning_(failed.code, failed.message))
             if failed.lr != lr.value:
                 lr = replace(lr, value=failed.lr, capped=True, reason=f"{lr.reason} {failed.message}",
-                             warnings=lr.warnings + [failed.message])
+                             warnings=lr.warnings + [failed.message], seen_failing_at=lr.value)
         goodput = self.goodput(estimate, plan.per_device, plan.accumulation_steps, plan.world_size, cap, precision)
         return plan, lr, warmup, goodput
 

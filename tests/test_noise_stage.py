@@ -128,6 +128,13 @@ def test_a_rerun_at_a_lower_lr_validates_that_lr_only():
     # The planned LR is one a run at global 128 learned at (the rerun), not the rule's.
     learned_at = {r.lr for r in runner.ledger if r.global_batch == 128 and r.losses == FALLING}
     assert any(result.lr.value == pytest.approx(x) for x in learned_at)
+    # The recipe records the lowering, and `advisor check` reads it as the rule's, not as a hand edit.
+    from advisor.recipe import recipe_warnings
+    from advisor.report import build_recipe
+
+    recipe = build_recipe(result)
+    assert recipe["lr"]["seen_failing_at"] == pytest.approx(rule_lr)
+    assert not [w for w in recipe_warnings(recipe) if "lr.value" in w]
 
 
 def _swept_with_unstable_64():
@@ -229,8 +236,14 @@ def test_replan_never_gives_an_lr_the_recipes_own_runs_saw_fail():
     from advisor.explain import summary_text
     from advisor.replan import replanned_recipe
 
+    written = replanned_recipe(result)
     assert "learning rate       0.02  (linear, then lowered: see the LR reason; base 0.02 at 64)" in summary_text(
-        replanned_recipe(result), None)
+        written, None)
+    # `advisor check`'s redo of the rule reads the same ledger: the lowered LR is the rule's, not a hand edit. Seen
+    # failing before recipe._rules_lr read it: "lr.value 0.02 is not what the recipe's rule gives ... 0.04".
+    from advisor.recipe import recipe_warnings
+
+    assert not [w for w in recipe_warnings(written) if "lr.value" in w]
     # Global 64 at its rule LR 0.02 trained healthily: nothing to lower.
     assert replan(data, "digits-cnn.toml", ReplanTarget(2**30, "--device-memory", None, "cpu", 2,
                                                         global_batch=64)).lr.value == pytest.approx(0.02)
