@@ -189,8 +189,9 @@ def estimate_noise(samples: list[GradNormSample], optimizer: str = "sgd", resamp
                "narrow it).") + (" " + left_out if left_out else "")), float(true_sq), float(trace), skipped, notes)
     across = (f"; the runs' own estimates {min(per_run):.0f}-{max(per_run):.0f}, within {RUN_DISAGREEMENT:g}x"
               if len(per_run) >= 2 else "")
-    how = ("seeds and steps resampled" if by_run and len(runs_terms) >= 2 else "bootstrap")
-    reason = (f"Estimated gradient noise scale B_simple ~ {value:.0f} ({CONFIDENCE:.0%} {how} interval "
+    how = ("bootstrap interval, seeds and steps resampled," if by_run and len(runs_terms) >= 2
+           else "bootstrap interval")
+    reason = (f"Estimated gradient noise scale B_simple ~ {value:.0f} ({CONFIDENCE:.0%} {how} "
               f"{low:.0f}-{high:.0f}, {base}{across}; |G|^2 and tr(Sigma) "
               "averaged separately; McCandlish et al. 2018). Past it a bigger global batch buys little. An estimate "
               "from short runs." + ("" if not skipped else f" {skipped} non-finite step(s) left out.")
