@@ -71,7 +71,8 @@ def _noise_json(result: MethodResult) -> dict:
     noise = result.noise
     if noise is None:
         return {"value": result.noise_scale, "low": None, "high": None, "reason": result.noise_reason}
-    return {"value": noise.value, "low": noise.low, "high": noise.high, "reason": noise.reason}
+    return {"value": noise.value, "low": noise.low, "high": noise.high, "stage": noise.stage,
+            "candidate": noise.candidate, "early_lower_bound": noise.early_value, "reason": noise.reason}
 
 
 def _goodput_json(result: MethodResult) -> dict | None:
