@@ -38,13 +38,19 @@ def table_lines(data: dict) -> list[str]:
              f"  world size          {b['world_size']}",
              f"  accumulation steps  {b['accumulation_steps']}",
              f"  global batch        {b['global']}",
-             f"  learning rate       {lr['value']:.4g}  ({lr['rule']}; base {lr['base']:g} at {lr['base_global_batch']})",
+             f"  learning rate       {lr['value']:.4g}  ({_lr_rule(lr)}; base {lr['base']:g} at {lr['base_global_batch']})",
              f"  warmup              {warmup['steps']} steps"
              + (f" ({_epochs(warmup['epochs'])})" if isinstance(warmup.get("epochs"), (int, float)) else ""),
              f"  precision           {data.get('precision', {}).get('mode', 'fp32')}"]
     if data.get("normalization", {}).get("sync_batchnorm"):
         lines.append("  SyncBatchNorm       yes")
     return lines
+
+
+def _lr_rule(lr: dict) -> str:
+    """The LR's rule as the table states it: a value the plan lowered from the rule's (the bound past what was
+    validated, a setting seen failing, the cap) says so, so "0.01 (unchanged; base 0.02)" cannot be printed."""
+    return f"{lr['rule']}, then lowered: see the LR reason" if lr.get("capped") else str(lr["rule"])
 
 
 def _headline(data: dict) -> list[str]:
@@ -64,6 +70,8 @@ def _why_line(data: dict) -> str:
     """Why this batch, in one line: the sweep's rule and verdict (the full reasoning is in explain_text)."""
     method = data.get("method", {})
     sweep = method.get("sweep", {})
+    if method.get("headline"):
+        return "Sweep: no candidate learned, so nothing was picked: NOT VALIDATED (the plan is your base setting)."
     if not sweep.get("rule"):
         return f"Sweep: {method.get('sweep_choice', '?')} per device."
     tied = sweep.get("tied") or []
@@ -80,6 +88,13 @@ def _why_line(data: dict) -> str:
     pick = sweep.get("pick", method.get("sweep_choice"))
     verdict = sweep.get("verdict", sweep["rule"])
     return f"Sweep: {pick} per device, {verdict}" + (f" ({'; '.join(detail)})." if detail else ".")
+
+
+def _sweep_pick(method: dict) -> str:
+    """The sweep's pick as step 4 states it, or that there is none (NOT VALIDATED)."""
+    if method.get("headline"):
+        return "no pick, NOT VALIDATED"
+    return str(method.get("sweep_choice", "?"))
 
 
 def warnings_of(data: dict) -> list[dict]:
@@ -113,7 +128,7 @@ def explain_text(data: dict, header: bool = True) -> str:
                      f"probes. {ceiling.get('reason', '')}".rstrip())
     lines += [f"2. Start: {method.get('start_reason', '')}".rstrip(),
               f"3. Trial: {method.get('trial_choice', '?')}. {method.get('trial_reason', '')}".rstrip(),
-              f"4. Sweep: {method.get('sweep_choice', '?')}. {method.get('sweep_reason', '')}".rstrip()]
+              f"4. Sweep: {_sweep_pick(method)}. {method.get('sweep_reason', '')}".rstrip()]
     noise_reason = data.get("noise", {}).get("reason") or method.get("noise_reason")
     if noise_reason:
         lines.append(f"   {noise_reason}")

@@ -65,8 +65,14 @@ class TrialRecord:
         the slowest rank's median wait for data (a load burst is not the batch; a loader that holds the step back
         is). ``throughput``, the worker's own figure, leaves the loader out."""
         if self.step_seconds:
-            return self.global_batch / (self.step_seconds + (self.data_seconds or 0.0))
+            return self.global_batch / self.wall_step_seconds
         return self.throughput
+
+    @property
+    def wall_step_seconds(self) -> float | None:
+        """One optimizer step as training sees it: the device's median step time plus the slowest rank's median
+        wait for data (the time samples_per_s divides by; goodput's step-time fit reads it too)."""
+        return self.step_seconds + (self.data_seconds or 0.0) if self.step_seconds else None
 
     @property
     def data_share(self) -> float | None:

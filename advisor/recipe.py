@@ -235,7 +235,45 @@ def _rules_lr(data: dict) -> float | None:
         rules = bound_past_validated(rules, bounded_from, optimizer, lr.get("bound_noise_low"))
     elif lr.get("capped") and rules.value > lr["value"] and not rules.capped:
         return None  # bounded by an older plan that did not record the bound's inputs
+    # Never a setting its runs saw fail: the ledger says so (a plan's recipe), or the recorded lowering does (a
+    # re-planned recipe, whose ledger holds only what the re-plan measured).
+    failed = failed_lr(data, int(batch["global"]), rules.value, optimizer)
+    if failed is not None:
+        return failed.lr
+    seen = lr.get("seen_failing_at")
+    if isinstance(seen, (int, float)) and math.isclose(seen, rules.value, rel_tol=1e-6) and lr["value"] < seen:
+        return lr["value"]
     return rules.value
+
+
+def ledger_records(data: dict) -> list:
+    """The recipe's trial, noise and sweep rows back as ledger records (the loss curve as written), for the rules
+    that read what ran (replan, the check of lr.value)."""
+    from .ledger import TrialRecord
+
+    fields = TrialRecord.__dataclass_fields__
+    out = []
+    for row in data.get("ledger", []):
+        if row.get("phase") in ("trial", "noise", "sweep") and {"per_device", "global_batch", "status"} <= set(row):
+            values = {k: v for k, v in row.items() if k in fields and k != "losses"}
+            values.setdefault("world_size", 1)
+            values.setdefault("accumulation", 1)
+            values.setdefault("seconds", 0.0)
+            out.append(TrialRecord(**values, losses=list(row.get("loss_curve") or [])))
+    return out
+
+
+def failed_lr(data: dict, global_batch: int, lr_value: float, optimizer: str):
+    """advisor.method.inputs.lr_seen_failing on the recipe's own ledger: None when no run at ``global_batch`` was
+    unstable at ``lr_value`` or below, else the LR that stands and the warning that says why."""
+    from .method.inputs import WorkloadInfo, lr_seen_failing
+
+    workload, lr = data.get("workload", {}), data["lr"]
+    info = WorkloadInfo(str(workload.get("name", "")), str(workload.get("task", "")), workload.get("num_classes"),
+                        optimizer, int(workload.get("train_size") or 0), 0, int(workload.get("parameters") or 0),
+                        bool(data.get("normalization", {}).get("has_batchnorm")), float(lr["base"]),
+                        int(lr["base_global_batch"]), str(lr.get("base_source", "the recipe")))
+    return lr_seen_failing(info, global_batch, lr_value, ledger_records(data))
 
 
 def _rule_words(data: dict) -> str:

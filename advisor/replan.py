@@ -319,9 +319,14 @@ def replan(data: dict, path: str, target: ReplanTarget, torch_version: str | Non
                               bool(data.get("normalization", {}).get("has_batchnorm")), target.device_type, precision,
                               amp_available=target.device_type == "cpu" or bool(target.gpu and target.gpu.tensor_cores),
                               train_size=train_size)
-    validated = batch.get("validated_global") or batch["global"]
+    validated = recipe_validated_global(data)
     plan.validated_global = validated
-    if plan.global_batch != validated:
+    if validated is None:
+        plan.warnings.insert(0, Warning_(
+            "no-candidate-learned",
+            f"NOT VALIDATED: {data['method']['headline']} This re-plan scales that base setting to the new "
+            "device; nothing in it was validated either: plan on the device itself (advisor plan)."))
+    elif plan.global_batch != validated:
         plan.warnings.append(Warning_(
             "global-not-validated",
             f"The global batch {plan.global_batch} was not validated: the recipe's comparison sweep ran "
@@ -330,6 +335,7 @@ def replan(data: dict, path: str, target: ReplanTarget, torch_version: str | Non
     optimizer = str(lr_doc.get("optimizer") or workload.get("optimizer") or "sgd")
     lr = bound_past_validated(scale_lr(float(lr_doc["base"]), int(lr_doc["base_global_batch"]), plan.global_batch,
                                        optimizer), validated, optimizer)
+    lr = _never_a_failed_lr(data, plan, lr, optimizer)
     base_epochs = warmup_doc.get("base_epochs")
     warmup = plan_warmup(lr.scale, int(train_size or plan.global_batch), plan.global_batch,
                          *((float(base_epochs), str(warmup_doc.get("base_source", "the recipe")))
@@ -344,6 +350,32 @@ def replan(data: dict, path: str, target: ReplanTarget, torch_version: str | Non
     return result
 
 
+def recipe_validated_global(data: dict) -> int | None:
+    """The global batch the recipe's sweep validated; None for a NOT VALIDATED recipe (no candidate learned: its
+    plan is the user's base setting, and no global batch may be claimed as validated)."""
+    if data.get("method", {}).get("headline"):
+        return None
+    return data["batch"].get("validated_global") or data["batch"]["global"]
+
+
+def _never_a_failed_lr(data: dict, plan, lr, optimizer: str):
+    """``lr`` unless the recipe's own runs were unstable at the plan's global batch at it (recipe.failed_lr: a
+    recipe never advises a setting its runs saw fail; the re-plan says so in a warning)."""
+    from dataclasses import replace
+
+    from .method.plan import Warning_
+    from .recipe import failed_lr
+
+    failed = failed_lr(data, plan.global_batch, lr.value, optimizer)
+    if failed is None:
+        return lr
+    plan.warnings.append(Warning_(failed.code, failed.message))
+    if failed.lr == lr.value:
+        return lr
+    return replace(lr, value=failed.lr, capped=True, reason=f"{lr.reason} {failed.message}",
+                   warnings=lr.warnings + [failed.message], seen_failing_at=lr.value)
+
+
 def table_rows(r: ReplanResult) -> list[Row]:
     data, plan, s = r.source.data, r.plan, r.source
     batch, lr_doc = data["batch"], data["lr"]
@@ -354,8 +386,9 @@ def table_rows(r: ReplanResult) -> list[Row]:
     if r.ceiling_by == "data":
         fit = (f"the training set's share per device ({s.workload.get('train_size')} samples / {r.world_size}); "
                f"memory alone would fit {r.by_memory}")
-    validated = batch.get("validated_global") or batch["global"]
-    kept = ("kept: the recipe's validated global batch" if batch["global"] == validated else
+    validated = recipe_validated_global(data)
+    kept = ("kept: the recipe's base setting, NOT VALIDATED" if validated is None else
+            "kept: the recipe's validated global batch" if batch["global"] == validated else
             f"kept: the recipe's global batch (its sweep validated {validated})")
     return [
         Row("device", f"{old_name}, {format_bytes(s.budget_bytes)}",
@@ -376,7 +409,8 @@ def table_rows(r: ReplanResult) -> list[Row]:
         Row("global batch", str(batch["global"]), str(plan.global_batch),
             "asked (--global-batch)" if r.target.global_batch else kept),
         Row("learning rate", f"{float(lr_doc['value']):.4g}", f"{r.lr.value:.4g}", f"rule: {r.lr.rule} from base "
-            f"{float(lr_doc['base']):g} at {lr_doc['base_global_batch']}"),
+            f"{float(lr_doc['base']):g} at {lr_doc['base_global_batch']}"
+            + ("; lowered from the rule's value (the notes say why)" if r.lr.capped else "")),
         Row("warmup steps", str(data.get("warmup", {}).get("steps", "")), str(r.warmup.steps),
             f"rule: {r.warmup.epochs:.3g} epoch(s) at {r.warmup.steps_per_epoch} steps/epoch"),
     ]
@@ -410,8 +444,9 @@ def _notes(r: ReplanResult) -> list[str]:
                      f"edge lower, so the ceiling is {r.per_device_max}.")
     spare = r.per_device_max * r.world_size
     if r.plan.per_device < r.per_device_max and not r.target.global_batch:
-        validated = r.source.data["batch"].get("validated_global") or r.source.data["batch"]["global"]
-        kept = (f"the recipe's validated global batch {r.plan.global_batch}" if r.plan.global_batch == validated
+        validated = recipe_validated_global(r.source.data)
+        kept = (f"the recipe's base setting, global batch {r.plan.global_batch}, NOT VALIDATED" if validated is None
+                else f"the recipe's validated global batch {r.plan.global_batch}" if r.plan.global_batch == validated
                 else f"the recipe's global batch {r.plan.global_batch}; its sweep validated {validated}")
         notes.append(f"The new device fits up to {r.per_device_max} per device, {spare} global without accumulation "
                      f"(the plan keeps {kept}). A bigger card "
@@ -427,7 +462,9 @@ def render_table(r: ReplanResult) -> str:
     head = ("quantity", "recipe", "re-plan", "how the re-plan got it")
     rows = [head] + [(x.name, x.before, x.after, x.how) for x in r.rows]
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    lines = [f"Re-plan of {r.source.path} for {r.target.describe()} x {r.world_size}", ""]
+    headline = r.source.data.get("method", {}).get("headline")
+    lines = ([f"NOT VALIDATED. {headline}"] if headline else []) + [
+        f"Re-plan of {r.source.path} for {r.target.describe()} x {r.world_size}", ""]
     for row in rows:
         lines.append("  " + "  ".join(row[i].ljust(widths[i]) for i in range(3)) + "  " + row[3])
     lines.append("")
@@ -454,11 +491,12 @@ def replanned_recipe(r: ReplanResult, argv: list[str] | None = None) -> dict:
     data["batch"] = {"per_device": plan.per_device, "world_size": plan.world_size,
                      "accumulation_steps": plan.accumulation_steps, "global": plan.global_batch,
                      "reason": plan.reason, "validated_global": plan.validated_global,
-                     "extrapolation": round(plan.global_batch / plan.validated_global, 4)}
+                     "extrapolation": (round(plan.global_batch / plan.validated_global, 4)
+                                       if plan.validated_global else None)}
     data["lr"] = {**old.get("lr", {}), "value": lr.value, "base": lr.base, "base_global_batch": lr.base_global_batch,
                   "rule": lr.rule, "scale": lr.scale, "cap": lr.cap, "capped": lr.capped, "reason": lr.reason,
                   "layerwise_optimizer": lr.suggest_layerwise, "bound_from_global": lr.bounded_from,
-                  "bound_noise_low": lr.bound_noise_low}
+                  "bound_noise_low": lr.bound_noise_low, "seen_failing_at": lr.seen_failing_at}
     data["warmup"] = {**old.get("warmup", {}), "steps": warmup.steps, "epochs": warmup.epochs,
                       "steps_per_epoch": warmup.steps_per_epoch, "reason": warmup.reason,
                       "capped_by_run": warmup.capped}

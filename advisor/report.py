@@ -71,7 +71,8 @@ def _noise_json(result: MethodResult) -> dict:
     noise = result.noise
     if noise is None:
         return {"value": result.noise_scale, "low": None, "high": None, "reason": result.noise_reason}
-    return {"value": noise.value, "low": noise.low, "high": noise.high, "reason": noise.reason}
+    return {"value": noise.value, "low": noise.low, "high": noise.high, "stage": noise.stage,
+            "candidate": noise.candidate, "early_lower_bound": noise.early_value, "reason": noise.reason}
 
 
 def _goodput_json(result: MethodResult) -> dict | None:
@@ -132,7 +133,8 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
                "optimizer": w.optimizer, "optimizer_implementation": result.optimizer_implementation,
                "base_source": w.base_source, "reason": result.lr.reason,
                "layerwise_optimizer": result.lr.suggest_layerwise,
-               "bound_from_global": result.lr.bounded_from, "bound_noise_low": result.lr.bound_noise_low},
+               "bound_from_global": result.lr.bounded_from, "bound_noise_low": result.lr.bound_noise_low,
+               "seen_failing_at": result.lr.seen_failing_at},
         "optimizer": {"name": w.optimizer, "implementation": result.optimizer_implementation,
                       **result.optimizer_hyperparameters, "source": result.optimizer_hyperparameters_source},
         "warmup": {"steps": result.warmup.steps, "epochs": result.warmup.epochs,
@@ -147,7 +149,8 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
         "method": {
             "start_value": result.start_value, "start_reason": result.start_reason,
             "trial_choice": result.trial_choice, "trial_reason": result.trial_reason,
-            "sweep_choice": result.sweep_choice, "sweep_reason": result.sweep_reason,
+            # NOT VALIDATED: no candidate learned, so there is no pick to record (the plan is the base setting).
+            "sweep_choice": None if result.headline else result.sweep_choice, "sweep_reason": result.sweep_reason,
             "headline": result.headline or None,
             "trial": result.trial_summary or None,
             "sweep": _sweep_section(result),
@@ -189,7 +192,7 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
 def _sweep_section(result: MethodResult) -> dict:
     """The comparison sweep's verdict: the pick, whether the data could tell it from the others ("equal within
     noise" and the rule that then picked), each candidate's value with its spread, and any diverged runs."""
-    return {"pick": result.sweep_choice, **result.sweep_summary}
+    return {"pick": None if result.headline else result.sweep_choice, **result.sweep_summary}
 
 
 def json_summary(result: MethodResult, recipe_path: str | None) -> dict:

@@ -26,6 +26,7 @@ from .method import (SWEEP_EVAL_POINTS, MethodSettings, PrecisionChoice, SweepOu
                      sweep_candidates, sweep_run_settings, trained_cap, validated_global)
 from .method.goodput import GoodputResult, fit_step_time, goodput_optimum, timed_points
 from .method.health import judge, unstable
+from .method.inputs import lr_for, lr_seen_failing, validated_at_rule_lr, warmup_for
 from .method.lr import DEFAULT_BASE_WARMUP_EPOCHS, KNOWN_OPTIMIZERS, LRDecision, WarmupDecision, base_warmup_epochs
 from .method.noise import NoiseEstimate
 from .method.plan import Plan, Warning_, plan_data_parallel
@@ -801,8 +802,12 @@ class Session:
         return [r for r in self.ledger if r.phase in ("trial", "noise", "sweep")]
 
     def noise_estimate(self) -> NoiseEstimate:
-        """The noise scale and its interval from the trial, noise and sweep runs so far."""
-        return noise_estimate(self._trained_rows(), self.setup.optimizer)
+        """The noise scale and its interval: from the sweep's chosen candidate once the sweep ran (the trial's runs
+        then a lower bound beside it), from the trial's runs before; not estimated when no candidate learned."""
+        sweep = self.sweep_outcome
+        return noise_estimate(self._trained_rows(), self.setup.optimizer,
+                              pick=sweep.chosen if sweep is not None and not sweep.failed else None,
+                              validated=sweep is None or not sweep.failed)
 
     def goodput(self, estimate: NoiseEstimate, per_device: int, accumulation: int, world_size: int,
                 cap: int, precision: str | None) -> GoodputResult:
@@ -911,13 +916,22 @@ class Session:
         """(plan, LR, warmup, goodput) at ``cap`` (already lowered by _cap_by_training_runs): the one computation
         behind finish() and plan_goodput(), so the app's Sweep screen and the recipe agree."""
         info, s, sweep = self.info, self.settings, self.sweep_outcome
-        if sweep.failed:
-            plan, lr, warmup = self._base_fallback_plan(cap, precision, estimate.value)
-        else:
-            healthy = [r.global_batch for r in self._trained_rows() if r.status == "ok" and judge(r).learned]
-            plan, lr, warmup = make_plan(s, info, cap, sweep.chosen, sweep.reason, precision, estimate.value,
-                                         amp_available=self.amp_available, healthy_global=max(healthy, default=None),
-                                         noise_low=estimate.low if estimate.value else None)
+        if sweep.failed:  # NOT VALIDATED: nothing noise-based (no goodput, no noise bound, no noise warning)
+            plan, lr, warmup = self._base_fallback_plan(cap, precision)
+            return plan, lr, warmup, GoodputResult(None, "Goodput-optimal batch: not computed, the plan is NOT "
+                                                         "VALIDATED (no sweep candidate learned), so there is no "
+                                                         "noise scale to weigh the step times with.")
+        # Validated means validated at the rules' LR: a rerun at a lower LR does not extend the bound.
+        healthy = [r.global_batch for r in validated_at_rule_lr(info, self._trained_rows())]
+        plan, lr, warmup = make_plan(s, info, cap, sweep.chosen, sweep.reason, precision, estimate.value,
+                                     amp_available=self.amp_available, healthy_global=max(healthy, default=None),
+                                     noise_low=estimate.low if estimate.value else None)
+        failed = lr_seen_failing(info, plan.global_batch, lr.value, self._trained_rows())
+        if failed is not None:
+            plan.warnings.append(Warning_(failed.code, failed.message))
+            if failed.lr != lr.value:
+                lr = replace(lr, value=failed.lr, capped=True, reason=f"{lr.reason} {failed.message}",
+                             warnings=lr.warnings + [failed.message], seen_failing_at=lr.value)
         goodput = self.goodput(estimate, plan.per_device, plan.accumulation_steps, plan.world_size, cap, precision)
         return plan, lr, warmup, goodput
 
@@ -966,14 +980,23 @@ class Session:
         return (hyperparameters(self.setup.optimizer, workload.momentum, workload.weight_decay, workload.betas,
                                 workload.eps), "the workload's settings")
 
-    def _base_fallback_plan(self, cap: int, precision: str, noise: float | None):
+    def _base_fallback_plan(self, cap: int, precision: str):
         """The plan when no sweep candidate learned: the user's base global batch at the base LR (no scale-up of
         an LR nothing validated), with the warning that says so. Never the setting the sweep saw fail."""
         info, s = self.info, self.settings
         base = replace(s, global_batch=info.base_global_batch)
         plan, lr, warmup = make_plan(base, info, cap, self.sweep_outcome.chosen, self.sweep_outcome.reason,
-                                     precision, noise, amp_available=self.amp_available)
+                                     precision, None, amp_available=self.amp_available)
         plan.warnings = [w for w in plan.warnings if w.code != "global-not-validated"]
+        plan.validated_global = None  # nothing was validated: no global batch may be claimed as such
+        # The base LR at the base batch, as the headline says: no bound from a sweep "pick" nothing validated (it
+        # gave "LR 0.025 (unchanged; base 0.1)").
+        lr = lr_for(info, plan.global_batch)
+        warmup = warmup_for(info, lr)
+        for warning in plan.warnings:  # the base batch is the fallback's, not one the user asked for
+            warning.message = warning.message.replace(
+                f" It stands because you asked for a global batch of {info.base_global_batch} (--global-batch).",
+                " It stands because it is your base setting, the fallback when nothing learned.")
         plan.reason = (f"No sweep candidate learned, so the plan falls back to the base setting: global batch "
                        f"{info.base_global_batch} ({info.base_source}) at the base LR. " + plan.reason)
         plan.warnings.insert(0, Warning_(

@@ -319,9 +319,12 @@ def test_a_redo_drops_the_superseded_walk_from_the_ledger_and_the_noise_scale():
     assert len(sweep_rows) == len(second_sweep.rows) == len(first_sweep.rows)  # a tie's second seed included
     assert not any(r is old for r in sweep_rows for old in first_sweep.rows)
     current = [r for r in result.ledger if r.phase in ("trial", "sweep")]
-    healthy = [r for r in current if r.losses and r.losses[-1] < r.losses[0]]
-    assert healthy and result.noise.steps == LedgerStubRunner.STEPS * len(healthy)  # no superseded run's steps
-    assert f"over {result.noise.steps} steps of {len(healthy)} run(s)" in result.noise_reason
+    # The value comes from the chosen candidate's current sweep seeds (one stage of training), no superseded run's.
+    healthy = [r for r in current if r.losses and r.losses[-1] < r.losses[0] and r.phase == "sweep"
+               and r.per_device == result.sweep_choice]
+    assert healthy and result.noise.steps == LedgerStubRunner.STEPS * len(healthy)
+    assert (f"over {result.noise.steps} steps of the chosen {result.sweep_choice} per device's {len(healthy)} sweep "
+            "seed(s)") in result.noise_reason
     assert len(runner.ledger) > len(result.ledger)  # the runner keeps every run; the recipe the current walk
     # A new headroom that reuses the probes keeps their rows; the trial and sweep rows all go.
     session.ceiling(headroom=0.3, reuse_probes=True)

@@ -4,7 +4,8 @@ Pollux (Qiao et al., OSDI 2021) / AdaptDL form: goodput(M) = throughput(M) x eff
 efficiency(M) = (phi + M0) / (phi + M) the progress per sample at global batch M relative to the base
 batch M0, phi the gradient noise scale. Throughput comes from a step-time model fitted to the trial and
 sweep timings: T_iter(b, s) = s x T_acc(b) + T_opt, T_acc(b) = a + c x b (a micro-step's forward and
-backward), T_opt (the all-reduce and optimizer step, paid once per optimizer step). The search runs over
+backward, the loader's wait for its samples included), T_opt (the all-reduce and optimizer step, paid once per
+optimizer step). The search runs over
 per-device batches within the cap and accumulation steps up to the advisor's limit.
 """
 
@@ -199,7 +200,9 @@ def goodput_optimum(model: StepTimeModel | None, noise_scale: float | None, nois
 def timed_points(rows, precision: str | None = None) -> list[tuple[int, int, float]]:
     """(per-device, accumulation, seconds per optimizer step) of the trial, noise (accumulation 2: a second s) and
     sweep runs that completed, in ``precision`` when any ran in it (another precision's step time is another
-    machine's)."""
+    machine's). The seconds count the loader's wait (TrialRecord.wall_step_seconds), as every samples/s the advisor
+    reads does: a loader-bound job's step is the wait, and a fit to the device's compute alone would promise the
+    throughput of a loader it does not have."""
     timed = [r for r in rows if r.status == "ok" and r.phase in ("trial", "noise", "sweep") and r.step_seconds]
     same = [r for r in timed if r.precision == precision]
-    return [(r.per_device, r.accumulation, r.step_seconds) for r in (same or timed)]
+    return [(r.per_device, r.accumulation, r.wall_step_seconds) for r in (same or timed)]

@@ -18,7 +18,8 @@ from .base import StepScreen
 
 def recipe_numbers(result) -> list[tuple[str, str, str]]:
     p, lr, warmup = result.plan, result.lr, result.warmup
-    return [
+    rows = [("Validated", "NOT VALIDATED", result.headline)] if result.headline else []
+    return rows + [
         ("Per-device batch", str(p.per_device), p.reason),
         ("World size", str(p.world_size), "The data-parallel processes of the target cluster."),
         ("Accumulation steps", str(p.accumulation_steps),
