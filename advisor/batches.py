@@ -12,6 +12,15 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 
+def steps_per_epoch(train_size: int, global_batch: int) -> int:
+    """Optimizer steps in one epoch, by the sampler's own arithmetic (the worker's ``_IndexBatches``, as
+    DistributedSampler with drop_last): each of W ranks takes train_size // W samples and cuts them into whole
+    per-device batches, and every ``accumulation`` of those make a step. floor(floor(n / W) / b) / a floors to
+    n // (W x b x a) = n // global batch: a partial batch is dropped, never rounded up. At least 1 (data smaller than
+    one global batch is sampled with replacement, one step a pass)."""
+    return max(1, train_size // max(1, global_batch))
+
+
 def _is_tensor(obj) -> bool:
     return hasattr(obj, "numel") and hasattr(obj, "element_size") and hasattr(obj, "shape")
 

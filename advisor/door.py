@@ -358,8 +358,10 @@ class Door:
 def plan_steps(result) -> int:
     """The planned run's optimizer steps for a {steps} placeholder: its epochs (--epochs; else one) at the
     planned global batch."""
+    from .batches import steps_per_epoch
+
     epochs = result.workload.run_epochs or 1
-    return max(1, int(epochs * result.workload.train_size // max(1, result.plan.global_batch)))
+    return max(1, int(epochs * steps_per_epoch(result.workload.train_size, result.plan.global_batch)))
 
 
 def _toml_safe(value):

@@ -12,12 +12,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .method.lr import LAYERWISE_OPTIMIZERS
+
 # The defaults of deepspeed.ops.lamb.FusedLamb; an export's "Lamb" block spells them out.
 LAMB_DEFAULTS = {"betas": (0.9, 0.999), "eps": 1e-8, "bias_correction": True, "max_coeff": 10.0, "min_coeff": 0.01}
 LARS_TRUST_COEFFICIENT = 1e-3  # You et al. 2017's eta
 # Layer-wise adaptive optimizers: their trust ratio is computed per parameter tensor, so they must see whole
 # tensors (no flattened or partitioned fp32 copies).
-LAYERWISE = frozenset({"lamb", "lars"})
+LAYERWISE = LAYERWISE_OPTIMIZERS
 ADAM_DEFAULTS = {"betas": (0.9, 0.999), "eps": 1e-8}  # torch.optim.Adam/AdamW's own
 # The hyper-parameters each optimizer takes besides the LR (what a recipe and every export must carry).
 HYPERPARAMETERS = {"sgd": ("momentum", "weight_decay"), "lars": ("momentum", "weight_decay"),

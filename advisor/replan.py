@@ -310,15 +310,16 @@ def replan(data: dict, path: str, target: ReplanTarget, torch_version: str | Non
     if train_size and target.global_batch and not target.allow_few_steps:
         from .method.plan import few_steps_cost, largest_learnable_global
 
-        if target_global > largest_learnable_global(train_size):
+        epochs = warmup_doc.get("run_epochs")
+        if target_global > largest_learnable_global(train_size, epochs):
             raise AdvisorError(f"--global-batch {target_global} is past what the data can train: "
-                               f"{few_steps_cost(train_size, target_global)}. Ask for at most that, or add --force to "
+                               f"{few_steps_cost(train_size, target_global, epochs)}. Ask for at most that, or add --force to "
                                "plan it anyway (the recipe then warns few-steps-per-epoch).")
     task = workload.get("task", "image-classification")
     plan = plan_data_parallel(target_global, world, cap, task, workload.get("num_classes"),
                               bool(data.get("normalization", {}).get("has_batchnorm")), target.device_type, precision,
                               amp_available=target.device_type == "cpu" or bool(target.gpu and target.gpu.tensor_cores),
-                              train_size=train_size)
+                              train_size=train_size, run_epochs=warmup_doc.get("run_epochs"))
     validated = recipe_validated_global(data)
     plan.validated_global = validated
     if validated is None:

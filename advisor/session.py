@@ -23,7 +23,7 @@ from .ledger import NOT_A_CANDIDATE, REUSED_NOTE, TrialRecord
 from .method import (SWEEP_EVAL_POINTS, MethodSettings, PrecisionChoice, SweepOutcome, TrialOutcome, WorkloadInfo,
                      choose_precision, data_cap, heterogeneous_devices_note, lr_and_warmup, make_plan,
                      mixed_before_accumulation, nearest_validated_lr, noise_estimate, short_trial, start_value,
-                     sweep_candidates, sweep_run_settings, trained_cap, validated_global)
+                     sweep_candidates, sweep_run_settings, sweep_samples, trained_cap, validated_global)
 from .method.goodput import GoodputResult, fit_step_time, goodput_optimum, timed_points
 from .method.health import judge, unstable
 from .method.inputs import lr_for, lr_seen_failing, validated_at_rule_lr, warmup_for
@@ -277,16 +277,17 @@ def validate_setup(settings: MethodSettings, adapter: Adapter, host: HostDevices
     elif workload is not None and base_batch:
         warmup_epochs, warmup_source = base_warmup_epochs(s.base_warmup, workload.current_warmup_steps, base_batch,
                                                           workload.train_length)
-    if workload is not None and s.global_batch and not s.allow_few_steps:
-        from .method.plan import few_steps_cost, largest_learnable_global
-
-        if s.global_batch > largest_learnable_global(workload.train_length):
-            problems.append(f"--global-batch {s.global_batch} is past what the data can train: "
-                            f"{few_steps_cost(workload.train_length, s.global_batch)}. Ask for at most that, or add "
-                            "--force to plan it anyway (the recipe then warns few-steps-per-epoch)")
     if s.run_epochs is not None and not s.run_epochs > 0:
         problems.append(f"--epochs must be positive (the length of the planned run), not {s.run_epochs:g}")
     run_epochs = s.run_epochs or (workload.epochs if workload is not None else None)
+    if workload is not None and s.global_batch and not s.allow_few_steps:
+        from .method.plan import few_steps_cost, largest_learnable_global
+
+        epochs = run_epochs if run_epochs and run_epochs > 0 else None
+        if s.global_batch > largest_learnable_global(workload.train_length, epochs):
+            problems.append(f"--global-batch {s.global_batch} is past what the data can train: "
+                            f"{few_steps_cost(workload.train_length, s.global_batch, epochs)}. Ask for at most "
+                            "that, or add --force to plan it anyway (the recipe then warns few-steps-per-epoch)")
     run_source = "--epochs" if s.run_epochs else ("the workload's epochs" if run_epochs else "")
     if problems:
         raise SetupError("Cannot start the plan: " + "; ".join(problems) + ". Nothing was run.")
@@ -423,16 +424,17 @@ class Session:
     @property
     def learnable_cap(self) -> tuple[int, str]:
         """The largest per-device batch the start, the trial and the sweep use: within memory and data, and
-        leaving at least MIN_STEPS_PER_EPOCH optimizer steps per epoch at the global batch those runs validate
-        (per-device x this host's processes; the plan keeps that global batch on any target cluster)."""
-        from .method.plan import MIN_STEPS_PER_EPOCH, largest_learnable_global
+        leaving at least MIN_STEPS_PER_RUN optimizer steps in the planned run at the global batch those runs
+        validate (per-device x this host's processes; the plan keeps that global batch on any target cluster)."""
+        from .method.plan import MIN_STEPS_PER_RUN, largest_learnable_global
 
         cap = self.per_device_cap
-        train_size, nproc = self.setup.workload.train_length, self.settings.nproc
-        by_epoch = max(1, largest_learnable_global(train_size) // nproc)
-        if by_epoch < cap:
-            return by_epoch, (f"{train_size} training samples leave at least {MIN_STEPS_PER_EPOCH} steps per epoch "
-                              f"on {nproc} process(es) only up to {by_epoch} per device")
+        train_size, nproc, epochs = self.setup.workload.train_length, self.settings.nproc, self.info.run_epochs
+        by_run = max(1, largest_learnable_global(train_size, epochs) // nproc)
+        if by_run < cap:
+            run = f"the {epochs:g}-epoch run ({self.info.run_source})" if epochs else "a 1-epoch run (no --epochs)"
+            return by_run, (f"{train_size} training samples leave at least {MIN_STEPS_PER_RUN} optimizer steps in "
+                            f"{run} on {nproc} process(es) only up to {by_run} per device")
         return cap, ""
 
     # -- step 1 -------------------------------------------------------------------------------------------
@@ -538,7 +540,8 @@ class Session:
             reason = f"Start at {why}" + (f", {cap_text}" if chosen < known else ".")
         else:
             chosen, reason = start_value(self.info.task, cap, cap_text, self.info.base_global_batch,
-                                         self.settings.nproc, self.info.base_source)
+                                         self.settings.nproc, self.info.base_source,
+                                         cap_is_memory=cap == self.ceiling_result.per_device_max)
         self.start = StartChoice(chosen, reason)
         self.invalidate_after(2)
         self._end(2, began)
@@ -556,7 +559,8 @@ class Session:
         target = s.global_batch or validated_global(s, per_device)
         plan = plan_data_parallel(target, s.world_size, self.per_device_cap, info.task, info.num_classes,
                                   info.has_batchnorm, s.device, self.precision.measure,
-                                  amp_available=self.amp_available, train_size=info.train_size)
+                                  amp_available=self.amp_available, train_size=info.train_size,
+                                  run_epochs=info.run_epochs)
         why = (f"You asked for a global batch of {s.global_batch}." if s.global_batch else
                f"{per_device} per device x {s.nproc} process(es); the sweep (step 4) decides the final value.")
         return plan, why
@@ -615,9 +619,13 @@ class Session:
         precision = self.trial_outcome.precision if self.trial_outcome else self.precision.measure
         cap, _ = self.learnable_cap
         chosen, candidates, note = self._sweep_range(chosen, cap)
-        # Equal samples: every candidate trains on what the centre sees in --sweep-steps steps, each with the
-        # warmup the plan would give its batch, so a bigger batch is not credited with more data.
-        samples = self.settings.sweep_steps * chosen * self.runner.nproc
+        # Equal samples: every candidate trains on what the centre sees in --sweep-steps steps (at most the planned
+        # run), each with the warmup the plan would give its batch, so a bigger batch is not credited with more data.
+        samples, budget_note = sweep_samples(self.settings.sweep_steps, chosen, self.runner.nproc,
+                                             self.info.train_size, self.info.run_epochs, self.info.run_source)
+        if budget_note:
+            self._emit(Note(budget_note))
+            note = " ".join(filter(None, (note, budget_note)))
         policy = SweepPolicy(seeds=self.settings.sweep_seeds, extensions=self.settings.sweep_walk)
         reruns: dict[int, TrialRecord] = {}
         rows = self._sweep_candidates(candidates, samples, precision, policy.seeds, reruns)
@@ -818,7 +826,7 @@ class Session:
         model = fit_step_time(timed_points(self.ledger, precision))
         return goodput_optimum(model, estimate.value, estimate.reason, self.info.base_global_batch, world_size, cap,
                                self.setup.optimizer, rule_of_thumb=(per_device, accumulation),
-                               max_global=largest_learnable_global(self.info.train_size))
+                               max_global=largest_learnable_global(self.info.train_size, self.info.run_epochs))
 
     # -- the plan -----------------------------------------------------------------------------------------
     def finish(self, global_batch: int | None = None) -> MethodResult:

@@ -226,6 +226,8 @@ class _IndexBatches:
     def __iter__(self):
         import torch
 
+        from .batches import steps_per_epoch
+
         while True:
             if not self.sharded:
                 yield torch.randint(0, self.size, (self.batch,), generator=self.generator).tolist()
@@ -233,7 +235,7 @@ class _IndexBatches:
             perm = torch.randperm(self.size, generator=self.generator)
             per_rank = self.size // self.world
             shard = perm[self.rank * per_rank:(self.rank + 1) * per_rank]
-            for i in range(len(shard) // self.batch):
+            for i in range(steps_per_epoch(self.size, self.batch * self.world)):  # the plan's own arithmetic
                 yield shard[i * self.batch:(i + 1) * self.batch].tolist()
 
 

@@ -62,15 +62,15 @@ def test_a_doubling_or_more_lengthens_warmup_and_a_scaled_up_lr_never_starts_col
     small = plan_warmup(1.5, train_size=10_000, global_batch=256)
     double = plan_warmup(2.0, train_size=10_000, global_batch=256)
     long = plan_warmup(4.0, train_size=10_000, global_batch=256)
-    assert double.epochs == 3 and long.epochs == 3 and long.steps == 3 * math.ceil(10_000 / 256)
-    assert small.steps == WARMUP_FLOOR_STEPS > math.ceil(10_000 / 256)  # 1 epoch is 40 steps: raised to 50
+    assert double.epochs == 3 and long.epochs == 3 and long.steps == 3 * (10_000 // 256)  # the sampler drops a partial batch
+    assert small.steps == WARMUP_FLOOR_STEPS > 10_000 // 256  # 1 epoch is 39 steps: raised to 50
     assert "floor for a scaled-up LR" in small.reason
     # The floor is 5% of a long stated run, and never past 20% of a short one.
-    assert plan_warmup(1.5, 10_000, 256, run_epochs=100).steps == math.ceil(0.05 * 100 * 40)
-    assert plan_warmup(1.5, 10_000, 256, run_epochs=5).steps == math.floor(0.2 * 5 * 40)
+    assert plan_warmup(1.5, 10_000, 256, run_epochs=100).steps == math.ceil(0.05 * 100 * 39)
+    assert plan_warmup(1.5, 10_000, 256, run_epochs=5).steps == math.floor(0.2 * 5 * 39)
     # No scale-up: no floor; the user's own (even zero) warmup is kept.
     assert plan_warmup(1.0, 10_000, 256, base_warmup_epochs=0.0).steps == 0
-    assert plan_warmup(0.5, 10_000, 256).steps == 40
+    assert plan_warmup(0.5, 10_000, 256).steps == 39
 
 
 def test_past_4096_linear_scaling_continues_as_sqrt_and_suggests_lars():

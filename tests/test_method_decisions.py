@@ -79,9 +79,14 @@ class StubRunner:
             metric = None if not evaluate else \
                 self.seeded_val(per_device, seed) if self.seeded_val else self.val(per_device)
             evals = self.evals(per_device) if (evaluate and self.evals) else []
-            # A trial's clock follows its throughput (the trial reads samples/s = g / step time); the sweep's runs
-            # keep train_seconds' clock, which the sweep's tests set per batch.
-            seconds = steps * g / throughput if phase == "trial" else self.train_seconds(per_device)
+            # A trial's clock follows its throughput (the trial reads samples/s = g / step time), and so do the
+            # trial's timing rounds; the sweep's runs and its timing rounds keep train_seconds' clock, which the
+            # sweep's tests set per batch. The sweep's timing starts with a round at seed 0; the trial's rounds
+            # (its own runs are round 1) run at seeds 1 and up.
+            if phase == "timing" and seed == 0:
+                self.sweep_timing = True
+            trial_clock = phase == "trial" or (phase == "timing" and not getattr(self, "sweep_timing", False))
+            seconds = steps * g / throughput if trial_clock else self.train_seconds(per_device)
             # The step time agrees with the run's clock; the sweep's samples/s read it (global batch / step time).
             record = TrialRecord(phase, per_device, self.nproc, accumulation, g, "ok", 0.1, lr=lr,
                                  precision=precision, steps=steps, peak_bytes=int(peak), step_seconds=seconds / steps,
@@ -624,10 +629,12 @@ def test_the_planned_warmup_is_stretched_past_2x_and_capped_by_the_stated_run():
     # Same global batch: the user's 0.5 epoch (5 steps of 100) stays 0.5 epoch.
     _, _, same = make_plan(settings(nproc=2), info(**base), 512, 50, "", "fp32", None, True)
     assert (same.epochs, same.steps, same.capped) == (0.5, 5, False)
-    # Global 400 (s = 4 >= 2): 3 x 0.5 = 1.5 epochs, 5 steps of 3 per epoch; a scaled-up LR's floor (50 steps,
-    # with no stated run at most 3 epochs) raises it to 9 steps; a stated 4-epoch run caps it at 20%, 0.8 epochs.
+    # Global 400 (s = 4 >= 2): 3 x 0.5 = 1.5 epochs at 2 steps per epoch (1000 // 400: the sampler drops the partial
+    # batch, never rounds it up); a scaled-up LR's floor (50 steps, with no stated run at most 3 epochs) raises it to
+    # 6 steps; a stated 4-epoch run caps it at 20%, 0.8 epochs.
     _, _, stretched = make_plan(settings(nproc=2), info(**base), 512, 200, "", "fp32", None, True)
-    assert stretched.steps == 9 and stretched.epochs == 3 and not stretched.capped
+    assert stretched.steps_per_epoch == 2
+    assert stretched.steps == 6 and stretched.epochs == 3 and not stretched.capped
     assert "lengthened from 0.5 epoch(s) (yours) to 1.5 epochs" in stretched.reason
     _, _, capped = make_plan(settings(nproc=2), info(**base, run_epochs=4, run_source="--epochs"), 512, 200, "",
                              "fp32", None, True)
@@ -762,7 +769,7 @@ def test_the_plans_text_says_an_unknown_noise_scale_once():
     text = human_summary(result, None, explain=True)
     assert text.count(result.noise_reason) == 1 and "unknown (unknown" not in text
     assert "Goodput-optimal batch: not computed, it needs the gradient noise scale, unknown here (above)." in text
-    assert "warmup              45 steps (1 epoch)" in text
+    assert "warmup              44 steps (1 epoch)" in text  # 1438 // 32: the sampler drops the partial batch
     assert len([r for r in result.ledger if r.phase == "sweep"]) == 9  # 3 candidates x 3 paired seeds
     # The recipe's and --json's reason stands alone, so it keeps the noise scale's reason.
     assert json_summary(result, None)["goodput_reason"] == (

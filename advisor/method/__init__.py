@@ -20,7 +20,7 @@ carries its reason. The names below are the package's public surface.
 
 from __future__ import annotations
 
-from .candidates import SUBSET_SWEEP, SweepOutcome, sweep_candidates, sweep_run_settings
+from .candidates import SUBSET_SWEEP, SweepOutcome, sweep_candidates, sweep_run_settings, sweep_samples
 from .inputs import (MIN_SWEEP_STEPS, SWEEP_EVAL_POINTS, Decide, MethodSettings, Runner, WorkloadInfo, lr_and_warmup,
                      lr_for, nearest_validated_lr, warmup_for)
 from .noise import noise_estimate, noise_summary
@@ -28,13 +28,13 @@ from .plan import NOISE_MARGIN, heterogeneous_devices_note, make_plan, validated
 from .precision import (MIXED_PRECISIONS, PrecisionChoice, accumulation_for, choose_precision,
                         mixed_before_accumulation)
 from .start import data_cap, start_value
-from .trial import HIGH_WATER, WORTH_DOUBLING, TrialOutcome, short_trial, trained_cap
+from .trial import HIGH_WATER, TrialOutcome, short_trial, trained_cap
 
 __all__ = [
     "HIGH_WATER", "MIN_SWEEP_STEPS", "MIXED_PRECISIONS", "NOISE_MARGIN", "SUBSET_SWEEP", "SWEEP_EVAL_POINTS",
-    "WORTH_DOUBLING", "Decide", "MethodSettings", "PrecisionChoice", "Runner", "SweepOutcome", "TrialOutcome",
+    "Decide", "MethodSettings", "PrecisionChoice", "Runner", "SweepOutcome", "TrialOutcome",
     "WorkloadInfo", "accumulation_for", "choose_precision", "data_cap", "heterogeneous_devices_note",
     "lr_and_warmup", "lr_for", "make_plan", "mixed_before_accumulation", "nearest_validated_lr", "noise_estimate",
-    "noise_summary", "short_trial", "start_value", "sweep_candidates", "sweep_run_settings", "trained_cap", "validated_global",
+    "noise_summary", "short_trial", "start_value", "sweep_candidates", "sweep_run_settings", "sweep_samples", "trained_cap", "validated_global",
     "warmup_for",
 ]

@@ -53,6 +53,24 @@ def sweep_candidates(chosen: int, cap: int, subset: bool) -> tuple[list[int], st
 
 
 
+def sweep_samples(sweep_steps: int, centre: int, nproc: int, train_size: int | None,
+                  run_epochs: float | None, run_source: str = "") -> tuple[int, str]:
+    """The training samples every sweep candidate sees (equal samples), and a note when the planned run capped them:
+    what the centre sees in ``sweep_steps`` steps, but never more than the planned run's own samples (``run_epochs``
+    x the training set) when its length is known: a comparison longer than the run judges a training the user
+    never runs (a batch that wins late may lose by the run's end)."""
+    wanted = sweep_steps * centre * nproc
+    if not run_epochs or not train_size:
+        return wanted, ""
+    run = max(1, int(run_epochs * train_size))
+    if wanted <= run:
+        return wanted, ""
+    source = f" ({run_source})" if run_source else ""
+    return run, (f"Each candidate trains on {run} samples, the planned {run_epochs:g}-epoch run{source}, not the "
+                 f"{wanted} ({wanted / train_size:.3g} epochs) that --sweep-steps {sweep_steps} at {centre} per "
+                 f"device x {nproc} process(es) would give: the comparison is capped by the run it advises for.")
+
+
 def sweep_run_settings(info: WorkloadInfo, global_batch: int, samples: int) -> tuple[int, float, int]:
     """(steps, LR, warmup steps) of one comparison-sweep run: ``samples`` training samples whatever its batch
     (equal samples, so a bigger batch gets fewer steps, not more data), with the LR and the whole warmup the

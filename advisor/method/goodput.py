@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-MAX_ACCUMULATION = 8  # DOMAIN 3: accumulation above 8 costs clear throughput; the search stays within it
+from .plan import MAX_SENSIBLE_ACCUMULATION
 
 
 @dataclass(frozen=True)
@@ -65,10 +65,10 @@ def statistical_efficiency(global_batch: float, noise_scale: float, base_batch: 
 
 def lr_gain(global_batch: float, noise_scale: float, base_batch: float, optimizer: str) -> tuple[float, str]:
     """The LR multiplier from the base batch: AdaScale's gain for SGD, its square root for adaptive optimizers."""
-    from .lr import ADAPTIVE_OPTIMIZERS
+    from .lr import scaling_rule
 
     gain = global_batch / base_batch * statistical_efficiency(global_batch, noise_scale, base_batch)
-    if optimizer.lower() in ADAPTIVE_OPTIMIZERS:
+    if scaling_rule(optimizer) == "sqrt":
         return gain ** 0.5, "square root of AdaScale's gain (adaptive optimizer)"
     return gain, "AdaScale gain (Johnson et al. 2020): (phi + M0) / (phi / S + M0), S = M / M0"
 
@@ -137,7 +137,7 @@ TIMED_REACH = 2  # goodput searches per-device batches at most this factor outsi
 
 
 def goodput_optimum(model: StepTimeModel | None, noise_scale: float | None, noise_reason: str, base_batch: int,
-                    world_size: int, per_device_cap: int, optimizer: str, max_accumulation: int = MAX_ACCUMULATION,
+                    world_size: int, per_device_cap: int, optimizer: str, max_accumulation: int = MAX_SENSIBLE_ACCUMULATION,
                     rule_of_thumb: tuple[int, int] | None = None, max_global: int | None = None) -> GoodputResult:
     """The (per-device b <= cap, accumulation s <= max) that maximises goodput, or why it cannot be computed.
     Searched only where it means something: global batches up to ``max_global`` (the steps-per-epoch cap,

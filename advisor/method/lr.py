@@ -6,14 +6,26 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 
-# Adaptive optimizers: square-root scaling is the principled rule (Malladi et al. 2022).
+from ..batches import steps_per_epoch as sampler_steps_per_epoch
+
+# Each optimizer's LR scaling rule has one owner, ``scaling_rule`` (DOMAIN 4); the LR, goodput's AdaScale gain and
+# the bound past the validated batch all read it.
+# Adaptive (Adam-style) optimizers: square-root scaling is the principled rule (Malladi et al. 2022); LAMB, the
+# layer-wise Adam, too (You et al. 2019 scale its LR by the square root of the batch).
 ADAPTIVE_OPTIMIZERS = {"adam", "adamw", "lamb", "adagrad", "rmsprop"}
-# SGD-style: linear scaling (Goyal et al. 2017); LARS keeps it working at large batches.
+# SGD-style: linear scaling (Goyal et al. 2017). LARS is SGD-style ("LARS for SGD-style, LAMB for Adam-style"): its
+# layer-wise trust ratio is what keeps linear scaling converging past ~4096 (You et al. 2017), so it stays linear
+# at every batch size where plain SGD bends to the square root.
 SGD_OPTIMIZERS = {"sgd", "lars"}
 KNOWN_OPTIMIZERS = ADAPTIVE_OPTIMIZERS | SGD_OPTIMIZERS
-# Layer-wise adaptive optimizers are the large-batch answer (DOMAIN 4): they scale by the rule DOMAIN gives
-# beyond ~4096, square root, at every batch size.
-LAYERWISE_OPTIMIZERS = {"lamb", "lars"}
+# Layer-wise adaptive optimizers (DOMAIN 4's large-batch answer): never suggested to themselves, and they need whole
+# parameter tensors (advisor.optimizers, advisor.export read this set).
+LAYERWISE_OPTIMIZERS = frozenset({"lamb", "lars"})
+
+
+def scaling_rule(optimizer: str) -> str:
+    """"sqrt" for an adaptive (Adam-style) optimizer, LAMB included; "linear" for SGD-style ones, LARS included."""
+    return "sqrt" if optimizer.lower() in ADAPTIVE_OPTIMIZERS else "linear"
 
 LARGE_BATCH_THRESHOLD = 4096
 DEFAULT_MAX_LR_FACTOR = 16.0
@@ -84,22 +96,25 @@ def scale_lr(
     if global_batch == base_global_batch:
         return LRDecision(base_lr, base_lr, base_global_batch, global_batch, "unchanged", 1.0, False, cap,
                           "The global batch is unchanged, so the learning rate stays as it is.")
-    if optimizer in LAYERWISE_OPTIMIZERS:
-        rule = "sqrt"
-        reason = (f"{optimizer} is a layer-wise adaptive optimizer: square-root scaling, the rule for global batches "
-                  f"beyond ~{large_batch_threshold} (You et al. 2019), lr x sqrt({global_batch}/{base_global_batch}).")
-    elif optimizer in ADAPTIVE_OPTIMIZERS:
-        rule = "sqrt"
+    rule = scaling_rule(optimizer)
+    if optimizer == "lamb":
+        reason = (f"lamb is the layer-wise Adam: square-root scaling (You et al. 2019), "
+                  f"lr x sqrt({global_batch}/{base_global_batch}).")
+    elif rule == "sqrt":
         reason = (f"{optimizer} is adaptive: square-root scaling (Malladi et al. 2022), "
                   f"lr x sqrt({global_batch}/{base_global_batch}).")
+    elif optimizer == "lars":
+        reason = (f"lars is SGD-style: linear scaling rule (Goyal et al. 2017), lr x {global_batch}/"
+                  f"{base_global_batch}, at every batch size: its layer-wise trust ratio keeps linear scaling "
+                  f"converging past ~{large_batch_threshold} (You et al. 2017); it assumes the base LR was not "
+                  "already too high.")
     else:
-        rule = "linear"
         reason = (f"{optimizer} is SGD-style: linear scaling rule (Goyal et al. 2017), "
                   f"lr x {global_batch}/{base_global_batch}; it assumes the base LR was not already too high.")
     factor = s if rule == "linear" else math.sqrt(s)
     knee = large_batch_threshold
     low, high = sorted((base_global_batch, global_batch))
-    if rule == "linear" and high > knee:
+    if rule == "linear" and high > knee and optimizer not in LAYERWISE_OPTIMIZERS:
         # One curve for every base: the LR follows linear_then_sqrt(B) and the factor is its ratio, so the
         # scaled LR is continuous in the target whichever side of the threshold the base sits on.
         factor = linear_then_sqrt(global_batch, knee) / linear_then_sqrt(base_global_batch, knee)
@@ -177,7 +192,7 @@ def plan_warmup(
     The base warmup is counted in epochs, i.e. in samples: converted to the new batch it keeps the same
     samples (base steps x base batch / new batch), as Goyal et al. 2017 count warmup in epochs.
     """
-    steps_per_epoch = max(1, math.ceil(train_size / global_batch))
+    steps_per_epoch = sampler_steps_per_epoch(train_size, global_batch)
     base = f"{base_warmup_epochs:.3g} epoch(s) ({base_source})"
     if scale >= 2 and base_warmup_epochs > 0:
         epochs = base_warmup_epochs * WARMUP_STRETCH_FACTOR

@@ -5,31 +5,46 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ..batches import steps_per_epoch
 from ..errors import AdvisorError
 from ..tasks import BN_SENSITIVE_TASKS, IMAGE_TASKS, task_profile
 from .ceiling import CeilingResult
 from .inputs import MethodSettings, WorkloadInfo, lr_for, warmup_for
 from .lr import LRDecision, WarmupDecision, bound_past_validated
 
+# DOMAIN 3: accumulation above this many steps costs clear throughput (more sync overhead). The one owner: the
+# plan's accumulation-high warning and goodput's search both read it here.
 MAX_SENSIBLE_ACCUMULATION = 8
 SMALL_MICRO_BATCH = 16
-MIN_STEPS_PER_EPOCH = 10  # fewer optimizer steps than this per epoch leave too few updates to learn from
+# Fewer optimizer steps than this in the planned run leave too few updates to learn from. Counted over the run
+# (its stated epochs; one epoch when none is stated), not per epoch: a 5-epoch run of a small data set learns from
+# 2 steps an epoch as well as a 1-epoch run from 10.
+MIN_STEPS_PER_RUN = 10
 
 
-def largest_learnable_global(train_size: int) -> int:
-    """The largest global batch that still leaves MIN_STEPS_PER_EPOCH optimizer steps per epoch (DOMAIN 8.5: a
-    big batch on small data trains in too few updates). The one owner of that cap: the trial, the sweep,
-    `--global-batch`, `replan` and goodput all read it here."""
-    return max(1, train_size // MIN_STEPS_PER_EPOCH)
+def run_steps_needed_per_epoch(run_epochs: float | None) -> int:
+    """The steps per epoch the planned run needs to reach MIN_STEPS_PER_RUN over its epochs."""
+    return max(1, math.ceil(MIN_STEPS_PER_RUN / (run_epochs or 1) - 1e-9))
 
 
-def few_steps_cost(train_size: int, global_batch: int) -> str:
+def largest_learnable_global(train_size: int, run_epochs: float | None = None) -> int:
+    """The largest global batch whose planned run (``run_epochs``; one epoch when unknown) still takes
+    MIN_STEPS_PER_RUN optimizer steps, by the sampler's steps per epoch (a big batch on small data trains in too
+    few updates). The one owner of that cap: the trial, the sweep, `--global-batch`, `replan` and goodput all read
+    it here."""
+    return max(1, train_size // run_steps_needed_per_epoch(run_epochs))
+
+
+def few_steps_cost(train_size: int, global_batch: int, run_epochs: float | None = None) -> str:
     """What a global batch past ``largest_learnable_global`` costs, in words."""
-    steps = train_size // global_batch
-    return (f"{train_size} training samples / global batch {global_batch} = {steps} optimizer step(s) per epoch "
-            f"(< {MIN_STEPS_PER_EPOCH}): too few updates to learn from, and each epoch costs a full pass of data "
-            f"for {steps} update(s); the largest global batch that keeps {MIN_STEPS_PER_EPOCH} is "
-            f"{largest_learnable_global(train_size)}")
+    steps = steps_per_epoch(train_size, global_batch)
+    epochs = run_epochs or 1
+    run = (f"{steps} optimizer step(s) per epoch" if epochs == 1 else
+           f"{steps} optimizer step(s) per epoch, {math.floor(steps * epochs)} over the {epochs:g}-epoch run")
+    return (f"{train_size} training samples / global batch {global_batch} = {run} (< {MIN_STEPS_PER_RUN} in the "
+            f"run): too few updates to learn from, and each epoch costs a full pass of data for {steps} update(s); "
+            f"the largest global batch that keeps {MIN_STEPS_PER_RUN} in the run is "
+            f"{largest_learnable_global(train_size, run_epochs)}")
 
 
 @dataclass
@@ -66,6 +81,7 @@ def plan_data_parallel(  # noqa: C901 -- complexity debt, a list of independent 
     precision: str = "fp32",
     amp_available: bool = False,
     train_size: int | None = None,
+    run_epochs: float | None = None,
 ) -> Plan:
     """Split a global batch target over ``world_size`` identical devices under a memory ceiling."""
     if world_size < 1:
@@ -169,10 +185,10 @@ def plan_data_parallel(  # noqa: C901 -- complexity debt, a list of independent 
             "below-task-range",
             f"Global batch {global_batch} is below the usual {low}-{high} for {profile.label}. Fine when the "
             "comparison sweep chose it (small data sets favour 32-64); on million-sample data expect 128-256+."))
-    if train_size and global_batch > largest_learnable_global(train_size):
+    if train_size and global_batch > largest_learnable_global(train_size, run_epochs):
         plan.warnings.append(Warning_(
             "few-steps-per-epoch",
-            f"{few_steps_cost(train_size, global_batch)}. Use a smaller global batch (fewer devices or a smaller "
+            f"{few_steps_cost(train_size, global_batch, run_epochs)}. Use a smaller global batch (fewer devices or a smaller "
             "per-device batch) or more data."))
     if profile.name == "contrastive" and global_batch < 4096:
         plan.warnings.append(Warning_(
@@ -226,7 +242,8 @@ def make_plan(settings: MethodSettings, info: WorkloadInfo, per_device_cap: int,
     validated = validated_global(settings, sweep_choice)
     target = settings.global_batch or validated
     plan = plan_data_parallel(target, world, per_device_cap, info.task, info.num_classes, info.has_batchnorm,
-                              settings.device, precision, amp_available=amp_available, train_size=info.train_size)
+                              settings.device, precision, amp_available=amp_available, train_size=info.train_size,
+                              run_epochs=info.run_epochs)
     plan.validated_global = validated
     if not settings.global_batch:
         on_target = f"; the plan keeps it on the target's {world} device(s)" if world != nproc else ""

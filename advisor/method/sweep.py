@@ -55,6 +55,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from .health import FLAT, UNSTABLE, judge
+from .speed import FASTER_BY, faster_at_every_pair
 from ..ledger import TrialRecord
 
 # Two-sided 95% Student t quantiles by degrees of freedom; above 30, the normal's 1.96 plus its first
@@ -82,7 +83,7 @@ class SweepPolicy:
     seeds: int = 3  # k: every candidate runs seeds 0..k-1
     accuracy_margin: float = 0.01  # a gap under this (absolute) ties, for a metric on 0..1 (accuracy, F1)
     loss_margin: float = 0.02  # a gap under this share of the leader's score ties, for a loss or other metric
-    throughput_margin: float = 0.10  # throughputs within this share of the highest count as equal
+    throughput_margin: float = FASTER_BY  # a bigger tied batch must be more than this share faster (speed.py)
     chance_factor: float = 1.5  # accuracy under this multiple of 1/classes: the candidate did not learn
     extensions: int = 1  # how many times the range may grow past an end that wins
 
@@ -375,8 +376,7 @@ def clearly_faster(big: CandidateScores, small: CandidateScores, margin: float) 
         big_speeds, small_speeds = big.timed, small.timed
     else:
         big_speeds, small_speeds = big.speeds, small.speeds
-    pairs = sorted(set(big_speeds) & set(small_speeds))
-    return bool(pairs) and all(big_speeds[p] > (1 + margin) * small_speeds[p] for p in pairs)
+    return faster_at_every_pair(big_speeds, small_speeds, margin)
 
 
 def needs_timing(verdict: SweepVerdict, block: dict[int, object]) -> list[int]:

@@ -12,6 +12,7 @@ from .ceiling import CeilingResult
 from .health import UNSTABLE, Health, judge
 from .inputs import Decide, Runner, WorkloadInfo, lr_and_warmup, lr_for, nearest_validated_lr, warmup_for
 from .precision import MIXED_PRECISIONS
+from .speed import FASTER_BY, clears_bar, faster_at_every_pair, pairs_text
 
 
 @dataclass(frozen=True)
@@ -19,12 +20,12 @@ class TrialPolicy:
     """Every number step 3's rules use (injectable: tests and callers pass their own)."""
 
     high_water: float = 0.60  # below this share of the ceiling's memory, double the trial batch
-    worth_doubling: float = 1.10  # doubling must buy >= 10% more samples/s to be worth it
+    faster_by: float = FASTER_BY  # doubling must buy more than this share of samples/s (advisor.method.speed)
+    timing_rounds: int = 3  # a doubling is worth it only when faster in every one of this many paired rounds
 
 
 DEFAULT_TRIAL_POLICY = TrialPolicy()
 HIGH_WATER = DEFAULT_TRIAL_POLICY.high_water
-WORTH_DOUBLING = DEFAULT_TRIAL_POLICY.worth_doubling
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,8 @@ TRIAL_TEXT = {
     "unstable-halve": ("{batch}: unstable at LR {lr:.3g} ({why}): halving to {next}, a smaller global batch at a "
                        "smaller scaled LR"),
     "unstable-stop": "{batch}: unstable at LR {lr:.3g} ({why}): stop",
-    "not-worth-doubling": "{batch}: {throughput:.0f} samples/s, under +{margin:.0%} over {smaller}: stop doubling",
+    "not-worth-doubling": ("{batch}: {throughput:.0f} samples/s; against {smaller}, timed side by side: {pairs}: not "
+                           "more than {margin:.0%} faster in every round: stop doubling"),
     "double-unstable": "{batch}: learned; {bigger} did not ({verdict}): stop",
     "double": "{batch}: {share:.0%} of the ceiling's memory (< {high_water:.0%}): doubling to {next}",
     "memory-high": "{batch}: {share:.0%} of the ceiling's memory: stop",
@@ -85,10 +87,24 @@ class TrialState:
     cap_reason: str
     ceiling_bytes: float
     policy: TrialPolicy
+    # Per bigger batch of a doubling: (smaller's, bigger's) samples/s by round, timed side by side (time_doubling).
+    rounds: dict[int, tuple[dict[int, float], dict[int, float]]] = field(default_factory=dict)
 
     def share(self, record: TrialRecord) -> float:
         """The run's peak memory as a share of the ceiling's."""
         return (record.peak_bytes or 0) / self.ceiling_bytes if self.ceiling_bytes else 1.0
+
+    def paired_speeds(self, small: int, big: int) -> tuple[dict[int, float], dict[int, float]]:
+        """(small's, big's) samples/s by round: the rounds timed side by side when the doubling was, else the two
+        runs as made (one round)."""
+        if big in self.rounds and big == 2 * small:
+            return self.rounds[big]
+        return {0: self.tried[small].samples_per_s or 0.0}, {0: self.tried[big].samples_per_s or 0.0}
+
+    def worth_doubling(self, small: int, big: int) -> bool:
+        """The one speed rule (advisor.method.speed): more than FASTER_BY faster in every paired round."""
+        small_speeds, big_speeds = self.paired_speeds(small, big)
+        return faster_at_every_pair(big_speeds, small_speeds, self.policy.faster_by)
 
 
 # The rules after a run, in order: the first that answers decides the next batch (or stop). Each returns a
@@ -113,10 +129,11 @@ def _unstable(batch, record, health, state, lr, precision) -> TrialStep | None:
 
 def _doubling_not_worth_it(batch, record, health, state, lr, precision) -> TrialStep | None:
     smaller = state.tried.get(batch // 2)
-    margin = state.policy.worth_doubling
-    if smaller and smaller.status == "ok" and record.samples_per_s < smaller.samples_per_s * margin:
+    if smaller and smaller.status == "ok" and not state.worth_doubling(batch // 2, batch):
+        small_speeds, big_speeds = state.paired_speeds(batch // 2, batch)
         return _step("not-worth-doubling", batch, throughput=record.samples_per_s, smaller=batch // 2,
-                     margin=margin - 1)
+                     pairs=pairs_text(big_speeds, small_speeds, state.policy.faster_by),
+                     margin=state.policy.faster_by)
     return None
 
 
@@ -175,7 +192,8 @@ def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, 
                 ) -> TrialOutcome:
     """Step 3: run at ``start``, then let ``TRIAL_RULES`` decide after each run: halve on OOM (after trying
     ``mixed`` precision at the same batch, when the user left the precision open) or from an unstable run; stop
-    when doubling bought under +10% samples/s or the double was unstable; else double while memory stays under
+    when doubling was not more than 10% faster in every round timed side by side (``time_doubling``) or the double
+    was unstable; else double while memory stays under
     60% of the ceiling's and within ``cap`` (default: the ceiling; the first run too, its reason said when it
     binds). Every run is judged (advisor.method.health): the trial never doubles from a run that did not learn,
     and an unstable run at a scaled-up LR is rerun at the nearest validated LR to tell the LR from the batch; a
@@ -221,13 +239,48 @@ def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, 
         else:
             notes.append(f"{batch}: {state.share(record):.0%} of the ceiling's memory, "
                          f"{record.samples_per_s:.0f} samples/s")
+            if _healthy_double(batch, state):
+                state.rounds[batch] = time_doubling(runner, batch // 2, batch, state, steps, info, precision, rows)
         step = next_trial_step(batch, record, health, state, lr, precision)
         say(step)
         if step.next_batch is None:
             break
         batch = step.next_batch
-    chosen = _trial_choice(state.tried, state.unhealthy, ceiling, notes, policy)
+    chosen = _trial_choice(state, ceiling, notes)
     return TrialOutcome(chosen, "; ".join(notes), precision, rows, said, unhealthy=state.unhealthy)
+
+
+def _healthy_double(batch: int, state: TrialState) -> bool:
+    """Whether ``batch`` and its half both trained healthily: a doubling whose speed the trial must judge."""
+    small, big = state.tried.get(batch // 2), state.tried.get(batch)
+    return (batch % 2 == 0 and small is not None and big is not None and small.status == "ok"
+            and big.status == "ok" and batch // 2 not in state.unhealthy and batch not in state.unhealthy)
+
+
+def time_doubling(runner: Runner, small: int, big: int, state: TrialState, steps: int, info: WorkloadInfo,
+                  precision: str, rows: list[TrialRecord]) -> tuple[dict[int, float], dict[int, float]]:
+    """The doubling's speed, timed side by side so that it does not hang on one noisy timing (DOMAIN 2: the same
+    host gives the same pick): round 1 is the two trial runs as made; while every round so far cleared the bar,
+    one more round runs both again at the trial's settings, the order reversed every other round (a steady drift
+    then falls on each alike), up to the policy's ``timing_rounds``. A round that misses ends it: the doubling is
+    then not worth it whatever later rounds would say (the one rule: faster in every round), so a clear miss costs
+    no extra run. Runs are phase "timing": never a result, never reused from the history."""
+    small_speeds = {0: state.tried[small].samples_per_s or 0.0}
+    big_speeds = {0: state.tried[big].samples_per_s or 0.0}
+    rounds = state.policy.timing_rounds
+    for round_ in range(1, rounds):
+        if not clears_bar(big_speeds[round_ - 1], small_speeds[round_ - 1], state.policy.faster_by):
+            break
+        for batch in ((big, small) if round_ % 2 else (small, big)):
+            lr, warmup = lr_and_warmup(info, batch * runner.nproc, steps)
+            record = runner.train("timing", batch, steps, lr, warmup, precision=precision, seed=round_)
+            record.seed = round_
+            record.note = (record.note + "; " if record.note else "") + (
+                f"not a trial candidate's run: timing round {round_ + 1} of {rounds}, {small} vs {big} side by side")
+            rows.append(record)
+            speed = record.samples_per_s if record.status == "ok" else None
+            (small_speeds if batch == small else big_speeds)[round_] = speed or 0.0
+    return small_speeds, big_speeds
 
 
 def _blame_lr_or_batch(runner: Runner, batch: int, steps: int, lr: float, precision: str, info: WorkloadInfo,
@@ -247,10 +300,10 @@ def _blame_lr_or_batch(runner: Runner, batch: int, steps: int, lr: float, precis
     return record, _step(rule, batch, whose=whose, validated=validated, lr=lr)
 
 
-def _trial_choice(tried: dict[int, TrialRecord], unhealthy: dict[int, Health], ceiling: CeilingResult,
-                  notes: list[str], policy: TrialPolicy = DEFAULT_TRIAL_POLICY) -> int:
-    """The trial's pick among its runs: the largest healthy batch each of whose doublings bought >= 10% more
-    samples/s (an unstable run only when nothing else trained); the notes say why."""
+def _trial_choice(state: TrialState, ceiling: CeilingResult, notes: list[str]) -> int:
+    """The trial's pick among its runs: the largest healthy batch each of whose doublings was more than FASTER_BY
+    faster in every round timed side by side (an unstable run only when nothing else trained); the notes say why."""
+    tried, unhealthy = state.tried, state.unhealthy
     fitted = sorted((b, r) for b, r in tried.items() if r.status == "ok")
     ok = [(b, r) for b, r in fitted if b not in unhealthy] or fitted
     if fitted and all(b in unhealthy for b, _ in fitted):
@@ -260,16 +313,17 @@ def _trial_choice(tried: dict[int, TrialRecord], unhealthy: dict[int, Health], c
                            f"{ceiling.per_device_max}. Multi-process training can need more memory per device than "
                            "one process: raise --headroom, or plan for a device with more --device-memory.")
     chosen = ok[0][0]
-    for (small, small_rec), (big, big_rec) in zip(ok, ok[1:]):
-        gain = big_rec.samples_per_s / small_rec.samples_per_s
-        if gain >= policy.worth_doubling:
+    for (small, _), (big, _) in zip(ok, ok[1:]):
+        small_speeds, big_speeds = state.paired_speeds(small, big)
+        pairs = pairs_text(big_speeds, small_speeds, state.policy.faster_by)
+        rounds = len(set(small_speeds) & set(big_speeds))
+        said = f"{small} -> {big} samples/s ratio in {rounds} round(s) timed side by side: {pairs}"
+        if state.worth_doubling(small, big):
             chosen = big
-            notes.append(f"{small} -> {big} raised throughput {gain - 1:+.0%}: worth it")
+            notes.append(f"{said}: worth it")
         else:
-            change = (f"raised throughput only {gain - 1:+.0%}" if gain >= 1 else
-                      f"lowered throughput ({gain - 1:+.0%})")
-            notes.append(f"{small} -> {big} {change}: the bigger batch is not worth it (a step of more samples "
-                         "takes proportionally longer: the device, or the data loader, is already saturated)")
+            notes.append(f"{said}: the bigger batch is not worth it (a step of more samples takes about "
+                         "proportionally longer: the device, or the data loader, is already saturated)")
             break
     return chosen
 

@@ -6,6 +6,7 @@ from rich.markup import escape
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Static
 
+from ...method.speed import FASTER_BY
 from ...units import format_bytes
 from ..widgets import Chart, GrowingTable, Numbers, ReflowLog, RunProgress
 from .base import StepScreen
@@ -22,7 +23,8 @@ class TrialScreen(StepScreen):
     RUN_LABEL = "Run trial"
     INTRO = ("Step 3. Short runs from the starting value: double while peak memory stays under 60% of the "
              "ceiling's, halve on out-of-memory (mixed precision first when the precision is auto), and keep "
-             "doubling only while it buys at least 10% more samples/s. Press r to run.")
+             f"doubling only while it is more than {FASTER_BY:.0%} faster in samples/s in every round timed side "
+             "by side. Press r to run.")
 
     def compose_body(self):
         # The runs table spans the screen, as the Sweep's does: in half of an 80-column screen its eight
@@ -102,8 +104,8 @@ class TrialScreen(StepScreen):
             f"{record.step_seconds * 1000:.0f} ms" if record.step_seconds else "-",
             f"{record.samples_per_s:.0f}" if record.samples_per_s else "-",
             ("[green]ok[/green]" if ok else "[red]OOM[/red]")
-            + (" noise" if record.phase == "noise" else ""))  # short: the row must fit at 80 columns
-        if ok and record.peak_bytes and record.phase != "noise":  # the chart is the trial's memory against batch
+            + ({"noise": " noise", "timing": " timing"}.get(record.phase, "")))  # short: the row must fit at 80 columns
+        if ok and record.peak_bytes and record.phase == "trial":  # the chart is the trial's memory against batch
             self.query_one("#memory", Chart).add_point(record.precision, record.per_device, record.peak_bytes / MIB)
 
     def outcome_line(self, outcome) -> str:

@@ -1,0 +1,52 @@
+"""When a bigger batch is worth it on speed: the one bar the trial (step 3) and the sweep's tie-break (step 4) share.
+
+A bigger batch must be more than ``FASTER_BY`` (10%) faster, in samples/s, than the smaller one, and faster by that
+at every paired measurement (every seed of a sweep, every round of timing side by side): a step of more samples
+that takes proportionally longer buys nothing (the device, or the loader, is saturated), and moving up is not free
+(a larger LR scale-up, fewer updates per sample). Every paired measurement, not a mean: runs made at the same time
+share the machine's load, so their ratio cancels it, while a mean over rounds can be carried by one burst of
+load on one side. All k pairs above the bar happen by chance at most 0.5^k of the time at a true ratio of
+1 + FASTER_BY.
+"""
+
+from __future__ import annotations
+
+FASTER_BY = 0.10  # the bar: a bigger batch must be more than this share faster (samples/s) to be worth it
+
+
+def speed_gain(big: float, small: float) -> float:
+    """The bigger batch's samples/s over the smaller's (1.0 when the smaller measured none)."""
+    return big / small if small else 1.0
+
+
+def clears_bar(big: float, small: float, bar: float = FASTER_BY) -> bool:
+    """Whether one paired measurement shows the bigger batch more than ``bar`` faster."""
+    return big > (1 + bar) * small
+
+
+def faster_at_every_pair(big: dict, small: dict, bar: float = FASTER_BY) -> bool:
+    """Whether ``big`` cleared the bar against ``small`` at every key they share (a seed, a timing round); False
+    with none shared (no paired evidence)."""
+    pairs = sorted(set(big) & set(small))
+    return bool(pairs) and all(clears_bar(big[p], small[p], bar) for p in pairs)
+
+
+def gain_words(gain: float, bar: float = FASTER_BY) -> str:
+    """A ratio against the bar, printed so that a miss reads as one: 1.099 is "1.099x (under the 1.10x bar)"."""
+    verdict = "over" if gain > 1 + bar else "under"
+    return f"{gain:.3f}x ({verdict} the {1 + bar:.2f}x bar)"
+
+
+def pairs_text(big: dict, small: dict, bar: float = FASTER_BY) -> str:
+    """Every paired ratio and the verdict against the bar: "1.370x, 1.412x, 1.351x (each over the 1.10x bar)" or
+    "1.370x, 1.099x (under the 1.10x bar in round 2)"."""
+    pairs = sorted(set(big) & set(small))
+    if not pairs:
+        return "no paired measurement"
+    gains = [speed_gain(big[p], small[p]) for p in pairs]
+    ratios = ", ".join(f"{g:.3f}x" for g in gains)
+    missed = [i + 1 for i, p in enumerate(pairs) if not clears_bar(big[p], small[p], bar)]
+    if not missed:
+        return f"{ratios} (each over the {1 + bar:.2f}x bar)"
+    where = ", ".join(map(str, missed))
+    return f"{ratios} (under the {1 + bar:.2f}x bar in round{'s' if len(missed) > 1 else ''} {where})"
