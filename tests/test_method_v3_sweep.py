@@ -219,3 +219,15 @@ def test_verdict_sentences_say_what_the_numbers_say():
 def test_a_seeds_budget_no_larger_than_k_asks_for_no_extra_seeds():
     verdict = issue_case(policy=SweepPolicy(seeds=3, max_seeds=3))
     assert verdict.comparisons[0].by == "inconclusive" and verdict.extra_seeds == [] and verdict.chosen == 6
+
+
+def test_the_summary_says_how_the_advice_compares_with_yours():
+    from advisor.explain import _why_line
+
+    _, outcome = yours_plan({8: 0.88, 16: 0.88, 32: 0.88, 64: 0.88, 128: 0.88}.get, centre=64, base_batch=32,
+                            speed=lambda b: 1000.0)
+    line = _why_line({"method": {"sweep": {**outcome.summary(), "pick": outcome.chosen}}})
+    assert line.startswith("Sweep: 16 per device, an equal of the best; your own setting of the equals")
+    assert "equal: 16, 32, 64;" in line and "tied" not in line
+    assert line.endswith("Against your setting (16 per device at the base LR): no better than yours: keep it (no "
+                         "equal of it was more than 10% faster at every paired measurement).")
