@@ -76,8 +76,8 @@ def _why_line(data: dict) -> str:
         return f"Sweep: {method.get('sweep_choice', '?')} per device."
     tied = sweep.get("tied") or []
     detail = []
-    if len(tied) > 1:
-        detail.append(f"tied: {', '.join(map(str, tied))}")
+    if len(tied) > 1:  # equal: a mean paired gap under the margin (never "not shown different")
+        detail.append(f"equal: {', '.join(map(str, tied))}")
     if sweep.get("seeds"):
         detail.append(f"{sweep['seeds']} paired seed(s)")
     if sweep.get("metric"):
@@ -87,7 +87,9 @@ def _why_line(data: dict) -> str:
         detail.append(f"out: {', '.join(map(str, out))}")
     pick = sweep.get("pick", method.get("sweep_choice"))
     verdict = sweep.get("verdict", sweep["rule"])
-    return f"Sweep: {pick} per device, {verdict}" + (f" ({'; '.join(detail)})." if detail else ".")
+    line = f"Sweep: {pick} per device, {verdict}" + (f" ({'; '.join(detail)})." if detail else ".")
+    yours = (sweep.get("against_yours") or {}).get("sentence")
+    return line + (f"\n{yours}" if yours else "")
 
 
 def _sweep_pick(method: dict) -> str:

@@ -19,7 +19,7 @@ from .device import HostDevices
 from .errors import AdvisorError, CancelledError, SetupError, TrialError
 from .events import Decision, Event, Note, StepFinished, StepStarted
 from .launch import CancelToken
-from .ledger import NOT_A_CANDIDATE, REUSED_NOTE, TrialRecord
+from .ledger import NOT_A_CANDIDATE, TrialRecord
 from .method import (SWEEP_EVAL_POINTS, MethodSettings, PrecisionChoice, SweepOutcome, TrialOutcome, WorkloadInfo,
                      choose_precision, data_cap, heterogeneous_devices_note, lr_and_warmup, make_plan,
                      mixed_before_accumulation, nearest_validated_lr, noise_estimate, short_trial, start_value,
@@ -30,7 +30,8 @@ from .method.inputs import lr_for, lr_seen_failing, validated_at_rule_lr, warmup
 from .method.lr import DEFAULT_BASE_WARMUP_EPOCHS, KNOWN_OPTIMIZERS, LRDecision, WarmupDecision, base_warmup_epochs
 from .method.noise import NoiseEstimate
 from .method.plan import Plan, Warning_, plan_data_parallel
-from .method.sweep import SweepPolicy, SweepVerdict, decide_sweep, needs_timing
+from .method.candidates import your_setting
+from .method.sweep import DEFAULT_POLICY, SweepPolicy, SweepVerdict, decide_sweep, needs_timing, smallest_sweepable
 
 # Past this many processes per CPU core a plan measures contention and takes hours: refused.
 MAX_CPU_OVERSUBSCRIPTION = 4
@@ -619,6 +620,7 @@ class Session:
         precision = self.trial_outcome.precision if self.trial_outcome else self.precision.measure
         cap, _ = self.learnable_cap
         chosen, candidates, note = self._sweep_range(chosen, cap)
+        yours = your_setting(self.info.base_global_batch, self.runner.nproc, cap, self.info.has_batchnorm)[0]
         # Equal samples: every candidate trains on what the centre sees in --sweep-steps steps (at most the planned
         # run), each with the warmup the plan would give its batch, so a bigger batch is not credited with more data.
         samples, budget_note = sweep_samples(self.settings.sweep_steps, chosen, self.runner.nproc,
@@ -626,34 +628,32 @@ class Session:
         if budget_note:
             self._emit(Note(budget_note))
             note = " ".join(filter(None, (note, budget_note)))
-        policy = SweepPolicy(seeds=self.settings.sweep_seeds, extensions=self.settings.sweep_walk)
+        policy = SweepPolicy(seeds=self.settings.sweep_seeds, extensions=self.settings.sweep_walk,
+                             max_seeds=max(self.settings.sweep_seeds, DEFAULT_POLICY.max_seeds))
         reruns: dict[int, TrialRecord] = {}
-        rows = self._sweep_candidates(candidates, samples, precision, policy.seeds, reruns)
+        rows = self._sweep_candidates(candidates, samples, precision, range(policy.seeds), reruns)
         extended: list[int] = []
-        # Which stretch of time ran each candidate: speeds compare within one (a run reused from the history was
-        # measured on another day: a stretch of its own).
-        block: dict[int, object] = {}
-
-        def place(runs: list[TrialRecord], stretch: int) -> None:
-            for r in runs:
-                block[r.per_device] = ("reused", r.per_device) if r.note.startswith(REUSED_NOTE) else \
-                    block.get(r.per_device, stretch)
-
-        place(rows, 0)
         timing: dict[int, dict[int, float]] = {}
 
         def verdict_now() -> SweepVerdict:
             return decide_sweep(rows, self.info.num_classes, cap, policy.extensions - len(extended), policy, reruns,
-                                timing)
+                                timing, batchnorm=self.info.has_batchnorm, yours=yours)
 
         def decide() -> SweepVerdict:
-            verdict = verdict_now()
-            to_time = needs_timing(verdict, block)
-            if not to_time:
-                return verdict
-            timing.clear()
-            timing.update(self._time_side_by_side(to_time, samples, precision, policy.seeds))
-            return verdict_now()
+            """The verdict once it stands: inconclusive pairs given their extra seeds (each run once), then the
+            equals (and your setting beside the pick) timed side by side."""
+            while True:
+                verdict = verdict_now()
+                ran = {(r.per_device, r.seed or 0) for r in rows}
+                extra = [pair for pair in verdict.extra_seeds if pair not in ran]
+                if extra:
+                    rows.extend(self._extra_seed_runs(verdict, extra, samples, precision, reruns))
+                    continue
+                to_time = needs_timing(verdict)
+                if not to_time:
+                    return verdict
+                timing.clear()
+                timing.update(self._time_side_by_side(to_time, samples, precision, policy.seeds))
 
         verdict = decide()
         while verdict.extend_to is not None:
@@ -662,9 +662,7 @@ class Session:
                                    "per device too, with the same seeds."))
             extended.append(batch)
             candidates = sorted(candidates + [batch])
-            new_rows = self._sweep_candidates([batch], samples, precision, policy.seeds, reruns)
-            place(new_rows, len(extended))
-            rows += new_rows
+            rows += self._sweep_candidates([batch], samples, precision, range(policy.seeds), reruns)
             verdict = decide()
         reason = " ".join(filter(None, (note, verdict.reason, self._warmup_note(candidates, samples))))
         self._emit(Decision(4, reason, verdict=True))
@@ -674,6 +672,22 @@ class Session:
         self._end(4, began)
         return self.sweep_outcome
 
+    def _extra_seed_runs(self, verdict: SweepVerdict, pairs: list[tuple[int, int]], samples: int, precision: str,
+                         reruns: dict[int, TrialRecord]) -> list[TrialRecord]:
+        """The extra paired seeds an inconclusive comparison asks for (``SweepVerdict.extra_seeds``), seed by seed
+        across the batches that need each, as the sweep's own runs go."""
+        batches = sorted({b for b, _ in pairs})
+        seeds = sorted({s for _, s in pairs})
+        self._emit(Decision(4, f"{' and '.join(map(str, batches))} per device: the gap is over the margin of "
+                               f"{verdict.fmt(verdict.margin)} but its interval holds 0 (inconclusive): running "
+                               f"paired seed(s) {', '.join(map(str, seeds))} (at most {verdict.policy.max_seeds} "
+                               "seeds in all)."))
+        runs: list[TrialRecord] = []
+        for seed in seeds:
+            runs += self._sweep_candidates([b for b, s in pairs if s == seed], samples, precision,
+                                           range(seed, seed + 1), reruns)
+        return runs
+
     def _sweep_range(self, chosen: int, cap: int) -> tuple[int, list[int], str]:
         """(centre, candidates, note): half / chosen / double (or the subset) within the cap, and what changed."""
         _, why = self.learnable_cap
@@ -682,8 +696,16 @@ class Session:
         if chosen > cap:  # the cap bounds every sweep point, the centre included
             notes.append(f"{chosen} per device is above the cap of {cap} ({cap_text}): sweeping around {cap}.")
             chosen = cap
-        candidates, subset_note = sweep_candidates(chosen, cap, self.settings.subset_sweep)
+        candidates, subset_note = sweep_candidates(chosen, cap, self.settings.subset_sweep,
+                                                   smallest_sweepable(self.info.has_batchnorm))
         notes += [subset_note] if subset_note else []
+        yours, not_yours = your_setting(self.info.base_global_batch, self.runner.nproc, cap, self.info.has_batchnorm)
+        if yours is not None and yours not in candidates:  # the advice is measured against what you run today
+            candidates = sorted(candidates + [yours])
+            notes.append(f"Sweeping your own setting too ({yours} per device at the base LR), to compare the "
+                         "advice with it on the same seeds.")
+        elif not_yours:
+            notes.append(f"Not compared with your own setting: {not_yours}.")
         if why and chosen * 2 > cap:
             notes.append(f"Not sweeping above {cap}: {why}.")
         note = " ".join(notes)
@@ -691,7 +713,7 @@ class Session:
             self._emit(Note(note))
         return chosen, candidates, note
 
-    def _sweep_candidates(self, batches: list[int], samples: int, precision: str, seeds: int,
+    def _sweep_candidates(self, batches: list[int], samples: int, precision: str, seeds: range,
                           reruns: dict[int, TrialRecord]) -> list[TrialRecord]:
         """Every paired seed at each of ``batches``, seed by seed across them (load on a shared machine then falls
         on every candidate alike, so their samples/s compare); a candidate's later seeds are skipped once one rules
@@ -699,7 +721,7 @@ class Session:
         unstable run at a scaled-up LR is rerun once at the nearest validated LR, into ``reruns`` (not a
         candidate's run: it says whether the LR or the batch is to blame)."""
         runs, out = [], set()
-        for seed in range(seeds):
+        for seed in seeds:
             for batch in batches:
                 if batch in out:
                     continue
@@ -720,10 +742,9 @@ class Session:
         a machine's load and drift fall on every candidate alike. Per batch, round -> samples/s (a run that fails
         gives none, and the tie-break then has no paired speed for it). Phase "timing": never reused from the
         history (a reused timing was not side by side), and never read as a result."""
-        self._emit(Decision(4, f"{', '.join(map(str, batches))} per device tie, and were measured at different "
-                               "times (the range grew, or a run came from the history): timing them again side by "
-                               f"side ({rounds} round(s) of {self.settings.trial_steps} steps) before the faster is "
-                               "read."))
+        self._emit(Decision(4, f"{', '.join(map(str, batches))} per device: timing them side by side ({rounds} "
+                               f"round(s) of {self.settings.trial_steps} steps, interleaved) before a speed is read "
+                               "(the sweep's long runs each met the machine's load at a different time)."))
         timed: dict[int, dict[int, float]] = {b: {} for b in batches}
         for round_ in range(rounds):
             for batch in (batches if round_ % 2 == 0 else batches[::-1]):

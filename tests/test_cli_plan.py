@@ -176,7 +176,7 @@ def test_two_plans_of_digits_cnn_pick_the_same_batch_or_adjacent_ones_both_tied(
         assert sweep["metric"] == "validation accuracy" and sweep["samples_per_run"] > 0 and sweep["seeds"] == 3
         # Every candidate that took part carries its three paired scores; one out of it is named with why.
         scored = sweep["candidates_scored"]
-        assert all(len(c["scores"]) == 3 for c in scored if c["status"] == "ok")
+        assert all(3 <= len(c["scores"]) <= 6 for c in scored if c["status"] == "ok")  # extra seeds where inconclusive
         assert all(c.get("why") for c in scored if c["status"] != "ok")
         assert sweep["pick"] in [c["per_device"] for c in scored if c["status"] == "ok"]
         assert all(len(c.get("interval", [])) == 2 for c in sweep.get("comparisons", []))

@@ -65,17 +65,18 @@ def test_runs_are_paired_by_seed():
     # The same scores with 32's seeds shuffled: the per-seed differences now swing, and the interval holds 0.
     shuffled = decide_sweep(grid({16: [0.80, 0.95, 0.88], 32: [0.97, 0.82, 0.90]}), 10,
                             policy=SweepPolicy(accuracy_margin=0.005))
-    assert shuffled.comparisons[0].by == "interval"
+    assert shuffled.comparisons[0].by == "inconclusive" and not shuffled.comparisons[0].tied
 
 
-def test_a_two_seed_tie_is_judged_with_t_on_one_degree_of_freedom_not_z():
+def test_a_two_seed_gap_is_judged_with_t_on_one_degree_of_freedom_not_z():
     # Gaps 0.03 and 0.05: mean 0.04, standard error 0.01. z = 1.96 would call it apart (±0.0196); t(1) = 12.7 does
-    # not (±0.127): two seeds cannot separate them.
+    # not (±0.127): two seeds cannot separate them. Not separated is not equal: over the margin, it is inconclusive,
+    # the pair asks for its next paired seed, and until then the better-scoring one stands.
     verdict = decide_sweep(grid({16: [0.90, 0.90], 32: [0.87, 0.85]}), 10, policy=SweepPolicy(seeds=2))
     (comparison,) = verdict.comparisons
-    assert comparison.seeds == 2 and comparison.by == "interval" and comparison.tied
+    assert comparison.seeds == 2 and comparison.by == "inconclusive" and not comparison.tied
     assert comparison.half_width == pytest.approx(12.706 * 0.01, rel=1e-3)
-    assert verdict.tied == [16, 32]
+    assert verdict.tied == [16] and verdict.chosen == 16 and verdict.extra_seeds == [(16, 2), (32, 2)]
 
 
 def test_one_seed_has_no_interval_and_only_the_margin_ties():
@@ -98,7 +99,8 @@ def test_among_the_tied_the_smallest_within_the_throughput_margin_of_the_fastest
     tied = {16: [0.95, 0.95, 0.95], 32: [0.95, 0.951, 0.949], 64: [0.951, 0.95, 0.95]}
     faster = decide_sweep(grid(tied, {16: 1000.0, 32: 1500.0, 64: 1600.0}), 10)
     assert faster.rule == FASTEST_TIED and faster.tied == [16, 32, 64] and faster.chosen == 32  # 1500 >= 0.9 x 1600
-    assert "samples/s 16: 1000, 32: 1500, 64: 1600" in faster.reason
+    assert ("32 over 16: 1.500x, 1.500x, 1.500x (over the 1.10x bar); 64 over 32: 1.067x, 1.067x, 1.067x (not all "
+            "over the 1.10x bar)") in faster.reason
     level = decide_sweep(grid(tied, {16: 1000.0, 32: 1050.0, 64: 1080.0}), 10)
     assert level.chosen == 16  # within 10% of each other: the same speed, and the smaller batch wins
 
@@ -114,7 +116,7 @@ def test_a_bigger_tied_batch_must_be_faster_at_every_seed():
     # Regression (bench, a GRU): 64 per device measured 1.84x, 1.28x and 1.29x of 32; the t-interval kept 32.
     gru = decide_sweep(runs(32, [8730, 8828, 8920]) + runs(64, [16055, 11296, 11486]), 10)
     assert gru.tied == [32, 64] and gru.chosen == 64
-    assert "faster by more than 10% at every seed (samples/s 32: 8826, 64: 12946)" in gru.reason
+    assert "64 over 32: 1.839x, 1.280x, 1.288x (over the 1.10x bar)" in gru.reason
     scored = {c["per_device"]: c for c in gru.summary()["candidates_scored"]}
     assert scored[64]["samples_per_s_by_seed"] == [16055.0, 11296.0, 11486.0]  # the evidence, in the recipe
     # Regression (bench, digits-cnn): 32 per device measured 1.106x, 1.110x and 0.904x of 8 (level speeds, load);
@@ -128,12 +130,14 @@ def test_a_bigger_tied_batch_must_be_faster_at_every_seed():
     assert steady.chosen == 32
 
 
-def test_candidates_swept_at_different_times_are_timed_again_side_by_side_before_the_faster_is_read(tmp_path):
-    """Speeds compare only runs that shared the machine's load. A candidate the range grew to runs later, in its own
-    block: when it ties, the tied are timed again side by side (k rounds, the order reversed every other round) and
-    the tie-break reads those rounds. Regression (the committed digits-cnn recipe): 8 per device, swept last, ran at
-    430-476 samples/s against 16's 540-579, so 16 was 'faster at every seed'; an interleaved grid put 16 at 1.04x
-    of 8."""
+def test_the_equals_are_timed_side_by_side_and_timed_again_as_a_whole_when_the_range_grows(tmp_path):
+    """Speeds compare only runs that shared the machine's load, so the tie-break reads timing rounds run side by
+    side (k rounds, interleaved, the order reversed every other round), never the sweep's long runs. A candidate the
+    range grew to runs later, in its own block: when it ties, the whole set of equals is timed again together.
+    Regression (the committed digits-cnn recipe): 8 per device, swept last, ran at 430-476 samples/s against 16's
+    540-579, so 16 was 'faster at every seed'; an interleaved grid put 16 at 1.04x of 8. And (issue 36) two --fresh
+    plans: one read 16 vs 32 from its sweep runs (245 vs 336 samples/s) and took 32, the other timed them and
+    took 8."""
     from test_method_decisions import StubRunner, settings
 
     from advisor.adapters import load_adapter
@@ -159,7 +163,7 @@ def test_candidates_swept_at_different_times_are_timed_again_side_by_side_before
             return super().train(phase, per_device, *args, **kw)
 
     def sweep(walk, machine=DriftingMachine):
-        s = settings(nproc=2, sweep_steps=40, sweep_walk=walk, trial_steps=8)
+        s = settings(nproc=2, sweep_steps=40, sweep_walk=walk, trial_steps=8, base_batch=1000)  # yours past the cap
         runner = machine(saturate=None, val={8: 0.95, 16: 0.95, 32: 0.95, 64: 0.80}.__getitem__)
         setup = validate_setup(s, load_adapter("ddp"), HostDevices("cpu"))
         recorder = HistoryRecorder(tmp_path / f"{machine.__name__}{walk}.jsonl", run_context(s, setup),
@@ -172,31 +176,35 @@ def test_candidates_swept_at_different_times_are_timed_again_side_by_side_before
             recorder.record(record)
         return runner, outcome, read_history(recorder.path).rows
 
-    # 16 / 32 / 64 in one block (9 runs), 16 leads with 64 worse behind it: the range grows to 8, whose three seeds
-    # run on the slower machine. All four speeds are equal; read naively, 16 would be 1.3x faster at every seed.
+    # 16 / 32 / 64 in one block (9 runs), 16 and 32 equal, 64 worse: 16 and 32 are timed side by side (6 runs),
+    # 16 leads with 64 worse behind it, so the range grows to 8, whose three seeds run on the slower machine. All
+    # four speeds are equal; read from the sweep runs, 16 would be 1.3x faster than 8 at every seed.
     runner, outcome, history = sweep(walk=1)
     assert outcome.extended == [8] and outcome.verdict.tied == [8, 16, 32]
-    timing = [r for r in runner.runs[12:]]
+    first = [(r["phase"], r["per_device"], r["seed"]) for r in runner.runs[9:15]]
+    assert first == [("timing", 16, 0), ("timing", 32, 0), ("timing", 32, 1), ("timing", 16, 1),
+                     ("timing", 16, 2), ("timing", 32, 2)]
+    timing = runner.runs[18:]
     assert [(r["per_device"], r["seed"], r["steps"]) for r in timing] == [
         (8, 0, 8), (16, 0, 8), (32, 0, 8), (32, 1, 8), (16, 1, 8), (8, 1, 8), (8, 2, 8), (16, 2, 8), (32, 2, 8)]
-    assert outcome.chosen == 8  # equal speeds side by side: the smallest of the tied
+    assert outcome.chosen == 8  # equal speeds side by side: the smallest of the equals
     assert [r.per_device for r in outcome.rows].count(8) == 3  # timing runs are not a candidate's runs
-    assert "at every one of 3 timing rounds run side by side" in outcome.reason
+    assert "at every paired measurement of 3 timing rounds run side by side" in outcome.reason
     scored = {c["per_device"]: c for c in outcome.verdict.summary()["candidates_scored"]}
     assert scored[16]["samples_per_s_by_seed"] == [1000.0] * 3 and scored[8]["samples_per_s_by_seed"] == [769.2] * 3
     assert scored[8]["samples_per_s_by_timing_round"] == scored[16]["samples_per_s_by_timing_round"] == [769.2] * 3
-    assert all(r.phase == "timing" and "not a candidate's run: timing round" in r.note for r in runner.ledger[12:])
+    assert all(r.phase == "timing" and "not a candidate's run: timing round" in r.note for r in runner.ledger[18:])
     decisions = [e for e in runner.events if isinstance(e, Decision) and e.step == 4]
-    assert "timing them again side by side (3 round(s) of 8 steps)" in decisions[-2].message
+    assert "timing them side by side (3 round(s) of 8 steps, interleaved)" in decisions[-2].message
     assert [d.verdict for d in decisions][-2:] == [False, True]  # the command line prints the first, not the last
     # Speed only: the history keeps the candidates' runs, never a timing run (a later plan would reuse it).
     assert [r["kind"] for r in history].count("sweep") == 12 and "timing" not in {r["kind"] for r in history}
     # A timing run that fails leaves its batch with no paired speed: it cannot win, and the walk stops there.
     _, failed, _ = sweep(walk=1, machine=TimingFailsAt16)
-    assert failed.chosen == 8 and "16: none" in failed.reason
-    # One block, seed by seed: the sweep's own speeds are side by side already, and nothing is timed again.
+    assert failed.chosen == 8 and "16 over 8: none measured" in failed.reason
+    # One block: the equals are timed side by side all the same (the sweep's runs are too long to pair speeds).
     runner, outcome, _ = sweep(walk=0)
-    assert outcome.extended == [] and len(runner.runs) == 9 and "timing round" not in outcome.reason
+    assert outcome.extended == [] and len(runner.runs) == 15 and "3 timing rounds run side by side" in outcome.reason
 
 
 def test_tied_candidates_reused_from_the_history_are_timed_again_side_by_side(tmp_path):
@@ -222,7 +230,7 @@ def test_tied_candidates_reused_from_the_history_are_timed_again_side_by_side(tm
             record.warmup_steps = kw.get("warmup_steps", args[0] if args else 0)  # a history row matches on it
             return record
 
-    s = settings(nproc=2, sweep_steps=40, sweep_walk=0, trial_steps=8)
+    s = settings(nproc=2, sweep_steps=40, sweep_walk=0, trial_steps=8, base_batch=1000)  # yours past the cap
     setup = validate_setup(s, load_adapter("ddp"), HostDevices("cpu"))
     path = tmp_path / "history.jsonl"
 
@@ -260,7 +268,8 @@ def test_the_pick_walks_up_the_tied_one_step_at_a_time_and_stops_at_the_first_th
     eight, sixteen, thirtytwo = [500, 505, 534], [539, 552, 717], [587, 594, 777]
     digits = decide_sweep(runs(8, eight) + runs(16, sixteen) + runs(32, thirtytwo), 10)
     assert digits.tied == [8, 16, 32] and digits.chosen == 8
-    assert "the pick walks up from the smallest while the next bigger one is faster" in digits.reason
+    assert "16 over 8: 1.078x, 1.093x, 1.343x (not all over the 1.10x bar)" in digits.reason
+    assert "Pick: 8 per device, the smallest of the equals; no bigger one was more than 10% faster" in digits.reason
     # Each step paying, the walk goes on: 16 at 1.2x of 8, 32 at 1.2x of 16.
     paying = decide_sweep(runs(8, [500] * 3) + runs(16, [600] * 3) + runs(32, [720] * 3), 10)
     assert paying.chosen == 32
@@ -275,12 +284,11 @@ def test_timing_rounds_decide_only_pairs_timed_together():
         return [run(batch, seed, 0.9, step_seconds=batch / speed) for seed, speed in enumerate(speeds)]
 
     rows = runs(16, [540, 573, 579]) + runs(8, [474, 476, 430])  # 8 swept later: 16 looks 1.14x+ at every seed
-    assert decide_sweep(rows, 10).chosen == 16
-    assert needs_timing(decide_sweep(rows, 10), {16: 0, 8: 1}) == [8, 16]
-    assert needs_timing(decide_sweep(rows, 10), {16: 0, 8: 0}) == []  # one block: no timing
+    assert decide_sweep(rows, 10).chosen == 16  # the pure rule's fallback, with no timing rounds given
+    assert needs_timing(decide_sweep(rows, 10)) == [8, 16]  # the session never lets that stand: equals are timed
     level = {8: {0: 700.0, 1: 690.0, 2: 710.0}, 16: {0: 720.0, 1: 760.0, 2: 800.0}}  # 1.03x, 1.10x, 1.13x
     timed = decide_sweep(rows, 10, timing=level)
-    assert timed.chosen == 8 and needs_timing(timed, {16: 0, 8: 1}) == []
+    assert timed.chosen == 8 and needs_timing(timed) == []
     assert decide_sweep(rows, 10, timing={8: level[8], 16: {r: 1.2 * v for r, v in level[8].items()}}).chosen == 16
     # Once timed side by side, only those rounds pair: a side with none (its timing failed) has no evidence.
     assert decide_sweep(rows, 10, timing={8: level[8], 16: {}}).chosen == 8
@@ -432,7 +440,7 @@ def test_the_range_grows_once_past_a_winning_end_then_says_what_was_not_compared
     smaller_is_better = {2: 0.99, 4: 0.97, 8: 0.95, 16: 0.90, 32: 0.85, 64: 0.80}.__getitem__
     _, runner, outcome = _swept(smaller_is_better, centre=16, walk=1)
     assert outcome.extended == [4] and outcome.candidates == [4, 8, 16, 32] and outcome.chosen == 4
-    assert [r["seed"] for r in runner.runs if r["per_device"] == 4] == [0, 1, 2]  # the same seeds
+    assert [r["seed"] for r in runner.runs if r["per_device"] == 4 and r["phase"] == "sweep"] == [0, 1, 2]
     assert "It is the smallest swept and the range has grown 1 time(s) (--sweep-walk 1): 2 per device was not " \
            "compared." in outcome.reason
     assert outcome.verdict.unexplored == 2 and outcome.verdict.summary()["not_compared_because"] == "walk-spent"
@@ -448,7 +456,7 @@ def test_the_range_steps_up_to_the_cap_not_past_it_and_says_so():
     cap, _ = session.learnable_cap  # memory's and the steps-per-epoch cap's smaller
     assert 64 < cap < 128
     assert outcome.extended == [cap] and outcome.candidates == [16, 32, 64, cap] and outcome.chosen == cap
-    assert [r["seed"] for r in runner.runs if r["per_device"] == cap] == [0, 1, 2]
+    assert [r["seed"] for r in runner.runs if r["per_device"] == cap and r["phase"] == "sweep"] == [0, 1, 2]
     assert f"It is the largest swept; {2 * cap} is past the cap of {cap}." in outcome.reason
     assert outcome.verdict.summary()["not_compared"] == 2 * cap and outcome.verdict.end == "past-cap"
     # The verdict owns the end: the same rows decided again with no cap grow the range by doubling instead.

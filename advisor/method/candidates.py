@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from ..ledger import TrialRecord
 from .inputs import MIN_SWEEP_STEPS, WorkloadInfo, lr_for, warmup_for
-from .sweep import SweepVerdict, double_within
+from .sweep import SweepVerdict, double_within, smallest_sweepable
 
 
 SUBSET_SWEEP = (8, 16, 32, 64, 128)
@@ -38,18 +38,35 @@ class SweepOutcome:
 
 
 
-def sweep_candidates(chosen: int, cap: int, subset: bool) -> tuple[list[int], str]:
-    """The per-device batches step 4 compares, and a note when the asked-for set had to change."""
+def sweep_candidates(chosen: int, cap: int, subset: bool, smallest: int = 1) -> tuple[list[int], str]:
+    """The per-device batches step 4 compares, and a note when the asked-for set had to change. ``smallest``: the
+    least per-device batch the model can train (``smallest_sweepable``: 2 with BatchNorm)."""
     if subset:
-        fitting = [b for b in SUBSET_SWEEP if b <= cap]
+        fitting = [b for b in SUBSET_SWEEP if smallest <= b <= cap]
         if len(fitting) >= 2:
             return fitting, ""
         note = (f"The subset sweep ({', '.join(map(str, SUBSET_SWEEP))}) needs a ceiling of at least 16; it is "
                 f"{cap}, so half / chosen / double is compared instead.")
     else:
         note = ""
-    candidates = sorted({b for b in (chosen // 2, chosen, double_within(chosen, cap)) if 1 <= b <= cap})
+    candidates = sorted({b for b in (chosen // 2, chosen, double_within(chosen, cap)) if smallest <= b <= cap}
+                        or {chosen})
     return candidates, note
+
+
+def your_setting(base_global: int, nproc: int, cap: int, batchnorm: bool) -> tuple[int | None, str]:
+    """(per device, "") of the user's own setting on this host: the base global batch (where the base LR was
+    validated) over its processes, so its sweep run trains at the base LR; or (None, why not) when it does not
+    split evenly over them or does not fit (the cap, or under what BatchNorm can train)."""
+    per_device, rest = divmod(base_global, nproc)
+    if rest or per_device < 1:
+        return None, (f"your base global batch {base_global} does not split evenly over {nproc} process(es), so "
+                      "your own setting cannot be swept as it is")
+    if per_device > cap:
+        return None, f"your own setting, {per_device} per device, is above the per-device cap of {cap}"
+    if per_device < smallest_sweepable(batchnorm):
+        return None, f"your own setting, {per_device} per device, is under what BatchNorm can train on"
+    return per_device, ""
 
 
 

@@ -2,13 +2,18 @@
 
 1. Every candidate trains on the same number of samples with the same k seeds (so runs are paired), and each
    run scores the mean of its last two validation checkpoints.
-2. The candidate with the best mean score leads; another ties with it when the 95% paired t-interval of their
-   per-seed differences (k - 1 degrees of freedom) contains 0, or when the mean gap is under a practical
-   margin; a candidate that ran out of memory, was unstable in any seed, or never learned cannot lead or tie.
-3. Among the tied, the pick walks up from the smallest while the next bigger one was more than 10% faster at
-   every seed (or every round of timing them again side by side, when they ran at different times); the range
-   (half / chosen / double, double at most the cap) grows once past the winner's end when the sweep points
-   there: the winner leads with a worse or failed candidate behind it, or it is the largest and won on speed.
+2. The candidate with the best mean score leads; another is its equal only when their mean paired gap is under a
+   practical margin. A gap over the margin whose 95% paired t-interval (k - 1 degrees of freedom) still holds 0 is
+   inconclusive: those two run more paired seeds, up to a stated budget (6 in all), and then the better-scoring
+   one stands; a candidate worse by more than the margin is never picked, whatever its speed. A candidate that ran
+   out of memory, was unstable in any seed, or never learned cannot lead or tie.
+3. Among the equals, speed is read only from timing rounds run side by side (short runs, interleaved, the order
+   reversed every other round), and the pick walks up from the smallest while the next bigger one was more than
+   10% faster at every round. Your own setting (the base batch, at the base LR), when it is an equal, is where
+   the walk starts (a change must pay); for a model with BatchNorm it starts no lower than the largest equal
+   under the small-micro-batch threshold. The range (half / chosen / double, double at most the cap; never 1 per
+   device with BatchNorm) grows once past the winner's end when the sweep points there: the winner leads with a
+   worse or failed candidate behind it, or it is the largest and won on speed.
 
 Why these choices:
 - Pairing: seed s of every candidate starts from the same initial weights and data order, so the difference
@@ -16,25 +21,34 @@ Why these choices:
   noise of the comparison. Counting each candidate's noise separately (and the one shared validation set as
   independent noise per candidate) overstates it.
 - The t quantile, not z: with k seeds the interval has k - 1 degrees of freedom (2 seeds: t = 12.7, not 1.96).
+- Not shown different is not shown equal. A BatchNorm CNN swept 3 and 6 per device scored 0.621 and 0.873 over
+  3 seeds: the gap's interval (+-0.411, 2 d.f.) held 0, and calling that a tie let the smaller batch win on speed
+  (it took ~5x the wall time to 0.95 in a plain loop). Only a gap under the margin is a tie; a wide interval asks
+  for more seeds. After the extra seeds only the margin decides (a tie, or the better-scoring one stands), so
+  looking at the interval twice cannot make a tie; it only ends the extra seeds early.
 - The last two checkpoints, not the last one: a run's end value still moves between evaluations; averaging
   two halves that movement without reaching back into the early, still-falling part of the curve.
 - The margin: under a point of accuracy (or 2% of the leader's loss) a user would not trade throughput for the
   difference, and short runs cannot resolve less. A single seed (k = 1) has no interval: only the margin ties.
-- Speed is paired too: runs go seed by seed across the candidates, so each seed's runs shared the machine's
-  load, and the per-seed ratio cancels it. A candidate added when the range grew ran later, in its own block, and
-  its speed against the others' would compare two stretches of a shared machine's load (one digits-cnn plan
-  measured 8 per device, run last, at 0.83x of 16's samples/s, another at 1.09x; the bench's 5-seed
-  interleaved grid put 16 at 0.96-1.15x of 8, 1.04x on average); so when the tied candidates were swept in
-  different blocks they are timed again side by side (k rounds of one short run each, at the trial's length,
-  the order reversed every other round so that a steady drift does not always fall on the same candidate) and
-  the tie-break reads those rounds instead (``needs_timing``; a run reused from the history was measured on
-  another day, a stretch of its own). A bigger batch must be faster at every seed, or every round (see
-  ``clearly_faster``: a tie on the end score can hide samples a bigger batch spends on the way, so it must pay
-  for itself in speed). At equal speed the smaller batch wins: it needs the smaller LR scale-up. The walk stops
-  at the first step that does not pay: throughput saturates with the batch, so a batch past one that bought no
-  10% is a jump on noise (a digits-cnn plan timed 16 per device at 1.08x, 1.09x and 1.34x of 8 and 32 at 1.17x,
-  1.18x and 1.46x; compared with 8 directly, 32 won, a 4x move from one that was not shown to pay at its first
-  step).
+- Speed side by side, always: a sweep run is long, so even seed by seed two candidates' runs fall on different
+  stretches of a shared machine's load (two --fresh digits-cnn plans: one read 16 vs 32 from its sweep runs,
+  245 vs 336 samples/s, and took 32; the other timed them side by side and took 8). A candidate added when the
+  range grew, one given extra seeds, or a run reused from the history is another stretch again. So the equals
+  (and your own setting beside the pick) are timed again side by side (k rounds of one short run each, at the
+  trial's length, the order reversed every other round so that a steady drift does not always fall on the same
+  candidate) and the tie-break reads those rounds (``needs_timing``). A bigger batch must be faster at every
+  round (see ``clearly_faster``: a tie on the end score can hide samples a bigger batch spends on the way, so it
+  must pay for itself in speed). At equal speed the smaller batch wins: it needs the smaller LR scale-up. The
+  walk stops at the first step that does not pay: throughput saturates with the batch, so a batch past one that
+  bought no 10% is a jump on noise (a digits-cnn plan timed 16 per device at 1.08x, 1.09x and 1.34x of 8 and 32
+  at 1.17x, 1.18x and 1.46x; compared with 8 directly, 32 won, a 4x move from one that was not shown to pay at
+  its first step).
+- Your own setting: a text CNN trained at 16 per device got 32 advised where both reached 0.88 at the same
+  samples/s in the user's loop, and 16 was never swept. When it fits, it is always swept, and the advice says
+  how it compares with it on the same seeds (score gap and samples/s ratio, with intervals).
+- BatchNorm trains worse on a few samples per device (its statistics come from each micro-batch), so a model with
+  it never moves to a smaller per-device batch on a tie, and 1 per device (an error in training mode) is never
+  swept.
 - The range grows only where the evidence points. A winner that merely tied and was the smallest by default
   says nothing about a yet smaller batch, which would tie again and win again by the same default: on flat
   scores every walk down ended one step smaller (a GRU at 32 per device, half its grid's fastest; a digits-cnn
@@ -81,6 +95,7 @@ class SweepPolicy:
     """Every number step 4's rule uses (injectable: tests and callers pass their own)."""
 
     seeds: int = 3  # k: every candidate runs seeds 0..k-1
+    max_seeds: int = 6  # an inconclusive pair runs more paired seeds, up to this many in all
     accuracy_margin: float = 0.01  # a gap under this (absolute) ties, for a metric on 0..1 (accuracy, F1)
     loss_margin: float = 0.02  # a gap under this share of the leader's score ties, for a loss or other metric
     throughput_margin: float = FASTER_BY  # a bigger tied batch must be more than this share faster (speed.py)
@@ -90,9 +105,20 @@ class SweepPolicy:
 
 DEFAULT_POLICY = SweepPolicy()
 
+# BatchNorm as a constraint (DOMAIN 2, 3): its statistics come from each micro-batch, so under this many samples per
+# device a model with it trains worse (the plan's batchnorm-small-micro-batch warning reads the same number), and a
+# micro-batch of 1 is an error in training mode.
+SMALL_MICRO_BATCH = 16
+MIN_BATCHNORM_BATCH = 2
+
+
+def smallest_sweepable(batchnorm: bool) -> int:
+    """The smallest per-device batch the sweep may train: 2 for a model with BatchNorm, else 1."""
+    return MIN_BATCHNORM_BATCH if batchnorm else 1
+
 # The verdict's rule codes (the recipe's [method.sweep] rule): which sentence of the rule decided.
-ALONE = "best-outside-interval"  # the leader, with no other candidate tied to it
-FASTEST_TIED = "fastest-of-tied"  # among the tied: the smallest, or a bigger one faster at every seed
+ALONE = "best-outside-interval"  # the leader, with no other candidate its equal
+FASTEST_TIED = "fastest-of-tied"  # among the equals: where the walk starts, or a bigger one faster at every round
 NO_RUNS = "no-runs"  # nothing could run (no candidate fits)
 NONE_LEARNED = "none-learned"  # every candidate ran out of memory, was unstable, or never learned
 # Why the batch past a winning end was not compared.
@@ -146,14 +172,83 @@ class Comparison:
     seeds: int  # paired seeds
     mean_gap: float
     half_width: float | None  # of the 95% t-interval; None with one seed (no interval)
-    tied: bool
-    by: str  # "interval" (it contains 0) | "margin" (the mean gap is under it) | "apart"
+    tied: bool  # an equal of the leader: the mean gap is under the margin (and only then)
+    # "margin" (the mean gap is under it: equal) | "inconclusive" (over it, but the interval holds 0) | "apart"
+    by: str
 
     def to_dict(self) -> dict:
         out = {"per_device": self.per_device, "seeds": self.seeds, "mean_gap": round(self.mean_gap, 6),
                "interval": None if self.half_width is None else
                [round(self.mean_gap - self.half_width, 6), round(self.mean_gap + self.half_width, 6)],
                "tied": self.tied, "by": self.by}
+        return {k: v for k, v in out.items() if v is not None}
+
+
+@dataclass
+class WalkStep:
+    """One step of the tie-break's walk up the equals: ``bigger`` against the pick so far, by paired speed ratio."""
+
+    smaller: int
+    bigger: int
+    ratios: list[float]  # bigger / smaller samples/s, one per timing round (or per seed, with no timing rounds)
+    rounds: bool  # the ratios are timing rounds run side by side (else the sweep runs' own seeds)
+    paid: bool  # more than the bar at every one
+
+
+@dataclass
+class AgainstYours:
+    """The advice against the user's own setting (the base batch at the base LR), on the same seeds."""
+
+    yours: int
+    chosen: int
+    status: str  # how your setting's sweep runs went ("ok" | "oom" | "unstable" | "flat")
+    why: str = ""  # when it cannot take part: what its runs did
+    by: str = ""  # your setting against the leader: "margin" | "inconclusive" | "apart" | "leader"
+    seeds: int = 0
+    score_gap: float | None = None  # the advice's paired mean score minus yours, oriented so positive is better
+    score_half: float | None = None
+    speed_ratio: float | None = None  # the advice's samples/s over yours, paired mean
+    speed_half: float | None = None
+    speed_pairs: int = 0
+    speed_side_by_side: bool = False
+    equals: bool = False  # the pick had equals (the tie-break chose among them)
+    bar: float = DEFAULT_POLICY.throughput_margin  # the tie-break's speed bar
+
+    def sentence(self, fmt) -> str:
+        """How the advice compares with your setting, rendered from the numbers above."""
+        own = f"your setting ({self.yours} per device at the base LR)"
+        if self.status != "ok":
+            return f"Against {own}: it {self.why}, so it is out of the comparison; {self.chosen} per device learned."
+        if self.chosen == self.yours:
+            why = ("it scored best, by more than the margin" if self.by == "leader" and not self.equals else
+                   f"no equal of it was more than {self.bar:.0%} faster at every paired measurement")
+            return f"Against {own}: no better than yours: keep it ({why})."
+        gap = "" if self.score_gap is None else f"score gap {fmt(self.score_gap, signed=True)}" + (
+            f" ±{fmt(self.score_half)}" if self.score_half is not None else "") + f" over {self.seeds} paired seed(s)"
+        speed = self.speed_words()
+        if self.by in ("apart", "inconclusive"):  # the leader outscored yours by more than the margin
+            return f"Against {own}: better than yours ({gap}), {speed}."
+        return f"Against {own}: as good as yours ({gap}), {speed}."
+
+    def speed_words(self) -> str:
+        if self.speed_ratio is None:
+            return "no paired samples/s to compare"
+        where = (f"{self.speed_pairs} timing round(s) side by side" if self.speed_side_by_side
+                 else f"{self.speed_pairs} seed(s)")
+        interval = (f", 95% interval {self.speed_ratio - self.speed_half:.2f}-{self.speed_ratio + self.speed_half:.2f}x"
+                    if self.speed_half is not None else "")
+        return f"{self.speed_ratio:.2f}x the samples/s of yours ({where}{interval})"
+
+    def to_dict(self, fmt) -> dict:
+        out = {"per_device": self.yours, "status": self.status, "by": self.by or None, "seeds": self.seeds or None,
+               "score_gap": None if self.score_gap is None else round(self.score_gap, 6),
+               "score_interval": None if self.score_half is None or self.score_gap is None else
+               [round(self.score_gap - self.score_half, 6), round(self.score_gap + self.score_half, 6)],
+               "samples_per_s_ratio": None if self.speed_ratio is None else round(self.speed_ratio, 4),
+               "samples_per_s_ratio_interval": None if self.speed_half is None or self.speed_ratio is None else
+               [round(self.speed_ratio - self.speed_half, 4), round(self.speed_ratio + self.speed_half, 4)],
+               "side_by_side": self.speed_side_by_side if self.speed_ratio is not None else None,
+               "sentence": self.sentence(fmt)}
         return {k: v for k, v in out.items() if v is not None}
 
 
@@ -176,10 +271,16 @@ class SweepVerdict:
     end: str = ""
     cap: int | None = None
     policy: SweepPolicy = DEFAULT_POLICY
+    batchnorm: bool = False  # the model has BatchNorm: ties never go to a smaller micro-batch under the threshold
+    yours: int | None = None  # the user's own setting per device, when it was swept
+    walk_from: int | None = None  # where the walk up the equals started
+    walk_start_why: str = ""  # "smallest" | "yours" | "batchnorm"
+    walk: list[WalkStep] = field(default_factory=list)
+    against_yours: AgainstYours | None = None
 
     @property
     def tied(self) -> list[int]:
-        """The leader and every candidate tied with it."""
+        """The leader and every candidate equal to it (a mean gap under the margin)."""
         if self.leader is None:
             return []
         return sorted([self.leader] + [c.per_device for c in self.comparisons if c.tied])
@@ -192,15 +293,51 @@ class SweepVerdict:
     def left_out(self) -> list[CandidateScores]:
         return [c for c in self.candidates if c.status != "ok"]
 
+    def candidate(self, per_device: int | None) -> CandidateScores | None:
+        return next((c for c in self.candidates if c.per_device == per_device), None)
+
+    @property
+    def extra_seeds(self) -> list[tuple[int, int]]:
+        """(per device, seed) runs the rule asks for before it decides: each inconclusive candidate and the leader
+        at the next paired seed, while their shared seeds are under the policy's budget."""
+        leader = self.candidate(self.leader)
+        wanted: set[tuple[int, int]] = set()
+        for c in self.comparisons:
+            other = self.candidate(c.per_device)
+            if c.by != "inconclusive" or leader is None or other is None:
+                continue
+            shared = set(leader.scores) & set(other.scores)
+            if not shared or len(shared) >= self.policy.max_seeds:
+                continue
+            seed = max(shared) + 1
+            wanted |= {(b.per_device, seed) for b in (leader, other) if seed not in b.scores}
+        return sorted(wanted, key=lambda pair: (pair[1], pair[0]))
+
     @property
     def headline(self) -> str:
-        return {ALONE: "best, outside the others' paired intervals",
-                FASTEST_TIED: "tied with the best; the fastest of the tied",
+        if self.rule == FASTEST_TIED:
+            return "an equal of the best; " + self.walk_summary
+        return {ALONE: "best, by more than the margin",
                 NO_RUNS: "no sweep run could be made",
                 NONE_LEARNED: "no candidate learned"}[self.rule]
 
-    def fmt(self, value: float) -> str:
-        return f"{value:.4f}" if "loss" in self.metric else f"{value:.3f}"
+    @property
+    def walk_summary(self) -> str:
+        """Why the pick among the equals, in a few words, from the walk's own numbers."""
+        bar = f"more than {self.policy.throughput_margin:.0%} faster"
+        where = "round" if any(step.rounds for step in self.walk) else "seed"
+        start = {"yours": "your own setting", "batchnorm": f"the largest under {SMALL_MICRO_BATCH} (BatchNorm)"
+                 }.get(self.walk_start_why, "the smallest")
+        if self.chosen == self.walk_from:
+            if not self.walk:
+                return f"{start} of the equals, and none is bigger"
+            return f"{start} of the equals; no bigger one was {bar} at every {where}"
+        stopped = "" if self.walk[-1].paid else f"; {self.walk[-1].bigger} was not"
+        return f"walked up from {self.walk_from} ({start} of the equals), each step {bar} at every {where}{stopped}"
+
+    def fmt(self, value: float, signed: bool = False) -> str:
+        sign = "+" if signed else ""
+        return f"{value:{sign}.4f}" if "loss" in self.metric else f"{value:{sign}.3f}"
 
     @property
     def reason(self) -> str:
@@ -212,7 +349,15 @@ class SweepVerdict:
         if self.rule == NONE_LEARNED:
             return (f"No sweep candidate learned, so the comparison cannot pick a batch.{left} Check the base LR "
                     "and the base batch it was validated at, or run a longer sweep (--sweep-steps).")
-        k = self.policy.seeds
+        said = self._scores_sentence()
+        yours = f" {self.against_yours.sentence(self.fmt)}" if self.against_yours else ""
+        if self.rule == ALONE:
+            return said + f" {self.chosen} per device is best.{left}{self.end_note}{yours}"
+        return said + f" {self._walk_sentence()}{left}{self.end_note}{yours}"
+
+    def _scores_sentence(self) -> str:
+        seeds = sorted({len(c.scores) for c in self.candidates if c.status == "ok"})
+        k = self.policy.seeds if seeds == [self.policy.seeds] else "-".join(map(str, (seeds[0], seeds[-1])))
         scores = ", ".join(f"{c.per_device}: {self.fmt(c.mean)}" for c in self.candidates if c.status == "ok")
         said = (f"By {self.metric}, mean of each run's last two checkpoints over {k} paired seed(s) at equal "
                 f"training samples ({scores}), {self.leader} per device leads.")
@@ -221,23 +366,38 @@ class SweepVerdict:
             gap = f"gap {self.fmt(c.mean_gap)}"
             if c.half_width is not None:
                 gap += f", 95% t-interval ±{self.fmt(c.half_width)} ({c.seeds - 1} d.f.)"
-            verdict = {"interval": "tied (the interval holds 0)", "margin": "tied (under the margin)",
-                       "apart": "worse"}[c.by]
+            if c.by == "margin":
+                verdict = "equal (the gap is under the margin)"
+            elif c.by == "inconclusive":
+                verdict = (f"inconclusive (over the margin, the interval holds 0) after {c.seeds} paired seeds: "
+                           f"the better-scoring, {self.leader}, stands")
+            else:
+                verdict = "worse by more than the margin"
             parts.append(f"{c.per_device}: {gap}: {verdict}")
-        margin = f"margin {self.fmt(self.margin)}"
-        said += f" Against it ({margin}): " + "; ".join(parts) + "." if parts else ""
-        if self.rule == ALONE:
-            return said + f" {self.chosen} per device is best.{left}{self.end_note}"
-        tied = [c for c in self.candidates if c.per_device in self.tied]
-        rounds = max((len(c.timed) for c in tied), default=0)
-        speeds = ", ".join(f"{c.per_device}: {c.compared_speed:.0f}" if c.compared_speed is not None
-                           else f"{c.per_device}: none" for c in tied)
-        where = (f"at every one of {rounds} timing rounds run side by side, as its candidates were measured at "
-                 f"different times (samples/s in those rounds {speeds})" if rounds
-                 else f"at every seed (samples/s {speeds})")
-        return (said + f" Among the tied, the pick walks up from the smallest while the next bigger one is faster by "
-                f"more than {self.policy.throughput_margin:.0%} {where}: {self.chosen} per device.{left}"
-                f"{self.end_note}")
+        if parts:
+            said += f" Against it (margin {self.fmt(self.margin)}): " + "; ".join(parts) + "."
+        return said
+
+    def _walk_sentence(self) -> str:
+        """The tie-break: where the walk started and why, each step's paired speed ratios against the bar."""
+        bar = 1 + self.policy.throughput_margin
+        equals = ", ".join(map(str, self.tied))
+        start = {"yours": f"{self.walk_from} per device, your own setting (a change must pay)",
+                 "batchnorm": (f"{self.walk_from} per device, the largest of them under {SMALL_MICRO_BATCH} (the "
+                               "model has BatchNorm, which trains worse on a smaller micro-batch)")
+                 }.get(self.walk_start_why, f"{self.walk_from} per device, the smallest")
+        said = f"Equals: {equals}. The pick starts at {start}, and moves up only to a bigger one that was faster by " \
+               f"more than {self.policy.throughput_margin:.0%} at every paired measurement"
+        if self.walk and self.walk[0].rounds:
+            said += f" of {len(self.walk[0].ratios)} timing rounds run side by side"
+        steps = []
+        for step in self.walk:
+            ratios = ", ".join(f"{r:.3f}x" for r in step.ratios) or "none measured"
+            mark = "over" if step.paid else "not all over"
+            steps.append(f"{step.bigger} over {step.smaller}: {ratios} ({mark} the {bar:.2f}x bar)")
+        said += (": " + "; ".join(steps) if steps else "") + f". Pick: {self.chosen} per device, " \
+                f"{self.walk_summary}."
+        return said
 
     @property
     def end_note(self) -> str:
@@ -260,10 +420,13 @@ class SweepVerdict:
     def summary(self) -> dict:
         """What the recipe's [method.sweep] and `plan --json` record of the rule."""
         out = {"rule": self.rule, "verdict": self.headline, "metric": self.metric or None,
-               "seeds": self.policy.seeds, "margin": round(self.margin, 6) if self.metric else None,
-               "leader": self.leader, "tied": self.tied or None,
+               "seeds": self.policy.seeds, "max_seeds": self.policy.max_seeds if self.metric else None,
+               "margin": round(self.margin, 6) if self.metric else None,
+               "leader": self.leader, "tied": self.tied or None, "batchnorm": self.batchnorm or None,
+               "walk_from": self.walk_from if self.rule == FASTEST_TIED else None,
                "not_compared": self.unexplored, "not_compared_because": self.end or None,
                "comparisons": [c.to_dict() for c in self.comparisons] or None,
+               "against_yours": self.against_yours.to_dict(self.fmt) if self.against_yours else None,
                "candidates_scored": [c.to_dict() for c in self.candidates] or None}
         return {k: v for k, v in out.items() if v is not None}
 
@@ -346,49 +509,65 @@ def paired_interval(a: dict[int, float], b: dict[int, float], difference=lambda 
 
 
 def compare(leader: CandidateScores, other: CandidateScores, sign: float, margin: float) -> Comparison:
-    """``other`` against ``leader`` over their common seeds: the paired differences' mean and 95% t-interval."""
+    """``other`` against ``leader`` over their common seeds: the paired differences' mean and 95% t-interval. Equal
+    only when the mean gap is under the margin; over it, inconclusive while the interval holds 0, else apart."""
     paired = paired_interval(leader.scores, other.scores, lambda x, y: sign * (x - y))
     if paired is None:  # nothing to pair (a history that holds other seeds): no evidence of a tie
         return Comparison(other.per_device, 0, sign * (leader.mean - other.mean), None, False, "apart")
     count, mean_gap, half = paired
-    if half is not None and mean_gap - half <= 0:
-        by = "interval"
-    elif mean_gap < margin:
+    if mean_gap < margin:
         by = "margin"
+    elif half is not None and mean_gap - half <= 0:
+        by = "inconclusive"
     else:
         by = "apart"
-    return Comparison(other.per_device, count, mean_gap, half, by != "apart", by)
+    return Comparison(other.per_device, count, mean_gap, half, by == "margin", by)
+
+
+def paired_speeds(big: CandidateScores, small: CandidateScores) -> tuple[dict, dict, bool]:
+    """(big's, small's, side by side) samples/s to pair: the timing rounds when either was timed side by side
+    (``needs_timing``; a side with none then has no evidence), else the sweep runs' own seeds."""
+    if big.timed or small.timed:
+        return big.timed, small.timed, True
+    return big.speeds, small.speeds, False
+
+
+def speed_ratios(big: CandidateScores, small: CandidateScores) -> tuple[list[float], bool]:
+    """``big``'s samples/s over ``small``'s at each paired round (or seed), and whether they were rounds."""
+    big_speeds, small_speeds, rounds = paired_speeds(big, small)
+    return [big_speeds[p] / small_speeds[p] for p in sorted(set(big_speeds) & set(small_speeds))
+            if small_speeds[p]], rounds
 
 
 def clearly_faster(big: CandidateScores, small: CandidateScores, margin: float) -> bool:
-    """Whether ``big`` was faster than ``small`` by more than ``margin`` at every seed they share, or at every
-    timing round when both were timed side by side (``needs_timing``). Runs go seed by seed across candidates, so
-    a seed's two runs shared the machine's load and its ratio cancels it; a timing round's two runs did too.
+    """Whether ``big`` was faster than ``small`` by more than ``margin`` at every timing round they were timed side
+    by side (``needs_timing``), or, where neither was timed, at every seed they share. A round's two runs shared
+    the machine's load, so its ratio cancels it.
 
-    Every seed, not a t-interval or a median of the ratios. A t-interval of three ratios (t = 4.3) asks a mean
+    Every round, not a t-interval or a median of the ratios. A t-interval of three ratios (t = 4.3) asks a mean
     ratio near 1.6 at a shared CPU's spread: a GRU measured 64 per device 1.84x, 1.28x and 1.29x as fast as 32 at
     its seeds and the interval kept 32. A median moves up on noise where speeds are level, and moving up is not
     free: a bigger batch that ties on the end score can still need more samples on the way (digits-cnn: 32 per
     device measured 1.11x, 1.11x and 0.90x of 8, the median took 32, and 32 took 1.9x 8's time to 0.90). All k
-    seeds above the margin happen by chance at most 0.5^k of the time at a true ratio of 1 + margin (1 in 8 at
+    rounds above the margin happen by chance at most 0.5^k of the time at a true ratio of 1 + margin (1 in 8 at
     k = 3)."""
-    if big.timed or small.timed:  # timed side by side: only those rounds pair (a side with none has no evidence)
-        big_speeds, small_speeds = big.timed, small.timed
-    else:
-        big_speeds, small_speeds = big.speeds, small.speeds
+    big_speeds, small_speeds, _ = paired_speeds(big, small)  # timing rounds where either was timed, else seeds
     return faster_at_every_pair(big_speeds, small_speeds, margin)
 
 
-def needs_timing(verdict: SweepVerdict, block: dict[int, object]) -> list[int]:
-    """The tied candidates to time again side by side (none when no speed decides, or when they were all swept in
-    one block, seed by seed, so their runs already shared the machine's load). ``block``: per batch, which
-    stretch of time ran it (0: the first range; n: the n-th time it grew; a run reused from the history: its own)."""
-    tied = verdict.tied
-    if len(tied) < 2 or len({block.get(b, 0) for b in tied}) < 2:
+def needs_timing(verdict: SweepVerdict) -> list[int]:
+    """The candidates to time side by side before the verdict stands: the equals (their tie-break reads speed),
+    and your own setting with the pick (the advice says its samples/s against yours); none when fewer than two,
+    or when every one of them was timed in the last rounds (the session times a whole set together, so a set
+    that grew is timed again as a whole)."""
+    wanted = set(verdict.tied) if len(verdict.tied) >= 2 else set()
+    yours = verdict.candidate(verdict.yours)
+    if yours is not None and yours.status == "ok" and verdict.chosen not in (None, verdict.yours):
+        wanted |= {verdict.yours, verdict.chosen}
+    if len(wanted) < 2:
         return []
-    if all(c.timed or c.timing_failed for c in verdict.candidates if c.per_device in tied):
-        return []
-    return tied
+    timed = {c.per_device for c in verdict.candidates if c.timed or c.timing_failed}
+    return [] if wanted <= timed else sorted(wanted)
 
 
 def practical_margin(name: str, by_loss: bool, leader_mean: float, policy: SweepPolicy) -> float:
@@ -401,13 +580,15 @@ def practical_margin(name: str, by_loss: bool, leader_mean: float, policy: Sweep
 def decide_sweep(rows: list[TrialRecord], num_classes: int | None = None, cap: int | None = None,
                  extensions_left: int = 0, policy: SweepPolicy = DEFAULT_POLICY,
                  reruns: dict[int, TrialRecord] | None = None,
-                 timing: dict[int, dict[int, float]] | None = None) -> SweepVerdict:
+                 timing: dict[int, dict[int, float]] | None = None, batchnorm: bool = False,
+                 yours: int | None = None) -> SweepVerdict:
     """Step 4's pick from the sweep's runs (every candidate's seeds), by the rule in this module's docstring.
     ``cap``: the largest per-device batch the range may grow to; ``extensions_left``: how many more times it may
     grow (the verdict's ``extend_to`` names the batch to sweep next, or None; ``unexplored`` the one it could not
     reach). ``reruns``: per batch, an unstable candidate's rerun at the nearest validated LR (score_candidate).
-    ``timing``: per batch, samples/s by round of the side-by-side timing rounds (``needs_timing``); the tie-break
-    reads them for every pair timed together."""
+    ``timing``: per batch, samples/s by round of the side-by-side timing rounds (``needs_timing``). ``batchnorm``:
+    the model has BatchNorm; ``yours``: the user's own setting per device, when it was swept. The verdict's
+    ``extra_seeds`` and ``needs_timing`` say what to run before it stands."""
     reruns = reruns or {}
     if not rows:
         return SweepVerdict(None, NO_RUNS, policy=policy)
@@ -423,23 +604,97 @@ def decide_sweep(rows: list[TrialRecord], num_classes: int | None = None, cap: i
         c.timed = dict((timing or {}).get(c.per_device, {}))
         c.timing_failed = c.per_device in (timing or {}) and not c.timed
     alive = [c for c in candidates if c.status == "ok"]
-    verdict = SweepVerdict(None, NONE_LEARNED, metric, higher, candidates=candidates, cap=cap, policy=policy)
+    verdict = SweepVerdict(None, NONE_LEARNED, metric, higher, candidates=candidates, cap=cap, policy=policy,
+                           batchnorm=batchnorm, yours=yours if yours in batches else None)
     if not alive:
         return verdict
     sign = 1.0 if higher else -1.0
-    leader = max(alive, key=lambda c: (sign * c.mean, -c.per_device))
+    leader = _leader(alive, sign, policy.seeds)
     verdict.leader = leader.per_device
     verdict.margin = practical_margin(name, by_loss, leader.mean, policy)
     verdict.comparisons = [compare(leader, c, sign, verdict.margin) for c in alive if c is not leader]
     tied = sorted((c for c in alive if c.per_device in verdict.tied), key=lambda c: c.per_device)
-    winner = tied[0]
-    for bigger in tied[1:]:  # a bigger batch must earn its larger LR scale-up by being faster, one step at a time
-        if not clearly_faster(bigger, winner, policy.throughput_margin):
-            break
-        winner = bigger
-    verdict.chosen, verdict.rule = winner.per_device, ALONE if len(tied) == 1 else FASTEST_TIED
+    _walk(verdict, tied)
+    verdict.rule = ALONE if len(tied) == 1 else FASTEST_TIED
+    verdict.against_yours = _against_yours(verdict, sign)
     _past_the_end(verdict, batches, extensions_left)
     return verdict
+
+
+def _leader(alive: list[CandidateScores], sign: float, base_seeds: int) -> CandidateScores:
+    """The best mean score over the seeds every candidate ran (the first ``base_seeds``); then, where a pair ran
+    extra seeds, the better-scoring of that pair over all their shared seeds stands (a loop over candidates that
+    beat the leader on their shared seeds, each taken once)."""
+    def base_mean(c: CandidateScores) -> float:
+        return statistics.fmean([v for s, v in c.scores.items() if s < base_seeds] or list(c.scores.values()))
+
+    leader = max(alive, key=lambda c: (sign * base_mean(c), -c.per_device))
+    seen = {leader.per_device}
+    while True:
+        beating = []
+        for c in alive:
+            paired = paired_interval(leader.scores, c.scores, lambda x, y: sign * (x - y))
+            if c.per_device not in seen and paired is not None and paired[1] < 0:
+                beating.append((paired[1], c.per_device, c))
+        if not beating:
+            return leader
+        leader = min(beating, key=lambda entry: entry[:2])[2]
+        seen.add(leader.per_device)
+
+
+def _walk(verdict: SweepVerdict, tied: list[CandidateScores]) -> None:
+    """The tie-break: from where the walk starts (``_walk_start``) up the equals, one step at a time, while the
+    next bigger one was clearly faster than the pick so far; the first step that does not pay ends it."""
+    start, verdict.walk_start_why = _walk_start(tied, verdict.yours, verdict.batchnorm)
+    verdict.walk_from = winner = start.per_device
+    current = start
+    for bigger in (c for c in tied if c.per_device > start.per_device):
+        ratios, rounds = speed_ratios(bigger, current)
+        paid = clearly_faster(bigger, current, verdict.policy.throughput_margin)
+        verdict.walk.append(WalkStep(current.per_device, bigger.per_device, ratios, rounds, paid))
+        if not paid:
+            break
+        current, winner = bigger, bigger.per_device
+    verdict.chosen = winner
+
+
+def _walk_start(tied: list[CandidateScores], yours: int | None, batchnorm: bool) -> tuple[CandidateScores, str]:
+    """Where the walk up the equals starts, and why: the smallest (it needs the smallest LR scale-up); your own
+    setting when it is an equal (changing it costs something, so a change must pay in speed); and for a model with
+    BatchNorm, never below the largest equal under SMALL_MICRO_BATCH (a tie never moves it to a smaller
+    micro-batch, which trains its statistics on fewer samples)."""
+    start, why = tied[0], "smallest"
+    if batchnorm:
+        under = [c for c in tied if c.per_device <= SMALL_MICRO_BATCH]
+        floor = under[-1] if under else tied[0]
+        if floor.per_device > start.per_device:
+            start, why = floor, "batchnorm"
+    own = next((c for c in tied if c.per_device == yours), None)
+    if own is not None and own.per_device >= start.per_device:
+        start, why = own, "yours"
+    return start, why
+
+
+def _against_yours(verdict: SweepVerdict, sign: float) -> AgainstYours | None:
+    """The advice against your own setting on the same seeds (score) and rounds (speed), when it was swept."""
+    own, chosen = verdict.candidate(verdict.yours), verdict.candidate(verdict.chosen)
+    if own is None or chosen is None:
+        return None
+    out = AgainstYours(own.per_device, chosen.per_device, own.status, own.why, equals=len(verdict.tied) > 1,
+                       bar=verdict.policy.throughput_margin)
+    comparison = next((c for c in verdict.comparisons if c.per_device == own.per_device), None)
+    out.by = comparison.by if comparison else "leader"
+    if own.status != "ok" or own is chosen:
+        return out
+    paired = paired_interval(chosen.scores, own.scores, lambda x, y: sign * (x - y))
+    if paired:
+        out.seeds, out.score_gap, out.score_half = paired
+    big, small, rounds = paired_speeds(chosen, own)
+    speed = paired_interval(big, small, lambda x, y: x / y if y else math.nan)
+    if speed and math.isfinite(speed[1]):
+        out.speed_pairs, out.speed_ratio, out.speed_half = speed
+        out.speed_side_by_side = rounds
+    return out
 
 
 def double_within(batch: int, cap: int | None) -> int:
@@ -449,12 +704,13 @@ def double_within(batch: int, cap: int | None) -> int:
 
 
 def _past_the_end(verdict: SweepVerdict, batches: list[int], extensions_left: int) -> None:
-    """Sentence 3's last clause: a winner at an end of the range gets the batch past it (half, or double but at
-    most the cap) swept next when the sweep points there (``_points_past``) and the walk allows; else the verdict
-    names that batch unexplored, and why."""
+    """Sentence 3's last clause: a winner at an end of the range gets the batch past it (half, but never under
+    ``smallest_sweepable``, or double but at most the cap) swept next when the sweep points there (``_points_past``)
+    and the walk allows; else the verdict names that batch unexplored, and why."""
     chosen, cap = verdict.chosen, verdict.cap
     low, high = chosen == batches[0], chosen == batches[-1]
-    beyond = chosen // 2 if low and chosen // 2 >= 1 else double_within(chosen, cap) if high else 0
+    half_ok = chosen // 2 >= smallest_sweepable(verdict.batchnorm)
+    beyond = chosen // 2 if low and half_ok else double_within(chosen, cap) if high else 0
     if beyond < 1 or len(batches) < 2:  # a lone candidate is no range, and has no trend
         return
     if beyond > chosen and cap is not None and beyond > cap:
@@ -473,5 +729,5 @@ def _points_past(verdict: SweepVerdict, upward: bool) -> bool:
     nothing of the score); or, at the top, the winner was picked over a smaller tied batch for its speed."""
     worse = any(not c.tied for c in verdict.comparisons) or any(c.status in ("unstable", "flat")
                                                                 for c in verdict.candidates)
-    won_on_speed = upward and verdict.chosen != verdict.tied[0]
+    won_on_speed = upward and verdict.chosen != verdict.walk_from
     return (verdict.chosen == verdict.leader and worse) or won_on_speed

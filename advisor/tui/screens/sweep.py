@@ -147,6 +147,9 @@ class SweepScreen(StepScreen):
                  "Half, chosen and double the trial's choice, within the per-device cap (or the subset 8-128)"
                  + (f"; then {', '.join(map(str, outcome.extended))}, because the smallest or largest swept won."
                     if outcome.extended else "."))]
+        against = outcome.verdict.against_yours if outcome.verdict else None
+        if against is not None:  # how the advice compares with what the user runs today (the verdict's sentence)
+            rows.append(("Against yours", f"{against.yours}/device", against.sentence(outcome.verdict.fmt)))
         rows += self.candidate_rows(outcome)
         rows += self.noise_and_goodput_rows(outcome)
         self.query_one(Numbers).set_rows(rows)
