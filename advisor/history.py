@@ -544,14 +544,15 @@ def summary_for(read: HistoryRead, name: str, train_size: int | None = None) -> 
     if plans:
         latest = plans[-1]
         c, device = latest["ceiling"], latest.get("device", {})
-        parts.append(f"latest plan: {latest['per_device']} x {latest['world_size']} x {latest.get('accumulation', 1)} "
+        label = "latest plan" + (" (NOT VALIDATED)" if latest.get("validated") is False else "")
+        parts.append(f"{label}: {latest['per_device']} x {latest['world_size']} x {latest.get('accumulation', 1)} "
                      f"= global {latest['global_batch']}, ceiling {c.get('per_device_max')} per device under "
                      f"{format_bytes(c.get('budget_bytes'))} ({device.get('name') or device.get('type')}, "
                      f"{c.get('precision', latest.get('precision'))})")
     sweeps = [r for r in rows if r.get("kind") == "sweep" and r.get("val_metric") is not None]
     if sweeps:
         best = max(sweeps, key=lambda r: r["val_metric"])
-        parts.append(f"best sweep: global {best['global_batch']} ({best['per_device']} per device), validation "
+        parts.append(f"best single sweep run (one seed; not the advice): global {best['global_batch']} ({best['per_device']} per device), validation "
                      f"{best['val_metric']:.3f}" + (f", {best['throughput']:.0f} samples/s" if best.get("throughput")
                                                     else ""))
     return "; ".join(parts) + (". `advisor plan` on the same device class starts from it (--fresh ignores it); "

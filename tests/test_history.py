@@ -276,3 +276,17 @@ def test_history_rows_say_whether_a_plan_was_validated_and_how_long_its_sweep_ra
         1 for e in data["ledger"] if e["phase"] == "sweep")
     data["warnings"] = [{"code": "no-candidate-learned", "message": "..."}, *data.get("warnings", [])]
     assert rows_from_recipe(data, "x.toml")[-1]["validated"] is False
+
+
+def test_the_setups_history_line_labels_the_plan_and_the_single_best_run_apart():
+    """Issue 38: the Setup's history line named the best single sweep run as if it were the plan. It says the
+    latest plan is the plan (validated or not) and the best run is one seed's run, not the advice."""
+    from advisor.history import HistoryRead, summary_for
+
+    base = {"workload": {"name": "w"}, "device": {"type": "cpu"}}
+    rows = [{**base, "kind": "sweep", "per_device": 32, "global_batch": 64, "val_metric": 0.95, "seed": 2},
+            {**base, "kind": "plan", "per_device": 8, "world_size": 2, "global_batch": 16, "validated": False,
+             "ceiling": {"per_device_max": 100, "budget_bytes": 1 << 30}}]
+    text = summary_for(HistoryRead(rows, 0, "h.jsonl"), "w")
+    assert "latest plan (NOT VALIDATED): 8 x 2" in text, text
+    assert "best single sweep run (one seed; not the advice): global 64" in text, text

@@ -50,4 +50,4 @@ async def test_setup_shows_what_the_history_knows_about_the_workload(tmp_path, m
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: "History" in screen_text(app, "#workload-status"), what="the history line")
         text = screen_text(app, "#workload-status")
-        assert "1 run(s) of digits-mlp" in text and "best sweep: global 64" in text and "0.961" in text
+        assert "1 run(s) of digits-mlp" in text and "best single sweep run (one seed; not the advice): global 64" in text and "0.961" in text
