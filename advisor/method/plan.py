@@ -11,11 +11,11 @@ from ..tasks import BN_SENSITIVE_TASKS, IMAGE_TASKS, task_profile
 from .ceiling import CeilingResult
 from .inputs import MethodSettings, WorkloadInfo, lr_for, warmup_for
 from .lr import LRDecision, WarmupDecision, bound_past_validated
+from .sweep import SMALL_MICRO_BATCH  # one owner: the sweep's BatchNorm constraint and the SyncBN advice
 
 # DOMAIN 3: accumulation above this many steps costs clear throughput (more sync overhead). The one owner: the
 # plan's accumulation-high warning and goodput's search both read it here.
 MAX_SENSIBLE_ACCUMULATION = 8
-SMALL_MICRO_BATCH = 16
 # Fewer optimizer steps than this in the planned run leave too few updates to learn from. Counted over the run
 # (its stated epochs; one epoch when none is stated), not per epoch: a 5-epoch run of a small data set learns from
 # 2 steps an epoch as well as a 1-epoch run from 10.
