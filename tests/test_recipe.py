@@ -275,7 +275,9 @@ def test_the_summary_fits_one_screen_says_nothing_twice_and_points_to_the_reason
     assert len(lines) <= 20 and all(len(line) <= 240 for line in lines if not line.startswith("Launch:"))
     assert "Warning [first]: Global batch 1.5 is odd. (+1 more)" in lines
     assert f"advisor explain {path}" in text and data["method"]["sweep_reason"] not in text
-    assert lines[-4].startswith(f"Sweep: {data['method']['sweep']['pick']} per device, ")
+    sweep = next(i for i, line in enumerate(lines) if line.startswith("Sweep: "))
+    assert lines[sweep].startswith(f"Sweep: {data['method']['sweep']['pick']} per device, ")
+    assert sweep >= len(lines) - 5  # the verdict sits with the launch line and the pointer to the reasons
     explained = explain_text(data)
     reasons = [data["method"]["sweep_reason"], data["lr"]["reason"], data["warmup"]["reason"],
                data["ceiling"]["reason"], "Another warning."]
