@@ -29,3 +29,11 @@ def test_a_genuinely_empty_file_still_says_it_is_empty(tmp_path, capsys):
     assert main(["diagnose", str(empty)]) == 2
     err = capsys.readouterr().err
     assert "empty.log: it is empty" in err and "hf-trainer" in err  # the known formats, as for any log
+
+
+def test_a_trainer_state_json_whose_log_history_is_not_a_list_is_unreadable_not_a_traceback(tmp_path, capsys):
+    """Found walking bad inputs: `{"log_history": 5}` raised TypeError from the reader (exit 1, a traceback)."""
+    path = tmp_path / "trainer_state.json"
+    path.write_text('{"log_history": 5}')
+    assert main(["diagnose", str(path)]) == 2
+    assert "nothing readable" in capsys.readouterr().err

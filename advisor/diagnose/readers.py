@@ -811,7 +811,10 @@ def known_formats() -> dict[str, str]:
 
 def trainer_state_points(obj: dict) -> list[Point]:
     points = []
-    for index, entry in enumerate(obj.get("log_history", [])):
+    history = obj.get("log_history")
+    if not isinstance(history, list):  # not the Trainer's list of dicts: nothing to read (said as unreadable)
+        return points
+    for index, entry in enumerate(history):
         if not isinstance(entry, dict) or "train_runtime" in entry:
             continue
         pairs = [(k, str(v)) for k, v in entry.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]

@@ -611,7 +611,11 @@ def scan_file_format(kind: str, stream: io.BufferedIOBase, collected: Collected)
             stats.notes.append(f"trainer_state.json is not valid JSON ({exc}); nothing read from it")
             return
         points = trainer_state_points(obj if isinstance(obj, dict) else {})
-        stats.lines = len(obj.get("log_history", [])) if isinstance(obj, dict) else 0
+        history = obj.get("log_history") if isinstance(obj, dict) else None
+        stats.lines = len(history) if isinstance(history, list) else 0
+        if not isinstance(history, list):
+            stats.unreadable = "it is JSON, but its log_history is not the Trainer's list of logged steps"
+            return
     else:
         import csv
 
