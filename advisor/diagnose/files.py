@@ -272,27 +272,20 @@ def iter_tfrecords(data: bytes | memoryview):
 
 
 def _summary_rows(data: bytes, event_cls, read: FileRead):
-    """(record number, step, [(tag, value)]) for each run of consecutive records at one step. The framing is
-    walked inline (one pass, no generator per record: a 100 MB file holds ~2 M records); ``read.records`` and
-    whether the last record is cut off are set at the end."""
+    """(record number, step, [(tag, value)]) for each run of consecutive records at one step, over the records
+    ``iter_tfrecords`` frames (the one walk of the framing, the one its test checks against tensorboard's own
+    loader); ``read.records`` and whether the last record is cut off are set at the end."""
     step, pairs, first = None, [], 0
-    number = bad = offset = 0
-    size = len(data)
-    unpack = TFRECORD_HEADER.unpack_from
+    number = bad = framed = 0
     parse = event_cls.FromString
-    while offset + 12 <= size:
-        length, _ = unpack(data, offset)
-        end = offset + 12 + length
-        if length > MAX_TFRECORD_BYTES or end + 4 > size:
-            break
+    for offset, record in iter_tfrecords(data):
         number += 1
+        framed = offset + 16 + len(record)  # header (8 + 4) and the data's CRC (4) around the record
         try:
-            event = parse(data[offset + 12:end])
+            event = parse(record)
         except Exception:  # noqa: BLE001 - protobuf's DecodeError; a damaged record is counted and skipped
             bad += 1
-            offset = end + 4
             continue
-        offset = end + 4
         values = event.summary.value
         if not values:
             continue
@@ -308,7 +301,7 @@ def _summary_rows(data: bytes, event_cls, read: FileRead):
     if pairs:
         yield first, step, pairs
     read.records = number
-    if offset != size:
+    if framed != len(data):
         read.notes.append("its last record is cut off (the writer was still writing, or the copy was partial): "
                           "read up to it")
     if bad:
