@@ -15,19 +15,17 @@ from pathlib import Path
 import pytest
 
 from advisor.ledger import TrialRecord
-from advisor.method import WorkloadInfo, short_trial
+from advisor.method import short_trial
 from advisor.method.ceiling import ProbeTrial, search_ceiling
+from test_method_decisions import info as decision_info
 
 MIB = 2**20
 ADVISOR = Path(__file__).resolve().parent.parent / "advisor"
 
 
 def info(**kw):
-    base = dict(name="w", task="image-classification", num_classes=10, optimizer="sgd", train_size=50_000,
-                val_size=1000, parameters=1000, has_batchnorm=False, base_lr=0.1, base_global_batch=64,
-                base_source="test")
-    base.update(kw)
-    return WorkloadInfo(**base)
+    """The decisions' stub workload, its LR tuned at a global batch of 64."""
+    return decision_info(**{"base_global_batch": 64, **kw})
 
 
 class ScriptedSpeedRunner:
