@@ -1055,6 +1055,24 @@ def _relative_drop(values: list[float]) -> float:
     return (first - last) / abs(first) if first else 0.0
 
 
+VAL_STALE_SHARE = 0.25  # a flat validation's best older than this share of its points: it stopped improving
+
+
+def _validation_stalled(val: list[Point], best: int, series: dict[str, list[Point]]) -> bool:
+    """A flat validation loss says overfitting only once it has stopped improving: its best is older than the last
+    VAL_STALE_SHARE of its points (a curve that still sets new lows is converging, however little it falls), and
+    a validation accuracy, when printed, is no longer at its best (ACC_AT_BEST)."""
+    since = len(val) - 1 - best
+    if since < max(2, VAL_STALE_SHARE * len(val)):
+        return False
+    accs = [p.value for p in series.get("val_acc", []) if math.isfinite(p.value)]
+    if len(accs) >= 4:
+        scale = 100.0 if max(accs) > 1.0 else 1.0
+        if accs[-1] >= max(accs) - ACC_AT_BEST * scale:
+            return False
+    return True
+
+
 def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
     train = _finite(series.get(TRAIN_LOSS, []) or series.get("train_loss_epoch", []))
     val = _finite(series.get(VAL_LOSS, []))
@@ -1072,8 +1090,10 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
         tail = values[len(values) // 2:]
         val_tail_drop = _relative_drop(tail) if len(tail) >= 2 else 0.0
         train_tail = _values(train)[len(train) // 2:]
-        # Not improving (flat, or rising less than the rising rule needs) while training still falls.
-        flat = (val_tail_drop < 0.03 and _relative_drop(train_tail) > 0.15)
+        # Not improving (flat, or rising less than the rising rule needs) while training still falls: validation
+        # has stopped improving, not merely slowed down near its floor (_validation_stalled).
+        flat = (val_tail_drop < 0.03 and _relative_drop(train_tail) > 0.15
+                and _validation_stalled(val, best, series))
         if rising or flat:
             gap = _median(values[-2:]) - _median(_values(train)[-max(3, len(train) // 20):])
             evidence = {"val_best": round(values[best], 5), "val_best_at": _where(val, best),
