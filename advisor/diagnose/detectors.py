@@ -12,6 +12,7 @@ import operator
 
 from ..units import format_bytes
 from .records import TRAIN_LOSS, VAL_LOSS, Finding, LogEvent, Point, dataclass
+from .slow import detect_slow_epochs, quarter_paces, steady
 from .shortlog import (CONVERGED_LEVEL, _theil_sen, adjacent, detect_short_jitter, detect_short_periodic,
                        detect_short_validation, median)
 
@@ -1125,14 +1126,17 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
         tenth = max(1, len(late_trend) // 10)
         late_fall = _median(late_trend[:tenth]) - _median(late_trend[-tenth:])
         still_falling = late_fall > late_noise  # the smoothed trend still drops more than its noise
-        if train_drop < SLOW_DROP and val_slow and still_falling:
+        # ... and as fast as at the start (slow.steady): a loss slowing down as it goes converges to its floor
+        # (a fine-tune's flattening, a detection loss's floor far above zero), however little it fell.
+        paces = quarter_paces(values)
+        if train_drop < SLOW_DROP and val_slow and still_falling and paces is not None and steady(paces):
             start = _median(values[:max(2, len(values) // 10)])
             last_quarter = values[3 * len(values) // 4:]
             still = _relative_drop(last_quarter) if len(last_quarter) >= 4 else 0.0
             evidence = {"train_start": round(start, 5), "train_end": round(_median(values[-max(2, len(values) // 10):]), 5),
                         "train_drop": round(train_drop, 3), "still_falling_last_quarter": round(still, 3),
                         "second_half_fall": round(late_fall, 6), "second_half_noise": round(late_noise, 6),
-                        "points": len(values), **_span(train, 0, len(train) - 1)}
+                        "pace_last_to_first_quarter": round(paces[1] / paces[0], 3), "points": len(values), **_span(train, 0, len(train) - 1)}
             if val_drop is not None:
                 evidence["val_drop"] = round(val_drop, 3)
             lr = f" (now {ctx.lr:g})" if ctx.lr else ""
@@ -1376,8 +1380,6 @@ def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts
     findings += detect_validation(series, ctx) or [f for f in detect_short_validation(series, ctx)
                                                     if f.kind not in kinds]
     if not any(f.kind == "slow-convergence" for f in findings):
-        from .slow import detect_slow_epochs
-
         findings += detect_slow_epochs(series, ctx)
     return apply_cofinding_rules(findings)
 
