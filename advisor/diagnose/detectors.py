@@ -753,7 +753,85 @@ def detect_not_learning(series: dict[str, list[Point]], ctx: Context) -> list[Fi
                             f"The training loss sits at {level:.4g} = ln({count}) (K={count}, {source}) and does not "
                             "fall: the model predicts every class alike, it is not learning.",
                             evidence, list(NOT_LEARNING_ACTIONS), confidence=confidence)]
-    return []
+    return _unmoved_at_chance(series, ctx) or _converged_at_start(series)
+
+
+NO_MOVE = 0.03  # a loss that moved less than this share of its start over the whole run has not moved
+RUN_START_SHARE = 0.05  # a curve whose first point lies within this share of its last point's step/epoch: from the start
+CONVERGED_PACE = 0.25  # a last quarter falling less than this share of the first quarter's fall: levelled off
+SETTLED_FALL_TO_SPREAD = 3.0  # ... after a fall this many times its second half's spread: a clear, settled descent
+
+
+def _moved(values: list[float]) -> float:
+    """How far a curve moved over the run, as a share of its start: first tenth's median to last tenth's."""
+    tenth = max(1, len(values) // 10)
+    start = _median(values[:tenth])
+    return (start - _median(values[-tenth:])) / abs(start) if start else 0.0
+
+
+def _unmoved_at_chance(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """A classifier whose accuracy never left chance (chance_loss) and whose losses moved less than NO_MOVE of
+    their start over the run: the model has not learned, whatever level the loss sits at (an initialisation that
+    does not start exactly at ln K, an LR far too low to move it)."""
+    chance = chance_loss(series, ctx)
+    if not chance:
+        return []
+    curves = [(name, _finite(series.get(name, []))) for name in ("train_loss_epoch", TRAIN_LOSS, VAL_LOSS)]
+    curves = [(name, points) for name, points in curves if len(points) >= STUCK_FEW_POINTS]
+    if not curves or any(abs(_moved(_values(points))) >= NO_MOVE for _, points in curves):
+        return []
+    ln_k, k, source, accs = chance
+    name, points = curves[0]
+    moved = {n: round(_moved(_values(p)), 5) for n, p in curves}
+    evidence = {"series": name, "moved": moved, "classes": k, "classes_from": source, "ln_classes": round(ln_k, 4),
+                "accuracy": round(_median(accs), 4), "accuracy_points": len(accs), **_span(points, 0, len(points) - 1)}
+    return [Finding("not-learning", "error",
+                    f"The accuracy sits at chance ({_median(accs):.3g}, about 1/{k}) for all {len(accs)} evaluations "
+                    "and the loss has not moved (" + ", ".join(f"{_series_words(n)} {m:+.1%}" for n, m in
+                                                             moved.items()) + " over the run): the model is not "
+                    "learning.", evidence, list(NOT_LEARNING_ACTIONS),
+                    confidence="high" if len(accs) >= 5 and len(points) >= 8 else "medium")]
+
+
+def _from_run_start(points: list[Point]) -> bool:
+    """The curve's first point is at the run's start: its step (or epoch) within RUN_START_SHARE of the last's."""
+    for attr in ("step", "epoch"):
+        first, last = getattr(points[0], attr), getattr(points[-1], attr)
+        if first is not None and last:
+            return first <= RUN_START_SHARE * last
+    return False
+
+
+def _converged_at_start(series: dict[str, list[Point]]) -> list[Finding]:
+    """No accuracy printed: a training loss followed from the run's start that levelled off (its last quarter
+    falls less than CONVERGED_PACE of its first quarter's fall, its second half steady) within NO_MOVE of where it
+    started: the model
+    settled where it began (a regression stuck at the constant prediction's loss). A loss still falling steadily
+    from its start is slow convergence instead (slow.py)."""
+    if any(series.get(name) for name in ("val_acc", "train_acc", "test_acc")):
+        return []
+    train = _finite(series.get("train_loss_epoch", []) or series.get(TRAIN_LOSS, []))
+    if len(train) < MIN_POINTS or not _from_run_start(train):
+        return []
+    values = _values(train)
+    moved = _moved(values)
+    paces = quarter_paces(values)
+    if not 0 < moved < NO_MOVE or paces is None or paces[0] <= 0 or paces[1] >= CONVERGED_PACE * paces[0]:
+        return []
+    # Settled: the small fall it made stands well above its second half's spread (a loss swinging with the data
+    # order, or jumping from batch to batch, around its start is judged by the oscillation rules instead).
+    tail = values[len(values) // 2:]
+    if _median(values[:max(1, len(values) // 10)]) - _median(tail) <= SETTLED_FALL_TO_SPREAD * _mad_sigma(tail):
+        return []
+    evidence = {"series": train[0].name, "moved": round(moved, 5), "start": round(values[0], 6),
+                "level": round(_median(values[-max(1, len(values) // 10):]), 6),
+                "pace_last_to_first_quarter": round(paces[1] / paces[0], 3) if paces[0] > 0 else None,
+                "points": len(values), **_span(train, 0, len(train) - 1)}
+    return [Finding("not-learning", "error",
+                    f"The training loss started at {values[0]:.6g} and levelled off at {evidence['level']:.6g}, "
+                    f"{moved:.1%} below its start, over {len(values)} points from the run's start: the model settled "
+                    "where it began and is not learning (for a regression: the loss of predicting a constant).",
+                    evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
 
 
 def _diverged_actions(ctx: Context) -> list[str]:
@@ -1056,20 +1134,27 @@ def _relative_drop(values: list[float]) -> float:
     return (first - last) / abs(first) if first else 0.0
 
 
-VAL_STALE_SHARE = 0.25  # a flat validation's best older than this share of its points: it stopped improving
+VAL_STALE_SHARE = 0.25  # a flat validation's best older than this share of its points (and OVERFIT_SINCE): stalled
+ACC_STILL_IMPROVING = 0.02  # validation accuracy this much higher (0-1 scale) at the end than at the loss's best
 
 
 def _validation_stalled(val: list[Point], best: int, series: dict[str, list[Point]]) -> bool:
-    """A flat validation loss says overfitting only once it has stopped improving: its best is older than the last
-    VAL_STALE_SHARE of its points (a curve that still sets new lows is converging, however little it falls), and
-    a validation accuracy, when printed, is no longer at its best (ACC_AT_BEST)."""
+    """A flat validation loss says overfitting only once it has stopped improving: its best is OVERFIT_SINCE points
+    old or more, and older than the last VAL_STALE_SHARE of its points (a curve that still sets new lows is
+    converging, however little it falls), and a validation accuracy, when printed, has not gone on improving since:
+    the median of its last OVERFIT_SINCE values no more than ACC_STILL_IMPROVING above the median of the
+    OVERFIT_SINCE values around the loss's best (medians: a noisy accuracy's maximum is no trend)."""
     since = len(val) - 1 - best
-    if since < max(2, VAL_STALE_SHARE * len(val)):
+    if since < max(OVERFIT_SINCE, VAL_STALE_SHARE * len(val)):
         return False
-    accs = [p.value for p in series.get("val_acc", []) if math.isfinite(p.value)]
-    if len(accs) >= 4:
-        scale = 100.0 if max(accs) > 1.0 else 1.0
-        if accs[-1] >= max(accs) - ACC_AT_BEST * scale:
+    accs = [p for p in series.get("val_acc", []) if math.isfinite(p.value)]
+    at_best = [i for i, p in enumerate(accs) if p.line <= val[best].line]
+    if len(accs) >= 2 * OVERFIT_SINCE and at_best and len(accs) - 1 - at_best[-1] >= OVERFIT_SINCE:
+        centre = at_best[-1]
+        scale = 100.0 if max(p.value for p in accs) > 1.0 else 1.0
+        then = _median([p.value for p in accs[max(0, centre - OVERFIT_SINCE // 2):centre + OVERFIT_SINCE // 2 + 1]])
+        now = _median([p.value for p in accs[-OVERFIT_SINCE:]])
+        if now - then > ACC_STILL_IMPROVING * scale:
             return False
     return True
 
