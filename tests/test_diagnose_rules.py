@@ -244,3 +244,33 @@ def test_a_levelled_loss_in_a_mid_run_excerpt_is_not_called_not_learning(tmp_pat
     # The same curve from step 7000 on: its first value is not where the model started.
     report = _diagnose(tmp_path, _step_log([0.2500 + 0.0038 * 0.97 ** i for i in range(140)], first_step=7000))
     assert "not-learning" not in _kinds(report)
+
+
+def test_batch_noise_that_repeats_every_epoch_is_not_a_periodic_swing(tmp_path):
+    # An unshuffled MNIST loader: the same 15 batches in the same order for 5 epochs, so each log's batch noise
+    # (as large as the step-to-step noise, no slow swing) recurs with the epoch, on a falling trend.
+    import random
+
+    rng = random.Random(3)
+    batch_noise = [rng.uniform(-0.1, 0.1) for _ in range(15)]
+    values = [0.12 + 0.5 * 0.9 ** i + batch_noise[i % 15] for i in range(75)]
+    report = _diagnose(tmp_path, "".join(f"step {50 * (i + 1)} loss {v:.4f}\n" for i, v in enumerate(values)))
+    assert "oscillation-periodic" not in _kinds(report)
+
+
+def test_caffe_net_outputs_do_not_interleave_components_into_the_loss(tmp_path):
+    # Caffe prints the iteration's loss, then each net output on its own line: a center-loss component (growing to
+    # 50+) read as the loss made a period-3 'swing'. An output that names the whole loss is the loss (training or
+    # validation); a component is no loss.
+    lines = []
+    for i, (loss, center) in enumerate([(9.27, 0.5), (8.9, 1.4), (8.7, 5.0), (8.2, 20.0), (7.9, 55.0)]):
+        prefix = "I0613 17:29:58.112738  1860 solver.cpp:228] "
+        lines += [f"{prefix}Iteration {500 * i}, loss = {loss}",
+                  f"{prefix}    Train net output #0: accuracy = 0.01",
+                  f"{prefix}    Train net output #1: center_loss = {center} (* 0.008 = {center * 0.008:.4f} loss)",
+                  f"{prefix}    Train net output #2: loss = {loss - 0.01} (* 1 = {loss - 0.01} loss)",
+                  f"{prefix}    Test net output #0: center_loss = {center} (* 0.008 = {center * 0.008:.4f} loss)",
+                  f"{prefix}    Test net output #1: loss = {loss + 0.1} (* 1 = {loss + 0.1} loss)"]
+    report = _diagnose(tmp_path, "\n".join(lines) + "\n")
+    assert max(p.value for p in report.series["train_loss"]) < 10
+    assert [round(p.value, 2) for p in report.series["val_loss"]] == [9.37, 9.0, 8.8, 8.3, 8.0]

@@ -981,13 +981,14 @@ def detect_periodic(series: dict[str, list[Point]], ctx: Context) -> list[Findin
     swing = _mad_sigma(residual)
     swing_to_noise = swing / step_noise if step_noise > SWING_MIN_NOISE * level else 0.0
     swings = swing_to_noise >= SWING_TO_NOISE and swing / level >= SWING_TO_LEVEL
-    if amplitude / level < PERIODIC_AMPLITUDE and not swings:
-        return []  # no finding whatever the peaks: the O(n^2) autocorrelation is not computed
+    if not swings:
+        # No finding whatever the peaks (and the O(n^2) autocorrelation is not computed): a pattern no larger than
+        # the step-to-step noise is batch noise that recurs (a loader that repeats its batches each epoch), not
+        # the slow swings of sorted or grouped data (DOMAIN: periodic large swings, not every step).
+        return []
     acf = _autocorrelations(residual, range(2, n // 3), mean, var)
     peaks = [lag for lag in acf if 3 <= lag < n // 3 - 1 and acf[lag] > PERIODIC_ACF
              and acf[lag] >= acf[lag - 1] and acf[lag] >= acf[lag + 1]]
-    if not (peaks and amplitude / level >= PERIODIC_AMPLITUDE) and not swings:
-        return []
     if peaks:
         strongest = max(acf[lag] for lag in peaks)
         period = min(lag for lag in peaks if acf[lag] >= 0.9 * strongest)  # the fundamental, not a multiple
