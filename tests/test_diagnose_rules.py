@@ -274,3 +274,13 @@ def test_caffe_net_outputs_do_not_interleave_components_into_the_loss(tmp_path):
     report = _diagnose(tmp_path, "\n".join(lines) + "\n")
     assert max(p.value for p in report.series["train_loss"]) < 10
     assert [round(p.value, 2) for p in report.series["val_loss"]] == [9.37, 9.0, 8.8, 8.3, 8.0]
+
+
+def test_a_loss_exploded_at_its_first_log_then_at_chance_is_diverged(tmp_path):
+    # The newcomer's SGD at LR 5, Keras-style: epoch 0's mean loss 2.6e18 (nothing logged before it to compare
+    # with), then 2.6-2.8 above ln 10 with validation loss 6e9 and accuracy at chance for 8 epochs.
+    train = [2.6e18, 2.84, 2.65, 2.79, 2.70, 2.75, 2.68, 2.77]
+    val = [6.04e9, 6.036e9, 6.036e9, 6.036e9, 6.036e9, 6.036e9, 6.036e9, 6.036e9]
+    acc = [0.095, 0.102, 0.095, 0.087, 0.1, 0.098, 0.104, 0.1]
+    report = _diagnose(tmp_path, _epoch_log(train, val, acc))
+    assert _kinds(report) == ["diverged"] and report.findings[0].severity == "error"

@@ -476,6 +476,10 @@ def detect_blown_up(series: dict[str, list[Point]], ctx: Context) -> list[Findin
         if falling or not at_chance:
             continue
         return [_blown_up_finding(name, points, index, settled, chance, ctx)]
+    dead = _exploded_past_chance(series, chance)
+    if dead:
+        name, points, index, settled = dead
+        return [_blown_up_finding(name, points, index, settled, chance, ctx)]
     if chance:
         ln_k, k, source, accs = chance
         # The training loss only: a validation loss far above ln K is also what an overconfident overfit model shows.
@@ -496,6 +500,28 @@ def detect_blown_up(series: dict[str, list[Point]], ctx: Context) -> list[Findin
     return []
 
 
+def _exploded_past_chance(series: dict[str, list[Point]], chance) -> tuple[str, list[Point], int, float] | None:
+    """(series, points, index, settled level) for a classifier at chance whose loss reached EXPLOSION_FACTOR times
+    ln K (the loss a guessing model scores: the reference when the blow-up came at the first logged value, with
+    nothing before it to compare with) and then sat at chance, not falling (DEAD_AT_CHANCE, DEAD_NO_FALL): the
+    same dead model as a spike after a calm start."""
+    if not chance:
+        return None
+    ln_k = chance[0]
+    for name in (TRAIN_LOSS, "train_loss_epoch", VAL_LOSS):
+        points = _finite(series.get(name, []))
+        values = _values(points)
+        index = next((i for i, v in enumerate(values) if v >= EXPLOSION_FACTOR * ln_k), None)
+        if index is None or len(values) - index - 1 < DEAD_MIN_AFTER:
+            continue
+        after = values[index + 1:]
+        settled = _median(after[len(after) // 2:])
+        third = max(1, len(after) // 3)
+        if settled >= DEAD_AT_CHANCE * ln_k and _median(after[:third]) - _median(after[-third:]) <= DEAD_NO_FALL * settled:
+            return name, points, index, settled
+    return None
+
+
 def _series_words(name: str) -> str:
     return {TRAIN_LOSS: "training loss", "train_loss_epoch": "per-epoch training loss",
             VAL_LOSS: "validation loss"}.get(name, name)
@@ -503,7 +529,7 @@ def _series_words(name: str) -> str:
 
 def _blown_up_finding(name: str, points: list[Point], index: int, settled: float, chance, ctx: Context) -> Finding:
     values = _values(points)
-    before = max(values[:index])
+    before = max(values[:index]) if index else None
     evidence = {"series": name, "max_before": before, "value": values[index], "settled_at": round(settled, 5),
                 "points_after": len(values) - index - 1, **_span(points, index, len(points) - 1)}
     if chance:
@@ -515,8 +541,10 @@ def _blown_up_finding(name: str, points: list[Point], index: int, settled: float
     else:
         where = f"then sat at {settled:.4g}, never back under the {min(values[:index]):.4g} it had before"
     confident = chance is not None and len(values) - index - 1 >= 5
+    exploded = (f"exploded from at most {before:.4g} to {values[index]:.4g}" if before is not None else
+                f"was {values[index]:.4g}, {values[index] / chance[0]:.3g}x the loss of a guessing model,")
     return Finding("diverged", "error",
-                   f"The {_series_words(name)} exploded from at most {before:.4g} to {values[index]:.4g} at "
+                   f"The {_series_words(name)} {exploded} at "
                    f"{_describe(_where(points, index))} and {where}: training diverged and the model is dead, "
                    "whatever the loss does afterwards.",
                    evidence, _diverged_actions(ctx), confidence="high" if confident else "medium")
