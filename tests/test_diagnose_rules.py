@@ -284,3 +284,48 @@ def test_a_loss_exploded_at_its_first_log_then_at_chance_is_diverged(tmp_path):
     acc = [0.095, 0.102, 0.095, 0.087, 0.1, 0.098, 0.104, 0.1]
     report = _diagnose(tmp_path, _epoch_log(train, val, acc))
     assert _kinds(report) == ["diverged"] and report.findings[0].severity == "error"
+
+
+def _lasting_jump_by_slicing(values):
+    """The former O(n^2) scan of detectors._lasting_jump's main loop, kept as the reference."""
+    from advisor.diagnose.detectors import JUMP_TO_LEVEL, JUMP_TO_SPREAD
+    from advisor.diagnose.shortlog import median
+
+    for index in range(3, len(values) - 1):
+        before, after = values[:index], values[index:]
+        level, spread = median(before), max(max(before) - min(before), 1e-12)
+        if min(after) - max(before) > JUMP_TO_SPREAD * spread and min(after) - level > JUMP_TO_LEVEL * abs(level):
+            return index, level, median(after)
+    return None
+
+
+def test_the_one_pass_jump_and_explosion_scans_answer_as_the_slicing_ones():
+    import random
+    import time
+
+    from advisor.diagnose.detectors import EXPLOSION_FACTOR, EXPLOSION_STAYS, _explosion, _lasting_jump
+    from advisor.diagnose.records import Point
+
+    rng = random.Random(11)
+    for trial in range(300):
+        n = rng.randint(4, 60)
+        values = [1.0 + rng.uniform(-0.05, 0.05) for _ in range(n)]
+        if trial % 2:
+            at = rng.randint(3, n - 1)
+            values[at:] = [v * rng.choice([1.5, 3.0, 200.0]) for v in values[at:]]
+        points = [Point(i + 1, "train_loss", v) for i, v in enumerate(values)]
+        found = _lasting_jump(points)
+        if found is None or found[0] >= 3:  # the 1-2 points-before case is unchanged
+            expected = _lasting_jump_by_slicing(values)
+            assert (found and (found[0], round(found[2], 12), round(found[3], 12))) == (
+                expected and (expected[0], round(expected[1], 12), round(expected[2], 12))), values
+        slow = next((i for i in range(1, n) if max(map(abs, values[:i])) > 0
+                     and values[i] >= EXPLOSION_FACTOR * max(map(abs, values[:i]))
+                     and all(v >= EXPLOSION_STAYS * max(map(abs, values[:i])) for v in values[i:])), None)
+        assert _explosion(points) == slow
+    # One pass: 20,000 points that alternate 1 and 150 (no jump that stays) took the slicing scan minutes (a median
+    # of up to 20,000 values at each of 20,000 indices); the one-pass scans take milliseconds.
+    spiky = [Point(i + 1, "train_loss", 1.0 if i % 2 else 150.0) for i in range(20_000)]
+    start = time.perf_counter()
+    assert _explosion(spiky) is None and _lasting_jump(spiky) is None
+    assert time.perf_counter() - start < 1.0

@@ -7,6 +7,7 @@ crash that is not an out-of-memory error is not reported as one.
 
 from __future__ import annotations
 
+import heapq
 import math
 import operator
 
@@ -562,16 +563,56 @@ def _lasting_jump(points: list[Point]) -> tuple[int, list[Point], float, float] 
         if (high_before > 0 and low_after >= JUMP_FEW_FACTOR * high_before
                 and low_after - high_before > JUMP_TO_SPREAD * (max(after) - low_after)):
             return index, points, _median(before), _median(after)
+    # One pass: the running maximum, minimum and median of the values before each index (two heaps) and the
+    # minimum of the values from it on (a suffix minimum), instead of slicing and sorting at every index.
+    suffix_min = _suffix_minima(values)
+    below = _MedianHeaps()
+    for value in values[:3]:
+        below.push(value)
+    high, low = max(values[:3], default=0.0), min(values[:3], default=0.0)
     for index in range(3, len(values) - 1):
-        before = values[:index]
-        level = _median(before)
-        spread = max(max(before) - min(before), 1e-12)
-        after = values[index:]
-        low_after = min(after)
-        if (low_after - max(before) > JUMP_TO_SPREAD * spread and low_after - level > JUMP_TO_LEVEL * abs(level)
-                and len(after) >= 2):
-            return index, points, level, _median(after)
+        level = below.median()
+        spread = max(high - low, 1e-12)
+        low_after = suffix_min[index]
+        if low_after - high > JUMP_TO_SPREAD * spread and low_after - level > JUMP_TO_LEVEL * abs(level):
+            return index, points, level, _median(values[index:])
+        below.push(values[index])
+        high, low = max(high, values[index]), min(low, values[index])
     return None
+
+
+def _suffix_minima(values: list[float]) -> list[float]:
+    """suffix[i] = min(values[i:]), in one pass from the end."""
+    out = [0.0] * len(values)
+    running = math.inf
+    for index in range(len(values) - 1, -1, -1):
+        running = min(running, values[index])
+        out[index] = running
+    return out
+
+
+class _MedianHeaps:
+    """The median of the values pushed so far, in O(log n) a push: a max-heap of the lower half, a min-heap of the
+    upper half."""
+
+    def __init__(self):
+        self.lower: list[float] = []  # negated: heapq is a min-heap
+        self.upper: list[float] = []
+
+    def push(self, value: float) -> None:
+        if self.lower and value > -self.lower[0]:
+            heapq.heappush(self.upper, value)
+        else:
+            heapq.heappush(self.lower, -value)
+        if len(self.lower) > len(self.upper) + 1:
+            heapq.heappush(self.upper, -heapq.heappop(self.lower))
+        elif len(self.upper) > len(self.lower):
+            heapq.heappush(self.lower, -heapq.heappop(self.upper))
+
+    def median(self) -> float:
+        if len(self.lower) > len(self.upper):
+            return -self.lower[0]
+        return (-self.lower[0] + self.upper[0]) / 2
 
 
 def _explosion(points: list[Point]) -> int | None:
@@ -579,13 +620,14 @@ def _explosion(points: list[Point]) -> int | None:
     0.16 -> 1.6e18), after which the loss never comes back under that factor of its earlier maximum. Judged on
     any number of points, the last included: such a value is a blow-up whatever follows."""
     values = _values(points)
+    suffix_min = _suffix_minima(values)  # "never comes back under": the minimum from each index on, one pass
     earlier = abs(values[0]) if values else 0.0
     for index in range(1, len(values)):
         if index > 1:
             earlier = max(earlier, abs(values[index - 1]))  # a running maximum of the values before index
         if earlier <= 0 or values[index] < EXPLOSION_FACTOR * earlier:
             continue
-        if all(v >= EXPLOSION_STAYS * earlier for v in values[index:]):
+        if suffix_min[index] >= EXPLOSION_STAYS * earlier:
             return index
     return None
 
