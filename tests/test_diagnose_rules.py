@@ -329,3 +329,22 @@ def test_the_one_pass_jump_and_explosion_scans_answer_as_the_slicing_ones():
     start = time.perf_counter()
     assert _explosion(spiky) is None and _lasting_jump(spiky) is None
     assert time.perf_counter() - start < 1.0
+
+
+def test_the_theil_sen_trend_of_a_long_validation_series_is_estimated_in_bounded_time():
+    # A validation line every 2,000 steps of a long log gives thousands of points: all pairs grow as n^2 (3,000
+    # points: 4.5 million slopes, seconds). Above 200 points the slope is Theil-Sen's on 200 evenly spaced points.
+    import random
+    import time
+
+    from advisor.diagnose.shortlog import THEIL_SEN_EXACT_MAX, _theil_sen
+
+    rng = random.Random(5)
+    long = [2.0 - 0.0004 * i + rng.gauss(0, 0.05) for i in range(3000)]
+    start = time.perf_counter()
+    slope = _theil_sen(long)
+    assert time.perf_counter() - start < 0.5
+    assert abs(slope + 0.0004) < 0.00002
+    short = long[:THEIL_SEN_EXACT_MAX]  # every pair, as before
+    pairs = sorted((short[j] - short[i]) / (j - i) for i in range(len(short)) for j in range(i + 1, len(short)))
+    assert _theil_sen(short) == (pairs[len(pairs) // 2 - 1] + pairs[len(pairs) // 2]) / 2
