@@ -348,3 +348,36 @@ def test_the_theil_sen_trend_of_a_long_validation_series_is_estimated_in_bounded
     short = long[:THEIL_SEN_EXACT_MAX]  # every pair, as before
     pairs = sorted((short[j] - short[i]) / (j - i) for i in range(len(short)) for j in range(i + 1, len(short)))
     assert _theil_sen(short) == (pairs[len(pairs) // 2 - 1] + pairs[len(pairs) // 2]) / 2
+
+
+@pytest.mark.parametrize("name,series,rank", [
+    ("metrics/mAP50-95(B)", "val_map", 0), ("metrics/mAP50(B)", "val_map", 1), ("metrics/mAP_0.5:0.95", "val_map", 0),
+    ("metrics/mAP_0.5", "val_map", 1), ("bbox/AP", "val_map", 0), ("bbox/AP50", "val_map", 1),
+    ("coco/bbox_mAP", "val_map", 0), ("test mAP", "test_map", 0), ("bbox/APs", None, None), ("bbox/AP75", None, None),
+    ("heatmap_loss", "train_loss", 3)])
+def test_detection_map_columns_are_a_validation_quality_series(name, series, rank):
+    from advisor.diagnose.names import classify
+
+    assert classify(name) == ((series, rank) if series else None)
+
+
+def _yolo_csv(val, maps):
+    header = "epoch,train/box_loss,train/cls_loss,metrics/mAP50(B),metrics/mAP50-95(B),val/box_loss,val/cls_loss\n"
+    rows = [f"{e},{2.0 * 0.97 ** e:.5f},{1.5 * 0.96 ** e:.5f},{min(0.99, m + 0.2):.5f},{m:.5f},{v * 0.6:.5f},{v * 0.4:.5f}"
+            for e, (v, m) in enumerate(zip(val, maps), 1)]
+    return header + "\n".join(rows) + "\n"
+
+
+def test_a_flat_detection_val_loss_while_map_still_rises_is_not_overfitting(tmp_path):
+    # 60 epochs: validation loss best at epoch 30, then flat within 2% while mAP50-95 creeps 0.50 -> 0.54 to its
+    # best at the end (training falling all along): the model still gets better at what it is for.
+    val = [3.0 - 0.05 * e if e < 30 else 1.5 + 0.001 * (e - 30) * (-1) ** e + 0.0005 * (e - 30) for e in range(60)]
+    maps = [0.5 * e / 30 if e < 30 else 0.5 + 0.04 * (e - 30) / 30 for e in range(60)]
+    report = _diagnose(tmp_path, _yolo_csv(val, maps), name="results.csv")
+    assert "val_map" in report.series and "overfitting" not in _kinds(report)
+
+
+def test_a_flat_detection_val_loss_with_map_flat_is_overfitting(tmp_path):
+    val = [3.0 - 0.05 * e if e < 30 else 1.5 + 0.01 * (1 + (-1) ** e) + 0.0005 * (e - 30) for e in range(60)]
+    maps = [0.5 * e / 30 if e < 30 else 0.5 + 0.003 * (-1) ** e for e in range(60)]
+    assert _kinds(_diagnose(tmp_path, _yolo_csv(val, maps), name="results.csv")) == ["overfitting"]

@@ -878,7 +878,7 @@ def _converged_at_start(series: dict[str, list[Point]]) -> list[Finding]:
     started: the model
     settled where it began (a regression stuck at the constant prediction's loss). A loss still falling steadily
     from its start is slow convergence instead (slow.py)."""
-    if any(series.get(name) for name in ("val_acc", "train_acc", "test_acc")):
+    if any(series.get(name) for name in ("val_acc", "train_acc", "test_acc", "val_map", "test_map")):
         return []
     train = _finite(series.get("train_loss_epoch", []) or series.get(TRAIN_LOSS, []))
     if len(train) < MIN_POINTS or not _from_run_start(train):
@@ -1206,26 +1206,38 @@ def _relative_drop(values: list[float]) -> float:
 
 
 VAL_STALE_SHARE = 0.25  # a flat validation's best older than this share of its points (and OVERFIT_SINCE): stalled
-ACC_STILL_IMPROVING = 0.02  # validation accuracy this much higher (0-1 scale) at the end than at the loss's best
+QUALITY_RISE_FLOOR = 0.001  # a validation accuracy/mAP rise (0-1 scale) below this is no rise, whatever its noise
+
+
+def validation_quality(series: dict[str, list[Point]]) -> list[Point]:
+    """The validation measure of what the model is for, higher is better: its accuracy, else a detection mAP."""
+    for name in ("val_acc", "val_map"):
+        points = [p for p in series.get(name, []) if math.isfinite(p.value)]
+        if points:
+            return points
+    return []
 
 
 def _validation_stalled(val: list[Point], best: int, series: dict[str, list[Point]]) -> bool:
     """A flat validation loss says overfitting only once it has stopped improving: its best is OVERFIT_SINCE points
     old or more, and older than the last VAL_STALE_SHARE of its points (a curve that still sets new lows is
-    converging, however little it falls), and a validation accuracy, when printed, has not gone on improving since:
-    the median of its last OVERFIT_SINCE values no more than ACC_STILL_IMPROVING above the median of the
-    OVERFIT_SINCE values around the loss's best (medians: a noisy accuracy's maximum is no trend)."""
+    converging, however little it falls), and the validation accuracy (or mAP), when printed, has not gone on
+    improving since: the median of its last OVERFIT_SINCE values is not above the median of the OVERFIT_SINCE
+    values around the loss's best by more than twice its point-to-point noise (medians: a noisy accuracy's maximum
+    is no trend; a smooth mAP creeping to its best at the end is a rise)."""
     since = len(val) - 1 - best
     if since < max(OVERFIT_SINCE, VAL_STALE_SHARE * len(val)):
         return False
-    accs = [p for p in series.get("val_acc", []) if math.isfinite(p.value)]
-    at_best = [i for i, p in enumerate(accs) if p.line <= val[best].line]
-    if len(accs) >= 2 * OVERFIT_SINCE and at_best and len(accs) - 1 - at_best[-1] >= OVERFIT_SINCE:
-        centre = at_best[-1]
-        scale = 100.0 if max(p.value for p in accs) > 1.0 else 1.0
-        then = _median([p.value for p in accs[max(0, centre - OVERFIT_SINCE // 2):centre + OVERFIT_SINCE // 2 + 1]])
-        now = _median([p.value for p in accs[-OVERFIT_SINCE:]])
-        if now - then > ACC_STILL_IMPROVING * scale:
+    quality = validation_quality(series)
+    at_best = [i for i, p in enumerate(quality) if p.line <= val[best].line]
+    if len(quality) >= 2 * OVERFIT_SINCE and at_best and len(quality) - 1 - at_best[-1] >= OVERFIT_SINCE:
+        centre, values = at_best[-1], [p.value for p in quality]
+        scale = 100.0 if max(values) > 1.0 else 1.0
+        then = _median(values[max(0, centre - OVERFIT_SINCE // 2):centre + OVERFIT_SINCE // 2 + 1])
+        now = _median(values[-OVERFIT_SINCE:])
+        later = values[centre:]
+        noise = _mad_sigma([b - a for a, b in zip(later, later[1:])]) / math.sqrt(2)
+        if now - then > max(2 * noise, QUALITY_RISE_FLOOR * scale):
             return False
     return True
 
@@ -1329,7 +1341,7 @@ def overfitting_confidence(values: list[float], best: int, series: dict[str, lis
     else:
         confidence = "low"
     note: dict = {"val_rise": round(rise, 4), "points_since_best": since}
-    accs = [p.value for p in series.get("val_acc", []) if math.isfinite(p.value)]
+    accs = [p.value for p in validation_quality(series)]
     if len(accs) >= 4:
         scale = 100.0 if max(accs) > 1.0 else 1.0
         at_best = accs[-1] >= max(accs) - ACC_AT_BEST * scale
