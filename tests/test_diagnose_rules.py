@@ -238,6 +238,7 @@ def test_a_loss_that_levels_off_at_its_start_is_not_learning(tmp_path):
     # accuracy printed: the model settled on the constant prediction.
     report = _diagnose(tmp_path, _step_log([0.2500 + 0.0038 * 0.97 ** i for i in range(140)]))
     assert _kinds(report) == ["not-learning"]
+    assert report.findings[0].severity == "warning"  # no accuracy says the level is a failure
 
 
 def test_a_levelled_loss_in_a_mid_run_excerpt_is_not_called_not_learning(tmp_path):

@@ -897,7 +897,9 @@ def _converged_at_start(series: dict[str, list[Point]]) -> list[Finding]:
                 "level": round(_median(values[-max(1, len(values) // 10):]), 6),
                 "pace_last_to_first_quarter": round(paces[1] / paces[0], 3) if paces[0] > 0 else None,
                 "points": len(values), **_span(train, 0, len(train) - 1)}
-    return [Finding("not-learning", "error",
+    # A warning, not an error: no accuracy says the level is a failure (a fine-tune that starts near its floor also
+    # moves little); the numbers say only that the model settled where it began.
+    return [Finding("not-learning", "warning",
                     f"The training loss started at {values[0]:.6g} and levelled off at {evidence['level']:.6g}, "
                     f"{moved:.1%} below its start, over {len(values)} points from the run's start: the model settled "
                     "where it began and is not learning (for a regression: the loss of predicting a constant).",
