@@ -9,7 +9,7 @@ tests/workloads/tokens.py, token accuracy 0.95), tiny (142 samples, tests/worklo
 0.85), tabular (a BatchNorm MLP on tabular data with 10% label noise, bench/heldout_workloads.py, accuracy
 0.70). The rules were tuned on digits; gru, tagger and tiny were held out until session 13 looked at them to
 change step 4, and tabular was added after that change, to check it. bn-small (a BatchNorm CNN under a budget
-that leaves a few samples per device, accuracy 0.70), adam-edge (a deep MLP, Adam a quarter of its edge LR,
+that leaves a few samples per device, accuracy 0.72), adam-edge (a deep MLP, Adam a quarter of its edge LR,
 accuracy 0.80) and slow-loader (an MLP whose samples cost 1 ms each in the loader, accuracy 0.80), all in
 bench/heldout_workloads.py, are issue 36's check, written after method v3 and tuned on by no rule. `--all` runs
 them all.
@@ -54,7 +54,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 NPROC = 2
-BN_TARGET, BN_BUDGET = 0.70, "2MiB"
+BN_TARGET, BN_BUDGET = 0.72, "8MiB"
 # name: (workload spec, target of its ranked metric, device budget)
 PRESETS = {"digits": ("digits-cnn", 0.90, "64MiB"),
            # Added in session 15 to check a noise-scale charge on the walk (tried, measured here, not adopted) on an
@@ -83,7 +83,7 @@ def advise(device_memory: str, trial_steps: int | None, sweep_steps: int | None,
     lengths = [arg for flag, value in (("--trial-steps", trial_steps), ("--sweep-steps", sweep_steps))
                if value is not None for arg in (flag, str(value))]
     run = subprocess.run([sys.executable, "-m", "advisor.cli", "plan", "--workload", WORKLOAD, "--nproc", str(NPROC),
-                          "--device-memory", device_memory, *lengths, "--out", str(out), "--json", "--fresh"],
+                          "--device-memory", device_memory, *lengths, "--out", str(out), "--force", "--json", "--fresh"],
                          capture_output=True, text=True, cwd=REPO, timeout=3600)
     if run.returncode not in (0, 3):  # 3: no candidate learned, the recipe holds the base setting
         sys.exit(f"advisor plan failed (exit {run.returncode}):\n{run.stderr[-3000:]}")
