@@ -266,7 +266,8 @@ def _run_part(link: ClusterLink, runner: JobRunner, number: int, job: TrialJob, 
                    if node else runner.adapter.command)
     token = _ClusterCancel(None, link, number, lead=False)
     try:
-        outcome = run_job(command_for, job, int(posted["local_nproc"]), s.trial_timeout_s, s.idle_timeout_s, None,
+        # No idle timeout here: only rank 0 (node 0's) reports progress; node 0 judges a hang and aborts the job.
+        outcome = run_job(command_for, job, int(posted["local_nproc"]), s.trial_timeout_s, None, None,
                           posted["label"], env=runner.env, cancel=token,
                           server=_NodeServer(server, node) if server and node else server)
     except CancelledError:

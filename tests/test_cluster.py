@@ -87,9 +87,27 @@ class Nodes:
                "PYTHONPATH": str(REPO)}
         argv = [*python, "plan", *PLAN, "--node-rank", str(rank), "--rdzv-endpoint", f"127.0.0.1:{self.port}",
                 "--rdzv-timeout", str(timeout), *extra]
-        self.procs[rank] = subprocess.Popen(argv, cwd=folder, env=env, stdout=subprocess.PIPE,
-                                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+        # Output to files beside the node folders: a pipe nobody reads while the test waits on the other node
+        # could fill and stall a node.
+        with open(self.tmp / f"node{rank}.out", "w") as out, open(self.tmp / f"node{rank}.err", "w") as err:
+            self.procs[rank] = subprocess.Popen(argv, cwd=folder, env=env, stdout=out, stderr=err,
+                                                start_new_session=True)
         return self.procs[rank]
+
+    def err(self, rank: int) -> str:
+        return (self.tmp / f"node{rank}.err").read_text()
+
+    def finish(self, rank: int, timeout: float) -> tuple[int, str, str]:
+        """(exit code, stdout, stderr) of node ``rank`` once it ended."""
+        code = self.procs[rank].wait(timeout=timeout)
+        return code, (self.tmp / f"node{rank}.out").read_text(), self.err(rank)
+
+    def wait_for(self, rank: int, text: str, within_s: float = 400) -> None:
+        """Until node ``rank``'s stderr holds ``text`` (it is at that step)."""
+        deadline = time.monotonic() + within_s
+        while text not in self.err(rank):
+            assert self.procs[rank].poll() is None and time.monotonic() < deadline, self.err(rank)[-2000:]
+            time.sleep(0.2)
 
     def left(self) -> list[psutil.Process]:
         found = []
@@ -133,17 +151,18 @@ def nodes(tmp_path):
 @pytest.mark.timeout(1200)
 def test_two_nodes_plan_digits_mlp(nodes, tmp_path):
     # ~60 s quiet; each node's processes share 2 cores with the rest of the machine
-    lead = nodes.start(0, "--out", str(tmp_path / "node0" / "mlp.toml"))
+    nodes.start(0, "--out", str(tmp_path / "node0" / "mlp.toml"))
     # Node 1 has less memory (its own --device-memory, as a smaller GPU has): it must set the ceiling.
-    other = nodes.start(1, "--out", str(tmp_path / "node1" / "mlp.toml"), "--device-memory", "4MiB")
-    out0, err0 = lead.communicate(timeout=1100)
-    out1, err1 = other.communicate(timeout=120)
-    assert lead.returncode == 0, err0[-3000:]
-    assert other.returncode == 0, err1[-3000:]
+    nodes.start(1, "--out", str(tmp_path / "node1" / "mlp.toml"), "--device-memory", "4MiB")
+    code0, out0, err0 = nodes.finish(0, timeout=1100)
+    code1, _, err1 = nodes.finish(1, timeout=120)
+    assert code0 == 0, err0[-3000:]
+    assert code1 == 0, err1[-3000:]
     recipe = load_recipe(tmp_path / "node0" / "mlp.toml").data
     batch = recipe["batch"]
     assert batch["world_size"] == 2 and batch["global"] == batch["per_device"] * 2
     assert batch["validated_global"] == batch["global"] and batch["extrapolation"] == 1.0
+    assert batch["per_device"] == recipe["method"]["sweep_choice"]  # the pick ran at the planned world size
     launch = recipe["launch"]["example"]
     assert "torchrun --nnodes=2 --node-rank=" in launch and "--rdzv-endpoint=" in launch
     cluster = recipe["provenance"]["cluster"]
@@ -167,22 +186,32 @@ def test_two_nodes_plan_digits_mlp(nodes, tmp_path):
 @pytest.mark.timeout(600)
 def test_losing_a_node_mid_plan_stops_every_node(nodes, tmp_path):
     out = tmp_path / "node0" / "mlp.toml"
-    lead = nodes.start(0, "--out", str(out))
+    nodes.start(0, "--out", str(out))
     other = nodes.start(1)
-    seen = []
-    deadline = time.monotonic() + 400
-    while time.monotonic() < deadline:  # until node 1 runs its part of the first training run
-        line = other.stderr.readline()
-        seen.append(line)
-        if "trial at" in line or not line:
-            break
-    assert any("trial at" in line for line in seen), "".join(seen)[-2000:]
+    nodes.wait_for(1, "trial at")  # node 1 runs its part of the first training run
     killed = time.monotonic()
     os.killpg(other.pid, signal.SIGKILL)  # node 1's whole process group, as a node going down
-    _, err0 = lead.communicate(timeout=300)
+    code0, _, err0 = nodes.finish(0, timeout=300)
     took = time.monotonic() - killed
-    assert lead.returncode not in (0, None) and took < 120, (took, err0[-2000:])
+    assert code0 != 0 and took < 120, (took, err0[-2000:])
     assert "Lost node 1" in err0 and "no recipe was written" in err0 and "Traceback" not in err0
+    assert not out.exists()
+    nodes.assert_none_left()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_losing_node_0_stops_the_others(nodes, tmp_path):
+    out = tmp_path / "node0" / "mlp.toml"
+    lead = nodes.start(0, "--out", str(out))
+    nodes.start(1)
+    nodes.wait_for(1, "trial at")
+    killed = time.monotonic()
+    os.killpg(lead.pid, signal.SIGKILL)  # node 0 goes down, and the rendezvous store with it
+    code1, _, err1 = nodes.finish(1, timeout=300)
+    took = time.monotonic() - killed
+    assert code1 == 1 and took < 120, (took, err1[-2000:])
+    assert "Lost node 0" in err1 and "Traceback" not in err1 and "frame #" not in err1
     assert not out.exists()
     nodes.assert_none_left()
 
@@ -192,28 +221,26 @@ def test_losing_a_node_mid_plan_stops_every_node(nodes, tmp_path):
 def test_cluster_faults_at_the_start(nodes, tmp_path):
     # A node that never joins: node 0 names it after --rdzv-timeout.
     started = time.monotonic()
-    lead = nodes.start(0, timeout=8)
-    _, err = lead.communicate(timeout=120)
-    assert lead.returncode == 2 and "Node(s) 1 of 2 never joined" in err and "Traceback" not in err, err[-2000:]
+    nodes.start(0, timeout=8)
+    code, _, err = nodes.finish(0, timeout=120)
+    assert code == 2 and "Node(s) 1 of 2 never joined" in err and "Traceback" not in err, err[-2000:]
     assert time.monotonic() - started < 90
 
     # The rendezvous port taken by another program: one paragraph, exit 2.
     with socket.socket() as squatter:
         squatter.bind(("", nodes.port))
         squatter.listen()
-        lead = nodes.start(0, timeout=8)
-        _, err = lead.communicate(timeout=120)
-    assert lead.returncode == 2 and "cannot host the rendezvous" in err and "Traceback" not in err, err[-2000:]
+        nodes.start(0, timeout=8)
+        code, _, err = nodes.finish(0, timeout=120)
+    assert code == 2 and "cannot host the rendezvous" in err and "Traceback" not in err, err[-2000:]
     assert len(err.strip().splitlines()) == 1
 
     # A node with another batch-advisor: refused on both nodes, both versions named, nothing run.
     nodes.port = _free_port()
-    lead = nodes.start(0, timeout=60)
-    other = nodes.start(1, timeout=60, python=(sys.executable, "-c", "import sys, advisor; advisor.__version__ = "
-                                               "'9.9.9'; from advisor.cli import main; sys.exit(main())"))
-    _, err0 = lead.communicate(timeout=120)
-    _, err1 = other.communicate(timeout=120)
-    for code, err in ((lead.returncode, err0), (other.returncode, err1)):
+    nodes.start(0, timeout=60)
+    nodes.start(1, timeout=60, python=(sys.executable, "-c", "import sys, advisor; advisor.__version__ = '9.9.9'; "
+                                       "from advisor.cli import main; sys.exit(main())"))
+    for code, _, err in (nodes.finish(0, timeout=120), nodes.finish(1, timeout=120)):
         assert code == 2 and f"batch-advisor: {advisor.__version__}" in err and "9.9.9 (source" in err and "on node 1" in err, err
         assert "Traceback" not in err
     nodes.assert_none_left()
