@@ -180,20 +180,7 @@ class ClusterRunner(JobRunner):
         raise exc
 
     def _merged(self, outcome: JobOutcome, reports: dict[int, dict], job: TrialJob, label: str) -> JobOutcome:
-        """Node 0's outcome with every other node's events in it (marked with their node); an error elsewhere is
-        the job's error, an out-of-memory anywhere makes the job's answer out of memory."""
-        oom_nodes = [0] if outcome.status == "oom" else []
-        for rank, report in sorted(reports.items()):
-            if report["status"] == "error":
-                raise TrialError(f"On {self.link.describe(rank)}: {report['message']}")
-            for event in report.get("events", []):
-                event["node"] = rank
-                if event.get("status") == "oom" or event.get("event") == "oom":
-                    event["message"] = f"{self.link.describe(rank)}: {event.get('message', 'out of memory')}"
-                outcome.events.append(event)
-            if report["status"] == "oom":
-                outcome.status = "oom"
-                oom_nodes.append(rank)
+        oom_nodes = merge_reports(outcome, reports, self.link.describe)
         if oom_nodes:
             self._note_oom(job, oom_nodes)
         return outcome
@@ -203,15 +190,39 @@ class ClusterRunner(JobRunner):
             self.probe_oom_nodes[job.per_device_batch] = nodes
 
     def ceiling_set_by(self, smallest_oom: int | None) -> str | None:
-        """Which node set the ceiling: the nodes that ran out of memory at the smallest batch that did not fit."""
-        nodes = self.probe_oom_nodes.get(smallest_oom) if smallest_oom else None
-        if not nodes:
-            return None
-        if len(nodes) == self.link.spec.nnodes:
-            return f"every node alike: batch {smallest_oom} ran out of memory on all {len(nodes)}"
-        fit = [r for r in range(self.link.spec.nnodes) if r not in nodes]
-        return (f"{', '.join(self.link.describe(r) for r in nodes)}: batch {smallest_oom} ran out of memory there "
-                f"and fit on {', '.join(self.link.describe(r) for r in fit)}")
+        return ceiling_set_by(self.probe_oom_nodes.get(smallest_oom) if smallest_oom else None, smallest_oom,
+                              self.link.spec.nnodes, self.link.describe)
+
+
+def merge_reports(outcome: JobOutcome, reports: dict[int, dict], describe) -> list[int]:
+    """Put every other node's events into node 0's ``outcome`` (marked with their node; an out-of-memory message
+    names it); an out-of-memory anywhere makes the job's answer out of memory, an error anywhere is the job's
+    error (TrialError naming the node). Returns the nodes that ran out of memory."""
+    oom_nodes = [0] if outcome.status == "oom" else []
+    for rank, report in sorted(reports.items()):
+        if report["status"] == "error":
+            raise TrialError(f"On {describe(rank)}: {report['message']}")
+        for event in report.get("events", []):
+            event["node"] = rank
+            if event.get("status") == "oom" or event.get("event") == "oom":
+                event["message"] = f"{describe(rank)}: {event.get('message', 'out of memory')}"
+            outcome.events.append(event)
+        if report["status"] == "oom":
+            outcome.status = "oom"
+            oom_nodes.append(rank)
+    return oom_nodes
+
+
+def ceiling_set_by(oom_nodes: list[int] | None, smallest_oom: int | None, nnodes: int, describe) -> str | None:
+    """Which node set the ceiling: the nodes that ran out of memory at the smallest batch that did not fit, and
+    the nodes where it fit; None when no probe ran out of memory (the ceiling came from elsewhere)."""
+    if not oom_nodes:
+        return None
+    if len(oom_nodes) == nnodes:
+        return f"every node alike: batch {smallest_oom} ran out of memory on all {nnodes}"
+    fit = [r for r in range(nnodes) if r not in oom_nodes]
+    return (f"{', '.join(describe(r) for r in oom_nodes)}: batch {smallest_oom} ran out of memory there and fit on "
+            f"{', '.join(describe(r) for r in fit)}")
 
 
 # ------------------------------------------------------------------------------------------------ other nodes

@@ -60,6 +60,28 @@ def test_cluster_flags_and_slurm_variables():
     assert "torch: 2.13.0 on node 0 (a), 2.12.1 on node 1 (b)" in said and "node 2" not in said
 
 
+def test_other_nodes_outcomes_decide_the_job():
+    from advisor.cluster_runner import ceiling_set_by, merge_reports
+    from advisor.errors import TrialError
+    from advisor.launch import JobOutcome
+
+    def describe(rank):
+        return f"node {rank} (h{rank})"
+
+    here = JobOutcome("ok", [{"event": "probe", "status": "ok", "peak_bytes": 10, "rank": 0}])
+    fitted = {"status": "ok", "events": [{"event": "probe", "status": "ok", "peak_bytes": 30, "rank": 0}]}
+    short = {"status": "oom", "events": [{"event": "probe", "status": "oom", "message": "can't allocate", "rank": 0}]}
+    assert merge_reports(here, {1: fitted, 2: short}, describe) == [2]  # the smallest node's answer is the job's
+    assert here.status == "oom" and [e.get("node", 0) for e in here.events] == [0, 1, 2]
+    assert here.events[-1]["message"] == "node 2 (h2): can't allocate" and here.events[1]["peak_bytes"] == 30
+    with pytest.raises(TrialError, match=r"^On node 1 \(h1\): boom"):
+        merge_reports(JobOutcome("ok", []), {1: {"status": "error", "message": "boom"}}, describe)
+    assert ceiling_set_by([2], 418, 3, describe) == ("node 2 (h2): batch 418 ran out of memory there and fit on "
+                                                     "node 0 (h0), node 1 (h1)")
+    assert ceiling_set_by([0, 1], 512, 2, describe).startswith("every node alike")
+    assert ceiling_set_by(None, None, 2, describe) is None
+
+
 # ------------------------------------------------------------------------------------------------ real nodes
 
 def _free_port() -> int:
