@@ -133,10 +133,12 @@ def settings_from_args(args, host):
 def cmd_plan(args) -> int:
     from .adapters import load_adapter
     from .device import detect
-    from .recipe import check_output_path, save_recipe
-    from .report import build_recipe, human_summary, json_summary
+    from .recipe import check_output_path
     from .session import Session, validate_setup
 
+    cluster = cluster_from_args(args)
+    if cluster is not None and cluster.node_rank != 0:
+        return cmd_plan_follower(args, cluster)
     out = Path(args.out) if args.out else None
     if out:
         check_output_path(out, args.force)
@@ -148,11 +150,13 @@ def cmd_plan(args) -> int:
     args.adapter_options = adapter_options_from_argv(adapter, args.adapter_argv)
     host = detect(args.device)
     settings = settings_from_args(args, host)
+    if cluster is not None:
+        on_cluster(settings, cluster, args)
     progress = StderrProgress()
     started = time.monotonic()
-    door = None
+    door, link = None, None
     if getattr(args, "script_command", None) is not None:  # `advisor plan [options] -- SCRIPT ARGS`
-        from .door import finish_script_result, script_session
+        from .door import script_session
 
         progress.line(f"== a first look at {args.script_command[0] if args.script_command else 'the script'}")
         session, door = script_session(args.script_command, adapter, settings, host, progress)
@@ -160,6 +164,7 @@ def cmd_plan(args) -> int:
         known, recorder = None, None  # the history keys on workloads; a script's runs are not recorded yet
     else:
         setup = validate_setup(settings, adapter, host)
+        link = _join_cluster(cluster, settings, adapter, host, progress) if cluster else None
         # One training and one evaluation step at batch 2 in a child (a few seconds), before the first probe: a
         # workload's own bug is one paragraph now, not a worker's traceback minutes into the plan.
         from .workload_check import check_in_process
@@ -170,11 +175,97 @@ def cmd_plan(args) -> int:
     listeners = [progress] + ([recorder] if recorder else [])
     if door is None:
         session = Session(adapter, settings, setup, lambda event: [listen(event) for listen in listeners],
-                          known=known)
+                          known=known, cluster=link)
     if recorder:
         recorder.model_info = lambda: session.runner.model_info
+    if link is not None:
+        return _plan_on_cluster(args, link, session, out, recorder, progress, started)
     result = session.run_all()
+    return _finish_plan(args, result, session, door, adapter, out, recorder, progress, started)
+
+
+def cluster_from_args(args):
+    """The cluster this plan runs on (--nnodes/--node-rank/--rdzv-endpoint, else SLURM's variables), or None."""
+    from .cluster import cluster_spec
+
+    return cluster_spec(getattr(args, "nnodes", None), getattr(args, "node_rank", None),
+                        getattr(args, "rdzv_endpoint", None), getattr(args, "rdzv_id", None),
+                        getattr(args, "rdzv_timeout", None))
+
+
+def on_cluster(settings, cluster, args) -> None:
+    """Settings of a plan measured on the cluster: the runs span its nodes, and it is the target."""
+    from .errors import SetupError
+
+    given = [flag for flag, value in (("--nodes", args.nodes), ("--gpus-per-node", args.gpus_per_node),
+                                      ("--world-size", args.world_size)) if value is not None]
+    if given:
+        raise SetupError(f"{', '.join(given)} describe a cluster a one-host plan extrapolates to; a plan started on "
+                         f"every node (here {cluster.nnodes} nodes x --nproc {settings.nproc}) measures the cluster "
+                         "itself. Drop them.")
+    if getattr(args, "script_command", None) is not None:
+        raise SetupError("A plan of your own script (`-- SCRIPT`) runs on one host for now: drop --nnodes (and the "
+                         "SLURM launch), or plan a workload (--workload) across the nodes.")
+    settings.nodes = settings.cluster_nodes = cluster.nnodes
+
+
+def _join_cluster(cluster, settings, adapter, host, progress):
+    from .cluster import join, node_facts
+
+    return join(cluster, node_facts(settings, adapter, host), progress.line)
+
+
+def cmd_plan_follower(args, cluster) -> int:
+    """`advisor plan` on a node other than 0: the same checks, then this node's workers for every job node 0 posts;
+    exit 0 when node 0's plan ends. Writes nothing (no recipe, no history)."""
+    from .adapters import load_adapter
+    from .cluster_runner import follow
+    from .device import detect
+    from .session import validate_setup
+
+    adapter = load_adapter(args.adapter)
+    args.adapter_options = adapter_options_from_argv(adapter, args.adapter_argv)
+    host = detect(args.device)
+    settings = settings_from_args(args, host)
+    on_cluster(settings, cluster, args)
+    progress = StderrProgress()
+    validate_setup(settings, adapter, host)
+    link = _join_cluster(cluster, settings, adapter, host, progress)
+    progress.line(f"== node {cluster.node_rank} of {cluster.nnodes}: running this node's workers for every step; "
+                  "node 0 runs the method and writes the recipe")
+    ended = follow(link, adapter, settings, progress.line)
+    if ended.get("ok"):
+        progress.line(f"== node {cluster.node_rank}: the plan ended on node 0; this node wrote nothing")
+        return 0
+    print(f"advisor: node 0's plan ended without a recipe: {ended.get('message')}", file=sys.stderr)
+    return 1
+
+
+def _plan_on_cluster(args, link, session, out, recorder, progress, started) -> int:
+    """Node 0: the method on every node; the recipe records the cluster; every node hears how it ended."""
+    from .cluster import cluster_facts, finish
+
+    try:
+        result = session.run_all()
+        smallest_oom = session.ceiling_result.smallest_oom if session.ceiling_result else None
+        result.cluster = cluster_facts(link, session.runner.ceiling_set_by(smallest_oom)).to_dict()
+        code = _finish_plan(args, result, session, None, session.adapter, out, recorder, progress, started)
+    except BaseException as exc:
+        finish(link, False, (str(exc).splitlines() or [type(exc).__name__])[0])
+        session.close()
+        raise
+    finish(link, True)
+    return code
+
+
+def _finish_plan(args, result, session, door, adapter, out, recorder, progress, started) -> int:
+    """The recipe, the history row and the summary of a finished plan; the exit code."""
+    from .recipe import save_recipe
+    from .report import build_recipe, human_summary, json_summary
+
     if door is not None:
+        from .door import finish_script_result
+
         finish_script_result(result, door, adapter, session.runner.script_seen)
     recipe = build_recipe(result, ["advisor"] + sys.argv[1:])
     saved = save_recipe(recipe, out, force=args.force) if out else None
@@ -760,6 +851,16 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--gpus-per-node", type=int, help="processes per node on the target cluster (default --nproc)")
     plan.add_argument("--world-size", type=int, help="the target cluster's processes in all (instead of "
                                                      "--gpus-per-node)")
+    plan.add_argument("--nnodes", type=int, help="measure on the cluster itself: start the same command on every "
+                      "node, as torchrun (under SLURM, `srun advisor plan ...` fills the cluster flags in)")
+    plan.add_argument("--node-rank", type=int, help="this node's rank, 0 to --nnodes - 1; node 0 runs the method and "
+                                                     "writes the recipe")
+    plan.add_argument("--rdzv-endpoint", help="HOST:PORT where the nodes meet: node 0's host, a free port "
+                                              "(default port 29400)")
+    plan.add_argument("--rdzv-id", help="an id shared by the nodes of one plan (default: the SLURM job id, else "
+                                        "'advisor')")
+    plan.add_argument("--rdzv-timeout", type=float, help="seconds node 0 waits for every node to join "
+                                                         "(default 300)")
     plan.add_argument("--trial-timeout", type=float, default=PLAN_DEFAULTS["trial_timeout"], help="seconds one trial may take in all")
     plan.add_argument("--idle-timeout", type=float, default=PLAN_DEFAULTS["idle_timeout"], help="seconds without progress before a trial is "
                                                                         "declared hung")
@@ -974,6 +1075,10 @@ def _main(argv: list[str] | None) -> int:
     if not getattr(args, "func", None) or getattr(args, "tui", False):
         return cmd_tui(args)  # bare `advisor`, `advisor tui`, `advisor diagnose --tui`
     if getattr(args, "command", None) in ("plan", "replan"):  # minutes of runs: a Ctrl-C must stop them
+        if getattr(args, "nnodes", None) or os.environ.get("SLURM_NNODES"):
+            # A node that loses the rendezvous store says so in one paragraph; torch's C++ warning would add a
+            # stack of native frames first. Read when torch loads.
+            os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
         import_torch_keeping_ctrl_c()
     return args.func(args)
 

@@ -205,6 +205,8 @@ def plan_row(context: RunContext, result) -> dict:
                validated=not result.headline, **sweep_length(result.ledger),
                ceiling=ceiling_summary(result.ceiling, ceiling_precision.precision if ceiling_precision
                                        else plan.precision))
+    if getattr(result, "cluster", None):  # a plan measured across nodes: which nodes, each one's device and memory
+        row["cluster"] = result.cluster
     if chosen is not None:
         row.update(peak_bytes=chosen.peak_bytes, step_seconds=chosen.step_seconds, data_seconds=chosen.data_seconds,
                    throughput=chosen.samples_per_s,
