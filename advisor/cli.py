@@ -314,7 +314,7 @@ def _plan_history(args, settings, setup, out, progress):
 
 def cmd_history(args) -> int:
     from .history import append_row, default_read_path, filter_rows, read_history, render_history, rows_from_recipe
-    from .recipe import check_recipe
+    from .recipe import read_document
 
     path = default_read_path(args.history)
     if args.import_recipes:
@@ -322,7 +322,7 @@ def cmd_history(args) -> int:
             if recipe.endswith(".measurements.toml"):  # a recipe's sibling (`recipes/*.toml` matches it): read with it
                 print(f"advisor: {recipe}: a recipe's measurements file, imported with its recipe", file=sys.stderr)
                 continue
-            rows = rows_from_recipe(check_recipe(recipe), recipe)
+            rows = rows_from_recipe(read_document(recipe), recipe)
             existing = {(r.get("imported_from"), r.get("kind"), r.get("time"), r.get("per_device"))
                         for r in read_history(path).rows}
             fresh = [r for r in rows if (r.get("imported_from"), r.get("kind"), r.get("time"), r.get("per_device"))
@@ -379,9 +379,9 @@ def cmd_check(args) -> int:
 
 def cmd_explain(args) -> int:
     from .explain import explain_text
-    from .recipe import check_recipe
+    from .recipe import read_document
 
-    print(explain_text(check_recipe(args.recipe)))
+    print(explain_text(read_document(args.recipe)))
     return 0
 
 
@@ -441,9 +441,9 @@ def cmd_adapters(args) -> int:
 def cmd_export(args) -> int:
     from .errors import ExportError
     from .export import deepspeed_hostfile, export_recipe, recipe_export_targets
-    from .recipe import check_output_path, check_recipe, write_text_atomically
+    from .recipe import check_output_path, read_document, write_text_atomically
 
-    data = check_recipe(args.recipe)
+    data = read_document(args.recipe)
     text, notes = export_recipe(data, args.to)
     outputs = [("--out", args.out, text)] if args.out else []
     if args.hostfile:
@@ -490,17 +490,17 @@ def replan_target_from_args(args):
     source = "--device-memory" if args.device_memory else "the GPU table (nominal)"
     device_type = args.device or ("cuda" if args.gpu else None)
     if device_type is None:
-        from .recipe import check_recipe
+        from .recipe import read_document
 
-        device_type = "cpu" if str(check_recipe(args.recipe).get("inputs", {}).get("device", "cpu")) == "cpu" \
-            else "cuda"
+        device = read_document(args.recipe).inputs.device
+        device_type = "cpu" if device is None or str(device) == "cpu" else "cuda"
     if device_type == "cpu" and args.gpu:
         raise SetupError("--device cpu contradicts --gpu; leave one out.")
     return ReplanTarget(memory, source, gpu, device_type, args.nproc, args.nodes or 1, args.precision,
                         args.global_batch, args.headroom, allow_few_steps=bool(getattr(args, "force", False)))
 
 
-def _record_replan(args, data, result, saved) -> None:
+def _record_replan(args, doc, result, saved) -> None:
     """One history row for the re-plan, next to the new recipe (or --history / $ADVISOR_HISTORY)."""
     from .adapters import recipe_adapter_name
     from .history import RunContext, append_row, history_path, replan_row
@@ -508,12 +508,11 @@ def _record_replan(args, data, result, saved) -> None:
     path = history_path(args.history, saved.path if saved else None)
     if path is None:
         return
-    workload = data.get("workload", {})
     target = result.target
-    context = RunContext({k: workload.get(k) for k in ("name", "spec", "parameters", "train_size", "task")},
+    context = RunContext({k: getattr(doc.workload, k) for k in ("name", "spec", "parameters", "train_size", "task")},
                          {"type": target.device_type, "name": target.gpu.name if target.gpu else target.device_type,
                           "memory_bytes": target.memory_bytes},
-                         recipe_adapter_name(data), recipe=str(saved.path) if saved else None)
+                         recipe_adapter_name(doc), recipe=str(saved.path) if saved else None)
     try:
         append_row(path, replan_row(context, result))
     except OSError as exc:
@@ -521,7 +520,7 @@ def _record_replan(args, data, result, saved) -> None:
 
 
 def cmd_replan(args) -> int:
-    from .recipe import check_output_path, check_recipe, save_recipe
+    from .recipe import check_output_path, read_document, save_recipe
     from .replan import confirm, device_present, render_table, replan, replanned_recipe, with_confirmation
 
     out = Path(args.out) if args.out else None
@@ -530,7 +529,7 @@ def cmd_replan(args) -> int:
             raise AdvisorError(f"--out {out} is the recipe being re-planned; write the re-plan to a new file "
                                "(the source keeps what was measured).")
         check_output_path(out, args.force)
-    data = check_recipe(args.recipe)
+    data = read_document(args.recipe)
     target = replan_target_from_args(args)
     result = replan(data, args.recipe, target)
     if args.confirm and args.no_confirm:
