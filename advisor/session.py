@@ -89,6 +89,7 @@ class MethodResult:
     optimizer_hyperparameters_source: str = ""
     tf32: bool = False  # the probes ran with TF32 matmuls allowed; the user's run must allow them too
     host: HostDevices | None = None  # what detect() found before the plan
+    cluster: dict | None = None  # the nodes a plan across nodes ran on (advisor.cluster.ClusterFacts), or None
     workload_notes: dict = field(default_factory=dict)  # the recipe's [workload] additions: metric, what was probed
     sweep_summary: dict = field(default_factory=dict)  # SweepOutcome.summary(): spread, ties, diverged runs
     trial_summary: dict = field(default_factory=dict)  # TrialOutcome.summary(): each decision's rule code
@@ -316,7 +317,7 @@ class Session:
     ``finish()`` in order; redo any of them; ``cancel()`` from another thread stops the running one."""
 
     def __init__(self, adapter: Adapter, settings: MethodSettings, setup: Setup,
-                 on_event: Callable[[Event], None] | None = None, runner=None, known=None):
+                 on_event: Callable[[Event], None] | None = None, runner=None, known=None, cluster=None):
         from .runner import JobRunner
 
         self.adapter, self.settings, self.setup = adapter, settings, setup
@@ -327,6 +328,11 @@ class Session:
             settings.precision, settings.device, setup.host.bf16, supported)
         self.mixed = self.precision.mixed  # tried before halving and before accumulation
         # Tests hand in a stub runner with the same probe/train/ledger/model_info/env/options surface.
+        if runner is None and cluster is not None:  # `advisor plan --nnodes`: every job on every node
+            from .cluster_runner import ClusterRunner
+
+            runner = ClusterRunner(adapter, settings, self._emit, self.cancel_token, setup.adapter_options,
+                                   tf32=self.precision.tf32, link=cluster)
         self.runner = runner or JobRunner(adapter, settings, self._emit, self.cancel_token, setup.adapter_options,
                                           tf32=self.precision.tf32)
         if runner is not None and setup.adapter_options is not None:
@@ -430,7 +436,7 @@ class Session:
         from .method.plan import MIN_STEPS_PER_RUN, largest_learnable_global
 
         cap = self.per_device_cap
-        train_size, nproc, epochs = self.setup.workload.train_length, self.settings.nproc, self.info.run_epochs
+        train_size, nproc, epochs = self.setup.workload.train_length, self.settings.run_processes, self.info.run_epochs
         by_run = max(1, largest_learnable_global(train_size, epochs) // nproc)
         if by_run < cap:
             run = f"the {epochs:g}-epoch run ({self.info.run_source})" if epochs else "a 1-epoch run (no --epochs)"

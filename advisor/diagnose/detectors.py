@@ -85,11 +85,14 @@ class Context:
     elisions: list | None = None  # lines that are only "..." (epochs cut out of a paste): gaps in the curves
 
     @classmethod
-    def from_recipe(cls, data: dict) -> "Context":
-        batch, lr = data.get("batch", {}), data.get("lr", {})
-        return cls(batch.get("per_device"), batch.get("world_size"), batch.get("accumulation_steps"),
-                   batch.get("global"), lr.get("value"), lr.get("rule"), data.get("precision", {}).get("mode"),
-                   data.get("normalization", {}).get("has_batchnorm"), "recipe")
+    def from_recipe(cls, recipe) -> "Context":
+        """The recipe's plan (a checked recipe: its TOML document, or typed)."""
+        from ..recipe import RecipeDocument
+
+        doc = RecipeDocument.of(recipe)
+        batch, lr = doc.batch, doc.lr
+        return cls(batch.per_device, batch.world_size, batch.accumulation_steps, batch.global_, lr.value, lr.rule,
+                   doc.precision.mode, doc.normalization.has_batchnorm, "recipe")
 
     def merge_log(self, found: dict) -> None:
         for key in ("per_device", "accumulation", "global_batch", "classes", "framework"):
