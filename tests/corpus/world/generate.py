@@ -44,6 +44,8 @@ SCENARIOS = {
     "d-overfit": dict(task="digits", n_train=40, epochs=150, batch=8, opt="adam", lr=3e-3, width=256),
     "d-slow": dict(task="digits", n_train=1300, epochs=25, batch=128, opt="sgd", lr=0.02, width=64),
     "d-jitter": dict(task="digits", n_train=1300, epochs=4, batch=1, opt="sgd", lr=0.1, width=64),
+    "d-jitter2": dict(task="digits", n_train=1300, epochs=3, batch=2, opt="sgd", lr=0.1, width=64),
+    "d-stuck": dict(task="digits", n_train=1300, epochs=12, batch=64, opt="sgd", lr=1e-5, width=64),
     "d-periodic": dict(task="digits", n_train=1300, epochs=12, batch=20, opt="adam", lr=3e-4, width=64, sorted=True),
 }
 DIGITS_DIM = 64
@@ -500,6 +502,11 @@ RUNS = {
     "gen-dg-text-02": ("loader-death", "killed"),
     "gen-dg-sw-03": ("summarywriter", "d-periodic"),
     "gen-dg-text-03": ("loader-death", "oom"),
+    "gen-dg-pltb-02": ("lightning-tb", "d-jitter2"),
+    "gen-dg-plcsv-03": ("lightning-csv", "d-stuck"),
+    "gen-dg-keras-02": ("keras", "d-slow"),
+    "gen-dg-hf-03": ("hf", "d-overfit"),
+    "gen-dg-text-04": ("plain-text", "d-diverged"),
 }
 
 
