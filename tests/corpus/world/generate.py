@@ -391,11 +391,12 @@ LOADER_DEATH_SCRIPT = textwrap.dedent('''
     torch.set_num_threads(1)
     how = sys.argv[1]
     xt, yt, xv, yv = digits_data(1300)
-    if how == "oom":  # the host has little memory left for this process: cap its data segment
+    if how in ("oom", "leak"):  # the host has little memory left for this process: cap its data segment
         import resource
         with open("/proc/self/status") as status:
             used = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmData"))
-        resource.setrlimit(resource.RLIMIT_DATA, (used + 300 * 2**20, resource.RLIM_INFINITY))
+        cap = 250 if how == "leak" else 300
+        resource.setrlimit(resource.RLIMIT_DATA, (used + cap * 2**20, resource.RLIM_INFINITY))
 
     class Scans(torch.utils.data.Dataset):
         epoch = 1  # set before each epoch: the workers start then and get a copy
@@ -408,12 +409,14 @@ LOADER_DEATH_SCRIPT = textwrap.dedent('''
                 os.kill(os.getpid(), signal.SIGKILL)
             return xt[i], yt[i]
 
-    model = mlp(64, DIGITS_DIM)
+    model = mlp(2048 if how == "leak" else 64, DIGITS_DIM)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    running = 0.0  # how == "leak": summed as a tensor, so every step's autograd graph stays alive
     scans = Scans()
     loader = torch.utils.data.DataLoader(scans, batch_size=32, shuffle=True, num_workers=1 if how == "killed" else 0,
                                          generator=torch.Generator().manual_seed(0))
-    for epoch in range(1, 6):
+    seen = 0
+    for epoch in range(1, 11 if how == "leak" else 6):
         scans.epoch = epoch
         for step, (x, y) in enumerate(loader, 1):
             if how == "oom" and epoch == 3 and step == 20:  # a resize bug: scans upsampled 128x, a first layer to fit
@@ -421,10 +424,13 @@ LOADER_DEATH_SCRIPT = textwrap.dedent('''
                 model = torch.nn.Sequential(torch.nn.Linear(x.shape[1], 64), *list(model)[1:])
             loss = torch.nn.functional.cross_entropy(model(x), y)
             opt.zero_grad()
-            loss.backward()
+            loss.backward(retain_graph=how == "leak")
             opt.step()
+            running = running + (loss if how == "leak" else loss.item())
+            seen += 1
             if step % 5 == 0:
-                print(f"Epoch {{epoch}} [{{step * 32}}/1300] loss: {{loss.item():.4f}}", flush=True)
+                print(f"Epoch {{epoch}} [{{step * 32}}/1300] loss: {{loss.item():.4f}} avg: {{float(running) / seen:.4f}}",
+                      flush=True)
         with torch.no_grad():
             logits = model(xv)
             val = torch.nn.functional.cross_entropy(logits, yv).item()
@@ -435,7 +441,8 @@ LOADER_DEATH_SCRIPT = textwrap.dedent('''
 
 def loader_death(name: str, how: str, out: str) -> None:
     """A plain loop on the digits that dies in epoch 3: its DataLoader worker SIGKILLed (how="killed": the console
-    shows torch's own error), or a real CPU out-of-memory under a capped data segment (how="oom")."""
+    shows torch's own error), or a real CPU out-of-memory under a capped data segment (how="oom": a resize bug in
+    epoch 3; how="leak": the running loss summed as a tensor keeps every step's graph alive until memory runs out)."""
     folder = os.path.join(out, name)
     os.makedirs(folder, exist_ok=True)
     script = os.path.join(folder, "_train.py")
@@ -507,6 +514,8 @@ RUNS = {
     "gen-dg-keras-02": ("keras", "d-slow"),
     "gen-dg-hf-03": ("hf", "d-overfit"),
     "gen-dg-text-04": ("plain-text", "d-diverged"),
+    "gen-dg-text-05": ("loader-death", "leak"),
+    "gen-dg-pltb-03": ("lightning-tb", "d-periodic"),
 }
 
 
