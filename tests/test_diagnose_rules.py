@@ -398,3 +398,28 @@ def test_a_constant_accuracy_in_a_mid_run_excerpt_is_not_called_not_learning(tmp
     text = "".join(f"Epoch {e}: train_loss={0.031 + 0.001 * (-1) ** e:.4f} val_loss={0.052 + 0.001 * (e % 3):.4f} "
                    f"val_acc=0.9900\n" for e in range(40, 60))
     assert "not-learning" not in _kinds(_diagnose(tmp_path, text))
+
+
+def _regression_log(train, val):
+    return "".join(f"Epoch {e}: train_loss={t:.4f} val_loss={v:.4f}\n" for e, (t, v) in enumerate(zip(train, val)))
+
+
+def test_validation_flat_since_epoch_3_while_training_halves_is_overfitting(tmp_path):
+    # A regression, 20 epochs: training falls 231 -> 54 in 3 epochs, then on to 25.6 (halving since validation
+    # stopped improving, though only ~10% over its own second half); validation reaches 46 at epoch 3 and then
+    # sits at 41-49 (one 61.7), best 40.6 at epoch 9 and 45.7 at the end: training falls, validation is flat.
+    train = [231.4, 151.7, 53.8, 34.1, 31.9, 30.7, 29.6, 28.9, 28.3, 27.8, 27.4, 27.0, 26.7, 26.5, 26.3, 26.1,
+             25.7, 25.6, 25.7, 25.6]
+    val = [195.7, 115.5, 46.4, 45.5, 61.7, 44.4, 56.7, 42.0, 44.9, 40.6, 47.2, 43.3, 48.9, 43.3, 43.1, 41.6,
+           43.5, 44.2, 44.0, 45.7]
+    assert _kinds(_diagnose(tmp_path, _regression_log(train, val))) == ["overfitting"]
+
+
+def test_validation_and_training_levelling_off_together_is_not_overfitting(tmp_path):
+    # The other side: both curves fall fast and level off together (training falls 4% since validation's level):
+    # converged, not overfitting.
+    train = [231.4, 151.7, 53.8] + [34.0 - 0.07 * e for e in range(17)]
+    val = [195.7, 115.5, 46.4, 45.5, 48.7, 44.4, 47.7, 44.0, 44.9, 43.6, 47.2, 44.3, 46.9, 44.3, 45.1, 44.6,
+           45.5, 44.2, 46.0, 45.7]
+    assert "overfitting" not in _kinds(_diagnose(tmp_path, _regression_log(train, val)))
+

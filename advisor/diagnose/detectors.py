@@ -1283,6 +1283,39 @@ def _validation_stalled(val: list[Point], best: int, series: dict[str, list[Poin
     return True
 
 
+def _position(point: Point) -> tuple[int, float]:
+    """Where a point lies in the run, comparable across series: its step, else its epoch, else its line."""
+    if point.step is not None:
+        return 0, point.step
+    if point.epoch is not None:
+        return 1, point.epoch
+    return 2, point.line
+
+
+def _train_fall_on_plateau(train: list[Point], val: list[Point], level: float) -> float:
+    """How far training fell while validation sat at its level: from the first validation point within ``level``
+    (its best plus its margin) to the end, the relative fall between the medians of the first and last quarter of
+    the training points in that span (medians: the end of training's fast phase at the span's start, or a noisy
+    epoch, does not count as a fall). 0.0 when the span holds too few training points to say."""
+    start = next((i for i, p in enumerate(val) if p.value <= level), None)
+    if start is None:
+        return 0.0
+    # A validation jumping by VAL_JITTER_SCORE of its level point to point is not flat: it is noisy (the
+    # validation-jitter rule), and its margin would take in the whole run.
+    plateau = _values(val[start:])
+    if len(plateau) < 3 or _mad_sigma([b - a for a, b in zip(plateau, plateau[1:])]) / math.sqrt(2) >= (
+            VAL_JITTER_SCORE * abs(_median(plateau))):
+        return 0.0
+    start = val[start]
+    kind, at = _position(start)
+    span = [p.value for p in train if _position(p)[0] == kind and _position(p)[1] >= at]
+    quarter = len(span) // 4
+    if quarter < 2:
+        return 0.0
+    first, last = _median(span[:quarter]), _median(span[-quarter:])
+    return (first - last) / abs(first) if first else 0.0
+
+
 def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
     train = _finite(series.get(TRAIN_LOSS, []) or series.get("train_loss_epoch", []))
     val = _finite(series.get(VAL_LOSS, []))
@@ -1302,8 +1335,8 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
         train_tail = _values(train)[len(train) // 2:]
         # Not improving (flat, or rising less than the rising rule needs) while training still falls: validation
         # has stopped improving, not merely slowed down near its floor (_validation_stalled).
-        flat = (val_tail_drop < 0.03 and _relative_drop(train_tail) > 0.15
-                and _validation_stalled(val, best, series))
+        train_fall = max(_relative_drop(train_tail), _train_fall_on_plateau(train, val, values[best] + margin))
+        flat = val_tail_drop < 0.03 and train_fall > 0.15 and _validation_stalled(val, best, series)
         if rising or flat:
             gap = _median(values[-2:]) - _median(_values(train)[-max(3, len(train) // 20):])
             evidence = {"val_best": round(values[best], 5), "val_best_at": _where(val, best),
