@@ -423,3 +423,35 @@ def test_validation_and_training_levelling_off_together_is_not_overfitting(tmp_p
            45.5, 44.2, 46.0, 45.7]
     assert "overfitting" not in _kinds(_diagnose(tmp_path, _regression_log(train, val)))
 
+
+
+def test_a_classifier_at_the_same_accuracy_to_two_samples_whose_val_loss_does_not_move_is_not_learning(tmp_path):
+    # 7 epochs of a 7-class tabular run: validation accuracy 0.5741 / 0.5739 at every epoch (the majority share, give
+    # or take two samples), validation loss 0.8687 -> 0.8664 (0.3%); the training loss falls 0.94 -> 0.87 in the
+    # first epoch (learning the class prior) and then sits: the model predicts the majority class.
+    train = [0.9393, 0.8740, 0.8701, 0.8685, 0.8673, 0.8667, 0.8664]
+    val = [0.8687, 0.8675, 0.8660, 0.8643, 0.8653, 0.8657, 0.8664]
+    acc = [0.5741, 0.5741, 0.5739, 0.5741, 0.5739, 0.5739, 0.5739]
+    report = _diagnose(tmp_path, "".join(f"Epoch {e}: train_loss={t:.4f} val_loss={v:.4f} val_acc={a:.4f}\n"
+                                         for e, (t, v, a) in enumerate(zip(train, val, acc))))
+    assert _kinds(report) == ["not-learning"]
+
+
+def test_a_converged_classifier_at_a_steady_accuracy_from_the_start_is_not_called_not_learning(tmp_path):
+    # Accuracy 0.9902-0.9906 at every epoch from the first, but the validation loss still falls 0.060 -> 0.041:
+    # a model that learned in its first epoch, not one predicting one class.
+    val = [0.060 * 0.96 ** e for e in range(10)]
+    text = "".join(f"Epoch {e}: train_loss={0.08 * 0.9 ** e:.4f} val_loss={v:.4f} val_acc={0.9902 + 0.0002 * (e % 3):.4f}\n"
+                   for e, v in enumerate(val))
+    assert "not-learning" not in _kinds(_diagnose(tmp_path, text))
+
+
+def test_a_lightning_csv_at_the_majority_class_from_its_first_validation_is_not_learning(tmp_path):
+    # Lightning CSVLogger rows: a per-step training loss every 50 steps and a validation row at the end of each
+    # epoch (step 340, 681, ...): the first validation is at step 340 of 2386, yet in epoch 0, the run's start.
+    rows = ["epoch,step,train_loss,val_loss,val_accuracy"]
+    for epoch in range(7):
+        for step in range(epoch * 341 + 49, epoch * 341 + 340, 50):
+            rows.append(f"{epoch},{step},{0.87 + 0.003 * ((step * 37) % 11 - 5) + (0.03 if step < 200 else 0):.4f},,")
+        rows.append(f"{epoch},{epoch * 341 + 340},,{0.8687 - 0.0004 * (epoch % 3):.4f},{0.5741 - 0.0002 * (epoch % 2):.4f}")
+    assert _kinds(_diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics.csv")) == ["not-learning"]

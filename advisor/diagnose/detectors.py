@@ -832,6 +832,7 @@ def detect_not_learning(series: dict[str, list[Point]], ctx: Context) -> list[Fi
 NO_MOVE = 0.03  # a loss that moved less than this share of its start over the run, not steadily, has not moved
 NO_MOVE_AT_ALL = 0.005  # ... and less than this share, steadily or not
 CONSTANT_ACC_POINTS = 5  # evaluations with the same accuracy, at least, to say the model predicts the same classes
+CONSTANT_ACC_SPREAD = 0.001  # ... the same to this much (0-1 scale): a few samples of a validation set, not a change
 RUN_START_SHARE = 0.05  # a curve whose first point lies within this share of its last point's step/epoch: from the start
 CONVERGED_PACE = 0.25  # a last quarter falling less than this share of the first quarter's fall: levelled off
 SETTLED_FALL_TO_SPREAD = 3.0  # ... after a fall this many times its second half's spread: a clear, settled descent
@@ -859,12 +860,17 @@ def _constant_accuracy_unmoved(series: dict[str, list[Point]]) -> list[Finding]:
     """The validation accuracy identical to its printed digits at every one of CONSTANT_ACC_POINTS+ evaluations
     (the model predicts the same classes every time: the majority class, typically, sitting just under ln 2 for
     a binary task) while every loss curve, followed from the run's start, has not moved (_unmoved)."""
-    accs = [p.value for p in series.get("val_acc", []) if math.isfinite(p.value)]
-    if len(accs) < CONSTANT_ACC_POINTS or max(accs) - min(accs) > PRINT_PRECISION * max(abs(a) for a in accs):
+    evaluations = [p for p in series.get("val_acc", []) if math.isfinite(p.value)]
+    accs = [p.value for p in evaluations]
+    if len(accs) < CONSTANT_ACC_POINTS:
+        return []
+    scale = 100.0 if max(accs) > 1.0 else 1.0
+    if max(accs) - min(accs) > max(PRINT_PRECISION * max(abs(a) for a in accs), CONSTANT_ACC_SPREAD * scale):
         return []
     curves = [(name, _finite(series.get(name, []))) for name in ("train_loss_epoch", TRAIN_LOSS, VAL_LOSS)]
     curves = [(name, points) for name, points in curves if len(points) >= STUCK_FEW_POINTS]
-    if not curves or not all(_from_run_start(points) and _unmoved(points) for _, points in curves):
+    if not curves or not all(_from_run_start(points) and _unmoved(_since(points, evaluations[0]))
+                             for _, points in curves):
         return []
     name, points = curves[0]
     moved = {n: round(_moved(_values(p)), 5) for n, p in curves}
@@ -876,6 +882,18 @@ def _constant_accuracy_unmoved(series: dict[str, list[Point]]) -> list[Finding]:
                         f"{_series_words(n)} {m:+.1%}" for n, m in moved.items()) + "): the model predicts the same "
                     "classes every time (the majority class, typically); it is not learning.",
                     evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
+
+
+def _since(points: list[Point], first: Point) -> list[Point]:
+    """The curve from ``first``'s place in the run on (the first evaluation): what the loss did while the
+    evaluations watched. A training point at that very place is left out unless it is the evaluation's own series
+    (a per-epoch training loss is the mean over the epoch the evaluation ends: the descent from the
+    initialisation to the class prior). The whole curve when that leaves fewer than STUCK_FEW_POINTS points or the
+    places do not compare."""
+    kind, at = _position(first)
+    later = [p for p in points if _position(p)[0] == kind and (
+        _position(p)[1] > at or (_position(p)[1] == at and p.name == VAL_LOSS))]
+    return later if len(later) >= STUCK_FEW_POINTS else points
 
 
 def _unmoved_at_chance(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
@@ -903,12 +921,14 @@ def _unmoved_at_chance(series: dict[str, list[Point]], ctx: Context) -> list[Fin
 
 
 def _from_run_start(points: list[Point]) -> bool:
-    """The curve's first point is at the run's start: its step (or epoch) within RUN_START_SHARE of the last's."""
+    """The curve's first point is at the run's start: its step (or epoch) within RUN_START_SHARE of the last's, or
+    in the run's first epoch (0 or 1: a validation at the end of epoch 0 is at step 340 of 2386, yet at the start)."""
+    starts = []
     for attr in ("step", "epoch"):
         first, last = getattr(points[0], attr), getattr(points[-1], attr)
         if first is not None and last:
-            return first <= RUN_START_SHARE * last or (attr == "epoch" and first <= 1)  # epoch 0 or 1: the start
-    return False
+            starts.append(first <= RUN_START_SHARE * last or (attr == "epoch" and first <= 1))
+    return any(starts)
 
 
 def _converged_at_start(series: dict[str, list[Point]]) -> list[Finding]:
