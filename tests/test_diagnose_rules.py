@@ -455,3 +455,22 @@ def test_a_lightning_csv_at_the_majority_class_from_its_first_validation_is_not_
             rows.append(f"{epoch},{step},{0.87 + 0.003 * ((step * 37) % 11 - 5) + (0.03 if step < 200 else 0):.4f},,")
         rows.append(f"{epoch},{epoch * 341 + 340},,{0.8687 - 0.0004 * (epoch % 3):.4f},{0.5741 - 0.0002 * (epoch % 2):.4f}")
     assert _kinds(_diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics.csv")) == ["not-learning"]
+
+
+def _noise(i, size):
+    return size * (((i * 37) % 11) - 5) / 5  # deterministic, zero-mean, uniform-ish in [-size, size]
+
+
+def test_a_language_model_loss_flat_at_its_start_for_220_logs_is_not_learning(tmp_path):
+    # A small LM's training loss, logged every 50 steps from step 49 to 11,000: 7.66 -> 7.61 (0.7%) over the first
+    # 60 logs, then flat, within +-0.08 of batch noise, and no accuracy: it has not moved from where it started
+    # (a healthy run of the same model reaches 4.6 by step 5,700).
+    values = [7.61 + 0.05 * max(0, 60 - i) / 60 + _noise(i, 0.08) for i in range(220)]
+    report = _diagnose(tmp_path, _step_log(values))
+    assert _kinds(report) == ["not-learning"] and report.findings[0].severity == "warning"
+
+
+def test_a_loss_jumping_batch_to_batch_around_its_start_is_not_called_not_learning(tmp_path):
+    # The same flat trend with +-25% batch noise: the spread is no evidence the model is stuck (oscillation rules).
+    values = [2.30 - 0.02 * i / 219 + _noise(i, 0.6) for i in range(220)]
+    assert "not-learning" not in _kinds(_diagnose(tmp_path, _step_log(values)))

@@ -947,10 +947,15 @@ def _converged_at_start(series: dict[str, list[Point]]) -> list[Finding]:
     paces = quarter_paces(values)
     if not 0 < moved < NO_MOVE or paces is None or paces[0] <= 0 or paces[1] >= CONVERGED_PACE * paces[0]:
         return []
-    # Settled: the small fall it made stands well above its second half's spread (a loss swinging with the data
-    # order, or jumping from batch to batch, around its start is judged by the oscillation rules instead).
+    # Settled: the small fall it made stands well above its second half's spread; or, over SLOW_MIN_POINTS+ logs,
+    # it never fell at all and its batch-to-batch spread is itself under NO_MOVE of its level (a language model
+    # sitting at its unigram loss). A loss swinging with the data order, or jumping from batch to batch, around its
+    # start is judged by the oscillation rules instead.
     tail = values[len(values) // 2:]
-    if _median(values[:max(1, len(values) // 10)]) - _median(tail) <= SETTLED_FALL_TO_SPREAD * _mad_sigma(tail):
+    spread = _mad_sigma(tail)
+    settled = _median(values[:max(1, len(values) // 10)]) - _median(tail) > SETTLED_FALL_TO_SPREAD * spread
+    never_fell = len(values) >= SLOW_MIN_POINTS and spread <= NO_MOVE * abs(_median(tail))
+    if not settled and not never_fell:
         return []
     evidence = {"series": train[0].name, "moved": round(moved, 5), "start": round(values[0], 6),
                 "level": round(_median(values[-max(1, len(values) // 10):]), 6),
