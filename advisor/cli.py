@@ -135,7 +135,8 @@ def cmd_plan(args) -> int:
     from .device import detect
     from .recipe import check_output_path, save_recipe
     from .report import build_recipe, human_summary, json_summary
-    from .session import Session, validate_setup
+    from .session import Session
+    from .setup_checks import validate_setup
 
     out = Path(args.out) if args.out else None
     if out:
@@ -455,7 +456,7 @@ def cmd_replan(args) -> int:
         run_confirm = run_confirm or device_present(target, host)
     if run_confirm:  # it runs here, so the checks `advisor plan` makes of this host apply
         from .errors import SetupError
-        from .session import host_problems
+        from .setup_checks import host_problems
 
         problems, _ = host_problems(result.nproc, target.memory_bytes, host)
         if problems:
