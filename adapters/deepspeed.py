@@ -6,9 +6,47 @@ import sys
 
 from advisor.adapters import (AdapterBase, AdapterOption, BigModelAdvice, Capabilities, LaunchSpec, NoiseMeasurement,
                               env_prefix, torchrun_command)
-from advisor.export import DEFAULT_ZERO_STAGE, accelerate_deepspeed_plugin, choose_zero_stage, recipe_zero_stage
+from advisor.errors import ExportError
+from advisor.export import layerwise_zero_problem, recipe_numbers
+from advisor.recipe import RecipeDocument
 
 from .accelerate import package_version
+
+DEFAULT_ZERO_STAGE = 2  # the adapter's stage unless the optimizer needs whole tensors (choose_zero_stage)
+
+
+def choose_zero_stage(optimizer: str, asked: int | None) -> tuple[int, str]:
+    """(ZeRO stage, why). ``asked``: the user's --zero-stage, or None. A layer-wise optimizer at an explicit
+    stage above 0 raises ExportError (plan_options turns it into a set-up error)."""
+    from advisor.optimizers import LAYERWISE
+
+    if asked is not None:
+        problem = layerwise_zero_problem(optimizer, asked)
+        if problem:
+            raise ExportError(problem + ".")
+        return asked, f"ZeRO stage {asked}, as asked (--zero-stage {asked})."
+    if optimizer.lower() in LAYERWISE:
+        return 0, (f"ZeRO stage 0 because {optimizer.upper()} needs whole parameter tensors for its per-tensor "
+                   "trust ratio; ZeRO 1-3 would hand it flat per-rank partitions (optimizer state and gradients "
+                   "are replicated on every device instead of sharded).")
+    return DEFAULT_ZERO_STAGE, f"ZeRO stage {DEFAULT_ZERO_STAGE}, the adapter's default (--zero-stage to change)."
+
+
+def recipe_zero_stage(recipe: dict | RecipeDocument) -> tuple[int, str]:
+    """(ZeRO stage, why) a DeepSpeed-adapter recipe ran: its [adapter] zero_stage, checked against its optimizer;
+    the reason the plan recorded, else the rule's."""
+    doc = RecipeDocument.of(recipe)
+    asked = doc.adapter.options.get("zero_stage")
+    stage, why = choose_zero_stage(recipe_numbers(doc).optimizer, None if asked is None else int(asked))
+    return stage, doc.adapter.options.get("zero_stage_reason") or why
+
+
+def accelerate_deepspeed_plugin(recipe: dict | RecipeDocument, zero_stage: int) -> tuple[str, list[str]]:
+    """Accelerate's DeepSpeed plugin section at ``zero_stage`` (the adapter's ``export_accelerate_plugin``)."""
+    return "DEEPSPEED", ["deepspeed_config:", f"  zero_stage: {zero_stage}",
+                         f"  gradient_accumulation_steps: {recipe_numbers(recipe).accumulation}",
+                         "  offload_optimizer_device: none", "  offload_param_device: none",
+                         "  deepspeed_multinode_launcher: standard"]
 
 
 class DeepSpeedAdapter(AdapterBase):
@@ -53,7 +91,7 @@ class DeepSpeedAdapter(AdapterBase):
         and an explicit stage 1-3 with them is refused. At stage 0 DeepSpeed 0.19 keeps one fp32 master tensor
         per parameter in every precision (FP16_UnfusedOptimizer for fp16 and bf16; pinned in tests), so the
         precision does not change the answer."""
-        from advisor.errors import ExportError, SetupError
+        from advisor.errors import SetupError
 
         asked = AdapterBase.validate_options(self, {k: v for k, v in options.items() if k != "zero_stage_reason"})
         try:  # None: no stage asked for, so the optimizer's

@@ -21,9 +21,10 @@ import torch.distributed as dist
 
 from advisor.device import worker_device
 from advisor.extensions import heartbeat
-from advisor.export import DEFAULT_ZERO_STAGE
 from advisor.memory import meta_parameter_count, parameter_count
 from advisor.worker import WorkerStrategy, emit, to_device, worker_main
+
+from .deepspeed import DEFAULT_ZERO_STAGE
 
 # The fused op each config optimizer runs on CUDA; LARS has none (DeepSpeed has no LARS).
 FUSED_OPS = {"adam": "FusedAdamBuilder", "adamw": "FusedAdamBuilder", "lamb": "FusedLambBuilder"}
@@ -111,7 +112,7 @@ class DeepSpeedStrategy(WorkerStrategy):
             deepspeed.init_distributed(dist_backend=backend,
                                        timeout=datetime.timedelta(seconds=job.collective_timeout_s))
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
-        self.zero_stage = int(job.extra.get("adapter_options", {}).get("zero_stage", DEFAULT_ZERO_STAGE))
+        self.zero_stage = int(job.adapter_options.get("zero_stage", DEFAULT_ZERO_STAGE))
         self.low_precision = LOW_PRECISION.get(job.precision)
 
     def _choose_optimizer(self, workload) -> None:
@@ -172,7 +173,7 @@ class DeepSpeedStrategy(WorkerStrategy):
         inner = self._inner(optimizer)
         what = self.client_implementation or f"{type(inner).__module__}.{type(inner).__qualname__}"
         how = "client optimizer" if self.client else f"config optimizer {self.config['optimizer']['type']!r}"
-        if self.config.get("optimizer", {}).get("params", {}).get("torch_adam"):
+        if not self.client and self.config["optimizer"]["params"].get("torch_adam"):
             how += " with torch_adam"
         return f"{what} ({how}, inside {type(optimizer).__name__}, ZeRO stage {self.zero_stage})"
 

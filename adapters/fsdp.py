@@ -12,6 +12,7 @@ Which modules become blocks (each one ``fully_shard``-ed, then the root), in thi
 
 from __future__ import annotations
 
+from advisor.recipe import RecipeDocument
 from advisor.adapters import (ACCELERATE_EXPORT, TORCHRUN_EXPORT, AdapterBase, AdapterOption, BigModelAdvice,
                               Capabilities, NoiseMeasurement, env_prefix, shell_line, torchrun_command, training_args)
 
@@ -70,7 +71,7 @@ class FSDPAdapter(AdapterBase):
     def export_accelerate_plugin(self, data: dict) -> tuple[str, list[str]]:
         """Accelerate's FSDP plugin, version 2 (FullyShardedDataParallelPlugin reads these fsdp_config keys through
         `accelerate launch`'s FSDP_* variables), with the options the plan ran."""
-        adapter = data.get("adapter", {})
+        adapter = RecipeDocument.of(data).adapter.options
         classes = adapter.get("block_classes") or []
         if classes:  # the blocks the model declared: Accelerate wraps by class name
             wrap = ["  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP",

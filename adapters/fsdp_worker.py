@@ -101,7 +101,7 @@ class FSDPStrategy(ProcessGroupStrategy):
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         self.options = {"reshard_after_forward": True, "mixed_precision": "autocast", "cpu_offload": False,
                         "min_block_params": DEFAULT_MIN_BLOCK_PARAMS, "meta_init": False,
-                        **job.extra.get("adapter_options", {})}
+                        **job.adapter_options}
         if self.options["cpu_offload"] and self.device.type != "cuda":
             raise ValueError("--cpu-offload true moves FSDP2's shards from the GPU to CPU memory; on CPU they are "
                              "there already. Plan without it.")

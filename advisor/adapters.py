@@ -17,6 +17,7 @@ from importlib.metadata import entry_points
 from typing import Protocol, runtime_checkable
 
 from .errors import AdapterError, SetupError
+from .recipe import AdapterTable, InputsTable, RecipeDocument
 
 ENTRY_POINT_GROUP = "batch_advisor.adapters"
 # The adapter a plan runs when none is named, and the one a recipe that names none was planned with: its one owner.
@@ -341,10 +342,15 @@ def _shell_word(arg: str) -> str:
     return "".join(parts)
 
 
-def recipe_adapter_name(data: dict) -> str:
-    """The adapter a recipe (its parsed TOML) was planned with: [adapter] name, else [inputs] adapter, else the
-    default. Every reader of a recipe asks here."""
-    return str(data.get("adapter", {}).get("name") or data.get("inputs", {}).get("adapter") or DEFAULT_ADAPTER)
+def recipe_adapter_name(recipe: dict | RecipeDocument) -> str:
+    """The adapter a recipe (typed, or its parsed TOML) was planned with: [adapter] name, else [inputs] adapter,
+    else the default. Every reader of a recipe asks here."""
+    if isinstance(recipe, RecipeDocument):
+        adapter, inputs = recipe.adapter, recipe.inputs
+    else:  # only these two tables: a partial document names its adapter too
+        adapter = RecipeDocument.table_of(AdapterTable, recipe, "adapter")
+        inputs = RecipeDocument.table_of(InputsTable, recipe, "inputs")
+    return str(adapter.name or inputs.adapter or DEFAULT_ADAPTER)
 
 
 def available_adapters() -> dict[str, str]:

@@ -70,6 +70,7 @@ class MethodResult:
     optimizer_hyperparameters_source: str = ""
     tf32: bool = False  # the probes ran with TF32 matmuls allowed; the user's run must allow them too
     host: HostDevices | None = None  # what detect() found before the plan
+    cluster: dict | None = None  # the nodes a plan across nodes ran on (advisor.cluster.ClusterFacts), or None
     workload_notes: dict = field(default_factory=dict)  # the recipe's [workload] additions: metric, what was probed
     sweep_summary: dict = field(default_factory=dict)  # SweepOutcome.summary(): spread, ties, diverged runs
     trial_summary: dict = field(default_factory=dict)  # TrialOutcome.summary(): each decision's rule code

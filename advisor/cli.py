@@ -133,11 +133,13 @@ def settings_from_args(args, host):
 def cmd_plan(args) -> int:
     from .adapters import load_adapter
     from .device import detect
-    from .recipe import check_output_path, save_recipe
-    from .report import build_recipe, human_summary, json_summary
+    from .recipe import check_output_path
     from .session import Session
     from .setup_checks import validate_setup
 
+    cluster = cluster_from_args(args)
+    if cluster is not None and cluster.node_rank != 0:
+        return cmd_plan_follower(args, cluster)
     out = Path(args.out) if args.out else None
     if out:
         check_output_path(out, args.force)
@@ -149,11 +151,13 @@ def cmd_plan(args) -> int:
     args.adapter_options = adapter_options_from_argv(adapter, args.adapter_argv)
     host = detect(args.device)
     settings = settings_from_args(args, host)
+    if cluster is not None:
+        on_cluster(settings, cluster, args)
     progress = StderrProgress()
     started = time.monotonic()
-    door = None
+    door, link = None, None
     if getattr(args, "script_command", None) is not None:  # `advisor plan [options] -- SCRIPT ARGS`
-        from .door import finish_script_result, script_session
+        from .door import script_session
 
         progress.line(f"== a first look at {args.script_command[0] if args.script_command else 'the script'}")
         session, door = script_session(args.script_command, adapter, settings, host, progress)
@@ -161,6 +165,7 @@ def cmd_plan(args) -> int:
         known, recorder = None, None  # the history keys on workloads; a script's runs are not recorded yet
     else:
         setup = validate_setup(settings, adapter, host)
+        link = _join_cluster(cluster, settings, adapter, host, progress) if cluster else None
         # One training and one evaluation step at batch 2 in a child (a few seconds), before the first probe: a
         # workload's own bug is one paragraph now, not a worker's traceback minutes into the plan.
         from .workload_check import check_in_process
@@ -171,11 +176,97 @@ def cmd_plan(args) -> int:
     listeners = [progress] + ([recorder] if recorder else [])
     if door is None:
         session = Session(adapter, settings, setup, lambda event: [listen(event) for listen in listeners],
-                          known=known)
+                          known=known, cluster=link)
     if recorder:
         recorder.model_info = lambda: session.runner.model_info
+    if link is not None:
+        return _plan_on_cluster(args, link, session, out, recorder, progress, started)
     result = session.run_all()
+    return _finish_plan(args, result, session, door, adapter, out, recorder, progress, started)
+
+
+def cluster_from_args(args):
+    """The cluster this plan runs on (--nnodes/--node-rank/--rdzv-endpoint, else SLURM's variables), or None."""
+    from .cluster import cluster_spec
+
+    return cluster_spec(getattr(args, "nnodes", None), getattr(args, "node_rank", None),
+                        getattr(args, "rdzv_endpoint", None), getattr(args, "rdzv_id", None),
+                        getattr(args, "rdzv_timeout", None))
+
+
+def on_cluster(settings, cluster, args) -> None:
+    """Settings of a plan measured on the cluster: the runs span its nodes, and it is the target."""
+    from .errors import SetupError
+
+    given = [flag for flag, value in (("--nodes", args.nodes), ("--gpus-per-node", args.gpus_per_node),
+                                      ("--world-size", args.world_size)) if value is not None]
+    if given:
+        raise SetupError(f"{', '.join(given)} describe a cluster a one-host plan extrapolates to; a plan started on "
+                         f"every node (here {cluster.nnodes} nodes x --nproc {settings.nproc}) measures the cluster "
+                         "itself. Drop them.")
+    if getattr(args, "script_command", None) is not None:
+        raise SetupError("A plan of your own script (`-- SCRIPT`) runs on one host for now: drop --nnodes (and the "
+                         "SLURM launch), or plan a workload (--workload) across the nodes.")
+    settings.nodes = settings.cluster_nodes = cluster.nnodes
+
+
+def _join_cluster(cluster, settings, adapter, host, progress):
+    from .cluster import join, node_facts
+
+    return join(cluster, node_facts(settings, adapter, host), progress.line)
+
+
+def cmd_plan_follower(args, cluster) -> int:
+    """`advisor plan` on a node other than 0: the same checks, then this node's workers for every job node 0 posts;
+    exit 0 when node 0's plan ends. Writes nothing (no recipe, no history)."""
+    from .adapters import load_adapter
+    from .cluster_runner import follow
+    from .device import detect
+    from .setup_checks import validate_setup
+
+    adapter = load_adapter(args.adapter)
+    args.adapter_options = adapter_options_from_argv(adapter, args.adapter_argv)
+    host = detect(args.device)
+    settings = settings_from_args(args, host)
+    on_cluster(settings, cluster, args)
+    progress = StderrProgress()
+    validate_setup(settings, adapter, host)
+    link = _join_cluster(cluster, settings, adapter, host, progress)
+    progress.line(f"== node {cluster.node_rank} of {cluster.nnodes}: running this node's workers for every step; "
+                  "node 0 runs the method and writes the recipe")
+    ended = follow(link, adapter, settings, progress.line)
+    if ended.get("ok"):
+        progress.line(f"== node {cluster.node_rank}: the plan ended on node 0; this node wrote nothing")
+        return 0
+    print(f"advisor: node 0's plan ended without a recipe: {ended.get('message')}", file=sys.stderr)
+    return 1
+
+
+def _plan_on_cluster(args, link, session, out, recorder, progress, started) -> int:
+    """Node 0: the method on every node; the recipe records the cluster; every node hears how it ended."""
+    from .cluster import cluster_facts, finish
+
+    try:
+        result = session.run_all()
+        smallest_oom = session.ceiling_result.smallest_oom if session.ceiling_result else None
+        result.cluster = cluster_facts(link, session.runner.ceiling_set_by(smallest_oom)).to_dict()
+        code = _finish_plan(args, result, session, None, session.adapter, out, recorder, progress, started)
+    except BaseException as exc:
+        finish(link, False, (str(exc).splitlines() or [type(exc).__name__])[0])
+        session.close()
+        raise
+    finish(link, True)
+    return code
+
+
+def _finish_plan(args, result, session, door, adapter, out, recorder, progress, started) -> int:
+    """The recipe, the history row and the summary of a finished plan; the exit code."""
+    from .recipe import save_recipe
+    from .report import build_recipe, human_summary, json_summary
+
     if door is not None:
+        from .door import finish_script_result
+
         finish_script_result(result, door, adapter, session.runner.script_seen)
     recipe = build_recipe(result, ["advisor"] + sys.argv[1:])
     saved = save_recipe(recipe, out, force=args.force) if out else None
@@ -224,7 +315,7 @@ def _plan_history(args, settings, setup, out, progress):
 
 def cmd_history(args) -> int:
     from .history import append_row, default_read_path, filter_rows, read_history, render_history, rows_from_recipe
-    from .recipe import check_recipe
+    from .recipe import read_document
 
     path = default_read_path(args.history)
     if args.import_recipes:
@@ -232,7 +323,7 @@ def cmd_history(args) -> int:
             if recipe.endswith(".measurements.toml"):  # a recipe's sibling (`recipes/*.toml` matches it): read with it
                 print(f"advisor: {recipe}: a recipe's measurements file, imported with its recipe", file=sys.stderr)
                 continue
-            rows = rows_from_recipe(check_recipe(recipe), recipe)
+            rows = rows_from_recipe(read_document(recipe), recipe)
             existing = {(r.get("imported_from"), r.get("kind"), r.get("time"), r.get("per_device"))
                         for r in read_history(path).rows}
             fresh = [r for r in rows if (r.get("imported_from"), r.get("kind"), r.get("time"), r.get("per_device"))
@@ -289,9 +380,9 @@ def cmd_check(args) -> int:
 
 def cmd_explain(args) -> int:
     from .explain import explain_text
-    from .recipe import check_recipe
+    from .recipe import read_document
 
-    print(explain_text(check_recipe(args.recipe)))
+    print(explain_text(read_document(args.recipe)))
     return 0
 
 
@@ -351,9 +442,9 @@ def cmd_adapters(args) -> int:
 def cmd_export(args) -> int:
     from .errors import ExportError
     from .export import deepspeed_hostfile, export_recipe, recipe_export_targets
-    from .recipe import check_output_path, check_recipe, write_text_atomically
+    from .recipe import check_output_path, read_document, write_text_atomically
 
-    data = check_recipe(args.recipe)
+    data = read_document(args.recipe)
     text, notes = export_recipe(data, args.to)
     outputs = [("--out", args.out, text)] if args.out else []
     if args.hostfile:
@@ -400,17 +491,17 @@ def replan_target_from_args(args):
     source = "--device-memory" if args.device_memory else "the GPU table (nominal)"
     device_type = args.device or ("cuda" if args.gpu else None)
     if device_type is None:
-        from .recipe import check_recipe
+        from .recipe import read_document
 
-        device_type = "cpu" if str(check_recipe(args.recipe).get("inputs", {}).get("device", "cpu")) == "cpu" \
-            else "cuda"
+        device = read_document(args.recipe).inputs.device
+        device_type = "cpu" if device is None or str(device) == "cpu" else "cuda"
     if device_type == "cpu" and args.gpu:
         raise SetupError("--device cpu contradicts --gpu; leave one out.")
     return ReplanTarget(memory, source, gpu, device_type, args.nproc, args.nodes or 1, args.precision,
                         args.global_batch, args.headroom, allow_few_steps=bool(getattr(args, "force", False)))
 
 
-def _record_replan(args, data, result, saved) -> None:
+def _record_replan(args, doc, result, saved) -> None:
     """One history row for the re-plan, next to the new recipe (or --history / $ADVISOR_HISTORY)."""
     from .adapters import recipe_adapter_name
     from .history import RunContext, append_row, history_path, replan_row
@@ -418,12 +509,11 @@ def _record_replan(args, data, result, saved) -> None:
     path = history_path(args.history, saved.path if saved else None)
     if path is None:
         return
-    workload = data.get("workload", {})
     target = result.target
-    context = RunContext({k: workload.get(k) for k in ("name", "spec", "parameters", "train_size", "task")},
+    context = RunContext({k: getattr(doc.workload, k) for k in ("name", "spec", "parameters", "train_size", "task")},
                          {"type": target.device_type, "name": target.gpu.name if target.gpu else target.device_type,
                           "memory_bytes": target.memory_bytes},
-                         recipe_adapter_name(data), recipe=str(saved.path) if saved else None)
+                         recipe_adapter_name(doc), recipe=str(saved.path) if saved else None)
     try:
         append_row(path, replan_row(context, result))
     except OSError as exc:
@@ -431,7 +521,7 @@ def _record_replan(args, data, result, saved) -> None:
 
 
 def cmd_replan(args) -> int:
-    from .recipe import check_output_path, check_recipe, save_recipe
+    from .recipe import check_output_path, read_document, save_recipe
     from .replan import confirm, device_present, render_table, replan, replanned_recipe, with_confirmation
 
     out = Path(args.out) if args.out else None
@@ -440,7 +530,7 @@ def cmd_replan(args) -> int:
             raise AdvisorError(f"--out {out} is the recipe being re-planned; write the re-plan to a new file "
                                "(the source keeps what was measured).")
         check_output_path(out, args.force)
-    data = check_recipe(args.recipe)
+    data = read_document(args.recipe)
     target = replan_target_from_args(args)
     result = replan(data, args.recipe, target)
     if args.confirm and args.no_confirm:
@@ -761,6 +851,16 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--gpus-per-node", type=int, help="processes per node on the target cluster (default --nproc)")
     plan.add_argument("--world-size", type=int, help="the target cluster's processes in all (instead of "
                                                      "--gpus-per-node)")
+    plan.add_argument("--nnodes", type=int, help="measure on the cluster itself: start the same command on every "
+                      "node, as torchrun (under SLURM, `srun advisor plan ...` fills the cluster flags in)")
+    plan.add_argument("--node-rank", type=int, help="this node's rank, 0 to --nnodes - 1; node 0 runs the method and "
+                                                     "writes the recipe")
+    plan.add_argument("--rdzv-endpoint", help="HOST:PORT where the nodes meet: node 0's host, a free port "
+                                              "(default port 29400)")
+    plan.add_argument("--rdzv-id", help="an id shared by the nodes of one plan (default: the SLURM job id, else "
+                                        "'advisor')")
+    plan.add_argument("--rdzv-timeout", type=float, help="seconds node 0 waits for every node to join "
+                                                         "(default 300)")
     plan.add_argument("--trial-timeout", type=float, default=PLAN_DEFAULTS["trial_timeout"], help="seconds one trial may take in all")
     plan.add_argument("--idle-timeout", type=float, default=PLAN_DEFAULTS["idle_timeout"], help="seconds without progress before a trial is "
                                                                         "declared hung")
@@ -975,6 +1075,10 @@ def _main(argv: list[str] | None) -> int:
     if not getattr(args, "func", None) or getattr(args, "tui", False):
         return cmd_tui(args)  # bare `advisor`, `advisor tui`, `advisor diagnose --tui`
     if getattr(args, "command", None) in ("plan", "replan"):  # minutes of runs: a Ctrl-C must stop them
+        if getattr(args, "nnodes", None) or os.environ.get("SLURM_NNODES"):
+            # A node that loses the rendezvous store says so in one paragraph; torch's C++ warning would add a
+            # stack of native frames first. Read when torch loads.
+            os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
         import_torch_keeping_ctrl_c()
     return args.func(args)
 

@@ -3,7 +3,8 @@
 Which targets a recipe offers, and how each is rendered, is its adapter's (``exports`` and
 ``export_block``, advisor/adapters.py); the renderers here are the generic formats every adapter
 gets from ``AdapterBase``, asking the adapter for what differs (its ZeRO stage, its Accelerate
-plugin, the variables its launch needs). The DeepSpeed config built here is also the one the
+plugin, the variables its launch needs); which ZeRO stage a recipe runs is the DeepSpeed adapter's
+(adapters/deepspeed.py). The DeepSpeed config built here is also the one the
 DeepSpeed adapter's workers run with, so a probe measures what the export hands over. Reading a
 recipe imports nothing it names (an adapter's launcher side, never torch); an export that the
 target cannot express raises ExportError with what to do instead.
@@ -13,10 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import dataclass
 
 from .adapters import (GENERIC_EXPORTS, AdapterBase, ExportTarget, LaunchSpec, env_prefix, load_adapter,
                        recipe_adapter_name, shell_line, torchrun_launch_line, training_args)
 from .errors import AdapterError, ExportError
+from .recipe import RecipeDocument
 
 TARGETS = tuple(target.name for target in GENERIC_EXPORTS)  # what an adapter's recipes offer unless it says
 DEEPSPEED_BUCKET_MAX = 500_000_000  # DeepSpeed's default reduce/allgather bucket (elements)
@@ -28,7 +31,6 @@ ZERO3_SHARE_MIN = 1 << 16
 ZERO3_PREFETCH_DEFAULT = 50_000_000  # stage3_prefetch_bucket_size
 ZERO3_LIVE_DEFAULT = 1_000_000_000  # stage3_max_live_parameters and stage3_max_reuse_distance
 RENDEZVOUS_PORT = 29500
-DEFAULT_ZERO_STAGE = 2  # the DeepSpeed adapter's stage unless the optimizer needs whole tensors (see below)
 # DeepSpeed optimizers ZeRO was tested with. Other elementwise ones (SGD, RMSprop) give the same update on a
 # flat partition as on whole tensors, so allowing them is safe; layer-wise ones are never allowed (below).
 ZERO_TESTED = {"adam", "adamw", "adagrad"}
@@ -52,23 +54,6 @@ def layerwise_zero_problem(optimizer: str, zero_stage: int) -> str | None:
             f"optimizers). Use --zero-stage 0 (the default with {name.upper()}: whole tensors, at the cost of "
             "optimizer state and gradients replicated on every device), or an elementwise optimizer such as "
             "--optimizer adamw to shard state with ZeRO 1-3")
-
-
-def choose_zero_stage(optimizer: str, asked: int | None) -> tuple[int, str]:
-    """(ZeRO stage, why). ``asked``: the user's --zero-stage, or None. A layer-wise optimizer at an explicit
-    stage above 0 raises ExportError (the adapter turns it into a set-up error)."""
-    from .optimizers import LAYERWISE
-
-    if asked is not None:
-        problem = layerwise_zero_problem(optimizer, asked)
-        if problem:
-            raise ExportError(problem + ".")
-        return asked, f"ZeRO stage {asked}, as asked (--zero-stage {asked})."
-    if optimizer.lower() in LAYERWISE:
-        return 0, (f"ZeRO stage 0 because {optimizer.upper()} needs whole parameter tensors for its per-tensor "
-                   "trust ratio; ZeRO 1-3 would hand it flat per-rank partitions (optimizer state and gradients "
-                   "are replicated on every device instead of sharded).")
-    return DEFAULT_ZERO_STAGE, f"ZeRO stage {DEFAULT_ZERO_STAGE}, the adapter's default (--zero-stage to change)."
 
 
 def deepspeed_bucket(parameters: int | None) -> int:
@@ -168,10 +153,10 @@ def deepspeed_config(per_device: int, accumulation: int, world_size: int, optimi
 # ---------------------------------------------------------------------------------------------------------------
 # From a recipe
 
-def _cluster(data: dict) -> tuple[int, int, int]:
+def _cluster(doc: RecipeDocument) -> tuple[int, int, int]:
     """(world size, nodes, processes per node) of the recipe's target cluster."""
-    world = data["batch"]["world_size"]
-    nodes = int(data.get("inputs", {}).get("nodes", 1) or 1)
+    world = doc.batch.world_size
+    nodes = int(doc.inputs.nodes or 1)
     if nodes < 1 or world % nodes:
         raise ExportError(f"The recipe's world size {world} does not split evenly over {nodes} node(s), and every "
                           "launcher here starts the same number of processes on each node. Plan again with "
@@ -179,78 +164,85 @@ def _cluster(data: dict) -> tuple[int, int, int]:
     return world, nodes, world // nodes
 
 
-def _recipe_numbers(data: dict) -> dict:
-    b, lr = data["batch"], data["lr"]
-    optimizer = (lr.get("optimizer") or data.get("workload", {}).get("optimizer") or "sgd").lower()
-    return {"per_device": b["per_device"], "accumulation": b["accumulation_steps"], "world": b["world_size"],
-            "global": b["global"], "lr": float(lr["value"]), "warmup": int(data["warmup"]["steps"]),
-            "precision": data.get("precision", {}).get("mode", "fp32"), "optimizer": optimizer,
-            "hyperparameters": _recipe_hyperparameters(data, optimizer),
-            "device": data.get("inputs", {}).get("device", "cuda")}
+@dataclass(frozen=True)
+class ExportNumbers:
+    """What every export renders: the recipe's numbers, with the defaults an export assumes."""
+
+    per_device: int
+    accumulation: int
+    world: int
+    global_: int
+    lr: float
+    warmup: int
+    precision: str
+    optimizer: str
+    hyperparameters: dict | None  # the [optimizer] table's, for this optimizer; None: a recipe without one
+    device: str
 
 
-def _recipe_hyperparameters(data: dict, optimizer: str) -> dict | None:
+def recipe_numbers(recipe: dict | RecipeDocument) -> ExportNumbers:
+    doc = RecipeDocument.of(recipe)
+    b = doc.batch
+    optimizer = (doc.lr.optimizer or doc.workload.optimizer or "sgd").lower()
+    return ExportNumbers(b.per_device, b.accumulation_steps, b.world_size, b.global_, float(doc.lr.value),
+                         int(doc.warmup.steps), doc.precision.mode or "fp32", optimizer,
+                         _recipe_hyperparameters(doc, optimizer), doc.inputs.device or "cuda")
+
+
+def _recipe_hyperparameters(doc: RecipeDocument, optimizer: str) -> dict | None:
     """The optimizer's hyper-parameters from the recipe's [optimizer] table; None in a recipe without one."""
     from .optimizers import HYPERPARAMETERS
 
-    table = data.get("optimizer")
-    if not isinstance(table, dict):
+    if doc.optimizer is None:
         return None
+    table = doc.optimizer.hyperparameters
     return {key: table[key] for key in HYPERPARAMETERS.get(optimizer, ()) if key in table}
 
 
-def _hyperparameter_notes(n: dict) -> list[str]:
-    if n["hyperparameters"] is None:
+def _hyperparameter_notes(n: ExportNumbers) -> list[str]:
+    if n.hyperparameters is None:
         return ["The recipe records no optimizer hyper-parameters (it predates [optimizer]); the export uses "
                 "the optimizer's defaults. Check weight decay and momentum against your training."]
     return []
 
 
-def hyperparameter_text(n: dict) -> str:
+def hyperparameter_text(n: ExportNumbers) -> str:
     """'weight_decay 0.05, momentum 0.8' for a config comment or a note."""
-    values = n["hyperparameters"] or {}
+    values = n.hyperparameters or {}
     return ", ".join(f"{k} {v}" for k, v in values.items()) or "none besides the LR"
 
 
-def recipe_zero_stage(data: dict) -> tuple[int, str]:
-    """(ZeRO stage, why) a DeepSpeed-adapter recipe ran: its [adapter] zero_stage, checked against its optimizer;
-    the reason the plan recorded, else the rule's."""
-    table = data.get("adapter", {})
-    asked = table.get("zero_stage")
-    stage, why = choose_zero_stage(_recipe_numbers(data)["optimizer"], None if asked is None else int(asked))
-    return stage, table.get("zero_stage_reason") or why
-
-
-def export_deepspeed(data: dict, adapter: AdapterBase) -> tuple[str, list[str]]:
+def export_deepspeed(recipe: dict | RecipeDocument, adapter: AdapterBase) -> tuple[str, list[str]]:
     """The DeepSpeed JSON config at the ZeRO stage the recipe's adapter gives (``export_zero_stage``)."""
-    n = _recipe_numbers(data)
-    _cluster(data)
-    table = data.get("adapter", {})
+    doc = RecipeDocument.of(recipe)
+    n = recipe_numbers(doc)
+    _cluster(doc)
+    options = doc.adapter.options
     notes = _hyperparameter_notes(n)
-    stage, why = adapter.export_zero_stage(data)
+    stage, why = adapter.export_zero_stage(doc.data)
     if why:
         notes.append(why)
-    if n["precision"] == "fp16" and n["device"] == "cpu":
+    if n.precision == "fp16" and n.device == "cpu":
         raise ExportError("The recipe plans fp16 on CPU, and DeepSpeed refuses fp16 on CPU. Plan again with "
                           "--precision bf16 or fp32.")
-    fused_ops = table.get("fused_ops", n["device"] != "cpu")
-    config = deepspeed_config(n["per_device"], n["accumulation"], n["world"], n["optimizer"], n["lr"], n["warmup"],
-                              n["precision"], stage, n["device"], hyperparameters=n["hyperparameters"],
-                              parameters=data.get("workload", {}).get("parameters"), fused_ops=fused_ops)
-    if not fused_ops and table.get("fused_ops_reason"):
-        notes.append(table["fused_ops_reason"])
-    if n["optimizer"] == "lamb" and not fused_ops:
+    fused_ops = options.get("fused_ops", n.device != "cpu")
+    config = deepspeed_config(n.per_device, n.accumulation, n.world, n.optimizer, n.lr, n.warmup, n.precision, stage,
+                              n.device, hyperparameters=n.hyperparameters, parameters=doc.workload.parameters,
+                              fused_ops=fused_ops)
+    if not fused_ops and options.get("fused_ops_reason"):
+        notes.append(options["fused_ops_reason"])
+    if n.optimizer == "lamb" and not fused_ops:
         notes.append("DeepSpeed's Lamb (FusedLamb) cannot run here (CUDA with a toolkit only). Drop the optimizer "
                      "block and pass advisor.optimizers.Lamb(model.parameters(), lr=..., "
                      f"{hyperparameter_text(n)}) to deepspeed.initialize(optimizer=...): it applies the same rule "
                      "(the advisor's probes ran it).")
-    return json.dumps(config, indent=2) + "\n", notes + _env_notes(data, DEEPSPEED_ENV_WHERE)
+    return json.dumps(config, indent=2) + "\n", notes + _env_notes(doc, DEEPSPEED_ENV_WHERE)
 
 
 ACCELERATE_CONFIG_NAME = "accelerate.yaml"
 
 
-def recipe_adapter(data: dict) -> tuple[AdapterBase, list[str]]:
+def recipe_adapter(data: dict | RecipeDocument) -> tuple[AdapterBase, list[str]]:
     """The adapter the recipe was planned with, and a note when it is not installed here: then the generic
     exports, with nothing of its own."""
     name = recipe_adapter_name(data)
@@ -263,60 +255,63 @@ def recipe_adapter(data: dict) -> tuple[AdapterBase, list[str]]:
                          f"without any setting of its own (install it and export again for those): {exc}"]
 
 
-def recipe_export_targets(data: dict) -> dict[str, ExportTarget]:
+def recipe_export_targets(data: dict | RecipeDocument) -> dict[str, ExportTarget]:
     """The targets `advisor export --to` offers for this recipe: its adapter's, by name."""
     return {target.name: target for target in recipe_adapter(data)[0].exports}
 
 
-def recipe_launch_spec(data: dict, script: str = "train.py", adapter: AdapterBase | None = None) -> LaunchSpec:
+def recipe_launch_spec(recipe: dict | RecipeDocument, script: str = "train.py",
+                       adapter: AdapterBase | None = None) -> LaunchSpec:
     """The recipe's plan as a LaunchSpec, with what its adapter's launch needs besides [launch.env]
     (``export_launch_env``: Accelerate on CPU gets its CPU switch, else every process is rank 0)."""
-    n = _recipe_numbers(data)
-    world, nodes, per_node = _cluster(data)
-    env = dict(data.get("launch", {}).get("env", {}))
-    adapter = adapter or recipe_adapter(data)[0]
-    for key, value in adapter.export_launch_env(n["device"]).items():
+    doc = RecipeDocument.of(recipe)
+    n = recipe_numbers(doc)
+    world, nodes, per_node = _cluster(doc)
+    env = dict(doc.launch.env)
+    adapter = adapter or recipe_adapter(doc)[0]
+    for key, value in adapter.export_launch_env(n.device).items():
         env.setdefault(key, value)
-    return LaunchSpec(per_node, nodes, n["per_device"], n["accumulation"], n["lr"], n["warmup"], n["precision"],
-                      env, script, n["optimizer"], n["hyperparameters"] or {})
+    return LaunchSpec(per_node, nodes, n.per_device, n.accumulation, n.lr, n.warmup, n.precision,
+                      env, script, n.optimizer, n.hyperparameters or {})
 
 
-def accelerate_launch_line(data: dict, config_path: str = ACCELERATE_CONFIG_NAME,
+def accelerate_launch_line(data: dict | RecipeDocument, config_path: str = ACCELERATE_CONFIG_NAME,
                            script: str = "train.py", adapter: AdapterBase | None = None) -> list[str]:
     """How the Accelerate export is run: `accelerate launch --config_file` with the plan's numbers as script
     arguments (an Accelerate config has no key for the batch size or the LR). On a multi-process CPU plan it is
     the torchrun line, because `accelerate launch` starts one process for any CPU config."""
-    n = _recipe_numbers(data)
+    n = recipe_numbers(data)
     spec = recipe_launch_spec(data, script, adapter)
-    if n["device"] == "cpu" and n["world"] > 1:  # Accelerate under torchrun on CPU: each process is rank 0 of 1
+    if n.device == "cpu" and n.world > 1:  # Accelerate under torchrun on CPU: each process is rank 0 of 1
         # ... without ACCELERATE_USE_CPU=1, whichever adapter measured the recipe
         return torchrun_launch_line(dataclasses.replace(spec, env={**spec.env, "ACCELERATE_USE_CPU": "1"}))
     return [*env_prefix(spec.env), "accelerate", "launch", f"--config_file={config_path}", script,
             *training_args(spec)]
 
 
-def export_accelerate(data: dict, adapter: AdapterBase) -> tuple[str, list[str]]:
+def export_accelerate(recipe: dict | RecipeDocument, adapter: AdapterBase) -> tuple[str, list[str]]:
     """The Accelerate config YAML, with the plugin section the recipe's adapter gives (``export_accelerate_plugin``)."""
-    n = _recipe_numbers(data)
-    world, nodes, per_node = _cluster(data)
+    doc = RecipeDocument.of(recipe)
+    n = recipe_numbers(doc)
+    world, nodes, per_node = _cluster(doc)
     notes = _hyperparameter_notes(n)
-    cpu = n["device"] == "cpu"
-    if n["precision"] == "fp16" and cpu:
+    cpu = n.device == "cpu"
+    if n.precision == "fp16" and cpu:
         raise ExportError("The recipe plans fp16 on CPU, which Accelerate silently ignores there (it would train "
                           "in fp32). Plan again with --precision bf16 or fp32.")
-    plugin = adapter.export_accelerate_plugin(data)
+    plugin = adapter.export_accelerate_plugin(doc.data)
     distributed, plugin_lines = plugin if plugin is not None else (
         "NO" if world == 1 else ("MULTI_CPU" if cpu else "MULTI_GPU"), [])
     # Quoted: a bare `no` is the boolean false in YAML, and `accelerate launch` then fails on it.
-    mixed_precision = "no" if n["precision"] == "fp32" else n["precision"]
+    mixed_precision = "no" if n.precision == "fp32" else n.precision
     lines = [
         "# Accelerate config written by `advisor export` from a batch-advisor recipe.",
-        f"# Per device {n['per_device']} x {world} processes x {n['accumulation']} accumulation = global "
-        f"{n['global']}; lr {n['lr']:.6g}, warmup {n['warmup']} steps.",
+        f"# Per device {n.per_device} x {world} processes x {n.accumulation} accumulation = global "
+        f"{n.global_}; lr {n.lr:.6g}, warmup {n.warmup} steps.",
         "# The config cannot hold the batch size or the LR: the launch line passes them to the script, which",
         "# gives gradient_accumulation_steps to Accelerator(...) and the batch size to its DataLoader.",
-        f"# Optimizer {n['optimizer']} ({hyperparameter_text(n)}): the values the advisor's runs used.",
-        f"# Launch: {shell_line(accelerate_launch_line(data, adapter=adapter))}",
+        f"# Optimizer {n.optimizer} ({hyperparameter_text(n)}): the values the advisor's runs used.",
+        f"# Launch: {shell_line(accelerate_launch_line(doc, adapter=adapter))}",
         "compute_environment: LOCAL_MACHINE",
         f"distributed_type: {distributed}",
         f'mixed_precision: "{mixed_precision}"',
@@ -335,42 +330,37 @@ def export_accelerate(data: dict, adapter: AdapterBase) -> tuple[str, list[str]]
         notes.append("On CPU, `accelerate launch --cpu --num_processes N` starts one process (multi-process CPU "
                      "wants MPI); start the processes with torchrun and ACCELERATE_USE_CPU=1 instead: the Launch "
                      "line in the config's header.")
-    return "\n".join(lines) + "\n", notes + _env_notes(data, ACCELERATE_ENV_WHERE)
+    return "\n".join(lines) + "\n", notes + _env_notes(doc, ACCELERATE_ENV_WHERE)
 
 
-def accelerate_deepspeed_plugin(data: dict, zero_stage: int) -> tuple[str, list[str]]:
-    """Accelerate's DeepSpeed plugin section at ``zero_stage`` (an adapter's ``export_accelerate_plugin``)."""
-    return "DEEPSPEED", ["deepspeed_config:", f"  zero_stage: {zero_stage}",
-                         f"  gradient_accumulation_steps: {_recipe_numbers(data)['accumulation']}",
-                         "  offload_optimizer_device: none", "  offload_param_device: none",
-                         "  deepspeed_multinode_launcher: standard"]
-
-
-def export_torchrun(data: dict, adapter: AdapterBase, script: str = "train.py") -> tuple[str, list[str]]:
+def export_torchrun(recipe: dict | RecipeDocument, adapter: AdapterBase,
+                    script: str = "train.py") -> tuple[str, list[str]]:
     """The torchrun line; it starts with `env NAME=VALUE`, so it carries [launch.env] itself."""
-    n = _recipe_numbers(data)
-    _, nodes, _ = _cluster(data)
+    doc = RecipeDocument.of(recipe)
+    n = recipe_numbers(doc)
+    _, nodes, _ = _cluster(doc)
     notes = _hyperparameter_notes(n)
     if nodes > 1:
         notes.append(f"Run the line on each of the {nodes} nodes with NODE_RANK (0..{nodes - 1}) and MASTER_ADDR "
                      "(the first node's address) set.")
-    return shell_line(torchrun_launch_line(recipe_launch_spec(data, script, adapter))) + "\n", notes
+    return shell_line(torchrun_launch_line(recipe_launch_spec(doc, script, adapter))) + "\n", notes
 
 
-def deepspeed_hostfile(data: dict) -> str:
+def deepspeed_hostfile(recipe: dict | RecipeDocument) -> str:
     """A hostfile template (`NAME slots=N` a node) for a launcher that reads one (an ExportTarget's ``hostfile``)."""
-    world, nodes, per_node = _cluster(data)
+    world, nodes, per_node = _cluster(RecipeDocument.of(recipe))
     return "".join(f"node{i} slots={per_node}\n" for i in range(nodes))
 
 
-def export_recipe(data: dict, target: str) -> tuple[str, list[str]]:
+def export_recipe(recipe: dict | RecipeDocument, target: str) -> tuple[str, list[str]]:
     """(text, notes) for ``target``, rendered by the recipe's adapter; notes say what the text could not carry."""
-    adapter, notes = recipe_adapter(data)
+    doc = RecipeDocument.of(recipe)
+    adapter, notes = recipe_adapter(doc)
     offered = [t.name for t in adapter.exports]
     if target not in offered:
         raise ExportError(f"Unknown export target {target!r}: choose one of {', '.join(offered)} (the targets of "
                           f"the recipe's adapter {adapter.name!r}).")
-    text, own = adapter.export_block(data, target)
+    text, own = adapter.export_block(doc.data, target)  # an adapter's hooks get the recipe as parsed TOML
     return text, own + notes
 
 
@@ -381,9 +371,9 @@ DEEPSPEED_ENV_WHERE = ("put each NAME=VALUE on its own line in ./.deepspeed_env 
 ACCELERATE_ENV_WHERE = "start it as `env {pairs} accelerate launch ...` (or torchrun; see --to torchrun)"
 
 
-def _env_notes(data: dict, where: str) -> list[str]:
+def _env_notes(doc: RecipeDocument, where: str) -> list[str]:
     """A config file cannot hold environment variables; say how the run gets the ones the ceiling needs."""
-    env = data.get("launch", {}).get("env", {})
+    env = doc.launch.env
     if not env:
         return []
     pairs = " ".join(f"{k}={v}" for k, v in sorted(env.items()))

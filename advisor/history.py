@@ -24,6 +24,7 @@ from typing import Callable
 from .adapters import recipe_adapter_name
 from .method.ceiling import CeilingResult, MemoryFit, ProbeTrial
 from .ledger import REUSED_NOTE, TrialRecord
+from .recipe import RecipeDocument
 from .units import format_bytes
 
 HISTORY_NAME = ".history.jsonl"
@@ -109,11 +110,22 @@ def read_history(path: str | os.PathLike) -> HistoryRead:
             except (json.JSONDecodeError, UnicodeDecodeError):
                 skipped += 1
                 continue
-            if isinstance(row, dict) and "kind" in row:
+            if _is_row(row):
                 rows.append(row)
             else:
                 skipped += 1
     return HistoryRead(rows, skipped, target)
+
+
+def _is_row(row) -> bool:
+    return isinstance(row, dict) and "kind" in row
+
+
+def _table(row: dict, name: str) -> dict:
+    """A row's ``workload`` or ``device``: what RunContext.base wrote, or empty where a row (hand-written, or cut
+    down) lacks it. Rows stay as read: `advisor history --json` prints them."""
+    value = row.get(name)
+    return value if isinstance(value, dict) else {}
 
 
 # -- rows -------------------------------------------------------------------------------------------------------
@@ -205,6 +217,8 @@ def plan_row(context: RunContext, result) -> dict:
                validated=not result.headline, **sweep_length(result.ledger),
                ceiling=ceiling_summary(result.ceiling, ceiling_precision.precision if ceiling_precision
                                        else plan.precision))
+    if getattr(result, "cluster", None):  # a plan measured across nodes: which nodes, each one's device and memory
+        row["cluster"] = result.cluster
     if chosen is not None:
         row.update(peak_bytes=chosen.peak_bytes, step_seconds=chosen.step_seconds, data_seconds=chosen.data_seconds,
                    throughput=chosen.samples_per_s,
@@ -234,24 +248,22 @@ def replan_row(context: RunContext, result) -> dict:
     return {k: v for k, v in row.items() if v is not None}
 
 
-def rows_from_recipe(data: dict, path: str) -> list[dict]:
+def rows_from_recipe(recipe: dict | RecipeDocument, path: str) -> list[dict]:
     """A recipe's own ledger as history rows (its trial and sweep runs, then the plan), for `advisor history
     --import`: recipes written before the history existed join it, each row marked with where it came from."""
-    workload = data.get("workload", {})
-    provenance = data.get("provenance", {})
-    hardware = provenance.get("hardware", {})
-    inputs = data.get("inputs", {})
-    device_type = str(inputs.get("device") or hardware.get("device") or "cpu")
-    context = RunContext({k: workload.get(k) for k in ("name", "spec", "parameters", "train_size", "task")},
+    doc = RecipeDocument.of(recipe, path)
+    workload, hardware, inputs = doc.workload, doc.provenance.hardware, doc.inputs
+    device_type = str(inputs.device or hardware.device or "cpu")
+    context = RunContext({k: getattr(workload, k) for k in ("name", "spec", "parameters", "train_size", "task")},
                          {"type": "cuda" if device_type.startswith("cuda") else "cpu",
-                          "name": hardware.get("gpu") or "cpu",
-                          "memory_bytes": data.get("ceiling", {}).get("budget_bytes") or inputs.get("device_memory_bytes"),
-                          "host_fingerprint": hardware.get("fingerprint")},
-                         recipe_adapter_name(data),
-                         host=str(hardware.get("host") or ""), recipe=path)
-    created = provenance.get("created")
+                          "name": hardware.gpu or "cpu",
+                          "memory_bytes": doc.ceiling.budget_bytes or inputs.device_memory_bytes,
+                          "host_fingerprint": hardware.fingerprint},
+                         recipe_adapter_name(doc),
+                         host=str(hardware.host or ""), recipe=path)
+    created = doc.provenance.created
     rows = []
-    for entry in data.get("ledger", []):
+    for entry in doc.ledger:
         if entry.get("phase") not in ("trial", "sweep"):
             continue
         record = TrialRecord(**{k: v for k, v in entry.items()
@@ -259,30 +271,34 @@ def rows_from_recipe(data: dict, path: str) -> list[dict]:
         row = run_row(context, record)
         row["time"], row["imported_from"] = created, path
         rows.append(row)
-    batch, lr = data["batch"], data["lr"]
+    rows.append(_imported_plan_row(doc, context, path, rows))
+    return rows
+
+
+def _imported_plan_row(doc: RecipeDocument, context: RunContext, path: str, runs: list[dict]) -> dict:
+    """The plan row of an imported recipe: its batch on the ceiling it stood on, with the chosen run's numbers."""
+    batch, ceiling = doc.batch, doc.ceiling
     row = context.base("plan")
-    chosen = [r for r in rows if r["kind"] == "sweep" and r["per_device"] == data.get("method", {}).get("sweep_choice")]
-    ceiling = data.get("ceiling", {})
-    probes = [e for e in data.get("ledger", []) if e.get("phase") == "ceiling"]
-    row.update(time=created, imported_from=path, per_device=batch["per_device"], world_size=batch["world_size"],
-               accumulation=batch["accumulation_steps"], global_batch=batch["global"], lr=lr["value"],
-               warmup_steps=data.get("warmup", {}).get("steps"), precision=data.get("precision", {}).get("mode"),
-               status="ok", sweep_choice=data.get("method", {}).get("sweep_choice"),
-               validated=not any(w.get("code") == "no-candidate-learned" for w in data.get("warnings", [])),
-               **sweep_length(data.get("ledger", [])),
+    chosen = [r for r in runs if r["kind"] == "sweep" and r["per_device"] == doc.method.sweep_choice]
+    probes = [e for e in doc.ledger if e.get("phase") == "ceiling"]
+    row.update(time=doc.provenance.created, imported_from=path, per_device=batch.per_device,
+               world_size=batch.world_size, accumulation=batch.accumulation_steps, global_batch=batch.global_,
+               lr=doc.lr.value, warmup_steps=doc.warmup.steps, precision=doc.precision.mode, status="ok",
+               sweep_choice=doc.method.sweep_choice,
+               validated=not any(w.code == "no-candidate-learned" for w in doc.warnings),
+               **sweep_length(doc.ledger),
                ceiling={k: v for k, v in {
-                   "per_device_max": ceiling.get("per_device_max"), "largest_ok": ceiling.get("largest_ok"),
-                   "smallest_oom": ceiling.get("smallest_oom"), "budget_bytes": ceiling.get("budget_bytes"),
-                   "headroom": ceiling.get("headroom"), "usable_bytes": ceiling.get("usable_bytes"),
-                   "fixed_bytes": ceiling.get("fixed_bytes"), "per_sample_bytes": ceiling.get("per_sample_bytes"),
-                   "probes": ceiling.get("trials") or len(probes),
+                   "per_device_max": ceiling.per_device_max, "largest_ok": ceiling.largest_ok,
+                   "smallest_oom": ceiling.smallest_oom, "budget_bytes": ceiling.budget_bytes,
+                   "headroom": ceiling.headroom, "usable_bytes": ceiling.usable_bytes,
+                   "fixed_bytes": ceiling.fixed_bytes, "per_sample_bytes": ceiling.per_sample_bytes,
+                   "probes": ceiling.trials or len(probes),
                    "precision": probes[-1].get("precision") if probes else None}.items() if v is not None})
     if chosen:
         for key in ("peak_bytes", "step_seconds", "throughput", "train_seconds", "val_metric", "val_loss"):
             if key in chosen[0]:
                 row[key] = chosen[0][key]
-    rows.append({k: v for k, v in row.items() if v is not None})
-    return rows
+    return {k: v for k, v in row.items() if v is not None}
 
 
 # -- the table ----------------------------------------------------------------------------------------------------
@@ -309,7 +325,7 @@ COLUMNS = (("time", "when", ""), ("kind", "kind", ""), ("workload", "workload", 
 def filter_rows(rows: list[dict], workload: str | None = None) -> list[dict]:
     if not workload:
         return rows
-    return [r for r in rows if workload in (r.get("workload", {}).get("name"), r.get("workload", {}).get("spec"))]
+    return [r for r in rows if workload in (_table(r, "workload").get("name"), _table(r, "workload").get("spec"))]
 
 
 def render_history(read: HistoryRead, workload: str | None = None) -> str:
@@ -366,9 +382,9 @@ class Known:
     def select(cls, rows: list[dict], workload: dict, device: dict, adapter: str) -> "Known":
         key, dev = workload_key(workload), device_class(device)
         # The parameter count is only known once a worker built the model; None matches any until then.
-        chosen = [r for r in rows if r.get("adapter") == adapter and device_class(r.get("device", {})) == dev
-                  and workload_key(r.get("workload", {}))[0::2] == key[0::2]
-                  and (key[1] is None or r.get("workload", {}).get("parameters") in (None, key[1]))]
+        chosen = [r for r in rows if r.get("adapter") == adapter and device_class(_table(r, "device")) == dev
+                  and workload_key(_table(r, "workload"))[0::2] == key[0::2]
+                  and (key[1] is None or _table(r, "workload").get("parameters") in (None, key[1]))]
         return cls(chosen)
 
     def __bool__(self) -> bool:
@@ -380,7 +396,7 @@ class Known:
             c = row.get("ceiling") or {}
             if row.get("kind") == "plan" and c.get("precision") == precision and c.get("budget_bytes") == budget_bytes \
                     and c.get("per_sample_bytes") and c.get("largest_ok"):
-                return {**c, "parameters": row.get("workload", {}).get("parameters"), "time": row.get("time")}
+                return {**c, "parameters": _table(row, "workload").get("parameters"), "time": row.get("time")}
         return None
 
     def best_start(self, nproc: int) -> tuple[int, str] | None:
@@ -535,15 +551,15 @@ class HistoryRecorder:
 
 def summary_for(read: HistoryRead, name: str, train_size: int | None = None) -> str | None:
     """What the history knows about a workload, in one paragraph (the app's Setup shows it), or None."""
-    rows = [r for r in read.rows if r.get("workload", {}).get("name") == name
-            and (train_size is None or r.get("workload", {}).get("train_size") in (None, train_size))]
+    rows = [r for r in read.rows if _table(r, "workload").get("name") == name
+            and (train_size is None or _table(r, "workload").get("train_size") in (None, train_size))]
     if not rows:
         return None
     parts = [f"{len(rows)} run(s) of {name} in {read.path}"]
     plans = [r for r in rows if r.get("kind") == "plan" and r.get("ceiling")]
     if plans:
         latest = plans[-1]
-        c, device = latest["ceiling"], latest.get("device", {})
+        c, device = latest["ceiling"], _table(latest, "device")
         label = "latest plan" + (" (NOT VALIDATED)" if latest.get("validated") is False else "")
         parts.append(f"{label}: {latest['per_device']} x {latest['world_size']} x {latest.get('accumulation', 1)} "
                      f"= global {latest['global_batch']}, ceiling {c.get('per_device_max')} per device under "

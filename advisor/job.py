@@ -43,6 +43,17 @@ class TrialJob:
     workdir: str = "."
     extra: dict = field(default_factory=dict)  # adapter-specific settings, e.g. a DeepSpeed ZeRO stage
 
+    @property
+    def adapter_options(self) -> dict:
+        """The adapter's options as the plan checked them (the runner puts them in ``extra``), for its workers."""
+        return dict(self.extra.get("adapter_options") or {})
+
+    @property
+    def script_form(self) -> str | None:
+        """How a user's script is run (a script door's ``extra["script"]``), or None for a workload's job."""
+        script = self.extra.get("script")
+        return script.get("form") if isinstance(script, dict) else None
+
     def to_json(self) -> str:
         return json.dumps(asdict(self))
 

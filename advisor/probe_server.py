@@ -50,6 +50,7 @@ from .errors import TrialError
 
 SERVER_MODULE = "advisor.probe_server"
 START_TIMEOUT_S = 120.0  # the server's own imports (torch, the adapter's framework) on a loaded machine
+CLOSE_GRACE_S = 2.0  # after the engine closes the socket, how long the server gets to exit by itself
 STOP_GRACE_S = 5.0  # after one rank fails, how long the others get to end on SIGTERM before SIGKILL
 _PR_SET_PDEATHSIG = 1
 # What every worker imports after reading its job (the engine's worker-side modules, the CPU memory tracker):
@@ -203,15 +204,18 @@ class ProbeServer:
         else:
             self._sock.sendall(data)
 
-    def spawn(self, argv: list[str], nproc: int = 1) -> ForkedWorker:
+    def spawn(self, argv: list[str], nproc: int = 1, node: dict | None = None) -> ForkedWorker:
         """Fork a job of ``nproc`` ranks running the worker module with ``argv`` (``--job PATH``), in the
-        server's environment; one process for 1, a leader and its ranks for more."""
+        server's environment; one process for 1, a leader and its ranks for more. ``node`` (a plan across
+        nodes, advisor.cluster_runner): this node's place in a job whose ranks span several nodes (node_rank,
+        nnodes, master_addr, master_port, run_id)."""
         read_fd, write_fd = os.pipe()
         event, slot = threading.Event(), []
         try:
             with self._lock:
                 self._pending.append((event, slot))
-                self._send({"op": "run", "argv": argv, "cwd": self.cwd, "nproc": nproc}, fds=(write_fd,))
+                self._send({"op": "run", "argv": argv, "cwd": self.cwd, "nproc": nproc, "node": node},
+                           fds=(write_fd,))
         except OSError as exc:
             os.close(read_fd)
             raise TrialError(f"The fork server is gone ({exc}); the job could not start.") from None
@@ -246,7 +250,10 @@ def _close_server(proc: subprocess.Popen, sock: socket.socket, stderr) -> None:
         pass
     sock.close()
     try:
-        proc.wait(timeout=10)
+        # A server that is idle reads the EOF and exits at once; one still building the workload (a cancel
+        # during its start) reads nothing until it is done, and nothing it would finish is wanted: its forked
+        # jobs die with it (PDEATHSIG), so a short grace, then SIGKILL, keeps Esc within seconds.
+        proc.wait(timeout=CLOSE_GRACE_S)
     except subprocess.TimeoutExpired:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -265,14 +272,21 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _torchrun_env(rank: int, nproc: int, port: int) -> dict[str, str]:
-    """What torchrun's agent sets for worker ``rank`` of an ``nproc``-process job on one node
-    (torch/distributed/elastic/agent/server/local_elastic_agent.py); rank 0 hosts the env:// store."""
-    return {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc),
-            "GROUP_RANK": "0", "GROUP_WORLD_SIZE": "1", "ROLE_RANK": str(rank), "ROLE_WORLD_SIZE": str(nproc),
-            "ROLE_NAME": "default", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+def _torchrun_env(local_rank: int, nproc: int, port: int, node: dict | None = None) -> dict[str, str]:
+    """What torchrun's agent sets for worker ``local_rank`` of an ``nproc``-process job on one node
+    (torch/distributed/elastic/agent/server/local_elastic_agent.py); rank 0 hosts the env:// store. With
+    ``node`` the job spans nodes: global rank = node rank x nproc + local rank, as torchrun's
+    ``SimpleElasticAgent._assign_worker_ranks`` gives equal nodes, and node 0's address and port for the store."""
+    node = node or {}
+    node_rank, nnodes = int(node.get("node_rank", 0)), int(node.get("nnodes", 1))
+    rank, world = node_rank * nproc + local_rank, nnodes * nproc
+    return {"RANK": str(rank), "LOCAL_RANK": str(local_rank), "WORLD_SIZE": str(world),
+            "LOCAL_WORLD_SIZE": str(nproc), "GROUP_RANK": str(node_rank), "GROUP_WORLD_SIZE": str(nnodes),
+            "ROLE_RANK": str(rank), "ROLE_WORLD_SIZE": str(world), "ROLE_NAME": "default",
+            "MASTER_ADDR": str(node.get("master_addr", "127.0.0.1")), "MASTER_PORT": str(node.get("master_port", port)),
             "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0",
-            "TORCHELASTIC_RUN_ID": f"advisor-{os.getpid()}", "TORCHELASTIC_USE_AGENT_STORE": "False",
+            "TORCHELASTIC_RUN_ID": str(node.get("run_id", f"advisor-{os.getpid()}")),
+            "TORCHELASTIC_USE_AGENT_STORE": "False",
             "TORCH_NCCL_ASYNC_ERROR_HANDLING": os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")}
 
 
@@ -304,7 +318,7 @@ def _exit_after(body) -> None:
 
 
 def _run_child(worker_module: str, argv: list[str], cwd: str | None, out_fd: int, control: socket.socket,
-               nproc: int = 1) -> None:
+               nproc: int = 1, node: dict | None = None) -> None:
     """In the forked child: a session of its own, then the worker itself (1 process) or the ranks' leader."""
 
     def body() -> int | None:
@@ -319,14 +333,14 @@ def _run_child(worker_module: str, argv: list[str], cwd: str | None, out_fd: int
         if cwd:
             os.chdir(cwd)
         if nproc == 1:
-            os.environ.update(_torchrun_env(0, 1, _free_port()))
+            os.environ.update(_torchrun_env(0, 1, _free_port(), node))
             return _run_worker(worker_module, argv)  # worker_main ends with os._exit
-        return _lead(worker_module, argv, nproc)
+        return _lead(worker_module, argv, nproc, node)
 
     _exit_after(body)
 
 
-def _lead(worker_module: str, argv: list[str], nproc: int) -> int:
+def _lead(worker_module: str, argv: list[str], nproc: int, node: dict | None = None) -> int:
     """torchrun's agent for one job: fork the ranks, wait, stop the rest when one fails, report as torchrun does."""
     port = _free_port()
     ranks: dict[int, int] = {}  # pid -> rank
@@ -337,7 +351,7 @@ def _lead(worker_module: str, argv: list[str], nproc: int) -> int:
         if pid == 0:
             def rank_body(rank=rank) -> None:
                 _die_with_parent()
-                os.environ.update(_torchrun_env(rank, nproc, port))
+                os.environ.update(_torchrun_env(rank, nproc, port, node))
                 _run_worker(worker_module, argv)  # worker_main ends with os._exit
 
             _exit_after(rank_body)
@@ -365,9 +379,10 @@ def _lead(worker_module: str, argv: list[str], nproc: int) -> int:
     if first_failure is None:
         return 0
     rank, code, pid = first_failure
+    rank_here = int((node or {}).get("node_rank", 0)) * nproc + rank  # torchrun names the global rank
     print(f"{worker_module} FAILED (forked by the advisor's fork server, as torchrun would report it)\n"
           "Root Cause (first observed failure):\n[0]:\n"
-          f"  rank      : {rank} (local_rank: {rank})\n  exitcode  : {code} (pid: {pid})", flush=True)
+          f"  rank      : {rank_here} (local_rank: {rank})\n  exitcode  : {code} (pid: {pid})", flush=True)
     return 1
 
 
@@ -445,7 +460,7 @@ def serve(worker_module: str, control_fd: int, workload: str = "") -> None:  # n
                         pid = os.fork()
                         if pid == 0:
                             _run_child(worker_module, request["argv"], request.get("cwd"), out_fd, control,
-                                       int(request.get("nproc", 1)))
+                                       int(request.get("nproc", 1)), request.get("node"))
                         os.close(out_fd)
                         children.add(pid)
                         reply({"pid": pid})

@@ -14,7 +14,7 @@ import shutil
 import stat
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,26 +52,319 @@ REQUIRED: dict[tuple[str, str], tuple[type, ...]] = {
 }
 
 
+def _key(toml_key: str):
+    """A field whose TOML key is not a Python name (``global``)."""
+    return field(metadata={"key": toml_key})
+
+
 @dataclass(frozen=True)
 class BatchSettings:
+    """[batch]: the plan's batch (the first four are required)."""
+
     per_device: int
     world_size: int
     accumulation_steps: int
-    global_: int
+    global_: int = _key("global")
+    reason: str | None = None
+    validated_global: int | None = None  # what the comparison sweep validated
+    extrapolation: float | None = None
 
 
 @dataclass(frozen=True)
 class LRSettings:
+    """[lr]: the LR and the rule that scaled it (the first four are required)."""
+
     value: float
     base: float
     base_global_batch: int
     rule: str
+    scale: float | None = None
+    cap: float | None = None
+    capped: bool | None = None  # lowered below the rule's value (the reason says by what)
+    optimizer: str | None = None
+    base_source: str | None = None
+    reason: str | None = None
+    bound_from_global: int | None = None  # the validated batch the LR was bounded past
+    bound_noise_low: float | None = None
+    seen_failing_at: float | None = None
 
 
 @dataclass(frozen=True)
 class WarmupSettings:
+    """[warmup] (``steps`` is required)."""
+
     steps: int
-    epochs: float | None
+    epochs: float | None = None
+    steps_per_epoch: int | None = None
+    base_epochs: float | None = None
+    base_source: str | None = None
+    run_epochs: float | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class PrecisionTable:
+    mode: str | None = None
+    tf32: bool | None = None
+    advice: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class NormalizationTable:
+    sync_batchnorm: bool | None = None
+    sync_batchnorm_on_gpu: bool | None = None
+    has_batchnorm: bool | None = None
+    advice: str | None = None
+
+
+@dataclass(frozen=True)
+class OptimizerTable:
+    """[optimizer]: the optimizer the runs used and its hyper-parameters (every other key)."""
+
+    name: str | None = None
+    implementation: str | None = None
+    source: str | None = None
+    hyperparameters: dict = field(default_factory=dict, metadata={"rest": True})
+
+
+@dataclass(frozen=True)
+class SweepTable:
+    """[method.sweep]: the comparison sweep's verdict."""
+
+    pick: int | None = None
+    rule: str | None = None
+    verdict: str | None = None
+    metric: str | None = None
+    seeds: int | None = None
+    tied: list = field(default_factory=list)
+    candidates_scored: list = field(default_factory=list)  # one table a candidate (per_device, status, ...)
+    against_yours: dict = field(default_factory=dict)  # the sentence comparing the pick with the user's setting
+
+
+@dataclass(frozen=True)
+class MethodTable:
+    """[method]: each step's choice and reason."""
+
+    headline: str | None = None  # set: NOT VALIDATED, and why
+    start_reason: str | None = None
+    trial_choice: object = None
+    trial_reason: str | None = None
+    sweep_choice: object = None
+    sweep_reason: str | None = None
+    noise_reason: str | None = None
+    step_seconds: dict = field(default_factory=dict)
+    sweep: SweepTable = field(default_factory=SweepTable)
+
+
+@dataclass(frozen=True)
+class CeilingTable:
+    """[ceiling]: step 1's answer and the memory line its probes fit."""
+
+    per_device_max: int | None = None
+    budget_bytes: int | None = None
+    headroom: float | None = None
+    largest_ok: int | None = None
+    smallest_oom: int | None = None
+    usable_bytes: float | None = None
+    trials: int | None = None
+    fixed_bytes: float | None = None
+    per_sample_bytes: float | None = None
+    outside_allocator_bytes: int | None = None
+    measured_by: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class NoiseTable:
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class GoodputTable:
+    per_device: int | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class WorkloadTable:
+    spec: str | None = None
+    name: str | None = None
+    task: str | None = None
+    num_classes: int | None = None
+    optimizer: str | None = None
+    train_size: int | None = None
+    parameters: int | None = None
+
+
+@dataclass(frozen=True)
+class AdapterTable:
+    """[adapter]: the adapter's name and its own options (each adapter reads its keys)."""
+
+    name: str | None = None
+    options: dict = field(default_factory=dict, metadata={"rest": True})
+
+
+@dataclass(frozen=True)
+class InputsTable:
+    """[inputs]: what the plan was asked."""
+
+    adapter: str | None = None
+    nproc: int | None = None
+    nodes: int | None = None
+    device: str | None = None
+    device_memory_bytes: int | None = None
+    precision: str | None = None
+    optimizer: str | None = None
+
+
+@dataclass(frozen=True)
+class LaunchTable:
+    example: str | None = None
+    note: str | None = None
+    env: dict = field(default_factory=dict)  # [launch.env]: NAME = "value" the ceiling was measured with
+
+
+@dataclass(frozen=True)
+class HardwareTable:
+    """[provenance.hardware]: where the recipe was measured."""
+
+    device: str | None = None
+    gpu: str | None = None
+    host: str | None = None
+    fingerprint: str | None = None
+
+
+@dataclass(frozen=True)
+class ProvenanceTable:
+    created: str | None = None
+    torch_version: str | None = None
+    hardware: HardwareTable = field(default_factory=HardwareTable)
+
+
+@dataclass(frozen=True)
+class RecipeWarning:
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class RecipeDocument:
+    """A recipe read back as typed tables, for the code that reads recipes (explain, export, replan, history).
+
+    Read once by ``read_document``/``RecipeDocument.of``, which name the table and key of a malformed value.
+    ``data`` is the TOML document itself: what a derived recipe (a re-plan) copies, and what the tables do not
+    type (each ledger row, the measurements' details)."""
+
+    data: dict
+    batch: BatchSettings
+    lr: LRSettings
+    warmup: WarmupSettings
+    precision: PrecisionTable
+    normalization: NormalizationTable
+    optimizer: OptimizerTable | None  # None: a recipe older than [optimizer]
+    method: MethodTable
+    ceiling: CeilingTable
+    noise: NoiseTable
+    goodput: GoodputTable
+    workload: WorkloadTable
+    adapter: AdapterTable
+    inputs: InputsTable
+    launch: LaunchTable
+    provenance: ProvenanceTable
+    warnings: list[RecipeWarning]  # the ones with a message, in the recipe's order
+    ledger: list[dict]  # every run's row (ledger_records gives them typed)
+
+    @classmethod
+    def of(cls, recipe: "dict | RecipeDocument", path: str = "<recipe>", text: str = "") -> "RecipeDocument":
+        """``recipe`` typed (a document already typed is returned as it is); RecipeError names a malformed table
+        or value."""
+        if isinstance(recipe, RecipeDocument):
+            return recipe
+        return _read_document(recipe, path, text)
+
+    @staticmethod
+    def table_of(cls, data: dict, name: str, path: str = "<recipe>"):
+        """One table of ``data`` typed as ``cls``, without reading the rest (a partial document)."""
+        return _typed_table(cls, data.get(name), name, path, "")
+
+    def table(self, name: str) -> dict:
+        """A copy of the table ``name`` (dotted: ``provenance.hardware``) as written, empty when absent: what a
+        derived recipe (a re-plan) starts from."""
+        value = self.data
+        for key in name.split("."):
+            value = value.get(key) if isinstance(value, dict) else None
+        return dict(value) if isinstance(value, dict) else {}
+
+    @property
+    def validated(self) -> bool:
+        """False for a NOT VALIDATED recipe (no candidate learned; the plan is the user's base setting)."""
+        return not self.method.headline
+
+
+# The types a typed field accepts, by its annotation (an int is a float; a bool is neither), and their names.
+_FIELD_TYPES = {"int": ((int,), "an integer"), "float": ((int, float), "a number"), "str": ((str,), "a string"),
+                "bool": ((bool,), "true or false"), "list": ((list,), "an array"), "dict": ((dict,), "a table")}
+
+
+def _typed_table(cls, raw, table: str, path: str, text: str):
+    """``cls`` from the TOML table ``raw`` (None: absent, every field at its default). Keys the dataclass does not
+    name are left in the document, or gathered into its field marked ``rest`` (an adapter's own options)."""
+    extra = next((f.name for f in fields(cls) if f.metadata.get("rest")), None)
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        _fail(path, text, f"[{table}] must be a table, not {type(raw).__name__} {raw!r}.", table, None)
+    values, known = {}, set()
+    for item in fields(cls):
+        key = item.metadata.get("key", item.name)
+        known.add(key)
+        value = raw.get(key)
+        if value is None or item.name == extra:  # None: a recipe built in memory, before writing drops it
+            continue
+        wanted, described = _FIELD_TYPES.get(str(item.type).split(" |")[0], (None, ""))
+        if wanted and (not isinstance(value, wanted) or (isinstance(value, bool) and bool not in wanted)):
+            _fail(path, text, f"'{table}.{key}' must be {described}, not {type(value).__name__} {value!r}.",
+                  table, key)
+        values[item.name] = value
+    missing = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING
+               and f.name not in values]
+    if missing:
+        _fail(path, text, f"the key '{missing[0]}' is missing from [{table}].", table, None)
+    if extra:
+        values[extra] = {k: v for k, v in raw.items() if k not in known and v is not None}
+    return cls(**values)
+
+
+def _read_document(data: dict, path: str, text: str) -> RecipeDocument:
+    def read(cls, table: str, holder: dict = data, name: str | None = None):
+        return _typed_table(cls, holder.get(name or table), table, path, text)
+
+    if not isinstance(data, dict):
+        raise RecipeError(f"{path}: a recipe is a TOML document of tables, not {type(data).__name__}.", path=path)
+    method_raw = data.get("method") if isinstance(data.get("method"), dict) else {}
+    provenance_raw = data.get("provenance") if isinstance(data.get("provenance"), dict) else {}
+    method = read(MethodTable, "method")
+    method = replace(method, sweep=read(SweepTable, "method.sweep", method_raw, "sweep"))
+    provenance = read(ProvenanceTable, "provenance")
+    provenance = replace(provenance, hardware=read(HardwareTable, "provenance.hardware", provenance_raw, "hardware"))
+    warnings, ledger = data.get("warnings", []), data.get("ledger", [])
+    for name, rows in (("warnings", warnings), ("ledger", ledger)):
+        if not isinstance(rows, list):
+            _fail(path, text, f"[[{name}]] must be an array of tables, not {type(rows).__name__}.", name, None)
+    optimizer = data.get("optimizer")
+    return RecipeDocument(
+        data=data, batch=read(BatchSettings, "batch"), lr=read(LRSettings, "lr"),
+        warmup=read(WarmupSettings, "warmup"), precision=read(PrecisionTable, "precision"),
+        normalization=read(NormalizationTable, "normalization"),
+        optimizer=read(OptimizerTable, "optimizer") if isinstance(optimizer, dict) else None,
+        method=method, ceiling=read(CeilingTable, "ceiling"), noise=read(NoiseTable, "noise"),
+        goodput=read(GoodputTable, "goodput"), workload=read(WorkloadTable, "workload"),
+        adapter=read(AdapterTable, "adapter"), inputs=read(InputsTable, "inputs"),
+        launch=read(LaunchTable, "launch"), provenance=provenance,
+        warnings=[RecipeWarning(str(w.get("code", "warning")), w["message"]) for w in warnings
+                  if isinstance(w, dict) and w.get("message")],
+        ledger=[row for row in ledger if isinstance(row, dict)])
 
 
 @dataclass(frozen=True)
@@ -394,6 +687,14 @@ def check_recipe(path: str | os.PathLike) -> dict:
     return data
 
 
+def read_document(path: str | os.PathLike) -> RecipeDocument:
+    """Parse, validate and type: the recipe as the code that reads recipes wants it (RecipeError, naming the key
+    and its line, for a malformed one)."""
+    data, text = read_recipe_data(path)
+    validate(data, str(path), text)
+    return RecipeDocument.of(data, str(path), text)
+
+
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number
 
 
@@ -422,18 +723,16 @@ def load_recipe(path: str | os.PathLike, apply_env: bool = False) -> Recipe:
     from inside the script (explicitly, because it changes this process's environment and allocator;
     ``apply_env=True`` does the same in one call).
     """
-    data = check_recipe(path)
-    b, lr, w = data["batch"], data["lr"], data["warmup"]
-    launch_env = dict(data.get("launch", {}).get("env", {}))
+    document = read_document(path)
     recipe = Recipe(
         path=str(path),
-        batch=BatchSettings(b["per_device"], b["world_size"], b["accumulation_steps"], b["global"]),
-        lr=LRSettings(float(lr["value"]), float(lr["base"]), lr["base_global_batch"], lr["rule"]),
-        warmup=WarmupSettings(w["steps"], w.get("epochs")),
-        precision=data.get("precision", {}).get("mode", "fp32"),
-        sync_batchnorm=bool(data.get("normalization", {}).get("sync_batchnorm", False)),
-        data=data,
-        launch_env=launch_env,
+        batch=document.batch,
+        lr=replace(document.lr, value=float(document.lr.value), base=float(document.lr.base)),
+        warmup=document.warmup,
+        precision=document.precision.mode or "fp32",
+        sync_batchnorm=bool(document.normalization.sync_batchnorm),
+        data=document.data,
+        launch_env=dict(document.launch.env),
     )
     if apply_env:
         recipe.apply_env()

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from .method.ceiling import MemoryFit
 from .errors import AdvisorError
 from .gpus import GpuSpec
+from .recipe import OptimizerTable, RecipeDocument, WorkloadTable
 from .units import format_bytes
 
 REPLAN_NOTE = ("Re-planned from a recipe, not measured on this device: the ceiling is the recipe's fitted memory "
@@ -59,7 +60,7 @@ class Source:
     """What the recipe measured, read from its document."""
 
     path: str
-    data: dict
+    doc: RecipeDocument
     fit: MemoryFit
     fit_precision: str
     budget_bytes: int
@@ -71,8 +72,13 @@ class Source:
     per_device_max: int
 
     @property
-    def workload(self) -> dict:
-        return self.data.get("workload", {})
+    def data(self) -> dict:
+        """The recipe as parsed TOML (what the re-planned recipe starts from)."""
+        return self.doc.data
+
+    @property
+    def workload(self) -> WorkloadTable:
+        return self.doc.workload
 
 
 @dataclass
@@ -117,36 +123,36 @@ class ReplanResult:
         return "memory"
 
 
-def measure_command(data: dict, target: ReplanTarget | None = None, precision: str | None = None,
+def measure_command(recipe: dict | RecipeDocument, target: ReplanTarget | None = None, precision: str | None = None,
                     out: str = "NEW.toml") -> str:
     """The `advisor plan` line that measures what a re-plan could only estimate (or could not)."""
     from .adapters import recipe_adapter_name, shell_line
 
-    inputs, workload = data.get("inputs", {}), data.get("workload", {})
-    argv = ["advisor", "plan", "--workload", str(workload.get("spec") or workload.get("name") or "WORKLOAD"),
-            "--adapter", recipe_adapter_name(data),
-            "--nproc", str((target.nproc if target and target.nproc else None) or inputs.get("nproc")
-                           or data.get("batch", {}).get("world_size", 1))]
+    doc = RecipeDocument.of(recipe)
+    inputs, workload = doc.inputs, doc.workload
+    argv = ["advisor", "plan", "--workload", str(workload.spec or workload.name or "WORKLOAD"),
+            "--adapter", recipe_adapter_name(doc),
+            "--nproc", str((target.nproc if target and target.nproc else None) or inputs.nproc
+                           or doc.batch.world_size)]
     if target is not None and target.memory_source == "--device-memory":
         argv += ["--device-memory", format_bytes(target.memory_bytes).replace(" ", "")]
     elif target is None:
-        budget = data.get("ceiling", {}).get("budget_bytes")
+        budget = doc.ceiling.budget_bytes
         if budget:
             argv += ["--device-memory", format_bytes(budget).replace(" ", "")]
     argv += ["--precision", precision or (target.precision if target else None)
-             or inputs.get("precision") or "auto", "--out", out]
+             or inputs.precision or "auto", "--out", out]
     return shell_line(argv)
 
 
-def _fit_precision(data: dict) -> str:
+def _fit_precision(doc: RecipeDocument) -> str:
     """The precision the ceiling's probes ran in: the probe at the largest batch that fit (a plan that switched
     to mixed precision after a trial OOM keeps an fp32 ceiling), else the recipe's mode."""
-    ceiling = data.get("ceiling", {})
-    rows = [r for r in data.get("ledger", []) if r.get("phase") == "ceiling" and r.get("status") == "ok"]
-    at_edge = [r for r in rows if r.get("per_device") == ceiling.get("largest_ok")]
+    rows = [r for r in doc.ledger if r.get("phase") == "ceiling" and r.get("status") == "ok"]
+    at_edge = [r for r in rows if r.get("per_device") == doc.ceiling.largest_ok]
     if at_edge:
         return str(at_edge[-1].get("precision", "fp32"))
-    return str(data.get("precision", {}).get("mode", "fp32"))
+    return str(doc.precision.mode or "fp32")
 
 
 def _torch_major(version: str | None) -> str | None:
@@ -163,34 +169,39 @@ def installed_torch_version() -> str | None:
         return None
 
 
-def read_source(data: dict, path: str, torch_version: str | None = None) -> Source:
+def read_source(recipe: dict | RecipeDocument, path: str, torch_version: str | None = None) -> Source:
     """The recipe's fit and what it was measured with; a ReplanError with the measuring command when it has
     no fit or was measured with another torch major version."""
-    ceiling = data.get("ceiling", {})
-    fixed, per_sample = ceiling.get("fixed_bytes"), ceiling.get("per_sample_bytes")
+    doc = RecipeDocument.of(recipe, path)
+    ceiling = doc.ceiling
+    fixed, per_sample = ceiling.fixed_bytes, ceiling.per_sample_bytes
     if not isinstance(per_sample, (int, float)) or not isinstance(fixed, (int, float)) or per_sample <= 0:
         raise ReplanError(
             f"{path} has no memory fit ([ceiling] fixed_bytes and per_sample_bytes): its probes fit fewer than two "
             "batch sizes, or it predates them, so there is no line to re-plan from. Measure on the new device "
-            f"instead: {measure_command(data)}")
-    made_with = data.get("provenance", {}).get("torch_version")
+            f"instead: {measure_command(doc)}")
+    made_with = doc.provenance.torch_version
     torch_version = torch_version if torch_version is not None else installed_torch_version()
     if made_with and torch_version and _torch_major(made_with) != _torch_major(torch_version):
         raise ReplanError(
             f"{path} was measured with torch {made_with}, and this is torch {torch_version}: a major version "
             "changes kernels, the allocator and autocast, so its memory line does not carry over. Measure again "
-            f"with this torch: {measure_command(data)}")
-    budget = int(ceiling.get("budget_bytes") or 0)
+            f"with this torch: {measure_command(doc)}")
+    budget = int(ceiling.budget_bytes or 0)
     if budget <= 0:
         raise ReplanError(f"{path} records no [ceiling] budget_bytes, so the fit has no scale to re-plan from. "
-                          f"Measure again: {measure_command(data)}")
-    edge_met = ceiling.get("smallest_oom") is not None
-    device = str(data.get("inputs", {}).get("device") or data.get("provenance", {}).get("hardware", {}).get("device")
-                 or "cpu")
-    return Source(path, data, MemoryFit(float(fixed), float(per_sample)), _fit_precision(data), budget,
-                  float(ceiling.get("usable_bytes") or budget), float(ceiling.get("headroom", 0.15)), edge_met,
-                  ceiling.get("outside_allocator_bytes"), "cuda" if device.startswith("cuda") else "cpu",
-                  int(ceiling.get("per_device_max", 0)))
+                          f"Measure again: {measure_command(doc)}")
+    edge_met = ceiling.smallest_oom is not None
+    device = str(doc.inputs.device or doc.provenance.hardware.device or "cpu")
+    return Source(path, doc, MemoryFit(float(fixed), float(per_sample)), _fit_precision(doc), budget,
+                  float(ceiling.usable_bytes or budget), float(_or(ceiling.headroom, 0.15)), edge_met,
+                  ceiling.outside_allocator_bytes, "cuda" if device.startswith("cuda") else "cpu",
+                  int(_or(ceiling.per_device_max, 0)))
+
+
+def _or(value, default):
+    """``value``, or ``default`` where the recipe does not hold it."""
+    return default if value is None else value
 
 
 # What a GPU process holds outside torch's caching allocator when no recipe measured it: the CUDA context
@@ -242,7 +253,7 @@ def card_precision(source: Source, target: ReplanTarget) -> tuple[str, str]:
         raise ReplanError(
             f"{source.path} was measured in {fit}; --precision {requested} needs a memory line measured in "
             f"{requested} (activations differ in size), which a re-plan cannot give. Measure it: "
-            f"{measure_command(source.data, target, requested)}")
+            f"{measure_command(source.doc, target, requested)}")
     if requested != "auto":
         return fit, f"{fit}, as asked (--precision {fit}), the precision the recipe's fit was measured in."
     if target.device_type == "cpu":
@@ -258,33 +269,34 @@ def card_precision(source: Source, target: ReplanTarget) -> tuple[str, str]:
         if wanted == "fp32" and choice.mixed:
             reason += (f" Its fp16 Tensor Cores sit idle in fp32: fp16 AMP with a GradScaler is faster and comes "
                        "before accumulation when memory is short (measure it: "
-                       f"{measure_command(source.data, target, 'fp16')}).")
+                       f"{measure_command(source.doc, target, 'fp16')}).")
         return wanted, reason
     if fit == "fp32" and wanted in ("bf16", "fp16"):
         return wanted, (f"{wanted}: the {gpu.name} has {wanted} Tensor Cores, which sit idle in fp32. The fit was "
                         f"measured in fp32, and {wanted} autocast keeps activations in 16 bits, so the ceiling "
                         f"estimated from it is a safe lower bound for {wanted}; measure the real one: "
-                        f"{measure_command(source.data, target, wanted)}")
+                        f"{measure_command(source.doc, target, wanted)}")
     raise ReplanError(
         f"{source.path} was measured in {fit}, and the {gpu.name} runs {wanted} ("
         + ("no bf16 Tensor Cores: compute capability below 8.0" if fit == "bf16" else choice.reason.split(':')[0])
         + f"): a {fit} memory line under-estimates {wanted}'s memory, so it cannot be re-planned safely. Measure "
-          f"it on the card: {measure_command(source.data, target, wanted)}")
+          f"it on the card: {measure_command(source.doc, target, wanted)}")
 
 
-def replan(data: dict, path: str, target: ReplanTarget, torch_version: str | None = None,
+def replan(recipe: dict | RecipeDocument, path: str, target: ReplanTarget, torch_version: str | None = None,
            ceiling: int | None = None) -> ReplanResult:
-    """The estimated plan for ``target`` from the recipe ``data`` (read from ``path``); ``ceiling``: what a
+    """The estimated plan for ``target`` from the recipe (read from ``path``); ``ceiling``: what a
     confirming probe found really fits, when it was below the estimate."""
     from .adapters import sharding_advice
     from .method.lr import bound_past_validated, plan_warmup, scale_lr
     from .method import data_cap
     from .method.plan import Warning_, plan_data_parallel
 
-    source = read_source(data, path, torch_version)
+    source = read_source(recipe, path, torch_version)
+    doc = source.doc
     precision, precision_reason = card_precision(source, target)
-    batch, lr_doc, warmup_doc, workload = data["batch"], data["lr"], data.get("warmup", {}), source.workload
-    nproc = target.nproc if target.nproc is not None else int(data.get("inputs", {}).get("nproc") or batch["world_size"])
+    batch, lr_doc, warmup_doc, workload = doc.batch, doc.lr, doc.warmup, source.workload
+    nproc = target.nproc if target.nproc is not None else int(doc.inputs.nproc or batch.world_size)
     if nproc < 1 or target.nodes < 1:
         raise AdvisorError(f"--nproc and --nodes must be at least 1 (got {nproc} and {target.nodes}).")
     world = nproc * target.nodes
@@ -293,7 +305,7 @@ def replan(data: dict, path: str, target: ReplanTarget, torch_version: str | Non
         raise AdvisorError(f"--headroom must be a fraction in [0, 1) (0.10-0.20 is the method's range), not {headroom}.")
     usable, usable_reason = estimate_usable(source, target)
     by_memory = source.fit.batch_for((1 - headroom) * usable)
-    train_size = workload.get("train_size")
+    train_size = workload.train_size
     cap = min(by_memory, data_cap(train_size, world)) if train_size else by_memory
     if ceiling is not None:
         cap = min(cap, ceiling)
@@ -303,29 +315,29 @@ def replan(data: dict, path: str, target: ReplanTarget, torch_version: str | Non
             f"{format_bytes(source.fit.per_sample_bytes)} per sample) not even one sample fits in "
             f"{(1 - headroom):.0%} of {format_bytes(usable)} on {target.describe()}. Use a larger device, shard the "
             f"model state ({sharding_advice().flags()}) or mixed precision, and measure: "
-            f"{measure_command(data, target)}")
-    target_global = target.global_batch or int(batch["global"])
+            f"{measure_command(doc, target)}")
+    target_global = target.global_batch or int(batch.global_)
     if target_global < 1:
         raise AdvisorError(f"--global-batch must be at least 1, not {target_global}.")
     if train_size and target.global_batch and not target.allow_few_steps:
         from .method.plan import few_steps_cost, largest_learnable_global
 
-        epochs = warmup_doc.get("run_epochs")
+        epochs = warmup_doc.run_epochs
         if target_global > largest_learnable_global(train_size, epochs):
             raise AdvisorError(f"--global-batch {target_global} is past what the data can train: "
                                f"{few_steps_cost(train_size, target_global, epochs)}. Ask for at most that, or add --force to "
                                "plan it anyway (the recipe then warns few-steps-per-epoch).")
-    task = workload.get("task", "image-classification")
-    plan = plan_data_parallel(target_global, world, cap, task, workload.get("num_classes"),
-                              bool(data.get("normalization", {}).get("has_batchnorm")), target.device_type, precision,
+    task = _or(workload.task, "image-classification")
+    plan = plan_data_parallel(target_global, world, cap, task, workload.num_classes,
+                              bool(doc.normalization.has_batchnorm), target.device_type, precision,
                               amp_available=target.device_type == "cpu" or bool(target.gpu and target.gpu.tensor_cores),
-                              train_size=train_size, run_epochs=warmup_doc.get("run_epochs"))
-    validated = recipe_validated_global(data)
+                              train_size=train_size, run_epochs=warmup_doc.run_epochs)
+    validated = recipe_validated_global(doc)
     plan.validated_global = validated
     if validated is None:
         plan.warnings.insert(0, Warning_(
             "no-candidate-learned",
-            f"NOT VALIDATED: {data['method']['headline']} This re-plan scales that base setting to the new "
+            f"NOT VALIDATED: {doc.method.headline} This re-plan scales that base setting to the new "
             "device; nothing in it was validated either: plan on the device itself (advisor plan)."))
     elif plan.global_batch != validated:
         plan.warnings.append(Warning_(
@@ -333,16 +345,16 @@ def replan(data: dict, path: str, target: ReplanTarget, torch_version: str | Non
             f"The global batch {plan.global_batch} was not validated: the recipe's comparison sweep ran "
             f"{validated}. Its LR is scaled by the rules, but how it trains is an extrapolation: sweep it on the "
             "new device before a long run."))
-    optimizer = str(lr_doc.get("optimizer") or workload.get("optimizer") or "sgd")
-    lr = bound_past_validated(scale_lr(float(lr_doc["base"]), int(lr_doc["base_global_batch"]), plan.global_batch,
+    optimizer = str(lr_doc.optimizer or workload.optimizer or "sgd")
+    lr = bound_past_validated(scale_lr(float(lr_doc.base), int(lr_doc.base_global_batch), plan.global_batch,
                                        optimizer), validated, optimizer)
-    lr = _never_a_failed_lr(data, plan, lr, optimizer)
-    base_epochs = warmup_doc.get("base_epochs")
+    lr = _never_a_failed_lr(doc, plan, lr, optimizer)
+    base_epochs = warmup_doc.base_epochs
     warmup = plan_warmup(lr.scale, int(train_size or plan.global_batch), plan.global_batch,
-                         *((float(base_epochs), str(warmup_doc.get("base_source", "the recipe")))
+                         *((float(base_epochs), str(_or(warmup_doc.base_source, "the recipe")))
                            if base_epochs is not None else ()),
-                         run_epochs=warmup_doc.get("run_epochs"),
-                         run_source="the recipe's run" if warmup_doc.get("run_epochs") else "")
+                         run_epochs=warmup_doc.run_epochs,
+                         run_source="the recipe's run" if warmup_doc.run_epochs else "")
     result = ReplanResult(source, target, cap, usable, usable_reason, source.fit.bytes_at(cap), precision,
                           precision_reason, plan, lr, warmup, world, nproc)
     result.by_memory, result.data_share = by_memory, data_cap(train_size, world) if train_size else None
@@ -351,15 +363,16 @@ def replan(data: dict, path: str, target: ReplanTarget, torch_version: str | Non
     return result
 
 
-def recipe_validated_global(data: dict) -> int | None:
+def recipe_validated_global(recipe: dict | RecipeDocument) -> int | None:
     """The global batch the recipe's sweep validated; None for a NOT VALIDATED recipe (no candidate learned: its
     plan is the user's base setting, and no global batch may be claimed as validated)."""
-    if data.get("method", {}).get("headline"):
+    doc = RecipeDocument.of(recipe)
+    if not doc.validated:
         return None
-    return data["batch"].get("validated_global") or data["batch"]["global"]
+    return doc.batch.validated_global or doc.batch.global_
 
 
-def _never_a_failed_lr(data: dict, plan, lr, optimizer: str):
+def _never_a_failed_lr(doc: RecipeDocument, plan, lr, optimizer: str):
     """``lr`` unless the recipe's own runs were unstable at the plan's global batch at it (recipe.failed_lr: a
     recipe never advises a setting its runs saw fail; the re-plan says so in a warning)."""
     from dataclasses import replace
@@ -367,7 +380,7 @@ def _never_a_failed_lr(data: dict, plan, lr, optimizer: str):
     from .method.plan import Warning_
     from .recipe import failed_lr
 
-    failed = failed_lr(data, plan.global_batch, lr.value, optimizer)
+    failed = failed_lr(doc.data, plan.global_batch, lr.value, optimizer)
     if failed is None:
         return lr
     plan.warnings.append(Warning_(failed.code, failed.message))
@@ -378,41 +391,40 @@ def _never_a_failed_lr(data: dict, plan, lr, optimizer: str):
 
 
 def table_rows(r: ReplanResult) -> list[Row]:
-    data, plan, s = r.source.data, r.plan, r.source
-    batch, lr_doc = data["batch"], data["lr"]
-    old_device = data.get("provenance", {}).get("hardware", {})
-    old_name = old_device.get("gpu") or s.device_type
+    doc, plan, s = r.source.doc, r.plan, r.source
+    batch, lr_doc = doc.batch, doc.lr
+    old_name = doc.provenance.hardware.gpu or s.device_type
     fit = (f"estimate: fit {format_bytes(s.fit.fixed_bytes)} + {format_bytes(s.fit.per_sample_bytes)}/sample, "
            f"{1 - (r.target.headroom if r.target.headroom is not None else s.headroom):.0%} of usable memory")
     if r.ceiling_by == "data":
-        fit = (f"the training set's share per device ({s.workload.get('train_size')} samples / {r.world_size}); "
+        fit = (f"the training set's share per device ({s.workload.train_size} samples / {r.world_size}); "
                f"memory alone would fit {r.by_memory}")
-    validated = recipe_validated_global(data)
+    validated = recipe_validated_global(doc)
     kept = ("kept: the recipe's base setting, NOT VALIDATED" if validated is None else
-            "kept: the recipe's validated global batch" if batch["global"] == validated else
+            "kept: the recipe's validated global batch" if batch.global_ == validated else
             f"kept: the recipe's global batch (its sweep validated {validated})")
     return [
         Row("device", f"{old_name}, {format_bytes(s.budget_bytes)}",
             f"{r.target.gpu.name if r.target.gpu else r.target.device_type}, {format_bytes(r.target.memory_bytes)}",
             r.target.memory_source),
         Row("usable memory", format_bytes(s.usable_bytes), format_bytes(r.usable_bytes), "estimate (notes: usable)"),
-        Row("precision", str(data.get("precision", {}).get("mode", s.fit_precision)), r.precision,
+        Row("precision", str(_or(doc.precision.mode, s.fit_precision)), r.precision,
             "rule: precision policy (fit in " + s.fit_precision + ")"),
         Row("ceiling per device", str(s.per_device_max), str(r.per_device_max),
             fit + ("; " + _confirmed_text(r.confirmation) if r.confirmation else "")),
         Row("peak at ceiling", format_bytes(s.fit.bytes_at(s.per_device_max)), format_bytes(r.estimated_peak_bytes),
             "estimate: the fitted line"),
-        Row("world size", str(batch["world_size"]), str(r.world_size), "asked" if r.target.nproc or
+        Row("world size", str(batch.world_size), str(r.world_size), "asked" if r.target.nproc or
             r.target.nodes > 1 else "the recipe's"),
-        Row("per-device batch", str(batch["per_device"]), str(plan.per_device), "rule: global / world, under the ceiling"),
-        Row("accumulation", str(batch["accumulation_steps"]), str(plan.accumulation_steps),
+        Row("per-device batch", str(batch.per_device), str(plan.per_device), "rule: global / world, under the ceiling"),
+        Row("accumulation", str(batch.accumulation_steps), str(plan.accumulation_steps),
             "rule: ceil(global / (ceiling x world))"),
-        Row("global batch", str(batch["global"]), str(plan.global_batch),
+        Row("global batch", str(batch.global_), str(plan.global_batch),
             "asked (--global-batch)" if r.target.global_batch else kept),
-        Row("learning rate", f"{float(lr_doc['value']):.4g}", f"{r.lr.value:.4g}", f"rule: {r.lr.rule} from base "
-            f"{float(lr_doc['base']):g} at {lr_doc['base_global_batch']}"
+        Row("learning rate", f"{float(lr_doc.value):.4g}", f"{r.lr.value:.4g}", f"rule: {r.lr.rule} from base "
+            f"{float(lr_doc.base):g} at {lr_doc.base_global_batch}"
             + ("; lowered from the rule's value (the notes say why)" if r.lr.capped else "")),
-        Row("warmup steps", str(data.get("warmup", {}).get("steps", "")), str(r.warmup.steps),
+        Row("warmup steps", str(doc.warmup.steps), str(r.warmup.steps),
             f"rule: {r.warmup.epochs:.3g} epoch(s) at {r.warmup.steps_per_epoch} steps/epoch"),
     ]
 
@@ -424,12 +436,12 @@ def _confirmed_text(confirmation: dict) -> str:
             "headroom kept below it")
 
 
-def with_confirmation(data: dict, path: str, target: ReplanTarget, estimate: ReplanResult, outcome: dict,
+def with_confirmation(recipe: dict | RecipeDocument, path: str, target: ReplanTarget, estimate: ReplanResult, outcome: dict,
                       torch_version: str | None = None) -> ReplanResult:
     """The re-plan again, on the ceiling the confirming probe found (the plan must sit under what really ran)."""
     result = estimate
     if outcome["confirmed_ceiling"] != outcome["probe_batch"]:
-        result = replan(data, path, target, torch_version, ceiling=outcome["confirmed_ceiling"])
+        result = replan(recipe, path, target, torch_version, ceiling=outcome["confirmed_ceiling"])
     result.confirmation = outcome
     result.rows = table_rows(result)
     return result
@@ -439,13 +451,13 @@ def _notes(r: ReplanResult) -> list[str]:
     notes = [REPLAN_NOTE, "Usable memory: " + r.usable_reason + ".", r.precision_reason]
     if r.ceiling_by == "data":
         notes.append(f"Memory alone would fit {r.by_memory} per device; the training set's share per device "
-                     f"({r.source.workload.get('train_size')} samples / {r.world_size}) caps it at {r.per_device_max}.")
+                     f"({r.source.workload.train_size} samples / {r.world_size}) caps it at {r.per_device_max}.")
     elif r.ceiling_by == "probe":
         notes.append(f"The recipe's line estimated {r.by_memory} per device; a real probe on this device found the "
                      f"edge lower, so the ceiling is {r.per_device_max}.")
     spare = r.per_device_max * r.world_size
     if r.plan.per_device < r.per_device_max and not r.target.global_batch:
-        validated = recipe_validated_global(r.source.data)
+        validated = recipe_validated_global(r.source.doc)
         kept = (f"the recipe's base setting, global batch {r.plan.global_batch}, NOT VALIDATED" if validated is None
                 else f"the recipe's validated global batch {r.plan.global_batch}" if r.plan.global_batch == validated
                 else f"the recipe's global batch {r.plan.global_batch}; its sweep validated {validated}")
@@ -463,7 +475,7 @@ def render_table(r: ReplanResult) -> str:
     head = ("quantity", "recipe", "re-plan", "how the re-plan got it")
     rows = [head] + [(x.name, x.before, x.after, x.how) for x in r.rows]
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    headline = r.source.data.get("method", {}).get("headline")
+    headline = r.source.doc.method.headline
     lines = ([f"NOT VALIDATED. {headline}"] if headline else []) + [
         f"Re-plan of {r.source.path} for {r.target.describe()} x {r.world_size}", ""]
     for row in rows:
@@ -485,8 +497,8 @@ def replanned_recipe(r: ReplanResult, argv: list[str] | None = None) -> dict:
     from . import __version__
     from .recipe import SCHEMA_VERSION
 
-    old = r.source.data
-    data = copy.deepcopy(old)
+    old = r.source.doc
+    data = copy.deepcopy(old.data)
     plan, lr, warmup = r.plan, r.lr, r.warmup
     data["schema_version"] = SCHEMA_VERSION
     data["batch"] = {"per_device": plan.per_device, "world_size": plan.world_size,
@@ -494,34 +506,34 @@ def replanned_recipe(r: ReplanResult, argv: list[str] | None = None) -> dict:
                      "reason": plan.reason, "validated_global": plan.validated_global,
                      "extrapolation": (round(plan.global_batch / plan.validated_global, 4)
                                        if plan.validated_global else None)}
-    data["lr"] = {**old.get("lr", {}), "value": lr.value, "base": lr.base, "base_global_batch": lr.base_global_batch,
+    data["lr"] = {**old.table("lr"), "value": lr.value, "base": lr.base, "base_global_batch": lr.base_global_batch,
                   "rule": lr.rule, "scale": lr.scale, "cap": lr.cap, "capped": lr.capped, "reason": lr.reason,
                   "layerwise_optimizer": lr.suggest_layerwise, "bound_from_global": lr.bounded_from,
                   "bound_noise_low": lr.bound_noise_low, "seen_failing_at": lr.seen_failing_at}
-    data["warmup"] = {**old.get("warmup", {}), "steps": warmup.steps, "epochs": warmup.epochs,
+    data["warmup"] = {**old.table("warmup"), "steps": warmup.steps, "epochs": warmup.epochs,
                       "steps_per_epoch": warmup.steps_per_epoch, "reason": warmup.reason,
                       "capped_by_run": warmup.capped}
     data["precision"] = {"mode": r.precision, "tf32": bool(r.target.gpu and r.target.gpu.bf16 and r.precision != "fp32"),
                          "advice": plan.precision_advice, "reason": r.precision_reason}
-    data["normalization"] = {**old.get("normalization", {}), "sync_batchnorm": plan.sync_batchnorm,
+    data["normalization"] = {**old.table("normalization"), "sync_batchnorm": plan.sync_batchnorm,
                              "sync_batchnorm_on_gpu": plan.sync_batchnorm_on_gpu,
                              "advice": plan.normalization_advice}
-    old_ceiling = old.get("ceiling", {})
+    old_ceiling = old.ceiling
     data["ceiling"] = {"per_device_max": r.per_device_max, "budget_bytes": r.target.memory_bytes,
                        "headroom": r.target.headroom if r.target.headroom is not None else r.source.headroom,
-                       "usable_bytes": round(r.usable_bytes), "fixed_bytes": old_ceiling["fixed_bytes"],
-                       "per_sample_bytes": old_ceiling["per_sample_bytes"], "estimated": True,
+                       "usable_bytes": round(r.usable_bytes), "fixed_bytes": old_ceiling.fixed_bytes,
+                       "per_sample_bytes": old_ceiling.per_sample_bytes, "estimated": True,
                        "estimate_note": ("per_device_max is an estimate: the recipe's fitted memory line under the "
                                          f"new memory ({r.usable_reason}), not a real probe on this device"
                                          + ("" if not r.confirmation else "; a real probe then confirmed it"
                                             if r.confirmation.get("probe_fits") else
                                             "; a real probe then found the edge lower: " + r.confirmation["summary"])),
                        "reason": next(x.how for x in r.rows if x.name == "ceiling per device")}
-    if old_ceiling.get("measured_by"):
-        data["ceiling"]["measured_by"] = old_ceiling["measured_by"] + " (in the source recipe)"
+    if old_ceiling.measured_by:
+        data["ceiling"]["measured_by"] = old_ceiling.measured_by + " (in the source recipe)"
     data["warnings"] = [{"code": w.code, "message": w.message} for w in plan.warnings] + \
                        [{"code": "lr", "message": m} for m in lr.warnings]
-    inputs = dict(old.get("inputs", {}))
+    inputs = old.table("inputs")
     inputs.update(nproc=r.nproc, nodes=r.target.nodes, world_size=r.world_size, device=r.target.device_type,
                   device_memory_bytes=r.target.memory_bytes, precision=r.target.precision,
                   global_batch=r.target.global_batch)
@@ -531,11 +543,11 @@ def replanned_recipe(r: ReplanResult, argv: list[str] | None = None) -> dict:
                 "memory_source": r.target.memory_source}
     if r.target.gpu is not None:
         hardware.update(gpu=r.target.gpu.name, gpu_capability=".".join(map(str, r.target.gpu.capability)))
-    data["provenance"] = {**old.get("provenance", {}), "tool_version": __version__,
+    data["provenance"] = {**old.table("provenance"), "tool_version": __version__,
                           "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                           "command": shlex.join(argv) if argv else None, "hardware": hardware}
-    data["replan"] = {"source_recipe": r.source.path, "source_created": old.get("provenance", {}).get("created"),
-                      "source_hardware": old.get("provenance", {}).get("hardware", {}),
+    data["replan"] = {"source_recipe": r.source.path, "source_created": old.provenance.created,
+                      "source_hardware": old.table("provenance.hardware"),
                       "fit_precision": r.source.fit_precision, "estimated": ["ceiling.per_device_max",
                                                                             "ceiling.usable_bytes"],
                       "note": REPLAN_NOTE, "notes": r.notes[1:], "confirmed": bool(r.confirmation)}
@@ -553,14 +565,14 @@ def _drop_none(value):
     return value
 
 
-def _launch(r: ReplanResult, old: dict) -> dict:
+def _launch(r: ReplanResult, old: RecipeDocument) -> dict:
     """The launch line for the new plan, through the recipe's adapter (its own launcher and flags)."""
     from .adapters import LaunchSpec, load_adapter, recipe_adapter_name, shell_line
     from .device import TF32_ENV
     from .report import _env_reason  # the recipe's own wording for each variable
 
     name = recipe_adapter_name(old)
-    old_launch = old.get("launch", {})
+    old_launch = old.table("launch")
     try:
         adapter = load_adapter(name)
         env = adapter.environment(r.target.device_type)
@@ -568,11 +580,10 @@ def _launch(r: ReplanResult, old: dict) -> dict:
         return {**old_launch, "example": None, "note": f"The adapter {name!r} is not installed here: no launch line."}
     if r.target.device_type == "cuda" and r.target.gpu is not None and r.target.gpu.bf16:
         env.update(TF32_ENV)
-    optimizer = old.get("optimizer", {})
-    hyper = {k: v for k, v in optimizer.items() if k not in ("name", "implementation", "source")}
+    optimizer = old.optimizer or OptimizerTable()
     spec = LaunchSpec(r.nproc, r.target.nodes, r.plan.per_device, r.plan.accumulation_steps, r.lr.value,
-                      r.warmup.steps, r.precision, env, optimizer=optimizer.get("name") or old.get("lr", {}).get(
-                          "optimizer"), optimizer_hyperparameters=hyper)
+                      r.warmup.steps, r.precision, env, optimizer=optimizer.name or old.lr.optimizer,
+                      optimizer_hyperparameters=dict(optimizer.hyperparameters))
     return {"example": shell_line(adapter.launch_command(spec)),
             "note": old_launch.get("note", "Adapt the flag names to your script."), "env": env,
             "env_reason": _env_reason(env) if r.target.device_type == "cpu" else (
@@ -585,7 +596,6 @@ def confirm(r: ReplanResult, workdir: str, trial_steps: int = 20, run_trial: boo
     """One real probe at the estimated ceiling under the new memory (a fresh process, the ceiling's own probe)
     and a short trial at the planned per-device batch; a probe that runs out of memory steps down 10% at a time,
     as the ceiling search confirms its answer. Returns what was measured, with the ledger rows."""
-    data = r.source.data
     if runner is None:  # tests hand in a stub with the JobRunner's probe/train/ledger surface
         runner = _confirm_runner(r, workdir, on_event)
     headroom = r.target.headroom if r.target.headroom is not None else r.source.headroom
@@ -639,7 +649,7 @@ def confirm(r: ReplanResult, workdir: str, trial_steps: int = 20, run_trial: boo
     r.confirmation = outcome
     if not fits:
         raise ReplanError(f"Confirming the re-plan: {summary}. The recipe's line does not hold on this device; "
-                          f"measure it: {measure_command(data, r.target)}")
+                          f"measure it: {measure_command(r.source.doc, r.target)}")
     return outcome
 
 
@@ -650,12 +660,11 @@ def _confirm_runner(r: ReplanResult, workdir: str, on_event=None):
     from .method import MethodSettings
     from .runner import JobRunner
 
-    data = r.source.data
-    adapter = load_adapter(recipe_adapter_name(data))
-    settings = MethodSettings(workload=str(r.source.workload.get("spec") or r.source.workload.get("name")),
+    adapter = load_adapter(recipe_adapter_name(r.source.doc))
+    settings = MethodSettings(workload=str(r.source.workload.spec or r.source.workload.name),
                               adapter_name=adapter.name, nproc=r.nproc, device=r.target.device_type,
                               memory_budget_bytes=r.target.memory_bytes, precision=r.precision,
-                              optimizer=data.get("inputs", {}).get("optimizer"), workdir=workdir)
+                              optimizer=r.source.doc.inputs.optimizer, workdir=workdir)
     return JobRunner(adapter, settings, on_event or (lambda event: None), CancelToken(),
                      tf32=bool(r.target.gpu and r.target.gpu.bf16 and r.precision != "fp32"))
 

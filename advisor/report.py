@@ -184,7 +184,8 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
                        "python_version": platform.python_version(),
                        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                        "hardware": _hardware(s.device, result.host),
-                       "command": shlex.join(argv) if argv else None},
+                       "command": shlex.join(argv) if argv else None,
+                       **({"cluster": result.cluster} if result.cluster else {})},
         "ledger": ledger,
     }
 

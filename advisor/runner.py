@@ -117,11 +117,15 @@ class JobRunner:
                 on_event(event)
 
         try:
-            return run_job(self.adapter.command, job, nproc, self.s.trial_timeout_s, self.s.idle_timeout_s, relay,
-                           label, env=self.env, cancel=self.cancel, server=server)
+            return self._launch(job, nproc, label, relay, server)
         except CancelledError:
             self.close()  # a cancel stops everything, the warm server too; the next job starts a new one
             raise
+
+    def _launch(self, job: TrialJob, nproc: int, label: str, relay, server) -> JobOutcome:
+        """Run ``job`` on this host's ``nproc`` workers (advisor.cluster_runner runs it on every node)."""
+        return run_job(self.adapter.command, job, nproc, self.s.trial_timeout_s, self.s.idle_timeout_s, relay,
+                       label, env=self.env, cancel=self.cancel, server=server)
 
     def probe(self, batch: int, purpose: str, precision: str | None = None) -> ProbeTrial:
         precision = precision or self.probe_precision

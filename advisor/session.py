@@ -47,7 +47,8 @@ class Session:
     ``finish()`` in order; redo any of them; ``cancel()`` from another thread stops the running one."""
 
     def __init__(self, adapter: Adapter, settings: MethodSettings, setup: Setup,
-                 on_event: Callable[[Event], None] | None = None, runner: SessionRunner | None = None, known=None):
+                 on_event: Callable[[Event], None] | None = None, runner: SessionRunner | None = None, known=None,
+                 cluster=None):
         from .runner import JobRunner
 
         self.adapter, self.settings, self.setup = adapter, settings, setup
@@ -58,6 +59,11 @@ class Session:
             settings.precision, settings.device, setup.host.bf16, supported)
         self.mixed = self.precision.mixed  # tried before halving and before accumulation
         # Tests hand in a stub runner with the same probe/train/ledger/model_info/env/options surface.
+        if runner is None and cluster is not None:  # `advisor plan --nnodes`: every job on every node
+            from .cluster_runner import ClusterRunner
+
+            runner = ClusterRunner(adapter, settings, self._emit, self.cancel_token, setup.adapter_options,
+                                   tf32=self.precision.tf32, link=cluster)
         self.runner = runner or JobRunner(adapter, settings, self._emit, self.cancel_token, setup.adapter_options,
                                           tf32=self.precision.tf32)
         # The launcher's reports (optimizer, ranking metric, probe batches, its fork server): a stub has none.
@@ -143,7 +149,7 @@ class Session:
         if self.ceiling_result is None:
             raise AdvisorError("Run the memory ceiling (step 1) first.")
         return learnable_cap(self.ceiling_result.per_device_max, self.setup.workload.train_length,
-                             self.settings.world_size, self.settings.nproc, self.info.run_epochs,
+                             self.settings.world_size, self.settings.run_processes, self.info.run_epochs,
                              self.info.run_source)
 
     # -- step 1 -------------------------------------------------------------------------------------------

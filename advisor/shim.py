@@ -108,7 +108,7 @@ class ShimMonitor:
         self.val_length: int | None = None
         self.stop_after = job.steps
         self.readers = None
-        self.spec_form = job.extra.get("script", {}).get("form")
+        self.spec_form = job.script_form
 
     # -- forward: the budget (CPU), the batch the script feeds, BatchNorm -------------------------------
     def forward_pre(self, module, args):

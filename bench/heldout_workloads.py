@@ -82,3 +82,140 @@ def tabular_mlp() -> Workload:
                     val_data=_tabular(800, 1), loss_fn=nn.functional.cross_entropy, task="image-classification",
                     num_classes=TABULAR_CLASSES, optimizer="sgd", current_batch_size=64, current_lr=0.05,
                     current_warmup_steps=0, epochs=10)
+
+
+# -- Issue 36's done-when check: three workloads written after method v3's rules landed, tuned on by no rule --------
+# (bench/time_to_accuracy.py presets "bn-small", "adam-edge" and "slow-loader"; each set up before its first plan.)
+
+IMAGE_SIDE, IMAGE_CLASSES = 12, 4
+
+
+def _patterns(n: int, seed: int) -> TensorDataset:
+    """12x12 one-channel images: one of four oriented stripe patterns (horizontal, vertical, two diagonals) at a
+    random phase and contrast, under strong pixel noise: a convolution has to average the noise over the stripes."""
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, IMAGE_CLASSES, (n,), generator=g)
+    i, j = torch.meshgrid(torch.arange(IMAGE_SIDE), torch.arange(IMAGE_SIDE), indexing="ij")
+    waves = torch.stack([i, j, i + j, i - j]).float() * (2 * torch.pi / 4)  # one per class, period 4 pixels
+    phase = torch.rand(n, 1, 1, generator=g) * 2 * torch.pi
+    contrast = 0.3 + 0.5 * torch.rand(n, 1, 1, generator=g)
+    x = contrast * torch.sin(waves[y] + phase) + 1.4 * torch.randn(n, IMAGE_SIDE, IMAGE_SIDE, generator=g)
+    return TensorDataset(x.unsqueeze(1), y)
+
+
+class SmallBatchNormCNN(nn.Module):
+    """A depthwise-separable CNN with BatchNorm2d (MobileNet-style): wide feature maps at little compute, so a small
+    device budget holds only a few samples (a first version, a plain 16-channel CNN, needed ~55 KiB a sample: under a
+    4 MiB CPU budget the interpreter's own allocations decided whether 2 per device fit, not the model)."""
+
+    def __init__(self, width: int = 96):
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv2d(1, width, 3, padding=1), nn.BatchNorm2d(width), nn.ReLU(),
+                                 nn.Conv2d(width, width, 3, padding=1, groups=width), nn.BatchNorm2d(width), nn.ReLU(),
+                                 nn.Conv2d(width, 16, 1), nn.BatchNorm2d(16), nn.ReLU(),
+                                 nn.AdaptiveAvgPool2d(2), nn.Flatten(), nn.Linear(64, IMAGE_CLASSES))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def bn_small_ceiling() -> Workload:
+    """A BatchNorm CNN on noisy stripe images, 2000 training samples; SGD with momentum at 0.05 for global 32. Planned
+    under a small device budget (bench/time_to_accuracy.py's preset passes --device-memory), so that its memory
+    ceiling is a few samples per device and the sweep meets the small-micro-batch BatchNorm rule."""
+    return Workload(name="bn-small-ceiling", build_model=SmallBatchNormCNN, train_data=_patterns(2000, 0),
+                    val_data=_patterns(600, 1), loss_fn=nn.functional.cross_entropy, task="image-classification",
+                    num_classes=IMAGE_CLASSES, optimizer="sgd", current_batch_size=32, current_lr=0.05,
+                    current_warmup_steps=10, epochs=10)
+
+
+EDGE_FEATURES, EDGE_CLASSES = 40, 5
+
+
+def _edge_data(n: int, seed: int) -> TensorDataset:
+    """Gaussian features whose class is the argmax of a fixed random linear map, 5% of the labels replaced at random
+    (a first version with features on scales 1e-2..10 and a two-layer teacher was too hard to learn: 0.45 accuracy
+    after 6 epochs). The depth of the model without normalisation, not the data, puts Adam's edge near its base LR."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, EDGE_FEATURES, generator=g)
+    y = (x @ torch.randn(EDGE_FEATURES, EDGE_CLASSES, generator=torch.Generator().manual_seed(77))).argmax(1)
+    noisy = torch.rand(n, generator=g) < 0.05
+    y[noisy] = torch.randint(0, EDGE_CLASSES, (int(noisy.sum()),), generator=g)
+    return TensorDataset(x, y)
+
+
+class DeepMLP(nn.Module):
+    """Four hidden layers, no normalisation: nothing damps a too-large Adam step."""
+
+    def __init__(self, hidden: int = 96):
+        super().__init__()
+        layers, width = [], EDGE_FEATURES
+        for _ in range(4):
+            layers += [nn.Linear(width, hidden), nn.ReLU()]
+            width = hidden
+        self.net = nn.Sequential(*layers, nn.Linear(width, EDGE_CLASSES))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+# Set from a single-process LR scan at global 32 before any plan: 4 epochs at 0.004 and 0.016 reach 0.83-0.85
+# accuracy, 0.032 0.77, 0.064 0.47 (the loss stays near 1): square-root scaling to global 512 lands past the edge.
+ADAM_EDGE_LR = 0.016
+
+
+def adam_edge_mlp() -> Workload:
+    """A deep MLP without normalisation on noisy linear classes, 3000 samples; Adam at ADAM_EDGE_LR for global 32,
+    a quarter of the LR where it stops learning."""
+    return Workload(name="adam-edge-mlp", build_model=DeepMLP, train_data=_edge_data(3000, 0),
+                    val_data=_edge_data(600, 1), loss_fn=nn.functional.cross_entropy, task="nlp-classification",
+                    num_classes=EDGE_CLASSES, optimizer="adam", current_batch_size=32, current_lr=ADAM_EDGE_LR,
+                    current_warmup_steps=10, epochs=10)
+
+
+class MillisecondSamples(torch.utils.data.Dataset):
+    """Each sample costs ~1 ms to produce (a decode, an augmentation): the loader, not the model, sets samples/s."""
+
+    def __init__(self, data: TensorDataset, delay: float = 0.001):
+        self.data, self.delay = data, delay
+
+    def __len__(self):
+        return len(self.data)
+
+    def __getitem__(self, index):
+        import time
+
+        time.sleep(self.delay)
+        return self.data[index]
+
+
+RING_FEATURES, RING_CLASSES = 10, 4
+
+
+def _shells(n: int, seed: int) -> TensorDataset:
+    """Points in 10 dimensions whose class is the radius shell they lie in (four shells), the radius blurred by
+    noise: a small MLP learns it in a few epochs and then creeps up."""
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, RING_CLASSES, (n,), generator=g)
+    direction = torch.nn.functional.normalize(torch.randn(n, RING_FEATURES, generator=g), dim=1)
+    radius = 1.0 + y.float() + 0.35 * torch.randn(n, generator=g)
+    return TensorDataset(direction * radius.unsqueeze(1), y)
+
+
+class ShellMLP(nn.Module):
+    def __init__(self, hidden: int = 64):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(RING_FEATURES, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
+                                 nn.Linear(hidden, RING_CLASSES))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def slow_loader_mlp() -> Workload:
+    """A small MLP on radius shells, 2000 training samples that each cost 1 ms in the loader (the model takes
+    microseconds a sample); SGD with momentum at 0.05 for global 32."""
+    return Workload(name="slow-loader-mlp", build_model=ShellMLP, train_data=MillisecondSamples(_shells(2000, 5)),
+                    val_data=_shells(500, 6), loss_fn=nn.functional.cross_entropy, task="nlp-classification",
+                    num_classes=RING_CLASSES, optimizer="sgd", current_batch_size=32, current_lr=0.05,
+                    current_warmup_steps=10, epochs=10)

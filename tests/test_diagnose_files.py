@@ -337,9 +337,10 @@ def _read(name: str):
 
 
 @pytest.mark.parametrize("name, lengths, cadence", [
-    # YOLO prints only loss components: each stage's loss is their sum (box + obj + cls; box + cls + dfl).
-    ("yolov5_results.csv", {"train_loss": 15, "val_loss": 15}, "epoch"),  # x/lr0 is not read as the LR
-    ("ultralytics_v8_results.csv", {"train_loss": 15, "val_loss": 15, "lr": 15}, "epoch"),
+    # YOLO prints only loss components: each stage's loss is their sum (box + obj + cls; box + cls + dfl). Its
+    # mAP (0.5:0.95 before 0.5) is the validation quality, higher is better.
+    ("yolov5_results.csv", {"train_loss": 15, "val_loss": 15, "val_map": 15}, "epoch"),  # x/lr0 is not the LR
+    ("ultralytics_v8_results.csv", {"train_loss": 15, "val_loss": 15, "lr": 15, "val_map": 15}, "epoch"),
     ("keras_training.log", {"train_loss": 15, "val_loss": 15, "train_acc": 15, "val_acc": 15}, "epoch"),
     ("timm_summary.csv", {"train_loss": 15, "val_loss": 15, "val_acc": 15, "lr": 15}, "epoch"),
 ])

@@ -122,3 +122,16 @@ def test_a_steady_validation_curve_is_no_jitter(tmp_path):
     val = [1.2 * 0.9 ** e + 0.01 * (-1) ** e for e in range(15)]
     report = diagnose_source(str(_lightning_csv(tmp_path, val, [1.5 * 0.85 ** e for e in range(15)])))
     assert not [f for f in report.findings if f.kind == "oscillation-jitter"]
+
+
+def test_one_finding_start_for_the_plot_and_the_curves():
+    # One owner (curves.finding_start): the plot's marks ask it. A place named only under another key (here the
+    # last validation point) is still a start: the curves' own lookup used to return None for it, the plot's found it.
+    from advisor.diagnose import plot
+    from advisor.diagnose.curves import finding_start
+    from advisor.diagnose.records import Finding
+
+    finding = Finding("overfitting", "warning", "s", {"series": "val_loss", "val_last_at": {"line": 9, "epoch": 4.0},
+                                                     "later": [{"line": 12, "epoch": 5.0}]}, [])
+    assert finding_start(finding) == {"series": "val_loss", "line": 9, "epoch": 4.0}
+    assert plot.finding_start is finding_start  # the plot asks the same function, it keeps no copy

@@ -160,6 +160,7 @@ def same_job():
 
 @pytest.mark.distributed
 @pytest.mark.usefixtures("no_leftover_processes")
+@pytest.mark.slow  # one shared pair of real 2-rank jobs (~20 s quiet); the export test below launches fsdp in the fast tier
 def test_fsdp_trains_the_same_loss_curve_as_ddp(same_job):
     ddp, fsdp = same_job["ddp"].record, same_job["fsdp"].record
     assert ddp.status == fsdp.status == "ok" and fsdp.world_size == 2 and fsdp.global_batch == 64
@@ -170,6 +171,7 @@ def test_fsdp_trains_the_same_loss_curve_as_ddp(same_job):
 
 
 @pytest.mark.distributed
+@pytest.mark.slow  # one shared pair of real 2-rank jobs (~20 s quiet); the export test below launches fsdp in the fast tier
 def test_fsdp_measures_the_same_gradient_noise_as_ddp_from_the_shards(same_job):
     """Local |g|^2 from the reduce-scatter's input, the reduced one from the shards summed over ranks, equal DDP's
     replica and all-reduced norms. With a reduce-scatter on every micro-step (accumulation not skipping the sync)
@@ -183,6 +185,7 @@ def test_fsdp_measures_the_same_gradient_noise_as_ddp_from_the_shards(same_job):
 
 
 @pytest.mark.distributed
+@pytest.mark.slow  # one shared pair of real 2-rank jobs (~20 s quiet); the export test below launches fsdp in the fast tier
 def test_fsdp_per_rank_peak_is_below_ddps_by_at_least_the_sharded_state(same_job):
     """DDP holds per rank the parameters P, gradients P, Adam's two moments 2P and gradient-sized all-reduce
     buckets P; FSDP2 on N ranks holds 1/N of the first three, plus what is in flight (one 65,792-parameter

@@ -928,3 +928,33 @@ def test_a_batch_that_ran_out_of_memory_in_training_is_never_planned():
     assert trained_cap(rows, "bf16")[0] == 7
     assert trained_cap(rows, "fp32") == (None, "")
     assert trained_cap(rows[:1], "bf16")[0] == 14 and "unmeasured" in trained_cap(rows[:1], "bf16")[1]
+
+
+def test_the_trial_never_halves_a_batchnorm_model_to_one_per_device():
+    """DOMAIN 2: BatchNorm cannot train on 1 sample per device. Seen on a held-out BatchNorm CNN under a tiny budget
+    (session m-v3): the trial halved on OOM to 1 per device and the sweep then trained 1 per device."""
+    from advisor.errors import AdvisorError
+
+    runner = StubRunner(budget=100 * MIB, saturate=None)
+    ceiling = ceiling_for(runner)
+    runner.budget = 11 * MIB  # training holds more than the probes did: only 1 per device would fit
+    decisions = []
+    with pytest.raises(AdvisorError, match="down to 2 .*BatchNorm"):
+        short_trial(runner, 8, ceiling, 40, info(has_batchnorm=True), "fp32", None, decisions.append)
+    assert [c[1] for c in runner.calls if c[0] == "trial"] == [8, 4, 2]
+    assert decisions[-1] == ("2: out of memory in fp32: nothing smaller to try (the model has BatchNorm, which cannot "
+                             "train on fewer than 2 samples per device)")
+    runner = StubRunner(budget=100 * MIB, saturate=None)
+    runner.budget = 11 * MIB
+    short_trial(runner, 8, ceiling, 40, info(), "fp32", None)  # without BatchNorm 1 per device is a batch
+    assert [c[1] for c in runner.calls if c[0] == "trial"] == [8, 4, 2, 1]
+    # Unstable at 2 per device: stop there rather than halve to 1.
+    runner = CurveRunner({2: DIVERGED_TRIAL, 4: DIVERGED_TRIAL})
+    outcome = short_trial(runner, 4, ceiling_for(runner), 40, info(has_batchnorm=True), "fp32", None)
+    assert [c[1] for c in runner.calls if c[0] == "trial"] == [4, 2] and outcome.steps[-1].rule == "unstable-stop"
+    # A cap under 2 per device: a one-paragraph refusal, no run.
+    runner = StubRunner(saturate=None)
+    ceiling = ceiling_for(runner)
+    with pytest.raises(AdvisorError, match="cap is 1 .*cannot train on fewer than 2 samples per device"):
+        short_trial(runner, 8, ceiling, 40, info(has_batchnorm=True), "fp32", None, cap=1)
+    assert not [c for c in runner.calls if c[0] == "trial"]

@@ -10,7 +10,8 @@ from test_sweep_rule import run
 from advisor.adapters import load_adapter
 from advisor.device import HostDevices
 from advisor.method import sweep_candidates
-from advisor.method.sweep import ALONE, FASTEST_TIED, SweepPolicy, decide_sweep, needs_timing
+from advisor.method.sweep import (BEST_BY_MARGIN, EQUALS_BATCHNORM_FLOOR, EQUALS_SMALLEST, EQUALS_YOURS, SweepPolicy,
+                                  decide_sweep, needs_timing)
 from advisor.session import Session, validate_setup
 
 
@@ -36,7 +37,7 @@ def test_a_gap_over_the_margin_is_not_a_tie_even_when_its_interval_holds_zero():
     (gap,) = verdict.comparisons
     assert gap.mean_gap == pytest.approx(0.252, abs=1e-3) and gap.half_width == pytest.approx(0.411, abs=2e-3)
     assert gap.by == "inconclusive" and not gap.tied and verdict.tied == [6]
-    assert verdict.chosen == 6 and verdict.rule == ALONE  # never 3 per device, though 6 is only 1.05x as fast
+    assert verdict.chosen == 6 and verdict.rule == BEST_BY_MARGIN  # never 3 per device, though 6 is only 1.05x as fast
     assert verdict.extra_seeds == [(3, 3), (6, 3)]  # the pair asks for its next paired seed
     assert "tied" not in verdict.reason and "equal (" not in verdict.reason and "Equals" not in verdict.reason
     assert "3: gap 0.252, 95% t-interval ±0.411 (2 d.f.): inconclusive" in verdict.reason
@@ -107,6 +108,8 @@ def test_batchnorm_ties_go_to_the_larger_micro_batch_under_the_threshold():
     assert decide_sweep(tied, 10).chosen == 4  # no BatchNorm: the smallest of the equals
     bn = decide_sweep(tied, 10, batchnorm=True)
     assert bn.chosen == 16 and bn.walk_from == 16 and bn.walk_start_why == "batchnorm"
+    # The rule code says what decided (not "the fastest of the tied": 16 was not shown faster than anything).
+    assert bn.rule == EQUALS_BATCHNORM_FLOOR and bn.summary()["rule"] == "equals-batchnorm-floor"
     assert "starts at 16 per device, the largest of them under 16 (the model has BatchNorm" in bn.reason
     # Under the threshold only: 16 and 32 level stay a tie that the smaller wins.
     assert decide_sweep(runs(16, level) + runs(32, level), 10, batchnorm=True).chosen == 16
@@ -171,6 +174,7 @@ def test_your_own_setting_is_always_swept_and_the_advice_says_how_it_compares():
     assert [r["lr"] for r in runner.runs if r["phase"] == "sweep" and r["per_device"] == 16][0] == \
         pytest.approx(1e-3)  # your setting runs at the base LR (digits-mlp: 1e-3 at global 32)
     assert outcome.chosen == 16 and outcome.verdict.walk_start_why == "yours"
+    assert outcome.verdict.rule == EQUALS_YOURS
     assert "Against your setting (16 per device at the base LR): no better than yours: keep it" in outcome.reason
     against = outcome.verdict.summary()["against_yours"]
     assert against["per_device"] == 16 and "keep it" in against["sentence"]
@@ -189,7 +193,7 @@ def test_the_advice_against_yours_gives_the_score_gap_and_the_speed_ratio_side_b
     # Yours worse by more than the margin: the advice is better, and its speed against yours is timed side by side.
     worse = {8: 0.80, 16: 0.88, 32: 0.86, 64: 0.86}.get
     runner, outcome = yours_plan(worse, centre=32, base_batch=16, speed=speed)
-    assert outcome.chosen == 16 and outcome.verdict.rule == ALONE
+    assert outcome.chosen == 16 and outcome.verdict.rule == BEST_BY_MARGIN
     timed = sorted({r["per_device"] for r in runner.runs if r["phase"] == "timing"})
     assert timed == [8, 16]
     assert "better than yours (score gap +0.080" in outcome.reason and "1.43x the samples/s of yours" in outcome.reason
@@ -199,7 +203,7 @@ def test_verdict_sentences_say_what_the_numbers_say():
     level = [0.95] * 3
     rounds = {8: {0: 1000.0, 1: 1000.0, 2: 1000.0}, 16: {0: 1099.0, 1: 1099.0, 2: 1200.0}}
     verdict = decide_sweep(runs(8, level) + runs(16, level), 10, timing=rounds)
-    assert verdict.chosen == 8 and verdict.rule == FASTEST_TIED
+    assert verdict.chosen == 8 and verdict.rule == EQUALS_SMALLEST
     # A miss reads as one: 1.099 under a 1.10 bar is not "+10%".
     assert "16 over 8: 1.099x, 1.099x, 1.200x (not all over the 1.10x bar)" in verdict.reason
     assert verdict.headline == ("an equal of the best; the smallest of the equals; no bigger one was more than 10% "

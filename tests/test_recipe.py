@@ -322,3 +322,41 @@ def test_the_recipe_holds_decisions_and_its_sibling_the_measurements_loaded_as_o
     legacy = tmp_path / "legacy.toml"
     legacy.write_text(tomli_w.dumps(old))
     assert load_recipe(legacy).data["ledger"] == whole["ledger"]
+
+
+@pytest.mark.parametrize("edit, message", [
+    ([("fixed_bytes = 1272708", 'fixed_bytes = "big"')],
+     r"line \d+: 'ceiling.fixed_bytes' must be a number, not str 'big'\. Fix the value of 'ceiling.fixed_bytes'"),
+    ([("[adapter]\nname = \"ddp\"", "[adapter]\nname = 3")], r"line \d+: 'adapter.name' must be a string, not int 3"),
+    ([("[inputs]\n", "[old_inputs]\n"), ("schema_version = 2\n", "schema_version = 2\ninputs = 5\n")],
+     r"\[inputs\] must be a table, not int 5"),
+])
+def test_readers_get_the_recipe_typed_and_a_malformed_value_is_named_once(tmp_path, capsys, edit, message):
+    """explain, export, replan and history read a recipe as typed tables (RecipeDocument): a value of the wrong
+    type is named with its key and line when the recipe is read, not met later as a TypeError in a renderer."""
+    import shutil
+    from pathlib import Path
+
+    from advisor.recipe import RecipeDocument, read_document
+
+    source = Path(__file__).resolve().parents[1] / "recipes" / "digits-cnn.toml"
+    doc = read_document(source)
+    assert isinstance(doc, RecipeDocument) and RecipeDocument.of(doc) is doc
+    assert (doc.batch.global_, doc.lr.rule, doc.ceiling.per_device_max, doc.adapter.name) == (
+        doc.data["batch"]["global"], doc.data["lr"]["rule"], doc.data["ceiling"]["per_device_max"], "ddp")
+    assert doc.optimizer.hyperparameters == {"momentum": 0.9, "weight_decay": 0.0}
+    assert len(doc.ledger) == len(doc.data["ledger"]) > 0  # the sibling's measurements are part of the document
+    shutil.copy(source.with_name("digits-cnn.measurements.toml"), tmp_path)
+    text = source.read_text()
+    for old, new in edit:
+        assert old in text
+        text = text.replace(old, new, 1)
+    bad = tmp_path / "digits-cnn.toml"
+    bad.write_text(text)
+    with pytest.raises(RecipeError, match=message):
+        read_document(bad)
+    for command in (["explain", str(bad)], ["export", str(bad), "--to", "torchrun"], ["history", "--import", str(bad),
+                                                                                     "--history", str(tmp_path / "h")]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err

@@ -14,7 +14,7 @@ import pytest
 from test_method_decisions import DIVERGED_TRIAL, FLAT_RUN, HEALTHY_RUN, MIB, _swept
 
 from advisor.ledger import TrialRecord
-from advisor.method.sweep import (ALONE, FASTEST_TIED, NONE_LEARNED, NO_RUNS, SweepPolicy, decide_sweep, run_score,
+from advisor.method.sweep import (BEST_BY_MARGIN, EQUALS_BIGGER_FASTER, NONE_LEARNED, NO_RUNS, SweepPolicy, decide_sweep, run_score,
                                   t95)
 
 
@@ -43,10 +43,10 @@ def test_the_t_quantile_is_students_not_the_normals():
 
 def test_a_clear_leader_wins_alone_and_every_number_is_recorded():
     verdict = decide_sweep(grid({16: [0.90, 0.91, 0.90], 32: [0.95, 0.96, 0.95], 64: [0.80, 0.82, 0.81]}), 10)
-    assert verdict.chosen == 32 and verdict.rule == ALONE and verdict.tied == [32]
+    assert verdict.chosen == 32 and verdict.rule == BEST_BY_MARGIN and verdict.tied == [32]
     assert [c.by for c in verdict.comparisons] == ["apart", "apart"]
     summary = verdict.summary()
-    assert summary["rule"] == ALONE and summary["seeds"] == 3 and summary["margin"] == 0.01
+    assert summary["rule"] == BEST_BY_MARGIN and summary["seeds"] == 3 and summary["margin"] == 0.01
     scored = {c["per_device"]: c for c in summary["candidates_scored"]}
     assert scored[32]["scores"] == [0.95, 0.96, 0.95] and scored[32]["seeds"] == [0, 1, 2]
     gap16 = next(c for c in summary["comparisons"] if c["per_device"] == 16)
@@ -61,7 +61,7 @@ def test_runs_are_paired_by_seed():
                            policy=SweepPolicy(accuracy_margin=0.005))
     (comparison,) = verdict.comparisons
     assert comparison.by == "apart" and comparison.half_width == pytest.approx(0.0, abs=1e-9)
-    assert verdict.chosen == 32 and verdict.rule == ALONE
+    assert verdict.chosen == 32 and verdict.rule == BEST_BY_MARGIN
     # The same scores with 32's seeds shuffled: the per-seed differences now swing, and the interval holds 0.
     shuffled = decide_sweep(grid({16: [0.80, 0.95, 0.88], 32: [0.97, 0.82, 0.90]}), 10,
                             policy=SweepPolicy(accuracy_margin=0.005))
@@ -98,7 +98,7 @@ def test_the_margin_is_absolute_for_accuracy_and_relative_for_a_loss():
 def test_among_the_tied_the_smallest_within_the_throughput_margin_of_the_fastest_wins():
     tied = {16: [0.95, 0.95, 0.95], 32: [0.95, 0.951, 0.949], 64: [0.951, 0.95, 0.95]}
     faster = decide_sweep(grid(tied, {16: 1000.0, 32: 1500.0, 64: 1600.0}), 10)
-    assert faster.rule == FASTEST_TIED and faster.tied == [16, 32, 64] and faster.chosen == 32  # 1500 >= 0.9 x 1600
+    assert faster.rule == EQUALS_BIGGER_FASTER and faster.tied == [16, 32, 64] and faster.chosen == 32  # 1500 >= 0.9 x 1600
     assert ("32 over 16: 1.500x, 1.500x, 1.500x (over the 1.10x bar); 64 over 32: 1.067x, 1.067x, 1.067x (not all "
             "over the 1.10x bar)") in faster.reason
     level = decide_sweep(grid(tied, {16: 1000.0, 32: 1050.0, 64: 1080.0}), 10)
@@ -399,10 +399,10 @@ def test_every_candidate_runs_the_same_paired_seeds_at_equal_samples_and_the_rec
     assert {r["per_device"]: r["steps"] for r in runs} == {8: 80, 16: 40, 32: 20}  # 1280 samples each
     planned = {b: warmup_for(session.info, lr_for(session.info, b * 2)).steps for b in (8, 16, 32)}
     assert all(r["warmup_steps"] == planned[r["per_device"]] for r in runs)
-    assert outcome.verdict.leader == outcome.chosen == 16 and outcome.verdict.rule == ALONE
+    assert outcome.verdict.leader == outcome.chosen == 16 and outcome.verdict.rule == BEST_BY_MARGIN
     result = session.finish()
     recipe_sweep = build_recipe(result)["method"]["sweep"]
-    assert recipe_sweep["pick"] == 16 and recipe_sweep["rule"] == ALONE
+    assert recipe_sweep["pick"] == 16 and recipe_sweep["rule"] == BEST_BY_MARGIN
     assert recipe_sweep["seeds"] == 3 and recipe_sweep["samples_per_run"] == 1280
     assert [len(c["scores"]) for c in recipe_sweep["candidates_scored"]] == [3, 3, 3]
     assert json_summary(result, None)["sweep"] == recipe_sweep

@@ -18,27 +18,8 @@ pytestmark = pytest.mark.timeout(300)
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 
 
-async def test_the_walk_runs_every_step_and_saves_a_recipe(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    app = stub_app()
-    async with app.run_test(size=(120, 40)) as pilot:
-        await walk_to(pilot, "recipe")
-        await wait_for(pilot, lambda: "recipe" in app.done, what="the plan")
-        assert app.done == {"setup", "ceiling", "start", "trial", "sweep", "recipe"}
-        assert app.screen.query_one("#path").value == "recipes/digits-mlp.toml"
-        await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: (tmp_path / "recipes" / "digits-mlp.toml").exists(), what="the saved recipe")
-        saved = screen_text(app, "#saved")
-        assert "advisor plan --workload digits-mlp --adapter ddp --nproc 2 --device-memory 128MiB" in saved
-        assert "--out recipes/digits-mlp.toml" in saved
-        data = check_recipe(tmp_path / "recipes" / "digits-mlp.toml")
-        result = app.session.result
-        assert data["batch"]["per_device"] == result.plan.per_device
-        assert data["method"]["sweep_choice"] == app.session.sweep_outcome.chosen
-        assert data["provenance"]["command"].startswith("advisor plan --workload digits-mlp")
-
-
-async def test_saving_over_an_existing_recipe_asks_first_and_keeps_a_backup(tmp_path, monkeypatch):
+async def test_the_walk_runs_every_step_and_saving_over_a_recipe_asks_first_and_keeps_a_backup(tmp_path, monkeypatch):
+    # One walk for both: the walk itself, and a save over an older recipe (asked first, kept as .bak).
     monkeypatch.chdir(tmp_path)
     (tmp_path / "recipes").mkdir()
     existing = tmp_path / "recipes" / "digits-mlp.toml"
@@ -47,6 +28,8 @@ async def test_saving_over_an_existing_recipe_asks_first_and_keeps_a_backup(tmp_
     async with app.run_test(size=(120, 40)) as pilot:
         await walk_to(pilot, "recipe")
         await wait_for(pilot, lambda: "recipe" in app.done, what="the plan")
+        assert app.done == {"setup", "ceiling", "start", "trial", "sweep", "recipe"}
+        assert app.screen.query_one("#path").value == "recipes/digits-mlp.toml"
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ConfirmScreen", what="the question")
         await pilot.press("n")  # keep it
@@ -57,9 +40,16 @@ async def test_saving_over_an_existing_recipe_asks_first_and_keeps_a_backup(tmp_
         await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ConfirmScreen", what="the question")
         await pilot.press("y")
         await wait_for(pilot, lambda: "Saved" in screen_text(app, "#saved"), what="the save")
-        assert check_recipe(existing)["batch"]["global"] == app.session.result.plan.global_batch
         assert (tmp_path / "recipes" / "digits-mlp.toml.bak").read_text() == "# an older recipe\n"
-        assert "--force" in screen_text(app, "#saved")
+        saved = screen_text(app, "#saved")
+        assert "advisor plan --workload digits-mlp --adapter ddp --nproc 2 --device-memory 128MiB" in saved
+        assert "--out recipes/digits-mlp.toml" in saved and "--force" in saved
+        data = check_recipe(existing)
+        result = app.session.result
+        assert data["batch"]["per_device"] == result.plan.per_device
+        assert data["batch"]["global"] == result.plan.global_batch
+        assert data["method"]["sweep_choice"] == app.session.sweep_outcome.chosen
+        assert data["provenance"]["command"].startswith("advisor plan --workload digits-mlp")
 
 
 async def test_redoing_an_earlier_step_makes_the_later_ones_stale():

@@ -56,21 +56,36 @@ def curves(series: dict[str, list[Point]]) -> dict[tuple[str, str, str], list[Po
 WHERE_KEYS = ("from", "first_non_finite", "val_best_at", "restarts")
 
 
+def _places(value) -> list[dict]:
+    """Every place (a dict with an int 'line') an evidence value names, nested anywhere."""
+    if isinstance(value, dict):
+        own = [value] if isinstance(value.get("line"), int) else []
+        return own + [place for inner in value.values() for place in _places(inner)]
+    if isinstance(value, (list, tuple)):
+        return [place for inner in value for place in _places(inner)]
+    return []
+
+
 def finding_start(finding: Finding) -> dict | None:
     """Where a finding starts, as {'series': name or None, 'line': ..., 'step'/'epoch' when known}: the start of the
     stretch it stands on, the first non-finite value, validation's best (where overfitting begins), the first
-    restart of a sawtooth, or the line of a crash or OOM. None when the finding names no place."""
+    restart of a sawtooth; else the earliest place its evidence names anywhere; else the line of a crash or OOM.
+    None when the finding names no place (a judgement on the whole curve). The one owner of this answer: the
+    plot's marks and the curves' readers both ask it."""
     evidence = finding.evidence
+    series = evidence.get("series")
     for key in WHERE_KEYS:
         where = evidence.get(key)
         if isinstance(where, list):
             where = where[0] if where else None
         if isinstance(where, dict) and "line" in where:
-            series = evidence.get("series") or ("val_loss" if key == "val_best_at" else None)
-            return {"series": series, **where}
+            return {"series": series or ("val_loss" if key == "val_best_at" else None), **where}
+    places = _places(evidence)
+    if places:
+        return {"series": series, **min(places, key=lambda where: where["line"])}
     for key in ("line", "first_line"):
         if isinstance(evidence.get(key), int):
-            return {"series": evidence.get("series"), "line": evidence[key]}
+            return {"series": series, "line": evidence[key]}
     return None
 
 

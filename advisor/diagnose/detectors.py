@@ -7,11 +7,13 @@ crash that is not an out-of-memory error is not reported as one.
 
 from __future__ import annotations
 
+import heapq
 import math
 import operator
 
 from ..units import format_bytes
 from .records import TRAIN_LOSS, VAL_LOSS, Finding, LogEvent, Point, dataclass
+from .slow import detect_slow_epochs, quarter_paces, steady
 from .shortlog import (CONVERGED_LEVEL, _theil_sen, adjacent, detect_short_jitter, detect_short_periodic,
                        detect_short_validation, median)
 
@@ -83,11 +85,14 @@ class Context:
     elisions: list | None = None  # lines that are only "..." (epochs cut out of a paste): gaps in the curves
 
     @classmethod
-    def from_recipe(cls, data: dict) -> "Context":
-        batch, lr = data.get("batch", {}), data.get("lr", {})
-        return cls(batch.get("per_device"), batch.get("world_size"), batch.get("accumulation_steps"),
-                   batch.get("global"), lr.get("value"), lr.get("rule"), data.get("precision", {}).get("mode"),
-                   data.get("normalization", {}).get("has_batchnorm"), "recipe")
+    def from_recipe(cls, recipe) -> "Context":
+        """The recipe's plan (a checked recipe: its TOML document, or typed)."""
+        from ..recipe import RecipeDocument
+
+        doc = RecipeDocument.of(recipe)
+        batch, lr = doc.batch, doc.lr
+        return cls(batch.per_device, batch.world_size, batch.accumulation_steps, batch.global_, lr.value, lr.rule,
+                   doc.precision.mode, doc.normalization.has_batchnorm, "recipe")
 
     def merge_log(self, found: dict) -> None:
         for key in ("per_device", "accumulation", "global_batch", "classes", "framework"):
@@ -475,6 +480,10 @@ def detect_blown_up(series: dict[str, list[Point]], ctx: Context) -> list[Findin
         if falling or not at_chance:
             continue
         return [_blown_up_finding(name, points, index, settled, chance, ctx)]
+    dead = _exploded_past_chance(series, chance)
+    if dead:
+        name, points, index, settled = dead
+        return [_blown_up_finding(name, points, index, settled, chance, ctx)]
     if chance:
         ln_k, k, source, accs = chance
         # The training loss only: a validation loss far above ln K is also what an overconfident overfit model shows.
@@ -495,6 +504,28 @@ def detect_blown_up(series: dict[str, list[Point]], ctx: Context) -> list[Findin
     return []
 
 
+def _exploded_past_chance(series: dict[str, list[Point]], chance) -> tuple[str, list[Point], int, float] | None:
+    """(series, points, index, settled level) for a classifier at chance whose loss reached EXPLOSION_FACTOR times
+    ln K (the loss a guessing model scores: the reference when the blow-up came at the first logged value, with
+    nothing before it to compare with) and then sat at chance, not falling (DEAD_AT_CHANCE, DEAD_NO_FALL): the
+    same dead model as a spike after a calm start."""
+    if not chance:
+        return None
+    ln_k = chance[0]
+    for name in (TRAIN_LOSS, "train_loss_epoch", VAL_LOSS):
+        points = _finite(series.get(name, []))
+        values = _values(points)
+        index = next((i for i, v in enumerate(values) if v >= EXPLOSION_FACTOR * ln_k), None)
+        if index is None or len(values) - index - 1 < DEAD_MIN_AFTER:
+            continue
+        after = values[index + 1:]
+        settled = _median(after[len(after) // 2:])
+        third = max(1, len(after) // 3)
+        if settled >= DEAD_AT_CHANCE * ln_k and _median(after[:third]) - _median(after[-third:]) <= DEAD_NO_FALL * settled:
+            return name, points, index, settled
+    return None
+
+
 def _series_words(name: str) -> str:
     return {TRAIN_LOSS: "training loss", "train_loss_epoch": "per-epoch training loss",
             VAL_LOSS: "validation loss"}.get(name, name)
@@ -502,7 +533,7 @@ def _series_words(name: str) -> str:
 
 def _blown_up_finding(name: str, points: list[Point], index: int, settled: float, chance, ctx: Context) -> Finding:
     values = _values(points)
-    before = max(values[:index])
+    before = max(values[:index]) if index else None
     evidence = {"series": name, "max_before": before, "value": values[index], "settled_at": round(settled, 5),
                 "points_after": len(values) - index - 1, **_span(points, index, len(points) - 1)}
     if chance:
@@ -514,8 +545,10 @@ def _blown_up_finding(name: str, points: list[Point], index: int, settled: float
     else:
         where = f"then sat at {settled:.4g}, never back under the {min(values[:index]):.4g} it had before"
     confident = chance is not None and len(values) - index - 1 >= 5
+    exploded = (f"exploded from at most {before:.4g} to {values[index]:.4g}" if before is not None else
+                f"was {values[index]:.4g}, {values[index] / chance[0]:.3g}x the loss of a guessing model,")
     return Finding("diverged", "error",
-                   f"The {_series_words(name)} exploded from at most {before:.4g} to {values[index]:.4g} at "
+                   f"The {_series_words(name)} {exploded} at "
                    f"{_describe(_where(points, index))} and {where}: training diverged and the model is dead, "
                    "whatever the loss does afterwards.",
                    evidence, _diverged_actions(ctx), confidence="high" if confident else "medium")
@@ -533,16 +566,56 @@ def _lasting_jump(points: list[Point]) -> tuple[int, list[Point], float, float] 
         if (high_before > 0 and low_after >= JUMP_FEW_FACTOR * high_before
                 and low_after - high_before > JUMP_TO_SPREAD * (max(after) - low_after)):
             return index, points, _median(before), _median(after)
+    # One pass: the running maximum, minimum and median of the values before each index (two heaps) and the
+    # minimum of the values from it on (a suffix minimum), instead of slicing and sorting at every index.
+    suffix_min = _suffix_minima(values)
+    below = _MedianHeaps()
+    for value in values[:3]:
+        below.push(value)
+    high, low = max(values[:3], default=0.0), min(values[:3], default=0.0)
     for index in range(3, len(values) - 1):
-        before = values[:index]
-        level = _median(before)
-        spread = max(max(before) - min(before), 1e-12)
-        after = values[index:]
-        low_after = min(after)
-        if (low_after - max(before) > JUMP_TO_SPREAD * spread and low_after - level > JUMP_TO_LEVEL * abs(level)
-                and len(after) >= 2):
-            return index, points, level, _median(after)
+        level = below.median()
+        spread = max(high - low, 1e-12)
+        low_after = suffix_min[index]
+        if low_after - high > JUMP_TO_SPREAD * spread and low_after - level > JUMP_TO_LEVEL * abs(level):
+            return index, points, level, _median(values[index:])
+        below.push(values[index])
+        high, low = max(high, values[index]), min(low, values[index])
     return None
+
+
+def _suffix_minima(values: list[float]) -> list[float]:
+    """suffix[i] = min(values[i:]), in one pass from the end."""
+    out = [0.0] * len(values)
+    running = math.inf
+    for index in range(len(values) - 1, -1, -1):
+        running = min(running, values[index])
+        out[index] = running
+    return out
+
+
+class _MedianHeaps:
+    """The median of the values pushed so far, in O(log n) a push: a max-heap of the lower half, a min-heap of the
+    upper half."""
+
+    def __init__(self):
+        self.lower: list[float] = []  # negated: heapq is a min-heap
+        self.upper: list[float] = []
+
+    def push(self, value: float) -> None:
+        if self.lower and value > -self.lower[0]:
+            heapq.heappush(self.upper, value)
+        else:
+            heapq.heappush(self.lower, -value)
+        if len(self.lower) > len(self.upper) + 1:
+            heapq.heappush(self.upper, -heapq.heappop(self.lower))
+        elif len(self.upper) > len(self.lower):
+            heapq.heappush(self.lower, -heapq.heappop(self.upper))
+
+    def median(self) -> float:
+        if len(self.lower) > len(self.upper):
+            return -self.lower[0]
+        return (-self.lower[0] + self.upper[0]) / 2
 
 
 def _explosion(points: list[Point]) -> int | None:
@@ -550,13 +623,14 @@ def _explosion(points: list[Point]) -> int | None:
     0.16 -> 1.6e18), after which the loss never comes back under that factor of its earlier maximum. Judged on
     any number of points, the last included: such a value is a blow-up whatever follows."""
     values = _values(points)
+    suffix_min = _suffix_minima(values)  # "never comes back under": the minimum from each index on, one pass
     earlier = abs(values[0]) if values else 0.0
     for index in range(1, len(values)):
         if index > 1:
             earlier = max(earlier, abs(values[index - 1]))  # a running maximum of the values before index
         if earlier <= 0 or values[index] < EXPLOSION_FACTOR * earlier:
             continue
-        if all(v >= EXPLOSION_STAYS * earlier for v in values[index:]):
+        if suffix_min[index] >= EXPLOSION_STAYS * earlier:
             return index
     return None
 
@@ -752,7 +826,123 @@ def detect_not_learning(series: dict[str, list[Point]], ctx: Context) -> list[Fi
                             f"The training loss sits at {level:.4g} = ln({count}) (K={count}, {source}) and does not "
                             "fall: the model predicts every class alike, it is not learning.",
                             evidence, list(NOT_LEARNING_ACTIONS), confidence=confidence)]
-    return []
+    return _unmoved_at_chance(series, ctx) or _constant_accuracy_unmoved(series) or _converged_at_start(series)
+
+
+NO_MOVE = 0.03  # a loss that moved less than this share of its start over the run, not steadily, has not moved
+NO_MOVE_AT_ALL = 0.005  # ... and less than this share, steadily or not
+CONSTANT_ACC_POINTS = 5  # evaluations with the same accuracy, at least, to say the model predicts the same classes
+RUN_START_SHARE = 0.05  # a curve whose first point lies within this share of its last point's step/epoch: from the start
+CONVERGED_PACE = 0.25  # a last quarter falling less than this share of the first quarter's fall: levelled off
+SETTLED_FALL_TO_SPREAD = 3.0  # ... after a fall this many times its second half's spread: a clear, settled descent
+
+
+def _moved(values: list[float]) -> float:
+    """How far a curve moved over the run, as a share of its start: first tenth's median to last tenth's."""
+    tenth = max(1, len(values) // 10)
+    start = _median(values[:tenth])
+    return (start - _median(values[-tenth:])) / abs(start) if start else 0.0
+
+
+def _unmoved(points: list[Point]) -> bool:
+    """A loss curve that has not moved: less than NO_MOVE_AT_ALL of its start over the run, or less than NO_MOVE
+    and not falling at a steady pace (a steady creep of a few per cent is slow convergence, slow.py)."""
+    values = _values(points)
+    moved = abs(_moved(values))
+    if moved < NO_MOVE_AT_ALL:
+        return True
+    paces = quarter_paces(values)
+    return moved < NO_MOVE and (paces is None or not steady(paces))
+
+
+def _constant_accuracy_unmoved(series: dict[str, list[Point]]) -> list[Finding]:
+    """The validation accuracy identical to its printed digits at every one of CONSTANT_ACC_POINTS+ evaluations
+    (the model predicts the same classes every time: the majority class, typically, sitting just under ln 2 for
+    a binary task) while every loss curve, followed from the run's start, has not moved (_unmoved)."""
+    accs = [p.value for p in series.get("val_acc", []) if math.isfinite(p.value)]
+    if len(accs) < CONSTANT_ACC_POINTS or max(accs) - min(accs) > PRINT_PRECISION * max(abs(a) for a in accs):
+        return []
+    curves = [(name, _finite(series.get(name, []))) for name in ("train_loss_epoch", TRAIN_LOSS, VAL_LOSS)]
+    curves = [(name, points) for name, points in curves if len(points) >= STUCK_FEW_POINTS]
+    if not curves or not all(_from_run_start(points) and _unmoved(points) for _, points in curves):
+        return []
+    name, points = curves[0]
+    moved = {n: round(_moved(_values(p)), 5) for n, p in curves}
+    evidence = {"series": name, "moved": moved, "accuracy": accs[-1], "accuracy_points": len(accs),
+                **_span(points, 0, len(points) - 1)}
+    return [Finding("not-learning", "error",
+                    f"The validation accuracy is {accs[-1]:.4g} at every one of its {len(accs)} evaluations and the "
+                    "loss has not moved since the run's start (" + ", ".join(
+                        f"{_series_words(n)} {m:+.1%}" for n, m in moved.items()) + "): the model predicts the same "
+                    "classes every time (the majority class, typically); it is not learning.",
+                    evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
+
+
+def _unmoved_at_chance(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """A classifier whose accuracy never left chance (chance_loss) and whose losses moved less than NO_MOVE of
+    their start over the run: the model has not learned, whatever level the loss sits at (an initialisation that
+    does not start exactly at ln K, an LR far too low to move it)."""
+    chance = chance_loss(series, ctx)
+    if not chance:
+        return []
+    curves = [(name, _finite(series.get(name, []))) for name in ("train_loss_epoch", TRAIN_LOSS, VAL_LOSS)]
+    curves = [(name, points) for name, points in curves if len(points) >= STUCK_FEW_POINTS]
+    if not curves or not all(_unmoved(points) for _, points in curves):
+        return []
+    ln_k, k, source, accs = chance
+    name, points = curves[0]
+    moved = {n: round(_moved(_values(p)), 5) for n, p in curves}
+    evidence = {"series": name, "moved": moved, "classes": k, "classes_from": source, "ln_classes": round(ln_k, 4),
+                "accuracy": round(_median(accs), 4), "accuracy_points": len(accs), **_span(points, 0, len(points) - 1)}
+    return [Finding("not-learning", "error",
+                    f"The accuracy sits at chance ({_median(accs):.3g}, about 1/{k}) for all {len(accs)} evaluations "
+                    "and the loss has not moved (" + ", ".join(f"{_series_words(n)} {m:+.1%}" for n, m in
+                                                             moved.items()) + " over the run): the model is not "
+                    "learning.", evidence, list(NOT_LEARNING_ACTIONS),
+                    confidence="high" if len(accs) >= 5 and len(points) >= 8 else "medium")]
+
+
+def _from_run_start(points: list[Point]) -> bool:
+    """The curve's first point is at the run's start: its step (or epoch) within RUN_START_SHARE of the last's."""
+    for attr in ("step", "epoch"):
+        first, last = getattr(points[0], attr), getattr(points[-1], attr)
+        if first is not None and last:
+            return first <= RUN_START_SHARE * last or (attr == "epoch" and first <= 1)  # epoch 0 or 1: the start
+    return False
+
+
+def _converged_at_start(series: dict[str, list[Point]]) -> list[Finding]:
+    """No accuracy printed: a training loss followed from the run's start that levelled off (its last quarter
+    falls less than CONVERGED_PACE of its first quarter's fall, its second half steady) within NO_MOVE of where it
+    started: the model
+    settled where it began (a regression stuck at the constant prediction's loss). A loss still falling steadily
+    from its start is slow convergence instead (slow.py)."""
+    if any(series.get(name) for name in ("val_acc", "train_acc", "test_acc", "val_map", "test_map")):
+        return []
+    train = _finite(series.get("train_loss_epoch", []) or series.get(TRAIN_LOSS, []))
+    if len(train) < MIN_POINTS or not _from_run_start(train):
+        return []
+    values = _values(train)
+    moved = _moved(values)
+    paces = quarter_paces(values)
+    if not 0 < moved < NO_MOVE or paces is None or paces[0] <= 0 or paces[1] >= CONVERGED_PACE * paces[0]:
+        return []
+    # Settled: the small fall it made stands well above its second half's spread (a loss swinging with the data
+    # order, or jumping from batch to batch, around its start is judged by the oscillation rules instead).
+    tail = values[len(values) // 2:]
+    if _median(values[:max(1, len(values) // 10)]) - _median(tail) <= SETTLED_FALL_TO_SPREAD * _mad_sigma(tail):
+        return []
+    evidence = {"series": train[0].name, "moved": round(moved, 5), "start": round(values[0], 6),
+                "level": round(_median(values[-max(1, len(values) // 10):]), 6),
+                "pace_last_to_first_quarter": round(paces[1] / paces[0], 3) if paces[0] > 0 else None,
+                "points": len(values), **_span(train, 0, len(train) - 1)}
+    # A warning, not an error: no accuracy says the level is a failure (a fine-tune that starts near its floor also
+    # moves little); the numbers say only that the model settled where it began.
+    return [Finding("not-learning", "warning",
+                    f"The training loss started at {values[0]:.6g} and levelled off at {evidence['level']:.6g}, "
+                    f"{moved:.1%} below its start, over {len(values)} points from the run's start: the model settled "
+                    "where it began and is not learning (for a regression: the loss of predicting a constant).",
+                    evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
 
 
 def _diverged_actions(ctx: Context) -> list[str]:
@@ -902,13 +1092,14 @@ def detect_periodic(series: dict[str, list[Point]], ctx: Context) -> list[Findin
     swing = _mad_sigma(residual)
     swing_to_noise = swing / step_noise if step_noise > SWING_MIN_NOISE * level else 0.0
     swings = swing_to_noise >= SWING_TO_NOISE and swing / level >= SWING_TO_LEVEL
-    if amplitude / level < PERIODIC_AMPLITUDE and not swings:
-        return []  # no finding whatever the peaks: the O(n^2) autocorrelation is not computed
+    if not swings:
+        # No finding whatever the peaks (and the O(n^2) autocorrelation is not computed): a pattern no larger than
+        # the step-to-step noise is batch noise that recurs (a loader that repeats its batches each epoch), not
+        # the slow swings of sorted or grouped data (DOMAIN: periodic large swings, not every step).
+        return []
     acf = _autocorrelations(residual, range(2, n // 3), mean, var)
     peaks = [lag for lag in acf if 3 <= lag < n // 3 - 1 and acf[lag] > PERIODIC_ACF
              and acf[lag] >= acf[lag - 1] and acf[lag] >= acf[lag + 1]]
-    if not (peaks and amplitude / level >= PERIODIC_AMPLITUDE) and not swings:
-        return []
     if peaks:
         strongest = max(acf[lag] for lag in peaks)
         period = min(lag for lag in peaks if acf[lag] >= 0.9 * strongest)  # the fundamental, not a multiple
@@ -1055,6 +1246,43 @@ def _relative_drop(values: list[float]) -> float:
     return (first - last) / abs(first) if first else 0.0
 
 
+VAL_STALE_SHARE = 0.25  # a flat validation's best older than this share of its points (and OVERFIT_SINCE): stalled
+QUALITY_RISE_FLOOR = 0.001  # a validation accuracy/mAP rise (0-1 scale) below this is no rise, whatever its noise
+
+
+def validation_quality(series: dict[str, list[Point]]) -> list[Point]:
+    """The validation measure of what the model is for, higher is better: its accuracy, else a detection mAP."""
+    for name in ("val_acc", "val_map"):
+        points = [p for p in series.get(name, []) if math.isfinite(p.value)]
+        if points:
+            return points
+    return []
+
+
+def _validation_stalled(val: list[Point], best: int, series: dict[str, list[Point]]) -> bool:
+    """A flat validation loss says overfitting only once it has stopped improving: its best is OVERFIT_SINCE points
+    old or more, and older than the last VAL_STALE_SHARE of its points (a curve that still sets new lows is
+    converging, however little it falls), and the validation accuracy (or mAP), when printed, has not gone on
+    improving since: the median of its last OVERFIT_SINCE values is not above the median of the OVERFIT_SINCE
+    values around the loss's best by more than twice its point-to-point noise (medians: a noisy accuracy's maximum
+    is no trend; a smooth mAP creeping to its best at the end is a rise)."""
+    since = len(val) - 1 - best
+    if since < max(OVERFIT_SINCE, VAL_STALE_SHARE * len(val)):
+        return False
+    quality = validation_quality(series)
+    at_best = [i for i, p in enumerate(quality) if p.line <= val[best].line]
+    if len(quality) >= 2 * OVERFIT_SINCE and at_best and len(quality) - 1 - at_best[-1] >= OVERFIT_SINCE:
+        centre, values = at_best[-1], [p.value for p in quality]
+        scale = 100.0 if max(values) > 1.0 else 1.0
+        then = _median(values[max(0, centre - OVERFIT_SINCE // 2):centre + OVERFIT_SINCE // 2 + 1])
+        now = _median(values[-OVERFIT_SINCE:])
+        later = values[centre:]
+        noise = _mad_sigma([b - a for a, b in zip(later, later[1:])]) / math.sqrt(2)
+        if now - then > max(2 * noise, QUALITY_RISE_FLOOR * scale):
+            return False
+    return True
+
+
 def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
     train = _finite(series.get(TRAIN_LOSS, []) or series.get("train_loss_epoch", []))
     val = _finite(series.get(VAL_LOSS, []))
@@ -1072,8 +1300,10 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
         tail = values[len(values) // 2:]
         val_tail_drop = _relative_drop(tail) if len(tail) >= 2 else 0.0
         train_tail = _values(train)[len(train) // 2:]
-        # Not improving (flat, or rising less than the rising rule needs) while training still falls.
-        flat = (val_tail_drop < 0.03 and _relative_drop(train_tail) > 0.15)
+        # Not improving (flat, or rising less than the rising rule needs) while training still falls: validation
+        # has stopped improving, not merely slowed down near its floor (_validation_stalled).
+        flat = (val_tail_drop < 0.03 and _relative_drop(train_tail) > 0.15
+                and _validation_stalled(val, best, series))
         if rising or flat:
             gap = _median(values[-2:]) - _median(_values(train)[-max(3, len(train) // 20):])
             evidence = {"val_best": round(values[best], 5), "val_best_at": _where(val, best),
@@ -1105,14 +1335,17 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
         tenth = max(1, len(late_trend) // 10)
         late_fall = _median(late_trend[:tenth]) - _median(late_trend[-tenth:])
         still_falling = late_fall > late_noise  # the smoothed trend still drops more than its noise
-        if train_drop < SLOW_DROP and val_slow and still_falling:
+        # ... and as fast as at the start (slow.steady): a loss slowing down as it goes converges to its floor
+        # (a fine-tune's flattening, a detection loss's floor far above zero), however little it fell.
+        paces = quarter_paces(values)
+        if train_drop < SLOW_DROP and val_slow and still_falling and paces is not None and steady(paces):
             start = _median(values[:max(2, len(values) // 10)])
             last_quarter = values[3 * len(values) // 4:]
             still = _relative_drop(last_quarter) if len(last_quarter) >= 4 else 0.0
             evidence = {"train_start": round(start, 5), "train_end": round(_median(values[-max(2, len(values) // 10):]), 5),
                         "train_drop": round(train_drop, 3), "still_falling_last_quarter": round(still, 3),
                         "second_half_fall": round(late_fall, 6), "second_half_noise": round(late_noise, 6),
-                        "points": len(values), **_span(train, 0, len(train) - 1)}
+                        "pace_last_to_first_quarter": round(paces[1] / paces[0], 3), "points": len(values), **_span(train, 0, len(train) - 1)}
             if val_drop is not None:
                 evidence["val_drop"] = round(val_drop, 3)
             lr = f" (now {ctx.lr:g})" if ctx.lr else ""
@@ -1149,7 +1382,7 @@ def overfitting_confidence(values: list[float], best: int, series: dict[str, lis
     else:
         confidence = "low"
     note: dict = {"val_rise": round(rise, 4), "points_since_best": since}
-    accs = [p.value for p in series.get("val_acc", []) if math.isfinite(p.value)]
+    accs = [p.value for p in validation_quality(series)]
     if len(accs) >= 4:
         scale = 100.0 if max(accs) > 1.0 else 1.0
         at_best = accs[-1] >= max(accs) - ACC_AT_BEST * scale
@@ -1356,8 +1589,6 @@ def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts
     findings += detect_validation(series, ctx) or [f for f in detect_short_validation(series, ctx)
                                                     if f.kind not in kinds]
     if not any(f.kind == "slow-convergence" for f in findings):
-        from .slow import detect_slow_epochs
-
         findings += detect_slow_epochs(series, ctx)
     return apply_cofinding_rules(findings)
 

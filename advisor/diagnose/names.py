@@ -63,6 +63,30 @@ def _loss_identifier(name: str, tokens: list[str]) -> bool:
     return (" " not in name.strip() and any(t in LOSS_WORDS for t in tokens) and tokens[-1] not in SETTING_WORDS)
 
 
+_MAP_TOKEN = re.compile(r"m?ap(50|75|s|m|l)?")
+
+
+def _map_rank(tokens: list[str]) -> int | None:
+    """A detection metric, higher is better: 0 for COCO's mean average precision over IoU 0.5:0.95 (YOLOv5
+    'metrics/mAP_0.5:0.95', Ultralytics 'metrics/mAP50-95(B)', detectron2 'bbox/AP', mmdet 'coco/bbox_mAP'), 1 for
+    mAP at IoU 0.5 alone ('mAP50', 'mAP_0.5', 'AP50'); None for anything else, the size and IoU-0.75 variants
+    included (APs, AP75, bbox_mAP_l)."""
+    for index, token in enumerate(tokens):
+        if token == "m" and index + 1 < len(tokens):
+            token, index = "m" + tokens[index + 1], index + 1
+        found = _MAP_TOKEN.fullmatch(token)
+        if not found or not (token.startswith("map") or token.startswith("ap")):
+            continue
+        rest = tokens[index + 1:]
+        variant = found.group(1)
+        if variant in ("75", "s", "m", "l") or (rest and rest[0] in ("75", "s", "m", "l")):
+            return None
+        if "95" in rest:
+            return 0
+        return 1 if variant == "50" or "50" in rest or rest[:2] == ["0", "5"] else 0
+    return None
+
+
 @lru_cache(maxsize=4096)
 def classify(name: str, stage: str | None = None) -> tuple[str, int] | None:
     """(series, rank) for a metric name, or None to ignore it. Lower rank wins among one line's candidates.
@@ -72,6 +96,10 @@ def classify(name: str, stage: str | None = None) -> tuple[str, int] | None:
     tokens = words(name)
     if tokens and tokens[0] == "lr":  # Lightning's LearningRateMonitor: lr-Adam, lr-SGD/pg1
         return "lr", 0
+    detection = _map_rank(tokens)
+    if detection is not None:
+        split = next((SPLITS[t] for t in tokens if t in SPLITS), None) or stage
+        return ("test_map" if split == "test" else "val_map"), detection
     if not tokens or (tokens[-1] not in _KNOWN_LAST and not _loss_identifier(name, tokens)):
         return None
     token_set = set(tokens)

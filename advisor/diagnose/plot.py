@@ -11,6 +11,7 @@ import bisect
 import math
 from xml.sax.saxutils import escape
 
+from .curves import finding_start
 from .records import Finding, dataclass, field
 
 PLOT_SUFFIXES = (".html", ".svg", ".txt")
@@ -137,26 +138,6 @@ def _curve_label(stage: str, cadence: str | None) -> str:
     return f"{STAGE_WORDS.get(stage, stage)} loss{per}"
 
 
-def finding_start(evidence: dict) -> dict | None:
-    """Where a finding starts: the earliest place its evidence names (a dict with the log line, and the step or
-    epoch where the log gave one: ``first_non_finite``, the ``from`` of a span, ``val_best_at``, an event's own
-    line). None when the evidence names no place (a judgement on the whole curve)."""
-    places: list[dict] = []
-
-    def visit(value) -> None:
-        if isinstance(value, dict):
-            if isinstance(value.get("line"), int):
-                places.append(value)
-            for inner in value.values():
-                visit(inner)
-        elif isinstance(value, (list, tuple)):
-            for inner in value:
-                visit(inner)
-
-    visit(evidence)
-    return min(places, key=lambda where: where["line"]) if places else None
-
-
 def _describe_place(where: dict, axis: str, x: float) -> str:
     for name in ("step", "epoch"):
         if where.get(name) is not None:
@@ -167,7 +148,7 @@ def _describe_place(where: dict, axis: str, x: float) -> str:
 
 
 def _mark(number: int, finding: Finding, positions: _Positions, curves: list[Curve]) -> Mark | None:
-    where = finding_start(finding.evidence)
+    where = finding_start(finding)
     x = positions.of(where) if where is not None else None
     if x is None or not math.isfinite(x):
         # A judgement on a whole curve (a loss stuck from the start): marked where the curve it names begins.
@@ -453,5 +434,5 @@ def render_file(pictures: list[Picture], suffix: str) -> str:
     return render_html(pictures) if suffix == ".html" else render_svg(pictures)
 
 
-__all__ = ["Curve", "Mark", "Picture", "PLOT_SUFFIXES", "draw_plotext", "finding_start", "loss_series", "mark_key",
+__all__ = ["Curve", "Mark", "Picture", "PLOT_SUFFIXES", "draw_plotext", "loss_series", "mark_key",
            "nothing_to_draw", "picture_of", "render_file", "render_html", "render_svg", "render_text"]

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from ..oom import OOM_MARKERS, is_oom_message
 from .names import LOSS_WORDS, POSITION_NAMES, SPLITS, classify, position_name, words
-from .records import TRAIN_LOSS, LogEvent, Point
+from .records import TRAIN_LOSS, VAL_LOSS, LogEvent, Point
 
 NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf(?:inity)?))"
 SIZE = r"[\d.]+\s*(?:[KMGT]?i?B|bytes)"
@@ -595,6 +595,17 @@ def _free_position(body: str, dll_span: tuple[int, int] | None) -> tuple[float, 
     return None
 
 
+_CAFFE_OUTPUT = ("Train net output #", "Test net output #")
+_LOSS_SERIES = (TRAIN_LOSS, VAL_LOSS, "train_loss_epoch", "test_loss")
+
+
+def _caffe_output(candidates: list[tuple[str, float, int]]) -> list[tuple[str, float, int]]:
+    """Caffe prints each output of its net on a line of its own ("Train net output #2: center_loss = 0.5 (* 0.008 =
+    0.004 loss)"): a component alone on its line would read as the loss itself. A net output gives a loss only
+    when it names the whole loss (rank 0-1), as "Train net output #0: loss = 6.9" does."""
+    return [(series, value, rank) for series, value, rank in candidates if series not in _LOSS_SERIES or rank <= 1]
+
+
 class TextMetricsReader(LineReader):
     """Any text line that names its metrics: 'name: value', 'name=value', 'name value', several a line."""
 
@@ -646,6 +657,8 @@ class TextMetricsReader(LineReader):
                     continue
                 value = value / max(1.0, float(total))
             candidates.append((series, value, rank))
+        if body.startswith(_CAFFE_OUTPUT):
+            candidates = _caffe_output(candidates)
         if not candidates:
             return None
         position = None

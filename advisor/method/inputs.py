@@ -55,10 +55,17 @@ class MethodSettings:
     nodes: int = 1  # the target cluster: nodes x nproc processes (probes run on this host)
     target_world_size: int | None = None  # the target cluster's processes; default nodes x nproc
     allow_few_steps: bool = False  # --force: a --global-batch past largest_learnable_global is planned anyway
+    cluster_nodes: int = 1  # nodes the runs themselves span (`advisor plan --nnodes`): measured, not extrapolated
 
     @property
     def world_size(self) -> int:
         return self.target_world_size or self.nodes * self.nproc
+
+    @property
+    def run_processes(self) -> int:
+        """The processes every trial and sweep run has: this host's --nproc, times the nodes when the plan runs on
+        the cluster itself."""
+        return self.nproc * self.cluster_nodes
 
     @property
     def start_precision(self) -> str:

@@ -225,9 +225,9 @@ def heterogeneous_devices_note(ceiling: CeilingResult, device_memories: list[int
 
 
 def validated_global(settings: MethodSettings, per_device: int) -> int:
-    """The global batch a trial or sweep run at ``per_device`` validates: this host's processes, whatever the
-    target cluster."""
-    return per_device * settings.nproc
+    """The global batch a trial or sweep run at ``per_device`` validates: the processes the runs had (this host's,
+    or every node's when the plan ran on the cluster), whatever the target cluster."""
+    return per_device * settings.run_processes
 
 
 
@@ -238,7 +238,7 @@ def make_plan(settings: MethodSettings, info: WorkloadInfo, per_device_cap: int,
     """The data-parallel plan for the target cluster, its LR and warmup, and the warnings that go with them.
     ``healthy_global``: the largest global batch a trial or sweep run trained healthily at (default: the
     sweep's); past it the LR is bounded (advisor.method.lr.bound_past_validated)."""
-    world, nproc = settings.world_size, settings.nproc
+    world, nproc = settings.world_size, settings.run_processes
     validated = validated_global(settings, sweep_choice)
     target = settings.global_batch or validated
     plan = plan_data_parallel(target, world, per_device_cap, info.task, info.num_classes, info.has_batchnorm,

@@ -116,9 +116,15 @@ def smallest_sweepable(batchnorm: bool) -> int:
     """The smallest per-device batch the sweep may train: 2 for a model with BatchNorm, else 1."""
     return MIN_BATCHNORM_BATCH if batchnorm else 1
 
-# The verdict's rule codes (the recipe's [method.sweep] rule): which sentence of the rule decided.
-ALONE = "best-outside-interval"  # the leader, with no other candidate its equal
-FASTEST_TIED = "fastest-of-tied"  # among the equals: where the walk starts, or a bigger one faster at every round
+# The verdict's rule codes (the recipe's [method.sweep] rule): what the rule decided, one code per outcome.
+BEST_BY_MARGIN = "best-by-margin"  # the leader; every other candidate's mean gap is over the margin (no equal)
+# Among the equals, the walk's start stood (no bigger equal was faster at every measurement), by why it started there:
+EQUALS_SMALLEST = "equals-smallest"  # the smallest of the equals
+EQUALS_YOURS = "equals-yours"  # your own setting, an equal (a change must pay)
+EQUALS_BATCHNORM_FLOOR = "equals-batchnorm-floor"  # the largest equal under SMALL_MICRO_BATCH (BatchNorm)
+EQUALS_BIGGER_FASTER = "equals-bigger-faster"  # among the equals, walked up to a bigger one faster at every measurement
+WALK_START_RULE = {"smallest": EQUALS_SMALLEST, "yours": EQUALS_YOURS, "batchnorm": EQUALS_BATCHNORM_FLOOR}
+EQUALS_RULES = frozenset({*WALK_START_RULE.values(), EQUALS_BIGGER_FASTER})
 NO_RUNS = "no-runs"  # nothing could run (no candidate fits)
 NONE_LEARNED = "none-learned"  # every candidate ran out of memory, was unstable, or never learned
 # Why the batch past a winning end was not compared.
@@ -315,9 +321,9 @@ class SweepVerdict:
 
     @property
     def headline(self) -> str:
-        if self.rule == FASTEST_TIED:
+        if self.rule in EQUALS_RULES:
             return "an equal of the best; " + self.walk_summary
-        return {ALONE: "best, by more than the margin",
+        return {BEST_BY_MARGIN: "best, by more than the margin",
                 NO_RUNS: "no sweep run could be made",
                 NONE_LEARNED: "no candidate learned"}[self.rule]
 
@@ -351,7 +357,7 @@ class SweepVerdict:
                     "and the base batch it was validated at, or run a longer sweep (--sweep-steps).")
         said = self._scores_sentence()
         yours = f" {self.against_yours.sentence(self.fmt)}" if self.against_yours else ""
-        if self.rule == ALONE:
+        if self.rule == BEST_BY_MARGIN:
             return said + f" {self.chosen} per device is best.{left}{self.end_note}{yours}"
         return said + f" {self._walk_sentence()}{left}{self.end_note}{yours}"
 
@@ -423,7 +429,7 @@ class SweepVerdict:
                "seeds": self.policy.seeds, "max_seeds": self.policy.max_seeds if self.metric else None,
                "margin": round(self.margin, 6) if self.metric else None,
                "leader": self.leader, "tied": self.tied or None, "batchnorm": self.batchnorm or None,
-               "walk_from": self.walk_from if self.rule == FASTEST_TIED else None,
+               "walk_from": self.walk_from if self.rule in EQUALS_RULES else None,
                "not_compared": self.unexplored, "not_compared_because": self.end or None,
                "comparisons": [c.to_dict() for c in self.comparisons] or None,
                "against_yours": self.against_yours.to_dict(self.fmt) if self.against_yours else None,
@@ -613,7 +619,7 @@ def decide_sweep(rows: list[TrialRecord], num_classes: int | None = None, cap: i
     verdict.comparisons = [compare(leader, c, sign, verdict.margin) for c in alive if c is not leader]
     tied = sorted((c for c in alive if c.per_device in verdict.tied), key=lambda c: c.per_device)
     _walk(verdict, tied)
-    verdict.rule = ALONE if len(tied) == 1 else FASTEST_TIED
+    verdict.rule = _rule_code(verdict, tied)
     verdict.against_yours = _against_yours(verdict, sign)
     _past_the_end(verdict, batches, extensions_left)
     return verdict
@@ -654,6 +660,16 @@ def _walk(verdict: SweepVerdict, tied: list[CandidateScores]) -> None:
             break
         current, winner = bigger, bigger.per_device
     verdict.chosen = winner
+
+
+def _rule_code(verdict: SweepVerdict, tied: list[CandidateScores]) -> str:
+    """What decided the pick, as the recipe's code: the leader with no equal, a bigger equal that paid in speed, or
+    the walk's start (smallest, yours, BatchNorm's floor) standing."""
+    if len(tied) == 1:
+        return BEST_BY_MARGIN
+    if verdict.chosen != verdict.walk_from:
+        return EQUALS_BIGGER_FASTER
+    return WALK_START_RULE[verdict.walk_start_why]
 
 
 def _walk_start(tied: list[CandidateScores], yours: int | None, batchnorm: bool) -> tuple[CandidateScores, str]:

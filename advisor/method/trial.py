@@ -14,6 +14,7 @@ from .health import BLAME_WORDS, UNSTABLE, Health, judge
 from .inputs import Decide, Runner, WorkloadInfo, lr_and_warmup, lr_for, warmup_for
 from .precision import MIXED_PRECISIONS
 from .speed import FASTER_BY, clears_bar, faster_at_every_pair, pairs_text
+from .sweep import MIN_BATCHNORM_BATCH, smallest_sweepable
 
 
 @dataclass(frozen=True)
@@ -61,14 +62,14 @@ TRIAL_TEXT = {
     "mixed-unsupported": ("{batch}: {mixed} failed too, with oneDNN's 'could not create a primitive': this CPU may "
                           "not support {mixed} at all (not only memory); staying in fp32"),
     "oom-halve": "{batch}: out of memory in {precision}: halving to {next}",
-    "oom-at-one": "{batch}: out of memory in {precision}: nothing smaller to try",
+    "oom-at-smallest": "{batch}: out of memory in {precision}: nothing smaller to try{floor}",
     "lr-to-blame": ("{batch}: learned at {whose} LR {validated:.3g} but not at the scaled {lr:.3g}: "
                     + BLAME_WORDS["lr"]),
     "batch-to-blame": ("{batch}: unstable at {whose} LR {validated:.3g} too: " + BLAME_WORDS["batch"]
                        + ", not only the LR scale-up"),
     "unstable-halve": ("{batch}: unstable at LR {lr:.3g} ({why}): halving to {next}, a smaller global batch at a "
                        "smaller scaled LR"),
-    "unstable-stop": "{batch}: unstable at LR {lr:.3g} ({why}): stop",
+    "unstable-stop": "{batch}: unstable at LR {lr:.3g} ({why}): stop{floor}",
     "not-worth-doubling": ("{batch}: {throughput:.0f} samples/s; against {smaller}, timed side by side: {pairs}: not "
                            "more than {margin:.0%} faster in every round: stop doubling"),
     "double-unstable": "{batch}: learned; {bigger} did not ({verdict}): stop",
@@ -88,6 +89,7 @@ class TrialState:
     cap_reason: str
     ceiling_bytes: float
     policy: TrialPolicy
+    smallest: int = 1  # the least per-device batch the model can train (smallest_sweepable: 2 with BatchNorm)
     # Per bigger batch of a doubling: (smaller's, bigger's) samples/s by round, timed side by side (time_doubling).
     rounds: dict[int, tuple[dict[int, float], dict[int, float]]] = field(default_factory=dict)
 
@@ -114,18 +116,26 @@ class TrialState:
 def _out_of_memory(batch: int, record: TrialRecord, health: Health | None, state: TrialState, lr: float,
                    precision: str) -> TrialStep | None:
     if record.status == "oom":
-        if batch // 2 < 1:
-            return _step("oom-at-one", batch, precision=precision)
+        if batch // 2 < state.smallest:
+            return _step("oom-at-smallest", batch, precision=precision, floor=_floor_words(batch, state))
         return _step("oom-halve", batch, batch // 2, precision=precision)
     return None
+
+
+def _floor_words(batch: int, state: TrialState) -> str:
+    """Why a halving stops above 1 per device: BatchNorm cannot train on a micro-batch of 1 (DOMAIN 2)."""
+    if state.smallest == MIN_BATCHNORM_BATCH and batch // 2 < state.smallest <= batch:
+        return (f" (the model has BatchNorm, which cannot train on fewer than {MIN_BATCHNORM_BATCH} samples per "
+                "device)")
+    return ""
 
 
 def _unstable(batch, record, health, state, lr, precision) -> TrialStep | None:
     if health is None or health.verdict != UNSTABLE:
         return None
-    if batch // 2 >= 1 and batch // 2 not in state.tried:
+    if batch // 2 >= state.smallest and batch // 2 not in state.tried:
         return _step("unstable-halve", batch, batch // 2, lr=lr, why=health.reason)
-    return _step("unstable-stop", batch, lr=lr, why=health.reason)
+    return _step("unstable-stop", batch, lr=lr, why=health.reason, floor=_floor_words(batch, state))
 
 
 def _doubling_not_worth_it(batch, record, health, state, lr, precision) -> TrialStep | None:
@@ -200,7 +210,13 @@ def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, 
     and an unstable run at a scaled-up LR is rerun at the nearest validated LR to tell the LR from the batch; a
     flat run is noted in its ledger row (a short trial in its warmup often is)."""
     cap = ceiling.per_device_max if cap is None else cap
-    state = TrialState({}, {}, cap, cap_reason, ceiling.estimated_peak_bytes, policy)
+    state = TrialState({}, {}, cap, cap_reason, ceiling.estimated_peak_bytes, policy,
+                       smallest_sweepable(info.has_batchnorm))
+    if cap < state.smallest:  # DOMAIN 2: 1 sample per device is an error for BatchNorm in training mode
+        raise AdvisorError(f"The per-device cap is {cap} ({cap_reason or 'the memory ceiling'}), and the model has "
+                           f"BatchNorm, which cannot train on fewer than {state.smallest} samples per device: plan "
+                           "for a device with more --device-memory, lower --headroom, or replace BatchNorm with "
+                           "GroupNorm/LayerNorm.")
     batch, rows, notes, said = min(start, cap), [], [], []
 
     def say(step: TrialStep) -> None:
@@ -210,7 +226,7 @@ def short_trial(runner: Runner, start: int, ceiling: CeilingResult, steps: int, 
     if batch < start:  # the cap bounds the first run too, not only doubling
         say(_step("start-capped", batch, start=start, cap=cap, why=cap_reason or "the memory ceiling"))
 
-    while batch >= 1 and batch not in state.tried:
+    while batch >= state.smallest and batch not in state.tried:
         lr, warmup = lr_and_warmup(info, batch * runner.nproc, steps)
         record = runner.train("trial", batch, steps, lr, warmup, precision=precision)
         rows.append(record)
@@ -310,9 +326,12 @@ def _trial_choice(state: TrialState, ceiling: CeilingResult, notes: list[str]) -
     if fitted and all(b in unhealthy for b, _ in fitted):
         notes.append("every trial run was unstable: " + "; ".join(f"{b} {h.verdict}" for b, h in sorted(unhealthy.items())))
     if not ok:
-        raise AdvisorError(f"Every trial batch down to 1 ran out of memory, although the ceiling probes fit "
-                           f"{ceiling.per_device_max}. Multi-process training can need more memory per device than "
-                           "one process: raise --headroom, or plan for a device with more --device-memory.")
+        floor = (f" (the model has BatchNorm, which cannot train on fewer than {state.smallest} samples per device)"
+                 if state.smallest > 1 else "")
+        raise AdvisorError(f"Every trial batch down to {state.smallest}{floor} ran out of memory, although the ceiling "
+                           f"probes fit {ceiling.per_device_max}. Multi-process training can need more memory per "
+                           "device than one process: raise --headroom, or plan for a device with more "
+                           "--device-memory.")
     chosen = ok[0][0]
     for (small, _), (big, _) in zip(ok, ok[1:]):
         small_speeds, big_speeds = state.paired_speeds(small, big)

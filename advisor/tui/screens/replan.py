@@ -42,6 +42,7 @@ class ReplanScreen(ModalScreen):
     def table(self) -> str:
         from ...errors import AdvisorError
         from ...gpus import lookup_gpu
+        from ...recipe import RecipeDocument
         from ...replan import ReplanTarget, render_table, replan
         from ...units import parse_size
 
@@ -52,7 +53,7 @@ class ReplanScreen(ModalScreen):
         try:
             nproc = int(nproc_text) if nproc_text else None
             if text[0].isdigit():
-                device = "cpu" if self.recipe.get("inputs", {}).get("device") == "cpu" else "cuda"
+                device = "cpu" if RecipeDocument.of(self.recipe).inputs.device == "cpu" else "cuda"
                 target = ReplanTarget(parse_size(text), "--device-memory", None, device, nproc)
             else:
                 gpu = lookup_gpu(text)

@@ -1,0 +1,268 @@
+"""`advisor plan` across nodes: the flags and SLURM's variables (fast), and two real "nodes" on this host, each its
+own process tree and working folder, meeting through a TCPStore rendezvous on 127.0.0.1 with gloo (slow)."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+import psutil
+import pytest
+
+import advisor
+
+from advisor.cluster import ClusterSpec, cluster_spec, environment_mismatch, expand_nodelist, parse_endpoint
+from advisor.errors import SetupError
+from advisor.recipe import load_recipe
+
+from conftest import REPO
+
+
+def test_cluster_flags_and_slurm_variables():
+    assert expand_nodelist("node[01-04],gpu7") == ["node01", "node02", "node03", "node04", "gpu7"]
+    assert expand_nodelist("n[08-10]") == ["n08", "n09", "n10"]  # zero padding kept across a digit change
+    assert expand_nodelist("rack[1-2]-n[1,3]") == ["rack1-n1", "rack1-n3", "rack2-n1", "rack2-n3"]
+    assert expand_nodelist("a,b[3]") == ["a", "b3"]
+    for bad in ("node[1-", "node[a-b]", ""):
+        with pytest.raises(SetupError):
+            expand_nodelist(bad)
+    assert parse_endpoint("10.0.0.1:29500") == ("10.0.0.1", 29500)
+    assert parse_endpoint("node01") == ("node01", 29400)  # torchrun's c10d default port
+    assert parse_endpoint("[fe80::1]:7000") == ("fe80::1", 7000)
+    with pytest.raises(SetupError, match="HOST:PORT"):
+        parse_endpoint("a:b:c")
+
+    assert cluster_spec(None, None, None, None, environ={}) is None  # no flags, no SLURM: a one-host plan
+    assert cluster_spec(None, None, None, None, environ={"SLURM_NNODES": "1", "SLURM_NODEID": "0"}) is None
+    spec = cluster_spec(2, 1, "127.0.0.1:29611", "x", 30, environ={})
+    assert spec == ClusterSpec(2, 1, "127.0.0.1", 29611, "x", 30, "flags")
+    slurm = {"SLURM_NNODES": "4", "SLURM_NODEID": "2", "SLURM_JOB_NODELIST": "gpu[07-10]", "SLURM_JOB_ID": "881",
+             "SLURM_LOCALID": "0"}
+    spec = cluster_spec(None, None, None, None, environ=slurm)
+    assert (spec.nnodes, spec.node_rank, spec.endpoint, spec.run_id, spec.source) == (4, 2, "gpu07:29400",
+                                                                                       "slurm-881", "SLURM")
+    assert cluster_spec(3, 0, "h:1", None, environ=slurm).nnodes == 3  # flags win over SLURM's values
+    with pytest.raises(SetupError, match="--ntasks-per-node=1"):
+        cluster_spec(None, None, None, None, environ={**slurm, "SLURM_LOCALID": "1"})
+    with pytest.raises(SetupError) as refused:
+        cluster_spec(2, 2, None, None, environ={})
+    assert "--node-rank 2 is not between 0 and 1" in str(refused.value) and "--rdzv-endpoint is missing" in str(
+        refused.value)
+
+    lead = {"hostname": "a", "torch": "2.13.0", "advisor": "0.1.0 (source 1)", "adapter": "ddp 2.13.0",
+            "device": "cuda", "nproc": 8, "workload": "w"}
+    assert environment_mismatch({0: lead, 1: {**lead, "hostname": "b"}}) is None
+    said = environment_mismatch({0: lead, 1: {**lead, "hostname": "b", "torch": "2.12.1"}, 2: dict(lead)})
+    assert "torch: 2.13.0 on node 0 (a), 2.12.1 on node 1 (b)" in said and "node 2" not in said
+
+
+def test_other_nodes_outcomes_decide_the_job():
+    from advisor.cluster_runner import ceiling_set_by, merge_reports
+    from advisor.errors import TrialError
+    from advisor.launch import JobOutcome
+
+    def describe(rank):
+        return f"node {rank} (h{rank})"
+
+    here = JobOutcome("ok", [{"event": "probe", "status": "ok", "peak_bytes": 10, "rank": 0}])
+    fitted = {"status": "ok", "events": [{"event": "probe", "status": "ok", "peak_bytes": 30, "rank": 0}]}
+    short = {"status": "oom", "events": [{"event": "probe", "status": "oom", "message": "can't allocate", "rank": 0}]}
+    assert merge_reports(here, {1: fitted, 2: short}, describe) == [2]  # the smallest node's answer is the job's
+    assert here.status == "oom" and [e.get("node", 0) for e in here.events] == [0, 1, 2]
+    assert here.events[-1]["message"] == "node 2 (h2): can't allocate" and here.events[1]["peak_bytes"] == 30
+    with pytest.raises(TrialError, match=r"^On node 1 \(h1\): boom"):
+        merge_reports(JobOutcome("ok", []), {1: {"status": "error", "message": "boom"}}, describe)
+    assert ceiling_set_by([2], 418, 3, describe) == ("node 2 (h2): batch 418 ran out of memory there and fit on "
+                                                     "node 0 (h0), node 1 (h1)")
+    assert ceiling_set_by([0, 1], 512, 2, describe).startswith("every node alike")
+    assert ceiling_set_by(None, None, 2, describe) is None
+
+
+# ------------------------------------------------------------------------------------------------ real nodes
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+PLAN = ["--workload", "digits-mlp", "--nproc", "1", "--device", "cpu", "--device-memory", "64MiB",
+        "--trial-steps", "8", "--sweep-steps", "40", "--sweep-seeds", "1", "--nnodes", "2"]
+
+
+class Nodes:
+    """`advisor plan` started once per "node": each in its own session (process group) and folder; every process
+    they start inherits a marker variable, so what is left of them is found by /proc scan alone."""
+
+    def __init__(self, tmp_path):
+        self.tmp, self.tag, self.port = tmp_path, uuid.uuid4().hex, _free_port()
+        self.procs: dict[int, subprocess.Popen] = {}
+
+    def start(self, rank: int, *extra, python=(sys.executable, "-m", "advisor.cli"), timeout=60):
+        folder = self.tmp / f"node{rank}"
+        folder.mkdir(exist_ok=True)
+        env = {**os.environ, "ADVISOR_CLUSTER_TEST": self.tag, "ADVISOR_HISTORY": str(folder / ".history.jsonl"),
+               "PYTHONPATH": str(REPO)}
+        argv = [*python, "plan", *PLAN, "--node-rank", str(rank), "--rdzv-endpoint", f"127.0.0.1:{self.port}",
+                "--rdzv-timeout", str(timeout), *extra]
+        # Output to files beside the node folders: a pipe nobody reads while the test waits on the other node
+        # could fill and stall a node.
+        with open(self.tmp / f"node{rank}.out", "w") as out, open(self.tmp / f"node{rank}.err", "w") as err:
+            self.procs[rank] = subprocess.Popen(argv, cwd=folder, env=env, stdout=out, stderr=err,
+                                                start_new_session=True)
+        return self.procs[rank]
+
+    def err(self, rank: int) -> str:
+        return (self.tmp / f"node{rank}.err").read_text()
+
+    def finish(self, rank: int, timeout: float) -> tuple[int, str, str]:
+        """(exit code, stdout, stderr) of node ``rank`` once it ended."""
+        code = self.procs[rank].wait(timeout=timeout)
+        return code, (self.tmp / f"node{rank}.out").read_text(), self.err(rank)
+
+    def wait_for(self, rank: int, text: str, within_s: float = 400) -> None:
+        """Until node ``rank``'s stderr holds ``text`` (it is at that step)."""
+        deadline = time.monotonic() + within_s
+        while text not in self.err(rank):
+            assert self.procs[rank].poll() is None and time.monotonic() < deadline, self.err(rank)[-2000:]
+            time.sleep(0.2)
+
+    def left(self) -> list[psutil.Process]:
+        found = []
+        for proc in psutil.process_iter(["pid"]):
+            try:
+                if proc.environ().get("ADVISOR_CLUSTER_TEST") == self.tag and proc.status() != psutil.STATUS_ZOMBIE:
+                    found.append(proc)
+            except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+                continue
+        return found
+
+    def assert_none_left(self, within_s: float = 10.0) -> None:
+        deadline = time.monotonic() + within_s
+        while self.left() and time.monotonic() < deadline:
+            time.sleep(0.3)
+        survivors = [" ".join(p.cmdline()[:6]) for p in self.left()]
+        self.kill_all()
+        assert not survivors, f"left running: {survivors}"
+
+    def kill_all(self) -> None:
+        for proc in self.procs.values():
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for proc in self.left():
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+
+
+@pytest.fixture
+def nodes(tmp_path):
+    started = Nodes(tmp_path)
+    yield started
+    started.kill_all()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_two_nodes_plan_digits_mlp(nodes, tmp_path):
+    # ~60 s quiet; each node's processes share 2 cores with the rest of the machine
+    nodes.start(0, "--out", str(tmp_path / "node0" / "mlp.toml"))
+    # Node 1 has less memory (its own --device-memory, as a smaller GPU has): it must set the ceiling.
+    nodes.start(1, "--out", str(tmp_path / "node1" / "mlp.toml"), "--device-memory", "4MiB")
+    code0, out0, err0 = nodes.finish(0, timeout=1100)
+    code1, _, err1 = nodes.finish(1, timeout=120)
+    assert code0 == 0, err0[-3000:]
+    assert code1 == 0, err1[-3000:]
+    recipe = load_recipe(tmp_path / "node0" / "mlp.toml").data
+    batch = recipe["batch"]
+    assert batch["world_size"] == 2 and batch["global"] == batch["per_device"] * 2
+    assert batch["validated_global"] == batch["global"] and batch["extrapolation"] == 1.0
+    assert batch["per_device"] == recipe["method"]["sweep_choice"]  # the pick ran at the planned world size
+    launch = recipe["launch"]["example"]
+    assert "torchrun --nnodes=2 --node-rank=" in launch and "--rdzv-endpoint=" in launch
+    cluster = recipe["provenance"]["cluster"]
+    assert (cluster["nodes"], cluster["processes_per_node"], cluster["world_size"]) == (2, 1, 2)
+    assert [n["rank"] for n in cluster["node"]] == [0, 1]
+    assert [n["memory_budget_bytes"] for n in cluster["node"]] == [64 * 2**20, 4 * 2**20]
+    assert cluster["ceiling_set_by"].startswith("node 1 (") and "fit on node 0" in cluster["ceiling_set_by"]
+    assert all(n["device"] == "cpu" and n["device_memory_bytes"] > 0 for n in cluster["node"])
+    # every run of the ledger ran at the cluster's world size; the probes ran on both nodes (one process each)
+    runs = [row for row in recipe["ledger"] if row["phase"] in ("trial", "sweep")]
+    assert runs and all(row["world_size"] == 2 and row["status"] == "ok" for row in runs)
+    assert err1.count("ceiling probe at batch") >= 2 and "sweep at" in err1
+    history = [json.loads(line) for line in (tmp_path / "node0" / ".history.jsonl").read_text().splitlines()]
+    assert [row["cluster"]["nodes"] for row in history if row["kind"] == "plan"] == [2]
+    assert "Traceback" not in err0 + err1
+    assert sorted(p.name for p in (tmp_path / "node1").iterdir()) == []  # node 1 wrote nothing (no history either)
+    nodes.assert_none_left()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_losing_a_node_mid_plan_stops_every_node(nodes, tmp_path):
+    out = tmp_path / "node0" / "mlp.toml"
+    nodes.start(0, "--out", str(out))
+    other = nodes.start(1)
+    nodes.wait_for(1, "trial at")  # node 1 runs its part of the first training run
+    killed = time.monotonic()
+    os.killpg(other.pid, signal.SIGKILL)  # node 1's whole process group, as a node going down
+    code0, _, err0 = nodes.finish(0, timeout=300)
+    took = time.monotonic() - killed
+    assert code0 != 0 and took < 120, (took, err0[-2000:])
+    assert "Lost node 1" in err0 and "no recipe was written" in err0 and "Traceback" not in err0
+    assert not out.exists()
+    nodes.assert_none_left()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_losing_node_0_stops_the_others(nodes, tmp_path):
+    out = tmp_path / "node0" / "mlp.toml"
+    lead = nodes.start(0, "--out", str(out))
+    nodes.start(1)
+    nodes.wait_for(1, "trial at")
+    killed = time.monotonic()
+    os.killpg(lead.pid, signal.SIGKILL)  # node 0 goes down, and the rendezvous store with it
+    code1, _, err1 = nodes.finish(1, timeout=300)
+    took = time.monotonic() - killed
+    assert code1 == 1 and took < 120, (took, err1[-2000:])
+    assert "Lost node 0" in err1 and "Traceback" not in err1 and "frame #" not in err1
+    assert not out.exists()
+    nodes.assert_none_left()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_cluster_faults_at_the_start(nodes, tmp_path):
+    # A node that never joins: node 0 names it after --rdzv-timeout.
+    started = time.monotonic()
+    nodes.start(0, timeout=8)
+    code, _, err = nodes.finish(0, timeout=120)
+    assert code == 2 and "Node(s) 1 of 2 never joined" in err and "Traceback" not in err, err[-2000:]
+    assert time.monotonic() - started < 90
+
+    # The rendezvous port taken by another program: one paragraph, exit 2.
+    with socket.socket() as squatter:
+        squatter.bind(("", nodes.port))
+        squatter.listen()
+        nodes.start(0, timeout=8)
+        code, _, err = nodes.finish(0, timeout=120)
+    assert code == 2 and "cannot host the rendezvous" in err and "Traceback" not in err, err[-2000:]
+    assert len(err.strip().splitlines()) == 1
+
+    # A node with another batch-advisor: refused on both nodes, both versions named, nothing run.
+    nodes.port = _free_port()
+    nodes.start(0, timeout=60)
+    nodes.start(1, timeout=60, python=(sys.executable, "-c", "import sys, advisor; advisor.__version__ = '9.9.9'; "
+                                       "from advisor.cli import main; sys.exit(main())"))
+    for code, _, err in (nodes.finish(0, timeout=120), nodes.finish(1, timeout=120)):
+        assert code == 2 and f"batch-advisor: {advisor.__version__}" in err and "9.9.9 (source" in err and "on node 1" in err, err
+        assert "Traceback" not in err
+    nodes.assert_none_left()
