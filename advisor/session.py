@@ -2,8 +2,9 @@
 
 Each step is a call that returns a typed result and reports typed events as it works; an
 earlier step's new answer invalidates the later ones; ``cancel()`` from any thread stops the
-running job's process group within a second and raises ``CancelledError``. Set-up is checked
-here, before the first process starts, so every front end gets the same answers.
+running job's process group within a second and raises ``CancelledError``. The steps' rules and
+run loops live in ``advisor.method``; set-up is checked before the first process starts
+(``advisor.setup_checks``), and the plan's result is assembled in ``advisor.assembly``.
 """
 
 from __future__ import annotations
