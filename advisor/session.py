@@ -67,8 +67,6 @@ class Session:
                                    tf32=self.precision.tf32, link=cluster)
         self.runner = runner or JobRunner(adapter, settings, self._emit, self.cancel_token, setup.adapter_options,
                                           tf32=self.precision.tf32)
-        # The launcher's reports (optimizer, ranking metric, probe batches, its fork server): a stub has none.
-        self.reports: LauncherReports | None = self.runner if isinstance(self.runner, LauncherReports) else None
         if runner is not None and setup.adapter_options is not None:
             runner.options = setup.adapter_options  # a handed-in runner (tests, the app's stub) runs the checked ones
         self._mixed_ceilings: dict[str, CeilingResult | str] = {}  # per mixed precision: its ceiling, or why none
@@ -91,6 +89,11 @@ class Session:
     def cancel(self) -> None:
         """Thread-safe: the running step's workers are stopped and it raises CancelledError."""
         self.cancel_token.cancel()
+
+    @property
+    def reports(self) -> LauncherReports | None:
+        """The launcher's reports (optimizer, ranking metric, probe batches, its fork server); a stub has none."""
+        return self.runner if isinstance(self.runner, LauncherReports) else None
 
     @property
     def ledger(self) -> list[TrialRecord]:
