@@ -183,13 +183,14 @@ def node_facts(settings, adapter, host) -> dict:
     import torch
 
     from . import __version__
+    from .history import host_fingerprint
 
     version = adapter.version() if callable(getattr(adapter, "version", None)) else None
     facts = {"hostname": platform.node(), "pid": os.getpid(), "torch": torch.__version__,
              "advisor": f"{__version__} (source {_source_digest()})",
              "adapter": f"{adapter.name} {version}" if version else adapter.name, "python": platform.python_version(),
              "device": settings.device, "nproc": settings.nproc, "workload": settings.workload,
-             "memory_budget_bytes": settings.memory_budget_bytes}
+             "memory_budget_bytes": settings.memory_budget_bytes, "host_fingerprint": host_fingerprint(host)}
     if host.type == "cuda" and host.names:
         facts.update(device_name=host.names[0], device_memory_bytes=host.memories[0], devices=len(host.names))
     else:
@@ -284,6 +285,12 @@ class ClusterLink:
         now = time.monotonic()
         with self._lock:
             return sorted(rank for rank, (_, moved) in self._seen.items() if now - moved > LOST_AFTER_S)
+
+    def fingerprint(self) -> str:
+        """The cluster as a device class for the history: every node's host fingerprint, in rank order."""
+        hosts = [self.facts[rank].get("host_fingerprint") or self.facts[rank].get("hostname") for rank in
+                 sorted(self.facts)]
+        return "cluster-" + hashlib.sha256(json.dumps(hosts).encode()).hexdigest()[:16]
 
     def describe(self, rank: int) -> str:
         facts = self.facts.get(rank, {})

@@ -199,8 +199,27 @@ def test_two_nodes_plan_digits_mlp(nodes, tmp_path):
     assert err1.count("ceiling probe at batch") >= 2 and "sweep at" in err1
     history = [json.loads(line) for line in (tmp_path / "node0" / ".history.jsonl").read_text().splitlines()]
     assert [row["cluster"]["nodes"] for row in history if row["kind"] == "plan"] == [2]
+    # its own device class: a one-host plan on node 0's host never reuses these runs, nor this plan its runs
+    assert {row["device"]["host_fingerprint"][:8] for row in history} == {"cluster-"}
     assert "Traceback" not in err0 + err1
     assert sorted(p.name for p in (tmp_path / "node1").iterdir()) == []  # node 1 wrote nothing (no history either)
+    nodes.assert_none_left()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("adapter", ["fsdp", "accelerate"])
+def test_two_nodes_plan_with_another_adapter(nodes, tmp_path, adapter):
+    # FSDP and Accelerate's DDP hold per-device memory that hangs on the world size: their probes span the nodes.
+    nodes.start(0, "--adapter", adapter, "--out", str(tmp_path / "node0" / "mlp.toml"))
+    nodes.start(1, "--adapter", adapter)
+    code0, _, err0 = nodes.finish(0, timeout=1100)
+    code1, _, err1 = nodes.finish(1, timeout=120)
+    assert code0 == 0 and code1 == 0, (err0[-2000:], err1[-2000:])
+    recipe = load_recipe(tmp_path / "node0" / "mlp.toml").data
+    assert recipe["adapter"]["name"] == adapter and recipe["ceiling"]["probe_world_size"] == 2
+    assert recipe["batch"]["world_size"] == 2 and recipe["batch"]["extrapolation"] == 1.0
+    assert "--nnodes=2" in recipe["launch"]["example"] and recipe["provenance"]["cluster"]["nodes"] == 2
     nodes.assert_none_left()
 
 
