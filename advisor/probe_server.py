@@ -50,6 +50,7 @@ from .errors import TrialError
 
 SERVER_MODULE = "advisor.probe_server"
 START_TIMEOUT_S = 120.0  # the server's own imports (torch, the adapter's framework) on a loaded machine
+CLOSE_GRACE_S = 2.0  # after the engine closes the socket, how long the server gets to exit by itself
 STOP_GRACE_S = 5.0  # after one rank fails, how long the others get to end on SIGTERM before SIGKILL
 _PR_SET_PDEATHSIG = 1
 # What every worker imports after reading its job (the engine's worker-side modules, the CPU memory tracker):
@@ -249,7 +250,10 @@ def _close_server(proc: subprocess.Popen, sock: socket.socket, stderr) -> None:
         pass
     sock.close()
     try:
-        proc.wait(timeout=10)
+        # A server that is idle reads the EOF and exits at once; one still building the workload (a cancel
+        # during its start) reads nothing until it is done, and nothing it would finish is wanted: its forked
+        # jobs die with it (PDEATHSIG), so a short grace, then SIGKILL, keeps Esc within seconds.
+        proc.wait(timeout=CLOSE_GRACE_S)
     except subprocess.TimeoutExpired:
         try:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -3,6 +3,7 @@ reading them before any detector read them (tests/corpus/world/labels.toml).
 
     python bench/diagnose_world.py                 # the tune split (tune on it as often as you like)
     python bench/diagnose_world.py --split holdout # the held-back split: for the lead, scored once
+    python bench/diagnose_world.py --batch 3       # one batch only (batch 3 is held back whole: the lead's, once)
 
 Each entry is judged through the command line a user runs (`advisor diagnose --json PATH`, in-process), so a
 folder reader added at the CLI or in the engine counts alike. Per kind: precision and recall of the primary
@@ -124,8 +125,11 @@ def _ratio(a: int, b: int) -> str:
     return "  -  " if b == 0 else f"{a / b:5.2f}"
 
 
-def report(split: str, outcomes: list[Outcome]) -> str:
-    lines = [f"advisor diagnose on the world corpus, split '{split}': {len(outcomes)} entries",
+def report(split: str | None, outcomes: list[Outcome], batches: tuple[int, ...] | None = None) -> str:
+    scope = f"split '{split}'" if split else "every split"
+    if batches:
+        scope += f", batch {', '.join(map(str, batches))}"
+    lines = [f"advisor diagnose on the world corpus, {scope}: {len(outcomes)} entries",
              f"{'kind':<22} {'labelled':>8} {'tp':>4} {'fp':>4} {'fn':>4} {'precision':>9} {'recall':>7}"]
     for kind, (labelled, tp, fp, fn) in score(outcomes).items():
         lines.append(f"{kind:<22} {labelled:>8} {tp:>4} {fp:>4} {fn:>4} {_ratio(tp, tp + fp):>9} "
@@ -155,19 +159,37 @@ def report(split: str, outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
-def evaluate(split: str, labels: dict[str, dict] | None = None) -> list[Outcome]:
+def selected(labels: dict[str, dict], split: str | None, batches: tuple[int, ...] | None = None) -> dict[str, dict]:
+    """The entries of `split` (None: every split) in `batches` (None: every batch; an entry without one is batch 1)."""
+    return {name: entry for name, entry in labels.items()
+            if (split is None or entry["split"] == split) and (batches is None or entry.get("batch", 1) in batches)}
+
+
+def evaluate(split: str | None, labels: dict[str, dict] | None = None,
+             batches: tuple[int, ...] | None = None) -> list[Outcome]:
     labels = load_labels() if labels is None else labels
-    return [judge(name, entry) for name, entry in labels.items() if entry["split"] == split]
+    return [judge(name, entry) for name, entry in selected(labels, split, batches).items()]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Score advisor diagnose on the world corpus.")
-    parser.add_argument("--split", choices=SPLITS, default="tune",
-                        help="tune (default; tune on it freely) or holdout (the lead's, scored once)")
+    parser.add_argument("--split", choices=SPLITS,
+                        help="tune (the default without --batch; tune on it freely) or holdout (the lead's, scored "
+                             "once); with --batch and no --split, every entry of those batches")
+    parser.add_argument("--batch", type=int, action="append", metavar="N",
+                        help="score only the entries of batch N (repeat for several); batch 3 is held back whole")
     parser.add_argument("--json", metavar="FILE", help="also write each entry's outcome to FILE")
     args = parser.parse_args(argv)
-    outcomes = evaluate(args.split)
-    print(report(args.split, outcomes))
+    split = args.split if args.split or args.batch else "tune"
+    batches = tuple(sorted(set(args.batch))) if args.batch else None
+    labels = load_labels()
+    known = sorted({entry.get("batch", 1) for entry in labels.values()})
+    if batches and not set(batches) <= set(known):
+        print(f"no batch {sorted(set(batches) - set(known))} in tests/corpus/world/labels.toml (its batches: {known}); "
+              "pass one of those to --batch.", file=sys.stderr)
+        return 2
+    outcomes = evaluate(split, labels, batches)
+    print(report(split, outcomes, batches))
     if args.json:
         with open(args.json, "w") as f:
             json.dump([{"name": o.name, "expected": sorted(o.expected), "found": sorted(o.found),

@@ -382,3 +382,19 @@ def test_a_flat_detection_val_loss_with_map_flat_is_overfitting(tmp_path):
     val = [3.0 - 0.05 * e if e < 30 else 1.5 + 0.01 * (1 + (-1) ** e) + 0.0005 * (e - 30) for e in range(60)]
     maps = [0.5 * e / 30 if e < 30 else 0.5 + 0.003 * (-1) ** e for e in range(60)]
     assert _kinds(_diagnose(tmp_path, _yolo_csv(val, maps), name="results.csv")) == ["overfitting"]
+
+
+def test_a_classifier_sitting_under_ln2_with_majority_accuracy_is_not_learning(tmp_path):
+    # 20 epochs: the loss sits at 0.659 (the entropy of a 62/38 split, just under ln 2 = 0.693) within +-0.002,
+    # validation accuracy 0.62 (the majority share) at every epoch: the model predicts the majority class.
+    train = [0.6595 + 0.002 * (-1) ** e for e in range(20)]
+    val = [0.6590 + 0.0015 * (-1) ** (e // 2) for e in range(20)]
+    report = _diagnose(tmp_path, _epoch_log(train, val, [0.62] * 20))
+    assert _kinds(report) == ["not-learning"] and report.findings[0].severity == "error"
+
+
+def test_a_constant_accuracy_in_a_mid_run_excerpt_is_not_called_not_learning(tmp_path):
+    # A converged model evaluated on a small set: accuracy 0.99 at every epoch of an excerpt from epoch 40 on.
+    text = "".join(f"Epoch {e}: train_loss={0.031 + 0.001 * (-1) ** e:.4f} val_loss={0.052 + 0.001 * (e % 3):.4f} "
+                   f"val_acc=0.9900\n" for e in range(40, 60))
+    assert "not-learning" not in _kinds(_diagnose(tmp_path, text))

@@ -17,6 +17,8 @@ REPO = Path(__file__).resolve().parent.parent
 WORLD = REPO / "tests" / "corpus" / "world"
 LABELS = tomllib.loads((WORLD / "labels.toml").read_text())["entries"]
 COMMIT = re.compile(r"^github:[\w.-]+/[\w.-]+ .+ @ [0-9a-f]{40}$")
+SCORED_ONCE_BATCHES = (1, 2)  # their held-back part was scored once, 23/30 (README), then read to learn from (spent)
+FRESH_BATCH = 3  # held back whole (split.py FRESH_BATCHES): labelled before any detector read it, scored once: 37/45
 
 
 def _load(name, path):
@@ -99,12 +101,42 @@ def test_an_entry_the_tool_cannot_read_or_crashes_on_counts_as_wrong(tmp_path, m
     assert outcome.unreadable == "RuntimeError: a reader bug" and not outcome.right
 
 
-def test_the_held_back_part_keeps_what_it_scored_once():
-    """The holdout part was scored once, by the lead, after the readers and rules landed (main 3723682, 19:52
-    UTC): 23 of 30 right, every entry read, no error-level finding on a healthy run (tests/corpus/world/README.md).
-    Below the issue's 90%: this guards against falling back, it does not claim the target. Nobody tunes on it."""
+def test_the_fresh_batch_is_held_back_whole_and_the_bench_selects_it_without_judging_it(capsys):
+    """Batch 3 was collected after batches 1-2's held-back part was spent: all of it held back, at least 30 entries,
+    a third of them healthy. The bench picks a batch by its number and says which it scored; nothing here runs a
+    detector on it (the lead scores it once with `bench/diagnose_world.py --batch 3`)."""
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
-    outcomes = bench.evaluate("holdout", LABELS)
+    fresh = bench.selected(LABELS, None, (FRESH_BATCH,))
+    assert len(fresh) >= 30 and {e["split"] for e in fresh.values()} == {"holdout"}
+    assert sum(not e["kinds"] for e in fresh.values()) * 3 >= len(fresh), "at least a third healthy"
+    assert len(bench.selected(LABELS, "holdout", SCORED_ONCE_BATCHES)) == 30, "the part scored once is 30 entries"
+    assert not set(fresh) & set(bench.selected(LABELS, "tune", None)), "nothing of batch 3 is tuned on"
+    header = bench.report("holdout", [], (FRESH_BATCH,)).splitlines()[0]
+    assert header == "advisor diagnose on the world corpus, split 'holdout', batch 3: 0 entries"
+    assert bench.main(["--batch", "99"]) == 2 and "no batch [99]" in capsys.readouterr().err
+
+
+def test_the_held_back_part_keeps_what_it_scored_once():
+    """The holdout part of batches 1-2 was scored once, by the lead, after the readers and rules landed (main
+    3723682, 19:52 UTC): 23 of 30 right, every entry read, no error-level finding on a healthy run
+    (tests/corpus/world/README.md). Below the issue's 90%: this guards against falling back, it does not claim the
+    target. Its misses were read after that score to improve the rules (dx-rules: 28 of 30 then), so it is spent:
+    this guards the 28 against falling back. Batch 3 is guarded below."""
+    bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
+    outcomes = bench.evaluate("holdout", LABELS, SCORED_ONCE_BATCHES)
+    assert len(outcomes) == 30
     assert not [o.name for o in outcomes if o.unreadable]
     assert not [o.name for o in outcomes if not o.expected and o.error_level]
-    assert sum(o.right for o in outcomes) >= 23
+    assert sum(o.right for o in outcomes) >= 28
+
+
+def test_the_fresh_batch_keeps_what_it_scored_once():
+    """Batch 3 (45 entries, held back whole) was scored once by the lead after the rules of this round landed
+    (main 1dd111e, 22:36 UTC, load 13): 37 of 45 right (0.82), every entry read, no error-level finding on any of
+    its 17 healthy runs. Below the issue's 90%: this guards against falling back, it does not claim the target."""
+    bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
+    outcomes = bench.evaluate(None, LABELS, (FRESH_BATCH,))
+    assert len(outcomes) == 45
+    assert not [o.name for o in outcomes if o.unreadable]
+    assert not [o.name for o in outcomes if not o.expected and o.error_level]
+    assert sum(o.right for o in outcomes) >= 37

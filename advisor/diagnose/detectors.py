@@ -826,10 +826,12 @@ def detect_not_learning(series: dict[str, list[Point]], ctx: Context) -> list[Fi
                             f"The training loss sits at {level:.4g} = ln({count}) (K={count}, {source}) and does not "
                             "fall: the model predicts every class alike, it is not learning.",
                             evidence, list(NOT_LEARNING_ACTIONS), confidence=confidence)]
-    return _unmoved_at_chance(series, ctx) or _converged_at_start(series)
+    return _unmoved_at_chance(series, ctx) or _constant_accuracy_unmoved(series) or _converged_at_start(series)
 
 
-NO_MOVE = 0.03  # a loss that moved less than this share of its start over the whole run has not moved
+NO_MOVE = 0.03  # a loss that moved less than this share of its start over the run, not steadily, has not moved
+NO_MOVE_AT_ALL = 0.005  # ... and less than this share, steadily or not
+CONSTANT_ACC_POINTS = 5  # evaluations with the same accuracy, at least, to say the model predicts the same classes
 RUN_START_SHARE = 0.05  # a curve whose first point lies within this share of its last point's step/epoch: from the start
 CONVERGED_PACE = 0.25  # a last quarter falling less than this share of the first quarter's fall: levelled off
 SETTLED_FALL_TO_SPREAD = 3.0  # ... after a fall this many times its second half's spread: a clear, settled descent
@@ -842,6 +844,40 @@ def _moved(values: list[float]) -> float:
     return (start - _median(values[-tenth:])) / abs(start) if start else 0.0
 
 
+def _unmoved(points: list[Point]) -> bool:
+    """A loss curve that has not moved: less than NO_MOVE_AT_ALL of its start over the run, or less than NO_MOVE
+    and not falling at a steady pace (a steady creep of a few per cent is slow convergence, slow.py)."""
+    values = _values(points)
+    moved = abs(_moved(values))
+    if moved < NO_MOVE_AT_ALL:
+        return True
+    paces = quarter_paces(values)
+    return moved < NO_MOVE and (paces is None or not steady(paces))
+
+
+def _constant_accuracy_unmoved(series: dict[str, list[Point]]) -> list[Finding]:
+    """The validation accuracy identical to its printed digits at every one of CONSTANT_ACC_POINTS+ evaluations
+    (the model predicts the same classes every time: the majority class, typically, sitting just under ln 2 for
+    a binary task) while every loss curve, followed from the run's start, has not moved (_unmoved)."""
+    accs = [p.value for p in series.get("val_acc", []) if math.isfinite(p.value)]
+    if len(accs) < CONSTANT_ACC_POINTS or max(accs) - min(accs) > PRINT_PRECISION * max(abs(a) for a in accs):
+        return []
+    curves = [(name, _finite(series.get(name, []))) for name in ("train_loss_epoch", TRAIN_LOSS, VAL_LOSS)]
+    curves = [(name, points) for name, points in curves if len(points) >= STUCK_FEW_POINTS]
+    if not curves or not all(_from_run_start(points) and _unmoved(points) for _, points in curves):
+        return []
+    name, points = curves[0]
+    moved = {n: round(_moved(_values(p)), 5) for n, p in curves}
+    evidence = {"series": name, "moved": moved, "accuracy": accs[-1], "accuracy_points": len(accs),
+                **_span(points, 0, len(points) - 1)}
+    return [Finding("not-learning", "error",
+                    f"The validation accuracy is {accs[-1]:.4g} at every one of its {len(accs)} evaluations and the "
+                    "loss has not moved since the run's start (" + ", ".join(
+                        f"{_series_words(n)} {m:+.1%}" for n, m in moved.items()) + "): the model predicts the same "
+                    "classes every time (the majority class, typically); it is not learning.",
+                    evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
+
+
 def _unmoved_at_chance(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
     """A classifier whose accuracy never left chance (chance_loss) and whose losses moved less than NO_MOVE of
     their start over the run: the model has not learned, whatever level the loss sits at (an initialisation that
@@ -851,7 +887,7 @@ def _unmoved_at_chance(series: dict[str, list[Point]], ctx: Context) -> list[Fin
         return []
     curves = [(name, _finite(series.get(name, []))) for name in ("train_loss_epoch", TRAIN_LOSS, VAL_LOSS)]
     curves = [(name, points) for name, points in curves if len(points) >= STUCK_FEW_POINTS]
-    if not curves or any(abs(_moved(_values(points))) >= NO_MOVE for _, points in curves):
+    if not curves or not all(_unmoved(points) for _, points in curves):
         return []
     ln_k, k, source, accs = chance
     name, points = curves[0]
@@ -871,7 +907,7 @@ def _from_run_start(points: list[Point]) -> bool:
     for attr in ("step", "epoch"):
         first, last = getattr(points[0], attr), getattr(points[-1], attr)
         if first is not None and last:
-            return first <= RUN_START_SHARE * last
+            return first <= RUN_START_SHARE * last or (attr == "epoch" and first <= 1)  # epoch 0 or 1: the start
     return False
 
 

@@ -8,8 +8,10 @@ and the HF Trainer's report_to="tensorboard" write through it). Each run is shor
 folder stays far below 200 KB. The labels in labels.toml were set from the scenario's design and checked by reading
 the curves each run wrote, before any detector read them.
 
-Every scenario trains the same kind of task: 10 Gaussian clusters in 20 dimensions, overlapping (label noise by
+Batches 1 and 2 train the same kind of task: 10 Gaussian clusters in 20 dimensions, overlapping (label noise by
 overlap, so the validation loss has a real floor), an MLP, seeded. What differs is the setting a user got wrong.
+Batch 3 (the `gen-dg-*` runs, all held back) trains a different task: scikit-learn's bundled 8x8 handwritten digits
+(1797 real images, 10 classes; no download), 1300 for training and 497 for validation, an MLP, seeded.
 """
 
 from __future__ import annotations
@@ -36,7 +38,17 @@ SCENARIOS = {
     "nan": dict(n_train=2000, epochs=6, batch=2, opt="sgd", lr=0.4, width=64),
     "stuck": dict(n_train=2000, epochs=10, batch=64, opt="sgd", lr=1e-5, width=64),
     "periodic": dict(n_train=2000, epochs=10, batch=40, opt="adam", lr=3e-3, width=64, sorted=True),
+    # batch 3: the digits task
+    "d-healthy": dict(task="digits", n_train=1300, epochs=20, batch=32, opt="adam", lr=1e-3, width=64),
+    "d-diverged": dict(task="digits", n_train=1300, epochs=15, batch=32, opt="sgd", lr=3.0, momentum=0.9, width=64),
+    "d-overfit": dict(task="digits", n_train=40, epochs=150, batch=8, opt="adam", lr=3e-3, width=256),
+    "d-slow": dict(task="digits", n_train=1300, epochs=25, batch=128, opt="sgd", lr=0.02, width=64),
+    "d-jitter": dict(task="digits", n_train=1300, epochs=4, batch=1, opt="sgd", lr=0.1, width=64),
+    "d-jitter2": dict(task="digits", n_train=1300, epochs=3, batch=2, opt="sgd", lr=0.1, width=64),
+    "d-stuck": dict(task="digits", n_train=1300, epochs=12, batch=64, opt="sgd", lr=1e-5, width=64),
+    "d-periodic": dict(task="digits", n_train=1300, epochs=12, batch=20, opt="adam", lr=3e-4, width=64, sorted=True),
 }
+DIGITS_DIM = 64
 
 
 def data(n_train: int, seed: int = 0, sorted_by_class: bool = False):
@@ -57,11 +69,36 @@ def data(n_train: int, seed: int = 0, sorted_by_class: bool = False):
     return xt, yt, xv, yv
 
 
-def mlp(width: int):
+def digits_data(n_train: int, sorted_by_class: bool = False):
+    """scikit-learn's bundled 8x8 digits (real scans, no download): a seeded 1300 / 497 split, pixels scaled to 0-1."""
+    import torch
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    x = torch.tensor(digits.data, dtype=torch.float32) / 16.0
+    y = torch.tensor(digits.target, dtype=torch.long)
+    order = torch.randperm(len(y), generator=torch.Generator().manual_seed(0))
+    train, val = order[:1300][:n_train], order[1300:]
+    if sorted_by_class:  # the scans stored digit by digit and never shuffled
+        train = train[torch.argsort(y[train], stable=True)]
+    return x[train], y[train], x[val], y[val]
+
+
+def task_data(cfg):
+    if cfg.get("task") == "digits":
+        return digits_data(cfg["n_train"], sorted_by_class=cfg.get("sorted", False))
+    return data(cfg["n_train"], sorted_by_class=cfg.get("sorted", False))
+
+
+def task_model(cfg):
+    return mlp(cfg["width"], DIGITS_DIM if cfg.get("task") == "digits" else DIM)
+
+
+def mlp(width: int, dim: int = DIM):
     import torch
 
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(DIM, width), torch.nn.ReLU(), torch.nn.Linear(width, width),
+    return torch.nn.Sequential(torch.nn.Linear(dim, width), torch.nn.ReLU(), torch.nn.Linear(width, width),
                                torch.nn.ReLU(), torch.nn.Linear(width, CLASSES))
 
 
@@ -93,8 +130,8 @@ def plain_training(cfg, on_step, on_epoch, step_every: int):
     import torch
 
     torch.set_num_threads(1)
-    xt, yt, xv, yv = data(cfg["n_train"], sorted_by_class=cfg.get("sorted", False))
-    model = mlp(cfg["width"])
+    xt, yt, xv, yv = task_data(cfg)
+    model = task_model(cfg)
     opt = optimizer(model.parameters(), cfg)
     step = 0
     for epoch in range(cfg["epochs"]):
@@ -170,12 +207,12 @@ def lightning(name: str, scenario: str, out: str, logger_kind: str, fail: str | 
 
     torch.set_num_threads(1)
     cfg = SCENARIOS[scenario]
-    xt, yt, xv, yv = data(cfg["n_train"], sorted_by_class=cfg.get("sorted", False))
+    xt, yt, xv, yv = task_data(cfg)
 
     class Module(L.LightningModule):
         def __init__(self):
             super().__init__()
-            self.net = mlp(cfg["width"])
+            self.net = task_model(cfg)
 
         def training_step(self, batch, index):
             x, y = batch
@@ -222,12 +259,12 @@ def hf_trainer(name: str, scenario: str, out: str) -> None:
 
     torch.set_num_threads(1)
     cfg = SCENARIOS[scenario]
-    xt, yt, xv, yv = data(cfg["n_train"], sorted_by_class=cfg.get("sorted", False))
+    xt, yt, xv, yv = task_data(cfg)
 
     class Classifier(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.net = mlp(cfg["width"])
+            self.net = task_model(cfg)
 
         def forward(self, x, labels=None):
             logits = self.net(x)
@@ -346,6 +383,78 @@ def death(name: str, how: str, out: str) -> None:
     shutil.rmtree(os.path.join(folder, "__pycache__"), ignore_errors=True)
 
 
+LOADER_DEATH_SCRIPT = textwrap.dedent('''
+    import os, signal, sys
+    import torch
+    sys.path.insert(0, {here!r})
+    from generate import digits_data, mlp, DIGITS_DIM
+    torch.set_num_threads(1)
+    how = sys.argv[1]
+    xt, yt, xv, yv = digits_data(1300)
+    if how in ("oom", "leak"):  # the host has little memory left for this process: cap its data segment
+        import resource
+        with open("/proc/self/status") as status:
+            used = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmData"))
+        cap = 250 if how == "leak" else 300
+        resource.setrlimit(resource.RLIMIT_DATA, (used + cap * 2**20, resource.RLIM_INFINITY))
+
+    class Scans(torch.utils.data.Dataset):
+        epoch = 1  # set before each epoch: the workers start then and get a copy
+
+        def __len__(self):
+            return len(yt)
+
+        def __getitem__(self, i):
+            if how == "killed" and self.epoch == 3 and i == 777:  # the worker process dies (the host's OOM killer picks it): SIGKILL, no Python error
+                os.kill(os.getpid(), signal.SIGKILL)
+            return xt[i], yt[i]
+
+    model = mlp(2048 if how == "leak" else 64, DIGITS_DIM)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    running = 0.0  # how == "leak": summed as a tensor, so every step's autograd graph stays alive
+    scans = Scans()
+    loader = torch.utils.data.DataLoader(scans, batch_size=32, shuffle=True, num_workers=1 if how == "killed" else 0,
+                                         generator=torch.Generator().manual_seed(0))
+    seen = 0
+    for epoch in range(1, 11 if how == "leak" else 6):
+        scans.epoch = epoch
+        for step, (x, y) in enumerate(loader, 1):
+            if how == "oom" and epoch == 3 and step == 20:  # a resize bug: scans upsampled 128x, a first layer to fit
+                x = torch.nn.functional.interpolate(x.view(-1, 1, 8, 8), scale_factor=128).flatten(1)
+                model = torch.nn.Sequential(torch.nn.Linear(x.shape[1], 64), *list(model)[1:])
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward(retain_graph=how == "leak")
+            opt.step()
+            running = running + (loss if how == "leak" else loss.item())
+            seen += 1
+            if step % 5 == 0:
+                print(f"Epoch {{epoch}} [{{step * 32}}/1300] loss: {{loss.item():.4f}} avg: {{float(running) / seen:.4f}}",
+                      flush=True)
+        with torch.no_grad():
+            logits = model(xv)
+            val = torch.nn.functional.cross_entropy(logits, yv).item()
+            acc = (logits.argmax(1) == yv).float().mean().item()
+        print(f"Epoch {{epoch}}: val_loss={{val:.4f}} val_acc={{acc:.4f}}", flush=True)
+''')
+
+
+def loader_death(name: str, how: str, out: str) -> None:
+    """A plain loop on the digits that dies in epoch 3: its DataLoader worker SIGKILLed (how="killed": the console
+    shows torch's own error), or a real CPU out-of-memory under a capped data segment (how="oom": a resize bug in
+    epoch 3; how="leak": the running loss summed as a tensor keeps every step's graph alive until memory runs out)."""
+    folder = os.path.join(out, name)
+    os.makedirs(folder, exist_ok=True)
+    script = os.path.join(folder, "_train.py")
+    with open(script, "w") as f:
+        f.write(LOADER_DEATH_SCRIPT.format(here=HERE))
+    with open(os.path.join(folder, "train.log"), "w") as log:
+        subprocess.run([sys.executable, "_train.py", how], cwd=folder, stdout=log, stderr=subprocess.STDOUT,
+                       env={**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"})
+    os.remove(script)
+    shutil.rmtree(os.path.join(folder, "__pycache__"), ignore_errors=True)
+
+
 # name -> (writer, scenario or death kind)
 RUNS = {
     "gen-sw-01": ("summarywriter", "healthy"),
@@ -387,6 +496,26 @@ RUNS = {
     "gen-text-07": ("plain-text", "healthy"),
     "gen-pldeath-01": ("lightning-death", "crash"),
     "gen-pldeath-02": ("lightning-death", "oom"),
+    # third batch (labels.toml batch = 3, all held back): the digits task
+    "gen-dg-sw-01": ("summarywriter", "d-healthy"),
+    "gen-dg-sw-02": ("summarywriter", "d-diverged"),
+    "gen-dg-plcsv-01": ("lightning-csv", "d-overfit"),
+    "gen-dg-plcsv-02": ("lightning-csv", "d-healthy"),
+    "gen-dg-pltb-01": ("lightning-tb", "d-slow"),
+    "gen-dg-hf-01": ("hf", "d-healthy"),
+    "gen-dg-hf-02": ("hf", "d-diverged"),
+    "gen-dg-keras-01": ("keras", "d-overfit"),
+    "gen-dg-text-01": ("plain-text", "d-jitter"),
+    "gen-dg-text-02": ("loader-death", "killed"),
+    "gen-dg-sw-03": ("summarywriter", "d-periodic"),
+    "gen-dg-text-03": ("loader-death", "oom"),
+    "gen-dg-pltb-02": ("lightning-tb", "d-jitter2"),
+    "gen-dg-plcsv-03": ("lightning-csv", "d-stuck"),
+    "gen-dg-keras-02": ("keras", "d-slow"),
+    "gen-dg-hf-03": ("hf", "d-overfit"),
+    "gen-dg-text-04": ("plain-text", "d-diverged"),
+    "gen-dg-text-05": ("loader-death", "leak"),
+    "gen-dg-pltb-03": ("lightning-tb", "d-periodic"),
 }
 
 
@@ -408,6 +537,8 @@ def generate(name: str, out: str) -> None:
         plain_text(name, what, out)
     elif writer == "lightning-death":
         lightning_death(name, what, out)
+    elif writer == "loader-death":
+        loader_death(name, what, out)
     else:
         death(name, what, out)
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(target) for f in fs)
