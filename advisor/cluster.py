@@ -308,6 +308,14 @@ def join(spec: ClusterSpec, facts: dict, say=lambda text: None) -> ClusterLink:
     that never came), checks they run the same versions, and posts its verdict; every node returns its link or
     raises SetupError with the verdict."""
     store = _open_store(spec)
+    try:
+        return _meet(spec, store, facts, say)
+    except (RuntimeError, OSError) as exc:  # the store's connection broke: node 0 ended during the meeting
+        raise SetupError(f"Node 0's rendezvous at {spec.endpoint} went away while the nodes met ({_first_line(exc)}): "
+                         "node 0 stopped. Start the plan again on every node.") from None
+
+
+def _meet(spec: ClusterSpec, store, facts: dict, say) -> ClusterLink:
     prefix = f"advisor/{spec.run_id}/"
     claimed = store.add(f"{prefix}claim/{spec.node_rank}", 1)
     if claimed > 1:
