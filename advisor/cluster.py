@@ -125,22 +125,15 @@ class ClusterSpec:
 
 def cluster_spec(nnodes: int | None, node_rank: int | None, endpoint: str | None, run_id: str | None,
                  join_timeout_s: float | None = None, environ=None) -> ClusterSpec | None:
-    """The cluster from the flags, else from SLURM's variables (``srun advisor plan``: SLURM_NNODES, SLURM_NODEID,
-    the first host of SLURM_JOB_NODELIST); None for a one-host plan. Flags given win over SLURM's values."""
+    """The cluster from the flags and, under SLURM (``srun advisor plan``), SLURM's variables for what the flags
+    leave out: SLURM_NNODES, SLURM_NODEID, the first host of SLURM_JOB_NODELIST on port 29400, SLURM_JOB_ID;
+    None for a one-host plan. A flag given wins over SLURM's value (`srun advisor plan --rdzv-endpoint
+    node01:29555` keeps SLURM's node count and ranks)."""
     environ = os.environ if environ is None else environ
     slurm_nodes = _int_var(environ, "SLURM_NNODES")
-    from_slurm = nnodes is None and node_rank is None and endpoint is None and slurm_nodes and slurm_nodes > 1
+    from_slurm = bool(slurm_nodes and slurm_nodes > 1 and nnodes is None)
     if from_slurm:
-        if environ.get("SLURM_LOCALID", "0") != "0":
-            raise SetupError("advisor plan runs once per node, and SLURM started more than one task on this node "
-                             f"(SLURM_LOCALID={environ['SLURM_LOCALID']}): use `srun --ntasks-per-node=1 advisor plan "
-                             "...`; the plan starts --nproc processes per node itself.")
-        nnodes, node_rank = slurm_nodes, _int_var(environ, "SLURM_NODEID")
-        if node_rank is None:
-            raise SetupError("SLURM_NNODES is set but SLURM_NODEID is not: start the plan with `srun` (one task per "
-                             "node) so every node knows its rank, or give --node-rank yourself.")
-        endpoint = f"{expand_nodelist(environ.get('SLURM_JOB_NODELIST', ''))[0]}:{DEFAULT_RDZV_PORT}"
-        run_id = run_id or (f"slurm-{environ['SLURM_JOB_ID']}" if environ.get("SLURM_JOB_ID") else None)
+        nnodes, node_rank, endpoint, run_id = _from_slurm(environ, slurm_nodes, node_rank, endpoint, run_id)
     if nnodes is None and node_rank is None and endpoint is None:
         return None
     problems = _flag_problems(nnodes, node_rank, endpoint)
@@ -152,6 +145,23 @@ def cluster_spec(nnodes: int | None, node_rank: int | None, endpoint: str | None
     return ClusterSpec(nnodes, node_rank, host, port, run_id or "advisor",
                        DEFAULT_JOIN_TIMEOUT_S if join_timeout_s is None else join_timeout_s,
                        "SLURM" if from_slurm else "flags")
+
+
+def _from_slurm(environ, slurm_nodes: int, node_rank, endpoint, run_id) -> tuple:
+    if environ.get("SLURM_LOCALID", "0") != "0":
+        raise SetupError("advisor plan runs once per node, and SLURM started more than one task on this node "
+                         f"(SLURM_LOCALID={environ['SLURM_LOCALID']}): use `srun --ntasks-per-node=1 advisor plan "
+                         "...`; the plan starts --nproc processes per node itself.")
+    if node_rank is None:
+        node_rank = _int_var(environ, "SLURM_NODEID")
+        if node_rank is None:
+            raise SetupError("SLURM_NNODES is set but SLURM_NODEID is not: start the plan with `srun` (one task per "
+                             "node) so every node knows its rank, or give --node-rank yourself.")
+    if endpoint is None:
+        endpoint = f"{expand_nodelist(environ.get('SLURM_JOB_NODELIST', ''))[0]}:{DEFAULT_RDZV_PORT}"
+    if run_id is None and environ.get("SLURM_JOB_ID"):
+        run_id = f"slurm-{environ['SLURM_JOB_ID']}"
+    return slurm_nodes, node_rank, endpoint, run_id
 
 
 def _flag_problems(nnodes, node_rank, endpoint) -> list[str]:
