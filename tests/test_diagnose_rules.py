@@ -474,3 +474,28 @@ def test_a_loss_jumping_batch_to_batch_around_its_start_is_not_called_not_learni
     # The same flat trend with +-25% batch noise: the spread is no evidence the model is stuck (oscillation rules).
     values = [2.30 - 0.02 * i / 219 + _noise(i, 0.6) for i in range(220)]
     assert "not-learning" not in _kinds(_diagnose(tmp_path, _step_log(values)))
+
+
+def test_batch_to_batch_spread_while_the_validation_is_frozen_is_not_jitter(tmp_path):
+    # An LSTM whose LR decayed away after epoch 3: the per-step training loss (falling 2.3 -> 0.2 in the first
+    # epoch) then varies +-0.05 from batch to batch around 0.2, while the validation loss reads 0.2297 at every one
+    # of the last 16 epochs: the weights no longer move, so the spread is the batches' own, not an optimiser's jitter.
+    rows = ["epoch,step,train_loss,val_loss"]
+    for epoch in range(20):
+        for i in range(0, 375, 2):
+            step = epoch * 375 + i
+            level = 0.2 + 2.1 * 0.9 ** (step / 10)
+            rows.append(f"{epoch},{step},{level + _noise(step // 2, 0.08):.4f},")
+        rows.append(f"{epoch},{epoch * 375 + 374},,{[0.2759, 0.2349, 0.2301, 0.2298][epoch] if epoch < 4 else 0.2297}")
+    assert "oscillation-jitter" not in _kinds(_diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics.csv"))
+
+
+def test_batch_to_batch_jitter_with_a_validation_that_still_moves_is_jitter(tmp_path):
+    # The guard: the same training curve with a validation loss that moves epoch to epoch (0.23 +- 8%).
+    rows = ["epoch,step,train_loss,val_loss"]
+    for epoch in range(20):
+        for i in range(0, 375, 2):
+            step = epoch * 375 + i
+            rows.append(f"{epoch},{step},{0.2 + 2.1 * 0.9 ** (step / 10) + _noise(step // 2, 0.08):.4f},")
+        rows.append(f"{epoch},{epoch * 375 + 374},,{0.23 + _noise(epoch, 0.02):.4f}")
+    assert "oscillation-jitter" in _kinds(_diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics.csv"))

@@ -993,6 +993,18 @@ def _trend_and_noise(values: list[float]) -> tuple[list[float], float]:
     return trend, _mad_sigma(residual)
 
 
+FROZEN_VAL_POINTS = 5  # validation points over the judged stretch, at least, to say the weights no longer move
+
+
+def _validation_frozen(series: dict[str, list[Point]], since: Point) -> bool:
+    """The validation loss over the stretch judged (from ``since``'s place on) is the same to NO_MOVE_AT_ALL of its
+    level at FROZEN_VAL_POINTS+ evaluations: the weights no longer move (an LR decayed to ~0), so the training
+    loss's step-to-step spread is the batches' own variety, not an optimiser's jitter (no batch or LR remedy)."""
+    kind, at = _position(since)
+    values = [p.value for p in _finite(series.get(VAL_LOSS, [])) if _position(p)[0] == kind and _position(p)[1] >= at]
+    return len(values) >= FROZEN_VAL_POINTS and max(values) - min(values) <= NO_MOVE_AT_ALL * abs(_median(values))
+
+
 def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
     train = _finite(series.get(TRAIN_LOSS, []))
     if len(train) < MIN_POINTS:
@@ -1016,7 +1028,7 @@ def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]
     stalled_score = score if converging else max(score, noise / max(level, 1e-8))
     stalled_noisy = (stalled_score >= JITTER_SCORE_STALLED and not clearly_falling
                      and (not converging or noise >= STALLED_NOISE_TO_LEVEL * max(level, 1e-8)))
-    if score < JITTER_SCORE and not stalled_noisy:
+    if (score < JITTER_SCORE and not stalled_noisy) or _validation_frozen(series, train[half]):
         return []
     evidence = {"series": TRAIN_LOSS, "noise_sigma": round(noise, 5), "loss_level": round(level, 5),
                 "jitter_score": round(score, 3), "starting_loss": round(start_level, 5), "points": len(tail),
