@@ -1,5 +1,6 @@
 """Issue 37: crash signals and text that is not a metric."""
 
+import random
 import subprocess
 import sys
 
@@ -499,3 +500,16 @@ def test_batch_to_batch_jitter_with_a_validation_that_still_moves_is_jitter(tmp_
             rows.append(f"{epoch},{step},{0.2 + 2.1 * 0.9 ** (step / 10) + _noise(step // 2, 0.08):.4f},")
         rows.append(f"{epoch},{epoch * 375 + 374},,{0.23 + _noise(epoch, 0.02):.4f}")
     assert "oscillation-jitter" in _kinds(_diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics.csv"))
+
+
+def test_heavy_tailed_batch_1_losses_are_jitter_not_slow_blocks(tmp_path):
+    # Batch 1: after a first fall from 2.4, most logged step losses are under 0.1 and about one in three is large
+    # (up to 9: the sample it got wrong), at random, fewer in the third epoch. Neighbouring points are unrelated (no
+    # slow block: the swings' lag-1 autocorrelation is ~0): step-to-step jitter, not the periodic swing of a data
+    # order; the MAD of the quiet steps alone would miss it.
+    rng = random.Random(0)
+    values = [2.4 - 0.4 * i / 20 + rng.uniform(-0.3, 0.3) for i in range(20)]
+    for i in range(180):
+        share = (1, 0.6, 0.2, 0.8)[i // 50]
+        values.append(rng.uniform(0, 9) ** 2 / 9 * share if rng.random() < 0.3 * share else 0.1 * rng.random())
+    assert _kinds(_diagnose(tmp_path, _step_log(values, first_step=26, every=26))) == ["oscillation-jitter"]
