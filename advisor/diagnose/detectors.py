@@ -1421,8 +1421,12 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
         # ... and as fast as at the start (slow.steady): a loss slowing down as it goes converges to its floor
         # (a fine-tune's flattening, a detection loss's floor far above zero), however little it fell.
         paces = quarter_paces(values)
-        if train_drop < SLOW_DROP and val_slow and still_falling and paces is not None and steady(paces):
-            start = _median(values[:max(2, len(values) // 10)])
+        # From where the run started: its first tenth's median, or its first three points' when higher (a per-step
+        # loss that fell 7.6 -> 4.6 within its first tenth, the first epoch, did not "fall only 20%").
+        start = max(_median(values[:max(2, len(values) // 10)]), _median(values[:3]))
+        fell = (start - _median(values[-max(2, len(values) // 10):])) / abs(start) if start else 0.0
+        if max(train_drop, fell) < SLOW_DROP and val_slow and still_falling and paces is not None and steady(paces):
+            train_drop = max(train_drop, fell)
             last_quarter = values[3 * len(values) // 4:]
             still = _relative_drop(last_quarter) if len(last_quarter) >= 4 else 0.0
             evidence = {"train_start": round(start, 5), "train_end": round(_median(values[-max(2, len(values) // 10):]), 5),
