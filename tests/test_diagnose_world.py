@@ -11,6 +11,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from advisor.diagnose import KINDS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -19,6 +21,7 @@ LABELS = tomllib.loads((WORLD / "labels.toml").read_text())["entries"]
 COMMIT = re.compile(r"^github:[\w.-]+/[\w.-]+ .+ @ [0-9a-f]{40}$")
 SCORED_ONCE_BATCHES = (1, 2)  # their held-back part was scored once, 23/30 (README), then read to learn from (spent)
 FRESH_BATCH = 3  # held back whole (split.py FRESH_BATCHES): labelled before any detector read it, scored once: 37/45
+UNSCORED_BATCH = 4  # held back whole as well, collected after batch 3 was scored; the lead scores it once
 
 
 def _load(name, path):
@@ -101,19 +104,30 @@ def test_an_entry_the_tool_cannot_read_or_crashes_on_counts_as_wrong(tmp_path, m
     assert outcome.unreadable == "RuntimeError: a reader bug" and not outcome.right
 
 
-def test_the_fresh_batch_is_held_back_whole_and_the_bench_selects_it_without_judging_it(capsys):
-    """Batch 3 was collected after batches 1-2's held-back part was spent: all of it held back, at least 30 entries,
-    a third of them healthy. The bench picks a batch by its number and says which it scored; nothing here runs a
-    detector on it (the lead scores it once with `bench/diagnose_world.py --batch 3`)."""
+@pytest.mark.parametrize("batch", [FRESH_BATCH, UNSCORED_BATCH])
+def test_the_fresh_batch_is_held_back_whole_and_the_bench_selects_it_without_judging_it(capsys, batch):
+    """Batch 3 was collected after batches 1-2's held-back part was spent, batch 4 after batch 3 was scored: each is
+    held back whole, at least 30 entries, a third of them healthy. The bench picks a batch by its number and says
+    which it scored; nothing here runs a detector on it (the lead scores it once with
+    `bench/diagnose_world.py --batch N`)."""
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
-    fresh = bench.selected(LABELS, None, (FRESH_BATCH,))
+    fresh = bench.selected(LABELS, None, (batch,))
     assert len(fresh) >= 30 and {e["split"] for e in fresh.values()} == {"holdout"}
     assert sum(not e["kinds"] for e in fresh.values()) * 3 >= len(fresh), "at least a third healthy"
     assert len(bench.selected(LABELS, "holdout", SCORED_ONCE_BATCHES)) == 30, "the part scored once is 30 entries"
-    assert not set(fresh) & set(bench.selected(LABELS, "tune", None)), "nothing of batch 3 is tuned on"
-    header = bench.report("holdout", [], (FRESH_BATCH,)).splitlines()[0]
-    assert header == "advisor diagnose on the world corpus, split 'holdout', batch 3: 0 entries"
+    assert not set(fresh) & set(bench.selected(LABELS, "tune", None)), f"nothing of batch {batch} is tuned on"
+    header = bench.report("holdout", [], (batch,)).splitlines()[0]
+    assert header == f"advisor diagnose on the world corpus, split 'holdout', batch {batch}: 0 entries"
     assert bench.main(["--batch", "99"]) == 2 and "no batch [99]" in capsys.readouterr().err
+
+
+def test_the_unscored_batch_has_new_sources_and_no_entry_of_an_earlier_batch():
+    """Batch 4 is new material: no repository file or generated run already in batches 1-3."""
+    earlier = {e["source"] for e in LABELS.values() if e.get("batch", 1) < UNSCORED_BATCH}
+    earlier_repos = {s.split()[0] for s in earlier if s.startswith("github:")}
+    fresh = {n: e for n, e in LABELS.items() if e.get("batch", 1) == UNSCORED_BATCH}
+    assert not [n for n, e in fresh.items() if e["source"] in earlier]
+    assert not [n for n, e in fresh.items() if e["source"].split()[0] in earlier_repos], "a repository used before"
 
 
 def test_the_held_back_part_keeps_what_it_scored_once():

@@ -12,6 +12,9 @@ Batches 1 and 2 train the same kind of task: 10 Gaussian clusters in 20 dimensio
 overlap, so the validation loss has a real floor), an MLP, seeded. What differs is the setting a user got wrong.
 Batch 3 (the `gen-dg-*` runs, all held back) trains a different task: scikit-learn's bundled 8x8 handwritten digits
 (1797 real images, 10 classes; no download), 1300 for training and 497 for validation, an MLP, seeded.
+Batch 4 (the `gen-tk-*` runs, all held back) trains a small text classifier: synthetic token sequences (vocabulary
+200, 24 tokens, 4 topics each marked by a few keyword tokens among Zipf-distributed filler, 10% of labels flipped,
+so the validation loss has a floor), a mean-of-embeddings model, seeded; and adds a nanoGPT-style text log.
 """
 
 from __future__ import annotations
@@ -47,8 +50,18 @@ SCENARIOS = {
     "d-jitter2": dict(task="digits", n_train=1300, epochs=3, batch=2, opt="sgd", lr=0.1, width=64),
     "d-stuck": dict(task="digits", n_train=1300, epochs=12, batch=64, opt="sgd", lr=1e-5, width=64),
     "d-periodic": dict(task="digits", n_train=1300, epochs=12, batch=20, opt="adam", lr=3e-4, width=64, sorted=True),
+    # batch 4: the token classifier
+    "t-healthy": dict(task="tokens", n_train=3000, epochs=8, batch=32, opt="adam", lr=1e-3, width=64),
+    "t-explode": dict(task="tokens", n_train=3000, epochs=10, batch=32, opt="sgd", lr=1.0, momentum=0.9, width=64),
+    "t-diverged": dict(task="tokens", n_train=3000, epochs=12, batch=32, opt="sgd", lr=30.0, momentum=0.9, width=64),
+    "t-overfit": dict(task="tokens", n_train=48, epochs=150, batch=8, opt="adam", lr=3e-3, width=256),
+    "t-slow": dict(task="tokens", n_train=3000, epochs=25, batch=128, opt="sgd", lr=0.05, width=64),
+    "t-stuck": dict(task="tokens", n_train=3000, epochs=12, batch=64, opt="sgd", lr=1e-6, width=64),
+    "t-periodic": dict(task="tokens", n_train=3000, epochs=12, batch=25, opt="adam", lr=1e-3, width=64, sorted=True),
+    "t-jitter": dict(task="tokens", n_train=3000, epochs=3, batch=1, opt="sgd", lr=0.15, width=64),
 }
 DIGITS_DIM = 64
+VOCAB, SEQ, TOPICS = 200, 24, 4
 
 
 def data(n_train: int, seed: int = 0, sorted_by_class: bool = False):
@@ -84,13 +97,56 @@ def digits_data(n_train: int, sorted_by_class: bool = False):
     return x[train], y[train], x[val], y[val]
 
 
+def token_data(n_train: int, sorted_by_class: bool = False):
+    """Synthetic token sequences: 4 topics, each marked by 3 of its 6 keyword tokens among 21 Zipf-distributed filler
+    tokens; 10% of the labels flipped. A seeded draw of n_train for training and 1000 for validation."""
+    import torch
+
+    g = torch.Generator().manual_seed(4)
+    filler = torch.distributions.Categorical(probs=1.0 / torch.arange(1, VOCAB - 6 * TOPICS + 1).float())
+
+    def draw(n):
+        y = torch.randint(0, TOPICS, (n,), generator=g)
+        x = filler.sample((n, SEQ)) + 6 * TOPICS
+        keys = 6 * y[:, None] + torch.randint(0, 6, (n, 3), generator=g)
+        x[:, :3] = keys
+        x = x[:, torch.randperm(SEQ, generator=g)]
+        flip = torch.rand(n, generator=g) < 0.1
+        y = torch.where(flip, torch.randint(0, TOPICS, (n,), generator=g), y)
+        return x, y
+
+    torch.manual_seed(4)  # Categorical.sample draws from the global generator
+    xt, yt = draw(n_train)
+    xv, yv = draw(1000)
+    if sorted_by_class:  # the examples stored topic by topic and never shuffled
+        order = torch.argsort(yt, stable=True)
+        xt, yt = xt[order], yt[order]
+    return xt, yt, xv, yv
+
+
 def task_data(cfg):
+    if cfg.get("task") == "tokens":
+        return token_data(cfg["n_train"], sorted_by_class=cfg.get("sorted", False))
     if cfg.get("task") == "digits":
         return digits_data(cfg["n_train"], sorted_by_class=cfg.get("sorted", False))
     return data(cfg["n_train"], sorted_by_class=cfg.get("sorted", False))
 
 
 def task_model(cfg):
+    if cfg.get("task") == "tokens":
+        import torch
+
+        class MeanOfEmbeddings(torch.nn.Module):
+            def __init__(self, width):
+                super().__init__()
+                torch.manual_seed(0)
+                self.embed = torch.nn.EmbeddingBag(VOCAB, 32, mode="mean")
+                self.head = torch.nn.Sequential(torch.nn.Linear(32, width), torch.nn.ReLU(), torch.nn.Linear(width, TOPICS))
+
+            def forward(self, x):
+                return self.head(self.embed(x))
+
+        return MeanOfEmbeddings(cfg["width"])
     return mlp(cfg["width"], DIGITS_DIM if cfg.get("task") == "digits" else DIM)
 
 
@@ -195,6 +251,20 @@ def plain_text(name: str, scenario: str, out: str) -> None:
         plain_training(cfg, lambda s, l: print(f"step {s} loss {l:.4f}", file=f),
                        lambda e, s, tl, ta, vl, va: print(f"Epoch {e + 1}: train_loss={tl:.4f} val_loss={vl:.4f} "
                                                           f"val_acc={va:.4f}", file=f, flush=True), every)
+
+
+# ---- nanoGPT-style text log: "iter N: loss X, time Yms" lines and "step N: train loss X, val loss Y" evaluations ----
+
+
+def nanogpt_text(name: str, scenario: str, out: str) -> None:
+    cfg = SCENARIOS[scenario]
+    os.makedirs(os.path.join(out, name), exist_ok=True)
+    every = max(1, (cfg["n_train"] // cfg["batch"]) * cfg["epochs"] // 250)
+    with open(os.path.join(out, name, "train.log"), "w") as f:
+        print(f"tokens per iteration will be: {cfg['batch'] * SEQ:,}", file=f)
+        plain_training(cfg, lambda s, l: print(f"iter {s}: loss {l:.4f}, time {3.1 + (s % 7) * 0.1:.2f}ms", file=f),
+                       lambda e, s, tl, ta, vl, va: print(f"step {s}: train loss {tl:.4f}, val loss {vl:.4f}", file=f,
+                                                          flush=True), every)
 
 
 # ---- Lightning, TensorBoardLogger or CSVLogger: lightning_logs/version_0/ --------------------------------------
@@ -439,6 +509,43 @@ LOADER_DEATH_SCRIPT = textwrap.dedent('''
 ''')
 
 
+def token_death(name: str, how: str, out: str) -> None:
+    """A plain loop on the token classifier whose data pipeline hands over, in epoch 2, a batch holding a token id
+    past the vocabulary (a tokenizer updated without resizing the embedding): the real IndexError ends the run.
+    Run under bash as `python train.py > train.log 2>&1; echo "exit status $?"` would be."""
+    folder = os.path.join(out, name)
+    os.makedirs(folder, exist_ok=True)
+    command = (f"{sys.executable} {os.path.abspath(__file__)} --token-dies {how} --out {out} {name}; "
+               "echo \"exit status $?\"")
+    with open(os.path.join(folder, "train.log"), "w") as log:
+        subprocess.run(["bash", "-c", command], stdout=log, stderr=subprocess.STDOUT)
+
+
+def token_dies(how: str) -> None:
+    """Inside the child: train on the tokens, printing as a hand-written loop does, until the bad batch."""
+    import torch
+
+    cfg = SCENARIOS[how]
+    torch.set_num_threads(1)
+    xt, yt, xv, yv = task_data(cfg)
+    model = task_model(cfg)
+    opt = optimizer(model.parameters(), cfg)
+    for epoch in range(1, cfg["epochs"] + 1):
+        for step, idx in enumerate(batches(len(yt), cfg["batch"], True, epoch), 1):
+            x = xt[idx]
+            if epoch == 2 and step == 57:  # new tokens from an updated tokenizer: ids past the embedding table
+                x = x.clone()
+                x[:, 5] = VOCAB + 17
+            loss = torch.nn.functional.cross_entropy(model(x), yt[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if step % 10 == 0:
+                print(f"epoch {epoch} step {step} loss {loss.item():.4f}", flush=True)
+        val_loss, val_acc = evaluate(model, xv, yv)
+        print(f"epoch {epoch} done: val_loss {val_loss:.4f} val_acc {val_acc:.4f}", flush=True)
+
+
 def loader_death(name: str, how: str, out: str) -> None:
     """A plain loop on the digits that dies in epoch 3: its DataLoader worker SIGKILLed (how="killed": the console
     shows torch's own error), or a real CPU out-of-memory under a capped data segment (how="oom": a resize bug in
@@ -516,6 +623,23 @@ RUNS = {
     "gen-dg-text-04": ("plain-text", "d-diverged"),
     "gen-dg-text-05": ("loader-death", "leak"),
     "gen-dg-pltb-03": ("lightning-tb", "d-periodic"),
+    # fourth batch (labels.toml batch = 4, all held back): the token classifier
+    "gen-tk-sw-01": ("summarywriter", "t-healthy"),
+    "gen-tk-sw-02": ("summarywriter", "t-stuck"),
+    "gen-tk-plcsv-01": ("lightning-csv", "t-diverged"),
+    "gen-tk-plcsv-02": ("lightning-csv", "t-healthy"),
+    "gen-tk-pltb-01": ("lightning-tb", "t-overfit"),
+    "gen-tk-pltb-02": ("lightning-tb", "t-periodic"),
+    "gen-tk-hf-01": ("hf", "t-slow"),
+    "gen-tk-hf-02": ("hf", "t-healthy"),
+    "gen-tk-keras-01": ("keras", "t-explode"),
+    "gen-tk-keras-02": ("keras", "t-healthy"),
+    "gen-tk-text-01": ("nanogpt-text", "t-healthy"),
+    "gen-tk-text-02": ("nanogpt-text", "t-diverged"),
+    "gen-tk-text-03": ("nanogpt-text", "t-overfit"),
+    "gen-tk-text-04": ("plain-text", "t-jitter"),
+    "gen-tk-hf-03": ("hf", "t-explode"),
+    "gen-tk-text-05": ("token-death", "t-healthy"),
 }
 
 
@@ -535,8 +659,12 @@ def generate(name: str, out: str) -> None:
         keras_csv(name, what, out)
     elif writer == "plain-text":
         plain_text(name, what, out)
+    elif writer == "nanogpt-text":
+        nanogpt_text(name, what, out)
     elif writer == "lightning-death":
         lightning_death(name, what, out)
+    elif writer == "token-death":
+        token_death(name, what, out)
     elif writer == "loader-death":
         loader_death(name, what, out)
     else:
@@ -551,8 +679,12 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", help="names to (re)generate (default: all)")
     parser.add_argument("--out", default=HERE)
     parser.add_argument("--lightning-dies", choices=("crash", "oom"), help=argparse.SUPPRESS)
+    parser.add_argument("--token-dies", help=argparse.SUPPRESS)
     parser.add_argument("name", nargs="?", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.token_dies:
+        token_dies(args.token_dies)
+        return
     if args.lightning_dies:
         lightning_dies(args.name, args.lightning_dies, args.out)
         return
