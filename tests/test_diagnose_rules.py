@@ -528,3 +528,22 @@ def test_a_step_loss_that_halved_within_its_first_tenth_did_not_fall_slowly(tmp_
             rows.append(f"{epoch},{step},{level + _noise(step // 2, 0.15):.4f},")
         rows.append(f"{epoch},{epoch * 100 + 99},,{val[epoch]}")
     assert "slow-convergence" not in _kinds(_diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics.csv"))
+
+
+def _epoch_csv(val_losses):
+    rows = ["epoch,train_loss,val_loss"]
+    for epoch, val in enumerate(val_losses):
+        rows.append(f"{epoch},{1.0 / (epoch + 1):.4f},{val}")
+    return "\n".join(rows) + "\n"
+
+
+def test_one_validation_pass_that_gave_nan_then_recovered_is_no_divergence(tmp_path):
+    # Seen in a committed YOLOv5 results.csv (world corpus batch 4, after its one scoring): val losses nan at epoch
+    # 1 of 150, finite at every later epoch, training finite throughout: one evaluation went wrong, not training.
+    vals = [0.9, "nan"] + [round(0.8 - 0.01 * i, 3) for i in range(20)]
+    report = _diagnose(tmp_path, _epoch_csv(vals), "metrics.csv")
+    assert "diverged" not in {f.kind for f in report.findings}
+    # A validation loss that stays non-finite is divergence, as before.
+    stays = [0.9, 0.8, 0.7] + ["nan"] * 19
+    report = _diagnose(tmp_path, _epoch_csv(stays), "metrics2.csv")
+    assert "diverged" in {f.kind for f in report.findings if f.severity == "error"}

@@ -21,7 +21,7 @@ LABELS = tomllib.loads((WORLD / "labels.toml").read_text())["entries"]
 COMMIT = re.compile(r"^github:[\w.-]+/[\w.-]+ .+ @ [0-9a-f]{40}$")
 SCORED_ONCE_BATCHES = (1, 2)  # their held-back part was scored once, 23/30 (README), then read to learn from (spent)
 FRESH_BATCH = 3  # held back whole (split.py FRESH_BATCHES): labelled before any detector read it, scored once: 37/45
-UNSCORED_BATCH = 4  # held back whole as well, collected after batch 3 was scored; the lead scores it once
+UNSCORED_BATCH = 4  # held back whole as well, collected after batch 3 was scored; scored once: 28/41 (spent since)
 
 
 def _load(name, path):
@@ -154,3 +154,18 @@ def test_the_fresh_batch_keeps_what_it_scored_once():
     assert not [o.name for o in outcomes if o.unreadable]
     assert not [o.name for o in outcomes if not o.expected and o.error_level]
     assert sum(o.right for o in outcomes) >= 37
+
+
+def test_the_second_fresh_batch_keeps_what_it_scored_once():
+    """Batch 4 (41 entries, held back whole, collected while batch 3's misses were being learned from) was scored
+    once by the lead after that round landed (main e6df457, 22:58 UTC, load 14): 28 of 41 right (0.68), every
+    entry read, and ONE error-level false alarm: a YOLOv5 run whose validation losses were nan at 1 epoch of 150
+    was called diverged. That rule was then fixed in general (a validation pass that recovered, with training
+    finite, is no divergence: tests/test_diagnose_rules.py), so batch 4 is spent; this guards the 28 and the fix.
+    Far below the issue's 90%: it does not claim the target."""
+    bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
+    outcomes = bench.evaluate(None, LABELS, (UNSCORED_BATCH,))
+    assert len(outcomes) == 41
+    assert not [o.name for o in outcomes if o.unreadable]
+    assert not [o.name for o in outcomes if not o.expected and o.error_level]
+    assert sum(o.right for o in outcomes) >= 28

@@ -329,6 +329,17 @@ def _halving_run(scales: list[float]) -> tuple[int, float, float]:
     return best
 
 
+def _a_validation_pass_that_recovered(name: str, non_finite: dict[str, Point], series: dict[str, list[Point]]) -> bool:
+    """A validation loss that was nan/inf at one evaluation and finite at every later one, while no training loss
+    ever was: one evaluation went wrong (an empty or corrupt validation batch, an fp16 overflow in eval), the
+    training it measures did not diverge (a diverged model stays non-finite)."""
+    if name != VAL_LOSS or any(other in non_finite for other in (TRAIN_LOSS, "train_loss_epoch")):
+        return False
+    bad = non_finite[name]
+    later = [p.value for p in series.get(name, []) if p.line > bad.line]
+    return bool(later) and all(math.isfinite(v) for v in later)
+
+
 def detect_diverged(series: dict[str, list[Point]], events: list[LogEvent], counts: dict,
                     ctx: Context, non_finite: dict[str, Point] | None = None) -> list[Finding]:
     """Divergence from every signal, strongest first: a non-finite loss (any case: nan, NaN, inf, -Infinity);
@@ -339,7 +350,8 @@ def detect_diverged(series: dict[str, list[Point]], events: list[LogEvent], coun
     """
     non_finite = non_finite or {}
     norms = series.get("grad_norm", [])
-    bad_losses = [non_finite[name] for name in (TRAIN_LOSS, VAL_LOSS, "train_loss_epoch") if name in non_finite]
+    bad_losses = [non_finite[name] for name in (TRAIN_LOSS, VAL_LOSS, "train_loss_epoch") if name in non_finite
+                  and not _a_validation_pass_that_recovered(name, non_finite, series)]
     if bad_losses:
         bad = min(bad_losses, key=lambda p: p.line)
         # A gradient norm that went non-finite first is where it started (and the line to read).
