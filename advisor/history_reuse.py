@@ -1,5 +1,6 @@
 """History reuse as a runner: the sweep asks it first for a run an earlier plan measured at exactly the same
-settings (advisor.history.Known.measured_run), and it runs the rest on the session's runner."""
+settings (advisor.history.Known.measured_run), and it runs the rest on the session's runner; step 1 starts from
+the known memory edge when the history has one."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Callable
 
 from .events import Event, Note, TrialFinished
 from .ledger import TrialRecord
+from .method.ceiling import CeilingResult, ProbeTrial
 from .method.inputs import SessionRunner
 
 
@@ -44,3 +46,18 @@ class HistoryReuse:
         self.runner.ledger.append(record)
         self.emit(TrialFinished(record))
         return record
+
+    def seeded_ceiling(self, probe: Callable[[int, str], ProbeTrial], precision: str, budget_bytes: int,
+                       headroom: float, max_batch: int) -> CeilingResult | None:
+        """Step 1 from the edge earlier plans found at this budget (history.seeded_ceiling); None when there is
+        none or it moved (said: the search runs, reusing the probes already run through ``probe``)."""
+        seed = self.known.ceiling_seed(precision, budget_bytes) if self.known else None
+        if not seed:
+            return None
+        from .history import seeded_ceiling
+
+        found, why = seeded_ceiling(probe, seed, budget_bytes, headroom, max_batch,
+                                    lambda: (self.runner.model_info or {}).get("parameters"))
+        if found is None:
+            self.emit(Note(f"History: {why}."))
+        return found

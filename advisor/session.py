@@ -22,13 +22,13 @@ from .launch import CancelToken
 from .ledger import TrialRecord
 from .method import (MethodSettings, SweepOutcome, TrialOutcome, WorkloadInfo,
                      choose_precision, data_cap, heterogeneous_devices_note, make_plan,
-                     mixed_before_accumulation, noise_estimate, short_trial, start_value,
-                     validated_global)
+                     mixed_before_accumulation, noise_estimate, short_trial, validated_global)
 from .method.goodput import GoodputResult, fit_step_time, goodput_optimum, timed_points
 from .method.inputs import LauncherReports, SessionRunner, lr_seen_failing, validated_at_rule_lr
 from .method.noise import NoiseEstimate
 from .method.plan import Plan, Warning_, plan_data_parallel
 from .method.caps import Cap, data_share_words, learnable_cap, lowered_by_training_runs
+from .method.start import start_choice
 from .method.noise_run import noise_run
 from .method.sweep_run import comparison_sweep
 from .history_reuse import HistoryReuse
@@ -89,6 +89,10 @@ class Session:
     def cancel(self) -> None:
         """Thread-safe: the running step's workers are stopped and it raises CancelledError."""
         self.cancel_token.cancel()
+
+    def _history(self) -> HistoryReuse:
+        """The runner, with what the history measured before (``known``) to reuse."""
+        return HistoryReuse(self.runner, self.known, self._emit)
 
     @property
     def reports(self) -> LauncherReports | None:
@@ -187,15 +191,10 @@ class Session:
 
         max_batch = min(self.settings.max_batch, self.data_cap)
         cap_reason = self.cap_reason if max_batch == self.data_cap else "the search's upper limit"
-        seed = self.known.ceiling_seed(precision, self.settings.memory_budget_bytes) if self.known else None
-        if seed:
-            from .history import seeded_ceiling
-
-            found, why = seeded_ceiling(probe, seed, self.settings.memory_budget_bytes, self.settings.headroom,
-                                        max_batch, lambda: (self.runner.model_info or {}).get("parameters"))
-            if found is not None:
-                return found
-            self._emit(Note(f"History: {why}."))
+        found = self._history().seeded_ceiling(probe, precision, self.settings.memory_budget_bytes,
+                                               self.settings.headroom, max_batch)
+        if found is not None:
+            return found
         hardware = None
         if self.settings.device == "cpu":
             from .device import cpu_runs_precision
@@ -243,23 +242,12 @@ class Session:
         if per_device is None:
             per_device = self.settings.start_per_device  # --start, or a value typed on the app's screen
         began = self._begin(2)
-        bound = self.cap
-        cap, why = bound.value, bound.below_memory
-        cap_text = f"capped at {cap}: {why}." if why else f"capped by the ceiling of {cap}."
-        if per_device is not None:
-            if per_device < 1:
-                raise SetupError(f"The starting value must be at least 1, not {per_device}.")
-            chosen = min(per_device, cap)
-            reason = f"Your starting value of {per_device} per device" + (
-                f", {cap_text}" if chosen < per_device else ".")
-        elif self.known and self.known.best_start(self.settings.nproc):
-            known, why = self.known.best_start(self.settings.nproc)
-            chosen = min(known, cap)
-            reason = f"Start at {why}" + (f", {cap_text}" if chosen < known else ".")
-        else:
-            chosen, reason = start_value(self.info.task, cap, cap_text, self.info.base_global_batch,
-                                         self.settings.nproc, self.info.base_source,
-                                         cap_is_memory=bound.by == "memory")
+        cap = self.cap
+        if per_device is not None and per_device < 1:
+            raise SetupError(f"The starting value must be at least 1, not {per_device}.")
+        known = self.known.best_start(self.settings.nproc) if self.known and per_device is None else None
+        chosen, reason = start_choice(per_device, known, cap, self.info.task, self.info.base_global_batch,
+                                      self.settings.nproc, self.info.base_source)
         self.start = StartChoice(chosen, reason)
         self.invalidate_after(2)
         self._end(2, began)
@@ -319,7 +307,7 @@ class Session:
         began = self._begin(4)
         chosen = chosen or self.trial_outcome.chosen
         precision = self.trial_outcome.precision if self.trial_outcome else self.precision.measure
-        self.sweep_outcome = comparison_sweep(HistoryReuse(self.runner, self.known, self._emit), self.info,
+        self.sweep_outcome = comparison_sweep(self._history(), self.info,
                                               self.settings, chosen, precision, self.cap, self._trained_rows,
                                               lambda message: self._emit(Decision(4, message)),
                                               lambda message: self._emit(Note(message)))

@@ -27,7 +27,8 @@ from .noise import noise_estimate, noise_summary
 from .plan import NOISE_MARGIN, heterogeneous_devices_note, make_plan, validated_global
 from .precision import (MIXED_PRECISIONS, PrecisionChoice, accumulation_for, choose_precision,
                         mixed_before_accumulation)
-from .start import data_cap, start_value
+from .caps import data_cap
+from .start import start_value
 from .trial import HIGH_WATER, TrialOutcome, short_trial, trained_cap
 
 __all__ = [

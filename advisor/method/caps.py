@@ -11,10 +11,14 @@ from dataclasses import dataclass
 
 from ..ledger import TrialRecord
 from .plan import MIN_STEPS_PER_RUN, largest_learnable_global
-from .start import data_cap
 from .trial import trained_cap
 
 MEMORY_WORDS = "the memory ceiling"
+
+
+def data_cap(train_size: int, world_size: int) -> int:
+    """A per-device batch never exceeds one device's share of the training set."""
+    return max(1, train_size // world_size)
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,7 @@ from __future__ import annotations
 import math
 
 from ..tasks import task_profile
-
-
-def data_cap(train_size: int, world_size: int) -> int:
-    """A per-device batch never exceeds one device's share of the training set."""
-    return max(1, train_size // world_size)
+from .caps import Cap
 
 
 
@@ -50,3 +46,20 @@ def capped_route(base_global: int, nproc: int, start: int) -> str:
             f"when memory is short, not the default; it does not enlarge BatchNorm's micro-batches). To keep your base "
             f"global batch and its LR instead, plan with --global-batch {base_global}: {per_device} per device x "
             f"{nproc} x {accumulation} accumulation step(s).")
+
+
+def start_choice(asked: int | None, known: tuple[int, str] | None, cap: Cap, task: str, base_global: int | None,
+                 nproc: int, base_source: str) -> tuple[int, str]:
+    """Step 2's value and its reason: the user's own (``asked``), else the best start earlier plans of this
+    workload found (``known``: the value and why), else ``start_value``'s; within ``cap``, whose reason is said
+    when it binds."""
+    why = cap.below_memory
+    cap_text = f"capped at {cap.value}: {why}." if why else f"capped by the ceiling of {cap.value}."
+    if asked is not None:
+        chosen = min(asked, cap.value)
+        return chosen, f"Your starting value of {asked} per device" + (f", {cap_text}" if chosen < asked else ".")
+    if known:
+        best, why_best = known
+        chosen = min(best, cap.value)
+        return chosen, f"Start at {why_best}" + (f", {cap_text}" if chosen < best else ".")
+    return start_value(task, cap.value, cap_text, base_global, nproc, base_source, cap_is_memory=cap.by == "memory")
