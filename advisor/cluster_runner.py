@@ -173,14 +173,17 @@ class ClusterRunner(JobRunner):
             raise exc from None
         if any(report["status"] == "oom" for report in reports.values()):
             return self._merged(JobOutcome("ok", [], 0.0), reports, job, label)
-        failed = [(rank, report) for rank, report in sorted(reports.items()) if report["status"] == "error"]
-        if failed and isinstance(exc, CancelledError):  # node 0 stopped its part because the other failed
-            rank, report = failed[0]
-            raise TrialError(f"On {self.link.describe(rank)}: {report['message']}")
         lost = self.link.lost_nodes()
         if lost:
             raise self._lost(lost, label)
-        raise exc
+        failed = [(rank, report) for rank, report in sorted(reports.items()) if report["status"] == "error"]
+        if not failed:
+            raise exc
+        rank, report = failed[0]
+        if isinstance(exc, CancelledError):  # node 0 stopped its part because the other node failed
+            raise TrialError(f"On {self.link.describe(rank)}: {report['message']}")
+        # Both failed (a rank that died takes its peers' collectives down): which came first is not known here.
+        raise TrialError(f"On node 0: {exc}\nOn {self.link.describe(rank)}: {report['message']}")
 
     def _merged(self, outcome: JobOutcome, reports: dict[int, dict], job: TrialJob, label: str) -> JobOutcome:
         oom_nodes = merge_reports(outcome, reports, self.link.describe)

@@ -104,13 +104,14 @@ class Nodes:
         self.tmp, self.tag, self.port = tmp_path, uuid.uuid4().hex, _free_port()
         self.procs: dict[int, subprocess.Popen] = {}
 
-    def start(self, rank: int, *extra, python=(sys.executable, "-m", "advisor.cli"), timeout=60, slurm=False):
+    def start(self, rank: int, *extra, python=(sys.executable, "-m", "advisor.cli"), timeout=60, slurm=False,
+              env_extra=None):
         """Node ``rank``, with the cluster flags, or (``slurm``) as `srun` starts it: SLURM's variables give the
         node count and rank (the endpoint stays a flag: SLURM's default port could be taken on a shared host)."""
         folder = self.tmp / f"node{rank}"
         folder.mkdir(exist_ok=True)
         env = {**os.environ, "ADVISOR_CLUSTER_TEST": self.tag, "ADVISOR_HISTORY": str(folder / ".history.jsonl"),
-               "PYTHONPATH": str(REPO)}
+               "PYTHONPATH": str(REPO), **(env_extra or {})}
         where = ["--nnodes", "2", "--node-rank", str(rank)]
         if slurm:
             env.update(SLURM_NNODES="2", SLURM_NODEID=str(rank), SLURM_JOB_NODELIST="localhost,localhost",
@@ -263,6 +264,21 @@ def test_losing_node_0_stops_the_others(nodes, tmp_path):
     took = time.monotonic() - killed
     assert code1 == 1 and took < 120, (took, err1[-2000:])
     assert "Lost node 0" in err1 and "Traceback" not in err1 and "frame #" not in err1
+    assert not out.exists()
+    nodes.assert_none_left()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_node_whose_workers_fail_is_named(nodes, tmp_path):
+    workload = ["--workload", f"{REPO}/tests/workloads/faulty.py:digits_mlp_failing_where_marked"]
+    out = tmp_path / "node0" / "mlp.toml"
+    nodes.start(0, *workload, "--out", str(out))
+    nodes.start(1, *workload, env_extra={"ADVISOR_TEST_NODE_FAILS": "1"})
+    code0, _, err0 = nodes.finish(0, timeout=400)
+    code1, _, err1 = nodes.finish(1, timeout=120)
+    assert code0 == 1 and "On node 1 (" in err0 and "copy of the data set is missing" in err0, err0[-2000:]
+    assert code1 == 1 and "node 0's plan ended without a recipe" in err1, err1[-2000:]
     assert not out.exists()
     nodes.assert_none_left()
 
