@@ -134,7 +134,8 @@ def cmd_plan(args) -> int:
     from .adapters import load_adapter
     from .device import detect
     from .recipe import check_output_path
-    from .session import Session, validate_setup
+    from .session import Session
+    from .setup_checks import validate_setup
 
     cluster = cluster_from_args(args)
     if cluster is not None and cluster.node_rank != 0:
@@ -222,7 +223,7 @@ def cmd_plan_follower(args, cluster) -> int:
     from .adapters import load_adapter
     from .cluster_runner import follow
     from .device import detect
-    from .session import validate_setup
+    from .setup_checks import validate_setup
 
     adapter = load_adapter(args.adapter)
     args.adapter_options = adapter_options_from_argv(adapter, args.adapter_argv)
@@ -550,7 +551,7 @@ def cmd_replan(args) -> int:
         run_confirm = run_confirm or device_present(target, host)
     if run_confirm:  # it runs here, so the checks `advisor plan` makes of this host apply
         from .errors import SetupError
-        from .session import host_problems
+        from .setup_checks import host_problems
 
         problems, _ = host_problems(result.nproc, target.memory_bytes, host)
         if problems:
