@@ -207,6 +207,7 @@ def test_two_nodes_plan_digits_mlp(nodes, tmp_path):
     runs = [row for row in recipe["ledger"] if row["phase"] in ("trial", "sweep")]
     assert runs and all(row["world_size"] == 2 and row["status"] == "ok" for row in runs)
     assert err1.count("ceiling probe at batch") >= 2 and "sweep at" in err1
+    assert "ran out of memory there and fit on node 0" in err0  # said live, as the probe ends
     history = [json.loads(line) for line in (tmp_path / "node0" / ".history.jsonl").read_text().splitlines()]
     assert [row["cluster"]["nodes"] for row in history if row["kind"] == "plan"] == [2]
     # its own device class: a one-host plan on node 0's host never reuses these runs, nor this plan its runs
