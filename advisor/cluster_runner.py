@@ -18,6 +18,7 @@ import time
 
 from .cluster import LOST_AFTER_S, ClusterLink, NodeLost, free_port
 from .errors import CancelledError, TrialError
+from .events import Note
 from .job import TrialJob
 from .launch import CancelToken, JobOutcome, run_job
 from .runner import JobRunner
@@ -173,24 +174,33 @@ class ClusterRunner(JobRunner):
             raise exc from None
         if any(report["status"] == "oom" for report in reports.values()):
             return self._merged(JobOutcome("ok", [], 0.0), reports, job, label)
-        failed = [(rank, report) for rank, report in sorted(reports.items()) if report["status"] == "error"]
-        if failed and isinstance(exc, CancelledError):  # node 0 stopped its part because the other failed
-            rank, report = failed[0]
-            raise TrialError(f"On {self.link.describe(rank)}: {report['message']}")
         lost = self.link.lost_nodes()
         if lost:
             raise self._lost(lost, label)
-        raise exc
+        failed = [(rank, report) for rank, report in sorted(reports.items()) if report["status"] == "error"]
+        if not failed:
+            raise exc
+        rank, report = failed[0]
+        if isinstance(exc, CancelledError):  # node 0 stopped its part because the other node failed
+            raise TrialError(f"On {self.link.describe(rank)}: {report['message']}")
+        # Both failed (a rank that died takes its peers' collectives down): which came first is not known here.
+        raise TrialError(f"On node 0: {exc}\nOn {self.link.describe(rank)}: {report['message']}")
 
     def _merged(self, outcome: JobOutcome, reports: dict[int, dict], job: TrialJob, label: str) -> JobOutcome:
-        oom_nodes = merge_reports(outcome, reports, self.link.describe)
-        if oom_nodes:
-            self._note_oom(job, oom_nodes)
+        self._note_oom(job, merge_reports(outcome, reports, self.link.describe))
         return outcome
 
     def _note_oom(self, job: TrialJob, nodes: list[int]) -> None:
+        """The nodes where this probe's batch ran out of memory (the latest probe of a batch counts)."""
         if job.kind == "probe":
             self.probe_oom_nodes[job.per_device_batch] = nodes
+
+    def probe(self, batch: int, purpose: str, precision: str | None = None):
+        trial = super().probe(batch, purpose, precision)
+        nodes = self.probe_oom_nodes.get(batch)
+        if nodes and len(nodes) < self.link.spec.nnodes:  # said live: a smaller node is what stopped the batch
+            self.emit(Note(ceiling_set_by(nodes, batch, self.link.spec.nnodes, self.link.describe)))
+        return trial
 
     def ceiling_set_by(self, smallest_oom: int | None) -> str | None:
         return ceiling_set_by(self.probe_oom_nodes.get(smallest_oom) if smallest_oom else None, smallest_oom,

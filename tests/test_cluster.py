@@ -104,13 +104,15 @@ class Nodes:
         self.tmp, self.tag, self.port = tmp_path, uuid.uuid4().hex, _free_port()
         self.procs: dict[int, subprocess.Popen] = {}
 
-    def start(self, rank: int, *extra, python=(sys.executable, "-m", "advisor.cli"), timeout=60, slurm=False):
+    def start(self, rank: int, *extra, python=(sys.executable, "-m", "advisor.cli"), timeout=60, slurm=False,
+              env_extra=None, name=None):
         """Node ``rank``, with the cluster flags, or (``slurm``) as `srun` starts it: SLURM's variables give the
         node count and rank (the endpoint stays a flag: SLURM's default port could be taken on a shared host)."""
-        folder = self.tmp / f"node{rank}"
+        name = name or f"node{rank}"
+        folder = self.tmp / name
         folder.mkdir(exist_ok=True)
         env = {**os.environ, "ADVISOR_CLUSTER_TEST": self.tag, "ADVISOR_HISTORY": str(folder / ".history.jsonl"),
-               "PYTHONPATH": str(REPO)}
+               "PYTHONPATH": str(REPO), **(env_extra or {})}
         where = ["--nnodes", "2", "--node-rank", str(rank)]
         if slurm:
             env.update(SLURM_NNODES="2", SLURM_NODEID=str(rank), SLURM_JOB_NODELIST="localhost,localhost",
@@ -120,24 +122,24 @@ class Nodes:
                 "--rdzv-timeout", str(timeout), *extra]
         # Output to files beside the node folders: a pipe nobody reads while the test waits on the other node
         # could fill and stall a node.
-        with open(self.tmp / f"node{rank}.out", "w") as out, open(self.tmp / f"node{rank}.err", "w") as err:
-            self.procs[rank] = subprocess.Popen(argv, cwd=folder, env=env, stdout=out, stderr=err,
+        with open(self.tmp / f"{name}.out", "w") as out, open(self.tmp / f"{name}.err", "w") as err:
+            self.procs[name] = subprocess.Popen(argv, cwd=folder, env=env, stdout=out, stderr=err,
                                                 start_new_session=True)
-        return self.procs[rank]
+        return self.procs[name]
 
-    def err(self, rank: int) -> str:
-        return (self.tmp / f"node{rank}.err").read_text()
+    def err(self, node) -> str:
+        return (self.tmp / f"{_name(node)}.err").read_text()
 
-    def finish(self, rank: int, timeout: float) -> tuple[int, str, str]:
-        """(exit code, stdout, stderr) of node ``rank`` once it ended."""
-        code = self.procs[rank].wait(timeout=timeout)
-        return code, (self.tmp / f"node{rank}.out").read_text(), self.err(rank)
+    def finish(self, node, timeout: float) -> tuple[int, str, str]:
+        """(exit code, stdout, stderr) of ``node`` (a rank, or the name it was started with) once it ended."""
+        code = self.procs[_name(node)].wait(timeout=timeout)
+        return code, (self.tmp / f"{_name(node)}.out").read_text(), self.err(node)
 
-    def wait_for(self, rank: int, text: str, within_s: float = 400) -> None:
-        """Until node ``rank``'s stderr holds ``text`` (it is at that step)."""
+    def wait_for(self, node, text: str, within_s: float = 400) -> None:
+        """Until ``node``'s stderr holds ``text`` (it is at that step)."""
         deadline = time.monotonic() + within_s
-        while text not in self.err(rank):
-            assert self.procs[rank].poll() is None and time.monotonic() < deadline, self.err(rank)[-2000:]
+        while text not in self.err(node):
+            assert self.procs[_name(node)].poll() is None and time.monotonic() < deadline, self.err(node)[-2000:]
             time.sleep(0.2)
 
     def left(self) -> list[psutil.Process]:
@@ -169,6 +171,10 @@ class Nodes:
                 proc.kill()
             except psutil.NoSuchProcess:
                 pass
+
+
+def _name(node) -> str:
+    return node if isinstance(node, str) else f"node{node}"
 
 
 @pytest.fixture
@@ -206,6 +212,7 @@ def test_two_nodes_plan_digits_mlp(nodes, tmp_path):
     runs = [row for row in recipe["ledger"] if row["phase"] in ("trial", "sweep")]
     assert runs and all(row["world_size"] == 2 and row["status"] == "ok" for row in runs)
     assert err1.count("ceiling probe at batch") >= 2 and "sweep at" in err1
+    assert "ran out of memory there and fit on node 0" in err0  # said live, as the probe ends
     history = [json.loads(line) for line in (tmp_path / "node0" / ".history.jsonl").read_text().splitlines()]
     assert [row["cluster"]["nodes"] for row in history if row["kind"] == "plan"] == [2]
     # its own device class: a one-host plan on node 0's host never reuses these runs, nor this plan its runs
@@ -269,6 +276,21 @@ def test_losing_node_0_stops_the_others(nodes, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
+def test_a_node_whose_workers_fail_is_named(nodes, tmp_path):
+    workload = ["--workload", f"{REPO}/tests/workloads/faulty.py:digits_mlp_failing_where_marked"]
+    out = tmp_path / "node0" / "mlp.toml"
+    nodes.start(0, *workload, "--out", str(out))
+    nodes.start(1, *workload, env_extra={"ADVISOR_TEST_NODE_FAILS": "1"})
+    code0, _, err0 = nodes.finish(0, timeout=400)
+    code1, _, err1 = nodes.finish(1, timeout=120)
+    assert code0 == 1 and "On node 1 (" in err0 and "copy of the data set is missing" in err0, err0[-2000:]
+    assert code1 == 1 and "node 0's plan ended without a recipe" in err1, err1[-2000:]
+    assert not out.exists()
+    nodes.assert_none_left()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_cluster_faults_at_the_start(nodes, tmp_path):
     # A node that never joins: node 0 names it after --rdzv-timeout.
     started = time.monotonic()
@@ -286,12 +308,18 @@ def test_cluster_faults_at_the_start(nodes, tmp_path):
     assert code == 2 and "cannot host the rendezvous" in err and "Traceback" not in err, err[-2000:]
     assert len(err.strip().splitlines()) == 1
 
-    # A node with another batch-advisor: refused on both nodes, both versions named, nothing run.
+    # A node with another batch-advisor: refused on both nodes, both versions named, nothing run. A second node
+    # started as node 1 (the same build, so whichever comes first is refused for its version) is refused too.
     nodes.port = _free_port()
     nodes.start(0, timeout=60)
-    nodes.start(1, timeout=60, python=(sys.executable, "-c", "import sys, advisor; advisor.__version__ = '9.9.9'; "
-                                       "from advisor.cli import main; sys.exit(main())"))
-    for code, _, err in (nodes.finish(0, timeout=120), nodes.finish(1, timeout=120)):
+    other_version = (sys.executable, "-c", "import sys, advisor; advisor.__version__ = '9.9.9'; "
+                                          "from advisor.cli import main; sys.exit(main())")
+    nodes.start(1, timeout=60, python=other_version)
+    nodes.start(1, timeout=60, python=other_version, name="node1-again")
+    ones = [nodes.finish(1, timeout=120), nodes.finish("node1-again", timeout=120)]
+    for code, _, err in [nodes.finish(0, timeout=120)] + [one for one in ones if "already joined" not in one[2]]:
         assert code == 2 and f"batch-advisor: {advisor.__version__}" in err and "9.9.9 (source" in err and "on node 1" in err, err
         assert "Traceback" not in err
+    twice = [one for one in ones if "already joined" in one[2]]
+    assert len(twice) == 1 and twice[0][0] == 2 and "as node 1: give every node its own --node-rank" in twice[0][2]
     nodes.assert_none_left()

@@ -128,3 +128,13 @@ def segfault_at_16():
             return self.net(x)
 
     return _workload(Edge, "segfault-at-16")
+
+
+def digits_mlp_failing_where_marked() -> Workload:
+    """digits-mlp, except in the workers (RANK set) of a host whose environment has ADVISOR_TEST_NODE_FAILS set (a
+    node whose data is missing where its workers read it): the cluster tests' failing node."""
+    if os.environ.get("ADVISOR_TEST_NODE_FAILS") and "RANK" in os.environ:
+        raise FileNotFoundError("this node's copy of the data set is missing")
+    from advisor.workloads.digits import digits_mlp
+
+    return digits_mlp()
