@@ -9,6 +9,7 @@ here, before the first process starts, so every front end gets the same answers.
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
@@ -31,6 +32,7 @@ from .method.lr import DEFAULT_BASE_WARMUP_EPOCHS, KNOWN_OPTIMIZERS, LRDecision,
 from .method.noise import NoiseEstimate
 from .method.plan import Plan, Warning_, plan_data_parallel
 from .method.candidates import your_setting
+from .method.speed import MIN_TIMING_SECONDS, timing_steps
 from .method.sweep import DEFAULT_POLICY, SweepPolicy, SweepVerdict, decide_sweep, needs_timing, smallest_sweepable
 
 # Past this many processes per CPU core a plan measures contention and takes hours: refused.
@@ -749,14 +751,16 @@ class Session:
         gives none, and the tie-break then has no paired speed for it). Phase "timing": never reused from the
         history (a reused timing was not side by side), and never read as a result."""
         self._emit(Decision(4, f"{', '.join(map(str, batches))} per device: timing them side by side ({rounds} "
-                               f"round(s) of {self.settings.trial_steps} steps, interleaved) before a speed is read "
+                               f"round(s) of {self.settings.trial_steps} steps or more, to last {MIN_TIMING_SECONDS:g} s, interleaved) "
+                               "before a speed is read "
                                "(the sweep's long runs each met the machine's load at a different time)."))
         timed: dict[int, dict[int, float]] = {b: {} for b in batches}
         for round_ in range(rounds):
             for batch in (batches if round_ % 2 == 0 else batches[::-1]):
                 _, lr, warmup = sweep_run_settings(self.info, batch * self.runner.nproc, samples)
+                steps = timing_steps(self.settings.trial_steps, self._swept_speed(batch), batch * self.runner.nproc)
                 try:
-                    record = self.runner.train("timing", batch, self.settings.trial_steps, lr, warmup,
+                    record = self.runner.train("timing", batch, steps, lr, warmup,
                                                precision=precision, **({"seed": round_} if round_ else {}))
                 except CancelledError:
                     raise
@@ -769,6 +773,12 @@ class Session:
                 if record.status == "ok" and (speed := record.samples_per_s):
                     timed[batch][round_] = speed
         return timed
+
+    def _swept_speed(self, batch: int) -> float | None:
+        """The median samples/s of ``batch``'s sweep runs so far (the timing runs' length is set from it)."""
+        speeds = [r.samples_per_s for r in self.runner.ledger if r.phase == "sweep" and r.per_device == batch
+                  and r.status == "ok" and r.samples_per_s]
+        return statistics.median(speeds) if speeds else None
 
     def _rerun_at_validated_lr(self, record: TrialRecord, precision: str) -> TrialRecord | None:
         """The unstable sweep run again, same seed and steps, at the nearest validated LR (None when its LR was
