@@ -134,7 +134,8 @@ def cmd_plan(args) -> int:
     from .adapters import load_adapter
     from .device import detect
     from .recipe import check_output_path
-    from .session import Session, validate_setup
+    from .session import Session
+    from .setup_checks import validate_setup
 
     cluster = cluster_from_args(args)
     if cluster is not None and cluster.node_rank != 0:
@@ -171,7 +172,8 @@ def cmd_plan(args) -> int:
 
         progress.line(f"== checking the workload {settings.workload} (one training and one evaluation step at batch 2)")
         check_in_process(settings.workload)
-        known, recorder = _plan_history(args, settings, setup, out, progress)
+        known, recorder = _plan_history(args, settings, setup, out, progress,
+                                        link.fingerprint() if link is not None else None)
     listeners = [progress] + ([recorder] if recorder else [])
     if door is None:
         session = Session(adapter, settings, setup, lambda event: [listen(event) for listen in listeners],
@@ -221,7 +223,7 @@ def cmd_plan_follower(args, cluster) -> int:
     from .adapters import load_adapter
     from .cluster_runner import follow
     from .device import detect
-    from .session import validate_setup
+    from .setup_checks import validate_setup
 
     adapter = load_adapter(args.adapter)
     args.adapter_options = adapter_options_from_argv(adapter, args.adapter_argv)
@@ -290,15 +292,19 @@ def _finish_plan(args, result, session, door, adapter, out, recorder, progress, 
     return 0
 
 
-def _plan_history(args, settings, setup, out, progress):
+def _plan_history(args, settings, setup, out, progress, cluster_fingerprint: str | None = None):
     """The history this plan reads (unless --fresh) and appends to (unless --no-history): next to --out, or
-    --history / $ADVISOR_HISTORY. Returns (what it knows of this workload on this device class, the recorder)."""
+    --history / $ADVISOR_HISTORY. Returns (what it knows of this workload on this device class, the recorder).
+    ``cluster_fingerprint``: a plan across nodes is its own device class (its runs timed the inter-node
+    all-reduce): it reads and seeds only plans on the same nodes, never a one-host plan's."""
     from .history import HistoryRecorder, Known, history_path, read_history, run_context
 
     path = None if args.no_history else history_path(args.history, out)
     if path is None:
         return None, None
     context = run_context(settings, setup, str(out) if out else None)
+    if cluster_fingerprint:
+        context.device["host_fingerprint"] = cluster_fingerprint
     known = None
     if not args.fresh:
         read = read_history(path)
@@ -545,7 +551,7 @@ def cmd_replan(args) -> int:
         run_confirm = run_confirm or device_present(target, host)
     if run_confirm:  # it runs here, so the checks `advisor plan` makes of this host apply
         from .errors import SetupError
-        from .session import host_problems
+        from .setup_checks import host_problems
 
         problems, _ = host_problems(result.nproc, target.memory_bytes, host)
         if problems:

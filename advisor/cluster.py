@@ -125,22 +125,15 @@ class ClusterSpec:
 
 def cluster_spec(nnodes: int | None, node_rank: int | None, endpoint: str | None, run_id: str | None,
                  join_timeout_s: float | None = None, environ=None) -> ClusterSpec | None:
-    """The cluster from the flags, else from SLURM's variables (``srun advisor plan``: SLURM_NNODES, SLURM_NODEID,
-    the first host of SLURM_JOB_NODELIST); None for a one-host plan. Flags given win over SLURM's values."""
+    """The cluster from the flags and, under SLURM (``srun advisor plan``), SLURM's variables for what the flags
+    leave out: SLURM_NNODES, SLURM_NODEID, the first host of SLURM_JOB_NODELIST on port 29400, SLURM_JOB_ID;
+    None for a one-host plan. A flag given wins over SLURM's value (`srun advisor plan --rdzv-endpoint
+    node01:29555` keeps SLURM's node count and ranks)."""
     environ = os.environ if environ is None else environ
     slurm_nodes = _int_var(environ, "SLURM_NNODES")
-    from_slurm = nnodes is None and node_rank is None and endpoint is None and slurm_nodes and slurm_nodes > 1
+    from_slurm = bool(slurm_nodes and slurm_nodes > 1 and nnodes is None)
     if from_slurm:
-        if environ.get("SLURM_LOCALID", "0") != "0":
-            raise SetupError("advisor plan runs once per node, and SLURM started more than one task on this node "
-                             f"(SLURM_LOCALID={environ['SLURM_LOCALID']}): use `srun --ntasks-per-node=1 advisor plan "
-                             "...`; the plan starts --nproc processes per node itself.")
-        nnodes, node_rank = slurm_nodes, _int_var(environ, "SLURM_NODEID")
-        if node_rank is None:
-            raise SetupError("SLURM_NNODES is set but SLURM_NODEID is not: start the plan with `srun` (one task per "
-                             "node) so every node knows its rank, or give --node-rank yourself.")
-        endpoint = f"{expand_nodelist(environ.get('SLURM_JOB_NODELIST', ''))[0]}:{DEFAULT_RDZV_PORT}"
-        run_id = run_id or (f"slurm-{environ['SLURM_JOB_ID']}" if environ.get("SLURM_JOB_ID") else None)
+        nnodes, node_rank, endpoint, run_id = _from_slurm(environ, slurm_nodes, node_rank, endpoint, run_id)
     if nnodes is None and node_rank is None and endpoint is None:
         return None
     problems = _flag_problems(nnodes, node_rank, endpoint)
@@ -152,6 +145,23 @@ def cluster_spec(nnodes: int | None, node_rank: int | None, endpoint: str | None
     return ClusterSpec(nnodes, node_rank, host, port, run_id or "advisor",
                        DEFAULT_JOIN_TIMEOUT_S if join_timeout_s is None else join_timeout_s,
                        "SLURM" if from_slurm else "flags")
+
+
+def _from_slurm(environ, slurm_nodes: int, node_rank, endpoint, run_id) -> tuple:
+    if environ.get("SLURM_LOCALID", "0") != "0":
+        raise SetupError("advisor plan runs once per node, and SLURM started more than one task on this node "
+                         f"(SLURM_LOCALID={environ['SLURM_LOCALID']}): use `srun --ntasks-per-node=1 advisor plan "
+                         "...`; the plan starts --nproc processes per node itself.")
+    if node_rank is None:
+        node_rank = _int_var(environ, "SLURM_NODEID")
+        if node_rank is None:
+            raise SetupError("SLURM_NNODES is set but SLURM_NODEID is not: start the plan with `srun` (one task per "
+                             "node) so every node knows its rank, or give --node-rank yourself.")
+    if endpoint is None:
+        endpoint = f"{expand_nodelist(environ.get('SLURM_JOB_NODELIST', ''))[0]}:{DEFAULT_RDZV_PORT}"
+    if run_id is None and environ.get("SLURM_JOB_ID"):
+        run_id = f"slurm-{environ['SLURM_JOB_ID']}"
+    return slurm_nodes, node_rank, endpoint, run_id
 
 
 def _flag_problems(nnodes, node_rank, endpoint) -> list[str]:
@@ -183,13 +193,14 @@ def node_facts(settings, adapter, host) -> dict:
     import torch
 
     from . import __version__
+    from .history import host_fingerprint
 
     version = adapter.version() if callable(getattr(adapter, "version", None)) else None
     facts = {"hostname": platform.node(), "pid": os.getpid(), "torch": torch.__version__,
              "advisor": f"{__version__} (source {_source_digest()})",
              "adapter": f"{adapter.name} {version}" if version else adapter.name, "python": platform.python_version(),
              "device": settings.device, "nproc": settings.nproc, "workload": settings.workload,
-             "memory_budget_bytes": settings.memory_budget_bytes}
+             "memory_budget_bytes": settings.memory_budget_bytes, "host_fingerprint": host_fingerprint(host)}
     if host.type == "cuda" and host.names:
         facts.update(device_name=host.names[0], device_memory_bytes=host.memories[0], devices=len(host.names))
     else:
@@ -285,6 +296,12 @@ class ClusterLink:
         with self._lock:
             return sorted(rank for rank, (_, moved) in self._seen.items() if now - moved > LOST_AFTER_S)
 
+    def fingerprint(self) -> str:
+        """The cluster as a device class for the history: every node's host fingerprint, in rank order."""
+        hosts = [self.facts[rank].get("host_fingerprint") or self.facts[rank].get("hostname") for rank in
+                 sorted(self.facts)]
+        return "cluster-" + hashlib.sha256(json.dumps(hosts).encode()).hexdigest()[:16]
+
     def describe(self, rank: int) -> str:
         facts = self.facts.get(rank, {})
         return f"node {rank} ({facts.get('hostname', '?')})"
@@ -301,6 +318,14 @@ def join(spec: ClusterSpec, facts: dict, say=lambda text: None) -> ClusterLink:
     that never came), checks they run the same versions, and posts its verdict; every node returns its link or
     raises SetupError with the verdict."""
     store = _open_store(spec)
+    try:
+        return _meet(spec, store, facts, say)
+    except (RuntimeError, OSError) as exc:  # the store's connection broke: node 0 ended during the meeting
+        raise SetupError(f"Node 0's rendezvous at {spec.endpoint} went away while the nodes met ({_first_line(exc)}): "
+                         "node 0 stopped. Start the plan again on every node.") from None
+
+
+def _meet(spec: ClusterSpec, store, facts: dict, say) -> ClusterLink:
     prefix = f"advisor/{spec.run_id}/"
     claimed = store.add(f"{prefix}claim/{spec.node_rank}", 1)
     if claimed > 1:

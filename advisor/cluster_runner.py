@@ -90,12 +90,15 @@ class ClusterRunner(JobRunner):
         self.link = link
         self.per_node = settings.nproc
         self.nproc = settings.nproc * link.spec.nnodes  # the runs' world size: what their global batch counts
+        # 1: each node probes alone; else (sharded state: memory per device hangs on the world size) the probe
+        # spans the nodes at the runs' world size.
+        self.probe_nproc = adapter.probe_processes(self.nproc, self.options)
         self.jobs = 0
         self.probe_oom_nodes: dict[int, list[int]] = {}  # per probed batch: the nodes that ran out of memory
 
     def _launch(self, job: TrialJob, nproc: int, label: str, relay, server) -> JobOutcome:
         together = job.kind != "probe" or self.probe_nproc > 1
-        local = self.per_node if job.kind != "probe" else self.probe_nproc
+        local = self.per_node if together else 1
         self.jobs += 1
         number, link = self.jobs, self.link
         node = ({"nnodes": link.spec.nnodes, "master_addr": link.spec.host, "master_port": free_port(),

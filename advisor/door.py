@@ -437,7 +437,8 @@ def script_session(script_argv: list[str], adapter, settings, host, on_event=Non
     """(a Session over the user's script, its Door): the look run done, the setup checked (SetupError, exit 2).
     ``cancel`` (a CancelToken) stops the look run: the app's Esc while it runs."""
     from .batches import ProbeSelection
-    from .session import Session, validate_setup
+    from .session import Session
+    from .setup_checks import validate_setup
 
     door = open_door(script_argv, adapter, settings, cancel)  # refuses a script it cannot set before anything runs
     settings.workload = f"script:{door.spec.path}"

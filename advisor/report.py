@@ -10,7 +10,7 @@ from dataclasses import asdict
 from . import __version__
 from .adapters import shell_line
 from .ledger import loader_bottleneck
-from .session import MethodResult
+from .assembly import MethodResult
 from .recipe import SCHEMA_VERSION
 from .units import format_bytes
 

@@ -50,7 +50,9 @@ def option_value(options: dict, name: str):
         return kind(value.strip())
     except ValueError:
         words = "a whole number" if kind is int else "a number"
-        raise SetupError(f"--{name.replace('_', '-')} must be {words}, not {value!r}.") from None
+        from .setup_checks import refuse_value
+
+        raise refuse_value(f"--{name.replace('_', '-')}", f"must be {words}, not {value!r}") from None
 
 
 def settings_from_options(options: dict, host, workdir: str | None = None) -> MethodSettings:
@@ -107,7 +109,9 @@ def target_cluster(nodes: int | None, per_node: int | None, world: int | None) -
     """
     for flag, given in (("--nodes", nodes), ("--gpus-per-node", per_node), ("--world-size", world)):
         if given is not None and given < 1:
-            raise SetupError(f"{flag} must be at least 1, not {given}.")
+            from .setup_checks import refuse_value
+
+            raise refuse_value(flag, f"must be at least 1, not {given}")
     nodes = nodes or 1
     if per_node is not None and world is not None and world != nodes * per_node:
         raise SetupError(f"--world-size {world} contradicts --nodes {nodes} x --gpus-per-node {per_node} = "

@@ -226,8 +226,10 @@ def test_the_engine_files_import_no_ui_app_or_cli():
 
 def test_the_method_package_decides_without_running_anything():
     """advisor/method is the four steps' rules, read top to bottom: nothing in it imports the runner, the session,
-    the launcher, the CLI or the app (its decisions take what a runner measured, so stubs test them in ms)."""
+    the launcher, the history, the CLI or the app (its decisions take what a runner measured, so stubs test them in
+    ms; the history's reuse reaches step 4 as a runner, advisor.history_reuse)."""
     files = sorted((ROOT / "advisor" / "method").rglob("*.py"))
     assert len(files) >= 2 and imported_modules(ROOT / "advisor" / "method" / "sweep.py")
     assert forbidden_imports(files, ("advisor.runner", "advisor.session", "advisor.launch", "advisor.probe_server",
+                                     "advisor.history", "advisor.history_reuse", "advisor.setup_checks",
                                      "advisor.cli", "advisor.tui", "textual")) == {}

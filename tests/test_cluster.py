@@ -46,6 +46,8 @@ def test_cluster_flags_and_slurm_variables():
     assert (spec.nnodes, spec.node_rank, spec.endpoint, spec.run_id, spec.source) == (4, 2, "gpu07:29400",
                                                                                        "slurm-881", "SLURM")
     assert cluster_spec(3, 0, "h:1", None, environ=slurm).nnodes == 3  # flags win over SLURM's values
+    spec = cluster_spec(None, None, "gpu07:29555", None, environ=slurm)  # a port of one's own under srun
+    assert (spec.nnodes, spec.node_rank, spec.port, spec.run_id) == (4, 2, 29555, "slurm-881")
     with pytest.raises(SetupError, match="--ntasks-per-node=1"):
         cluster_spec(None, None, None, None, environ={**slurm, "SLURM_LOCALID": "1"})
     with pytest.raises(SetupError) as refused:
@@ -91,7 +93,7 @@ def _free_port() -> int:
 
 
 PLAN = ["--workload", "digits-mlp", "--nproc", "1", "--device", "cpu", "--device-memory", "64MiB",
-        "--trial-steps", "8", "--sweep-steps", "40", "--sweep-seeds", "1", "--nnodes", "2"]
+        "--trial-steps", "8", "--sweep-steps", "40", "--sweep-seeds", "1"]
 
 
 class Nodes:
@@ -102,12 +104,19 @@ class Nodes:
         self.tmp, self.tag, self.port = tmp_path, uuid.uuid4().hex, _free_port()
         self.procs: dict[int, subprocess.Popen] = {}
 
-    def start(self, rank: int, *extra, python=(sys.executable, "-m", "advisor.cli"), timeout=60):
+    def start(self, rank: int, *extra, python=(sys.executable, "-m", "advisor.cli"), timeout=60, slurm=False):
+        """Node ``rank``, with the cluster flags, or (``slurm``) as `srun` starts it: SLURM's variables give the
+        node count and rank (the endpoint stays a flag: SLURM's default port could be taken on a shared host)."""
         folder = self.tmp / f"node{rank}"
         folder.mkdir(exist_ok=True)
         env = {**os.environ, "ADVISOR_CLUSTER_TEST": self.tag, "ADVISOR_HISTORY": str(folder / ".history.jsonl"),
                "PYTHONPATH": str(REPO)}
-        argv = [*python, "plan", *PLAN, "--node-rank", str(rank), "--rdzv-endpoint", f"127.0.0.1:{self.port}",
+        where = ["--nnodes", "2", "--node-rank", str(rank)]
+        if slurm:
+            env.update(SLURM_NNODES="2", SLURM_NODEID=str(rank), SLURM_JOB_NODELIST="localhost,localhost",
+                       SLURM_JOB_ID=self.tag[:8], SLURM_LOCALID="0")
+            where = []
+        argv = [*python, "plan", *PLAN, *where, "--rdzv-endpoint", f"127.0.0.1:{self.port}",
                 "--rdzv-timeout", str(timeout), *extra]
         # Output to files beside the node folders: a pipe nobody reads while the test waits on the other node
         # could fill and stall a node.
@@ -199,8 +208,27 @@ def test_two_nodes_plan_digits_mlp(nodes, tmp_path):
     assert err1.count("ceiling probe at batch") >= 2 and "sweep at" in err1
     history = [json.loads(line) for line in (tmp_path / "node0" / ".history.jsonl").read_text().splitlines()]
     assert [row["cluster"]["nodes"] for row in history if row["kind"] == "plan"] == [2]
+    # its own device class: a one-host plan on node 0's host never reuses these runs, nor this plan its runs
+    assert {row["device"]["host_fingerprint"][:8] for row in history} == {"cluster-"}
     assert "Traceback" not in err0 + err1
     assert sorted(p.name for p in (tmp_path / "node1").iterdir()) == []  # node 1 wrote nothing (no history either)
+    nodes.assert_none_left()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("adapter", ["fsdp", "accelerate"])
+def test_two_nodes_plan_with_another_adapter(nodes, tmp_path, adapter):
+    # FSDP and Accelerate's DDP hold per-device memory that hangs on the world size: their probes span the nodes.
+    nodes.start(0, "--adapter", adapter, "--out", str(tmp_path / "node0" / "mlp.toml"))
+    nodes.start(1, "--adapter", adapter)
+    code0, _, err0 = nodes.finish(0, timeout=1100)
+    code1, _, err1 = nodes.finish(1, timeout=120)
+    assert code0 == 0 and code1 == 0, (err0[-2000:], err1[-2000:])
+    recipe = load_recipe(tmp_path / "node0" / "mlp.toml").data
+    assert recipe["adapter"]["name"] == adapter and recipe["ceiling"]["probe_world_size"] == 2
+    assert recipe["batch"]["world_size"] == 2 and recipe["batch"]["extrapolation"] == 1.0
+    assert "--nnodes=2" in recipe["launch"]["example"] and recipe["provenance"]["cluster"]["nodes"] == 2
     nodes.assert_none_left()
 
 
@@ -208,8 +236,8 @@ def test_two_nodes_plan_digits_mlp(nodes, tmp_path):
 @pytest.mark.timeout(600)
 def test_losing_a_node_mid_plan_stops_every_node(nodes, tmp_path):
     out = tmp_path / "node0" / "mlp.toml"
-    nodes.start(0, "--out", str(out))
-    other = nodes.start(1)
+    nodes.start(0, "--out", str(out), slurm=True)  # as `srun advisor plan` starts them
+    other = nodes.start(1, slurm=True)
     nodes.wait_for(1, "trial at")  # node 1 runs its part of the first training run
     killed = time.monotonic()
     os.killpg(other.pid, signal.SIGKILL)  # node 1's whole process group, as a node going down
@@ -217,6 +245,7 @@ def test_losing_a_node_mid_plan_stops_every_node(nodes, tmp_path):
     took = time.monotonic() - killed
     assert code0 != 0 and took < 120, (took, err0[-2000:])
     assert "Lost node 1" in err0 and "no recipe was written" in err0 and "Traceback" not in err0
+    assert f"run id slurm-{nodes.tag[:8]}" in err0  # the cluster came from SLURM's variables
     assert not out.exists()
     nodes.assert_none_left()
 

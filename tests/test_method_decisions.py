@@ -665,7 +665,7 @@ def test_the_steps_per_epoch_cap_bounds_the_start_every_trial_and_sweep_point_an
     s = settings(workload=f"{SMALL_DATA}:tiny_142", nproc=2)
     session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=StubRunner(nproc=2))
     result = session.run_all()
-    assert session.learnable_cap[0] == 7 and "only up to 7 per device" in session.learnable_cap[1]
+    assert session.cap.value == 7 and session.cap.by == "steps" and "only up to 7 per device" in session.cap.why
     assert result.start_value == 7 and "capped at 7" in result.start_reason
     ran = [c[1] for c in session.runner.calls if c[0] in ("trial", "sweep")]
     assert ran and max(ran) <= 7

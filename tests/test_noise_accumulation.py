@@ -257,7 +257,7 @@ def test_a_real_one_process_ddp_session_measures_the_noise_scale_with_an_accumul
                               memory_budget_bytes=256 * 2**20, trial_steps=12, workdir=str(REPO))
     with Session(ddp, settings, validate_setup(settings, ddp, HostDevices("cpu"))) as session:
         session.ceiling()
-        session.choose_start(session.learnable_cap[0])  # at the cap: one trial run, no doubling
+        session.choose_start(session.cap.value)  # at the cap: one trial run, no doubling
         trial = session.trial()
     row = trial.noise_run
     assert row is not None and row.status == "ok" and row in session.ledger

@@ -455,7 +455,7 @@ def test_the_range_steps_up_to_the_cap_not_past_it_and_says_so():
         return min(0.99, 0.5 + batch / 640)
 
     session, runner, outcome = _swept(bigger_is_better, budget=150 * MIB)
-    cap, _ = session.learnable_cap  # memory's and the steps-per-epoch cap's smaller
+    cap = session.cap.value  # memory's and the steps-per-epoch cap's smaller
     assert 64 < cap < 128
     assert outcome.extended == [cap] and outcome.candidates == [16, 32, 64, cap] and outcome.chosen == cap
     assert [r["seed"] for r in runner.runs if r["per_device"] == cap and r["phase"] == "sweep"] == [0, 1, 2]
@@ -599,7 +599,7 @@ def test_step_two_fixes_the_global_batch_first_then_divides_by_the_processes():
     session.ceiling()
     start = session.choose_start()
     base = session.info.base_global_batch
-    assert start.per_device == min(base // 2, session.learnable_cap[0])
+    assert start.per_device == min(base // 2, session.cap.value)
     assert start.reason.startswith(f"Global batch first: your base global batch {base}")
 
 

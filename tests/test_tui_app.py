@@ -345,7 +345,7 @@ async def test_starting_value_enter_applies_the_typed_value_and_enter_explains_o
         # device), not the ceiling's 151 that the trial would then contradict
         numbers = app.screen.query_one("#numbers DataTable")
         cap = next(row for row in map(numbers.get_row_at, range(numbers.row_count)) if row[0] == "Per-device cap")
-        assert cap[1] == str(app.session.learnable_cap[0]) == "71"
+        assert cap[1] == str(app.session.cap.value) == "71"
         app.screen.query_one("#per-device").focus()
         await pilot.press("1", "6", "enter")
         await wait_for(pilot, lambda: "start" in app.done and app.session.start.per_device == 16, what="16 applied")

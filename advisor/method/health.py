@@ -138,3 +138,13 @@ def judge(record) -> Health:
 def unstable(record) -> bool:
     """A finished run the verdict calls unstable (it diverged, whatever its validation says)."""
     return record.status == "ok" and judge(record).verdict == UNSTABLE
+
+
+# Who is to blame when a run unstable at a scaled-up LR is rerun at a validated one (advisor.method.blame): the
+# words every sentence about such a rerun uses (the trial's, the sweep's decisions and its candidates' reasons).
+BLAME_WORDS = {"lr": "the LR scale-up, not the batch, is to blame", "batch": "the batch itself is to blame"}
+
+
+def rerun_verdict(learned: bool) -> str:
+    """What the rerun at the validated LR showed: 'learned: the LR scale-up, not the batch, is to blame'."""
+    return "learned: " + BLAME_WORDS["lr"] if learned else "was not healthy either: " + BLAME_WORDS["batch"]

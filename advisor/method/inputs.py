@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Callable, Protocol, runtime_checkable
 
 from ..ledger import TrialRecord
 from .ceiling import DEFAULT_HEADROOM, ProbeTrial
@@ -106,6 +106,34 @@ class Runner(Protocol):
               accumulation: int = 1, evaluate: bool = False, precision: str = "fp32",
               eval_points: int = 1, seed: int = 0) -> TrialRecord: ...
 
+
+class ReusingRunner(Runner, Protocol):
+    """A runner the sweep asks first for a run already measured at the same settings (the session's history)."""
+
+    def reused_run(self, phase: str, per_device: int, steps: int, precision: str, lr: float, warmup_steps: int,
+                   seed: int = 0) -> TrialRecord | None: ...
+
+
+class SessionRunner(Runner, Protocol):
+    """What ``advisor.session.Session`` reads besides the runs: every runner has these (the launcher, the stubs)."""
+
+    ledger: list[TrialRecord]  # every run in the order made, probes included
+    model_info: dict | None  # the workers' report on the model (parameters, has_batchnorm), once one ran
+    env: dict  # the launch environment the runs used (the recipe's launch line repeats it)
+    options: dict  # the adapter's options, as checked (adapter.plan_options)
+
+
+@runtime_checkable
+class LauncherReports(Protocol):
+    """What the real launcher (advisor.runner.JobRunner) also reports, and stubs need not: the session reads them
+    when its runner has them (``isinstance(runner, LauncherReports)``)."""
+
+    probe_selection: object | None  # advisor.batches.ProbeSelection: the samples probes feed, set by the session
+    probe_batches: dict[int, dict]  # per probed batch: what the probe fed
+    optimizer_info: dict | None  # which optimizer implementation the workers ran, with its hyperparameters
+    ranking_info: dict | None  # which validation metric ranked the sweep, and why
+
+    def close(self) -> None: ...
 
 
 Decide = Callable[[str], None]  # a decision, said as it is made (the UI shows them live)

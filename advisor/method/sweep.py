@@ -68,7 +68,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from .health import FLAT, UNSTABLE, judge
+from .health import FLAT, UNSTABLE, judge, rerun_verdict
 from .speed import FASTER_BY, faster_at_every_pair
 from ..ledger import TrialRecord
 
@@ -483,9 +483,7 @@ def score_candidate(batch: int, runs: list[TrialRecord], by_loss: bool, num_clas
         if rerun is not None and rerun.status == "ok":
             learned = judge(rerun).learned
             out.blame = "lr" if learned else "batch"
-            out.why += (f"; rerun at the nearest validated LR {rerun.lr:.3g} it "
-                        + ("learned: the LR scale-up, not the batch, is to blame" if learned
-                           else "was not healthy either: the batch itself is to blame"))
+            out.why += f"; rerun at the nearest validated LR {rerun.lr:.3g} it {rerun_verdict(learned)}"
         return out
     scores = {(r.seed or 0): run_score(r, by_loss) for r in runs}
     scores = {s: v for s, v in scores.items() if v is not None}

@@ -9,8 +9,9 @@ from ..errors import AdvisorError
 from ..ledger import TrialRecord
 from ..oom import is_primitive_failure
 from .ceiling import CeilingResult
-from .health import UNSTABLE, Health, judge
-from .inputs import Decide, Runner, WorkloadInfo, lr_and_warmup, lr_for, nearest_validated_lr, warmup_for
+from .blame import blame_lr_or_batch
+from .health import BLAME_WORDS, UNSTABLE, Health, judge
+from .inputs import Decide, Runner, WorkloadInfo, lr_and_warmup, lr_for, warmup_for
 from .precision import MIXED_PRECISIONS
 from .speed import FASTER_BY, clears_bar, faster_at_every_pair, pairs_text, timing_steps
 from .sweep import MIN_BATCHNORM_BATCH, smallest_sweepable
@@ -62,10 +63,10 @@ TRIAL_TEXT = {
                           "not support {mixed} at all (not only memory); staying in fp32"),
     "oom-halve": "{batch}: out of memory in {precision}: halving to {next}",
     "oom-at-smallest": "{batch}: out of memory in {precision}: nothing smaller to try{floor}",
-    "lr-to-blame": ("{batch}: learned at {whose} LR {validated:.3g} but not at the scaled {lr:.3g}: the LR "
-                    "scale-up, not the batch, is to blame"),
-    "batch-to-blame": ("{batch}: unstable at {whose} LR {validated:.3g} too: the batch itself is to blame, not only "
-                       "the LR scale-up"),
+    "lr-to-blame": ("{batch}: learned at {whose} LR {validated:.3g} but not at the scaled {lr:.3g}: "
+                    + BLAME_WORDS["lr"]),
+    "batch-to-blame": ("{batch}: unstable at {whose} LR {validated:.3g} too: " + BLAME_WORDS["batch"]
+                       + ", not only the LR scale-up"),
     "unstable-halve": ("{batch}: unstable at LR {lr:.3g} ({why}): halving to {next}, a smaller global batch at a "
                        "smaller scaled LR"),
     "unstable-stop": "{batch}: unstable at LR {lr:.3g} ({why}): stop{floor}",
@@ -343,15 +344,15 @@ def _blame_lr_or_batch(runner: Runner, batch: int, steps: int, lr: float, precis
     nearest validated LR. Its verdict says which was to blame; the batch is still never doubled from (the plan's
     LR at it is the scaled one) and the trial goes on as for any unstable run. None when the LR was not scaled up
     past a validated one (nothing to tell apart)."""
-    validated, whose = nearest_validated_lr(info, batch * runner.nproc, earlier)
-    if not lr > validated * (1 + 1e-9):
+    global_batch = batch * runner.nproc
+    warmup = min(warmup_for(info, lr_for(info, global_batch)).steps, steps // 4)
+    blame = blame_lr_or_batch(runner, info, "trial", batch, global_batch, steps, lr, warmup, earlier, precision)
+    if blame is None:
         return None
-    warmup = min(warmup_for(info, lr_for(info, batch * runner.nproc)).steps, steps // 4)
-    record = runner.train("trial", batch, steps, validated, warmup, precision=precision)
-    verdict = judge(record)
-    record.note = (record.note + "; " if record.note else "") + f"rerun at {whose} LR {validated:.3g}: {verdict.verdict}"
-    rule = "lr-to-blame" if verdict.learned else "batch-to-blame"
-    return record, _step(rule, batch, whose=whose, validated=validated, lr=lr)
+    record = blame.rerun
+    record.note = (record.note + "; " if record.note else "") + (
+        f"rerun at {blame.whose} LR {blame.validated:.3g}: {blame.verdict}")
+    return record, _step(f"{blame.to_blame}-to-blame", batch, whose=blame.whose, validated=blame.validated, lr=lr)
 
 
 def _trial_choice(state: TrialState, ceiling: CeilingResult, notes: list[str]) -> int:

@@ -3,7 +3,6 @@ process starts."""
 
 from __future__ import annotations
 
-import re
 
 from rich.markup import escape
 from textual import on, work
@@ -37,10 +36,9 @@ class EnvironmentLoaded(Message):
 
 class SetupChecked(Message):
     def __init__(self, options: dict, adapter=None, settings=None, setup=None, error: str = "",
-                 script_session=None, verbatim: bool = False) -> None:
+                 script_session=None) -> None:
         self.options, self.adapter, self.settings, self.setup, self.error = options, adapter, settings, setup, error
         self.script_session = script_session  # (Session, Door) when the form names a script
-        self.verbatim = verbatim  # the error quotes `advisor plan` command lines: keep its flags as they are
         super().__init__()
 
 
@@ -85,30 +83,20 @@ FIELD_LABELS = {"--workload": "Workload", "--adapter": "Adapter", "--nproc": "Pr
                 "--global-batch": "Target global batch", "--headroom": "Headroom", "--trial-steps": "Trial steps",
                 "--sweep-steps": "Sweep steps", "--precision": "Precision", "--nodes": "Target nodes",
                 "--gpus-per-node": "GPUs per node", "--zero-stage": "Zero stage"}
-_FLAG = re.compile(r"(?:\b(pass|use|choose another) )?(" + "|".join(map(re.escape, FIELD_LABELS)) +
-                   r")\b(?: (SIZE|N)\b)?")
 
 
-def in_field_words(text: str) -> str:
-    """An engine message with the form's field labels in place of the CLI flags ('pass --base-lr' becomes
-    'fill in "LR used today"')."""
-    def label(match: re.Match) -> str:
-        verb, flag = match.group(1), match.group(2)
-        name = f'"{FIELD_LABELS[flag]}"'
-        if verb == "pass":
-            return f"fill in {name}"
-        if verb == "choose another":
-            return f"choose another {name}"
-        return f"{verb} {name}" if verb else name
+def field_words(flag) -> str:
+    """An option named in a set-up problem (advisor.setup_checks.Flag), in the form's words: its field's label
+    ('pass --base-lr' is 'fill in "LR used today"'); an option the form has no field for keeps its flag."""
+    from ...setup_checks import cli_words
 
-    return _FLAG.sub(label, text)
-
-
-def merged_problems(first: str, error: str) -> str:
-    """One 'Cannot start the plan: a; b. Nothing was run.' message with ``first`` named before the others."""
-    prefix, suffix = "Cannot start the plan: ", " Nothing was run."
-    rest = error.removeprefix(prefix).removesuffix(suffix).rstrip(".") if error else ""
-    return prefix + "; ".join(p for p in (first.rstrip("."), rest) if p) + "." + suffix
+    label = FIELD_LABELS.get(flag.name)
+    if label is None:
+        return cli_words(flag)
+    name = f'"{label}"'
+    if flag.verb == "pass":
+        return f"fill in {name}"
+    return f"{flag.verb} {name}" if flag.verb else name
 
 
 def _history_summary(name: str, train_size: int) -> str | None:
@@ -616,13 +604,13 @@ class SetupScreen(Screen):
         if self.workload is None or spec != self._checked_spec:
             self._refuse(f"The workload check failed: {self._workload_error or 'see the Workload field.'}\n"
                          "Fix the workload (or pick a built-in); Enter in the Workload field checks it again. "
-                         "Nothing was run.", "#workload", verbatim=True)
+                         "Nothing was run.", "#workload")
             return False
         return True
 
-    def _refuse(self, text: str, field: str, verbatim: bool = False) -> None:
+    def _refuse(self, text: str, field: str) -> None:
         """Start said no: why in the error panel, the status says so (not "Waiting…"), the field to fix focused."""
-        self._show_error(text, verbatim=verbatim)
+        self._show_error(text)
         self.query_one("#status", Static).update("[red]Not started.[/red] Fix what the message says.")
         self.query_one(field, Input).focus()
 
@@ -646,17 +634,17 @@ class SetupScreen(Screen):
         from ...adapters import load_adapter
         from ...device import detect
         from ...errors import AdvisorError
-        from ...session import validate_setup
         from ...settings import option_value, settings_from_options
+        from ...setup_checks import SetupRefused, refusal_text, said, setup_problems
         from ...units import parse_size
 
-        memory_problem = ""
-        if options.get("device_memory"):  # unreadable, it must not hide the other problems: checked on its own
+        first: list = []  # an unreadable memory size must not hide the other problems: checked on its own
+        if options.get("device_memory"):
             try:
                 parse_size(options["device_memory"])
             except AdvisorError as exc:
-                memory_problem = f"Memory per device: {exc}"
-                options = {**options, "device_memory": "1MiB"}  # a stand-in no budget rule objects to
+                first = [said("device-memory-unreadable", f"Memory per device: {exc}")]
+                options = {**options, "device_memory": "1MiB"}  # a size no budget rule objects to; said above
         script = options.get("script")
         named = {name: value for name, value in options.items() if name != "script"}
         try:
@@ -664,19 +652,22 @@ class SetupScreen(Screen):
             adapter = load_adapter(option_value(named, "adapter"))
             settings = settings_from_options(named, host)
             if script:
-                found = ({"error": merged_problems(memory_problem, "")} if memory_problem
+                found = ({"error": refusal_text(first, field_words)} if first
                          else self._script_session(script, adapter, settings, host))
                 self.post_message(SetupChecked(options, **found))
                 return
-            setup = validate_setup(settings, adapter, host)
-        except AdvisorError as exc:
-            error = merged_problems(memory_problem, str(exc)) if memory_problem else str(exc)
-            self.post_message(SetupChecked(options, error=error))
+            setup, problems = setup_problems(settings, adapter, host)
+        except SetupRefused as exc:  # the checklist's problems, typed: named by the form's fields
+            self.post_message(SetupChecked(options, error=refusal_text(first + exc.problems, field_words)))
+        except AdvisorError as exc:  # worded elsewhere (an option's value, the adapter): said as it is
+            said_too = [said("setup", str(exc).removesuffix(" Nothing was run."))]
+            self.post_message(SetupChecked(options, error=refusal_text(first + said_too, field_words) if first
+                                           else str(exc)))
         except Exception as exc:  # a bug or a workload past the engine's checks: shown, never fatal
             self.post_message(SetupChecked(options, error=f"{type(exc).__name__}: {exc}"))
         else:
-            if memory_problem:
-                self.post_message(SetupChecked(options, error=merged_problems(memory_problem, "")))
+            if first or problems:
+                self.post_message(SetupChecked(options, error=refusal_text(first + problems, field_words)))
             else:
                 self.post_message(SetupChecked(options, adapter, settings, setup))
 
@@ -690,14 +681,14 @@ class SetupScreen(Screen):
             argv = split_script_line(script)
             detect_form(argv, settings.workdir)  # script_session checks it again; its refusal is the door's own
         except AdvisorError as exc:  # the door refused the script before anything ran: `advisor plan -- ` words
-            return {"error": SCRIPT_FIELD_HINT + str(exc), "verbatim": True}
+            return {"error": SCRIPT_FIELD_HINT + str(exc)}
         try:
             found = script_session(argv, adapter, settings, host, self._script_relay, cancel=self._look_cancel)
         except CancelledError:
             return {"error": "The first look at the script was cancelled; its process was stopped and nothing was "
                              "kept. Press Start to look again."}
         except TrialError as exc:  # the script's own run failed: its message, with its last lines
-            return {"error": str(exc), "verbatim": True}
+            return {"error": str(exc)}
         # any other AdvisorError (a setup problem found after the look) is shown in the form's words by the caller
         session, _ = found
         return {"adapter": adapter, "settings": settings, "setup": session.setup, "script_session": found}
@@ -708,7 +699,7 @@ class SetupScreen(Screen):
         self.refresh_bindings()
         if message.error:
             self.query_one("#status", Static).update("[red]Not started.[/red] Fix what the message says.")
-            self._show_error(message.error, verbatim=message.verbatim)
+            self._show_error(message.error)
             return
         task = self.query_one("#task", Select).value
         notes = "; ".join(message.setup.notes)
@@ -724,10 +715,9 @@ class SetupScreen(Screen):
 
         self.app.unless_plan_lost("start a new plan", begin)
 
-    def _show_error(self, text: str, verbatim: bool = False) -> None:
+    def _show_error(self, text: str) -> None:
         panel = self.query_one(".error-panel", Static)
-        shown = text if verbatim else in_field_words(text)
-        panel.update(f"[b]Cannot start[/b]\n{escape(shown)}" if text else "")
+        panel.update(f"[b]Cannot start[/b]\n{escape(text)}" if text else "")
         panel.set_class(bool(text), "shown")
 
     def action_next(self) -> None:

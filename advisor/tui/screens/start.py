@@ -91,9 +91,8 @@ class StartScreen(StepScreen):
         settings = session.settings
         self._mark_task(session.info.task)
         ceiling = session.ceiling_result.per_device_max
-        cap, why = session.learnable_cap  # the start, the trial and the sweep stay within it (one owner)
-        if not why and cap < ceiling:
-            why = session.cap_reason
+        bound = session.cap  # the start, the trial and the sweep stay within it (one owner)
+        cap, why = bound.value, bound.below_memory
         plan, target_why = session.preview_plan(choice.per_device)
         self.query_one(Numbers).set_rows([
             ("Starting value per device", str(choice.per_device), choice.reason),

@@ -1,0 +1,206 @@
+"""The plan assembled from the four steps' results: ``MethodResult`` (what the summary, the recipe and the app
+read), built in one place with keywords (``assemble``), and the pieces of the plan no single step decides: why its
+precision, the optimizer's hyperparameters, the fallback when no sweep candidate learned, what the recipe's
+[workload] adds about the probes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from .device import HostDevices
+from .ledger import TrialRecord
+from .method import MethodSettings, PrecisionChoice, SweepOutcome, TrialOutcome, WorkloadInfo, make_plan
+from .method.ceiling import CeilingResult
+from .method.goodput import GoodputResult
+from .method.inputs import LauncherReports, lr_for, warmup_for
+from .method.lr import LRDecision, WarmupDecision
+from .method.noise import NoiseEstimate
+from .method.plan import Plan, Warning_
+
+# A stream cannot be scanned for its longest samples: its ceiling holds only for batches like those the probes met.
+STREAM_PROBE_WARNING = ("The memory probes fed the training stream's batches as they came (an IterableDataset "
+                        "cannot be scanned for its longest samples): if its samples vary in size, a later, longer "
+                        "batch can exceed this ceiling. Give the workload probe_batch(n) (n samples at your "
+                        "maximum length) for a worst-case ceiling, or keep more headroom.")
+TF32_ADVICE = (" TF32: the probes ran with torch.backends.cuda.matmul.allow_tf32 = True and "
+               "torch.backends.cudnn.allow_tf32 = True; set them in the training script (or "
+               "torch.set_float32_matmul_precision('high')), or keep the launch line's "
+               "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1.")
+
+
+@dataclass
+class StepTiming:
+    name: str
+    seconds: float
+    trials: int
+
+
+@dataclass
+class StartChoice:
+    per_device: int
+    reason: str
+
+
+@dataclass
+class MethodResult:
+    settings: MethodSettings
+    workload: WorkloadInfo
+    ceiling: CeilingResult
+    start_value: int
+    start_reason: str
+    trial_choice: int
+    trial_reason: str
+    sweep_choice: int
+    sweep_reason: str
+    plan: Plan
+    lr: LRDecision
+    warmup: WarmupDecision
+    ledger: list[TrialRecord]
+    timings: list[StepTiming]
+    noise_scale: float | None
+    noise_reason: str
+    precision_reason: str = ""
+    launch_env: dict = field(default_factory=dict)
+    launch_command: list[str] = field(default_factory=list)
+    adapter_extras: dict = field(default_factory=dict)
+    per_device_cap: int = 0
+    cap_reason: str = ""
+    optimizer_implementation: str | None = None  # what the workers ran, as they reported it
+    optimizer_hyperparameters: dict = field(default_factory=dict)  # weight decay, momentum, betas, eps
+    optimizer_hyperparameters_source: str = ""
+    tf32: bool = False  # the probes ran with TF32 matmuls allowed; the user's run must allow them too
+    host: HostDevices | None = None  # what detect() found before the plan
+    cluster: dict | None = None  # the nodes a plan across nodes ran on (advisor.cluster.ClusterFacts), or None
+    workload_notes: dict = field(default_factory=dict)  # the recipe's [workload] additions: metric, what was probed
+    sweep_summary: dict = field(default_factory=dict)  # SweepOutcome.summary(): spread, ties, diverged runs
+    trial_summary: dict = field(default_factory=dict)  # TrialOutcome.summary(): each decision's rule code
+    noise: NoiseEstimate | None = None  # the noise scale with its interval (noise_scale is its value)
+    goodput: GoodputResult | None = None  # the goodput-optimal batch beside the advised plan
+    # Set when no sweep candidate learned: the plan is the user's base setting, not one the advisor validated
+    # (the summary's first line, the recipe's top-level [[warnings]], `advisor plan`'s exit code NOT_VALIDATED).
+    headline: str = ""
+
+
+@dataclass(frozen=True)
+class StepResults:
+    """What the four steps answered, as the plan reads them."""
+
+    settings: MethodSettings
+    info: WorkloadInfo
+    start: StartChoice | None
+    trial: TrialOutcome | None
+    sweep: SweepOutcome
+    ledger: list[TrialRecord]
+    timings: list[StepTiming]
+
+
+@dataclass(frozen=True)
+class PlanParts:
+    """The plan and what was computed beside it (finish's work before the result is built)."""
+
+    ceiling: CeilingResult
+    plan: Plan
+    lr: LRDecision
+    warmup: WarmupDecision
+    cap: int
+    cap_reason: str
+    estimate: NoiseEstimate
+    goodput: GoodputResult
+    precision_reason: str
+
+
+def assemble(steps: StepResults, parts: PlanParts, *, env: dict, launch: list[str], adapter_extras: dict,
+             ran: dict, hyperparameters: tuple[dict, str], tf32: bool, host: HostDevices,
+             workload_notes: dict) -> MethodResult:
+    """The MethodResult, every field by name: the one place a plan's result is built."""
+    sweep, trial, start, info = steps.sweep, steps.trial, steps.start, steps.info
+    headline = (f"No sweep candidate learned: check the base LR ({info.base_lr:g} at global batch "
+                f"{info.base_global_batch}). This plan is that base setting, not a validated one."
+                if sweep.failed else "")
+    return MethodResult(
+        settings=steps.settings, workload=info, ceiling=parts.ceiling,
+        start_value=start.per_device if start else sweep.chosen, start_reason=start.reason if start else "",
+        trial_choice=trial.chosen if trial else sweep.chosen, trial_reason=trial.reason if trial else "",
+        sweep_choice=sweep.chosen, sweep_reason=sweep.reason, plan=parts.plan, lr=parts.lr, warmup=parts.warmup,
+        ledger=steps.ledger, timings=steps.timings, noise_scale=parts.estimate.value,
+        noise_reason=parts.estimate.reason, precision_reason=parts.precision_reason, launch_env=dict(env),
+        launch_command=launch, adapter_extras={**adapter_extras, **(ran.get("adapter_extras") or {})},
+        per_device_cap=parts.cap, cap_reason=parts.cap_reason,
+        optimizer_implementation=ran.get("implementation"), optimizer_hyperparameters=hyperparameters[0],
+        optimizer_hyperparameters_source=hyperparameters[1], tf32=tf32, host=host, workload_notes=workload_notes,
+        sweep_summary=sweep.summary(), trial_summary=trial.summary() if trial else {}, noise=parts.estimate,
+        goodput=parts.goodput, headline=headline)
+
+
+def precision_reason(choice: PrecisionChoice, trial: TrialOutcome | None, accumulation_note: str) -> str:
+    """Why the plan runs in its precision: the choice made before the probes, then what the runs showed."""
+    measured = choice.measure
+    if trial and trial.precision != measured:
+        outcome = (f"The trial ran out of memory in {measured} and fit in {trial.precision}, so the plan uses "
+                   f"{trial.precision} (mixed precision before shrinking the batch).")
+    elif accumulation_note:
+        outcome = accumulation_note
+    elif choice.mixed:
+        outcome = f"Nothing ran out of memory in {measured} and no accumulation was needed, so the plan keeps it."
+    else:
+        outcome = ""
+    return (choice.reason + " " + outcome).strip()
+
+
+def optimizer_hyperparameters(ran: dict, optimizer: str, workload) -> tuple[dict, str]:
+    """The optimizer's weight decay, momentum, betas and eps for the launch line, and where they came from."""
+    if ran.get("hyperparameters") is not None:
+        return ran["hyperparameters"], "what the workers' optimizer held (its param_groups)"
+    from .optimizers import hyperparameters
+
+    return (hyperparameters(optimizer, workload.momentum, workload.weight_decay, workload.betas, workload.eps),
+            "the workload's settings")
+
+
+def base_fallback_plan(settings: MethodSettings, info: WorkloadInfo, sweep: SweepOutcome, cap: int, precision: str,
+                       amp_available: bool) -> tuple[Plan, LRDecision, WarmupDecision]:
+    """The plan when no sweep candidate learned: the user's base global batch at the base LR (no scale-up of an LR
+    nothing validated), with the warning that says so. Never the setting the sweep saw fail."""
+    base = replace(settings, global_batch=info.base_global_batch)
+    plan, lr, warmup = make_plan(base, info, cap, sweep.chosen, sweep.reason, precision, None,
+                                 amp_available=amp_available)
+    plan.warnings = [w for w in plan.warnings if w.code != "global-not-validated"]
+    plan.validated_global = None  # nothing was validated: no global batch may be claimed as such
+    # The base LR at the base batch, as the headline says: no bound from a sweep "pick" nothing validated (it gave
+    # "LR 0.025 (unchanged; base 0.1)").
+    lr = lr_for(info, plan.global_batch)
+    warmup = warmup_for(info, lr)
+    for warning in plan.warnings:  # the base batch is the fallback's, not one the user asked for
+        warning.message = warning.message.replace(
+            f" It stands because you asked for a global batch of {info.base_global_batch} (--global-batch).",
+            " It stands because it is your base setting, the fallback when nothing learned.")
+    plan.reason = (f"No sweep candidate learned, so the plan falls back to the base setting: global batch "
+                   f"{info.base_global_batch} ({info.base_source}) at the base LR. " + plan.reason)
+    plan.warnings.insert(0, Warning_(
+        "no-candidate-learned",
+        f"{sweep.verdict.reason} The plan is the base setting (global batch {info.base_global_batch}, LR "
+        f"{lr.value:.4g}), which this plan did not validate either: check that the base LR trains at the base "
+        "batch in a plain run before planning again."))
+    return plan, lr, warmup
+
+
+def workload_notes(reports: LauncherReports | None, ceiling: CeilingResult | None) -> dict:
+    """What the recipe's [workload] says about validation (the metric the sweep ranked by) and the probes."""
+    notes: dict = {}
+    ranking = reports.ranking_info if reports else None
+    if ranking:
+        notes.update(metric=ranking["metric"], higher_is_better=ranking["higher_is_better"],
+                     metric_reason=ranking["reason"])
+    probed = (reports.probe_batches if reports else None) or {}
+    largest = ceiling.largest_ok if ceiling else None
+    if largest in probed:
+        notes["probed"] = probed[largest]
+    return notes
+
+
+def stream_warning(reports: LauncherReports | None) -> Warning_ | None:
+    """The memory probes fed a stream as it came: its ceiling holds only for batches like those they met."""
+    selection = reports.probe_selection if reports else None
+    if selection is not None and selection.kind == "stream":
+        return Warning_("stream-probed-as-it-came", STREAM_PROBE_WARNING)
+    return None
