@@ -147,6 +147,15 @@ class PlainTrainer:
 
     def __init__(self, spec: str, world: int, schedule):
         self.spec, self.world, self.schedule = spec, world, schedule  # schedule(global batch) -> (lr, warmup)
+        from advisor.workload import resolve_workload
+
+        workload = resolve_workload(spec)
+        sample = workload.train_data[0]
+        if not (isinstance(sample, (tuple, list)) and len(sample) == 2 and workload.num_classes
+                and workload.loss_fn is not None and workload.collate_fn is None):
+            sys.exit(f"The plain loop trains (inputs, class) pairs with the workload's loss_fn and scores accuracy; "
+                     f"{spec} is not such a workload (dict batches, its own collate or loss): run it with --loop "
+                     "worker.")
 
     def run(self, per_device: int, steps: int, seed: int, eval_points: int) -> PlainRecord:
         import torch.multiprocessing as mp

@@ -81,9 +81,8 @@ class StubRunner:
             evals = self.evals(per_device) if (evaluate and self.evals) else []
             # A trial's clock follows its throughput (the trial reads samples/s = g / step time), and so do the
             # trial's timing rounds; the sweep's runs and its timing rounds keep train_seconds' clock, which the
-            # sweep's tests set per batch. The sweep's timing starts with a round at seed 0; the trial's rounds
-            # (its own runs are round 1) run at seeds 1 and up.
-            if phase == "timing" and seed == 0:
+            # sweep's tests set per batch. The sweep's timing rounds come after its runs; the trial's before any.
+            if phase == "sweep":
                 self.sweep_timing = True
             trial_clock = phase == "trial" or (phase == "timing" and not getattr(self, "sweep_timing", False))
             seconds = steps * g / throughput if trial_clock else self.train_seconds(per_device)

@@ -226,12 +226,38 @@ def test_a_seeds_budget_no_larger_than_k_asks_for_no_extra_seeds():
 
 
 def test_the_summary_says_how_the_advice_compares_with_yours():
+    from types import SimpleNamespace
+
     from advisor.explain import _why_line
+    from dataclasses import replace
+
+    from advisor.recipe import MethodTable, RecipeDocument, SweepTable
 
     _, outcome = yours_plan({8: 0.88, 16: 0.88, 32: 0.88, 64: 0.88, 128: 0.88}.get, centre=64, base_batch=32,
                             speed=lambda b: 1000.0)
-    line = _why_line({"method": {"sweep": {**outcome.summary(), "pick": outcome.chosen}}})
+    # _why_line reads only the typed [method] table (carve-data's RecipeDocument); the rest of a recipe is not needed.
+    sweep = {**outcome.summary(), "pick": outcome.chosen}
+    method = replace(RecipeDocument.table_of(MethodTable, {"method": {}}, "method"),
+                     sweep=RecipeDocument.table_of(SweepTable, {"method.sweep": sweep}, "method.sweep"))
+    line = _why_line(SimpleNamespace(method=method))
     assert line.startswith("Sweep: 16 per device, an equal of the best; your own setting of the equals")
     assert "equal: 16, 32, 64;" in line and "tied" not in line
     assert line.endswith("Against your setting (16 per device at the base LR): no better than yours: keep it (no "
                          "equal of it was more than 10% faster at every paired measurement).")
+
+
+def test_a_timing_run_lasts_long_enough_that_a_scheduler_stall_cannot_decide_it():
+    """Regression (session m-v3, a held-out MLP at 1-4 ms a step, load ~16 on 2 cores): 40-step timing rounds lasted
+    0.04-0.16 s and read 32 per device against 16 at 1.966x, 0.408x and 4.292x (the bench's 12-epoch runs: 2.3x), so
+    the walk stayed at 16. A timing run now lasts MIN_TIMING_SECONDS at the batch's swept speed."""
+    from advisor.method.speed import MAX_TIMING_STRETCH, MIN_TIMING_SECONDS, timing_steps
+
+    assert timing_steps(40, None, 32) == 40 and timing_steps(40, 100.0, 32) == 40  # slow: the trial's length stands
+    assert timing_steps(40, 3200.0, 32) == 200  # 100 steps a second: 2 s
+    assert timing_steps(40, 1e9, 32) == MAX_TIMING_STRETCH * 40
+    speed = {8: 700.0, 16: 1000.0, 32: 1400.0, 64: 1450.0}
+    runner, outcome = yours_plan({8: 0.88, 16: 0.88, 32: 0.88, 64: 0.88}.get, centre=32, base_batch=16,
+                                 speed=speed.get)
+    timed = {(r["per_device"], r["steps"]) for r in runner.runs if r["phase"] == "timing"}
+    assert timed and all(steps * b * 2 / speed[b] >= MIN_TIMING_SECONDS for b, steps in timed)
+    assert all(steps > 8 for _, steps in timed)  # longer than the trial's 8 steps

@@ -35,6 +35,7 @@ class ScriptedSpeedRunner:
     def __init__(self, speed, load=None, nproc=2):
         self.nproc, self.speed, self.load = nproc, speed, load or {}
         self.runs: list[tuple[str, int]] = []
+        self.steps: list[tuple[str, int, int]] = []
 
     def probe(self, batch, purpose, precision="fp32"):
         return ProbeTrial(batch, "ok", (10 + batch) * MIB, 0.01, purpose, "")
@@ -43,6 +44,7 @@ class ScriptedSpeedRunner:
               precision="fp32", eval_points=1, seed=0):
         samples_per_s = self.speed(per_device) * self.load.get(len(self.runs), 1.0)
         self.runs.append((phase, per_device))
+        self.steps.append((phase, per_device, steps))
         g = per_device * self.nproc
         return TrialRecord(phase, per_device, self.nproc, 1, g, "ok", 1.0, lr=lr, precision=precision, steps=steps,
                            peak_bytes=(10 + per_device) * MIB, step_seconds=g / samples_per_s, final_loss=1.0,
@@ -58,7 +60,7 @@ def test_a_burst_of_load_on_one_trial_run_does_not_move_the_pick():
     """16 -> 32 truly buys 5% (under the 10% bar). A burst that slows 16's only run by 30% made 32 look 1.5x as fast,
     and the old rule (one run each) doubled: the sweep then centred on 32 instead of 16. Timed side by side, round 2
     shows 1.05x and the pick stays 16, as on a quiet run; the clear miss ends the rounds."""
-    level = lambda b: 1000.0 * (1.05 if b == 32 else 1.0)  # noqa: E731
+    level = lambda b: 500.0 * (1.05 if b == 32 else 1.0)  # noqa: E731
     quiet = trial(ScriptedSpeedRunner(level))
     burst = ScriptedSpeedRunner(level, load={0: 0.7})  # run 0, the trial at 16, shares the machine with a burst
     loaded = trial(burst)
@@ -73,7 +75,7 @@ def test_a_burst_of_load_on_one_trial_run_does_not_move_the_pick():
 
 
 def test_a_doubling_that_pays_in_every_round_is_taken_and_the_rounds_are_shown():
-    runner = ScriptedSpeedRunner(lambda b: 1000.0 * (1.5 if b == 32 else 1.0))
+    runner = ScriptedSpeedRunner(lambda b: 500.0 * (1.5 if b == 32 else 1.0))
     outcome = trial(runner)
     assert outcome.chosen == 32
     # Three rounds: the trial runs, then 32-16, then 16-32 (the order reversed every other round).
@@ -82,9 +84,30 @@ def test_a_doubling_that_pays_in_every_round_is_taken_and_the_rounds_are_shown()
            "1.10x bar): worth it" in outcome.reason
 
 
+def test_a_trial_run_too_short_to_time_is_not_a_timing_round():
+    """Regression (session m-v3, a held-out MLP at 1-4 ms a step, load ~16 on 2 cores): the doubling's first round
+    was the two 40-step trial runs themselves (0.04-0.16 s each), which read 32 per device against 16 at 0.46x where
+    the bench measured 2.3x, and the trial stopped doubling. Runs that short are timed again, each for at least
+    MIN_TIMING_SECONDS, before they count; the trial's 40 steps at 500 samples/s (2.56 s) count as they are."""
+    from advisor.method.speed import MIN_TIMING_SECONDS
+
+    fast = ScriptedSpeedRunner(lambda b: 10_000.0 * (1.5 if b == 32 else 1.0), load={1: 0.5})  # a stall on 32's run
+    outcome = trial(fast)
+    assert outcome.chosen == 32  # the stalled trial run (0.75x) does not decide: three long rounds at 1.5x do
+    assert fast.runs[2:] == [("timing", 16), ("timing", 32), ("timing", 32), ("timing", 16), ("timing", 16),
+                             ("timing", 32)]
+    assert "1.500x, 1.500x, 1.500x (each over the 1.10x bar): worth it" in outcome.reason
+    # Each lasts MIN_TIMING_SECONDS at the speed its trial run measured: 16 at 10000 samples/s, 32 at 7500 (stalled).
+    steps = {b: n for phase, b, n in fast.steps if phase == "timing"}
+    assert steps == {16: 625, 32: 235} and 625 * 32 / 10_000.0 >= MIN_TIMING_SECONDS <= 235 * 64 / 7_500.0
+    slow = ScriptedSpeedRunner(lambda b: 500.0 * (1.5 if b == 32 else 1.0))
+    trial(slow)
+    assert slow.runs[2:4] == [("timing", 32), ("timing", 16)]  # long enough: the trial runs were round 1
+
+
 def test_a_burst_in_a_later_round_keeps_the_smaller_batch_the_rule_is_every_round():
     """Faster in every round, or not worth it: a burst on 32's round-3 run (1.5 x 0.7 = 1.05x) keeps 16."""
-    runner = ScriptedSpeedRunner(lambda b: 1000.0 * (1.5 if b == 32 else 1.0), load={5: 0.7})
+    runner = ScriptedSpeedRunner(lambda b: 500.0 * (1.5 if b == 32 else 1.0), load={5: 0.7})
     assert trial(runner).chosen == 16
 
 

@@ -185,8 +185,10 @@ def test_the_equals_are_timed_side_by_side_and_timed_again_as_a_whole_when_the_r
     assert first == [("timing", 16, 0), ("timing", 32, 0), ("timing", 32, 1), ("timing", 16, 1),
                      ("timing", 16, 2), ("timing", 32, 2)]
     timing = runner.runs[18:]
+    # Each timing run lasts 2 s at its batch's swept speed (8's ran on the slower machine): more than the trial's 8.
+    steps = {8: 97, 16: 63, 32: 32}  # ceil(2 s x samples/s / global batch): 769.2/16, 1000/32, 1000/64
     assert [(r["per_device"], r["seed"], r["steps"]) for r in timing] == [
-        (8, 0, 8), (16, 0, 8), (32, 0, 8), (32, 1, 8), (16, 1, 8), (8, 1, 8), (8, 2, 8), (16, 2, 8), (32, 2, 8)]
+        (b, seed, steps[b]) for b, seed in ((8, 0), (16, 0), (32, 0), (32, 1), (16, 1), (8, 1), (8, 2), (16, 2), (32, 2))]
     assert outcome.chosen == 8  # equal speeds side by side: the smallest of the equals
     assert [r.per_device for r in outcome.rows].count(8) == 3  # timing runs are not a candidate's runs
     assert "at every paired measurement of 3 timing rounds run side by side" in outcome.reason
@@ -195,7 +197,7 @@ def test_the_equals_are_timed_side_by_side_and_timed_again_as_a_whole_when_the_r
     assert scored[8]["samples_per_s_by_timing_round"] == scored[16]["samples_per_s_by_timing_round"] == [769.2] * 3
     assert all(r.phase == "timing" and "not a candidate's run: timing round" in r.note for r in runner.ledger[18:])
     decisions = [e for e in runner.events if isinstance(e, Decision) and e.step == 4]
-    assert "timing them side by side (3 round(s) of 8 steps, interleaved)" in decisions[-2].message
+    assert "timing them side by side (3 round(s) of 8 steps or more, to last 2 s, interleaved)" in decisions[-2].message
     assert [d.verdict for d in decisions][-2:] == [False, True]  # the command line prints the first, not the last
     # Speed only: the history keeps the candidates' runs, never a timing run (a later plan would reuse it).
     assert [r["kind"] for r in history].count("sweep") == 12 and "timing" not in {r["kind"] for r in history}

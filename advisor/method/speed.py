@@ -50,3 +50,22 @@ def pairs_text(big: dict, small: dict, bar: float = FASTER_BY) -> str:
         return f"{ratios} (each over the {1 + bar:.2f}x bar)"
     where = ", ".join(map(str, missed))
     return f"{ratios} (under the {1 + bar:.2f}x bar in round{'s' if len(missed) > 1 else ''} {where})"
+
+
+# A timing run lasts at least this long (wall clock, at the speed the batch measured before), at most this many times
+# the trial's steps. On a 2-core machine shared by ~8 busy processes one run can be descheduled for a few hundred
+# milliseconds: a 40-step run of a model that steps in 1-4 ms (0.04-0.16 s) is then decided by the scheduler, not the
+# batch. A held-out MLP (bench/heldout_workloads.py adam_edge_mlp, load ~16) timed 32 per device against 16 at
+# 1.966x, 0.408x and 4.292x in three 40-step rounds where the bench's interleaved 12-epoch runs measured 2.3x, and the
+# walk stayed at 16 (session m-v3). Models whose 40 steps already take that long time exactly as before.
+MIN_TIMING_SECONDS = 2.0
+MAX_TIMING_STRETCH = 20
+
+
+def timing_steps(steps: int, samples_per_s: float | None, global_batch: int) -> int:
+    """Steps of one side-by-side timing run: ``steps`` (the trial's length), or more, so that at ``samples_per_s`` (the
+    batch's speed measured before; None: unknown, ``steps`` as they are) the run lasts ``MIN_TIMING_SECONDS``."""
+    if not samples_per_s or samples_per_s <= 0 or global_batch <= 0:
+        return steps
+    wanted = -(-MIN_TIMING_SECONDS * samples_per_s // global_batch)  # ceil
+    return int(min(max(steps, wanted), MAX_TIMING_STRETCH * steps))

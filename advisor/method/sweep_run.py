@@ -8,6 +8,7 @@ back a run the history measured at the same settings (``reused_run``) is asked f
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -17,6 +18,7 @@ from .blame import blame_lr_or_batch
 from .candidates import SweepOutcome, sweep_candidates, sweep_run_settings, sweep_samples, your_setting
 from .caps import Cap
 from .health import judge, unstable
+from .speed import MIN_TIMING_SECONDS, timing_steps
 from .inputs import SWEEP_EVAL_POINTS, Decide, MethodSettings, ReusingRunner, WorkloadInfo
 from .sweep import DEFAULT_POLICY, SweepPolicy, SweepVerdict, decide_sweep, needs_timing, smallest_sweepable
 
@@ -145,14 +147,15 @@ class SweepRun:
         history (a reused timing was not side by side), and never read as a result."""
         steps = self.settings.trial_steps
         self.decide(f"{', '.join(map(str, batches))} per device: timing them side by side ({rounds} round(s) of "
-                    f"{steps} steps, interleaved) before a speed is read (the sweep's long runs each met the "
-                    "machine's load at a different time).")
+                    f"{steps} steps or more, to last {MIN_TIMING_SECONDS:g} s, interleaved) before a speed is read "
+                    "(the sweep's long runs each met the machine's load at a different time).")
         timed: dict[int, dict[int, float]] = {b: {} for b in batches}
         for round_ in range(rounds):
             for batch in (batches if round_ % 2 == 0 else batches[::-1]):
                 _, lr, warmup = sweep_run_settings(self.info, batch * self.runner.nproc, self.samples)
+                length = timing_steps(steps, self.swept_speed(batch), batch * self.runner.nproc)
                 try:
-                    record = self.runner.train("timing", batch, steps, lr, warmup, precision=self.precision,
+                    record = self.runner.train("timing", batch, length, lr, warmup, precision=self.precision,
                                                **_seed_kw(round_))
                 except CancelledError:
                     raise
@@ -164,6 +167,12 @@ class SweepRun:
                 if record.status == "ok" and (speed := record.samples_per_s):
                     timed[batch][round_] = speed
         return timed
+
+    def swept_speed(self, batch: int) -> float | None:
+        """The median samples/s of ``batch``'s sweep runs so far (a timing run's length is set from it)."""
+        speeds = [r.samples_per_s for r in self.rows if r.phase == "sweep" and r.per_device == batch and r.status == "ok"
+                  and r.samples_per_s]
+        return statistics.median(speeds) if speeds else None
 
     # -- the verdict -----------------------------------------------------------------------------------------
     def verdict_now(self, yours: int | None) -> SweepVerdict:

@@ -13,7 +13,7 @@ from .blame import blame_lr_or_batch
 from .health import BLAME_WORDS, UNSTABLE, Health, judge
 from .inputs import Decide, Runner, WorkloadInfo, lr_and_warmup, lr_for, warmup_for
 from .precision import MIXED_PRECISIONS
-from .speed import FASTER_BY, clears_bar, faster_at_every_pair, pairs_text
+from .speed import FASTER_BY, clears_bar, faster_at_every_pair, pairs_text, timing_steps
 from .sweep import MIN_BATCHNORM_BATCH, smallest_sweepable
 
 
@@ -282,20 +282,27 @@ def _healthy_double(batch: int, state: TrialState) -> bool:
 def time_doubling(runner: Runner, small: int, big: int, state: TrialState, steps: int, info: WorkloadInfo,
                   precision: str, rows: list[TrialRecord]) -> tuple[dict[int, float], dict[int, float]]:
     """The doubling's speed, timed side by side so that it does not hang on one noisy timing (DOMAIN 2: the same
-    host gives the same pick): round 1 is the two trial runs as made; while every round so far cleared the bar,
-    one more round runs both again at the trial's settings, the order reversed every other round (a steady drift
+    host gives the same pick): round 1 is the two trial runs as made when each lasted ``MIN_TIMING_SECONDS`` (else
+    both run again, as every later round does, at the trial's settings for at least that long: ``timing_steps``);
+    while every round so far cleared the bar, one more round runs both again, the order reversed every other round (a steady drift
     then falls on each alike), up to the policy's ``timing_rounds``. A round that misses ends it: the doubling is
     then not worth it whatever later rounds would say (the one rule: faster in every round), so a clear miss costs
     no extra run. Runs are phase "timing": never a result, never reused from the history."""
-    small_speeds = {0: state.tried[small].samples_per_s or 0.0}
-    big_speeds = {0: state.tried[big].samples_per_s or 0.0}
+    small_speeds: dict[int, float] = {}
+    big_speeds: dict[int, float] = {}
     rounds = state.policy.timing_rounds
-    for round_ in range(1, rounds):
-        if not clears_bar(big_speeds[round_ - 1], small_speeds[round_ - 1], state.policy.faster_by):
+    stretched = {b: timing_steps(steps, state.tried[b].samples_per_s, b * runner.nproc) for b in (small, big)}
+    first = 0
+    if all(n <= steps for n in stretched.values()):  # the trial's own runs lasted long enough: they are round 1
+        small_speeds[0] = state.tried[small].samples_per_s or 0.0
+        big_speeds[0] = state.tried[big].samples_per_s or 0.0
+        first = 1
+    for round_ in range(first, rounds):
+        if round_ and not clears_bar(big_speeds[round_ - 1], small_speeds[round_ - 1], state.policy.faster_by):
             break
         for batch in ((big, small) if round_ % 2 else (small, big)):
             lr, warmup = lr_and_warmup(info, batch * runner.nproc, steps)
-            record = runner.train("timing", batch, steps, lr, warmup, precision=precision, seed=round_)
+            record = runner.train("timing", batch, stretched[batch], lr, warmup, precision=precision, seed=round_)
             record.seed = round_
             record.note = (record.note + "; " if record.note else "") + (
                 f"not a trial candidate's run: timing round {round_ + 1} of {rounds}, {small} vs {big} side by side")
