@@ -261,3 +261,23 @@ def test_a_timing_run_lasts_long_enough_that_a_scheduler_stall_cannot_decide_it(
     timed = {(r["per_device"], r["steps"]) for r in runner.runs if r["phase"] == "timing"}
     assert timed and all(steps * b * 2 / speed[b] >= MIN_TIMING_SECONDS for b, steps in timed)
     assert all(steps > 8 for _, steps in timed)  # longer than the trial's 8 steps
+
+
+def test_the_speed_ratio_against_yours_is_a_ratio_with_a_ratios_interval():
+    """Regression (session m-v3, held-out adam-edge under load ~15): timing rounds of 4.44x, 4.02x and 2.20x (and a
+    walk on to 128) printed "9.87x the samples/s of yours (..., 95% interval -11.69-31.43x)": a mean of ratios with
+    a symmetric interval. The ratio is the geometric mean of the paired ratios, its interval taken on their logs."""
+    import math
+
+    level = [0.95] * 3
+    rounds = {16: {0: 1000.0, 1: 1000.0, 2: 1000.0}, 32: {0: 4440.0, 1: 4020.0, 2: 2200.0}}
+    verdict = decide_sweep(runs(16, level) + runs(32, level), 10, timing=rounds, yours=16)
+    against = verdict.against_yours
+    assert verdict.chosen == 32 and against.speed_side_by_side
+    logs = [math.log(4.44), math.log(4.02), math.log(2.2)]
+    assert against.speed_ratio == pytest.approx(math.exp(sum(logs) / 3))
+    assert 0 < against.speed_low < against.speed_ratio < against.speed_high
+    low, high = verdict.summary()["against_yours"]["samples_per_s_ratio_interval"]
+    assert low == pytest.approx(against.speed_low, abs=1e-4) and high == pytest.approx(against.speed_high, abs=1e-4)
+    assert f"{against.speed_ratio:.2f}x the samples/s of yours (3 timing round(s) side by side, 95% interval " \
+           f"{against.speed_low:.2f}-{against.speed_high:.2f}x)" in verdict.reason
