@@ -165,10 +165,10 @@ class StubRunner:
             evals = self.evals(per_device) if (evaluate and self.evals) else []
             # A trial's clock follows its throughput (the trial reads samples/s = g / step time), and so do the
             # trial's timing rounds; the sweep's runs and its timing rounds keep train_seconds' clock, which the
-            # sweep's tests set per batch. The sweep's timing rounds come after its runs; the trial's before any.
-            if phase == "sweep":
-                self.sweep_timing = True
-            trial_clock = phase == "trial" or (phase == "timing" and not getattr(self, "sweep_timing", False))
+            # sweep's tests set per batch. The sweep's timing rounds come after its runs (run here, or reused from
+            # the history: both land in the ledger); the trial's before any.
+            swept = any(r.phase == "sweep" and r.status == "ok" for r in self.ledger)
+            trial_clock = phase == "trial" or (phase == "timing" and not swept)
             seconds = steps * g / throughput if trial_clock else self.train_seconds(per_device)
             # The step time agrees with the run's clock; the sweep's samples/s read it (global batch / step time).
             record = TrialRecord(phase, per_device, self.nproc, accumulation, g, "ok", 0.1, lr=lr,
