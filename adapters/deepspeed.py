@@ -7,7 +7,7 @@ import sys
 from advisor.adapters import (AdapterBase, AdapterOption, BigModelAdvice, Capabilities, LaunchSpec, NoiseMeasurement,
                               env_prefix, torchrun_command)
 from advisor.errors import ExportError
-from advisor.export import layerwise_zero_problem, recipe_numbers
+from advisor.export_formats import layerwise_zero_problem, recipe_numbers
 from advisor.recipe import RecipeDocument
 
 from .accelerate import package_version

@@ -9,14 +9,15 @@ prints one warning and the others keep working.
 
 from __future__ import annotations
 
-import re
-import shlex
 import sys
 from dataclasses import asdict, dataclass, field
 from importlib.metadata import entry_points
 from typing import Protocol, runtime_checkable
 
 from .errors import AdapterError, SetupError
+# The launch vocabulary an adapter's launch_command speaks; importable from here, as plugins always have.
+from .launch_line import (LaunchSpec, env_prefix, optimizer_args, shell_line,  # noqa: F401
+                          torchrun_launch_line, training_args)
 from .recipe import AdapterTable, InputsTable, RecipeDocument
 
 ENTRY_POINT_GROUP = "batch_advisor.adapters"
@@ -145,23 +146,6 @@ class Adapter(Protocol):
 CPU_ALLOCATOR_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536"}
 
 
-@dataclass(frozen=True)
-class LaunchSpec:
-    """What a launch line for the user's training needs to say."""
-
-    nproc_per_node: int
-    nodes: int
-    per_device: int
-    accumulation_steps: int
-    lr: float
-    warmup_steps: int
-    precision: str
-    env: dict = field(default_factory=dict)
-    script: str = "train.py"
-    optimizer: str | None = None  # with its hyper-parameters, passed to the script as the probes ran them
-    optimizer_hyperparameters: dict = field(default_factory=dict)
-
-
 class AdapterBase:
     """Defaults for everything beyond the minimal protocol; built-in adapters subclass it.
 
@@ -233,10 +217,11 @@ class AdapterBase:
     def export_block(self, data: dict, target: str) -> tuple[str, list[str]]:
         """(text, notes) of the recipe ``data`` as ``target``, one of ``exports`` (the caller checked); notes say
         what the text cannot carry. The default renders the generic formats, through the hooks below."""
-        from . import export
+        from . import export_formats
 
-        renderers = {DEEPSPEED_EXPORT.name: export.export_deepspeed, ACCELERATE_EXPORT.name: export.export_accelerate,
-                     TORCHRUN_EXPORT.name: export.export_torchrun}
+        renderers = {DEEPSPEED_EXPORT.name: export_formats.export_deepspeed,
+                     ACCELERATE_EXPORT.name: export_formats.export_accelerate,
+                     TORCHRUN_EXPORT.name: export_formats.export_torchrun}
         if target not in renderers:
             from .errors import ExportError
 
@@ -278,68 +263,6 @@ def torchrun_command(worker_module: str, job_path: str, nproc: int) -> list[str]
     """torch's own launcher on one node; --standalone picks a free rendezvous port."""
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
             f"--nproc-per-node={nproc}", "--max-restarts=0", "-m", worker_module, "--job", job_path]
-
-
-def env_prefix(env: dict) -> list[str]:
-    """``env K=V ...`` in front of a command, so a copied launch line carries the settings."""
-    return ["env", *(f"{k}={v}" for k, v in sorted(env.items()))] if env else []
-
-
-def training_args(spec: LaunchSpec) -> list[str]:
-    """The plan's numbers as arguments to the user's script, the same for every launcher."""
-    args = [f"--batch-size={spec.per_device}", f"--accumulation-steps={spec.accumulation_steps}",
-            f"--lr={spec.lr:.6g}", f"--warmup-steps={spec.warmup_steps}", f"--precision={spec.precision}"]
-    if spec.optimizer:
-        args += optimizer_args(spec.optimizer, spec.optimizer_hyperparameters)
-    return args
-
-
-def optimizer_args(optimizer: str, hyperparameters: dict | None) -> list[str]:
-    """The optimizer and its hyper-parameters as script arguments (``--weight-decay=0.05``, ``--betas=0.9,0.999``)."""
-    args = [f"--optimizer={optimizer}"]
-    for key, value in (hyperparameters or {}).items():
-        text = ",".join(f"{v:g}" for v in value) if isinstance(value, (list, tuple)) else f"{value:g}"
-        args.append(f"--{key.replace('_', '-')}={text}")
-    return args
-
-
-def torchrun_launch_line(spec: LaunchSpec) -> list[str]:
-    if spec.nodes > 1:
-        where = [f"--nnodes={spec.nodes}", "--node-rank=$NODE_RANK", "--rdzv-backend=c10d",
-                 "--rdzv-endpoint=$MASTER_ADDR:29500"]
-    else:
-        where = ["--standalone", "--nnodes=1"]
-    return [*env_prefix(spec.env), "torchrun", *where, f"--nproc-per-node={spec.nproc_per_node}", spec.script,
-            *training_args(spec)]
-
-
-# A $NAME in a launch argument is each node's own value (NODE_RANK, MASTER_ADDR): the shell fills it in.
-_SHELL_VARIABLE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\})")
-
-
-def shell_line(argv: list[str]) -> str:
-    """argv as one line to paste into a shell: the one renderer of launch lines (recipe, summary, exports).
-
-    Everything is quoted where the shell needs it except ``$NAME`` references, which stay outside quotes
-    so that each node's shell expands them (``shlex.join`` would pass them on literally).
-    """
-    return " ".join(_shell_word(arg) for arg in argv)
-
-
-def _shell_word(arg: str) -> str:
-    if not arg:
-        return "''"
-    parts, start = [], 0
-    for match in _SHELL_VARIABLE.finditer(arg):
-        name = match.group().strip("${}")
-        following = arg[match.end():match.end() + 1]
-        parts.append(shlex.quote(arg[start:match.start()]) if match.start() > start else "")
-        # ${NAME} where a name character follows, so the shell does not read a longer name.
-        parts.append(f"${{{name}}}" if re.match(r"[A-Za-z0-9_]", following) else f"${name}")
-        start = match.end()
-    if start < len(arg):
-        parts.append(shlex.quote(arg[start:]))
-    return "".join(parts)
 
 
 def recipe_adapter_name(recipe: dict | RecipeDocument) -> str:

@@ -183,8 +183,6 @@ def select_probe_samples(workload, limit: int = SCAN_LIMIT, keep: int = KEEP_LON
     """
     import statistics
 
-    from .workload import is_iterable_dataset
-
     if workload.probe_batch is not None:
         return ProbeSelection("probe_batch", [], "the workload's probe_batch(n): the largest batch of n samples "
                                                  "it states")
@@ -212,3 +210,11 @@ def select_probe_samples(workload, limit: int = SCAN_LIMIT, keep: int = KEEP_LON
                           f"{where}), collated by the workload's collate_fn" if workload.collate_fn else
                           f"the longest training samples ({by}: longest {longest}, median {median}; measured "
                           f"{where})", longest, median)
+
+
+def is_iterable_dataset(data) -> bool:
+    try:
+        from torch.utils.data import IterableDataset
+    except ImportError:  # pragma: no cover - torch is a dependency
+        return False
+    return isinstance(data, IterableDataset)

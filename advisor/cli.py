@@ -366,7 +366,8 @@ def _histories_here(missing) -> str:
 
 
 def cmd_check(args) -> int:
-    from .recipe import check_recipe, recipe_warnings
+    from .recipe import check_recipe
+    from .recipe_check import recipe_warnings
 
     data = check_recipe(args.recipe)
     warnings = recipe_warnings(data)

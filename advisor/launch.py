@@ -99,7 +99,7 @@ def worker_env(job: TrialJob, adapter_env: dict | None) -> dict:
     return env
 
 
-def run_job(  # noqa: C901 -- complexity debt, a list of independent cases; split when next changed
+def run_job(
     command_for: Callable[[str, int], list[str]],
     job: TrialJob,
     nproc: int,
@@ -130,49 +130,9 @@ def run_job(  # noqa: C901 -- complexity debt, a list of independent cases; spli
         threading.Thread(target=_reader, args=(proc.stdout, lines), daemon=True).start()
         outcome = JobOutcome(status="ok")
         tail: collections.deque[str] = collections.deque(maxlen=60)
-        reader = EventReader()
-        last_activity = started
-        oom_deadline = None
-        ended = False
+        watch = _Watch(label, nproc, started, timeout_s, idle_timeout_s, cancel, on_event)
         try:
-            while True:
-                now = time.monotonic()
-                if cancel is not None and cancel.cancelled:
-                    _kill_group(proc)
-                    raise CancelledError(f"The {label} was cancelled; every worker process was stopped. "
-                                         "Nothing was written.")
-                if now - started > timeout_s:
-                    raise TrialError(_hung_message(label, outcome, nproc, f"did not finish within {timeout_s:.0f} s",
-                                                   "raise --trial-timeout if the model is just slow"))
-                if idle_timeout_s and now - last_activity > idle_timeout_s:
-                    raise TrialError(_hung_message(label, outcome, nproc,
-                                                   f"made no progress for {idle_timeout_s:.0f} s",
-                                                   "a rank is stuck (a deadlock, a blocked collective or a "
-                                                   "data loader that never returns)"))
-                if oom_deadline and now > oom_deadline:
-                    break  # the other ranks are blocked in a collective; the trial's answer is already known
-                try:
-                    line = lines.get(timeout=0.2)
-                except queue.Empty:
-                    continue
-                if line is None:
-                    ended = True
-                    break
-                event = reader.feed(line)
-                if event is None:
-                    if reader.is_output(line):
-                        tail.append(line)
-                    else:
-                        last_activity = time.monotonic()  # a part of a long event
-                    continue
-                last_activity = time.monotonic()
-                outcome.events.append(event)
-                if event["event"] in ("oom",) or (event["event"] == "probe" and event.get("status") == "oom"):
-                    outcome.status = "oom"
-                    oom_deadline = oom_deadline or time.monotonic() + OOM_GRACE_S
-                if on_event:
-                    on_event(event)
-            if ended:
+            if _follow(proc, lines, outcome, tail, watch):
                 try:
                     proc.wait(timeout=max(1.0, timeout_s - (time.monotonic() - started)))
                 except subprocess.TimeoutExpired:
@@ -186,38 +146,106 @@ def run_job(  # noqa: C901 -- complexity debt, a list of independent cases; spli
             _kill_group(proc)
         outcome.seconds = time.monotonic() - started
         outcome.output_tail = list(tail)
-        if outcome.status == "oom":
-            return outcome
-        errors = outcome.all("error")
-        root_rank, root_code = _root_cause(tail)
-        errored = {e.get("rank") for e in errors}
-        # torchrun ends the survivors with SIGTERM: those are not the cause.
-        silent_deaths = sorted(((r, c) for r, c in _failures(tail) if c < 0 and r not in errored),
-                               key=lambda rc: rc[1] == -signal.SIGTERM)
-        if errors:
-            # A rank that reported an error and a peer that torchrun then stopped with SIGTERM (before the
-            # peer reached the same error): the SIGTERM is the echo, the report is the cause.
-            silent_deaths = [(r, c) for r, c in silent_deaths if c != -signal.SIGTERM]
-            if root_code == -signal.SIGTERM:
-                root_rank, root_code = None, None
-        if silent_deaths:  # killed by a signal without a word: that is the cause, not its peers' errors
-            root_rank, root_code = silent_deaths[0]
-        if root_rank is not None and root_rank not in errored:
-            # Another rank died first (a signal, a hard crash): errors on the rest are only its echo.
-            raise WorkerCrashed(_crash_message(label, root_rank, root_code, tail, nproc), root_code)
-        if errors:
-            first = next((e for e in errors if e.get("rank") == root_rank), errors[0])
-            raise TrialError(
-                f"The {label} failed on rank {first.get('rank')}: {first.get('error')}: {first.get('message')}\n"
-                + "\n".join("    " + l for l in first.get("traceback", [])[-6:])
-                + ("\nFix the error in the script (run its command once by hand with the same arguments to check), "
-                   "then run again." if job.extra.get("script") else
-                   "\nFix the error in the workload (run its model on one batch by hand to check), then run again.")
-            )
-        if proc.returncode not in (0, None):
-            code = root_code or proc.returncode
-            raise WorkerCrashed(_crash_message(label, root_rank, code, tail, nproc), code)
+        if outcome.status != "oom":
+            _raise_for_failure(outcome, tail, proc.returncode, label, nproc, bool(job.extra.get("script")))
         return outcome
+
+
+@dataclass
+class _Watch:
+    """What run_job watches a running job for: cancellation, its time limits, and who hears its events."""
+
+    label: str
+    nproc: int
+    started: float
+    timeout_s: float
+    idle_timeout_s: float | None
+    cancel: CancelToken | None
+    on_event: Callable[[dict], None] | None
+
+
+def _follow(proc, lines: queue.Queue, outcome: JobOutcome, tail, watch: _Watch) -> bool:
+    """Read the job's output until it ends (True) or an OOM's grace is over (False): events into ``outcome``,
+    other output into ``tail``; TrialError/CancelledError on a timeout, a stall or a cancel."""
+    reader = EventReader()
+    last_activity = watch.started
+    oom_deadline = None
+    while True:
+        now = time.monotonic()
+        _check_limits(proc, watch, outcome, now, last_activity)
+        if oom_deadline and now > oom_deadline:
+            return False  # the other ranks are blocked in a collective; the trial's answer is already known
+        try:
+            line = lines.get(timeout=0.2)
+        except queue.Empty:
+            continue
+        if line is None:
+            return True
+        event = reader.feed(line)
+        if event is None:
+            if reader.is_output(line):
+                tail.append(line)
+            else:
+                last_activity = time.monotonic()  # a part of a long event
+            continue
+        last_activity = time.monotonic()
+        outcome.events.append(event)
+        if event["event"] in ("oom",) or (event["event"] == "probe" and event.get("status") == "oom"):
+            outcome.status = "oom"
+            oom_deadline = oom_deadline or time.monotonic() + OOM_GRACE_S
+        if watch.on_event:
+            watch.on_event(event)
+
+
+def _check_limits(proc, watch: _Watch, outcome: JobOutcome, now: float, last_activity: float) -> None:
+    """Stop the job when it was cancelled, ran past its time or made no progress for too long."""
+    if watch.cancel is not None and watch.cancel.cancelled:
+        _kill_group(proc)
+        raise CancelledError(f"The {watch.label} was cancelled; every worker process was stopped. "
+                             "Nothing was written.")
+    if now - watch.started > watch.timeout_s:
+        raise TrialError(_hung_message(watch.label, outcome, watch.nproc,
+                                       f"did not finish within {watch.timeout_s:.0f} s",
+                                       "raise --trial-timeout if the model is just slow"))
+    if watch.idle_timeout_s and now - last_activity > watch.idle_timeout_s:
+        raise TrialError(_hung_message(watch.label, outcome, watch.nproc,
+                                       f"made no progress for {watch.idle_timeout_s:.0f} s",
+                                       "a rank is stuck (a deadlock, a blocked collective or a "
+                                       "data loader that never returns)"))
+
+
+def _raise_for_failure(outcome: JobOutcome, tail, returncode: int | None, label: str, nproc: int,
+                       from_script: bool) -> None:
+    """The root cause of a failed job, as TrialError or WorkerCrashed; nothing when it succeeded."""
+    errors = outcome.all("error")
+    root_rank, root_code = _root_cause(tail)
+    errored = {e.get("rank") for e in errors}
+    # torchrun ends the survivors with SIGTERM: those are not the cause.
+    silent_deaths = sorted(((r, c) for r, c in _failures(tail) if c < 0 and r not in errored),
+                           key=lambda rc: rc[1] == -signal.SIGTERM)
+    if errors:
+        # A rank that reported an error and a peer that torchrun then stopped with SIGTERM (before the
+        # peer reached the same error): the SIGTERM is the echo, the report is the cause.
+        silent_deaths = [(r, c) for r, c in silent_deaths if c != -signal.SIGTERM]
+        if root_code == -signal.SIGTERM:
+            root_rank, root_code = None, None
+    if silent_deaths:  # killed by a signal without a word: that is the cause, not its peers' errors
+        root_rank, root_code = silent_deaths[0]
+    if root_rank is not None and root_rank not in errored:
+        # Another rank died first (a signal, a hard crash): errors on the rest are only its echo.
+        raise WorkerCrashed(_crash_message(label, root_rank, root_code, tail, nproc), root_code)
+    if errors:
+        first = next((e for e in errors if e.get("rank") == root_rank), errors[0])
+        raise TrialError(
+            f"The {label} failed on rank {first.get('rank')}: {first.get('error')}: {first.get('message')}\n"
+            + "\n".join("    " + l for l in first.get("traceback", [])[-6:])
+            + ("\nFix the error in the script (run its command once by hand with the same arguments to check), "
+               "then run again." if from_script else
+               "\nFix the error in the workload (run its model on one batch by hand to check), then run again.")
+        )
+    if returncode not in (0, None):
+        code = root_code or returncode
+        raise WorkerCrashed(_crash_message(label, root_rank, code, tail, nproc), code)
 
 
 def _hung_message(label: str, outcome: JobOutcome, nproc: int, what: str, hint: str) -> str:

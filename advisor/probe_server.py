@@ -413,30 +413,16 @@ def _preload_workload(spec: str) -> None:
         pass
 
 
-def serve(worker_module: str, control_fd: int, workload: str = "") -> None:  # noqa: C901 -- complexity debt, a list of independent cases; split when next changed
+def serve(worker_module: str, control_fd: int, workload: str = "") -> None:
     _die_with_parent()
     control = socket.socket(fileno=control_fd)
 
     def reply(message: dict) -> None:
         control.sendall((json.dumps(message) + "\n").encode())
 
-    try:
-        import importlib
-
-        import torch
-
-        importlib.import_module(worker_module)
-        for module in PRELOADED:
-            importlib.import_module(module)
-        if workload:
-            _preload_workload(workload)
-        if torch.cuda.is_initialized() or _cuda_driver_loaded():
-            what = f"{worker_module} or the workload {workload!r}" if workload else worker_module
-            reply({"ready": False, "reason": f"importing {what} initialised CUDA, and a forked child "
-                                             "cannot use CUDA then"})
-            return
-    except Exception as exc:  # noqa: BLE001 - the engine falls back to launching each probe
-        reply({"ready": False, "reason": f"importing {worker_module} failed: {type(exc).__name__}: {exc}"})
+    not_ready = _preload(worker_module, workload)
+    if not_ready:
+        reply({"ready": False, "reason": not_ready})
         return
     reply({"ready": True})
     children: set[int] = set()
@@ -452,46 +438,81 @@ def serve(worker_module: str, control_fd: int, workload: str = "") -> None:  # n
                 fds.extend(new_fds)
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
-                    request = json.loads(line)
-                    if request["op"] == "run":
-                        out_fd = fds.pop(0)
-                        sys.stdout.flush()
-                        sys.stderr.flush()
-                        pid = os.fork()
-                        if pid == 0:
-                            _run_child(worker_module, request["argv"], request.get("cwd"), out_fd, control,
-                                       int(request.get("nproc", 1)), request.get("node"))
-                        os.close(out_fd)
-                        children.add(pid)
-                        reply({"pid": pid})
-                    elif request["op"] == "kill" and request["pid"] in children:
-                        try:
-                            os.killpg(request["pid"], request.get("signal", signal.SIGKILL))
-                        except ProcessLookupError:
-                            pass
-            for pid in list(children):
-                done, status = os.waitpid(pid, os.WNOHANG)
-                if done:
-                    children.discard(pid)
-                    try:
-                        os.killpg(pid, signal.SIGKILL)  # anything the probe started in its group goes with it
-                    except ProcessLookupError:
-                        pass
-                    reply({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+                    _handle(json.loads(line), worker_module, control, fds, children, reply)
+            _reap(children, reply)
     except (BrokenPipeError, ConnectionResetError):
         pass
     finally:
-        for pid in children:
+        _end_children(children)
+
+
+def _preload(worker_module: str, workload: str) -> str | None:
+    """Import what every probe imports, once, before forking; why the server cannot serve, or None."""
+    try:
+        import importlib
+
+        import torch
+
+        importlib.import_module(worker_module)
+        for module in PRELOADED:
+            importlib.import_module(module)
+        if workload:
+            _preload_workload(workload)
+        if torch.cuda.is_initialized() or _cuda_driver_loaded():
+            what = f"{worker_module} or the workload {workload!r}" if workload else worker_module
+            return f"importing {what} initialised CUDA, and a forked child cannot use CUDA then"
+    except Exception as exc:  # noqa: BLE001 - the engine falls back to launching each probe
+        return f"importing {worker_module} failed: {type(exc).__name__}: {exc}"
+    return None
+
+
+def _handle(request: dict, worker_module: str, control, fds: list, children: set[int], reply) -> None:
+    """One request from the engine: run a probe in a forked child (its output on the passed descriptor), or kill
+    one of ours."""
+    if request["op"] == "run":
+        out_fd = fds.pop(0)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            _run_child(worker_module, request["argv"], request.get("cwd"), out_fd, control,
+                       int(request.get("nproc", 1)), request.get("node"))
+        os.close(out_fd)
+        children.add(pid)
+        reply({"pid": pid})
+    elif request["op"] == "kill" and request["pid"] in children:
+        try:
+            os.killpg(request["pid"], request.get("signal", signal.SIGKILL))
+        except ProcessLookupError:
+            pass
+
+
+def _reap(children: set[int], reply) -> None:
+    """Report each finished child's exit code, after ending anything left in its process group."""
+    for pid in list(children):
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            children.discard(pid)
             try:
-                os.killpg(pid, signal.SIGKILL)
+                os.killpg(pid, signal.SIGKILL)  # anything the probe started in its group goes with it
             except ProcessLookupError:
                 pass
-        deadline = time.monotonic() + 5
-        while children and time.monotonic() < deadline:
-            for pid in list(children):
-                if os.waitpid(pid, os.WNOHANG)[0]:
-                    children.discard(pid)
-            time.sleep(0.02)
+            reply({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+
+
+def _end_children(children: set[int]) -> None:
+    """The server is ending: kill every child's group and wait up to 5 s for them."""
+    for pid in children:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 5
+    while children and time.monotonic() < deadline:
+        for pid in list(children):
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                children.discard(pid)
+        time.sleep(0.02)
 
 
 if __name__ == "__main__":

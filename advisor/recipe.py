@@ -7,7 +7,6 @@ existing recipe is only replaced with ``force``, and then a backup is kept.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import shutil
@@ -322,6 +321,9 @@ def _typed_table(cls, raw, table: str, path: str, text: str):
         value = raw.get(key)
         if value is None or item.name == extra:  # None: a recipe built in memory, before writing drops it
             continue
+        if str(item.type) in _NESTED:  # a table inside the table ([method.sweep], [provenance.hardware])
+            values[item.name] = _typed_table(_NESTED[str(item.type)], value, f"{table}.{key}", path, text)
+            continue
         wanted, described = _FIELD_TYPES.get(str(item.type).split(" |")[0], (None, ""))
         if wanted and (not isinstance(value, wanted) or (isinstance(value, bool) and bool not in wanted)):
             _fail(path, text, f"'{table}.{key}' must be {described}, not {type(value).__name__} {value!r}.",
@@ -336,18 +338,15 @@ def _typed_table(cls, raw, table: str, path: str, text: str):
     return cls(**values)
 
 
+_NESTED = {"SweepTable": SweepTable, "HardwareTable": HardwareTable}
+
+
 def _read_document(data: dict, path: str, text: str) -> RecipeDocument:
-    def read(cls, table: str, holder: dict = data, name: str | None = None):
-        return _typed_table(cls, holder.get(name or table), table, path, text)
+    def read(cls, table: str):
+        return _typed_table(cls, data.get(table), table, path, text)
 
     if not isinstance(data, dict):
         raise RecipeError(f"{path}: a recipe is a TOML document of tables, not {type(data).__name__}.", path=path)
-    method_raw = data.get("method") if isinstance(data.get("method"), dict) else {}
-    provenance_raw = data.get("provenance") if isinstance(data.get("provenance"), dict) else {}
-    method = read(MethodTable, "method")
-    method = replace(method, sweep=read(SweepTable, "method.sweep", method_raw, "sweep"))
-    provenance = read(ProvenanceTable, "provenance")
-    provenance = replace(provenance, hardware=read(HardwareTable, "provenance.hardware", provenance_raw, "hardware"))
     warnings, ledger = data.get("warnings", []), data.get("ledger", [])
     for name, rows in (("warnings", warnings), ("ledger", ledger)):
         if not isinstance(rows, list):
@@ -358,10 +357,10 @@ def _read_document(data: dict, path: str, text: str) -> RecipeDocument:
         warmup=read(WarmupSettings, "warmup"), precision=read(PrecisionTable, "precision"),
         normalization=read(NormalizationTable, "normalization"),
         optimizer=read(OptimizerTable, "optimizer") if isinstance(optimizer, dict) else None,
-        method=method, ceiling=read(CeilingTable, "ceiling"), noise=read(NoiseTable, "noise"),
+        method=read(MethodTable, "method"), ceiling=read(CeilingTable, "ceiling"), noise=read(NoiseTable, "noise"),
         goodput=read(GoodputTable, "goodput"), workload=read(WorkloadTable, "workload"),
         adapter=read(AdapterTable, "adapter"), inputs=read(InputsTable, "inputs"),
-        launch=read(LaunchTable, "launch"), provenance=provenance,
+        launch=read(LaunchTable, "launch"), provenance=read(ProvenanceTable, "provenance"),
         warnings=[RecipeWarning(str(w.get("code", "warning")), w["message"]) for w in warnings
                   if isinstance(w, dict) and w.get("message")],
         ledger=[row for row in ledger if isinstance(row, dict)])
@@ -415,8 +414,15 @@ def _fail(path: str, text: str, message: str, table: str | None = None, key: str
                       if dotted else f"{where}: {message}", path=path, line=line, key=dotted or None)
 
 
-def validate(data: dict, path: str = "<recipe>", text: str = "") -> None:  # noqa: C901 -- complexity debt, a list of independent cases; split when next changed
+def validate(data: dict, path: str = "<recipe>", text: str = "") -> None:
     """Raise RecipeError naming the first bad key and its line."""
+    _check_schema_version(data, path, text)
+    _check_required(data, path, text)
+    _check_values(data, path, text)
+    _check_launch(data, path, text)
+
+
+def _check_schema_version(data: dict, path: str, text: str) -> None:
     version = data.get("schema_version")
     if version is None:
         _fail(path, text, "the recipe has no 'schema_version'; it may not be a batch-advisor recipe.", None,
@@ -426,6 +432,9 @@ def validate(data: dict, path: str = "<recipe>", text: str = "") -> None:  # noq
     if version > SCHEMA_VERSION:
         _fail(path, text, f"schema_version {version} is newer than this advisor understands ({SCHEMA_VERSION}); "
                           "upgrade batch-advisor.", None, "schema_version")
+
+
+def _check_required(data: dict, path: str, text: str) -> None:
     for (table, key), types in REQUIRED.items():
         section = data.get(table)
         if not isinstance(section, dict):
@@ -436,6 +445,10 @@ def validate(data: dict, path: str = "<recipe>", text: str = "") -> None:  # noq
         if isinstance(value, bool) or not isinstance(value, types):
             wanted = " or ".join(t.__name__ for t in types)
             _fail(path, text, f"'{table}.{key}' must be {wanted}, not {type(value).__name__} {value!r}.", table, key)
+
+
+def _check_values(data: dict, path: str, text: str) -> None:
+    """The required values agree: sizes at least 1, the global batch their product, a positive LR, a known rule."""
     batch, lr, warmup = data["batch"], data["lr"], data["warmup"]
     for key in ("per_device", "world_size", "accumulation_steps", "global"):
         if batch[key] < 1:
@@ -454,6 +467,9 @@ def validate(data: dict, path: str = "<recipe>", text: str = "") -> None:  # noq
         _fail(path, text, f"'lr.rule' must be one of {', '.join(LR_RULES)}, not {lr['rule']!r}.", "lr", "rule")
     if warmup["steps"] < 0:
         _fail(path, text, "'warmup.steps' must not be negative.", "warmup", "steps")
+
+
+def _check_launch(data: dict, path: str, text: str) -> None:
     launch = data.get("launch", {})
     if not isinstance(launch, dict):
         _fail(path, text, "[launch] must be a table.", "launch", None)
@@ -464,131 +480,6 @@ def validate(data: dict, path: str = "<recipe>", text: str = "") -> None:  # noq
         if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             _fail(path, text, f"[launch.env] entry {name!r} must be a variable name set to a string, not "
                               f"{type(value).__name__} {value!r}.", "launch.env", name)
-
-
-def recipe_warnings(data: dict) -> list[str]:
-    """Valid but suspicious: what a hand edit of a generated recipe can get wrong. The LR and the warmup are
-    redone from the recipe's own rule, base and batch (advisor.method.lr, as the plan made them), and each
-    difference names the edit that broke the agreement: the batch (its LR was scaled for another global batch)
-    or the LR / warmup itself."""
-    from .method.lr import check_lr_change
-
-    batch, lr = data["batch"], data["lr"]
-    found = []
-    planned_global = _planned_global(lr)
-    batch_edited = planned_global is not None and planned_global != batch["global"]
-    expected = _rules_lr(data)
-    if expected is not None and not math.isclose(expected, lr["value"], rel_tol=1e-3):
-        rule = f"{expected:.4g} ({_rule_words(data)})"
-        if batch_edited:
-            found.append(f"the batch was edited: lr.value {lr['value']:g} was scaled for global batch {planned_global}, "
-                         f"but the batch now gives {batch['global']}; there the recipe's rule gives {rule}. Set "
-                         "lr.value to it (and re-plan before a long run: the new batch was not validated).")
-        else:
-            found.append(f"lr.value {lr['value']:g} is not what the recipe's rule gives at global batch "
-                         f"{batch['global']}: {rule}, {lr['value'] / expected:.3g}x off. It looks edited by hand: set "
-                         "it back, or re-plan (`advisor plan`, or `advisor replan`) if the base LR changed.")
-    elif expected is None and not batch_edited:
-        flagged = check_lr_change(lr["base"], lr["base_global_batch"], lr["value"], batch["global"],
-                                  batch["accumulation_steps"])
-        found += [flagged] if flagged else []
-    warmup = _rules_warmup(data)
-    if warmup is not None and warmup != data["warmup"]["steps"]:
-        what = "the batch was edited" if batch_edited else "warmup.steps looks edited by hand"
-        found.append(f"{what}: warmup.steps is {data['warmup']['steps']}, the recipe's rule gives {warmup} at global "
-                     f"batch {batch['global']}. Set it to {warmup}.")
-    if batch["global"] != lr["base_global_batch"] and lr["rule"] == "unchanged":
-        found.append(f"lr.rule is 'unchanged' but the global batch ({batch['global']}) differs from the one the "
-                     f"base LR was tuned for ({lr['base_global_batch']}): scale the LR (linear for SGD, square "
-                     "root for Adam) or regenerate the recipe.")
-    return found
-
-
-def _planned_global(lr: dict) -> int | None:
-    """The global batch the recipe's LR was scaled for (base batch x the recorded scale)."""
-    scale = lr.get("scale")
-    if not isinstance(scale, (int, float)) or isinstance(scale, bool) or scale <= 0:
-        return None
-    return round(lr["base_global_batch"] * scale)
-
-
-def _rules_lr(data: dict) -> float | None:
-    """The LR the recipe's rule gives at its batch: scale_lr from its base, then the bound past the validated
-    batch when the plan applied one (its inputs are recorded). None when the recipe lacks what that needs (an
-    optimizer), or was bounded by a plan that did not record how (before schema 2: no check then)."""
-    from .method.lr import bound_past_validated, scale_lr
-
-    lr, batch = data["lr"], data["batch"]
-    optimizer = lr.get("optimizer") or data.get("workload", {}).get("optimizer")
-    if not isinstance(optimizer, str):
-        return None
-    rules = scale_lr(float(lr["base"]), int(lr["base_global_batch"]), int(batch["global"]), optimizer)
-    bounded_from = lr.get("bound_from_global")
-    if isinstance(bounded_from, int) and not isinstance(bounded_from, bool):
-        rules = bound_past_validated(rules, bounded_from, optimizer, lr.get("bound_noise_low"))
-    elif lr.get("capped") and rules.value > lr["value"] and not rules.capped:
-        return None  # bounded by an older plan that did not record the bound's inputs
-    # Never a setting its runs saw fail: the ledger says so (a plan's recipe), or the recorded lowering does (a
-    # re-planned recipe, whose ledger holds only what the re-plan measured).
-    failed = failed_lr(data, int(batch["global"]), rules.value, optimizer)
-    if failed is not None:
-        return failed.lr
-    seen = lr.get("seen_failing_at")
-    if isinstance(seen, (int, float)) and math.isclose(seen, rules.value, rel_tol=1e-6) and lr["value"] < seen:
-        return lr["value"]
-    return rules.value
-
-
-def ledger_records(data: dict) -> list:
-    """The recipe's trial, noise and sweep rows back as ledger records (the loss curve as written), for the rules
-    that read what ran (replan, the check of lr.value)."""
-    from .ledger import TrialRecord
-
-    fields = TrialRecord.__dataclass_fields__
-    out = []
-    for row in data.get("ledger", []):
-        if row.get("phase") in ("trial", "noise", "sweep") and {"per_device", "global_batch", "status"} <= set(row):
-            values = {k: v for k, v in row.items() if k in fields and k != "losses"}
-            values.setdefault("world_size", 1)
-            values.setdefault("accumulation", 1)
-            values.setdefault("seconds", 0.0)
-            out.append(TrialRecord(**values, losses=list(row.get("loss_curve") or [])))
-    return out
-
-
-def failed_lr(data: dict, global_batch: int, lr_value: float, optimizer: str):
-    """advisor.method.inputs.lr_seen_failing on the recipe's own ledger: None when no run at ``global_batch`` was
-    unstable at ``lr_value`` or below, else the LR that stands and the warning that says why."""
-    from .method.inputs import WorkloadInfo, lr_seen_failing
-
-    workload, lr = data.get("workload", {}), data["lr"]
-    info = WorkloadInfo(str(workload.get("name", "")), str(workload.get("task", "")), workload.get("num_classes"),
-                        optimizer, int(workload.get("train_size") or 0), 0, int(workload.get("parameters") or 0),
-                        bool(data.get("normalization", {}).get("has_batchnorm")), float(lr["base"]),
-                        int(lr["base_global_batch"]), str(lr.get("base_source", "the recipe")))
-    return lr_seen_failing(info, global_batch, lr_value, ledger_records(data))
-
-
-def _rule_words(data: dict) -> str:
-    lr = data["lr"]
-    bound = (f", bounded past the validated global batch {lr['bound_from_global']}"
-             if lr.get("bound_from_global") and data["batch"]["global"] > lr["bound_from_global"] else "")
-    return (f"{lr.get('optimizer', 'the optimizer')}'s scaling of the base LR {lr['base']:g} at global batch "
-            f"{lr['base_global_batch']}{bound}")
-
-
-def _rules_warmup(data: dict) -> int | None:
-    """The warmup steps the recipe's rule gives at its batch, or None when the recipe lacks its inputs."""
-    from .method.lr import plan_warmup
-
-    warmup, lr, batch = data["warmup"], data["lr"], data["batch"]
-    train_size = data.get("workload", {}).get("train_size")
-    base_epochs = warmup.get("base_epochs")
-    if not isinstance(train_size, int) or not isinstance(base_epochs, (int, float)):
-        return None
-    run_epochs = warmup.get("run_epochs")
-    return plan_warmup(batch["global"] / lr["base_global_batch"], train_size, batch["global"], float(base_epochs),
-                       run_epochs=run_epochs, run_source="the recipe's run" if run_epochs else "").steps
 
 
 def read_recipe_data(path: str | os.PathLike) -> tuple[dict, str]:

@@ -378,7 +378,7 @@ def _never_a_failed_lr(doc: RecipeDocument, plan, lr, optimizer: str):
     from dataclasses import replace
 
     from .method.plan import Warning_
-    from .recipe import failed_lr
+    from .recipe_check import failed_lr
 
     failed = failed_lr(doc.data, plan.global_batch, lr.value, optimizer)
     if failed is None:

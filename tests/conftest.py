@@ -1,12 +1,11 @@
 import os
 import sys
-import time
 from pathlib import Path
 
-import psutil
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from helpers import (PLUGIN, PROTOCOL_PLUGIN, advisor_processes, assert_none_left, dist_info,
+                     install_fake_cuda)
 
 # DeepSpeed's CPU comm op is JIT-built once per venv into torch's extension cache: `make setup` builds it there
 # (.ci/prebuild_extensions.py, the same folder). Checkouts whose venvs differ name other include paths in their
@@ -24,53 +23,45 @@ if "TORCH_EXTENSIONS_DIR" not in os.environ:
 _VENV_BIN = str(Path(sys.executable).parent)
 if os.environ.get("PATH", "").split(os.pathsep)[0] != _VENV_BIN:
     os.environ["PATH"] = os.pathsep.join([_VENV_BIN, os.environ.get("PATH", "")])
-TEST_WORKLOADS = REPO / "tests" / "workloads"
-WORKER_MARKERS = ("advisor_adapters.", "torch.distributed.run", "advisor.shim")
-
-
-def advisor_processes(engine_pids=None, include_self=True):
-    """Worker or launcher processes that an advisor engine in this test run started and that are still alive.
-
-    Workers carry BATCH_ADVISOR_ENGINE_PID; only those of this process (or the given engine pids, e.g. a
-    CLI subprocess) count, so other advisor runs on the same machine are left alone. ``include_self=False``:
-    only the given engines' (a test waiting for its CLI's workers must not see an earlier test's last ones).
-    """
-    owners = ({str(os.getpid())} if include_self else set()) | {str(p) for p in (engine_pids or ())}
-    found = []
-    for proc in psutil.process_iter(["pid", "cmdline", "status"]):
-        cmd = " ".join(proc.info["cmdline"] or [])
-        if proc.info["status"] == psutil.STATUS_ZOMBIE or not any(m in cmd for m in WORKER_MARKERS):
-            continue
-        try:
-            owner = proc.environ().get("BATCH_ADVISOR_ENGINE_PID")
-        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
-            continue
-        if owner in owners or (engine_pids is None and owner is not None and not psutil.pid_exists(int(owner))):
-            found.append(proc)  # ours, or orphaned by an engine that is gone
-    return found
-
-
-def assert_none_left(find) -> None:
-    """Give the processes ``find()`` lists 5 s to end; kill any survivor (so later tests stay clean) and fail."""
-    deadline = time.monotonic() + 5
-    while find() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    survivors = find()
-    described = []
-    for proc in survivors:
-        try:
-            described.append(proc.cmdline())
-        except psutil.Error:
-            described.append(f"pid {proc.pid} (gone)")
-        proc.kill()
-    assert not survivors, f"processes left behind: {described}"
+@pytest.fixture
+def no_leftover_processes(request):
+    """Fail the test if any worker survives it; kill survivors so later tests stay clean. A module whose processes
+    outlive its tests on purpose (a shared server) names their pids in KEPT_PROCESSES."""
+    yield
+    kept = getattr(request.module, "KEPT_PROCESSES", set())
+    assert_none_left(lambda: [p for p in advisor_processes() if p.pid not in kept])
 
 
 @pytest.fixture
-def no_leftover_processes():
-    """Fail the test if any worker survives it; kill survivors so later tests stay clean."""
+def one_rank_group():
+    """A one-rank gloo process group in this process."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     yield
-    assert_none_left(advisor_processes)
+    dist.destroy_process_group()
+
+
+@pytest.fixture
+def plugins(tmp_path, monkeypatch):
+    """The example plugins 'installed', plus a broken one whose module does not exist."""
+    site = tmp_path / "site"
+    dist_info(site, "advisor_single", "single = advisor_single:SingleProcessAdapter")
+    dist_info(site, "advisor_protocol", "protocol = advisor_protocol:ProtocolAdapter")
+    dist_info(site, "advisor_broken", "broken = advisor_no_such_module:Adapter")
+    path = os.pathsep.join([str(PLUGIN), str(PROTOCOL_PLUGIN), str(site)])
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.syspath_prepend(str(PLUGIN))
+    monkeypatch.syspath_prepend(str(PROTOCOL_PLUGIN))
+    monkeypatch.setenv("PYTHONPATH", path + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return path
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    """An 80 GiB card at torch.cuda's device boundary, nothing held beside the allocator (helpers.install_fake_cuda):
+    the calls made, as (name, args, kwargs)."""
+    return install_fake_cuda(monkeypatch)
 
 
 @pytest.fixture(scope="session")
@@ -90,49 +81,12 @@ def ddp():
     return load_adapter("ddp")
 
 
-def workload_spec(function: str) -> str:
-    return f"{TEST_WORKLOADS / 'faulty.py'}:{function}"
-
-
 @pytest.fixture(autouse=True)
 def private_history(tmp_path_factory, monkeypatch):
     """Every test reads and writes a history of its own, never the repository's recipes/.history.jsonl or another
     test's: a plan seeded by earlier runs would decide differently. Tests of the history itself set or unset
     ADVISOR_HISTORY as they need."""
     monkeypatch.setenv("ADVISOR_HISTORY", str(tmp_path_factory.mktemp("history") / ".history.jsonl"))
-
-
-def plain_strategy(job):
-    """The worker's plain single-process strategy (CPU), set up for ``job``."""
-    from advisor.worker import WorkerStrategy
-
-    strategy = WorkerStrategy()
-    strategy.setup(job)
-    return strategy
-
-
-def train_in_process(workload, capsys, **job_kw) -> dict:
-    """run_training in this process with the plain strategy; returns its result event."""
-    from advisor.job import EventReader, TrialJob
-    from advisor.worker import run_training
-
-    job = TrialJob(kind="train", workload=workload.name, **job_kw)
-    strategy = plain_strategy(job)
-    model = workload.build_model()
-    optimizer = strategy.make_optimizer(workload, model, job)
-    model, optimizer = strategy.prepare(model, optimizer, job)
-    run_training(job, workload, strategy, model, optimizer, {"enforced": False})
-    found = [e for e in map(EventReader().feed, capsys.readouterr().out.splitlines()) if e]
-    return next(e for e in found if e["event"] == "result")
-
-
-def analytic_linear_regression_b_simple(dim: int, distance_sq: float, noise_var: float) -> float:
-    """B_simple for least squares 0.5(w.x - y)^2, x ~ N(0, I_dim), y = w*.x + N(0, noise_var), at |w - w*|^2 = distance_sq.
-
-    G = d, Sigma = (|d|^2 + noise_var) I + d d^T (Isserlis), so tr(Sigma) = dim(|d|^2 + noise_var) + |d|^2.
-    Checks advisor.method.noise's estimator against a value known in closed form.
-    """
-    return (dim * (distance_sq + noise_var) + distance_sq) / distance_sq
 
 
 _CHECKED_WORKLOADS: dict = {}  # (spec, cwd, file stamp) -> WorkloadSummary or the WorkloadError it raised

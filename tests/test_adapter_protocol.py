@@ -20,8 +20,8 @@ except ModuleNotFoundError:  # Python 3.10
 from advisor.adapters import (DEFAULT_ADAPTER, TORCHRUN_EXPORT, AdapterBase, BigModelAdvice, ExportTarget,
                               ShardingAdvice, recipe_adapter_name)
 from advisor.errors import AdvisorError, ExportError
-from conftest import REPO
-from test_export import recipe
+from helpers import REPO
+from helpers import export_recipe_data
 
 ROOT = Path(__file__).resolve().parents[1]
 # The engine: every module of advisor/ and advisor/method/ (the adapters live in adapters/).
@@ -137,15 +137,15 @@ def own_adapter(monkeypatch):
 def test_a_recipe_exports_to_its_adapters_targets_rendered_by_the_adapter(own_adapter, tmp_path, capsys):
     from advisor.cli import main
     from advisor.export import export_recipe
-    from test_export import write
+    from helpers import write_recipe_file
 
-    data = recipe(adapter="own", device="cpu", world=2)
+    data = export_recipe_data(adapter="own", device="cpu", world=2)
     assert export_recipe(data, "slurm") == ("#SBATCH --ntasks=2\n", ["a note of its own"])
     line, _ = export_recipe(data, "torchrun")  # the generic renderer, through AdapterBase
     assert line.startswith("env MALLOC_MMAP_THRESHOLD_=65536 torchrun") and "--nproc-per-node=2" in line
     with pytest.raises(ExportError, match="choose one of slurm, torchrun"):
         export_recipe(data, "deepspeed")  # not declared by this adapter
-    path = write(tmp_path, data)
+    path = write_recipe_file(tmp_path, data)
     assert main(["export", str(path), "--to", "torchrun", "--hostfile", str(tmp_path / "hosts")]) == 2
     assert "--hostfile goes with --to slurm (srun reads the node list)." in capsys.readouterr().err
     assert main(["export", str(path), "--to", "slurm", "--hostfile", str(tmp_path / "hosts")]) == 0
@@ -155,7 +155,7 @@ def test_a_recipe_exports_to_its_adapters_targets_rendered_by_the_adapter(own_ad
 def test_a_recipe_whose_adapter_is_not_installed_gets_the_generic_exports_and_says_so():
     from advisor.export import export_recipe
 
-    text, notes = export_recipe(recipe(adapter="not-installed", device="cpu", world=2), "torchrun")
+    text, notes = export_recipe(export_recipe_data(adapter="not-installed", device="cpu", world=2), "torchrun")
     assert text.startswith("env MALLOC_MMAP_THRESHOLD_=65536 torchrun")
     assert any("'not-installed' is not usable here" in note for note in notes)
 
@@ -194,7 +194,7 @@ def test_the_example_plugin_implements_the_protocol(monkeypatch):
     adapter = SingleProcessAdapter()
     assert [t.name for t in adapter.exports] == ["python", "torchrun"]
     assert not adapter.noise.measured and adapter.big_model is None
-    data = recipe(adapter="single", device="cpu", world=1, accumulation=1)
+    data = export_recipe_data(adapter="single", device="cpu", world=1, accumulation=1)
     text, notes = export_recipe(data, "python")
     assert text.startswith("env MALLOC_MMAP_THRESHOLD_=65536 python train.py --batch-size=16") and notes == []
     assert "torchrun" in export_recipe(data, "torchrun")[0]

@@ -1,7 +1,6 @@
 """`advisor adapters`, the example plugin, bad input (one paragraph, exit 2), and planning for a bigger cluster."""
 
 import json
-import os
 import subprocess
 import sys
 
@@ -13,34 +12,7 @@ from advisor.device import HostDevices
 from advisor.export import export_recipe
 from advisor.report import build_recipe
 from advisor.session import Session, validate_setup
-from conftest import REPO
-
-PLUGIN = REPO / "examples" / "single-process-plugin"
-PROTOCOL_PLUGIN = REPO / "examples" / "protocol-worker"
-
-
-def dist_info(site, name, entry_points):
-    """What `pip install` leaves for a plugin: a dist-info folder with its entry points."""
-    folder = site / f"{name}-0.1.0.dist-info"
-    folder.mkdir(parents=True)
-    (folder / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1.0\n")
-    (folder / "entry_points.txt").write_text("[batch_advisor.adapters]\n" + entry_points + "\n")
-
-
-@pytest.fixture
-def plugins(tmp_path, monkeypatch):
-    """The example plugins 'installed', plus a broken one whose module does not exist."""
-    site = tmp_path / "site"
-    dist_info(site, "advisor_single", "single = advisor_single:SingleProcessAdapter")
-    dist_info(site, "advisor_protocol", "protocol = advisor_protocol:ProtocolAdapter")
-    dist_info(site, "advisor_broken", "broken = advisor_no_such_module:Adapter")
-    path = os.pathsep.join([str(PLUGIN), str(PROTOCOL_PLUGIN), str(site)])
-    monkeypatch.syspath_prepend(str(site))
-    monkeypatch.syspath_prepend(str(PLUGIN))
-    monkeypatch.syspath_prepend(str(PROTOCOL_PLUGIN))
-    monkeypatch.setenv("PYTHONPATH", path + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return path
-
+from helpers import REPO
 
 def test_adapters_json_lists_every_adapter_and_a_broken_plugin_is_one_stderr_line(plugins):
     run = subprocess.run([sys.executable, "-m", "advisor.cli", "adapters", "--json"], capture_output=True, text=True)
@@ -85,7 +57,7 @@ def parse_plan(argv):
 
 
 def test_a_plugin_option_is_a_validated_flag_recorded_in_the_recipe(plugins, capsys):
-    from test_method_decisions import StubRunner
+    from helpers import StubRunner
 
     from advisor.recipe import check_recipe, dumps_recipe
 
@@ -176,7 +148,7 @@ def test_lars_without_its_package_is_a_setup_error(monkeypatch, capsys):
 
 def test_planning_for_a_bigger_cluster_than_the_probe_host():
     """Probes on this host's 2 processes; plan, LR, warmup, launch line and exports for 4 nodes x 8."""
-    from test_method_decisions import StubRunner
+    from helpers import StubRunner
 
     args, adapter = parse_plan(["--adapter", "deepspeed", "--zero-stage", "3", "--nproc", "2", "--nodes", "4",
                                 "--gpus-per-node", "8", "--device-memory", "1GiB", "--workload", "digits-cnn",

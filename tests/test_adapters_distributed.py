@@ -12,7 +12,7 @@ from advisor.adapters import load_adapter
 from advisor.launch import CancelToken
 from advisor.method import MethodSettings
 from advisor.runner import JobRunner
-from conftest import REPO
+from helpers import REPO
 
 pytestmark = [pytest.mark.distributed, pytest.mark.usefixtures("no_leftover_processes")]
 ADAPTERS = ("ddp", "accelerate", "deepspeed")
@@ -73,7 +73,7 @@ def test_sweep_run_with_layerwise_optimizer_and_bf16(adapter, optimizer):
 
 @pytest.mark.slow
 def test_plan_through_deepspeed_with_lamb_exports_a_config_deepspeed_accepts(tmp_path):
-    from test_export import deepspeed_accepts
+    from helpers import deepspeed_accepts
 
     out = tmp_path / "recipe.toml"
     advisor = [sys.executable, "-m", "advisor.cli"]

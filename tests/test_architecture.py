@@ -233,3 +233,106 @@ def test_the_method_package_decides_without_running_anything():
     assert forbidden_imports(files, ("advisor.runner", "advisor.session", "advisor.launch", "advisor.probe_server",
                                      "advisor.history", "advisor.history_reuse", "advisor.setup_checks",
                                      "advisor.cli", "advisor.tui", "textual")) == {}
+
+
+def project_modules() -> dict[str, Path]:
+    """Every module of the project, by the name it is imported as: advisor.*, and adapters/ as advisor_adapters.*"""
+    modules = {}
+    for folder, package in ((ROOT / "advisor", "advisor"), (ROOT / "adapters", "advisor_adapters")):
+        for path in folder.rglob("*.py"):
+            parts = [package, *path.relative_to(folder).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            modules[".".join(parts)] = path
+    return modules
+
+
+def import_edges(name: str, path: Path, modules: dict[str, Path]) -> dict[str, int]:
+    """The project modules ``name`` imports, anywhere in the file (function-level imports too), each with the line
+    of its first import. ``from package import module`` names the module, not the package's __init__."""
+    import ast
+
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    edges: dict[str, int] = {}
+
+    def add(target: str, line: int) -> None:
+        # A package a module lives in is initialised before the module runs (`from . import __version__`): no circle.
+        if target in modules and target != name and not name.startswith(target + "."):
+            edges.setdefault(target, line)
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    type_only = {id(inner) for node in ast.walk(tree) if isinstance(node, ast.If)
+                 and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING") for inner in ast.walk(node)}
+    for node in ast.walk(tree):
+        if id(node) in type_only:  # `if TYPE_CHECKING:` names a type for annotations and never runs
+            continue
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                add(alias.name, node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module
+            submodules = [f"{source}.{alias.name}" for alias in node.names if f"{source}.{alias.name}" in modules]
+            for target in submodules:
+                add(target, node.lineno)
+            if len(submodules) < len(node.names):  # names defined in the module (or its __init__) itself
+                add(source, node.lineno)
+    return edges
+
+
+def import_circles() -> list[list[str]]:
+    """The import graph's circles: each strongly connected group of two or more modules (Tarjan), sorted."""
+    modules = project_modules()
+    graph = {name: import_edges(name, path, modules) for name, path in modules.items()}
+    index, low, stack, on_stack, groups = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * len(graph)))
+    for name in sorted(graph):
+        if name not in index:
+            visit(name)
+    return sorted(groups), graph, modules
+
+
+def test_no_import_circle_among_the_projects_modules():
+    """No module reaches itself through imports, function-level ones included (a deferred import hides a circle
+    from Python, not from a reader): each layer imports only the ones below it."""
+    circles, graph, modules = import_circles()
+    assert len(modules) > 80 and graph["advisor.export"] and graph["advisor_adapters.deepspeed"]  # read something
+    described = []
+    for group in circles:
+        inside = [f"{a} -> {b} ({modules[a].relative_to(ROOT)}:{line})" for a in group
+                  for b, line in sorted(graph[a].items()) if b in group]
+        described.append("circle of " + ", ".join(group) + ":\n    " + "\n    ".join(inside))
+    assert circles == [], "\n".join(described)
+
+
+def test_the_circle_finder_finds_a_circle():
+    """The finder itself: a function-level import back from a module it imports is a circle."""
+    modules = project_modules()
+    assert "advisor.recipe" in import_edges("advisor.explain", modules["advisor.explain"], modules)
+    assert "advisor_adapters.accelerate" in import_edges("advisor_adapters.deepspeed",
+                                                         modules["advisor_adapters.deepspeed"], modules)

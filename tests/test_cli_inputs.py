@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import REPO
+from helpers import REPO
 
 from advisor.device import HostDevices
 
@@ -114,7 +114,7 @@ def test_a_module_function_spec_resolves_from_the_current_folder_with_the_instal
 def test_plan_runs_the_workload_check_before_its_first_probe(tmp_path):
     """Issue 25: `advisor plan` did not run the few-second workload check, so a shape bug in the user's model
     first showed as a worker's traceback after the memory probes had started."""
-    from conftest import workload_spec
+    from helpers import workload_spec
 
     started = time.monotonic()
     run = advisor("plan", "--workload", workload_spec("crash_in_forward"), "--device-memory", "64MiB",

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from advisor import load_recipe
-from conftest import REPO
+from helpers import REPO
 
 pytestmark = [pytest.mark.distributed, pytest.mark.usefixtures("no_leftover_processes")]
 

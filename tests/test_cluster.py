@@ -19,7 +19,7 @@ from advisor.cluster import ClusterSpec, cluster_spec, environment_mismatch, exp
 from advisor.errors import SetupError
 from advisor.recipe import load_recipe
 
-from conftest import REPO
+from helpers import REPO
 
 
 def test_cluster_flags_and_slurm_variables():

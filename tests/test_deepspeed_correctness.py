@@ -17,8 +17,8 @@ from advisor.export import deepspeed_config, export_recipe
 from advisor.launch import CancelToken, run_job
 from advisor.method import MethodSettings
 from advisor.runner import JobRunner
-from conftest import REPO, TEST_WORKLOADS
-from test_export import deepspeed_accepts, recipe
+from helpers import REPO, TEST_WORKLOADS
+from helpers import deepspeed_accepts, export_recipe_data
 
 SCRIPTS = REPO / "tests" / "deepspeed_scripts"
 
@@ -66,14 +66,14 @@ def test_explicit_zero_stage_with_lamb_is_refused_before_any_process(stage):
 
 
 def test_lamb_export_runs_at_stage_0_without_the_untested_optimizer_switch():
-    data = recipe(optimizer="lamb", precision="fp16", zero_stage=None)
+    data = export_recipe_data(optimizer="lamb", precision="fp16", zero_stage=None)
     del data["adapter"]["zero_stage"]
     text, notes = export_recipe(data, "deepspeed")
     config = json.loads(text)
     assert config["zero_optimization"]["stage"] == 0 and "zero_allow_untested_optimizer" not in config
     assert any("trust ratio" in note for note in notes)
     with pytest.raises(ExportError, match="per parameter tensor"):
-        export_recipe(recipe(optimizer="lamb", zero_stage=2), "deepspeed")
+        export_recipe(export_recipe_data(optimizer="lamb", zero_stage=2), "deepspeed")
     with pytest.raises(ExportError, match="per parameter tensor"):
         deepspeed_config(8, 1, 2, "lamb", 0.01, 0, "fp32", 1, "cpu", client_optimizer=True)
 
@@ -83,7 +83,7 @@ def test_lamb_export_runs_at_stage_0_without_the_untested_optimizer_switch():
 def test_every_export_carries_the_optimizers_hyperparameters():
     from torch.distributed.run import get_args_parser
 
-    data = recipe(optimizer="sgd", precision="fp32", zero_stage=1)
+    data = export_recipe_data(optimizer="sgd", precision="fp32", zero_stage=1)
     data["optimizer"] = {"name": "sgd", "momentum": 0.8, "weight_decay": 0.05}
     config = json.loads(export_recipe(data, "deepspeed")[0])
     parsed = deepspeed_accepts(config, 4)
@@ -93,11 +93,11 @@ def test_every_export_carries_the_optimizers_hyperparameters():
     line, _ = export_recipe(data, "torchrun")
     args = get_args_parser().parse_args(line.split()[2:] if line.startswith("env") else line.split()[1:])
     assert "--momentum=0.8" in args.training_script_args and "--weight-decay=0.05" in args.training_script_args
-    adam = recipe(optimizer="adamw")
+    adam = export_recipe_data(optimizer="adamw")
     adam["optimizer"] = {"name": "adamw", "betas": [0.85, 0.98], "eps": 1e-6, "weight_decay": 0.1}
     params = deepspeed_accepts(json.loads(export_recipe(adam, "deepspeed")[0]), 4).optimizer_params
     assert params["betas"] == [0.85, 0.98] and params["eps"] == 1e-6 and params["weight_decay"] == 0.1
-    old = recipe(optimizer="sgd")  # a recipe from before [optimizer]: defaults, and a note that says so
+    old = export_recipe_data(optimizer="sgd")  # a recipe from before [optimizer]: defaults, and a note that says so
     del old["optimizer"]
     assert any("records no optimizer hyper-parameters" in n for n in export_recipe(old, "deepspeed")[1])
 
@@ -124,7 +124,7 @@ def test_fp16_inputs_are_cast_and_the_config_auto_casts():
     config = deepspeed_config(8, 1, 4, "adamw", 0.01, 0, "fp16", 2, "cuda")
     parsed = deepspeed_accepts(config, 4)
     assert parsed.float16_config.enabled and parsed.float16_config.auto_cast  # DeepSpeed casts forward inputs
-    exported = deepspeed_accepts(json.loads(export_recipe(recipe(precision="fp16"), "deepspeed")[0]), 4)
+    exported = deepspeed_accepts(json.loads(export_recipe(export_recipe_data(precision="fp16"), "deepspeed")[0]), 4)
     assert exported.float16_config.auto_cast
     strategy = DeepSpeedStrategy()
     strategy.low_precision = {"bf16": torch.bfloat16, "fp16": torch.float16}["fp16"]
@@ -154,7 +154,7 @@ def test_fused_ops_are_checked_with_deepspeeds_own_builders_and_fall_back_to_tor
     fast = deepspeed_config(8, 1, 2, "adamw", 0.01, 0, "bf16", 2, "cuda", fused_ops=True)
     assert "torch_adam" not in fast["optimizer"]["params"]
     # The recipe's record of a fallback reaches the export: the user's run does not try to build the op.
-    data = recipe(optimizer="adamw", device="cuda")
+    data = export_recipe_data(optimizer="adamw", device="cuda")
     data["adapter"].update(fused_ops=False, fused_ops_reason="fused_adam is not prebuilt and cannot be JIT-compiled")
     text, notes = export_recipe(data, "deepspeed")
     assert json.loads(text)["optimizer"]["params"]["torch_adam"] is True and any("fused_adam" in n for n in notes)
@@ -226,7 +226,7 @@ os._exit(0)
 def test_deepspeeds_own_code_flattens_at_zero_1_2_not_at_0_and_exported_configs_initialize():
     configs = []
     for optimizer, precision, stage in (("sgd", "fp32", 0), ("adamw", "bf16", 2), ("adam", "fp32", 3)):
-        data = recipe(optimizer=optimizer, precision=precision, zero_stage=stage, world=1, device="cpu")
+        data = export_recipe_data(optimizer=optimizer, precision=precision, zero_stage=stage, world=1, device="cpu")
         configs.append(json.loads(export_recipe(data, "deepspeed")[0]))
     done = subprocess.run([sys.executable, "-c", PIN_FLATTENING], capture_output=True, text=True, timeout=600,
                           env={**_script_env(), "EXPORTED_CONFIGS": json.dumps(configs)})

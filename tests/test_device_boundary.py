@@ -16,39 +16,9 @@ import torch
 from advisor import device as dev
 from advisor.memory import apply_budget, measure_peak
 from advisor.worker import WorkerStrategy, _Measured
+from helpers import devices_of
 
 GIB = 2**30
-
-
-@pytest.fixture
-def fake_cuda(monkeypatch):
-    calls = []
-    rec = lambda name: (lambda *a, **k: calls.append((name, a, k)))  # noqa: E731
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(torch.cuda, "synchronize", rec("synchronize"))
-    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", rec("reset_peak_memory_stats"))
-    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", rec("set_per_process_memory_fraction"))
-
-    def max_allocated(device=None):
-        calls.append(("max_memory_allocated", (device,), {}))
-        return 123 * 2**20
-
-    monkeypatch.setattr(torch.cuda, "max_memory_allocated", max_allocated)
-
-    def props(index):
-        calls.append(("get_device_properties", (index,), {}))
-        return types.SimpleNamespace(total_memory=80 * GIB, name="Fake H100", major=9, minor=0)
-
-    monkeypatch.setattr(torch.cuda, "get_device_properties", props)
-    # Nothing held outside the allocator here (tests/test_gpu_memory_accounting.py covers what is).
-    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (80 * GIB, 80 * GIB))
-    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 0)
-    return calls
-
-
-def devices_of(calls, name):
-    return [torch.device(c[1][0]) if not isinstance(c[1][0], int) else torch.device("cuda", c[1][0])
-            for c in calls if c[0] == name]
 
 
 def test_normalize_gives_every_cuda_string_an_index(fake_cuda):

@@ -81,7 +81,7 @@ def test_tune_precision_and_recall_per_kind(capsys):
 @pytest.mark.parametrize("name", [n for n, e in LABELS.items() if not e["kinds"]])
 def test_healthy_logs_and_traps_get_no_primary_finding(name):
     if LABELS[name]["split"] in ("holdout", "v4-tune", "v4-holdout-1", "v4-holdout-2"):
-        pytest.skip("held-back logs are scored per kind, not one by one (v4 logs: tests/test_diagnose_v4.py)")
+        pytest.skip("held-back logs are scored per kind, not one by one (v4 logs: tests/test_diagnose_public_excerpts.py)")
     assert primary_kinds(name) == set()
 
 

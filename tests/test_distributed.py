@@ -19,7 +19,7 @@ from advisor.launch import run_job
 from advisor.launch import CancelToken
 from advisor.method import MethodSettings
 from advisor.runner import JobRunner
-from conftest import REPO, TEST_WORKLOADS, advisor_processes, workload_spec
+from helpers import advisor_processes, REPO, TEST_WORKLOADS, workload_spec
 
 KNOWN_ANSWERS = TEST_WORKLOADS / "known_answers.py"
 pytestmark = [pytest.mark.distributed, pytest.mark.usefixtures("no_leftover_processes")]
@@ -54,7 +54,7 @@ def test_the_ddp_noise_hook_measures_the_known_noise_scale_of_least_squares(ddp)
     error here is about 5%, so a hook that averaged wrongly (norms of the summed gradient, a missing
     division, the local norm read after the all-reduce) lands far outside 15%.
     """
-    from conftest import analytic_linear_regression_b_simple
+    from helpers import analytic_linear_regression_b_simple
 
     known = runpy.run_path(str(KNOWN_ANSWERS))
     expected = analytic_linear_regression_b_simple(known["DIM"], known["DISTANCE_SQ"], known["NOISE_VAR"])

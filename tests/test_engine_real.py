@@ -17,7 +17,7 @@ from advisor.job import TrialJob
 from advisor.launch import CancelToken, run_job
 from advisor.method import MethodSettings
 from advisor.session import Session, validate_setup
-from conftest import REPO, advisor_processes, workload_spec
+from helpers import advisor_processes, REPO, workload_spec
 
 pytestmark = [pytest.mark.distributed, pytest.mark.usefixtures("no_leftover_processes")]
 MIB = 2**20

@@ -12,7 +12,7 @@ import sys
 import pytest
 import torch
 
-from conftest import REPO
+from helpers import REPO
 
 transformers = pytest.importorskip("transformers")
 

@@ -3,59 +3,20 @@ torchrun's own argument parser. Not by comparing strings."""
 
 import json
 import shlex
-import types
 
 import pytest
-import tomli_w
 
 from advisor.cli import main
 from advisor.errors import ExportError
 from advisor.export import deepspeed_hostfile, export_recipe
-from conftest import REPO
-
-
-def recipe(per_device=16, world=4, accumulation=2, optimizer="adamw", precision="bf16", device="cuda", nodes=1,
-           adapter="deepspeed", zero_stage=2, warmup=30, lr=0.002):
-    data = {
-        "schema_version": 1,
-        "batch": {"per_device": per_device, "world_size": world, "accumulation_steps": accumulation,
-                  "global": per_device * world * accumulation},
-        "lr": {"value": lr, "base": 0.001, "base_global_batch": 32, "rule": "sqrt", "optimizer": optimizer},
-        "warmup": {"steps": warmup, "epochs": 1.0},
-        "precision": {"mode": precision},
-        "workload": {"optimizer": optimizer, "parameters": 85_000},
-        "adapter": {"name": adapter, **({"zero_stage": zero_stage} if adapter == "deepspeed" else {})},
-        "inputs": {"device": device, "nodes": nodes, "world_size": world, "adapter": adapter},
-        "launch": {"env": {"MALLOC_MMAP_THRESHOLD_": "65536"} if device == "cpu" else {}},
-        # Not the libraries' defaults, so a launch that drops them cannot pass for one that carries them.
-        "optimizer": {"name": optimizer, "momentum": 0.8, "weight_decay": 0.05, "betas": [0.85, 0.98], "eps": 1e-6},
-    }
-    return data
-
-
-def write(tmp_path, data, name="recipe.toml"):
-    path = tmp_path / name
-    path.write_text(tomli_w.dumps(data))
-    return path
-
-
-def deepspeed_accepts(config: dict, world: int):
-    """DeepSpeed's own config class, told the data-parallel world size through an mpu object."""
-    import deepspeed.runtime.config as ds_config
-
-    mpu = types.SimpleNamespace(get_data_parallel_world_size=lambda: world, get_model_parallel_world_size=lambda: 1)
-    real_rank = ds_config.dist.get_rank
-    ds_config.dist.get_rank = lambda *a, **k: 0  # no process group in a unit test; the world size comes from mpu
-    try:
-        return ds_config.DeepSpeedConfig(config, mpu=mpu)
-    finally:
-        ds_config.dist.get_rank = real_rank
+from helpers import REPO
+from helpers import deepspeed_accepts, export_recipe_data, launch_exported, write_recipe_file
 
 
 @pytest.mark.parametrize("optimizer, precision, stage", [("adamw", "bf16", 2), ("lamb", "fp16", 0),
                                                          ("sgd", "fp32", 0), ("adam", "fp32", 3)])
 def test_deepspeed_config_is_accepted_by_deepspeed_with_the_recipes_world_size(optimizer, precision, stage):
-    data = recipe(optimizer=optimizer, precision=precision, zero_stage=stage)
+    data = export_recipe_data(optimizer=optimizer, precision=precision, zero_stage=stage)
     text, _ = export_recipe(data, "deepspeed")
     config = json.loads(text)
     parsed = deepspeed_accepts(config, 4)
@@ -77,7 +38,7 @@ def test_accelerate_config_loads_in_accelerate(tmp_path):
     from accelerate.commands.config.config_args import load_config_from_file
 
     for adapter, expected in (("accelerate", "MULTI_GPU"), ("deepspeed", "DEEPSPEED")):
-        text, _ = export_recipe(recipe(adapter=adapter, world=16, nodes=2), "accelerate")
+        text, _ = export_recipe(export_recipe_data(adapter=adapter, world=16, nodes=2), "accelerate")
         path = tmp_path / f"{adapter}.yaml"
         path.write_text(text)
         config = load_config_from_file(str(path))
@@ -104,10 +65,10 @@ def torchrun_args(line: str):
 
 
 def test_torchrun_line_parses_in_torchrun_single_and_multi_node():
-    args, env = torchrun_args(export_recipe(recipe(device="cpu", world=2, adapter="ddp"), "torchrun")[0])
+    args, env = torchrun_args(export_recipe(export_recipe_data(device="cpu", world=2, adapter="ddp"), "torchrun")[0])
     assert args.standalone and args.nproc_per_node == "2" and args.training_script == "train.py"
     assert "--batch-size=16" in args.training_script_args and env == {"MALLOC_MMAP_THRESHOLD_": "65536"}
-    text, notes = export_recipe(recipe(world=32, nodes=4, adapter="ddp"), "torchrun")
+    text, notes = export_recipe(export_recipe_data(world=32, nodes=4, adapter="ddp"), "torchrun")
     args, _ = torchrun_args(text)
     assert args.nnodes == "4" and args.nproc_per_node == "8" and args.rdzv_backend == "c10d"
     assert args.node_rank == 1 and args.rdzv_endpoint == "10.0.0.1:29500"
@@ -115,7 +76,7 @@ def test_torchrun_line_parses_in_torchrun_single_and_multi_node():
 
 
 def test_accelerate_on_cpu_adds_its_cpu_switch_to_the_torchrun_line():
-    _, env = torchrun_args(export_recipe(recipe(device="cpu", world=2, adapter="accelerate", precision="fp32"),
+    _, env = torchrun_args(export_recipe(export_recipe_data(device="cpu", world=2, adapter="accelerate", precision="fp32"),
                                          "torchrun")[0])
     assert env["ACCELERATE_USE_CPU"] == "1"
 
@@ -123,32 +84,32 @@ def test_accelerate_on_cpu_adds_its_cpu_switch_to_the_torchrun_line():
 def test_a_ddp_recipe_exported_to_accelerate_on_cpu_launches_with_the_cpu_switch():
     """The Accelerate export's Launch line on a multi-process CPU plan is torchrun: without ACCELERATE_USE_CPU=1
     every process is rank 0 of 1, whichever adapter measured the recipe (a newcomer's ddp recipe lacked it)."""
-    text, notes = export_recipe(recipe(device="cpu", world=2, adapter="ddp", precision="fp32"), "accelerate")
+    text, notes = export_recipe(export_recipe_data(device="cpu", world=2, adapter="ddp", precision="fp32"), "accelerate")
     launch = next(line for line in text.splitlines() if line.startswith("# Launch: "))
     assert "ACCELERATE_USE_CPU=1" in launch and "torchrun" in launch
     assert any("Launch line" in n for n in notes)
 
 
 def test_hostfile_template_has_one_line_per_node():
-    assert deepspeed_hostfile(recipe(world=16, nodes=2)) == "node0 slots=8\nnode1 slots=8\n"
+    assert deepspeed_hostfile(export_recipe_data(world=16, nodes=2)) == "node0 slots=8\nnode1 slots=8\n"
 
 
 @pytest.mark.parametrize("data, target, expected", [
-    (recipe(optimizer="lars", zero_stage=0), "deepspeed", "DeepSpeed has no LARS"),
-    (recipe(precision="fp16", device="cpu"), "deepspeed", "refuses fp16 on CPU"),
-    (recipe(precision="fp16", device="cpu", adapter="accelerate"), "accelerate", "silently ignores"),
-    (dict(recipe(world=6, nodes=4), inputs={"nodes": 4, "device": "cuda"}), "torchrun", "does not split evenly"),
+    (export_recipe_data(optimizer="lars", zero_stage=0), "deepspeed", "DeepSpeed has no LARS"),
+    (export_recipe_data(precision="fp16", device="cpu"), "deepspeed", "refuses fp16 on CPU"),
+    (export_recipe_data(precision="fp16", device="cpu", adapter="accelerate"), "accelerate", "silently ignores"),
+    (dict(export_recipe_data(world=6, nodes=4), inputs={"nodes": 4, "device": "cuda"}), "torchrun", "does not split evenly"),
 ])
 def test_a_recipe_the_target_cannot_express_is_a_clear_message(tmp_path, capsys, data, target, expected):
     with pytest.raises(ExportError, match=expected):
         export_recipe(data, target)
-    assert main(["export", str(write(tmp_path, data)), "--to", target]) == 2
+    assert main(["export", str(write_recipe_file(tmp_path, data)), "--to", target]) == 2
     err = capsys.readouterr().err
     assert expected in err and "Traceback" not in err
 
 
 def test_export_cli_writes_out_and_keeps_existing_files(tmp_path, capsys):
-    path = write(tmp_path, recipe(world=16, nodes=2))
+    path = write_recipe_file(tmp_path, export_recipe_data(world=16, nodes=2))
     out, hosts = tmp_path / "ds.json", tmp_path / "hostfile"
     assert main(["export", str(path), "--to", "deepspeed", "--out", str(out), "--hostfile", str(hosts)]) == 0
     assert json.loads(out.read_text())["train_batch_size"] == 16 * 16 * 2 and hosts.read_text().count("slots=8") == 2
@@ -161,7 +122,7 @@ def test_export_cli_writes_out_and_keeps_existing_files(tmp_path, capsys):
 def test_export_checks_every_output_path_before_writing_any(tmp_path, capsys, case):
     """A bad --out or --hostfile exits 2 with the path and the fix, and leaves no file behind: a bad hostfile
     used to fail after the config was already written, and a missing folder was a traceback."""
-    path = write(tmp_path, recipe(world=16, nodes=2))
+    path = write_recipe_file(tmp_path, export_recipe_data(world=16, nodes=2))
     (tmp_path / "adir").mkdir()
     out, hosts = {"missing-folder": (tmp_path / "no" / "such" / "ds.json", tmp_path / "hostfile"),
                   "out-is-dir": (tmp_path / "adir", tmp_path / "hostfile"),
@@ -176,7 +137,7 @@ def test_export_checks_every_output_path_before_writing_any(tmp_path, capsys, ca
 
 
 def test_export_force_replaces_whole_and_keeps_the_old_file(tmp_path):
-    path = write(tmp_path, recipe())
+    path = write_recipe_file(tmp_path, export_recipe_data())
     out = tmp_path / "launch.sh"
     out.write_text("old\n")
     assert main(["export", str(path), "--to", "torchrun", "--out", str(out), "--force"]) == 0
@@ -187,7 +148,7 @@ def test_export_imports_neither_torch_nor_the_target_library(tmp_path):
     import subprocess
     import sys
 
-    path = write(tmp_path, recipe())
+    path = write_recipe_file(tmp_path, export_recipe_data())
     code = ("import sys; from advisor.cli import main\n"
             f"for target in ('deepspeed', 'accelerate', 'torchrun'): main(['export', {str(path)!r}, '--to', target])\n"
             "heavy = [m for m in ('torch', 'deepspeed', 'accelerate') if m in sys.modules]\n"
@@ -232,7 +193,7 @@ def test_the_recipes_multi_node_launch_line_expands_each_nodes_variables_and_par
     from advisor.device import HostDevices
     from advisor.report import build_recipe, human_summary, json_summary
     from advisor.session import Session, validate_setup
-    from test_method_decisions import StubRunner
+    from helpers import StubRunner
 
     args = build_parser().parse_args(["plan", "--adapter", "ddp", "--nproc", "2", "--nodes", "2",
                                       "--gpus-per-node", "4", "--device-memory", "1GiB", "--workload", "digits-cnn",
@@ -282,35 +243,6 @@ def test_shell_line_quotes_everything_but_variable_references():
 # Every export launched for real (2 CPU processes where the launcher can start them): the numbers reach the
 # processes the launcher starts. tests/launched_train.py stands in for the user's train.py.
 
-def launch(line: str, workdir, timeout=300) -> list[dict]:
-    """Run a launch line as a user pastes it (bash, in the directory holding train.py and the config);
-    return each process's report, ordered by rank. The launcher's whole process group dies with the test."""
-    import os
-    import shutil
-    import signal
-    import subprocess
-    import sys
-
-    shutil.copy(REPO / "tests" / "launched_train.py", workdir / "train.py")
-    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}", "OMP_NUM_THREADS": "1",
-           "DS_ACCELERATOR": "cpu"}  # TORCH_EXTENSIONS_DIR: one cache per venv, set in conftest
-    proc = subprocess.Popen(["bash", "-c", line], cwd=workdir, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        out, err = "", f"timed out after {timeout} s"
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the launcher's workers, if any outlived it
-        except ProcessLookupError:
-            pass
-        proc.wait()
-    assert proc.returncode == 0, f"{line}\n{err[-3000:]}"
-    reports = [json.loads(path.read_text()) for path in (workdir / "reports").glob("rank*.json")]
-    return sorted(reports, key=lambda r: r["rank"])
-
-
 def assert_reports(reports, data, launcher, world):
     b = data["batch"]
     assert [r["rank"] for r in reports] == list(range(world)), reports
@@ -331,10 +263,10 @@ def assert_reports(reports, data, launcher, world):
 @pytest.mark.parametrize("adapter, precision, launcher", [("ddp", "fp32", "torch.distributed"),
                                                           ("accelerate", "bf16", "accelerate")])
 def test_the_torchrun_export_launches_two_processes_with_the_plan(tmp_path, adapter, precision, launcher):
-    data = recipe(per_device=8, world=2, accumulation=3, optimizer="sgd", precision=precision, device="cpu",
+    data = export_recipe_data(per_device=8, world=2, accumulation=3, optimizer="sgd", precision=precision, device="cpu",
                   adapter=adapter)
     line, _ = export_recipe(data, "torchrun")
-    assert_reports(launch(line, tmp_path), data, launcher, 2)
+    assert_reports(launch_exported(line, tmp_path), data, launcher, 2)
 
 
 @pytest.mark.slow
@@ -346,13 +278,13 @@ def test_the_accelerate_export_launches_with_accelerate_launch(tmp_path, precisi
     from advisor.export import ACCELERATE_CONFIG_NAME, accelerate_launch_line
     from advisor.adapters import shell_line
 
-    data = recipe(per_device=8, world=1, accumulation=4, optimizer="adamw", precision=precision, device="cpu",
+    data = export_recipe_data(per_device=8, world=1, accumulation=4, optimizer="adamw", precision=precision, device="cpu",
                   adapter="accelerate")
     text, _ = export_recipe(data, "accelerate")
     (tmp_path / ACCELERATE_CONFIG_NAME).write_text(text)
     line = shell_line(accelerate_launch_line(data))
     assert f"# Launch: {line}\n" in text  # the config says how it is launched
-    assert_reports(launch(line, tmp_path), data, "accelerate", 1)
+    assert_reports(launch_exported(line, tmp_path), data, "accelerate", 1)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
@@ -362,7 +294,7 @@ def test_a_gpu_accelerate_export_resolves_to_the_plans_world_size_in_accelerate(
 
     from advisor.export import accelerate_launch_line
 
-    data = recipe(world=4, precision=precision, adapter="accelerate")
+    data = export_recipe_data(world=4, precision=precision, adapter="accelerate")
     text, _ = export_recipe(data, "accelerate")
     config = tmp_path / "accelerate.yaml"
     config.write_text(text)
@@ -383,10 +315,10 @@ def test_the_deepspeed_export_launches_two_processes_with_the_deepspeed_launcher
     from advisor.adapters import load_adapter, shell_line
     from advisor.export import recipe_launch_spec
 
-    data = recipe(per_device=4, world=2, accumulation=2, optimizer="adamw", precision="bf16", device="cpu",
+    data = export_recipe_data(per_device=4, world=2, accumulation=2, optimizer="adamw", precision="bf16", device="cpu",
                   adapter="deepspeed", zero_stage=1)
     text, _ = export_recipe(data, "deepspeed")
     (tmp_path / "ds_config.json").write_text(text)
     line = shell_line(load_adapter("deepspeed").launch_command(recipe_launch_spec(data)))
     assert "--num_gpus=2" in line and "--deepspeed_config=ds_config.json" in line
-    assert_reports(launch(line, tmp_path, timeout=480), data, "deepspeed", 2)  # a first build can take minutes
+    assert_reports(launch_exported(line, tmp_path, timeout=480), data, "deepspeed", 2)  # a first build can take minutes

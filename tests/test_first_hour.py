@@ -11,6 +11,7 @@ import pytest
 
 from advisor.errors import WorkloadError
 from advisor.workload import load_workload_function
+from helpers import REPO
 
 
 def advisor(*args, cwd):
@@ -66,7 +67,7 @@ def test_a_mistyped_command_names_the_command_meant(tmp_path, typed, meant):
     assert f"Did you mean `advisor {meant}`?" in run.stderr
 
 
-REPO_RECIPE = __import__("conftest").REPO / "recipes" / "digits-cnn.toml"
+REPO_RECIPE = REPO / "recipes" / "digits-cnn.toml"
 
 
 @pytest.mark.parametrize("memory, nproc", [("4TiB", "4"), ("8TB", "2")])

@@ -14,7 +14,7 @@ from advisor.adapters import adapter_statuses, load_adapter
 from advisor.launch import CancelToken
 from advisor.method import MethodSettings
 from advisor.runner import JobRunner
-from conftest import REPO, TEST_WORKLOADS
+from helpers import REPO, TEST_WORKLOADS
 
 BLOCKS = f"{TEST_WORKLOADS / 'fsdp_blocks.py'}:workload"
 STEPS, PER_DEVICE, ACCUMULATION = 20, 16, 2
@@ -70,9 +70,9 @@ def test_adapters_json_lists_fsdp_with_its_options_exports_and_noise():
 
 
 def fsdp_recipe(device="cpu", **adapter):
-    from test_export import recipe
+    from helpers import export_recipe_data
 
-    data = recipe(per_device=8, world=2, accumulation=2, optimizer="adamw", precision="bf16", device=device,
+    data = export_recipe_data(per_device=8, world=2, accumulation=2, optimizer="adamw", precision="bf16", device=device,
                   adapter="fsdp")
     data["adapter"].update(adapter)
     return data
@@ -118,9 +118,9 @@ def test_on_cuda_1_the_worker_takes_that_card_with_nccl_and_its_peak_from_max_me
     from advisor.job import TrialJob
     from advisor.worker import _Measured
     from advisor_adapters.fsdp_worker import FSDPStrategy
-    from test_device_boundary import devices_of, fake_cuda
+    from helpers import devices_of, install_fake_cuda
 
-    calls = fake_cuda.__wrapped__(monkeypatch)
+    calls = install_fake_cuda(monkeypatch)
     monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.append(("set_device", (device,), {})))
     monkeypatch.setattr(dist, "init_process_group", lambda backend, **kw: calls.append(("init", (backend,), kw)))
     monkeypatch.setattr(dist, "get_rank", lambda: 0)
@@ -216,10 +216,10 @@ def test_fsdp_per_rank_peak_is_below_ddps_by_at_least_the_sharded_state(same_job
 def launch_export(line: str, workdir, script="train.py") -> list[dict]:
     import shutil
 
-    from test_export import launch
+    from helpers import launch_exported
 
     shutil.copy(REPO / "tests" / "fsdp_scripts" / "train.py", workdir / "fsdp_train.py")
-    return launch(line.replace(f" {script} ", " fsdp_train.py "), workdir)
+    return launch_exported(line.replace(f" {script} ", " fsdp_train.py "), workdir)
 
 
 @pytest.mark.distributed

@@ -98,7 +98,7 @@ def test_the_app_sweep_screen_and_the_recipe_show_one_goodput_value_on_a_larger_
     """Regression (issue 24): the app's Sweep screen computed goodput on this host's processes and the probes' cap
     (142) while the recipe used the target's devices (1438). Both now read Session._plan_and_goodput: the same
     world size, cap (the training runs' OOM cap included) and precision."""
-    from test_method_decisions import MIB, LedgerStubRunner, settings
+    from helpers import LedgerStubRunner, MIB, settings
 
     from advisor.adapters import load_adapter
     from advisor.device import HostDevices

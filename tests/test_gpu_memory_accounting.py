@@ -10,32 +10,15 @@ import torch
 
 from advisor import device as dev
 from advisor.adapters import load_adapter
+from helpers import devices_of, install_fake_cuda
 
 GIB, MIB = 2**30, 2**20
 
 
 @pytest.fixture
-def fake_cuda(monkeypatch):
+def card_with_context(monkeypatch):
     """An 80 GiB card whose process already holds 600 MiB (context + NCCL) beside 2 MiB the allocator reserved."""
-    calls = []
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
-    monkeypatch.setattr(torch.cuda, "get_device_properties",
-                        lambda index: types.SimpleNamespace(total_memory=80 * GIB, name="Fake H100"))
-    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction",
-                        lambda fraction, index: calls.append(("fraction", fraction, index)))
-
-    def mem_get_info(device):
-        calls.append(("mem_get_info", torch.device(device)))
-        return 80 * GIB - 602 * MIB, 80 * GIB
-
-    def memory_reserved(device):
-        calls.append(("memory_reserved", torch.device(device)))
-        return 2 * MIB
-
-    monkeypatch.setattr(torch.cuda, "mem_get_info", mem_get_info)
-    monkeypatch.setattr(torch.cuda, "memory_reserved", memory_reserved)
-    return calls
+    return install_fake_cuda(monkeypatch, in_use_bytes=602 * MIB, reserved_bytes=2 * MIB)
 
 
 def test_accelerate_probe_on_cuda_runs_where_accelerate_wraps_ddp():
@@ -61,7 +44,7 @@ def test_accelerate_probe_on_cuda_runs_where_accelerate_wraps_ddp():
     assert adapter.probe_processes(1, {}) == 1  # 1-process training has no DDP either: nothing left out
 
 
-def test_cap_on_cuda_1_takes_the_context_and_nccl_buffers_off_the_budget(fake_cuda):
+def test_cap_on_cuda_1_takes_the_context_and_nccl_buffers_off_the_budget(card_with_context):
     """Regression: --device-memory capped only the caching allocator, so a plan for an 8 GiB card let the
     allocator have all 8 GiB while the CUDA context and NCCL buffers sat on top of it."""
     from advisor.memory import apply_budget
@@ -69,12 +52,13 @@ def test_cap_on_cuda_1_takes_the_context_and_nccl_buffers_off_the_budget(fake_cu
     applied = apply_budget("cuda:1", 8 * GIB)
     assert applied["outside_allocator_bytes"] == 600 * MIB  # 602 MiB in use - 2 MiB the allocator reserved
     assert applied["allocator_budget_bytes"] == 8 * GIB - 600 * MIB
-    assert ("fraction", pytest.approx((8 * GIB - 600 * MIB) / (80 * GIB)), 1) in fake_cuda  # card 1, not 0
-    assert ("mem_get_info", torch.device("cuda", 1)) in fake_cuda
-    assert ("memory_reserved", torch.device("cuda", 1)) in fake_cuda
+    fractions = [args for name, args, _ in card_with_context if name == "set_per_process_memory_fraction"]
+    assert fractions == [(pytest.approx((8 * GIB - 600 * MIB) / (80 * GIB)), 1)]  # card 1, not 0
+    assert torch.device("cuda", 1) in devices_of(card_with_context, "mem_get_info")
+    assert torch.device("cuda", 1) in devices_of(card_with_context, "memory_reserved")
 
 
-def test_a_budget_the_context_alone_fills_is_a_clear_out_of_memory(fake_cuda):
+def test_a_budget_the_context_alone_fills_is_a_clear_out_of_memory(card_with_context):
     from advisor.oom import is_oom_exception
 
     with pytest.raises(MemoryError, match="CUDA context and NCCL buffers on cuda:1 already take") as caught:
@@ -82,7 +66,7 @@ def test_a_budget_the_context_alone_fills_is_a_clear_out_of_memory(fake_cuda):
     assert is_oom_exception(caught.value) and "--device-memory" in str(caught.value)
 
 
-def test_collectives_open_on_that_card_before_the_cap(fake_cuda, monkeypatch):
+def test_collectives_open_on_that_card_before_the_cap(card_with_context, monkeypatch):
     """NCCL allocates its buffers at the first collective: the worker runs one before measuring."""
     import torch.distributed as dist
 

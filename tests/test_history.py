@@ -16,19 +16,10 @@ from advisor.cli import main
 from advisor.device import HostDevices
 from advisor.history import (HistoryRecorder, Known, append_row, read_history, run_context)
 from advisor.session import Session, validate_setup
-from test_method_decisions import StubRunner as DecisionStub
-from test_method_decisions import settings
+from helpers import settings
+from helpers import WarmupStubRunner
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-class StubRunner(DecisionStub):
-    """The decisions' stub, recording the warmup each run was given as the real runner does."""
-
-    def train(self, phase, per_device, steps, lr, warmup_steps=0, **kw):
-        record = super().train(phase, per_device, steps, lr, warmup_steps, **kw)
-        record.warmup_steps = warmup_steps
-        return record
 
 
 def _writer(path: str, worker: int, count: int) -> None:
@@ -122,14 +113,14 @@ def probes(runner):
 
 def test_a_second_plan_with_history_probes_3x_less_and_reaches_the_same_ceiling(tmp_path):
     path = tmp_path / ".history.jsonl"
-    first_runner = StubRunner()
+    first_runner = WarmupStubRunner()
     first, first_result, recorder = _plan(first_runner, path)
     rows = read_history(path).rows
     assert [r["kind"] for r in rows].count("plan") == 1 and any(r["kind"] == "sweep" for r in rows)
     known = Known.select(rows, run_context(first.settings, first.setup).workload,
                          run_context(first.settings, first.setup).device, "ddp")
     assert known
-    second_runner = StubRunner()
+    second_runner = WarmupStubRunner()
     second, second_result, _ = _plan(second_runner, path, known=known)
     assert second_result.ceiling.per_device_max == first_result.ceiling.per_device_max
     assert len(probes(first_runner)) >= 3 * len(probes(second_runner)), (probes(first_runner), probes(second_runner))
@@ -145,16 +136,16 @@ def test_a_second_plan_with_history_probes_3x_less_and_reaches_the_same_ceiling(
 
 def test_history_of_another_budget_or_a_moved_edge_falls_back_to_the_search(tmp_path):
     path = tmp_path / ".history.jsonl"
-    first_runner = StubRunner()
+    first_runner = WarmupStubRunner()
     first, first_result, _ = _plan(first_runner, path)
     context = run_context(first.settings, first.setup)
     rows = read_history(path).rows
     other_budget = dict(context.device, memory_bytes=context.device["memory_bytes"] * 2)
     assert not Known.select(rows, context.workload, other_budget, "ddp").ceiling_seed("fp32", other_budget["memory_bytes"])
     # The same budget, but the model grew: the known ceiling no longer fits, so the search runs (reusing that probe).
-    grown = StubRunner(per_sample=2 * 2**20)
+    grown = WarmupStubRunner(per_sample=2 * 2**20)
     second, second_result, _ = _plan(grown, path, known=Known.select(rows, context.workload, context.device, "ddp"))
-    fresh = StubRunner(per_sample=2 * 2**20)
+    fresh = WarmupStubRunner(per_sample=2 * 2**20)
     _, fresh_result, _ = _plan(fresh, tmp_path / "other.jsonl")
     assert second_result.ceiling.per_device_max == fresh_result.ceiling.per_device_max
 
@@ -166,7 +157,7 @@ def test_a_history_from_another_machine_never_seeds_this_ones_plan(tmp_path):
     from advisor.history import host_fingerprint
 
     path = tmp_path / ".history.jsonl"
-    first, _, _ = _plan(StubRunner(), path)
+    first, _, _ = _plan(WarmupStubRunner(), path)
     context = run_context(first.settings, first.setup)
     rows = read_history(path).rows
     assert context.device["host_fingerprint"] == host_fingerprint(first.setup.host)
@@ -185,7 +176,7 @@ def test_plan_reads_the_history_unless_fresh_and_records_next_to_its_recipe(tmp_
 
     monkeypatch.delenv("ADVISOR_HISTORY", raising=False)  # this test is about the default: next to the recipe
     out = tmp_path / "recipes" / "w.toml"
-    runner = StubRunner()
+    runner = WarmupStubRunner()
     first, _, _ = _plan(runner, out.parent / ".history.jsonl")
     lines = []
 
@@ -257,7 +248,7 @@ def test_history_rows_say_whether_a_plan_was_validated_and_how_long_its_sweep_ra
     from advisor.recipe import read_recipe_data
 
     path = tmp_path / "h.jsonl"
-    runner = StubRunner()
+    runner = WarmupStubRunner()
     _, result, _ = _plan(runner, path)
     plan = read_history(path).rows[-1]
     sweeps = [r for r in result.ledger if r.phase == "sweep"]

@@ -17,7 +17,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from advisor.errors import WorkloadError
 from advisor.integrations.lightning import lightning_workload
 from advisor.workload import resolve_workload
-from conftest import REPO, train_in_process
+from helpers import REPO, train_in_process
 
 EXAMPLE = f"{REPO / 'examples' / 'lightning_module.py'}:workload"
 
@@ -178,7 +178,7 @@ def test_the_lightning_template_uses_the_integration_and_passes_the_check(tmp_pa
 
 def test_the_warmup_keeps_the_param_groups_lr_ratios():
     from advisor.job import TrialJob
-    from conftest import plain_strategy
+    from helpers import plain_strategy
 
     class TwoRates(Tiny):
         def configure_optimizers(self):

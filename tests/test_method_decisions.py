@@ -7,8 +7,6 @@ on known inputs.
 
 from __future__ import annotations
 
-import statistics
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,82 +16,10 @@ from advisor.method.ceiling import MemoryFit, ProbeTrial, search_ceiling
 from advisor.device import HostDevices
 from advisor.events import Decision, ProbeFinished, StepStarted
 from advisor.ledger import TrialRecord
-from advisor.method import MethodSettings, WorkloadInfo, short_trial, sweep_candidates
+from advisor.method import short_trial, sweep_candidates
 from advisor.session import Session, validate_setup
-
-MIB = 2**20
-
-
-def info(**kw):
-    base = dict(name="w", task="image-classification", num_classes=10, optimizer="sgd", train_size=50_000,
-                val_size=1000, parameters=1000, has_batchnorm=False, base_lr=0.1, base_global_batch=256,
-                base_source="test")
-    base.update(kw)
-    return WorkloadInfo(**base)
-
-
-class StubRunner:
-    """Memory = fixed + per_sample x batch (activations halved by mixed precision); throughput saturates at
-    ``saturate``. A precision in ``unsupported`` fails at every batch with oneDNN's primitive error."""
-
-    def __init__(self, nproc=2, fixed=10 * MIB, per_sample=1 * MIB, budget=300 * MIB, saturate=10_000,
-                 val=None, train_seconds=None, evals=None, unsupported=(), seeded_val=None):
-        self.nproc, self.fixed, self.per_sample, self.budget, self.saturate = nproc, fixed, per_sample, budget, saturate
-        self.val = val or (lambda batch: 0.9)
-        self.seeded_val = seeded_val  # (batch, seed) -> the run's validation metric, when the seed matters
-        self.train_seconds = train_seconds or (lambda batch: batch / 100)
-        self.evals = evals
-        self.unsupported = set(unsupported)
-        self.calls: list[tuple] = []
-        self.runs: list[dict] = []  # every train() call's settings
-        self.ledger: list[TrialRecord] = []
-        self.model_info = {"parameters": 1000, "has_batchnorm": False}
-        self.env, self.options = {}, {}
-
-    def peak(self, batch, precision="fp32"):
-        activations = self.per_sample * batch * (0.5 if precision != "fp32" else 1)
-        return self.fixed + activations
-
-    def probe(self, batch, purpose, precision="fp32"):
-        self.calls.append(("probe", batch, precision))
-        if precision in self.unsupported:
-            return ProbeTrial(batch, "oom", None, 0.01, purpose, "RuntimeError: could not create a primitive")
-        peak = self.peak(batch, precision)
-        fits = peak <= self.budget
-        return ProbeTrial(batch, "ok" if fits else "oom", int(peak) if fits else None, 0.01, purpose,
-                          "" if fits else "DefaultCPUAllocator: can't allocate memory")
-
-    def train(self, phase, per_device, steps, lr, warmup_steps=0, accumulation=1, evaluate=False,
-              precision="fp32", eval_points=1, seed=0):
-        self.calls.append((phase, per_device, precision))
-        self.runs.append(dict(phase=phase, per_device=per_device, steps=steps, lr=lr, warmup_steps=warmup_steps,
-                              seed=seed))
-        peak = self.peak(per_device, precision)
-        g = per_device * self.nproc
-        if peak > self.budget or precision in self.unsupported:
-            record = TrialRecord(phase, per_device, self.nproc, accumulation, g, "oom", 0.1, lr=lr,
-                                 precision=precision, note="could not create a primitive"
-                                 if precision in self.unsupported else "out of memory")
-        else:
-            throughput = min(g, self.saturate) * 100.0 if self.saturate else g * 100.0
-            metric = None if not evaluate else \
-                self.seeded_val(per_device, seed) if self.seeded_val else self.val(per_device)
-            evals = self.evals(per_device) if (evaluate and self.evals) else []
-            # A trial's clock follows its throughput (the trial reads samples/s = g / step time), and so do the
-            # trial's timing rounds; the sweep's runs and its timing rounds keep train_seconds' clock, which the
-            # sweep's tests set per batch. The sweep's timing rounds come after its runs; the trial's before any.
-            if phase == "sweep":
-                self.sweep_timing = True
-            trial_clock = phase == "trial" or (phase == "timing" and not getattr(self, "sweep_timing", False))
-            seconds = steps * g / throughput if trial_clock else self.train_seconds(per_device)
-            # The step time agrees with the run's clock; the sweep's samples/s read it (global batch / step time).
-            record = TrialRecord(phase, per_device, self.nproc, accumulation, g, "ok", 0.1, lr=lr,
-                                 precision=precision, steps=steps, peak_bytes=int(peak), step_seconds=seconds / steps,
-                                 throughput=throughput, final_loss=1.0, val_loss=1 - (metric or 0),
-                                 val_metric=metric, train_seconds=seconds, losses=[2.0, 1.0], evals=evals)
-        self.ledger.append(record)
-        return record
-
+from helpers import (DIVERGED_TRIAL, FLAT_RUN, HEALTHY_RUN, MIB, CurveRunner, LedgerStubRunner, StubRunner,
+                     info, settings, swept_session)
 
 def ceiling_for(runner, budget=None, headroom=0.15, max_batch=65536):
     return search_ceiling(runner.probe, budget or runner.budget, headroom, max_batch)
@@ -232,24 +158,6 @@ def test_ceiling_stops_at_the_cap_it_is_given():
 
 # -- the session, driven step by step ------------------------------------------------------------------------------
 
-def settings(**kw):
-    base = dict(workload="digits-mlp", adapter_name="ddp", nproc=2, device="cpu", memory_budget_bytes=300 * MIB,
-                trial_steps=8, sweep_steps=8)
-    base.update(kw)
-    return MethodSettings(**base)
-
-
-def _swept(val, train_seconds=None, centre=32, walk=1, budget=300 * MIB, sweep_steps=40, seeded_val=None,
-           **settings_kw):
-    """A stub session (2 processes) through its ceiling and a sweep around ``centre``: (session, runner, outcome)."""
-    adapter = load_adapter("ddp")
-    s = settings(nproc=2, sweep_steps=sweep_steps, sweep_walk=walk, memory_budget_bytes=budget, **settings_kw)
-    runner = StubRunner(saturate=None, budget=budget, val=val, train_seconds=train_seconds, seeded_val=seeded_val)
-    session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=runner)
-    session.ceiling()
-    return session, runner, session.sweep(centre)
-
-
 def test_session_runs_step_by_step_redoes_and_invalidates():
     adapter = load_adapter("ddp")
     s = settings()
@@ -279,32 +187,6 @@ def test_session_runs_step_by_step_redoes_and_invalidates():
     assert session.trial_outcome is None and session.sweep_outcome is None and session.result is None
     with pytest.raises(Exception, match="sweep"):
         session.finish()
-
-
-class LedgerStubRunner(StubRunner):
-    """StubRunner whose probes land in the ledger (as the real runner's do) and whose runs estimate a noise
-    scale, numbered so a test sees which walk a row came from."""
-
-    STEPS = 5  # measured noise steps each training run reports
-
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        self.trained = 0
-
-    def probe(self, batch, purpose, precision="fp32"):
-        trial = super().probe(batch, purpose, precision)
-        self.ledger.append(TrialRecord("ceiling", batch, self.nproc, 1, batch * self.nproc, trial.status, 0.01,
-                                       precision=precision, peak_bytes=trial.peak_bytes, note=f"{purpose} probe"))
-        return trial
-
-    def train(self, *args, **kw):
-        record = super().train(*args, **kw)
-        self.trained += 1
-        # Per-step norms of a known B_simple (|G|^2 = 1, tr(Sigma) = 32 at b = 32 vs 64), slightly different per run.
-        small = [2.0 + 0.01 * self.trained + 0.001 * i for i in range(self.STEPS)]
-        record.gradient_norms = dict(small_sq=small[0], big_sq=1.5, b_small=32, b_big=64, steps=self.STEPS,
-                                     small_sq_steps=small, big_sq_steps=[1.5] * self.STEPS)
-        return record
 
 
 def test_a_redo_drops_the_superseded_walk_from_the_ledger_and_the_noise_scale():
@@ -748,7 +630,7 @@ def test_the_sweep_says_where_the_planned_warmup_outlasts_its_runs():
     # A warmup as long as the run compares only the start of training; the reason must say so and name the fix.
     from advisor.method import sweep_run_settings
 
-    session, _, outcome = _swept({8: 0.80, 16: 0.95, 32: 0.70}.__getitem__, centre=16, sweep_steps=10)
+    session, _, outcome = swept_session({8: 0.80, 16: 0.95, 32: 0.70}.__getitem__, centre=16, sweep_steps=10)
     warm = [b for b in outcome.candidates
             if (run := sweep_run_settings(session.info, b * 2, outcome.samples))[2] >= run[0]]
     assert warm, "this setting should leave some candidate's warmup as long as its run"
@@ -762,7 +644,7 @@ def test_the_plans_text_says_an_unknown_noise_scale_once():
     # ("unknown (unknown (over 220 steps ...))") right under the noise scale's line.
     from advisor.report import human_summary, json_summary
 
-    session, _, _ = _swept({8: 0.80, 16: 0.95, 32: 0.70}.__getitem__, centre=16)
+    session, _, _ = swept_session({8: 0.80, 16: 0.95, 32: 0.70}.__getitem__, centre=16)
     result = session.finish()
     assert result.noise_scale is None
     text = human_summary(result, None, explain=True)
@@ -777,14 +659,6 @@ def test_the_plans_text_says_an_unknown_noise_scale_once():
 
 
 # -- every run judged (advisor.method.health) ------------------------------------------------------------------------
-
-DIVERGED_TRIAL = [2.31, 2.3, 2.3, 2.3, 2.28, 2.28, 2.27, 2.24, 2.21, 2.13, 1.95, 1.74, 1.33, 1.05, 7.44, 3.79, 2.26,
-                  2.26, 2.3, 2.27, 2.28, 2.28, 2.22, 2.16, 2.24, 1.93, 1.66, 2.89, 7.79, 2.63, 2.52, 2.31, 2.27, 2.26,
-                  2.21, 2.2, 2.13, 2.14, 2.1, 2.07]  # digits-cnn's trial at 64 per device, LR 0.04 (the recipe's ledger)
-HEALTHY_RUN = [2.3, 2.26, 2.02, 4.6, 0.89, 0.77, 0.51, 0.48, 0.05, 0.08, 0.01, 0.06, 0.04, 0.03, 0.07, 0.01, 0.0, 0.18,
-               0.0, 0.0, 0.02, 0.0, 0.05, 0.01]  # its sweep at 16 per device: a spike early, then down and held
-FLAT_RUN = [2.31, 2.30, 2.32, 2.29, 2.30, 2.31, 2.28, 2.30, 2.31, 2.29, 2.30, 2.30]  # at chance (ln 10 = 2.30)
-
 
 def _record(losses, status="ok", **kw):
     return TrialRecord("trial", 64, 2, 1, 128, status, 1.0, losses=list(losses), final_loss=losses[-1] if losses
@@ -840,23 +714,6 @@ def test_validation_overrules_a_flat_training_loss_only_when_it_improved_by_the_
     assert judge(_record(FLAT_RUN, evals=lower, higher_is_better=False)).verdict == LEARNED
     assert judge(_record([2.3, 2.31], evals=_evals([0.1, 0.5]), higher_is_better=True)).verdict == LEARNED
     assert judge(_record([2.3, 2.31], evals=_evals([0.5]), higher_is_better=True)).verdict == FLAT  # one checkpoint
-
-
-class CurveRunner(StubRunner):
-    """The stub's memory and throughput, with a loss curve per per-device batch (default: a healthy one); a curve
-    may be a function of the run's LR."""
-
-    def __init__(self, curves, **kw):
-        super().__init__(**kw)
-        self.curves = curves
-
-    def train(self, phase, per_device, steps, lr, *args, **kw):
-        record = super().train(phase, per_device, steps, lr, *args, **kw)
-        if record.status == "ok":
-            curve = self.curves.get(per_device, HEALTHY_RUN)
-            record.losses = list(curve(lr) if callable(curve) else curve)
-            record.final_loss = record.losses[-1]
-        return record
 
 
 def test_the_trial_never_doubles_from_a_run_that_did_not_learn_and_halves_from_an_unstable_one():

@@ -15,8 +15,8 @@ from torch import nn
 
 from advisor.job import TrialJob
 from advisor.method.noise import estimate_noise
-from conftest import TEST_WORKLOADS, analytic_linear_regression_b_simple
-from test_worker_loop import one_rank_group  # noqa: F401 - a fixture: a one-rank gloo group in this process
+from helpers import analytic_linear_regression_b_simple, TEST_WORKLOADS
+
 
 KNOWN_ANSWERS = TEST_WORKLOADS / "known_answers.py"
 
@@ -163,7 +163,7 @@ def _stub_session(nproc=1, adapter=None, events=None):
     from advisor.adapters import load_adapter
     from advisor.device import HostDevices
     from advisor.session import Session, validate_setup
-    from test_method_decisions import StubRunner, settings
+    from helpers import settings, StubRunner
 
     adapter = adapter or load_adapter("ddp")
     s = settings(nproc=nproc)
@@ -250,7 +250,7 @@ def test_a_real_one_process_ddp_session_measures_the_noise_scale_with_an_accumul
     from advisor.device import HostDevices
     from advisor.method import MethodSettings
     from advisor.session import Session, validate_setup
-    from conftest import REPO
+    from helpers import REPO
 
     ddp = load_adapter("ddp")
     settings = MethodSettings(workload="digits-mlp", adapter_name="ddp", nproc=1, device="cpu",
@@ -277,7 +277,7 @@ def test_a_real_one_process_ddp_session_measures_the_noise_scale_with_an_accumul
 async def test_the_trial_screen_shows_the_noise_run_as_its_own_row():
     """One process: the Trial screen's table keeps the accumulation run apart from the trial's candidates, and
     its row fits at 80 columns."""
-    from test_tui_app import cut_cells
+    from tui_stub import cut_cells
     from tui_stub import run_step, stub_app, walk_to
 
     app = stub_app(nproc=1)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from advisor.method.noise import MAX_SPREAD, GradNormSample, estimate_noise, noise_scale
-from conftest import REPO, analytic_linear_regression_b_simple
+from helpers import analytic_linear_regression_b_simple, REPO
 
 
 def _linear_regression_norms(dim=16, distance_sq=1.0, noise_var=1.0, b_small=8, replicas=4, steps=6000, seed=0):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_method_decisions import MIB, StubRunner, settings
+from helpers import MIB, settings, StubRunner
 
 from advisor.ledger import TrialRecord
 from advisor.method.noise import RUN_DISAGREEMENT, noise_estimate
@@ -129,7 +129,7 @@ def test_a_rerun_at_a_lower_lr_validates_that_lr_only():
     learned_at = {r.lr for r in runner.ledger if r.global_batch == 128 and r.losses == FALLING}
     assert any(result.lr.value == pytest.approx(x) for x in learned_at)
     # The recipe records the lowering, and `advisor check` reads it as the rule's, not as a hand edit.
-    from advisor.recipe import recipe_warnings
+    from advisor.recipe_check import recipe_warnings
     from advisor.report import build_recipe
 
     recipe = build_recipe(result)
@@ -241,7 +241,7 @@ def test_replan_never_gives_an_lr_the_recipes_own_runs_saw_fail():
         written, None)
     # `advisor check`'s redo of the rule reads the same ledger: the lowered LR is the rule's, not a hand edit. Seen
     # failing before recipe._rules_lr read it: "lr.value 0.02 is not what the recipe's rule gives ... 0.04".
-    from advisor.recipe import recipe_warnings
+    from advisor.recipe_check import recipe_warnings
 
     assert not [w for w in recipe_warnings(written) if "lr.value" in w]
     # Global 64 at its rule LR 0.02 trained healthily: nothing to lower.

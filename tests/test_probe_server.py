@@ -23,7 +23,7 @@ from advisor.launch import CancelToken, run_job, worker_env
 from advisor.method import MethodSettings
 from advisor.probe_server import ProbeServer
 from advisor.runner import JobRunner
-from conftest import REPO, advisor_processes, assert_none_left, workload_spec
+from helpers import advisor_processes, assert_none_left, REPO, workload_spec
 
 MIB = 2**20
 
@@ -36,6 +36,7 @@ def _job(**kw) -> TrialJob:
 
 
 SHARED_SERVER_PIDS: set[int] = set()  # the module's shared server: alive between tests by design
+KEPT_PROCESSES = SHARED_SERVER_PIDS  # conftest's no_leftover_processes leaves them alone
 
 
 @pytest.fixture(scope="module")
@@ -49,13 +50,6 @@ def shared_server():
     yield probe_server, env
     probe_server.close()
     assert probe_server.proc.poll() is not None and not advisor_processes()
-
-
-@pytest.fixture
-def no_leftover_processes():
-    """conftest's check, less the module's shared server (which earlier tests keep alive on purpose)."""
-    yield
-    assert_none_left(_ours_left)
 
 
 def _ours_left() -> list:
@@ -182,7 +176,7 @@ def test_a_killed_engine_takes_its_probe_server_and_probes_with_it(tmp_path):
         from advisor.adapters import load_adapter
         from advisor.launch import run_job, worker_env
         from advisor.probe_server import ProbeServer
-        from conftest import workload_spec
+        from helpers import workload_spec
         from advisor.job import TrialJob
         ddp = load_adapter("ddp")
         env = ddp.environment("cpu")

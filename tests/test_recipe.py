@@ -179,12 +179,12 @@ def test_check_warns_when_the_batch_changed_but_the_lr_rule_says_unchanged(tmp_p
 
 def _stub_recipe(tmp_path, **settings_kw):
     """A recipe from a stub plan (2 processes, digits-cnn's facts), written as `advisor plan` writes it."""
-    from test_method_decisions import _swept
+    from helpers import swept_session
 
     from advisor.recipe import save_recipe
     from advisor.report import build_recipe
 
-    session, _, _ = _swept({8: 0.80, 16: 0.95, 32: 0.90}.__getitem__, centre=16, walk=0, **settings_kw)
+    session, _, _ = swept_session({8: 0.80, 16: 0.95, 32: 0.90}.__getitem__, centre=16, walk=0, **settings_kw)
     path = tmp_path / "recipe.toml"
     save_recipe(build_recipe(session.finish()), path)
     return path
@@ -208,7 +208,7 @@ def test_check_redoes_the_lr_and_warmup_from_the_recipes_own_rule_and_names_the_
     import tomllib
 
     from advisor import cli
-    from advisor.recipe import recipe_warnings
+    from advisor.recipe_check import recipe_warnings
 
     path = _stub_recipe(tmp_path)
     data = tomllib.loads(path.read_text())
@@ -241,7 +241,7 @@ def test_check_redoes_a_bounded_lr_too(tmp_path):
     bound_past_validated); the recipe records the bound's inputs, so check redoes it and finds no edit."""
     import tomllib
 
-    from advisor.recipe import recipe_warnings
+    from advisor.recipe_check import recipe_warnings
 
     path = _stub_recipe(tmp_path, global_batch=512, allow_few_steps=True)
     data = tomllib.loads(path.read_text())
@@ -295,8 +295,9 @@ def test_the_recipe_holds_decisions_and_its_sibling_the_measurements_loaded_as_o
 
     import tomli_w
 
-    from advisor.recipe import (SCHEMA_VERSION, load_recipe, measurements_path, read_recipe_data, recipe_warnings,
+    from advisor.recipe import (SCHEMA_VERSION, load_recipe, measurements_path, read_recipe_data,
                                 split_measurements)
+    from advisor.recipe_check import recipe_warnings
 
     path = _stub_recipe(tmp_path)
     sibling = measurements_path(path)

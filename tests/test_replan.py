@@ -160,7 +160,7 @@ def test_cli_replan_table_and_a_no_clobber_atomic_write(tmp_path, capsys):
     assert main(["replan", str(source), "--gpu", "a100-80gb", "--no-confirm", "--out", str(new), "--force"]) == 0
     written = check_recipe(new)
     assert written["ceiling"]["estimated"] is True and written["precision"]["mode"] == "bf16"
-    from advisor.recipe import recipe_warnings
+    from advisor.recipe_check import recipe_warnings
 
     assert recipe_warnings(written) == []  # a re-plan's LR and warmup are what its rule gives: check finds no edit
     assert (tmp_path / "a100.toml.bak").read_text() == "keep me\n"
@@ -172,7 +172,7 @@ def test_cli_replan_table_and_a_no_clobber_atomic_write(tmp_path, capsys):
 
 
 def test_a_confirming_probe_that_runs_out_steps_down_and_keeps_the_headroom_below_what_ran():
-    from test_history import StubRunner
+    from helpers import WarmupStubRunner
 
     recipe = rtx3090_recipe(outside_allocator_bytes=None, smallest_oom=None)
     recipe["inputs"]["device"] = "cpu"
@@ -180,7 +180,7 @@ def test_a_confirming_probe_that_runs_out_steps_down_and_keeps_the_headroom_belo
     estimate = replan(recipe, "r.toml", cpu, torch_version=TORCH)
     # floor((0.85 x 48 GiB - 3 GiB) / 150 MiB) = 258; the device really holds 3 GiB + 200 x 150 MiB.
     assert estimate.per_device_max == 258
-    stub = StubRunner(fixed=3 * GIB, per_sample=150 * MIB, budget=3 * GIB + 200 * 150 * MIB)
+    stub = WarmupStubRunner(fixed=3 * GIB, per_sample=150 * MIB, budget=3 * GIB + 200 * 150 * MIB)
     stub.close = lambda: stub.calls.append(("close",))  # the real runner ends its probe server there
     outcome = confirm(estimate, ".", runner=stub, trial_steps=8)
     kinds = [c[0] for c in stub.calls]

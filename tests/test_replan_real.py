@@ -14,7 +14,7 @@ from advisor.method import MethodSettings
 from advisor.recipe import read_recipe_data
 from advisor.replan import ReplanTarget, confirm, replan, with_confirmation
 from advisor.session import Session, validate_setup
-from conftest import REPO
+from helpers import REPO
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow, pytest.mark.usefixtures("no_leftover_processes")]
 MIB = 2**20

@@ -17,7 +17,7 @@ import pytest
 from advisor.ledger import TrialRecord
 from advisor.method import short_trial
 from advisor.method.ceiling import ProbeTrial, search_ceiling
-from test_method_decisions import info as decision_info
+from helpers import info as decision_info
 
 MIB = 2**20
 ADVISOR = Path(__file__).resolve().parent.parent / "advisor"

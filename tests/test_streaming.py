@@ -14,7 +14,7 @@ from advisor.errors import WorkloadError
 from advisor.job import TrialJob
 from advisor.worker import BatchStream, probe_batches
 from advisor.workload import Workload, resolve_workload
-from conftest import TEST_WORKLOADS, plain_strategy, train_in_process
+from helpers import plain_strategy, TEST_WORKLOADS, train_in_process
 
 IN_PROCESS = {"num_workers": 0, "pin_memory": False, "collate_fn": None}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from advisor import load_recipe
-from conftest import REPO, TEST_WORKLOADS
+from helpers import REPO, TEST_WORKLOADS
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow, pytest.mark.usefixtures("no_leftover_processes")]
 

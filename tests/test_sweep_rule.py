@@ -11,26 +11,18 @@ import math
 from pathlib import Path
 
 import pytest
-from test_method_decisions import DIVERGED_TRIAL, FLAT_RUN, HEALTHY_RUN, MIB, _swept
+from helpers import DIVERGED_TRIAL, FLAT_RUN, HEALTHY_RUN, MIB, swept_session
 
 from advisor.ledger import TrialRecord
 from advisor.method.sweep import (BEST_BY_MARGIN, EQUALS_BIGGER_FASTER, NONE_LEARNED, NO_RUNS, SweepPolicy, decide_sweep, run_score,
                                   t95)
-
-
-def run(batch, seed, value, *, step_seconds=0.01, losses=HEALTHY_RUN, evals=None, status="ok", metric=True):
-    """A 1-process sweep run whose last two checkpoints both read ``value``."""
-    evals = evals if evals is not None else [{"step": 10, "val_metric" if metric else "val_loss": value}] * 2
-    return TrialRecord("sweep", batch, 1, 1, batch, status, 1.0, seed=seed, step_seconds=step_seconds,
-                       val_metric=value if metric and status == "ok" else None,
-                       val_loss=(1 - value if metric else value) if status == "ok" else None,
-                       losses=list(losses) if status == "ok" else [], evals=evals if status == "ok" else [])
+from helpers import sweep_run
 
 
 def grid(values: dict, speeds: dict | None = None, **kw) -> list[TrialRecord]:
     """values: batch -> per-seed scores; speeds: batch -> samples/s (default: 100 x batch, bigger is faster)."""
     speeds = speeds or {b: 100.0 * b for b in values}
-    return [run(b, s, v, step_seconds=b / speeds[b], **kw) for b, per_seed in values.items()
+    return [sweep_run(b, s, v, step_seconds=b / speeds[b], **kw) for b, per_seed in values.items()
             for s, v in enumerate(per_seed)]
 
 
@@ -87,7 +79,7 @@ def test_one_seed_has_no_interval_and_only_the_margin_ties():
 
 
 def test_the_margin_is_absolute_for_accuracy_and_relative_for_a_loss():
-    losses = [run(b, s, v, metric=False) for b, vals in {16: [0.500, 0.501, 0.499], 32: [0.505, 0.506, 0.504]}.items()
+    losses = [sweep_run(b, s, v, metric=False) for b, vals in {16: [0.500, 0.501, 0.499], 32: [0.505, 0.506, 0.504]}.items()
               for s, v in enumerate(vals)]
     verdict = decide_sweep(losses)
     assert "loss" in verdict.metric and verdict.chosen is not None
@@ -111,7 +103,7 @@ def test_a_bigger_tied_batch_must_be_faster_at_every_seed():
     a mean or a median, which move up on noise where speeds are level (and a tie on the end score can hide the
     samples a bigger batch spends on the way)."""
     def runs(batch, speeds):
-        return [run(batch, seed, 0.9, step_seconds=batch / speed) for seed, speed in enumerate(speeds)]
+        return [sweep_run(batch, seed, 0.9, step_seconds=batch / speed) for seed, speed in enumerate(speeds)]
 
     # Regression (bench, a GRU): 64 per device measured 1.84x, 1.28x and 1.29x of 32; the t-interval kept 32.
     gru = decide_sweep(runs(32, [8730, 8828, 8920]) + runs(64, [16055, 11296, 11486]), 10)
@@ -138,7 +130,7 @@ def test_the_equals_are_timed_side_by_side_and_timed_again_as_a_whole_when_the_r
     540-579, so 16 was 'faster at every seed'; an interleaved grid put 16 at 1.04x of 8. And (issue 36) two --fresh
     plans: one read 16 vs 32 from its sweep runs (245 vs 336 samples/s) and took 32, the other timed them and
     took 8."""
-    from test_method_decisions import StubRunner, settings
+    from helpers import settings, StubRunner
 
     from advisor.adapters import load_adapter
     from advisor.device import HostDevices
@@ -214,7 +206,7 @@ def test_tied_candidates_reused_from_the_history_are_timed_again_side_by_side(tm
     its own, so when reused candidates tie, they are timed again side by side before the tie-break reads a speed.
     Here the first plan measured each step up 1.5x as fast (a load that came and went), and today every batch runs at
     the same samples/s; read from the history, 16 would still win."""
-    from test_method_decisions import StubRunner, settings
+    from helpers import settings, StubRunner
 
     from advisor.adapters import load_adapter
     from advisor.device import HostDevices
@@ -265,7 +257,7 @@ def test_the_pick_walks_up_the_tied_one_step_at_a_time_and_stops_at_the_first_th
     timing rounds): 16 per device at 1.08x, 1.09x and 1.34x of 8, 32 at 1.17x, 1.18x and 1.46x; compared with 8
     directly, 32 won, 4x from the smallest."""
     def runs(batch, speeds):
-        return [run(batch, seed, 0.95, step_seconds=batch / speed) for seed, speed in enumerate(speeds)]
+        return [sweep_run(batch, seed, 0.95, step_seconds=batch / speed) for seed, speed in enumerate(speeds)]
 
     eight, sixteen, thirtytwo = [500, 505, 534], [539, 552, 717], [587, 594, 777]
     digits = decide_sweep(runs(8, eight) + runs(16, sixteen) + runs(32, thirtytwo), 10)
@@ -283,7 +275,7 @@ def test_timing_rounds_decide_only_pairs_timed_together():
     from advisor.method.sweep import needs_timing
 
     def runs(batch, speeds):
-        return [run(batch, seed, 0.9, step_seconds=batch / speed) for seed, speed in enumerate(speeds)]
+        return [sweep_run(batch, seed, 0.9, step_seconds=batch / speed) for seed, speed in enumerate(speeds)]
 
     rows = runs(16, [540, 573, 579]) + runs(8, [474, 476, 430])  # 8 swept later: 16 looks 1.14x+ at every seed
     assert decide_sweep(rows, 10).chosen == 16  # the pure rule's fallback, with no timing rounds given
@@ -297,7 +289,7 @@ def test_timing_rounds_decide_only_pairs_timed_together():
 
 
 def test_the_score_is_the_mean_of_the_last_two_checkpoints():
-    record = run(16, 0, 0.0, evals=[{"val_metric": 0.5}, {"val_metric": 0.7}, {"val_metric": 0.9},
+    record = sweep_run(16, 0, 0.0, evals=[{"val_metric": 0.5}, {"val_metric": 0.7}, {"val_metric": 0.9},
                                     {"val_metric": 0.8}])
     assert run_score(record, by_loss=False) == pytest.approx(0.85)
     # No validation at all (a script through the door): the mean of its last quarter of training losses.
@@ -321,18 +313,18 @@ def test_a_candidate_unstable_in_any_seed_never_leads_or_ties_and_is_named():
     """Regression (issue 24, `make run` on digits-cnn): 64 per device diverged to chance in one seed (no NaN: its
     loss gave back its decrease) and learned in the others; its mean tied, and the old tie rule picked it."""
     rows = grid({16: [0.976, 0.975, 0.977], 32: [0.972, 0.973, 0.971]})
-    rows += [run(64, 0, 0.99), run(64, 1, 0.106, losses=DIVERGED_TRIAL)]
+    rows += [sweep_run(64, 0, 0.99), sweep_run(64, 1, 0.106, losses=DIVERGED_TRIAL)]
     verdict = decide_sweep(rows, 10)
     assert verdict.chosen in (16, 32) and 64 not in verdict.tied
     unstable = next(c for c in verdict.candidates if c.per_device == 64)
     assert unstable.status == "unstable" and "seed 1" in unstable.why
     assert "Out of the comparison: 64 per device was unstable at seed 1" in verdict.reason
-    nan = grid({16: [0.9, 0.9, 0.9]}) + [run(32, 0, 0.99, losses=[2.0, 1.0, math.nan] + [1.0] * 10)]
+    nan = grid({16: [0.9, 0.9, 0.9]}) + [sweep_run(32, 0, 0.99, losses=[2.0, 1.0, math.nan] + [1.0] * 10)]
     assert decide_sweep(nan, 10).chosen == 16
 
 
 def test_out_of_memory_and_never_learned_candidates_are_out_and_all_out_is_a_failure():
-    rows = grid({16: [0.9, 0.9, 0.9]}) + [run(32, 0, 0.0, status="oom")]
+    rows = grid({16: [0.9, 0.9, 0.9]}) + [sweep_run(32, 0, 0.0, status="oom")]
     verdict = decide_sweep(rows, 10)
     assert verdict.chosen == 16 and "32 per device ran out of memory" in verdict.reason
     at_chance = grid({16: [0.11, 0.10, 0.12], 32: [0.10, 0.11, 0.10]})
@@ -382,7 +374,7 @@ def test_the_range_grows_only_where_the_sweep_points():
     trend = decide_sweep(grid({8: [0.95] * 3, 16: [0.95] * 3, 32: [0.80] * 3}, level), 10, cap=64, extensions_left=1)
     assert trend.chosen == 8 and trend.extend_to == 4
     # ... or a failed one (unstable at its scaled-up LR: bigger went wrong).
-    failed = grid({8: [0.95] * 3, 16: [0.95] * 3}, level) + [run(32, 0, 0.1, losses=DIVERGED_TRIAL)]
+    failed = grid({8: [0.95] * 3, 16: [0.95] * 3}, level) + [sweep_run(32, 0, 0.1, losses=DIVERGED_TRIAL)]
     assert decide_sweep(failed, 10, cap=64, extensions_left=1).extend_to == 4
     # At the top, a tie won on speed points up (more batch may be faster still).
     faster = decide_sweep(grid({8: [0.95] * 3, 16: [0.95] * 3, 32: [0.95] * 3}), 10, cap=64, extensions_left=1)
@@ -394,7 +386,7 @@ def test_every_candidate_runs_the_same_paired_seeds_at_equal_samples_and_the_rec
     from advisor.method import lr_for, warmup_for
     from advisor.report import build_recipe, json_summary
 
-    session, runner, outcome = _swept({8: 0.80, 16: 0.95, 32: 0.90}.__getitem__, centre=16, walk=0)
+    session, runner, outcome = swept_session({8: 0.80, 16: 0.95, 32: 0.90}.__getitem__, centre=16, walk=0)
     runs = [r for r in runner.runs if r["phase"] == "sweep"]
     # Seed by seed across the candidates: load on a shared machine falls on each alike.
     assert [(r["per_device"], r["seed"]) for r in runs] == [(b, s) for s in range(3) for b in (8, 16, 32)]
@@ -411,7 +403,7 @@ def test_every_candidate_runs_the_same_paired_seeds_at_equal_samples_and_the_rec
 
 
 def test_a_seed_that_rules_a_candidate_out_skips_its_other_seeds():
-    from test_method_decisions import StubRunner, settings
+    from helpers import settings, StubRunner
 
     from advisor.adapters import load_adapter
     from advisor.device import HostDevices
@@ -440,13 +432,13 @@ def test_a_seed_that_rules_a_candidate_out_skips_its_other_seeds():
 
 def test_the_range_grows_once_past_a_winning_end_then_says_what_was_not_compared():
     smaller_is_better = {2: 0.99, 4: 0.97, 8: 0.95, 16: 0.90, 32: 0.85, 64: 0.80}.__getitem__
-    _, runner, outcome = _swept(smaller_is_better, centre=16, walk=1)
+    _, runner, outcome = swept_session(smaller_is_better, centre=16, walk=1)
     assert outcome.extended == [4] and outcome.candidates == [4, 8, 16, 32] and outcome.chosen == 4
     assert [r["seed"] for r in runner.runs if r["per_device"] == 4 and r["phase"] == "sweep"] == [0, 1, 2]
     assert "It is the smallest swept and the range has grown 1 time(s) (--sweep-walk 1): 2 per device was not " \
            "compared." in outcome.reason
     assert outcome.verdict.unexplored == 2 and outcome.verdict.summary()["not_compared_because"] == "walk-spent"
-    _, _, never = _swept(smaller_is_better, centre=16, walk=0)
+    _, _, never = swept_session(smaller_is_better, centre=16, walk=0)
     assert never.extended == [] and never.chosen == 8
 
 
@@ -454,7 +446,7 @@ def test_the_range_steps_up_to_the_cap_not_past_it_and_says_so():
     def bigger_is_better(batch):
         return min(0.99, 0.5 + batch / 640)
 
-    session, runner, outcome = _swept(bigger_is_better, budget=150 * MIB)
+    session, runner, outcome = swept_session(bigger_is_better, budget=150 * MIB)
     cap = session.cap.value  # memory's and the steps-per-epoch cap's smaller
     assert 64 < cap < 128
     assert outcome.extended == [cap] and outcome.candidates == [16, 32, 64, cap] and outcome.chosen == cap
@@ -469,7 +461,7 @@ def test_an_unstable_candidate_at_a_scaled_up_lr_is_rerun_at_the_validated_lr_an
     """Issue 24: an unstable candidate at a scaled-up LR is rerun once at the nearest validated LR before the batch
     is blamed. It stays out of the comparison either way (the plan would give it the LR that failed); the rerun is
     not a candidate's run, and the verdict, the recipe and the live decisions say which was to blame."""
-    from test_method_decisions import CurveRunner, settings
+    from helpers import CurveRunner, settings
 
     from advisor.adapters import load_adapter
     from advisor.device import HostDevices
@@ -513,7 +505,7 @@ def test_when_no_candidate_learned_the_plan_is_the_base_setting_with_a_headline_
     """Regression (issue 24): every sweep run at chance still got a recipe that doubled the LR, exit code 0."""
     from advisor.report import build_recipe, human_summary, json_summary
 
-    session, _, outcome = _swept(lambda batch: 0.10, centre=16, walk=0)  # chance on 10 classes
+    session, _, outcome = swept_session(lambda batch: 0.10, centre=16, walk=0)  # chance on 10 classes
     assert outcome.failed and outcome.verdict.rule == NONE_LEARNED
     result = session.finish()
     info = session.info
@@ -523,7 +515,7 @@ def test_when_no_candidate_learned_the_plan_is_the_base_setting_with_a_headline_
     recipe = build_recipe(result)
     assert recipe["warnings"][0]["code"] == "no-candidate-learned"
     assert json_summary(result, None)["validated"] is False
-    learned = _swept({8: 0.80, 16: 0.95, 32: 0.70}.__getitem__, centre=16, walk=0)[0].finish()
+    learned = swept_session({8: 0.80, 16: 0.95, 32: 0.70}.__getitem__, centre=16, walk=0)[0].finish()
     assert not learned.headline and json_summary(learned, None)["validated"] is True
 
 
@@ -531,7 +523,7 @@ def test_advisor_plan_exits_with_code_3_and_still_writes_the_base_setting_when_n
         tmp_path, monkeypatch, capsys):
     """The CLI's end of the rule: the recipe is written (its runs are not lost), its first warning and the
     summary's first line say it is not validated, and the exit code is NOT_VALIDATED, documented in the README."""
-    from test_method_decisions import StubRunner
+    from helpers import StubRunner
 
     from advisor import cli
     from advisor.recipe import load_recipe
@@ -560,7 +552,7 @@ def test_one_owner_of_the_steps_per_epoch_cap_and_a_global_batch_past_it_needs_f
     from advisor import cli
     from advisor.device import HostDevices
     from advisor.method.plan import largest_learnable_global
-    from test_method_decisions import settings
+    from helpers import settings
 
     from advisor.adapters import load_adapter
     from advisor.errors import SetupError
@@ -582,7 +574,7 @@ def test_one_owner_of_the_steps_per_epoch_cap_and_a_global_batch_past_it_needs_f
 def test_step_two_fixes_the_global_batch_first_then_divides_by_the_processes():
     """Regression (issue 24): step 2 took the task table's per-device value x the world size (64 x 2 = 128, twice
     the validated base of 64) instead of the base global batch over the devices."""
-    from test_method_decisions import StubRunner, settings
+    from helpers import settings, StubRunner
 
     from advisor.adapters import load_adapter
     from advisor.device import HostDevices
@@ -607,7 +599,7 @@ def test_a_script_through_the_door_gets_one_seed_per_candidate_and_is_told_why(m
     """The engine cannot seed a user's script: paired seeds there are the same run or unpaired ones."""
     import types
 
-    from test_method_decisions import settings
+    from helpers import settings
 
     from advisor import door as door_module
     from advisor.adapters import load_adapter

@@ -10,7 +10,7 @@ import time
 
 import pytest
 import psutil
-from conftest import WORKER_MARKERS, assert_none_left, workload_spec
+from helpers import assert_none_left, WORKER_MARKERS, workload_spec
 from tui_stub import cpu_host, run_step, screen_text, start_walk, wait_for, walk_to
 
 from advisor.recipe import check_recipe

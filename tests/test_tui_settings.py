@@ -4,7 +4,7 @@ cluster and a plugin's declared option are fields, checked, run and recorded; st
 from __future__ import annotations
 
 import pytest
-from test_adapters_cli import plugins  # noqa: F401 - the example plugins 'installed' (a fixture)
+
 from tui_stub import screen_text, stub_app, start_walk, wait_for
 
 pytestmark = pytest.mark.timeout(180)

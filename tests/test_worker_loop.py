@@ -14,7 +14,7 @@ from torch.utils.data import Dataset, TensorDataset
 from advisor.job import TrialJob
 from advisor.worker import BatchStream, _evaluate
 from advisor.workload import Workload, resolve_workload
-from conftest import TEST_WORKLOADS, plain_strategy, train_in_process
+from helpers import plain_strategy, TEST_WORKLOADS, train_in_process
 
 
 def known(function: str) -> Workload:
@@ -156,15 +156,6 @@ def test_a_dict_batch_workload_trains_and_validates(capsys):
     result = train_in_process(known("dict_regression"), capsys, per_device_batch=8, steps=4, evaluate=True)
     assert result["val_loss"] > 0 and "val_metric" not in result
     assert result["data_seconds"] >= 0 and result["step_seconds"] > 0
-
-
-@pytest.fixture
-def one_rank_group():
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
 
 
 HOST_READS = ("item", "tolist", "__float__", "__int__", "__bool__", "cpu")

@@ -10,7 +10,7 @@ from advisor.adapters import Adapter, available_adapters, load_adapter
 from advisor.cli import main
 from advisor.errors import AdapterError, WorkloadError
 from advisor.workload import builtin_names, resolve_workload
-from conftest import REPO, workload_spec
+from helpers import REPO, workload_spec
 
 
 @pytest.mark.parametrize("name", sorted(builtin_names()))

@@ -9,8 +9,8 @@ from advisor.device import HostDevices
 from advisor.export import deepspeed_config
 from advisor.method import MethodSettings
 from advisor.session import Session, validate_setup
-from conftest import REPO, TEST_WORKLOADS
-from test_export import deepspeed_accepts
+from helpers import REPO, TEST_WORKLOADS
+from helpers import deepspeed_accepts
 from tui_stub import EventStubRunner
 
 MIB = 2**20

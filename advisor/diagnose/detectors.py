@@ -13,9 +13,10 @@ import operator
 
 from ..units import format_bytes
 from .records import TRAIN_LOSS, VAL_LOSS, Finding, LogEvent, Point, dataclass
+from .advice import NOT_LEARNING_ACTIONS, PERIODIC_ACTIONS, jitter_actions, overfitting_actions
+from .shortlog import (CONVERGED_LEVEL, VAL_JITTER_SCORE, _theil_sen, adjacent, detect_short_jitter,
+                       detect_short_periodic, detect_short_validation, median)
 from .slow import detect_slow_epochs, quarter_paces, steady
-from .shortlog import (CONVERGED_LEVEL, _theil_sen, adjacent, detect_short_jitter, detect_short_periodic,
-                       detect_short_validation, median)
 
 MIN_POINTS = 20
 JITTER_SCORE = 0.15  # step-to-step noise / starting loss: above it, jitter is a problem even if the loss falls
@@ -754,18 +755,7 @@ def _overflows_at_floor(overflows: list[LogEvent], floor_value: float | None) ->
 
 # ------------------------------------------------------------------ not learning
 
-NOT_LEARNING_ACTIONS = [
-    "Check that the optimizer steps the model's parameters: optimizer.zero_grad() before backward(), not between "
-    "backward() and step(); the optimizer built over this model's parameters; requires_grad not turned off; "
-    "model.train() called.",
-    "Check the loss wiring: CrossEntropyLoss takes raw logits (no softmax before it), labels match the outputs "
-    "(class indices, not one-hot, for the number of classes the head has).",
-    "Check the LR schedule is not at 0 (warmup from 0, a scheduler stepped too often) and not so high that the "
-    "network died (ReLUs or saturated activations): try a 10x smaller LR for a few hundred steps.",
-    "Overfit one small batch first: a model that cannot drive the loss of 20 samples to ~0 has a pipeline bug.",
-    "If all of that is right, the LR may be far too low to move off the start (e.g. plain SGD at 1e-4): run a "
-    "short trial with the LR 10x higher, or with Adam.",
-]
+
 
 
 def _class_count(series: dict[str, list[Point]], ctx: Context) -> tuple[int | None, str | None, float | None]:
@@ -1063,8 +1053,6 @@ def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]
 
 
 VAL_JITTER_MIN_POINTS = 10  # a validation series (one point an epoch, typically) this long, at least
-VAL_JITTER_SCORE = 0.25  # point-to-point noise / level: tune logs' healthy runs reach 0.14 (a flat TSL run), their
-#                          jittery ones 0.6+; the issue's Lightning run (0.61 -> 0.96 -> 0.39 -> 0.92) is ~0.5
 VAL_JITTER_TREND = 2.0  # ... with a trend that falls less than this many times the noise over the stretch judged
 
 
@@ -1099,25 +1087,7 @@ def detect_validation_jitter(series: dict[str, list[Point]], ctx: Context) -> li
                     confidence="high" if score >= 2 * VAL_JITTER_SCORE and len(values) >= 12 else "medium")]
 
 
-def jitter_actions(ctx: Context) -> list[str]:
-    if ctx.per_device is not None and ctx.per_device < 16:
-        actions = [f"The per-device batch is {ctx.per_device} (< 16): raise it (or accumulate gradients) so "
-                   "each step's gradient is less noisy.",
-                   "If the model uses BatchNorm, switch to GroupNorm/LayerNorm (or SyncBatchNorm across GPUs): "
-                   "BN statistics over so few samples jitter.",
-                   "If that is not possible, lower the LR in proportion to the batch (linear rule for SGD, "
-                   "square root for Adam)."]
-    elif ctx.per_device is not None:
-        actions = [f"The per-device batch is already {ctx.per_device}: the LR is the likely cause; lower it "
-                   "(try half) or lengthen the warmup.",
-                   "Clip gradients to tame occasional large steps."]
-    else:
-        actions = ["If the per-device batch is below 16: raise it (or accumulate), and prefer GroupNorm over "
-                   "BatchNorm at such sizes.",
-                   "If the batch is already large: the LR is too high for it; lower it (try half) or warm up "
-                   "longer.",
-                   "Pass --recipe RECIPE so the advisor can tell which case applies."]
-    return actions
+
 
 
 def _autocorrelations(values: list[float], lags: range, mean: float, var: float) -> dict[int, float]:
@@ -1188,12 +1158,7 @@ def detect_periodic(series: dict[str, list[Point]], ctx: Context) -> list[Findin
                     evidence, list(PERIODIC_ACTIONS))]
 
 
-PERIODIC_ACTIONS = (
-    "Check the data order: shuffle every epoch (DataLoader(shuffle=True) / DistributedSampler.set_epoch(epoch)); "
-    "sorted or grouped data (by class, source or length) makes the loss swing with the same period.",
-    "Check class balance and noisy samples: a block of hard or mislabelled examples recurring each epoch produces "
-    "these swings; clean or rebalance (weighted sampler).",
-    "Changing the batch size will not fix this.")
+
 
 
 # A sawtooth: the loss restarts high and falls again, over and over, at a regular spacing (per epoch, typically):
@@ -1414,7 +1379,7 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
             evidence.update(note)
             if note.get("val_acc_at_best") and confidence == "low":
                 summary += " Validation accuracy is still at its best, so this is an early sign at most."
-            findings.append(Finding("overfitting", "warning", summary, evidence, _overfitting_actions(ctx),
+            findings.append(Finding("overfitting", "warning", summary, evidence, overfitting_actions(ctx),
                                     confidence=confidence))
             return findings
     # Slow convergence: both curves fall slowly (or do not fall).
@@ -1491,17 +1456,6 @@ def overfitting_confidence(values: list[float], best: int, series: dict[str, lis
     return confidence, note
 
 
-def _overfitting_actions(ctx: Context) -> list[str]:
-    actions = []
-    if ctx.per_device and ctx.global_batch and ctx.global_batch >= 128:
-        actions.append(f"Try a smaller global batch than {ctx.global_batch} (half, LR scaled down with "
-                       "it): smaller batches regularise; large ones converge to sharper minima.")
-    else:
-        actions.append("Try a smaller batch (LR scaled down with it): smaller batches regularise.")
-    return actions + ["Add augmentation, dropout or weight decay.",
-                      "Stop early at the best validation step (checkpoint on val loss)."]
-
-
 def _few_points_overfitting(train: list[Point], val: list[Point], ctx: Context) -> list[Finding]:
     """Short (epoch-level) logs: validation rising FEW_RISING+ points in a row after its best while training
     falls is overfitting, said with the confidence so few points allow."""
@@ -1530,7 +1484,7 @@ def _few_points_overfitting(train: list[Point], val: list[Point], ctx: Context) 
     return [Finding("overfitting", "warning",
                     f"Validation loss bottomed at {values[best]:.4g} at {_describe(_where(val, best))} and rose "
                     f"{rising} time(s) in a row to {values[-1]:.4g} while the training loss fell {train_fall:.0%}: "
-                    "overfitting.", evidence, _overfitting_actions(ctx), confidence=confidence)]
+                    "overfitting.", evidence, overfitting_actions(ctx), confidence=confidence)]
 
 
 # ------------------------------------------------------------------ crashes that are not OOM

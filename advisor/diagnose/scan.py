@@ -97,6 +97,15 @@ class Collected:
             self.events.append(event)
 
 
+def _split_rank(frame: str) -> tuple[int | None, str]:
+    """(the rank a ``[rankN]:``-style prefix names, or None; the frame without the prefix)."""
+    prefix = RANK_PREFIX.match(frame)
+    if not prefix:
+        return None, frame
+    tag = _RANK_NUMBER.search(prefix.group(0))
+    return (int(next(g for g in tag.groups() if g is not None)) if tag else None), frame[prefix.end():]
+
+
 class Scanner:
     def __init__(self, forced_format: str | None = None):
         self.failure_readers = list(FAILURE_READERS)
@@ -115,30 +124,15 @@ class Scanner:
         self._template = LineTemplate()
 
     # -- one line (one \r-frame at a time)
-    def parse_line(self, text: str, line_no: int) -> None:  # noqa: C901 -- complexity debt, a list of independent cases; split when next changed
-        stats = self.collected.stats
+    def parse_line(self, text: str, line_no: int) -> None:
         parsed = False
         for frame in text.split("\r") if "\r" in text else (text,):
-            prefix = RANK_PREFIX.match(frame)
-            rank = None
-            if prefix:
-                tag = _RANK_NUMBER.search(prefix.group(0))
-                rank = int(next(g for g in tag.groups() if g is not None)) if tag else None
-                frame = frame[prefix.end():]
+            rank, frame = _split_rank(frame)
             if "\x1b" in frame:
                 frame = ANSI_ESCAPE.sub("", frame)
             if not frame.strip():
                 continue
-            for reader in self.failure_readers:
-                records = reader.read(frame, line_no)
-                if records is not None:
-                    for event in records:
-                        if rank is not None:
-                            event.details.setdefault("rank", rank)
-                        self.collected.add_event(event)
-                    stats.formats[reader.name] = stats.formats.get(reader.name, 0) + 1
-                    parsed = True
-                    break
+            parsed = self._read_failure(frame, line_no, rank) or parsed
             if "batch size" in frame or "Accumulation steps" in frame:
                 self._context(frame)
             if self._traceback_source(frame) or self._elision(frame, line_no) or self._not_metrics(frame, line_no):
@@ -146,19 +140,36 @@ class Scanner:
             records = self._metric_records(frame, line_no)
             if records is not None:
                 parsed = True
-                if rank is not None and records and any(isinstance(r, Point) for r in records):
-                    # Every rank prints its own loss: one rank's curve is read, the first that printed one.
-                    if self.metric_rank is None:
-                        self.metric_rank = rank
-                    elif rank != self.metric_rank:
-                        records = [r for r in records if isinstance(r, LogEvent)]
-                for record in records:
-                    if isinstance(record, LogEvent):
-                        self.collected.add_event(record)
-                    elif self.collected.add_point(record):
-                        self.stride *= 2
+                self._add_records(records, rank)
         if parsed:
-            stats.parsed_lines += 1
+            self.collected.stats.parsed_lines += 1
+
+    def _read_failure(self, frame: str, line_no: int, rank: int | None) -> bool:
+        """The first failure reader that reads ``frame`` adds its events (tagged with the rank): True, else False."""
+        for reader in self.failure_readers:
+            records = reader.read(frame, line_no)
+            if records is not None:
+                for event in records:
+                    if rank is not None:
+                        event.details.setdefault("rank", rank)
+                    self.collected.add_event(event)
+                formats = self.collected.stats.formats
+                formats[reader.name] = formats.get(reader.name, 0) + 1
+                return True
+        return False
+
+    def _add_records(self, records: list, rank: int | None) -> None:
+        if rank is not None and records and any(isinstance(r, Point) for r in records):
+            # Every rank prints its own loss: one rank's curve is read, the first that printed one.
+            if self.metric_rank is None:
+                self.metric_rank = rank
+            elif rank != self.metric_rank:
+                records = [r for r in records if isinstance(r, LogEvent)]
+        for record in records:
+            if isinstance(record, LogEvent):
+                self.collected.add_event(record)
+            elif self.collected.add_point(record):
+                self.stride *= 2
 
     def _traceback_source(self, frame: str) -> bool:
         """True for a line inside a Python traceback that is not its final exception line: source lines such as
@@ -478,7 +489,7 @@ class LineTemplate:
             found = normalised.find(cycle, found + 1, end)
         return found
 
-    def _walk(self, data: bytes, start: int, size: int, base: int, normalised: bytes, stride: int,  # noqa: C901 -- complexity debt, a list of independent cases; split when next changed
+    def _walk(self, data: bytes, start: int, size: int, base: int, normalised: bytes, stride: int,
               first_line: int) -> tuple[list[tuple[int, int, int]], int] | None:
         """Walk normalised[start:size] (data[base + start:base + size]) along the patterns, counting lines."""
         budget = TEMPLATE_ODD_SHARE * (size - start)
@@ -512,57 +523,69 @@ class LineTemplate:
                 cycle, runs = switched
                 starts = _line_starts(cycle)
                 continue
-            # Off every pattern: lines up to the next aligned repeat of a pattern are checked word by word.
-            # The current pattern usually resumes a line or two later: look near first, then further.
-            following = size
-            near = min(size, position + TEMPLATE_SAMPLE_BYTES)
-            found = self._next_aligned(normalised, cycle, position, near)
-            if found >= 0:
-                following = found
-            else:
-                for pattern, _ in self.patterns:
-                    found = self._next_aligned(normalised, pattern, position, near)
-                    if found >= 0:
-                        following = min(following, found)
-            if following == size:
-                for pattern, _ in self.patterns:
-                    if pattern in absent:
-                        continue
-                    found = self._next_aligned(normalised, pattern, near, size)
-                    if found < 0:
-                        absent.add(pattern)
-                    else:
-                        following = min(following, found)
-            if following - position > TEMPLATE_SAMPLE_BYTES // 4:  # a new stretch: learn its pattern
-                begin = normalised.find(b"\n", position, size) + 1 or size
-                learned = self.learn(normalised[begin:min(size, begin + TEMPLATE_SAMPLE_BYTES)])
-                if learned is not None:
-                    self._remember(learned)
-                    found = self._next_aligned(normalised, learned[0], position, size)
-                    if found >= 0:
-                        following = min(following, found)
+            following = self._pattern_resumes(normalised, cycle, position, size, absent)
             budget -= following - position
             if budget < 0:
                 return None
             level = min(resume, len(runs) - 1)
             run_last = False
-            offset = base + position
-            region = data[offset:base + following]
-            pieces = region.split(b"\n")
-            if following < size:
-                pieces.pop()  # the region ends with its last line's "\n": no line after it
-            for raw in pieces:
-                if raw and must_read(raw):
-                    extra = CONTEXT_AFTER_ERROR if ERROR_WORD.search(raw.lower()) else 0
-                    wanted.append((offset, index, extra))
-                elif (first_line + index) % stride == 0:
-                    wanted.append((offset, index, 0))
-                offset += len(raw) + 1
-                index += 1
+            index = _read_word_by_word(data, base + position, base + following, following < size, index,
+                                       first_line, stride, wanted)
             position = following
         if run_last:
             index += 1  # a run ended the block with its "\n": the empty last line split() would count
         return wanted, index
+
+    def _pattern_resumes(self, normalised: bytes, cycle: bytes, position: int, size: int, absent: set) -> int:
+        """Off every pattern at ``position``: where the next aligned repeat of a pattern starts (``size`` when none
+        does), learning the pattern of a new stretch; the lines before it are checked word by word. The current
+        pattern usually resumes a line or two later: look near first, then further."""
+        following = size
+        near = min(size, position + TEMPLATE_SAMPLE_BYTES)
+        found = self._next_aligned(normalised, cycle, position, near)
+        if found >= 0:
+            following = found
+        else:
+            for pattern, _ in self.patterns:
+                found = self._next_aligned(normalised, pattern, position, near)
+                if found >= 0:
+                    following = min(following, found)
+        if following == size:
+            for pattern, _ in self.patterns:
+                if pattern in absent:
+                    continue
+                found = self._next_aligned(normalised, pattern, near, size)
+                if found < 0:
+                    absent.add(pattern)  # it does not occur again in this block
+                else:
+                    following = min(following, found)
+        if following - position > TEMPLATE_SAMPLE_BYTES // 4:  # a new stretch: learn its pattern
+            begin = normalised.find(b"\n", position, size) + 1 or size
+            learned = self.learn(normalised[begin:min(size, begin + TEMPLATE_SAMPLE_BYTES)])
+            if learned is not None:
+                self._remember(learned)
+                found = self._next_aligned(normalised, learned[0], position, size)
+                if found >= 0:
+                    following = min(following, found)
+        return following
+
+
+def _read_word_by_word(data: bytes, offset: int, end: int, more_follows: bool, index: int, first_line: int,
+                       stride: int, wanted: list) -> int:
+    """The lines of data[offset:end], off every pattern, into ``wanted``: each one with a must-read word (and the
+    context after an error), and every ``stride``-th; returns the line index after them."""
+    pieces = data[offset:end].split(b"\n")
+    if more_follows:
+        pieces.pop()  # the region ends with its last line's "\n": no line after it
+    for raw in pieces:
+        if raw and must_read(raw):
+            extra = CONTEXT_AFTER_ERROR if ERROR_WORD.search(raw.lower()) else 0
+            wanted.append((offset, index, extra))
+        elif (first_line + index) % stride == 0:
+            wanted.append((offset, index, 0))
+        offset += len(raw) + 1
+        index += 1
+    return index
 
 
 def _must_read_lines(block: bytes) -> int:

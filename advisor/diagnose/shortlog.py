@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import math
 
+from .advice import NOT_LEARNING_ACTIONS, PERIODIC_ACTIONS, jitter_actions, overfitting_actions
 from .records import TRAIN_LOSS, VAL_LOSS, Finding, Point
 
 SHORT_MAX_POINTS = 20  # below this the long-run trend detectors do not judge the curves (detectors.MIN_POINTS)
+VAL_JITTER_SCORE = 0.25  # point-to-point noise / level: tune logs' healthy runs reach 0.14 (a flat TSL run), their
+#                          jittery ones 0.6+; the issue's Lightning run (0.61 -> 0.96 -> 0.39 -> 0.92) is ~0.5
 VAL_MIN_POINTS = 4  # validation points the generalisation rules need
 ACC_GAP = 0.20  # train accuracy this far above validation accuracy (absolute, on a 0-1 scale): overfitting
 ACC_GAP_TRAIN_MIN = 0.70  # ... once training accuracy is at least this (a model that fits its training set)
@@ -85,9 +88,7 @@ def adjacent(points: list[Point], elisions: list[int]) -> list[bool]:
     return out
 
 
-def overfitting_actions(ctx) -> list[str]:
-    from .detectors import _overfitting_actions
-    return _overfitting_actions(ctx)
+
 
 
 def detect_short_validation(series: dict[str, list[Point]], ctx) -> list[Finding]:
@@ -153,7 +154,6 @@ def _at_chance(train, val, series, ctx) -> Finding | None:
                        f"Validation accuracy sits at chance ({level:.3g} = 1/{k}) for {near} of {len(accs)} "
                        "points while training improves: the model learns the training set only.",
                        evidence, overfitting_actions(ctx), confidence="medium" if near >= 6 else "low")
-    from .detectors import NOT_LEARNING_ACTIONS
     return Finding("not-learning", "error",
                    f"Validation accuracy sits at chance ({level:.3g} = 1/{k}) for {near} of {len(accs)} points and "
                    "training does not improve either: the model is not learning.",
@@ -226,7 +226,6 @@ def _stale_validation(train, val, series, ctx) -> Finding | None:
     # On a validation curve that jitters (by the jitter rule's own measure, detectors.VAL_JITTER_SCORE) the best is
     # one low jump, not a turning point: the points after it must sit above it by more than twice the point-to-point
     # noise (0.61 -> 0.96 -> 0.39 -> 0.92 is jitter). A steady curve's best stands as it is.
-    from .detectors import VAL_JITTER_SCORE
 
     diffs = [b - a for a, b in zip(v, v[1:])]
     centre = _median(diffs)
@@ -286,7 +285,6 @@ def detect_short_jitter(series: dict[str, list[Point]], ctx, elisions: list[int]
     score = noise / level
     if score < SHORT_JITTER or fall > 2 * noise:
         return []
-    from .detectors import jitter_actions
     evidence = {"series": TRAIN_LOSS, "noise_sigma": round(noise, 6), "loss_level": round(level, 6),
                 "relative_noise": round(score, 3), "trend_fall": round(fall, 6) + 0.0, "points": len(values)}
     return [Finding("oscillation-jitter", "warning",
@@ -328,7 +326,6 @@ def detect_short_periodic(series: dict[str, list[Point]], ctx, elisions: list[in
     if best is None:
         return []
     period, r, half = best
-    from .detectors import PERIODIC_ACTIONS
     evidence = {"series": TRAIN_LOSS, "period_points": period, "autocorrelation": round(r, 3),
                 "half_period_autocorrelation": round(half, 3), "amplitude": round(amplitude, 6),
                 "relative_amplitude": round(amplitude / level, 3), "points": len(values),

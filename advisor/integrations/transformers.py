@@ -33,7 +33,7 @@ import re
 from typing import Any, Callable
 
 from ..errors import WorkloadError
-from ..workload import LOSS_METRIC, Workload
+from ..workload_record import LOSS_METRIC, Workload
 from . import require
 
 EXTRA = "transformers"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .lr import lr_gain, statistical_efficiency  # the LR rule's: the bound past the validated batch reads them too
 from .plan import MAX_SENSIBLE_ACCUMULATION
 
 
@@ -56,21 +57,6 @@ def fit_step_time(points: list[tuple[int, int, float]]) -> StepTimeModel | None:
     # A fit below zero is timing noise: a step never gets cheaper with a bigger batch.
     return StepTimeModel(max(0.0, float(fixed)), max(0.0, float(per_sample)), max(0.0, float(per_step)),
                          len(points), note, (int(b.min()), int(b.max())))
-
-
-def statistical_efficiency(global_batch: float, noise_scale: float, base_batch: float) -> float:
-    """Progress per sample at ``global_batch`` relative to ``base_batch`` (1 at the base batch)."""
-    return (noise_scale + base_batch) / (noise_scale + global_batch)
-
-
-def lr_gain(global_batch: float, noise_scale: float, base_batch: float, optimizer: str) -> tuple[float, str]:
-    """The LR multiplier from the base batch: AdaScale's gain for SGD, its square root for adaptive optimizers."""
-    from .lr import scaling_rule
-
-    gain = global_batch / base_batch * statistical_efficiency(global_batch, noise_scale, base_batch)
-    if scaling_rule(optimizer) == "sqrt":
-        return gain ** 0.5, "square root of AdaScale's gain (adaptive optimizer)"
-    return gain, "AdaScale gain (Johnson et al. 2020): (phi + M0) / (phi / S + M0), S = M / M0"
 
 
 @dataclass

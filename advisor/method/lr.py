@@ -142,6 +142,19 @@ def scale_lr(
     return LRDecision(value, base_lr, base_global_batch, global_batch, rule, s, capped, cap, reason, warnings, layerwise)
 
 
+def statistical_efficiency(global_batch: float, noise_scale: float, base_batch: float) -> float:
+    """Progress per sample at ``global_batch`` relative to ``base_batch`` (1 at the base batch)."""
+    return (noise_scale + base_batch) / (noise_scale + global_batch)
+
+
+def lr_gain(global_batch: float, noise_scale: float, base_batch: float, optimizer: str) -> tuple[float, str]:
+    """The LR multiplier from the base batch: AdaScale's gain for SGD, its square root for adaptive optimizers."""
+    gain = global_batch / base_batch * statistical_efficiency(global_batch, noise_scale, base_batch)
+    if scaling_rule(optimizer) == "sqrt":
+        return gain ** 0.5, "square root of AdaScale's gain (adaptive optimizer)"
+    return gain, "AdaScale gain (Johnson et al. 2020): (phi + M0) / (phi / S + M0), S = M / M0"
+
+
 def bound_past_validated(lr: LRDecision, validated_global: int | None, optimizer: str,
                          noise_low: float | None = None) -> LRDecision:
     """The LR above the largest global batch that trained healthily (``validated_global``, at the LR the rules
@@ -149,8 +162,6 @@ def bound_past_validated(lr: LRDecision, validated_global: int | None, optimizer
     noise scale's interval (``noise_low``), whichever is smaller. Past the validated point the scaled LR is an
     extrapolation; a doubling is the step the sweep itself takes, and a small noise scale means a bigger batch
     buys little progress per step, so a big LR jump is not earned (DOMAIN 2)."""
-    from .goodput import lr_gain
-
     if validated_global is None:
         return lr
     lr = replace(lr, bounded_from=validated_global, bound_noise_low=noise_low or None)

@@ -8,7 +8,6 @@ which steps are done (an earlier step redone makes the later ones stale).
 from __future__ import annotations
 
 import traceback
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from textual import events, work
@@ -17,26 +16,7 @@ from textual.binding import Binding
 
 from ..errors import AdvisorError, CancelledError
 from .messages import SessionEvent, StepDone, StepFailed
-
-STEPS = (("setup", "Setup"), ("ceiling", "Memory ceiling"), ("start", "Starting value"), ("trial", "Trial run"),
-         ("sweep", "Sweep"), ("recipe", "Recipe"))
-STEP_NAMES = tuple(name for name, _ in STEPS)
-STEP_TITLES = dict(STEPS)
-HELP_KEYS = ("question_mark",)  # help even where a field has focus (the binding also takes f1)
-
-
-@dataclass
-class Prefill:
-    """What the command line pre-fills on the Setup screen."""
-
-    workload: str | None = None
-    adapter: str | None = None
-    nproc: int | None = None
-    device_memory: str | None = None
-    trial_steps: int | None = None
-    sweep_steps: int | None = None
-    script: str | None = None  # SCRIPT ARGS as one line (`advisor -- train.py ARGS`), instead of a workload
-
+from .steps import HELP_KEYS, STEP_NAMES, STEP_TITLES, STEPS, Prefill
 
 # (adapter, settings, emit) -> an object with the JobRunner surface; tests hand in a stub.
 RunnerFactory = Callable[[Any, Any, Callable[[Any], None]], Any]

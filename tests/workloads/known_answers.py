@@ -11,7 +11,7 @@ from torch.utils.data import Dataset, TensorDataset
 from advisor import Workload
 
 # Least squares at a fixed point (learning rate 0): B_simple is known in closed form
-# (tests/conftest.py: analytic_linear_regression_b_simple(DIM, DISTANCE_SQ, NOISE_VAR)).
+# (tests/helpers.py: analytic_linear_regression_b_simple(DIM, DISTANCE_SQ, NOISE_VAR)).
 DIM, DISTANCE_SQ, NOISE_VAR = 16, 1.0, 1.0
 LEAST_SQUARES_SAMPLES = 40_000  # more than any test draws in one epoch: no sample is seen twice
 

@@ -180,7 +180,7 @@ class StepScreen(Screen):
             self.set_status("[b]Run this step first[/b] (r): the next one reads its result.")
 
     def action_back(self) -> None:
-        from ..app import STEP_NAMES
+        from ..steps import STEP_NAMES
 
         index = STEP_NAMES.index(self.STEP)
         if index > 0:

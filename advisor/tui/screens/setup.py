@@ -140,7 +140,7 @@ class SetupScreen(Screen):
         self._script_checked = ""  # the script line whose form the Script status shows
 
     def compose(self):
-        from ..app import Prefill
+        from ..steps import Prefill
         from ...tasks import TASKS
         from ...method.lr import KNOWN_OPTIMIZERS
         from ...settings import PLAN_DEFAULTS

@@ -31,7 +31,7 @@ class StepBar(Static):
 
     def labels(self, short: bool) -> list[tuple[str, str, str]]:
         """(step name, label, style) for each step, in order."""
-        from ..app import STEPS
+        from ..steps import STEPS
 
         app = self.app
         labels = []

@@ -1,4 +1,4 @@
-"""`advisor diagnose` v2 (issue 9): each class of log people paste, from real or faithfully reproduced lines."""
+"""`advisor diagnose` on each class of log people paste (issue 9), from real or faithfully reproduced lines."""
 
 import io
 import subprocess

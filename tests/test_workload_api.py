@@ -1,4 +1,4 @@
-"""Workload API v2 in one process: batches of any nesting, the model's own loss, metrics of the user's own
+"""The Workload API in one process: batches of any nesting, the model's own loss, metrics of the user's own
 that rank the sweep (never one not computed), an optimizer factory, and the longest samples for probes."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from advisor.ledger import TrialRecord
 from advisor.method.sweep import decide_sweep
 from advisor.worker import _evaluate, probe_batches, to_device
 from advisor.workload import Workload, resolve_workload
-from conftest import TEST_WORKLOADS, plain_strategy, train_in_process
+from helpers import plain_strategy, TEST_WORKLOADS, train_in_process
 
 
 def tokens(function: str) -> Workload:
@@ -129,7 +129,7 @@ def test_a_named_metric_that_evaluate_does_not_return_is_an_error_not_a_zero():
     ({"compute_loss": 3}, "compute_loss must be None or a callable"),
     ({"train_data": [1, 2, 3].__iter__()}, "train_data must be a dataset"),
 ])
-def test_bad_v2_fields_are_named_with_their_fix(fields, expected):
+def test_bad_fields_are_named_with_their_fix(fields, expected):
     base = dict(name="w", build_model=lambda: nn.Linear(2, 2), train_data=TensorDataset(torch.zeros(4, 2)),
                 val_data=TensorDataset(torch.zeros(4, 2)), task="regression")
     with pytest.raises(WorkloadError, match=expected):

@@ -1,11 +1,11 @@
-"""Method v3, step 4 (issue 36): equal means equal, BatchNorm as a constraint, the advice against your own setting,
+"""Step 4's verdicts (issue 36): equal means equal, BatchNorm as a constraint, the advice against your own setting,
 and verdict sentences rendered from the verdict's own numbers. Hand-made runs and a stub session: milliseconds."""
 
 from __future__ import annotations
 
 import pytest
-from test_method_decisions import StubRunner, settings
-from test_sweep_rule import run
+from helpers import settings, StubRunner
+from helpers import sweep_run
 
 from advisor.adapters import load_adapter
 from advisor.device import HostDevices
@@ -18,7 +18,7 @@ from advisor.session import Session, validate_setup
 def runs(batch, scores, speeds=None):
     """``batch``'s runs at seeds 0.. with these scores, each at samples/s ``speeds[seed]`` (default 1000)."""
     speeds = speeds or [1000.0] * len(scores)
-    return [run(batch, seed, score, step_seconds=batch / speed) for seed, (score, speed)
+    return [sweep_run(batch, seed, score, step_seconds=batch / speed) for seed, (score, speed)
             in enumerate(zip(scores, speeds))]
 
 

@@ -1,4 +1,4 @@
-"""Workload v2 on real processes: `advisor plan` end to end on a Hugging Face-style dict-batch model with 2
+"""The Workload API on real processes: `advisor plan` end to end on a Hugging Face-style dict-batch model with 2
 gloo processes, and a ceiling probed on the longest samples that survives a plain loop fed only those."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from advisor.adapters import load_adapter
 from advisor.device import HostDevices
 from advisor.method import MethodSettings
 from advisor.session import Session, validate_setup
-from conftest import REPO, TEST_WORKLOADS
+from helpers import REPO, TEST_WORKLOADS
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow, pytest.mark.usefixtures("no_leftover_processes")]
 MIB = 2**20

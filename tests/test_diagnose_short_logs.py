@@ -1,4 +1,4 @@
-"""`advisor diagnose` v3 (issue 15): short epoch logs, not-learning, framework details, each in its framework's print."""
+"""`advisor diagnose` on short epoch logs (issue 15), not-learning, framework details, each in its framework's print."""
 
 import io
 import json

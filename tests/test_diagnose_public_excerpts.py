@@ -1,4 +1,4 @@
-"""`advisor diagnose` v4 (issue 26): logs nobody here wrote. Each rule is tested on a real excerpt pasted in a public
+"""`advisor diagnose` on logs nobody here wrote (issue 26). Each rule is tested on a real excerpt pasted in a public
 issue (its source URL is on its line in tests/corpus/labels.toml). Rules were tuned on `v4-tune` and `real-tune`
 excerpts; `v4-holdout-1` was scored once (24/28), its misses fixed and tested here; `v4-holdout-2` is never read
 here (scored once, tests/corpus/README.md)."""
