@@ -452,7 +452,7 @@ def seeded_ceiling(probe: Callable[[int, str], ProbeTrial], seed: dict, budget_b
     if smallest_oom is not None and smallest_oom > max_batch:
         smallest_oom = None
     usable = budget_bytes if smallest_oom is None else min(budget_bytes, fit.bytes_at(largest_ok))
-    ceiling = max(1, min(largest_ok, fit.batch_for((1 - headroom) * usable)))
+    ceiling = max(1, min(largest_ok, fit.batch_with_headroom(usable, headroom)))
     when = (seed.get("time") or "")[:10]
     trials: list[ProbeTrial] = []
     first = probe(ceiling, "confirm known ceiling")
@@ -475,7 +475,7 @@ def seeded_ceiling(probe: Callable[[int, str], ProbeTrial], seed: dict, budget_b
     else:
         edge_text = (f"Known from the history ({when}): no OOM up to the cap of {max_batch}; confirmed now: "
                      f"{ceiling} fits. ")
-    by_memory = fit.batch_for((1 - headroom) * usable)
+    by_memory = fit.batch_with_headroom(usable, headroom)
     # Say what set the number: the cap when it binds (the headroom then played no part), else the headroom.
     binds = (f"The cap of {max_batch} binds: memory with {headroom:.0%} headroom would allow {by_memory}, so the "
              f"ceiling is {ceiling}" if ceiling >= max_batch and by_memory > max_batch else

@@ -35,7 +35,9 @@ MEASUREMENTS = (("ledger",), ("method", "sweep", "candidates_scored"), ("method"
                 ("method", "trial", "steps"), ("method", "step_seconds"), ("ceiling", "breakdown"),
                 ("workload", "probed"), ("goodput", "step_time"), ("noise", "per_run"), ("noise", "steps"),
                 ("noise", "runs"), ("noise", "skipped_steps"), ("noise", "confidence"))
-LR_RULES = ("unchanged", "linear", "sqrt", "linear-sqrt")
+# The LR rules a recipe can name (advisor/method/lr.py decides which): every one but "unchanged" scaled the LR.
+SCALED_LR_RULES = ("linear", "sqrt", "linear-sqrt")
+LR_RULES = ("unchanged", *SCALED_LR_RULES)
 
 # (table, key) -> allowed types; the minimum other tools rely on.
 REQUIRED: dict[tuple[str, str], tuple[type, ...]] = {

@@ -304,7 +304,7 @@ def replan(recipe: dict | RecipeDocument, path: str, target: ReplanTarget, torch
     if not 0 <= headroom < 1:
         raise AdvisorError(f"--headroom must be a fraction in [0, 1) (0.10-0.20 is the method's range), not {headroom}.")
     usable, usable_reason = estimate_usable(source, target)
-    by_memory = source.fit.batch_for((1 - headroom) * usable)
+    by_memory = source.fit.batch_with_headroom(usable, headroom)
     train_size = workload.train_size
     cap = min(by_memory, data_cap(train_size, world)) if train_size else by_memory
     if ceiling is not None:
@@ -613,7 +613,7 @@ def confirm(r: ReplanResult, workdir: str, trial_steps: int = 20, run_trial: boo
     confirmed = batch
     if fits and len(probes) > 1:
         # The edge sits below the estimate: keep the headroom below what really ran, as the search does.
-        confirmed = max(1, min(batch, r.source.fit.batch_for((1 - headroom) * r.source.fit.bytes_at(batch))))
+        confirmed = max(1, min(batch, r.source.fit.batch_with_headroom(r.source.fit.bytes_at(batch), headroom)))
     outcome = {"probe_batch": r.per_device_max, "probe_fits": probes[0].status == "ok",
                "confirmed_ceiling": confirmed if fits else 0, "probes": len(probes),
                "largest_ran": batch if fits else None, "probe_peak_bytes": probes[-1].peak_bytes,

@@ -63,3 +63,12 @@ def test_the_first_edge_probe_sits_inside_the_expected_band():
     assert next_edge_probe(800, None, 1000, 65536) == 1050
     # It ran out there: the band's low end.
     assert next_edge_probe(8, 800, 1000, 65536) == round(EDGE_PRIOR[0] * 1000)
+
+
+def test_the_headroom_rule_keeps_its_fraction_of_the_usable_memory_free():
+    from advisor.method.ceiling import MemoryFit
+
+    fit = MemoryFit(fixed_bytes=10 * 2**20, per_sample_bytes=2**20)
+    assert fit.batch_with_headroom(100 * 2**20, 0.10) == 80  # (90 MiB - 10 MiB) / 1 MiB
+    assert fit.batch_with_headroom(100 * 2**20, 0.0) == 90
+    assert fit.batch_with_headroom(5 * 2**20, 0.15) == 0  # the fixed part alone does not fit

@@ -547,3 +547,13 @@ def test_one_validation_pass_that_gave_nan_then_recovered_is_no_divergence(tmp_p
     stays = [0.9, 0.8, 0.7] + ["nan"] * 19
     report = _diagnose(tmp_path, _epoch_csv(stays), "metrics2.csv")
     assert "diverged" in {f.kind for f in report.findings if f.severity == "error"}
+
+
+@pytest.mark.parametrize("rule", ["linear", "sqrt", "linear-sqrt"])
+def test_divergence_advice_blames_every_lr_rule_that_scaled_the_lr(rule):
+    # The recipe's vocabulary has one owner (advisor.recipe.SCALED_LR_RULES): "linear-sqrt" was missed here.
+    from advisor.diagnose.detectors import Context, _diverged_actions
+
+    first = _diverged_actions(Context(lr=0.4, lr_rule=rule))[0]
+    assert first.startswith("The LR was scaled up for the batch") and rule in first
+    assert _diverged_actions(Context(lr=0.1, lr_rule="unchanged"))[0].startswith("Lower the learning rate")

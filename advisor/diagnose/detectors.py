@@ -973,8 +973,10 @@ def _converged_at_start(series: dict[str, list[Point]]) -> list[Finding]:
 
 
 def _diverged_actions(ctx: Context) -> list[str]:
+    from ..recipe import SCALED_LR_RULES
+
     actions = []
-    if ctx.lr_rule in ("linear", "sqrt"):
+    if ctx.lr_rule in SCALED_LR_RULES:
         actions.append(f"The LR was scaled up for the batch ({ctx.lr_rule} rule, lr {ctx.lr:g}): the base LR may "
                        "already have been too high for scaling; lower it or lengthen the warmup (3+ epochs when "
                        "the batch grew more than 2x).")

@@ -55,6 +55,11 @@ class MemoryFit:
     def batch_for(self, memory_bytes: float) -> int:
         return max(0, math.floor((memory_bytes - self.fixed_bytes) / self.per_sample_bytes))
 
+    def batch_with_headroom(self, usable_bytes: float, headroom: float) -> int:
+        """The headroom rule, its one owner: the largest batch whose fitted peak leaves ``headroom`` (a fraction)
+        of ``usable_bytes`` free. The search, the history's known ceiling, replan and mixed cards all use it."""
+        return self.batch_for((1 - headroom) * usable_bytes)
+
 
 @dataclass
 class CeilingResult:
@@ -206,7 +211,7 @@ def search_ceiling(
         return CeilingResult(largest_ok, budget_bytes, headroom, None, largest_ok, smallest_oom, budget_bytes,
                              trials, reason, capped_by="" if smallest_oom else cap_reason)
     usable = budget_bytes if smallest_oom is None else min(budget_bytes, fit.bytes_at(largest_ok))
-    by_memory = fit.batch_for((1 - headroom) * usable)
+    by_memory = fit.batch_with_headroom(usable, headroom)
     ceiling = max(1, min(largest_ok, by_memory))
     ran = {t.batch for t in trials if t.status == "ok"}
     # Confirm the answer itself with a real probe; near the edge OOM is a band, not a line.

@@ -219,7 +219,7 @@ def heterogeneous_devices_note(ceiling: CeilingResult, device_memories: list[int
     if not device_memories or len(set(device_memories)) < 2 or ceiling.fit is None:
         return None
     usable_share = ceiling.usable_bytes / ceiling.budget_bytes
-    ceilings = [ceiling.fit.batch_for((1 - ceiling.headroom) * usable_share * m) for m in device_memories]
+    ceilings = [ceiling.fit.batch_with_headroom(usable_share * m, ceiling.headroom) for m in device_memories]
     return identical_batch_for(ceilings)[1]
 
 
