@@ -130,6 +130,15 @@ def test_the_unscored_batch_has_new_sources_and_no_entry_of_an_earlier_batch():
     assert not [n for n, e in fresh.items() if e["source"].split()[0] in earlier_repos], "a repository used before"
 
 
+def _assert_scored_once_part_holds(outcomes, entries: int, at_least_right: int) -> None:
+    """What a part scored once keeps: its size, every entry read, no error-level finding on a healthy run, and
+    no fewer right than it scored."""
+    assert len(outcomes) == entries
+    assert not [o.name for o in outcomes if o.unreadable]
+    assert not [o.name for o in outcomes if not o.expected and o.error_level]
+    assert sum(o.right for o in outcomes) >= at_least_right
+
+
 def test_the_held_back_part_keeps_what_it_scored_once():
     """The holdout part of batches 1-2 was scored once, by the lead, after the readers and rules landed (main
     3723682, 19:52 UTC): 23 of 30 right, every entry read, no error-level finding on a healthy run
@@ -138,10 +147,7 @@ def test_the_held_back_part_keeps_what_it_scored_once():
     this guards the 28 against falling back. Batch 3 is guarded below."""
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     outcomes = bench.evaluate("holdout", LABELS, SCORED_ONCE_BATCHES)
-    assert len(outcomes) == 30
-    assert not [o.name for o in outcomes if o.unreadable]
-    assert not [o.name for o in outcomes if not o.expected and o.error_level]
-    assert sum(o.right for o in outcomes) >= 28
+    _assert_scored_once_part_holds(outcomes, 30, 28)
 
 
 def test_the_fresh_batch_keeps_what_it_scored_once():
@@ -150,10 +156,7 @@ def test_the_fresh_batch_keeps_what_it_scored_once():
     its 17 healthy runs. Below the issue's 90%: this guards against falling back, it does not claim the target."""
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     outcomes = bench.evaluate(None, LABELS, (FRESH_BATCH,))
-    assert len(outcomes) == 45
-    assert not [o.name for o in outcomes if o.unreadable]
-    assert not [o.name for o in outcomes if not o.expected and o.error_level]
-    assert sum(o.right for o in outcomes) >= 37
+    _assert_scored_once_part_holds(outcomes, 45, 37)
 
 
 def test_the_second_fresh_batch_keeps_what_it_scored_once():
@@ -165,7 +168,4 @@ def test_the_second_fresh_batch_keeps_what_it_scored_once():
     Far below the issue's 90%: it does not claim the target."""
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     outcomes = bench.evaluate(None, LABELS, (UNSCORED_BATCH,))
-    assert len(outcomes) == 41
-    assert not [o.name for o in outcomes if o.unreadable]
-    assert not [o.name for o in outcomes if not o.expected and o.error_level]
-    assert sum(o.right for o in outcomes) >= 28
+    _assert_scored_once_part_holds(outcomes, 41, 28)
