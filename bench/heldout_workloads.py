@@ -12,6 +12,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from advisor import Workload
+from noise_workloads import SlowSamples  # the loader-bound dataset, one copy (the workload door puts bench/ on the path)
 
 STEPS, FEATURES, CLASSES = 20, 8, 4
 
@@ -173,22 +174,6 @@ def adam_edge_mlp() -> Workload:
                     current_warmup_steps=10, epochs=10)
 
 
-class MillisecondSamples(torch.utils.data.Dataset):
-    """Each sample costs ~1 ms to produce (a decode, an augmentation): the loader, not the model, sets samples/s."""
-
-    def __init__(self, data: TensorDataset, delay: float = 0.001):
-        self.data, self.delay = data, delay
-
-    def __len__(self):
-        return len(self.data)
-
-    def __getitem__(self, index):
-        import time
-
-        time.sleep(self.delay)
-        return self.data[index]
-
-
 RING_FEATURES, RING_CLASSES = 10, 4
 
 
@@ -215,7 +200,7 @@ class ShellMLP(nn.Module):
 def slow_loader_mlp() -> Workload:
     """A small MLP on radius shells, 2000 training samples that each cost 1 ms in the loader (the model takes
     microseconds a sample); SGD with momentum at 0.05 for global 32."""
-    return Workload(name="slow-loader-mlp", build_model=ShellMLP, train_data=MillisecondSamples(_shells(2000, 5)),
+    return Workload(name="slow-loader-mlp", build_model=ShellMLP, train_data=SlowSamples(_shells(2000, 5)),
                     val_data=_shells(500, 6), loss_fn=nn.functional.cross_entropy, task="nlp-classification",
                     num_classes=RING_CLASSES, optimizer="sgd", current_batch_size=32, current_lr=0.05,
                     current_warmup_steps=10, epochs=10)
