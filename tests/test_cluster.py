@@ -105,7 +105,7 @@ class Nodes:
         self.procs: dict[int, subprocess.Popen] = {}
 
     def start(self, rank: int, *extra, python=(sys.executable, "-m", "advisor.cli"), timeout=60, slurm=False,
-              env_extra=None, name=None):
+              env_extra=None, name=None, nnodes=2):
         """Node ``rank``, with the cluster flags, or (``slurm``) as `srun` starts it: SLURM's variables give the
         node count and rank (the endpoint stays a flag: SLURM's default port could be taken on a shared host)."""
         name = name or f"node{rank}"
@@ -113,7 +113,7 @@ class Nodes:
         folder.mkdir(exist_ok=True)
         env = {**os.environ, "ADVISOR_CLUSTER_TEST": self.tag, "ADVISOR_HISTORY": str(folder / ".history.jsonl"),
                "PYTHONPATH": str(REPO), **(env_extra or {})}
-        where = ["--nnodes", "2", "--node-rank", str(rank)]
+        where = ["--nnodes", str(nnodes), "--node-rank", str(rank)]
         if slurm:
             env.update(SLURM_NNODES="2", SLURM_NODEID=str(rank), SLURM_JOB_NODELIST="localhost,localhost",
                        SLURM_JOB_ID=self.tag[:8], SLURM_LOCALID="0")
@@ -308,18 +308,27 @@ def test_cluster_faults_at_the_start(nodes, tmp_path):
     assert code == 2 and "cannot host the rendezvous" in err and "Traceback" not in err, err[-2000:]
     assert len(err.strip().splitlines()) == 1
 
-    # A node with another batch-advisor: refused on both nodes, both versions named, nothing run. A second node
-    # started as node 1 (the same build, so whichever comes first is refused for its version) is refused too.
+    # A node with another batch-advisor: refused on every node, both versions named, nothing run. A second node
+    # started as node 1 is refused for its rank. Three nodes, so the order is certain: node 0 keeps waiting for
+    # node 2 (started only once the duplicate was refused), so the duplicate always meets a node 0 still up (with
+    # two nodes, node 0 could refuse the versions and leave before the duplicate even connected).
     nodes.port = _free_port()
-    nodes.start(0, timeout=60)
+    nodes.start(0, timeout=60, nnodes=3)
     other_version = (sys.executable, "-c", "import sys, advisor; advisor.__version__ = '9.9.9'; "
                                           "from advisor.cli import main; sys.exit(main())")
-    nodes.start(1, timeout=60, python=other_version)
-    nodes.start(1, timeout=60, python=other_version, name="node1-again")
-    ones = [nodes.finish(1, timeout=120), nodes.finish("node1-again", timeout=120)]
-    for code, _, err in [nodes.finish(0, timeout=120)] + [one for one in ones if "already joined" not in one[2]]:
-        assert code == 2 and f"batch-advisor: {advisor.__version__}" in err and "9.9.9 (source" in err and "on node 1" in err, err
-        assert "Traceback" not in err
-    twice = [one for one in ones if "already joined" in one[2]]
-    assert len(twice) == 1 and twice[0][0] == 2 and "as node 1: give every node its own --node-rank" in twice[0][2]
+    nodes.start(1, timeout=60, python=other_version, nnodes=3)
+    nodes.start(1, timeout=60, python=other_version, name="node1-again", nnodes=3)
+    deadline = time.monotonic() + 120
+    while all(nodes.procs[name].poll() is None for name in ("node1", "node1-again")):
+        assert time.monotonic() < deadline, "neither node 1 was refused for its rank"
+        time.sleep(0.2)
+    duplicate = "node1" if nodes.procs["node1"].poll() is not None else "node1-again"
+    code, _, err = nodes.finish(duplicate, timeout=10)
+    assert code == 2 and "as node 1: give every node its own --node-rank" in err, err[-2000:]
+    nodes.start(2, timeout=60, nnodes=3)
+    joined = "node1-again" if duplicate == "node1" else "node1"
+    for node in (0, joined, 2):
+        code, _, err = nodes.finish(node, timeout=120)
+        assert code == 2 and f"batch-advisor: {advisor.__version__}" in err and "9.9.9 (source" in err, err[-2000:]
+        assert "on node 1" in err and "Traceback" not in err, err[-2000:]
     nodes.assert_none_left()
