@@ -557,3 +557,51 @@ def test_divergence_advice_blames_every_lr_rule_that_scaled_the_lr(rule):
     first = _diverged_actions(Context(lr=0.4, lr_rule=rule))[0]
     assert first.startswith("The LR was scaled up for the batch") and rule in first
     assert _diverged_actions(Context(lr=0.1, lr_rule="unchanged"))[0].startswith("Lower the learning rate")
+
+
+# ------------------------------------------------------------------ dx-rules5: a run that learned, then died
+
+def _steps(values, every=10):
+    return "".join(f"step {i * every} loss {v:.4f}\n" for i, v in enumerate(values))
+
+
+def test_a_loss_that_learned_then_climbed_back_to_its_start_is_diverged(tmp_path):
+    # SGD at a too-high LR (world corpus batch 4, after its scoring): 1.39 -> ~0.55 in the first third, then back up
+    # to ~1.45 (ln 4, chance) for the last half, noisy. It never ends above 1.5x its start, so "ended far above where
+    # it started" missed it; it gave back all of its best decrease: the model is dead.
+    rng = random.Random(3)
+    values = ([1.39 - 0.84 * i / 50 + rng.uniform(-0.15, 0.15) for i in range(50)]
+              + [0.55 + 0.9 * i / 30 + rng.uniform(-0.1, 0.1) for i in range(30)]
+              + [1.45 + rng.uniform(-0.04, 0.04) for _ in range(80)])
+    report = _diagnose(tmp_path, _steps(values))
+    assert _kinds(report) == ["diverged"]
+    (finding,) = report.findings
+    assert finding.severity == "error" and finding.evidence["gave_back"] >= 1.0
+
+
+def test_a_noisy_fine_tune_near_its_floor_gives_nothing_back(tmp_path):
+    # A fine-tune that starts near its floor and wanders around it by +-0.1 (step losses): its smoothed dips are
+    # noise, not a decrease it later gave back.
+    rng = random.Random(5)
+    values = [0.50 - 0.04 * min(i, 40) / 40 + rng.uniform(-0.1, 0.1) for i in range(300)]
+    assert "diverged" not in _kinds(_diagnose(tmp_path, _steps(values)))
+
+
+def test_a_warm_restart_that_falls_again_is_no_divergence(tmp_path):
+    # SGDR-style: the loss falls 2.0 -> 0.4, jumps back to 1.6 at a restart and falls again to 0.3 by the end.
+    values = [0.4 + 1.6 * 0.95 ** i for i in range(100)] + [0.3 + 1.3 * 0.93 ** i for i in range(60)]
+    assert "diverged" not in _kinds(_diagnose(tmp_path, _steps(values)))
+
+
+def test_an_accuracy_that_collapsed_to_chance_after_learning_is_diverged(tmp_path):
+    # Keras CSV, 12 epochs, 3 classes: accuracy 0.55 -> 0.90, then at too high an LR down to ~1/3 and there to the
+    # end while the losses climb back to ln 3 (the first epoch's mean was higher, 1.25: the loss gave back 85% of
+    # its decrease, not all): the accuracy says the model is dead.
+    rows = ["epoch,accuracy,loss,val_accuracy,val_loss"]
+    acc = [0.55, 0.78, 0.90, 0.86, 0.61, 0.40, 0.34, 0.35, 0.32, 0.33, 0.34, 0.33]
+    loss = [1.25, 0.62, 0.40, 0.47, 0.85, 1.05, 1.11, 1.10, 1.12, 1.10, 1.11, 1.10]
+    for epoch, (a, l) in enumerate(zip(acc, loss)):
+        rows.append(f"{epoch},{a},{l},{a - 0.01:.2f},{l + 0.03:.2f}")
+    report = _diagnose(tmp_path, "\n".join(rows) + "\n", name="training.log")
+    assert _kinds(report) == ["diverged"]
+    assert report.findings[0].evidence["classes"] == 3

@@ -517,6 +517,114 @@ def detect_blown_up(series: dict[str, list[Point]], ctx: Context) -> list[Findin
     return []
 
 
+GIVE_BACK_ALL = 1.0  # the last quarter back at (or above) the loss's start: all of its best decrease given back
+GIVE_BACK_MIN_DECREASE = 0.2  # ... after a smoothed best decrease of at least this share of the start: it had learned
+GIVE_BACK_MIN_POINTS = 8
+GIVE_BACK_TO_NOISE = 4.0  # ... and at least this many times the curve's point-to-point noise (a dip in jitter is none)
+COLLAPSE_LEARNED = 0.5  # an accuracy that rose this share of the way from chance to 1 had learned ...
+COLLAPSE_TAIL = 3  # ... and then sat at chance for its last this many evaluations (or its last quarter): dead
+
+
+def _smoothed_best(values: list[float]) -> tuple[int, float]:
+    """(index, value) of the lowest point of the curve's running median (width n/20, at least 5; raw below 20
+    points, where a per-epoch mean is already an average), searched before the last quarter."""
+    width = max(5, len(values) // 20) | 1 if len(values) >= MIN_POINTS else 1
+    half = width // 2
+    head = values[:len(values) - max(1, len(values) // 4)]
+    smoothed = [_median(values[max(0, i - half):i + half + 1]) for i in range(len(head))]
+    index = min(range(len(smoothed)), key=smoothed.__getitem__)
+    return index, smoothed[index]
+
+
+def _gave_back(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """A training loss that fell (its smoothed best at least GIVE_BACK_MIN_DECREASE below its start) and then gave
+    ALL of that decrease back: its last quarter's median at or above the start (DOMAIN "the loss gives back most of
+    its best decrease late in the run"; the trials' health verdict calls half unstable, method/health.py; a log
+    from the world is noisier and may hold a schedule's restart, so here the bar is the whole decrease, held over
+    the last quarter). The start is the higher of the first three points' median and the first tenth's (a per-step
+    loss falls fast at first). A loss back where an untrained model starts is a dead model, whatever it did before."""
+    for name in (TRAIN_LOSS, "train_loss_epoch"):
+        points = _finite(series.get(name, []))
+        if len(points) < GIVE_BACK_MIN_POINTS or not _from_run_start(points):
+            continue
+        values = _values(points)
+        start = max(_median(values[:3]), _median(values[:max(1, len(values) // 10)]))
+        index, best = _smoothed_best(values)
+        end = _median(values[len(values) - max(2, len(values) // 4):])
+        decrease = start - best
+        if start <= 0 or decrease < max(GIVE_BACK_MIN_DECREASE * start, GIVE_BACK_TO_NOISE * _trend_and_noise(values)[1]):
+            continue
+        share = (end - best) / decrease
+        if share < GIVE_BACK_ALL:
+            continue
+        evidence = {"series": name, "start": round(start, 6), "best_smoothed": round(best, 6),
+                    "best_at": _where(points, index), "end_median": round(end, 6), "gave_back": round(share, 3),
+                    **_span(points, index, len(points) - 1)}
+        return [Finding("diverged", "error",
+                        f"The {_series_words(name)} fell from {start:.4g} to {best:.4g} (smoothed) by "
+                        f"{_describe(_where(points, index))}, then gave all of it back: its last quarter sits at "
+                        f"{end:.4g}, {share:.0%} of the decrease: training diverged (LR too high) and the model is "
+                        "back where an untrained one starts.",
+                        evidence, _diverged_actions(ctx), confidence="high" if len(values) >= MIN_POINTS else "medium")]
+    return []
+
+
+def _collapsed_to_chance(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """An accuracy that learned (rose COLLAPSE_LEARNED of the way from chance to 1) and then fell back to chance,
+    1/K, for its last COLLAPSE_TAIL+ evaluations (its last quarter when longer), while a loss rose off its best: the
+    model was destroyed (an LR too high after the warmup, typically) and predicts no better than a guess. K is the
+    common class count the tail sits at (or --classes)."""
+    for name in ("val_acc", "train_acc"):
+        points = _finite(series.get(name, []))
+        tail_n = max(COLLAPSE_TAIL, len(points) // 4)
+        if len(points) < tail_n + 2:
+            continue
+        accs = [p.value / 100 for p in points] if max(p.value for p in points) > 1.0 else _values(points)
+        tail = accs[-tail_n:]
+        chance = chance_loss({name: [Point(p.line, name, a) for p, a in zip(points[-tail_n:], tail)]}, ctx) \
+            if len(tail) >= STUCK_FEW_POINTS else _tail_chance(tail, ctx)
+        if not chance:
+            continue
+        ln_k, k = chance[0], chance[1]
+        best = max(accs[:-tail_n])
+        if best < 1 / k + COLLAPSE_LEARNED * (1 - 1 / k) or not _a_loss_rose(series):
+            continue
+        at = accs.index(best)
+        evidence = {"series": name, "best_accuracy": round(best, 4), "best_at": _where(points, at),
+                    "tail_accuracy": round(_median(tail), 4), "tail_points": len(tail), "classes": k,
+                    "ln_classes": round(ln_k, 4), **_span(points, at, len(points) - 1)}
+        return [Finding("diverged", "error",
+                        f"The {'validation' if name == 'val_acc' else 'training'} accuracy reached {best:.3g} at "
+                        f"{_describe(_where(points, at))}, then fell back to chance ({_median(tail):.3g}, about 1/{k}) "
+                        f"for its last {len(tail)} evaluations while the loss rose: training diverged and the model is "
+                        "dead.", evidence, _diverged_actions(ctx), confidence="high" if len(tail) >= 4 else "medium")]
+    return []
+
+
+def _tail_chance(tail: list[float], ctx: Context) -> tuple[float, int] | None:
+    """(ln K, K) when every accuracy of a short tail sits at 1/K (CHANCE_ACC_SPREAD), K stated or a common count."""
+    level = _median(tail)
+    if not 0 < level <= 0.5:
+        return None
+    common = [c for c in COMMON_CLASS_COUNTS if abs(level - 1 / c) <= max(0.02, CHANCE_ACC_SPREAD / c)]
+    k = ctx.classes if ctx.classes and ctx.classes >= 2 else (min(common, key=lambda c: abs(level - 1 / c))
+                                                              if common else None)
+    if not k or not all(abs(a - 1 / k) <= max(0.02, CHANCE_ACC_SPREAD / k) for a in tail):
+        return None
+    return math.log(k), k
+
+
+def _a_loss_rose(series: dict[str, list[Point]]) -> bool:
+    """A loss curve whose last quarter sits above its best by more than a tenth of that best."""
+    for name in (TRAIN_LOSS, "train_loss_epoch", VAL_LOSS):
+        values = _values(_finite(series.get(name, [])))
+        if len(values) >= 4:
+            end = _median(values[len(values) - max(2, len(values) // 4):])
+            if end > 1.1 * min(values):
+                return True
+    return False
+
+
 def _exploded_past_chance(series: dict[str, list[Point]], chance) -> tuple[str, list[Point], int, float] | None:
     """(series, points, index, settled level) for a classifier at chance whose loss reached EXPLOSION_FACTOR times
     ln K (the loss a guessing model scores: the reference when the blow-up came at the first logged value, with
@@ -1633,7 +1741,8 @@ def apply_cofinding_rules(findings: list[Finding]) -> list[Finding]:
 def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts: dict, ctx: Context,
                   non_finite: dict[str, Point] | None = None) -> list[Finding]:
     findings = detect_oom(events, counts, ctx, series) + detect_crash(events, counts)
-    diverged = detect_diverged(series, events, counts, ctx, non_finite) or detect_blown_up(series, ctx)
+    diverged = (detect_diverged(series, events, counts, ctx, non_finite) or detect_blown_up(series, ctx)
+                or _gave_back(series, ctx) or _collapsed_to_chance(series, ctx))
     findings += diverged or detect_not_learning(series, ctx)
     findings += (detect_periodic(series, ctx) or detect_sawtooth(series, ctx, ctx.elisions or [])
                  or detect_jitter(series, ctx)
