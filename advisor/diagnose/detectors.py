@@ -1041,6 +1041,14 @@ def _from_run_start(points: list[Point]) -> bool:
     return any(starts)
 
 
+def _mid_run(points: list[Point]) -> bool:
+    """The curve says where it lies and its first point is not at the run's start (_from_run_start): an excerpt of
+    a later stretch (a log of the last epoch only, a resumed run). A curve without steps or epochs is not known to be."""
+    first, last = points[0], points[-1]
+    placed = (first.epoch is not None and last.epoch) or (first.step is not None and last.step)
+    return bool(placed) and not _from_run_start(points)
+
+
 def _converged_at_start(series: dict[str, list[Point]]) -> list[Finding]:
     """No accuracy printed: a training loss followed from the run's start that levelled off (its last quarter
     falls less than CONVERGED_PACE of its first quarter's fall, its second half steady) within NO_MOVE of where it
@@ -1117,6 +1125,25 @@ def _validation_frozen(series: dict[str, list[Point]], since: Point) -> bool:
     return len(values) >= FROZEN_VAL_POINTS and max(values) - min(values) <= NO_MOVE_AT_ALL * abs(_median(values))
 
 
+VAL_IMPROVING_POINTS = 4  # validation points over the judged stretch, at least, to say it still improves
+
+
+def _validation_improving(series: dict[str, list[Point]], since: Point) -> bool:
+    """Over the stretch judged (from ``since``'s place on), the validation's accuracy or mAP (else its loss) still
+    improves: its Theil-Sen trend over the stretch moves the right way by more than VAL_JITTER_TREND times its
+    point-to-point noise, on VAL_IMPROVING_POINTS+ evaluations. A training loss that "stopped falling" under its
+    noise while validation still improves has not stalled: a label-smoothed or augmented loss sits at a floor far
+    above zero while the model goes on getting better."""
+    kind, at = _position(since)
+    for points, sign in ((validation_quality(series), 1.0), (_finite(series.get(VAL_LOSS, [])), -1.0)):
+        values = [sign * p.value for p in points if _position(p)[0] == kind and _position(p)[1] >= at]
+        if len(values) < VAL_IMPROVING_POINTS:
+            continue
+        noise = _mad_sigma([b - a for a, b in zip(values, values[1:])]) / math.sqrt(2)
+        return _theil_sen(values) * (len(values) - 1) > VAL_JITTER_TREND * noise
+    return False
+
+
 def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
     train = _finite(series.get(TRAIN_LOSS, []))
     if len(train) < MIN_POINTS:
@@ -1147,8 +1174,13 @@ def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]
     # A run that never fell is judged against the level it sits at (its start may hold an initial spike).
     stalled_score = score if converging else max(score, noise / max(level, 1e-8))
     stalled_noisy = (stalled_score >= JITTER_SCORE_STALLED and not clearly_falling
-                     and (not converging or noise >= STALLED_NOISE_TO_LEVEL * max(level, 1e-8)))
+                     and (not converging or noise >= STALLED_NOISE_TO_LEVEL * max(level, 1e-8))
+                     and not _validation_improving(series, train[half]))
     if (score < JITTER_SCORE and not stalled_noisy) or _validation_frozen(series, train[half]):
+        return []
+    if _mid_run(train) and noise < STALLED_NOISE_TO_LEVEL * max(level, 1e-8):
+        # The log starts mid-run (a later epoch's lines only): its first values are no starting loss, so only noise
+        # that dwarfs the level it sits at says jitter.
         return []
     evidence = {"series": TRAIN_LOSS, "noise_sigma": round(noise, 5), "loss_level": round(level, 5),
                 "jitter_score": round(score, 3), "starting_loss": round(start_level, 5), "points": len(tail),
