@@ -216,9 +216,9 @@ def _number_checks(s: MethodSettings) -> list[Problem]:
         if steps < MIN_STEPS:
             problems.append(Problem("steps-too-few", (option_flag(name), f" must be at least {MIN_STEPS} (the first two "
                                                       f"steps pay one-time costs), not {steps}")))
-    if s.sweep_walk < 0:
-        problems.append(Problem("sweep-walk-negative", (option_flag("sweep_walk"), " must be 0 or more extra sweep "
-                                                        f"candidates, not {s.sweep_walk}")))
+    if s.sweep_extensions < 0:
+        problems.append(Problem("sweep-extensions-negative", (option_flag("sweep_extensions"), " must be 0 or more "
+                                                              f"extra sweep candidates, not {s.sweep_extensions}")))
     if s.sweep_seeds < 1:
         problems.append(Problem("sweep-seeds-below-one", (option_flag("sweep_seeds"), " must be 1 or more paired seeds "
                                                           "per sweep candidate (3 is the default: 2 degrees of "
