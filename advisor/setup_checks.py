@@ -254,7 +254,7 @@ def _precision_checks(s: MethodSettings, adapter: Adapter, host: HostDevices) ->
     if s.precision == "fp16" and host.type != "cuda":
         return [Problem("fp16-needs-cuda", ("fp16 mixed precision needs a CUDA GPU (loss scaling, fp16 kernels)",),
                         ("on CPU use ", precision, " bf16 or fp32"), joiner="; ")]
-    if s.precision in ("bf16", "fp16") and not getattr(adapter.capabilities, f"supports_{s.precision}", False):
+    if not adapter.capabilities.supports(s.precision):
         return [Problem("precision-unsupported", (f"the adapter {adapter.name!r} does not support {s.precision}",))]
     if s.precision == "bf16" and host.type == "cuda" and not host.bf16:
         return [Problem("bf16-emulated", ("bf16 needs a GPU with compute capability 8.0 or newer (Ampere); this one "
