@@ -135,3 +135,52 @@ def test_one_finding_start_for_the_plot_and_the_curves():
                                                      "later": [{"line": 12, "epoch": 5.0}]}, [])
     assert finding_start(finding) == {"series": "val_loss", "line": 9, "epoch": 4.0}
     assert plot.finding_start is finding_start  # the plot asks the same function, it keeps no copy
+
+
+# ------------------------------------------------------------------ dx-rules5: quality metrics, heads, cadences
+
+@pytest.mark.parametrize("name, stage, expected", [
+    ("BLEU-4", "val", ("val_score", 0)),
+    ("BLEU-1", "val", ("val_score", 1)),
+    ("eval_bleu", None, ("val_score", 0)),
+    ("eval_rouge1", None, ("val_score", 1)),
+    ("eval_rougeLsum", None, ("val_score", 0)),
+    ("eval_f1", None, ("val_score", 0)),
+    ("eval_exact_match", None, ("val_score", 0)),
+    ("Final Test F1 Score", None, ("test_score", 0)),
+    ("chrF", None, ("val_score", 0)),
+    ("val_ppl", None, ("val_ppl", 0)),
+    ("eval_perplexity", None, ("val_ppl", 0)),
+    ("train_perplexity_step", None, ("train_ppl", 0)),
+    ("train/box_om", None, ("train_loss", 3)),  # YOLOv10: one-to-many and one-to-one heads' loss components
+    ("val/dfl_oo", None, ("val_loss", 3)),
+    ("bleu_weight", None, None),
+    ("f1_loss", None, ("train_loss", 3)),
+])
+def test_quality_metrics_perplexity_and_head_losses_are_named(name, stage, expected):
+    from advisor.diagnose.names import classify
+
+    assert classify(name, stage) == expected
+
+
+def test_a_bleu_line_is_a_validation_quality_curve(tmp_path):
+    lines = []
+    for epoch in range(1, 7):
+        lines.append(f"2025-03-02 05:24:38,655 - INFO - Epoch {epoch} - Average Train Loss: {1.6 / epoch:.4f}")
+        lines.append(f"2025-03-02 05:34:00,482 - INFO - Epoch {epoch} - Validation BLEU: BLEU-1 71.65, BLEU-2 65.76, "
+                     f"BLEU-3 46.57, BLEU-4 {30 + epoch / 10:.2f}")
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n")
+    report = diagnose_source(str(path))
+    assert [p.value for p in report.series["val_score"]] == [30 + e / 10 for e in range(1, 7)]
+
+
+def test_a_perplexity_without_a_loss_is_read_as_its_log(tmp_path):
+    import math
+
+    path = tmp_path / "run.log"
+    path.write_text("".join(f"epoch {e} train_ppl {200 / e:.3f} val_ppl {250 / e:.3f}\n" for e in range(1, 6)))
+    report = diagnose_source(str(path))
+    assert [round(p.value, 4) for p in report.series["val_loss"]] == [round(math.log(250 / e), 4) for e in range(1, 6)]
+    assert [round(p.value, 4) for p in report.series["train_loss"]] == [round(math.log(200 / e), 4) for e in range(1, 6)]
+    assert any("perplexity" in n for n in report.stats.notes)
