@@ -641,3 +641,22 @@ def test_a_log_of_the_last_epoch_only_is_not_judged_against_a_start_it_does_not_
     lines = [f"INFO:root:Epoch [6/6], Step [{s}/1549], Loss: {(0.02 if rng.random() < 0.7 else rng.uniform(0.3, 1.5)):.4f}"
              for s in range(10, 1550, 10)]
     assert "oscillation-jitter" in _kinds(_diagnose(tmp_path, "\n".join(lines) + "\n", name="training2.log"))
+
+
+def test_a_validation_bleu_flat_while_training_falls_is_overfitting(tmp_path):
+    # A T5 fine-tune logging no validation loss (world corpus batch 3, after its scoring): BLEU-4 reaches 34 by
+    # epoch 6 and sits at 33-34 for 14 more epochs while the average training loss falls 0.2 -> 0.004: the quality
+    # the model is for stopped improving while training goes on fitting: overfitting.
+    rng = random.Random(4)
+    lines = []
+    for epoch in range(1, 21):
+        lines.append(f"INFO - Epoch {epoch} - Average Train Loss: {1.6 * 0.7 ** epoch:.5f}")
+        bleu = 28 + 6 * min(epoch, 6) / 6 + rng.uniform(-0.5, 0.5) - (0.0 if epoch <= 6 else 0.03 * (epoch - 6))
+        lines.append(f"INFO - Epoch {epoch} - Validation BLEU: BLEU-1 71.65, BLEU-2 65.76, BLEU-3 46.57, "
+                     f"BLEU-4 {bleu:.2f}")
+    report = _diagnose(tmp_path, "\n".join(lines) + "\n", name="train.log")
+    assert _kinds(report) == ["overfitting"]
+    # The guard: BLEU still climbing to its best at the last epoch is no overfitting.
+    lines = [line if "BLEU-4" not in line else line.rsplit(" ", 1)[0] + f" {25 + 0.5 * i:.2f}"
+             for i, line in enumerate(lines)]
+    assert "overfitting" not in _kinds(_diagnose(tmp_path, "\n".join(lines) + "\n", name="train2.log"))

@@ -1420,8 +1420,9 @@ QUALITY_RISE_FLOOR = 0.001  # a validation accuracy/mAP rise (0-1 scale) below t
 
 
 def validation_quality(series: dict[str, list[Point]]) -> list[Point]:
-    """The validation measure of what the model is for, higher is better: its accuracy, else a detection mAP."""
-    for name in ("val_acc", "val_map"):
+    """The validation measure of what the model is for, higher is better: its accuracy, else a detection mAP, else a
+    text-quality score (BLEU, ROUGE, F1, exact match: names.py)."""
+    for name in ("val_acc", "val_map", "val_score"):
         points = [p for p in series.get(name, []) if math.isfinite(p.value)]
         if points:
             return points
@@ -1461,12 +1462,13 @@ def _position(point: Point) -> tuple[int, float]:
     return 2, point.line
 
 
-def _train_fall_on_plateau(train: list[Point], val: list[Point], level: float) -> float:
+def _train_fall_on_plateau(train: list[Point], val: list[Point], level: float, higher_is_better: bool = False
+                           ) -> float:
     """How far training fell while validation sat at its level: from the first validation point within ``level``
     (its best plus its margin) to the end, the relative fall between the medians of the first and last quarter of
     the training points in that span (medians: the end of training's fast phase at the span's start, or a noisy
     epoch, does not count as a fall). 0.0 when the span holds too few training points to say."""
-    start = next((i for i, p in enumerate(val) if p.value <= level), None)
+    start = next((i for i, p in enumerate(val) if (p.value >= level if higher_is_better else p.value <= level)), None)
     if start is None:
         return 0.0
     # A validation jumping by VAL_JITTER_SCORE of its level point to point is not flat: it is noisy (the
@@ -1485,9 +1487,47 @@ def _train_fall_on_plateau(train: list[Point], val: list[Point], level: float) -
     return (first - last) / abs(first) if first else 0.0
 
 
+def _quality_stalled_overfitting(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """No validation loss, only a quality (accuracy, mAP, BLEU, F1: higher is better): overfitting when the quality
+    stopped improving (its best OVERFIT_SINCE+ evaluations old and older than VAL_STALE_SHARE of them, the last ones
+    no better than those around the best: _validation_stalled's rule, mirrored) while the training loss fell
+    OVERFIT_PLATEAU_FALL+ over the quality's plateau (from its first evaluation within the best's margin on)."""
+    quality = validation_quality(series)
+    train = _finite(series.get("train_loss_epoch", []) or series.get(TRAIN_LOSS, []))
+    if len(quality) < 2 * OVERFIT_SINCE or len(train) < STUCK_FEW_POINTS:
+        return []
+    values = _values(quality)
+    best = max(range(len(values)), key=values.__getitem__)
+    if len(values) - 1 - best < max(OVERFIT_SINCE, VAL_STALE_SHARE * len(values)):
+        return []
+    scale = 100.0 if max(values) > 1.0 else 1.0
+    noise = _mad_sigma([b - a for a, b in zip(values, values[1:])]) / math.sqrt(2)
+    margin = max(2 * noise, QUALITY_RISE_FLOOR * scale)
+    fall = _train_fall_on_plateau(train, quality, values[best] - margin, higher_is_better=True)
+    if fall < OVERFIT_PLATEAU_FALL:
+        return []
+    name = quality[0].name
+    evidence = {"series": name, "quality_best": round(values[best], 5), "quality_best_at": _where(quality, best),
+                "quality_last": round(values[-1], 5), "evaluations_since_best": len(values) - 1 - best,
+                "train_fall_on_plateau": round(fall, 3), "val_points": len(values)}
+    what = {"val_acc": "accuracy", "val_map": "mAP", "val_score": "score"}.get(name, name)
+    return [Finding("overfitting", "warning",
+                    f"The validation {what} peaked at {values[best]:.4g} at {_describe(_where(quality, best))} and has "
+                    f"not improved in the {len(values) - 1 - best} evaluations since (last {values[-1]:.4g}) while the "
+                    f"training loss fell {fall:.0%} more: overfitting (the log prints no validation loss).",
+                    evidence, overfitting_actions(ctx), confidence="medium")]
+
+
+OVERFIT_PLATEAU_FALL = 0.15  # training's fall over validation's plateau that says it still fits the training set
+
+
 def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
     train = _finite(series.get(TRAIN_LOSS, []) or series.get("train_loss_epoch", []))
     val = _finite(series.get(VAL_LOSS, []))
+    if len(val) < 4 and not series.get("test_loss"):
+        quality = _quality_stalled_overfitting(series, ctx)
+        if quality:
+            return quality
     findings = []
     if len(train) < MIN_POINTS:
         return _few_points_overfitting(train, val, ctx)
@@ -1505,7 +1545,7 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
         # Not improving (flat, or rising less than the rising rule needs) while training still falls: validation
         # has stopped improving, not merely slowed down near its floor (_validation_stalled).
         train_fall = max(_relative_drop(train_tail), _train_fall_on_plateau(train, val, values[best] + margin))
-        flat = val_tail_drop < 0.03 and train_fall > 0.15 and _validation_stalled(val, best, series)
+        flat = val_tail_drop < 0.03 and train_fall > OVERFIT_PLATEAU_FALL and _validation_stalled(val, best, series)
         if rising or flat:
             gap = _median(values[-2:]) - _median(_values(train)[-max(3, len(train) // 20):])
             evidence = {"val_best": round(values[best], 5), "val_best_at": _where(val, best),
