@@ -660,3 +660,15 @@ def test_a_validation_bleu_flat_while_training_falls_is_overfitting(tmp_path):
     lines = [line if "BLEU-4" not in line else line.rsplit(" ", 1)[0] + f" {25 + 0.5 * i:.2f}"
              for i, line in enumerate(lines)]
     assert "overfitting" not in _kinds(_diagnose(tmp_path, "\n".join(lines) + "\n", name="train2.log"))
+
+
+def test_a_loss_that_never_moved_from_its_first_epoch_is_not_learning(tmp_path):
+    # A regression (world corpus batch 4, after its scoring): the per-epoch training loss is 0.0333 +- 0.15% at
+    # every one of 30 epochs from epoch 0, whose mean holds the run's start: not even the first epoch learned.
+    rng = random.Random(8)
+    rows = ["epoch,step,train_loss,val_loss"]
+    for epoch in range(30):
+        rows.append(f"{epoch},{epoch * 250 + 249},{0.03330 + rng.uniform(-0.00005, 0.00005):.5f},")
+        rows.append(f"{epoch},{epoch * 250 + 249},,{0.0287 + rng.uniform(-0.0003, 0.0003):.5f}")
+    report = _diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics.csv")
+    assert _kinds(report) == ["not-learning"] and report.findings[0].severity == "warning"

@@ -1055,35 +1055,42 @@ def _converged_at_start(series: dict[str, list[Point]]) -> list[Finding]:
     started: the model
     settled where it began (a regression stuck at the constant prediction's loss). A loss still falling steadily
     from its start is slow convergence instead (slow.py)."""
-    if any(series.get(name) for name in ("val_acc", "train_acc", "test_acc", "val_map", "test_map")):
+    if any(series.get(name) for name in ("val_acc", "train_acc", "test_acc", "val_map", "test_map", "val_score",
+                                          "test_score")):
         return []
     train = _finite(series.get("train_loss_epoch", []) or series.get(TRAIN_LOSS, []))
     if len(train) < MIN_POINTS or not _from_run_start(train):
         return []
     values = _values(train)
     moved = _moved(values)
-    paces = quarter_paces(values)
-    if not 0 < moved < NO_MOVE or paces is None or paces[0] <= 0 or paces[1] >= CONVERGED_PACE * paces[0]:
-        return []
-    # Settled: the small fall it made stands well above its second half's spread; or, over SLOW_MIN_POINTS+ logs,
-    # it never fell at all and its batch-to-batch spread is itself under NO_MOVE of its level (a language model
-    # sitting at its unigram loss). A loss swinging with the data order, or jumping from batch to batch, around its
-    # start is judged by the oscillation rules instead.
     tail = values[len(values) // 2:]
     spread = _mad_sigma(tail)
-    settled = _median(values[:max(1, len(values) // 10)]) - _median(tail) > SETTLED_FALL_TO_SPREAD * spread
-    never_fell = len(values) >= SLOW_MIN_POINTS and spread <= NO_MOVE * abs(_median(tail))
-    if not settled and not never_fell:
-        return []
+    quiet = spread <= NO_MOVE * abs(_median(tail))
+    # Never moved at all (under NO_MOVE_AT_ALL of its start, quietly): no pace to read, the first quarter need not
+    # fall (the first point, an epoch's mean or the first batch, already holds the run's start).
+    never_moved = abs(moved) < NO_MOVE_AT_ALL and quiet
+    paces = None if never_moved else quarter_paces(values)
+    if not never_moved:
+        if paces is None:
+            return []
+        if not 0 < moved < NO_MOVE or paces[0] <= 0 or paces[1] >= CONVERGED_PACE * paces[0]:
+            return []
+        # Settled: the small fall it made stands well above its second half's spread; or, over SLOW_MIN_POINTS+
+        # logs, it never fell at all and its batch-to-batch spread is itself under NO_MOVE of its level (a language
+        # model sitting at its unigram loss). A loss swinging with the data order, or jumping from batch to batch,
+        # around its start is judged by the oscillation rules instead.
+        settled = _median(values[:max(1, len(values) // 10)]) - _median(tail) > SETTLED_FALL_TO_SPREAD * spread
+        if not settled and not (len(values) >= SLOW_MIN_POINTS and quiet):
+            return []
     evidence = {"series": train[0].name, "moved": round(moved, 5), "start": round(values[0], 6),
                 "level": round(_median(values[-max(1, len(values) // 10):]), 6),
-                "pace_last_to_first_quarter": round(paces[1] / paces[0], 3) if paces[0] > 0 else None,
+                "pace_last_to_first_quarter": round(paces[1] / paces[0], 3) if paces and paces[0] > 0 else None,
                 "points": len(values), **_span(train, 0, len(train) - 1)}
     # A warning, not an error: no accuracy says the level is a failure (a fine-tune that starts near its floor also
     # moves little); the numbers say only that the model settled where it began.
     return [Finding("not-learning", "warning",
                     f"The training loss started at {values[0]:.6g} and levelled off at {evidence['level']:.6g}, "
-                    f"{moved:.1%} below its start, over {len(values)} points from the run's start: the model settled "
+                    f"{abs(moved):.1%} from its start, over {len(values)} points from the run's start: the model settled "
                     "where it began and is not learning (for a regression: the loss of predicting a constant).",
                     evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
 
