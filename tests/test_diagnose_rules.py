@@ -672,3 +672,23 @@ def test_a_loss_that_never_moved_from_its_first_epoch_is_not_learning(tmp_path):
         rows.append(f"{epoch},{epoch * 250 + 249},,{0.0287 + rng.uniform(-0.0003, 0.0003):.5f}")
     report = _diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics.csv")
     assert _kinds(report) == ["not-learning"] and report.findings[0].severity == "warning"
+
+
+def test_a_per_epoch_loss_that_jumped_orders_of_magnitude_then_sat_frozen_is_diverged(tmp_path):
+    # A regression (world corpus batch 4, after its scoring): validation 3.3, 0.29, 0.031, then 305 (10,000x the
+    # epochs before) at epoch 4, and from then on 0.027-0.030 with no trend, never better than before the jump, while
+    # the per-epoch training loss sits frozen at 0.0332 (+-0.15%): the jump destroyed the model; it outputs a constant.
+    rng = random.Random(9)
+    train = [1.3e5, 2467, 69, 17.7, 2.45, 0.042, 0.0527] + [0.0332 + rng.uniform(-0.00005, 0.00005) for _ in range(33)]
+    val = [3.27, 0.287, 0.0307, 0.0301, 304.5] + [0.0288 + rng.uniform(-0.001, 0.001) for _ in range(35)]
+    rows = ["epoch,step,train_loss,val_loss"]
+    for epoch, (t, v) in enumerate(zip(train, val)):
+        rows += [f"{epoch},{epoch * 250 + 249},,{v:.5g}", f"{epoch},{epoch * 250 + 249},{t:.5g},"]
+    report = _diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics.csv")
+    assert _kinds(report) == ["diverged"]
+    # The guard: the same validation spike in a run whose training loss still falls afterwards is no dead model.
+    train = train[:7] + [0.0332 * 0.98 ** i for i in range(33)]
+    rows = ["epoch,step,train_loss,val_loss"]
+    for epoch, (t, v) in enumerate(zip(train, val)):
+        rows += [f"{epoch},{epoch * 250 + 249},,{v:.5g}", f"{epoch},{epoch * 250 + 249},{t:.5g},"]
+    assert "diverged" not in _kinds(_diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics2.csv"))
