@@ -692,3 +692,21 @@ def test_a_per_epoch_loss_that_jumped_orders_of_magnitude_then_sat_frozen_is_div
     for epoch, (t, v) in enumerate(zip(train, val)):
         rows += [f"{epoch},{epoch * 250 + 249},,{v:.5g}", f"{epoch},{epoch * 250 + 249},{t:.5g},"]
     assert "diverged" not in _kinds(_diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics2.csv"))
+
+
+def _keras_rows(loss, acc, val_loss, val_acc):
+    rows = ["epoch,accuracy,loss,val_accuracy,val_loss"]
+    rows += [f"{e},{a},{l},{va},{vl}" for e, (l, a, vl, va) in enumerate(zip(loss, acc, val_loss, val_acc))]
+    return "\n".join(rows) + "\n"
+
+
+def test_one_large_validation_rise_with_its_accuracy_falling_is_overfitting_in_a_short_log(tmp_path):
+    # A BERT fine-tune of 3 epochs (world corpus batch 4, after its scoring): training 0.44 -> 0.25 -> 0.13 while
+    # validation goes 0.290 -> 0.268 -> 0.369 (+38%) and its accuracy drops off its best (0.888 -> 0.876): two
+    # signals of the same turn, too few points for three rises in a row.
+    text = _keras_rows([0.444, 0.247, 0.134], [0.78, 0.90, 0.95], [0.290, 0.268, 0.369], [0.864, 0.888, 0.876])
+    report = _diagnose(tmp_path, text, name="training_log.csv")
+    assert _kinds(report) == ["overfitting"] and report.findings[0].confidence == "low"
+    # The guard: the same jump with the accuracy at its best is one noisy evaluation, not a verdict.
+    text = _keras_rows([0.444, 0.247, 0.134], [0.78, 0.90, 0.95], [0.290, 0.268, 0.369], [0.864, 0.876, 0.888])
+    assert "overfitting" not in _kinds(_diagnose(tmp_path, text, name="training_log2.csv"))
