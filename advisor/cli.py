@@ -408,14 +408,13 @@ def cmd_workloads(args) -> int:
 
 
 def cmd_init(args) -> int:
-    from .errors import AdvisorError
+    from .recipe import check_output_path, write_text_atomically
     from .templates import render
 
     out = Path(args.out)
-    if out.exists() and not args.force:
-        raise AdvisorError(f"{out} already exists; nothing was written. Choose another --out, or pass --force to "
-                           "replace it.")
-    out.write_text(render(args.template, str(out)))
+    # A folder, a missing folder or a file where a folder should be was a traceback; --force keeps a .bak.
+    check_output_path(out, force=args.force, what="a file", example="workload.py", nothing="Nothing was written.")
+    write_text_atomically(out, render(args.template, str(out)), replace_existing=args.force)
     print(f"Wrote {out} (template {args.template}). Fill in each TODO, then:\n"
           f"  advisor workloads --check {out}:workload\n"
           f"  advisor plan --workload {out}:workload --nproc 2 --device-memory 8GiB --out recipe.toml")

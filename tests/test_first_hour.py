@@ -99,3 +99,28 @@ def test_a_negative_number_after_any_flag_is_its_value(tmp_path):
     message is the option's own check, not argparse's 'expected one argument'."""
     done = advisor("plan", "--workload", "digits-mlp", "--device-memory", "1GiB", "--start", "-3", cwd=tmp_path)
     assert done.returncode == 2 and "--start must be at least 1 sample per device, not -3" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("where", ["missing-folder/workload.py", "a-file/workload.py", "a-folder"])
+@pytest.mark.parametrize("force", [[], ["--force"]])
+def test_init_refuses_an_out_path_it_cannot_write_before_writing(tmp_path, capsys, where, force):
+    """`advisor init --out` into a missing folder, under a file, or onto a folder (even with --force) was a
+    traceback (FileNotFoundError, NotADirectoryError, IsADirectoryError): one paragraph, exit 2, nothing written."""
+    from advisor.cli import main
+
+    (tmp_path / "a-file").write_text("kept\n")
+    (tmp_path / "a-folder").mkdir()
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    assert main(["init", "--out", str(tmp_path / where), *force]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("advisor: ") and "Nothing was written." in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before and (tmp_path / "a-file").read_text() == "kept\n"
+
+
+def test_init_with_force_replaces_a_file_keeping_a_backup(tmp_path, capsys):
+    from advisor.cli import main
+
+    path = tmp_path / "workload.py"
+    path.write_text("# my edits\n")
+    assert main(["init", "--out", str(path), "--force"]) == 0
+    assert "TODO" in path.read_text() and (tmp_path / "workload.py.bak").read_text() == "# my edits\n"
