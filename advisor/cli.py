@@ -780,23 +780,19 @@ def cmd_tui(args) -> int:
         import shlex
 
         script = getattr(args, "script_command", None)  # `advisor -- train.py ARGS`: the Script field, filled in
-        app = create_app(Prefill(args.workload, args.adapter, args.nproc, args.device_memory, args.trial_steps,
-                                 args.sweep_steps, shlex.join(script) if script else None))
+        app = create_app(Prefill.from_args(args, shlex.join(script) if script else None))
     app.run()
     return app.return_code or 0
 
 
 def _add_tui_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workload", help="pre-fill the app's workload (built-in name or 'module:function')")
-    parser.add_argument("--adapter", help="pre-fill the app's adapter")
-    parser.add_argument("--nproc", type=int, help="pre-fill the app's number of processes")
-    parser.add_argument("--device-memory", help="pre-fill the app's memory per device, e.g. 1GiB")
-    parser.add_argument("--trial-steps", type=int, help="pre-fill the app's trial steps")
-    parser.add_argument("--sweep-steps", type=int, help="pre-fill the app's sweep steps")
+    from .options import add_prefill_arguments
+
+    add_prefill_arguments(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .settings import PLAN_DEFAULTS
+    from .options import add_plan_arguments
 
     parser = argparse.ArgumentParser(
         prog="advisor", description="Choose the batch size for data-parallel PyTorch training.")
@@ -815,47 +811,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  "\"Point it at your script\". Each adapter declares its own options, given as flags after "
                                  "these (for example --zero-stage 3 with --adapter deepspeed); `advisor adapters` "
                                  "lists them.")
-    plan.add_argument("--workload", default=PLAN_DEFAULTS["workload"],
-                      help="built-in name, 'package.module:function' or 'path/file.py:function' (default digits-cnn)")
-    plan.add_argument("--adapter", default=PLAN_DEFAULTS["adapter"], help="data-parallel flavour (see `advisor adapters`; default ddp)")
-    plan.add_argument("--nproc", type=int, help="data-parallel processes (default: every GPU; 2 on CPU)")
-    plan.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when a GPU is visible")
-    plan.add_argument("--device-memory", help="memory per device to plan for, e.g. 1GiB (default: the GPU's own)")
-    plan.add_argument("--headroom", type=float, default=PLAN_DEFAULTS["headroom"], help="memory left free below the OOM edge (0.10-0.20)")
-    plan.add_argument("--trial-steps", type=int, default=PLAN_DEFAULTS["trial_steps"], help="iterations of each short trial (30-50)")
-    plan.add_argument("--sweep-steps", type=int, default=PLAN_DEFAULTS["sweep_steps"], help="sweep length: every candidate trains on the samples the trial's choice sees in this many "
-                      "steps (a bigger batch gets fewer steps, at least 4)")
-    plan.add_argument("--subset-sweep", action="store_true", help="sweep 8,16,32,64,128 instead of half/chosen/double")
-    plan.add_argument("--sweep-walk", type=int, default=PLAN_DEFAULTS["sweep_walk"],
-                      help="how many times the swept range may grow past an end that wins (half the smallest or "
-                           f"double the largest; default {PLAN_DEFAULTS['sweep_walk']}; 0: half/chosen/double only)")
-    plan.add_argument("--sweep-seeds", type=int, default=PLAN_DEFAULTS["sweep_seeds"],
-                      help="paired seeds per sweep candidate: every candidate runs seeds 0..k-1 and ties are judged "
-                           f"by a paired t-interval with k-1 degrees of freedom (default {PLAN_DEFAULTS['sweep_seeds']}; "
-                           "1: no interval, only the practical margin ties)")
-    plan.add_argument("--start", type=int, help="step 2's starting value per device, instead of the one your base "
-                                                "batch or the task table gives (capped by the ceiling)")
-    plan.add_argument("--global-batch", type=int, help="a global batch target to plan for (accumulation fills gaps)")
-    plan.add_argument("--base-lr", type=float, help="the LR used today (default: the workload's)")
-    plan.add_argument("--base-batch", type=int, help="the global batch that LR was tuned for (default: the "
-                                                     "workload's current_batch_size)")
-    plan.add_argument("--base-warmup", help="the warmup used today: optimizer steps at the base batch (500) or "
-                                            "epochs (2epochs); default: the workload's current_warmup_steps, "
-                                            "else 1 epoch")
-    plan.add_argument("--epochs", type=float, help="the length of the planned run in epochs: the warmup never "
-                                                   "takes more than 20%% of it (default: the workload's epochs)")
-    plan.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default=PLAN_DEFAULTS["precision"],
-                      help="auto (default): on a GPU with bf16 Tensor Cores (compute capability >= 8.0) measure "
-                           "and plan in bf16 with TF32; elsewhere fp32, with mixed precision tried before halving "
-                           "a batch or accumulating; or fix one")
-    plan.add_argument("--task", help="the task type, if not the workload's (sets the starting value and the "
-                                     "global range: see advisor/tasks.py)")
-    plan.add_argument("--optimizer", help="the optimizer training runs, for real (sgd, adam, adamw, adagrad, "
-                                          "rmsprop, lamb, lars; default: the workload's)")
-    plan.add_argument("--nodes", type=int, help="nodes of the target cluster (default 1; probes run on this host)")
-    plan.add_argument("--gpus-per-node", type=int, help="processes per node on the target cluster (default --nproc)")
-    plan.add_argument("--world-size", type=int, help="the target cluster's processes in all (instead of "
-                                                     "--gpus-per-node)")
+    add_plan_arguments(plan)  # every declared option (advisor/options.py)
     plan.add_argument("--nnodes", type=int, help="measure on the cluster itself: start the same command on every "
                       "node, as torchrun (under SLURM, `srun advisor plan ...` fills the cluster flags in)")
     plan.add_argument("--node-rank", type=int, help="this node's rank, 0 to --nnodes - 1; node 0 runs the method and "
@@ -866,9 +822,6 @@ def build_parser() -> argparse.ArgumentParser:
                                         "'advisor')")
     plan.add_argument("--rdzv-timeout", type=float, help="seconds node 0 waits for every node to join "
                                                          "(default 300)")
-    plan.add_argument("--trial-timeout", type=float, default=PLAN_DEFAULTS["trial_timeout"], help="seconds one trial may take in all")
-    plan.add_argument("--idle-timeout", type=float, default=PLAN_DEFAULTS["idle_timeout"], help="seconds without progress before a trial is "
-                                                                        "declared hung")
     plan.add_argument("--out", help="recipe path to write (never overwritten without --force)")
     plan.add_argument("--force", action="store_true", help="replace an existing recipe, keeping a .bak backup; and plan a "
                       "--global-batch that leaves under 10 optimizer steps per epoch")

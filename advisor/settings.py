@@ -1,41 +1,23 @@
 """Plan settings from named options: the one constructor every front end uses (the CLI, the app).
 
-An option is named as its `advisor plan` flag, underscored (``device_memory``, ``gpus_per_node``); a
-value left out or None takes its default, and every default lives in ``PLAN_DEFAULTS`` (the
-argparse defaults, the app's fields and ``plan_command`` read them from there). ``adapter_options``
-holds the chosen adapter's declared options (``AdapterBase.options``) by name.
+An option is named as its `advisor plan` flag, underscored (``device_memory``, ``gpus_per_node``), and declared once
+in ``advisor/options.py`` (its type, default, help and app field); a value left out or None takes its default.
+``adapter_options`` holds the chosen adapter's declared options (``AdapterBase.options``) by name.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import fields
 
 from .errors import AdvisorError, SetupError
-from .adapters import DEFAULT_ADAPTER
 from .method import MethodSettings
-from .workloads import DEFAULT_WORKLOAD
+from .options import PLAN_OPTION, PLAN_OPTION_TABLE
 
 
-def _settings_default(name: str):
-    return next(f.default for f in fields(MethodSettings) if f.name == name)
-
-
-PLAN_DEFAULTS = {
-    "workload": DEFAULT_WORKLOAD, "adapter": DEFAULT_ADAPTER, "headroom": _settings_default("headroom"),
-    "trial_steps": _settings_default("trial_steps"), "sweep_steps": _settings_default("sweep_steps"),
-    "precision": _settings_default("precision"), "trial_timeout": _settings_default("trial_timeout_s"),
-    "idle_timeout": _settings_default("idle_timeout_s"), "nodes": _settings_default("nodes"),
-    "subset_sweep": False, "sweep_walk": _settings_default("sweep_walk"),
-    "sweep_seeds": _settings_default("sweep_seeds"),
-}
-# Every named option `settings_from_options` reads, in the order `plan_command` writes them.
-PLAN_OPTIONS = ("workload", "adapter", "nproc", "device", "device_memory", "headroom", "trial_steps", "sweep_steps",
-                "subset_sweep", "sweep_walk", "sweep_seeds", "start", "global_batch", "base_lr", "base_batch", "base_warmup", "epochs", "precision", "task",
-                "optimizer", "nodes", "gpus_per_node", "world_size", "trial_timeout", "idle_timeout")
-_TYPES = {"nproc": int, "headroom": float, "trial_steps": int, "sweep_steps": int, "sweep_walk": int, "sweep_seeds": int, "start": int, "global_batch": int,
-          "base_lr": float, "base_batch": int, "epochs": float, "nodes": int, "gpus_per_node": int,
-          "world_size": int, "trial_timeout": float, "idle_timeout": float}
+# Every named option `settings_from_options` reads, in the order `plan_command` writes them, and their defaults: read
+# from the one declaration (advisor/options.py).
+PLAN_OPTIONS = tuple(PLAN_OPTION)
+PLAN_DEFAULTS = {option.name: option.default for option in PLAN_OPTION_TABLE if option.default is not None}
 
 
 def option_value(options: dict, name: str):
@@ -43,16 +25,15 @@ def option_value(options: dict, name: str):
     value = options.get(name)
     if value is None or value == "":
         return PLAN_DEFAULTS.get(name)
-    kind = _TYPES.get(name)
-    if kind is None or not isinstance(value, str):
+    option = PLAN_OPTION.get(name)
+    if option is None or not isinstance(value, str):
         return value
     try:
-        return kind(value.strip())
+        return option.parse_text(value)
     except ValueError:
-        words = "a whole number" if kind is int else "a number"
         from .setup_checks import refuse_value
 
-        raise refuse_value(f"--{name.replace('_', '-')}", f"must be {words}, not {value!r}") from None
+        raise refuse_value(option.flag, f"must be {option.type_words()}, not {value!r}") from None
 
 
 def settings_from_options(options: dict, host, workdir: str | None = None) -> MethodSettings:
@@ -89,17 +70,11 @@ def settings_from_options(options: dict, host, workdir: str | None = None) -> Me
             base_warmup = parse_warmup(str(value("base_warmup")))
         except ValueError as exc:
             raise SetupError(f"{exc}. Nothing was run.") from None
+    as_given = {option.setting: value(option.name) for option in PLAN_OPTION_TABLE if option.setting}
     return MethodSettings(
-        workload=value("workload"), adapter_name=value("adapter"), nproc=nproc, device=host.type,
-        memory_budget_bytes=budget, headroom=value("headroom"), trial_steps=value("trial_steps"),
-        sweep_steps=value("sweep_steps"), subset_sweep=bool(value("subset_sweep")), global_batch=value("global_batch"),
-        sweep_walk=value("sweep_walk"), sweep_seeds=value("sweep_seeds"), start_per_device=value("start"),
-        base_lr=value("base_lr"), base_batch=value("base_batch"), precision=value("precision"),
-        trial_timeout_s=value("trial_timeout"), idle_timeout_s=value("idle_timeout"),
-        workdir=workdir or os.getcwd(), device_memories=memories, optimizer=value("optimizer") or None,
-        task=value("task") or None, nodes=nodes, target_world_size=target_world_size,
-        adapter_options=dict(options.get("adapter_options") or {}), base_warmup=base_warmup,
-        run_epochs=value("epochs"))
+        **as_given, nproc=nproc, device=host.type, memory_budget_bytes=budget, workdir=workdir or os.getcwd(),
+        device_memories=memories, nodes=nodes, target_world_size=target_world_size,
+        adapter_options=dict(options.get("adapter_options") or {}), base_warmup=base_warmup)
 
 
 def target_cluster(nodes: int | None, per_node: int | None, world: int | None) -> tuple[int, int | None]:
@@ -107,11 +82,11 @@ def target_cluster(nodes: int | None, per_node: int | None, world: int | None) -
 
     Probes run on this host with --nproc processes; the plan, LR, warmup and exports are for the target.
     """
-    for flag, given in (("--nodes", nodes), ("--gpus-per-node", per_node), ("--world-size", world)):
+    for name, given in (("nodes", nodes), ("gpus_per_node", per_node), ("world_size", world)):
         if given is not None and given < 1:
             from .setup_checks import refuse_value
 
-            raise refuse_value(flag, f"must be at least 1, not {given}")
+            raise refuse_value(PLAN_OPTION[name].flag, f"must be at least 1, not {given}")
     nodes = nodes or 1
     if per_node is not None and world is not None and world != nodes * per_node:
         raise SetupError(f"--world-size {world} contradicts --nodes {nodes} x --gpus-per-node {per_node} = "

@@ -16,6 +16,7 @@ from .device import HostDevices
 from .errors import AdvisorError, SetupError
 from .method import MethodSettings, PrecisionChoice
 from .method.lr import DEFAULT_BASE_WARMUP_EPOCHS, KNOWN_OPTIMIZERS, base_warmup_epochs
+from .options import plan_option
 
 # Past this many processes per CPU core a plan measures contention and takes hours: refused.
 MAX_CPU_OVERSUBSCRIPTION = 4
@@ -32,6 +33,11 @@ class Flag:
 
 
 Words = tuple[Union[str, Flag], ...]
+
+
+def option_flag(name: str, verb: str = "", metavar: str = "") -> Flag:
+    """The declared plan option ``name`` (advisor/options.py) named in a problem; a KeyError if none is declared."""
+    return Flag(plan_option(name).flag, verb, metavar)
 
 
 def cli_words(flag: Flag) -> str:
@@ -118,13 +124,13 @@ def base_source(lr_from_flag: bool, batch_from_flag: bool) -> str:
 # -- the host ----------------------------------------------------------------------------------------------------
 
 def _process_checks(nproc: int, host: HostDevices) -> tuple[list[Problem], list[str]]:
-    nproc_flag = Flag("--nproc")
+    nproc_flag = option_flag("nproc")
     if nproc < 1:
         return [Problem("nproc-below-one", (nproc_flag, f" must be at least 1, not {nproc}"))], []
     if host.type == "cuda" and nproc > host.count:
         return [Problem("nproc-past-gpus", (nproc_flag, f" {nproc} asks for more processes than the {host.count} "
                                             "GPU(s) here"),
-                        ("use ", nproc_flag, f" {host.count} or fewer (and ", Flag("--nodes"),
+                        ("use ", nproc_flag, f" {host.count} or fewer (and ", option_flag("nodes"),
                          " for a bigger target cluster)"), joiner="; ")], []
     cores = host.cpu_count
     if host.type == "cpu" and nproc > MAX_CPU_OVERSUBSCRIPTION * cores:
@@ -132,8 +138,8 @@ def _process_checks(nproc: int, host: HostDevices) -> tuple[list[Problem], list[
                                              f"each core among {nproc / cores:.0f} processes: every run would take "
                                              "about that many times longer and its speed would measure the "
                                              "contention, not the model"),
-                        ("use ", nproc_flag, f" {MAX_CPU_OVERSUBSCRIPTION * cores} or fewer (", Flag("--nodes"),
-                         " / ", Flag("--world-size"), " still plan for a bigger target cluster)"), joiner="; ")], []
+                        ("use ", nproc_flag, f" {MAX_CPU_OVERSUBSCRIPTION * cores} or fewer (", option_flag("nodes"),
+                         " / ", option_flag("world_size"), " still plan for a bigger target cluster)"), joiner="; ")], []
     if host.type == "cpu" and nproc > cores:
         return [], [f"{nproc} processes on {cores} CPU core(s): they share cores, so every run takes about "
                     f"{nproc / cores:.1f}x as long and its samples/s measure that sharing, not separate devices."]
@@ -143,19 +149,19 @@ def _process_checks(nproc: int, host: HostDevices) -> tuple[list[Problem], list[
 def _memory_checks(nproc: int, budget_bytes: int | None, host: HostDevices) -> list[Problem]:
     from .units import format_bytes
 
-    memory_flag = Flag("--device-memory")
+    memory_flag = option_flag("device_memory")
     if not budget_bytes or budget_bytes <= 0:
         return [Problem("no-memory-budget", ("the device memory budget must be larger than zero (",
-                                             Flag("--device-memory", metavar="SIZE"), ")"))]
+                                             option_flag("device_memory", metavar="SIZE"), ")"))]
     if host.type == "cuda" and host.memories and budget_bytes > min(host.memories):
         return [Problem("budget-past-gpu", (memory_flag, f" {format_bytes(budget_bytes)} is more than the smallest "
                                             f"GPU here has ({format_bytes(min(host.memories))}); a probe cannot "
                                             "measure memory the card lacks"))]
     ram = host.physical_memory
     if host.type == "cpu" and ram and nproc >= 1 and nproc * budget_bytes > ram:
-        fewer = (", or ", Flag("--nproc"), f" {ram // budget_bytes} or fewer (", Flag("--nodes"), "/",
-                 Flag("--world-size"), " still plan for a bigger cluster)") if budget_bytes <= ram else ()
-        return [Problem("budget-past-ram", (Flag("--nproc"), f" {nproc} x ", memory_flag,
+        fewer = (", or ", option_flag("nproc"), f" {ram // budget_bytes} or fewer (", option_flag("nodes"), "/",
+                 option_flag("world_size"), " still plan for a bigger cluster)") if budget_bytes <= ram else ()
+        return [Problem("budget-past-ram", (option_flag("nproc"), f" {nproc} x ", memory_flag,
                                             f" {format_bytes(budget_bytes)} = {format_bytes(nproc * budget_bytes)} "
                                             f"is more than this host's {format_bytes(ram)} of RAM: trials run every "
                                             "process at once, each allowed its whole budget, so the host would swap "
@@ -189,7 +195,7 @@ def _capability_checks(s: MethodSettings, adapter: Adapter, host: HostDevices) -
     problems, caps = [], adapter.capabilities
     if s.nproc > 1 and not caps.multi_process:
         problems.append(Problem("adapter-single-process", (f"the adapter {adapter.name!r} runs a single process "
-                                                           "only",), ("use ", Flag("--nproc"), " 1"), joiner="; "))
+                                                           "only",), ("use ", option_flag("nproc"), " 1"), joiner="; "))
     if caps.needs_cuda and host.type != "cuda":
         problems.append(Problem("adapter-needs-cuda", (f"the adapter {adapter.name!r} needs a CUDA GPU and this host "
                                                        "has none",)))
@@ -200,28 +206,28 @@ def _number_checks(s: MethodSettings) -> list[Problem]:
     """The plan's numbers, each in its range."""
     problems = []
     if s.nodes < 1:
-        problems.append(Problem("nodes-below-one", (Flag("--nodes"), f" must be at least 1, not {s.nodes}")))
+        problems.append(Problem("nodes-below-one", (option_flag("nodes"), f" must be at least 1, not {s.nodes}")))
     if s.target_world_size is not None and s.target_world_size < 1:
         problems.append(Problem("world-size-below-one", ("the target world size must be at least 1, not "
                                                          f"{s.target_world_size}",)))
     if not 0 <= s.headroom < 1:
-        problems.append(Problem("headroom-range", (Flag("--headroom"), " must be a fraction in [0, 1) (0.10-0.20 is "
+        problems.append(Problem("headroom-range", (option_flag("headroom"), " must be a fraction in [0, 1) (0.10-0.20 is "
                                                    f"the method's range), not {s.headroom}")))
-    for name, steps in (("--trial-steps", s.trial_steps), ("--sweep-steps", s.sweep_steps)):
+    for name, steps in (("trial_steps", s.trial_steps), ("sweep_steps", s.sweep_steps)):
         if steps < MIN_STEPS:
-            problems.append(Problem("steps-too-few", (Flag(name), f" must be at least {MIN_STEPS} (the first two "
+            problems.append(Problem("steps-too-few", (option_flag(name), f" must be at least {MIN_STEPS} (the first two "
                                                       f"steps pay one-time costs), not {steps}")))
-    if s.sweep_walk < 0:
-        problems.append(Problem("sweep-walk-negative", (Flag("--sweep-walk"), " must be 0 or more extra sweep "
-                                                        f"candidates, not {s.sweep_walk}")))
+    if s.sweep_extensions < 0:
+        problems.append(Problem("sweep-extensions-negative", (option_flag("sweep_extensions"), " must be 0 or more "
+                                                              f"extra sweep candidates, not {s.sweep_extensions}")))
     if s.sweep_seeds < 1:
-        problems.append(Problem("sweep-seeds-below-one", (Flag("--sweep-seeds"), " must be 1 or more paired seeds "
+        problems.append(Problem("sweep-seeds-below-one", (option_flag("sweep_seeds"), " must be 1 or more paired seeds "
                                                           "per sweep candidate (3 is the default: 2 degrees of "
                                                           "freedom for the paired t-interval), not "
                                                           f"{s.sweep_seeds}")))
-    for name, seconds in (("--trial-timeout", s.trial_timeout_s), ("--idle-timeout", s.idle_timeout_s)):
+    for name, seconds in (("trial_timeout", s.trial_timeout_s), ("idle_timeout", s.idle_timeout_s)):
         if not seconds > 0:
-            problems.append(Problem("timeout-not-positive", (Flag(name), " must be a positive number of seconds, "
+            problems.append(Problem("timeout-not-positive", (option_flag(name), " must be a positive number of seconds, "
                                                              f"not {seconds}")))
     return problems + _batch_number_checks(s)
 
@@ -229,28 +235,28 @@ def _number_checks(s: MethodSettings) -> list[Problem]:
 def _batch_number_checks(s: MethodSettings) -> list[Problem]:
     problems = []
     if s.global_batch is not None and s.global_batch < 1:
-        problems.append(Problem("global-batch-below-one", (Flag("--global-batch"), " must be at least 1, not "
+        problems.append(Problem("global-batch-below-one", (option_flag("global_batch"), " must be at least 1, not "
                                                            f"{s.global_batch}")))
     if s.start_per_device is not None and s.start_per_device < 1:
-        problems.append(Problem("start-below-one", (Flag("--start"), " must be at least 1 sample per device, not "
+        problems.append(Problem("start-below-one", (option_flag("start"), " must be at least 1 sample per device, not "
                                                     f"{s.start_per_device}")))
     if s.base_lr is not None and not 0 < s.base_lr < math.inf:  # `--base-lr inf` ran a whole plan at an infinite LR
-        problems.append(Problem("base-lr-not-positive", (Flag("--base-lr"), " must be positive and finite, not "
+        problems.append(Problem("base-lr-not-positive", (option_flag("base_lr"), " must be positive and finite, not "
                                                          f"{s.base_lr}")))
     if s.base_batch is not None and s.base_batch < 1:
-        problems.append(Problem("base-batch-below-one", (Flag("--base-batch"), " must be at least 1, not "
+        problems.append(Problem("base-batch-below-one", (option_flag("base_batch"), " must be at least 1, not "
                                                          f"{s.base_batch}")))
     return problems
 
 
 def _precision_checks(s: MethodSettings, adapter: Adapter, host: HostDevices) -> list[Problem]:
-    precision = Flag("--precision")
+    precision = option_flag("precision")
     if s.precision not in ("auto", "fp32", "bf16", "fp16"):
         return [Problem("precision-unknown", (precision, f" must be auto, fp32, bf16 or fp16, not {s.precision!r}"))]
     if s.precision == "fp16" and host.type != "cuda":
         return [Problem("fp16-needs-cuda", ("fp16 mixed precision needs a CUDA GPU (loss scaling, fp16 kernels)",),
                         ("on CPU use ", precision, " bf16 or fp32"), joiner="; ")]
-    if s.precision in ("bf16", "fp16") and not getattr(adapter.capabilities, f"supports_{s.precision}", False):
+    if not adapter.capabilities.supports(s.precision):
         return [Problem("precision-unsupported", (f"the adapter {adapter.name!r} does not support {s.precision}",))]
     if s.precision == "bf16" and host.type == "cuda" and not host.bf16:
         return [Problem("bf16-emulated", ("bf16 needs a GPU with compute capability 8.0 or newer (Ampere); this one "
@@ -267,7 +273,7 @@ def _task_checks(s: MethodSettings, workload) -> list[Problem]:
     from .tasks import TASKS
 
     if s.task not in TASKS:
-        return [Problem("task-unknown", (Flag("--task"), f" {s.task!r} is not one of {', '.join(sorted(TASKS))}"))]
+        return [Problem("task-unknown", (option_flag("task"), f" {s.task!r} is not one of {', '.join(sorted(TASKS))}"))]
     if workload is not None:
         workload.task = s.task  # the user's task type replaces the workload's for this plan
     return []
@@ -276,16 +282,16 @@ def _task_checks(s: MethodSettings, workload) -> list[Problem]:
 def _optimizer_checks(optimizer: str, adapter: Adapter) -> list[Problem]:
     caps, name = adapter.capabilities, adapter.name
     if optimizer not in KNOWN_OPTIMIZERS:
-        return [Problem("optimizer-unknown", (Flag("--optimizer"), f" {optimizer!r} is not one of "
+        return [Problem("optimizer-unknown", (option_flag("optimizer"), f" {optimizer!r} is not one of "
                                               f"{', '.join(sorted(KNOWN_OPTIMIZERS))}"))]
     if caps.optimizers is not None and optimizer not in caps.optimizers:
         return [Problem("optimizer-not-run", (f"the adapter {name!r} cannot run the optimizer {optimizer!r} (it runs "
                                               f"{', '.join(sorted(caps.optimizers))})",),
-                        ("choose another ", Flag("--optimizer"), " or adapter"), joiner="; ")]
+                        ("choose another ", option_flag("optimizer"), " or adapter"), joiner="; ")]
     if optimizer == "lamb" and not caps.supports_lamb:
         return [Problem("lamb-unsupported", (f"the adapter {name!r} does not declare LAMB support "
                                              "(capabilities.supports_lamb)",),
-                        ("choose another ", Flag("--optimizer"), " or adapter"), joiner="; ")]
+                        ("choose another ", option_flag("optimizer"), " or adapter"), joiner="; ")]
     from .optimizers import unavailable_reason as optimizer_unavailable
 
     reason = optimizer_unavailable(optimizer)
@@ -311,14 +317,14 @@ def _base_checks(s: MethodSettings, workload) -> tuple[_Base, list[Problem]]:
                                                                            s.base_batch is not None))
     if base.lr is None:
         return base, [Problem("no-base-lr", (f"the workload {s.workload!r} gives no learning rate",),
-                              (Flag("--base-lr", verb="pass"), " (the LR you use today) and ", Flag("--base-batch"),
+                              (option_flag("base_lr", verb="pass"), " (the LR you use today) and ", option_flag("base_batch"),
                                " (the global batch it was tuned for)"))]
     if base.batch is None:
-        given = (Flag("--base-lr"),) if s.base_lr else ("the workload's current_lr",)
+        given = (option_flag("base_lr"),) if s.base_lr else ("the workload's current_lr",)
         return base, [Problem("no-base-batch", given + (f" ({base.lr:g}) comes without the global batch it was tuned "
                                                         f"for, and the workload {s.workload!r} sets no "
                                                         "current_batch_size",),
-                              (Flag("--base-batch", verb="pass", metavar="N"), " (today's global batch: per-device x "
+                              (option_flag("base_batch", verb="pass", metavar="N"), " (today's global batch: per-device x "
                                "processes x accumulation), or set current_batch_size in the workload; every scaled "
                                "LR depends on it"))]
     return base, []
@@ -327,7 +333,7 @@ def _base_checks(s: MethodSettings, workload) -> tuple[_Base, list[Problem]]:
 def _warmup_checks(s: MethodSettings, workload, base_batch) -> tuple[tuple[float, str], list[Problem]]:
     if s.base_warmup is not None and not s.base_warmup[0] >= 0:
         return (DEFAULT_BASE_WARMUP_EPOCHS, "the advisor's default"), [
-            Problem("base-warmup-negative", (Flag("--base-warmup"), f" must be 0 or more, not {s.base_warmup[0]:g}"))]
+            Problem("base-warmup-negative", (option_flag("base_warmup"), f" must be 0 or more, not {s.base_warmup[0]:g}"))]
     if workload is not None and base_batch:
         return base_warmup_epochs(s.base_warmup, workload.current_warmup_steps, base_batch, workload.train_length), []
     return (DEFAULT_BASE_WARMUP_EPOCHS, "the advisor's default"), []
@@ -336,7 +342,7 @@ def _warmup_checks(s: MethodSettings, workload, base_batch) -> tuple[tuple[float
 def _run_length_checks(s: MethodSettings, workload) -> tuple[float | None, list[Problem]]:
     problems = []
     if s.run_epochs is not None and not 0 < s.run_epochs < math.inf:
-        problems.append(Problem("epochs-not-positive", (Flag("--epochs"), " must be positive and finite (the "
+        problems.append(Problem("epochs-not-positive", (option_flag("epochs"), " must be positive and finite (the "
                                                         f"length of the planned run), not {s.run_epochs:g}")))
     run_epochs = s.run_epochs or (workload.epochs if workload is not None else None)
     if workload is not None and s.global_batch and not s.allow_few_steps:
@@ -345,7 +351,7 @@ def _run_length_checks(s: MethodSettings, workload) -> tuple[float | None, list[
         epochs = run_epochs if run_epochs and run_epochs > 0 else None
         if s.global_batch > largest_learnable_global(workload.train_length, epochs):
             problems.append(Problem("global-batch-past-data", (
-                Flag("--global-batch"), f" {s.global_batch} is past what the data can train: "
+                option_flag("global_batch"), f" {s.global_batch} is past what the data can train: "
                 f"{few_steps_cost(workload.train_length, s.global_batch, epochs)}. Ask for at most that, or add ",
                 Flag("--force"), " to plan it anyway (the recipe then warns few-steps-per-epoch)")))
     return run_epochs, problems

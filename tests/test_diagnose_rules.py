@@ -557,3 +557,106 @@ def test_divergence_advice_blames_every_lr_rule_that_scaled_the_lr(rule):
     first = _diverged_actions(Context(lr=0.4, lr_rule=rule))[0]
     assert first.startswith("The LR was scaled up for the batch") and rule in first
     assert _diverged_actions(Context(lr=0.1, lr_rule="unchanged"))[0].startswith("Lower the learning rate")
+
+
+# ------------------------------------------------------------------ dx-rules5: a run that learned, then died
+
+def _steps(values, every=10):
+    return "".join(f"step {i * every} loss {v:.4f}\n" for i, v in enumerate(values))
+
+
+def test_a_loss_that_learned_then_climbed_back_to_its_start_is_diverged(tmp_path):
+    # SGD at a too-high LR (world corpus batch 4, after its scoring): 1.39 -> ~0.55 in the first third, then back up
+    # to ~1.45 (ln 4, chance) for the last half, noisy. It never ends above 1.5x its start, so "ended far above where
+    # it started" missed it; it gave back all of its best decrease: the model is dead.
+    rng = random.Random(3)
+    values = ([1.39 - 0.84 * i / 50 + rng.uniform(-0.15, 0.15) for i in range(50)]
+              + [0.55 + 0.9 * i / 30 + rng.uniform(-0.1, 0.1) for i in range(30)]
+              + [1.45 + rng.uniform(-0.04, 0.04) for _ in range(80)])
+    report = _diagnose(tmp_path, _steps(values))
+    assert _kinds(report) == ["diverged"]
+    (finding,) = report.findings
+    assert finding.severity == "error" and finding.evidence["gave_back"] >= 1.0
+
+
+def test_a_noisy_fine_tune_near_its_floor_gives_nothing_back(tmp_path):
+    # A fine-tune that starts near its floor and wanders around it by +-0.1 (step losses): its smoothed dips are
+    # noise, not a decrease it later gave back.
+    rng = random.Random(5)
+    values = [0.50 - 0.04 * min(i, 40) / 40 + rng.uniform(-0.1, 0.1) for i in range(300)]
+    assert "diverged" not in _kinds(_diagnose(tmp_path, _steps(values)))
+
+
+def test_a_warm_restart_that_falls_again_is_no_divergence(tmp_path):
+    # SGDR-style: the loss falls 2.0 -> 0.4, jumps back to 1.6 at a restart and falls again to 0.3 by the end.
+    values = [0.4 + 1.6 * 0.95 ** i for i in range(100)] + [0.3 + 1.3 * 0.93 ** i for i in range(60)]
+    assert "diverged" not in _kinds(_diagnose(tmp_path, _steps(values)))
+
+
+def test_an_accuracy_that_collapsed_to_chance_after_learning_is_diverged(tmp_path):
+    # Keras CSV, 12 epochs, 3 classes: accuracy 0.55 -> 0.90, then at too high an LR down to ~1/3 and there to the
+    # end while the losses climb back to ln 3 (the first epoch's mean was higher, 1.25: the loss gave back 85% of
+    # its decrease, not all): the accuracy says the model is dead.
+    rows = ["epoch,accuracy,loss,val_accuracy,val_loss"]
+    acc = [0.55, 0.78, 0.90, 0.86, 0.61, 0.40, 0.34, 0.35, 0.32, 0.33, 0.34, 0.33]
+    loss = [1.25, 0.62, 0.40, 0.47, 0.85, 1.05, 1.11, 1.10, 1.12, 1.10, 1.11, 1.10]
+    for epoch, (a, l) in enumerate(zip(acc, loss)):
+        rows.append(f"{epoch},{a},{l},{a - 0.01:.2f},{l + 0.03:.2f}")
+    report = _diagnose(tmp_path, "\n".join(rows) + "\n", name="training.log")
+    assert _kinds(report) == ["diverged"]
+    assert report.findings[0].evidence["classes"] == 3
+
+
+def test_step_noise_at_a_loss_floor_while_validation_still_improves_is_not_jitter(tmp_path):
+    # A label-smoothed fine-tune (world corpus batch 4, after its scoring): the per-step loss falls 1.9 -> 0.75 in
+    # its first steps, then sits at that floor, +-0.15 from batch to batch, for 10 epochs (it "stopped falling", 11%
+    # of its start), while validation accuracy climbs 0.970 -> 0.984 to its best at the last epoch: still improving,
+    # not stalled; the spread is the batches' own.
+    rng = random.Random(11)
+    rows = ["epoch,step,train_loss,val_acc,val_loss"]
+    for epoch in range(10):
+        for i in range(0, 380, 10):
+            step = epoch * 380 + i
+            rows.append(f"{epoch},{step},{0.75 + 1.15 * 0.8 ** (step / 10) + rng.uniform(-0.15, 0.15):.4f},,")
+        rows.append(f"{epoch},{epoch * 380 + 379},,{0.970 + 0.0015 * epoch + rng.uniform(-0.001, 0.001):.4f},"
+                    f"{1.26 - 0.003 * epoch:.4f}")
+    assert "oscillation-jitter" not in _kinds(_diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics.csv"))
+    # The guard: the same run with validation no longer improving (accuracy and loss flat, noisy) is stalled jitter.
+    rows = [r if r.endswith(",,") or r.startswith("epoch") else ",".join(
+        r.split(",")[:3] + [f"{0.975 + rng.uniform(-0.004, 0.004):.4f}", f"{1.26 + rng.uniform(-0.02, 0.02):.4f}"])
+        for r in rows]
+    assert "oscillation-jitter" in _kinds(_diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics2.csv"))
+
+
+def test_a_log_of_the_last_epoch_only_is_not_judged_against_a_start_it_does_not_hold(tmp_path):
+    # Python logging of epoch 6 of 6 only (world corpus batch 4): step losses 0.03-0.11 around 0.06, +-30% of that
+    # level. The run's start is not in the log, so the noise has no starting loss to be measured against; it does not
+    # dwarf the level either: no jitter finding.
+    rng = random.Random(2)
+    lines = [f"INFO:root:Epoch [6/6], Step [{s}/1549], Loss: {0.06 + rng.uniform(-0.03, 0.05):.4f}"
+             for s in range(10, 1550, 10)]
+    text = "\n".join(lines) + "\nINFO:root:Epoch [6] Training Loss: 0.0607\nINFO:root:Epoch [6] Validation Loss: 0.0660\n"
+    assert "oscillation-jitter" not in _kinds(_diagnose(tmp_path, text, name="training.log"))
+    # The guard: the same excerpt with losses jumping between ~0 and several times the level is jitter.
+    lines = [f"INFO:root:Epoch [6/6], Step [{s}/1549], Loss: {(0.02 if rng.random() < 0.7 else rng.uniform(0.3, 1.5)):.4f}"
+             for s in range(10, 1550, 10)]
+    assert "oscillation-jitter" in _kinds(_diagnose(tmp_path, "\n".join(lines) + "\n", name="training2.log"))
+
+
+def test_a_validation_bleu_flat_while_training_falls_is_overfitting(tmp_path):
+    # A T5 fine-tune logging no validation loss (world corpus batch 3, after its scoring): BLEU-4 reaches 34 by
+    # epoch 6 and sits at 33-34 for 14 more epochs while the average training loss falls 0.2 -> 0.004: the quality
+    # the model is for stopped improving while training goes on fitting: overfitting.
+    rng = random.Random(4)
+    lines = []
+    for epoch in range(1, 21):
+        lines.append(f"INFO - Epoch {epoch} - Average Train Loss: {1.6 * 0.7 ** epoch:.5f}")
+        bleu = 28 + 6 * min(epoch, 6) / 6 + rng.uniform(-0.5, 0.5) - (0.0 if epoch <= 6 else 0.03 * (epoch - 6))
+        lines.append(f"INFO - Epoch {epoch} - Validation BLEU: BLEU-1 71.65, BLEU-2 65.76, BLEU-3 46.57, "
+                     f"BLEU-4 {bleu:.2f}")
+    report = _diagnose(tmp_path, "\n".join(lines) + "\n", name="train.log")
+    assert _kinds(report) == ["overfitting"]
+    # The guard: BLEU still climbing to its best at the last epoch is no overfitting.
+    lines = [line if "BLEU-4" not in line else line.rsplit(" ", 1)[0] + f" {25 + 0.5 * i:.2f}"
+             for i, line in enumerate(lines)]
+    assert "overfitting" not in _kinds(_diagnose(tmp_path, "\n".join(lines) + "\n", name="train2.log"))

@@ -47,7 +47,7 @@ def test_a_front_end_names_the_options_its_own_way_from_the_same_problems():
                                                  Flag("--base-batch", metavar="N")))
     assert missing.text() == "no LR: pass --base-lr and --base-batch N"
     assert missing.text(field_words) == 'no LR: fill in "LR used today" and "Batch used today"'
-    assert Problem("x", (Flag("--sweep-walk"), " must be 0 or more")).text(field_words) == "--sweep-walk must be 0 or more"
+    assert Problem("x", (Flag("--sweep-extensions"), " must be 0 or more")).text(field_words) == "--sweep-extensions must be 0 or more"
 
 
 def test_an_options_unreadable_value_is_a_typed_problem_with_its_own_paragraph():

@@ -74,7 +74,7 @@ def test_the_extra_seeds_run_only_for_the_inconclusive_pair_and_stop_at_the_budg
     scores = {16: [0.95] * 6, 32: [0.95 - g for g in (0.0, 0.35, -0.05, 0.30, -0.04, 0.04)], 64: [0.80] * 6}
 
     def plan(table, **kw):
-        s = settings(nproc=2, sweep_steps=40, sweep_walk=0, base_batch=1000, **kw)  # your setting past the cap
+        s = settings(nproc=2, sweep_steps=40, sweep_extensions=0, base_batch=1000, **kw)  # your setting past the cap
         runner = StubRunner(saturate=None, seeded_val=lambda batch, seed: table[batch][seed])
         runner.events = []
         session = Session(load_adapter("ddp"), s, validate_setup(s, load_adapter("ddp"), HostDevices("cpu")),
@@ -137,7 +137,7 @@ class BatchNormStub(StubRunner):
 
 
 def test_a_batchnorm_session_never_trains_one_per_device():
-    s = settings(nproc=2, sweep_steps=40, sweep_walk=1)
+    s = settings(nproc=2, sweep_steps=40, sweep_extensions=1)
     runner = BatchNormStub(saturate=None, val={2: 0.95, 4: 0.90}.get)
     session = Session(load_adapter("ddp"), s, validate_setup(s, load_adapter("ddp"), HostDevices("cpu")),
                       runner=runner)
@@ -149,7 +149,7 @@ def test_a_batchnorm_session_never_trains_one_per_device():
 
 def yours_plan(val, centre, base_batch, speed=None, **kw):
     """A stub plan on 2 processes whose base global batch is ``base_batch`` (your setting: half of it per device)."""
-    s = settings(nproc=2, sweep_steps=40, sweep_walk=0, base_batch=base_batch, trial_steps=8, **kw)
+    s = settings(nproc=2, sweep_steps=40, sweep_extensions=0, base_batch=base_batch, trial_steps=8, **kw)
 
     class Machine(StubRunner):
         def train(self, phase, per_device, steps, lr, *args, **kwargs):

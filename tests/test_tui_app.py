@@ -227,7 +227,7 @@ def test_the_cli_prefill_reaches_the_setup_form():
     from advisor import cli
 
     args = cli.build_parser().parse_args(["tui", "--workload", "digits-cnn", "--nproc", "3", "--device-memory", "2GiB"])
-    prefill = Prefill(args.workload, args.adapter, args.nproc, args.device_memory, args.trial_steps, args.sweep_steps)
+    prefill = Prefill.from_args(args)
     assert prefill == Prefill("digits-cnn", None, 3, "2GiB", None, None)
 
 

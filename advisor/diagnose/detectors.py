@@ -517,6 +517,114 @@ def detect_blown_up(series: dict[str, list[Point]], ctx: Context) -> list[Findin
     return []
 
 
+GIVE_BACK_ALL = 1.0  # the last quarter back at (or above) the loss's start: all of its best decrease given back
+GIVE_BACK_MIN_DECREASE = 0.2  # ... after a smoothed best decrease of at least this share of the start: it had learned
+GIVE_BACK_MIN_POINTS = 8
+GIVE_BACK_TO_NOISE = 4.0  # ... and at least this many times the curve's point-to-point noise (a dip in jitter is none)
+COLLAPSE_LEARNED = 0.5  # an accuracy that rose this share of the way from chance to 1 had learned ...
+COLLAPSE_TAIL = 3  # ... and then sat at chance for its last this many evaluations (or its last quarter): dead
+
+
+def _smoothed_best(values: list[float]) -> tuple[int, float]:
+    """(index, value) of the lowest point of the curve's running median (width n/20, at least 5; raw below 20
+    points, where a per-epoch mean is already an average), searched before the last quarter."""
+    width = max(5, len(values) // 20) | 1 if len(values) >= MIN_POINTS else 1
+    half = width // 2
+    head = values[:len(values) - max(1, len(values) // 4)]
+    smoothed = [_median(values[max(0, i - half):i + half + 1]) for i in range(len(head))]
+    index = min(range(len(smoothed)), key=smoothed.__getitem__)
+    return index, smoothed[index]
+
+
+def _gave_back(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """A training loss that fell (its smoothed best at least GIVE_BACK_MIN_DECREASE below its start) and then gave
+    ALL of that decrease back: its last quarter's median at or above the start (DOMAIN "the loss gives back most of
+    its best decrease late in the run"; the trials' health verdict calls half unstable, method/health.py; a log
+    from the world is noisier and may hold a schedule's restart, so here the bar is the whole decrease, held over
+    the last quarter). The start is the higher of the first three points' median and the first tenth's (a per-step
+    loss falls fast at first). A loss back where an untrained model starts is a dead model, whatever it did before."""
+    for name in (TRAIN_LOSS, "train_loss_epoch"):
+        points = _finite(series.get(name, []))
+        if len(points) < GIVE_BACK_MIN_POINTS or not _from_run_start(points):
+            continue
+        values = _values(points)
+        start = max(_median(values[:3]), _median(values[:max(1, len(values) // 10)]))
+        index, best = _smoothed_best(values)
+        end = _median(values[len(values) - max(2, len(values) // 4):])
+        decrease = start - best
+        if start <= 0 or decrease < max(GIVE_BACK_MIN_DECREASE * start, GIVE_BACK_TO_NOISE * _trend_and_noise(values)[1]):
+            continue
+        share = (end - best) / decrease
+        if share < GIVE_BACK_ALL:
+            continue
+        evidence = {"series": name, "start": round(start, 6), "best_smoothed": round(best, 6),
+                    "best_at": _where(points, index), "end_median": round(end, 6), "gave_back": round(share, 3),
+                    **_span(points, index, len(points) - 1)}
+        return [Finding("diverged", "error",
+                        f"The {_series_words(name)} fell from {start:.4g} to {best:.4g} (smoothed) by "
+                        f"{_describe(_where(points, index))}, then gave all of it back: its last quarter sits at "
+                        f"{end:.4g}, {share:.0%} of the decrease: training diverged (LR too high) and the model is "
+                        "back where an untrained one starts.",
+                        evidence, _diverged_actions(ctx), confidence="high" if len(values) >= MIN_POINTS else "medium")]
+    return []
+
+
+def _collapsed_to_chance(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """An accuracy that learned (rose COLLAPSE_LEARNED of the way from chance to 1) and then fell back to chance,
+    1/K, for its last COLLAPSE_TAIL+ evaluations (its last quarter when longer), while a loss rose off its best: the
+    model was destroyed (an LR too high after the warmup, typically) and predicts no better than a guess. K is the
+    common class count the tail sits at (or --classes)."""
+    for name in ("val_acc", "train_acc"):
+        points = _finite(series.get(name, []))
+        tail_n = max(COLLAPSE_TAIL, len(points) // 4)
+        if len(points) < tail_n + 2:
+            continue
+        accs = [p.value / 100 for p in points] if max(p.value for p in points) > 1.0 else _values(points)
+        tail = accs[-tail_n:]
+        chance = chance_loss({name: [Point(p.line, name, a) for p, a in zip(points[-tail_n:], tail)]}, ctx) \
+            if len(tail) >= STUCK_FEW_POINTS else _tail_chance(tail, ctx)
+        if not chance:
+            continue
+        ln_k, k = chance[0], chance[1]
+        best = max(accs[:-tail_n])
+        if best < 1 / k + COLLAPSE_LEARNED * (1 - 1 / k) or not _a_loss_rose(series):
+            continue
+        at = accs.index(best)
+        evidence = {"series": name, "best_accuracy": round(best, 4), "best_at": _where(points, at),
+                    "tail_accuracy": round(_median(tail), 4), "tail_points": len(tail), "classes": k,
+                    "ln_classes": round(ln_k, 4), **_span(points, at, len(points) - 1)}
+        return [Finding("diverged", "error",
+                        f"The {'validation' if name == 'val_acc' else 'training'} accuracy reached {best:.3g} at "
+                        f"{_describe(_where(points, at))}, then fell back to chance ({_median(tail):.3g}, about 1/{k}) "
+                        f"for its last {len(tail)} evaluations while the loss rose: training diverged and the model is "
+                        "dead.", evidence, _diverged_actions(ctx), confidence="high" if len(tail) >= 4 else "medium")]
+    return []
+
+
+def _tail_chance(tail: list[float], ctx: Context) -> tuple[float, int] | None:
+    """(ln K, K) when every accuracy of a short tail sits at 1/K (CHANCE_ACC_SPREAD), K stated or a common count."""
+    level = _median(tail)
+    if not 0 < level <= 0.5:
+        return None
+    common = [c for c in COMMON_CLASS_COUNTS if abs(level - 1 / c) <= max(0.02, CHANCE_ACC_SPREAD / c)]
+    k = ctx.classes if ctx.classes and ctx.classes >= 2 else (min(common, key=lambda c: abs(level - 1 / c))
+                                                              if common else None)
+    if not k or not all(abs(a - 1 / k) <= max(0.02, CHANCE_ACC_SPREAD / k) for a in tail):
+        return None
+    return math.log(k), k
+
+
+def _a_loss_rose(series: dict[str, list[Point]]) -> bool:
+    """A loss curve whose last quarter sits above its best by more than a tenth of that best."""
+    for name in (TRAIN_LOSS, "train_loss_epoch", VAL_LOSS):
+        values = _values(_finite(series.get(name, [])))
+        if len(values) >= 4:
+            end = _median(values[len(values) - max(2, len(values) // 4):])
+            if end > 1.1 * min(values):
+                return True
+    return False
+
+
 def _exploded_past_chance(series: dict[str, list[Point]], chance) -> tuple[str, list[Point], int, float] | None:
     """(series, points, index, settled level) for a classifier at chance whose loss reached EXPLOSION_FACTOR times
     ln K (the loss a guessing model scores: the reference when the blow-up came at the first logged value, with
@@ -933,6 +1041,14 @@ def _from_run_start(points: list[Point]) -> bool:
     return any(starts)
 
 
+def _mid_run(points: list[Point]) -> bool:
+    """The curve says where it lies and its first point is not at the run's start (_from_run_start): an excerpt of
+    a later stretch (a log of the last epoch only, a resumed run). A curve without steps or epochs is not known to be."""
+    first, last = points[0], points[-1]
+    placed = (first.epoch is not None and last.epoch) or (first.step is not None and last.step)
+    return bool(placed) and not _from_run_start(points)
+
+
 def _converged_at_start(series: dict[str, list[Point]]) -> list[Finding]:
     """No accuracy printed: a training loss followed from the run's start that levelled off (its last quarter
     falls less than CONVERGED_PACE of its first quarter's fall, its second half steady) within NO_MOVE of where it
@@ -1009,6 +1125,25 @@ def _validation_frozen(series: dict[str, list[Point]], since: Point) -> bool:
     return len(values) >= FROZEN_VAL_POINTS and max(values) - min(values) <= NO_MOVE_AT_ALL * abs(_median(values))
 
 
+VAL_IMPROVING_POINTS = 4  # validation points over the judged stretch, at least, to say it still improves
+
+
+def _validation_improving(series: dict[str, list[Point]], since: Point) -> bool:
+    """Over the stretch judged (from ``since``'s place on), the validation's accuracy or mAP (else its loss) still
+    improves: its Theil-Sen trend over the stretch moves the right way by more than VAL_JITTER_TREND times its
+    point-to-point noise, on VAL_IMPROVING_POINTS+ evaluations. A training loss that "stopped falling" under its
+    noise while validation still improves has not stalled: a label-smoothed or augmented loss sits at a floor far
+    above zero while the model goes on getting better."""
+    kind, at = _position(since)
+    for points, sign in ((validation_quality(series), 1.0), (_finite(series.get(VAL_LOSS, [])), -1.0)):
+        values = [sign * p.value for p in points if _position(p)[0] == kind and _position(p)[1] >= at]
+        if len(values) < VAL_IMPROVING_POINTS:
+            continue
+        noise = _mad_sigma([b - a for a, b in zip(values, values[1:])]) / math.sqrt(2)
+        return _theil_sen(values) * (len(values) - 1) > VAL_JITTER_TREND * noise
+    return False
+
+
 def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
     train = _finite(series.get(TRAIN_LOSS, []))
     if len(train) < MIN_POINTS:
@@ -1039,8 +1174,13 @@ def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]
     # A run that never fell is judged against the level it sits at (its start may hold an initial spike).
     stalled_score = score if converging else max(score, noise / max(level, 1e-8))
     stalled_noisy = (stalled_score >= JITTER_SCORE_STALLED and not clearly_falling
-                     and (not converging or noise >= STALLED_NOISE_TO_LEVEL * max(level, 1e-8)))
+                     and (not converging or noise >= STALLED_NOISE_TO_LEVEL * max(level, 1e-8))
+                     and not _validation_improving(series, train[half]))
     if (score < JITTER_SCORE and not stalled_noisy) or _validation_frozen(series, train[half]):
+        return []
+    if _mid_run(train) and noise < STALLED_NOISE_TO_LEVEL * max(level, 1e-8):
+        # The log starts mid-run (a later epoch's lines only): its first values are no starting loss, so only noise
+        # that dwarfs the level it sits at says jitter.
         return []
     evidence = {"series": TRAIN_LOSS, "noise_sigma": round(noise, 5), "loss_level": round(level, 5),
                 "jitter_score": round(score, 3), "starting_loss": round(start_level, 5), "points": len(tail),
@@ -1280,8 +1420,9 @@ QUALITY_RISE_FLOOR = 0.001  # a validation accuracy/mAP rise (0-1 scale) below t
 
 
 def validation_quality(series: dict[str, list[Point]]) -> list[Point]:
-    """The validation measure of what the model is for, higher is better: its accuracy, else a detection mAP."""
-    for name in ("val_acc", "val_map"):
+    """The validation measure of what the model is for, higher is better: its accuracy, else a detection mAP, else a
+    text-quality score (BLEU, ROUGE, F1, exact match: names.py)."""
+    for name in ("val_acc", "val_map", "val_score"):
         points = [p for p in series.get(name, []) if math.isfinite(p.value)]
         if points:
             return points
@@ -1321,12 +1462,13 @@ def _position(point: Point) -> tuple[int, float]:
     return 2, point.line
 
 
-def _train_fall_on_plateau(train: list[Point], val: list[Point], level: float) -> float:
+def _train_fall_on_plateau(train: list[Point], val: list[Point], level: float, higher_is_better: bool = False
+                           ) -> float:
     """How far training fell while validation sat at its level: from the first validation point within ``level``
     (its best plus its margin) to the end, the relative fall between the medians of the first and last quarter of
     the training points in that span (medians: the end of training's fast phase at the span's start, or a noisy
     epoch, does not count as a fall). 0.0 when the span holds too few training points to say."""
-    start = next((i for i, p in enumerate(val) if p.value <= level), None)
+    start = next((i for i, p in enumerate(val) if (p.value >= level if higher_is_better else p.value <= level)), None)
     if start is None:
         return 0.0
     # A validation jumping by VAL_JITTER_SCORE of its level point to point is not flat: it is noisy (the
@@ -1345,9 +1487,47 @@ def _train_fall_on_plateau(train: list[Point], val: list[Point], level: float) -
     return (first - last) / abs(first) if first else 0.0
 
 
+def _quality_stalled_overfitting(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """No validation loss, only a quality (accuracy, mAP, BLEU, F1: higher is better): overfitting when the quality
+    stopped improving (its best OVERFIT_SINCE+ evaluations old and older than VAL_STALE_SHARE of them, the last ones
+    no better than those around the best: _validation_stalled's rule, mirrored) while the training loss fell
+    OVERFIT_PLATEAU_FALL+ over the quality's plateau (from its first evaluation within the best's margin on)."""
+    quality = validation_quality(series)
+    train = _finite(series.get("train_loss_epoch", []) or series.get(TRAIN_LOSS, []))
+    if len(quality) < 2 * OVERFIT_SINCE or len(train) < STUCK_FEW_POINTS:
+        return []
+    values = _values(quality)
+    best = max(range(len(values)), key=values.__getitem__)
+    if len(values) - 1 - best < max(OVERFIT_SINCE, VAL_STALE_SHARE * len(values)):
+        return []
+    scale = 100.0 if max(values) > 1.0 else 1.0
+    noise = _mad_sigma([b - a for a, b in zip(values, values[1:])]) / math.sqrt(2)
+    margin = max(2 * noise, QUALITY_RISE_FLOOR * scale)
+    fall = _train_fall_on_plateau(train, quality, values[best] - margin, higher_is_better=True)
+    if fall < OVERFIT_PLATEAU_FALL:
+        return []
+    name = quality[0].name
+    evidence = {"series": name, "quality_best": round(values[best], 5), "quality_best_at": _where(quality, best),
+                "quality_last": round(values[-1], 5), "evaluations_since_best": len(values) - 1 - best,
+                "train_fall_on_plateau": round(fall, 3), "val_points": len(values)}
+    what = {"val_acc": "accuracy", "val_map": "mAP", "val_score": "score"}.get(name, name)
+    return [Finding("overfitting", "warning",
+                    f"The validation {what} peaked at {values[best]:.4g} at {_describe(_where(quality, best))} and has "
+                    f"not improved in the {len(values) - 1 - best} evaluations since (last {values[-1]:.4g}) while the "
+                    f"training loss fell {fall:.0%} more: overfitting (the log prints no validation loss).",
+                    evidence, overfitting_actions(ctx), confidence="medium")]
+
+
+OVERFIT_PLATEAU_FALL = 0.15  # training's fall over validation's plateau that says it still fits the training set
+
+
 def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
     train = _finite(series.get(TRAIN_LOSS, []) or series.get("train_loss_epoch", []))
     val = _finite(series.get(VAL_LOSS, []))
+    if len(val) < 4 and not series.get("test_loss"):
+        quality = _quality_stalled_overfitting(series, ctx)
+        if quality:
+            return quality
     findings = []
     if len(train) < MIN_POINTS:
         return _few_points_overfitting(train, val, ctx)
@@ -1365,7 +1545,7 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
         # Not improving (flat, or rising less than the rising rule needs) while training still falls: validation
         # has stopped improving, not merely slowed down near its floor (_validation_stalled).
         train_fall = max(_relative_drop(train_tail), _train_fall_on_plateau(train, val, values[best] + margin))
-        flat = val_tail_drop < 0.03 and train_fall > 0.15 and _validation_stalled(val, best, series)
+        flat = val_tail_drop < 0.03 and train_fall > OVERFIT_PLATEAU_FALL and _validation_stalled(val, best, series)
         if rising or flat:
             gap = _median(values[-2:]) - _median(_values(train)[-max(3, len(train) // 20):])
             evidence = {"val_best": round(values[best], 5), "val_best_at": _where(val, best),
@@ -1633,7 +1813,8 @@ def apply_cofinding_rules(findings: list[Finding]) -> list[Finding]:
 def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts: dict, ctx: Context,
                   non_finite: dict[str, Point] | None = None) -> list[Finding]:
     findings = detect_oom(events, counts, ctx, series) + detect_crash(events, counts)
-    diverged = detect_diverged(series, events, counts, ctx, non_finite) or detect_blown_up(series, ctx)
+    diverged = (detect_diverged(series, events, counts, ctx, non_finite) or detect_blown_up(series, ctx)
+                or _gave_back(series, ctx) or _collapsed_to_chance(series, ctx))
     findings += diverged or detect_not_learning(series, ctx)
     findings += (detect_periodic(series, ctx) or detect_sawtooth(series, ctx, ctx.elisions or [])
                  or detect_jitter(series, ctx)

@@ -14,7 +14,7 @@ HELP_KEYS = ("question_mark",)  # help even where a field has focus (the binding
 
 @dataclass
 class Prefill:
-    """What the command line pre-fills on the Setup screen."""
+    """What the command line pre-fills on the Setup screen: one field a declared option with ``prefill`` help."""
 
     workload: str | None = None
     adapter: str | None = None
@@ -23,3 +23,10 @@ class Prefill:
     trial_steps: int | None = None
     sweep_steps: int | None = None
     script: str | None = None  # SCRIPT ARGS as one line (`advisor -- train.py ARGS`), instead of a workload
+
+    @classmethod
+    def from_args(cls, args, script: str | None = None) -> "Prefill":
+        """What `advisor [tui]`'s pre-fill flags (the options declared with ``prefill``) say."""
+        from ..options import PLAN_OPTION_TABLE
+
+        return cls(**{o.name: getattr(args, o.name, None) for o in PLAN_OPTION_TABLE if o.prefill}, script=script)

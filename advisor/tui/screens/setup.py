@@ -15,11 +15,14 @@ from textual.widgets import (Button, Checkbox, Collapsible, Footer, Header, Inpu
 from textual.widgets.option_list import Option
 
 from ...adapters import DEFAULT_ADAPTER
+from ...options import PLAN_OPTION_TABLE, PlanOption, plan_option
 from ..widgets import StepBar
 
-# Form fields that hold a named plan option (advisor.settings) as typed text, by field id.
-TEXT_OPTIONS = ("workload", "nproc", "device-memory", "base-batch", "base-lr", "global-batch", "headroom", "trial-steps",
-                "sweep-steps", "nodes", "gpus-per-node")
+# Every declared plan option with a label has a field (advisor/options.py). These sit in the form's first part, each
+# beside its own status or list; every other one is under "More settings", in the declaration's order.
+FORM_OPTIONS = tuple(option for option in PLAN_OPTION_TABLE if option.label)
+FIRST_PART = ("workload", "adapter", "nproc", "device_memory", "task", "optimizer", "base_batch", "base_lr",
+              "global_batch", "nodes", "gpus_per_node")
 
 
 class WorkloadChecked(Message):
@@ -77,12 +80,7 @@ def quick_spec_problem(spec: str, builtins: dict) -> str:
 
 
 # The form's labels for the `advisor plan` flags the engine's messages name: the app shows its own words.
-FIELD_LABELS = {"--workload": "Workload", "--adapter": "Adapter", "--nproc": "Processes",
-                "--device-memory": "Memory per device", "--task": "Task type", "--optimizer": "Optimizer",
-                "--base-batch": "Batch used today", "--base-lr": "LR used today",
-                "--global-batch": "Target global batch", "--headroom": "Headroom", "--trial-steps": "Trial steps",
-                "--sweep-steps": "Sweep steps", "--precision": "Precision", "--nodes": "Target nodes",
-                "--gpus-per-node": "GPUs per node", "--zero-stage": "Zero stage"}
+FIELD_LABELS = {option.flag: option.label for option in FORM_OPTIONS}
 
 
 def field_words(flag) -> str:
@@ -111,6 +109,27 @@ def _history_summary(name: str, train_size: int) -> str | None:
 
 def row(label: str, *widgets, id: str | None = None) -> Horizontal:
     return Horizontal(Label(label, classes="field-label"), *widgets, classes="field", id=id)
+
+
+def option_field(option: PlanOption, value: str = "", **select) -> Horizontal:
+    """The form's row for a declared option: a checkbox for a switch, a list for choices (or ``select``'s own
+    options), else a text field typed as the option is."""
+    if option.type is bool:
+        return row("", Checkbox(option.label, id=option.field_id))
+    if select or option.choices is not None:
+        if not select:
+            labels = option.choice_labels or option.choices
+            select = {"options": list(zip(labels, option.choices)), "value": option.default, "allow_blank": False}
+        return row(option.label, Select(compact=True, id=option.field_id, **select))
+    kind = {int: "integer", float: "number"}.get(option.type, "text")
+    return row(option.label, Input(compact=True, value=value, id=option.field_id, type=kind,
+                                   placeholder=option.placeholder))
+
+
+def field_value(option: PlanOption, prefill) -> str:
+    """A text field's first value: what the command line pre-filled, else the default where the field shows it."""
+    given = getattr(prefill, option.name, None)
+    return str(given) if given else (str(option.default) if option.shows_default else "")
 
 
 class SetupScreen(Screen):
@@ -154,8 +173,7 @@ class SetupScreen(Screen):
                      "everything is checked first.", classes="intro")
         with VerticalScroll(id="form"):
             workload = prefill.workload or ("" if prefill.script else PLAN_DEFAULTS["workload"])
-            yield row("Workload", Input(compact=True, value=workload, id="workload",
-                                        placeholder="built-in name, package.module:function or file.py:function"))
+            yield option_field(plan_option("workload"), workload)
             yield Static("", id="workload-status", classes="field-status")
             yield OptionList(*(Option(f"[b]{name}[/b]  {desc}", id=name) for name, desc in self.builtins.items()),
                              id="builtins")
@@ -163,39 +181,26 @@ class SetupScreen(Screen):
                                       placeholder="or your own: train.py --batch-size {per_device} --lr {lr} "
                                                   "(clear Workload)"))
             yield Static("", id="script-status", classes="field-status")
-            yield row("Adapter", Select(compact=True, options=[], id="adapter", allow_blank=True, prompt="finding adapters…"))
+            yield option_field(plan_option("adapter"), options=[], allow_blank=True, prompt="finding adapters…")
             yield Static("", id="adapter-status", classes="field-status")
             yield Vertical(id="adapter-options")  # one field per option the chosen adapter declares
             yield row("Devices", Static("detecting…", id="devices"))
-            yield row("Processes", Input(compact=True, value=str(prefill.nproc) if prefill.nproc else "", id="nproc", type="integer",
-                                         placeholder="default: every GPU; 2 on CPU"))
-            yield row("Memory per device", Input(compact=True, value=prefill.device_memory or "", id="device-memory",
-                                                 placeholder="e.g. 1GiB (default: the GPU's own)"))
-            yield row("Task type", Select(compact=True, options=[("the workload's own", "")] + [(p.label, p.name) for p in TASKS.values()],
-                                          id="task", value="", allow_blank=False))
-            yield row("Optimizer", Select(compact=True, options=[("the workload's own", "")] + [(o, o) for o in sorted(KNOWN_OPTIMIZERS)],
-                                          id="optimizer", value="", allow_blank=False))
-            yield row("Batch used today", Input(compact=True, id="base-batch", type="integer",
-                                                placeholder="the global batch your LR was tuned for"))
-            yield row("LR used today", Input(compact=True, id="base-lr", type="number", placeholder="the learning rate you use"))
-            yield row("Target global batch", Input(compact=True, id="global-batch", type="integer",
-                                                   placeholder="empty: the sweep decides"))
+            yield option_field(plan_option("nproc"), field_value(plan_option("nproc"), prefill))
+            yield option_field(plan_option("device_memory"), field_value(plan_option("device_memory"), prefill))
+            own = [("the workload's own", "")]
+            yield option_field(plan_option("task"), options=own + [(p.label, p.name) for p in TASKS.values()],
+                               value="", allow_blank=False)
+            yield option_field(plan_option("optimizer"), options=own + [(o, o) for o in sorted(KNOWN_OPTIMIZERS)],
+                               value="", allow_blank=False)
+            for name in ("base_batch", "base_lr", "global_batch"):
+                yield option_field(plan_option(name))
             yield Static("", id="global-status", classes="field-status")
-            yield row("Target nodes", Input(compact=True, id="nodes", type="integer",
-                                            placeholder="default 1: the cluster the plan is for (probes run here)"))
-            yield row("GPUs per node", Input(compact=True, id="gpus-per-node", type="integer",
-                                             placeholder="default: the processes above"))
+            for name in ("nodes", "gpus_per_node"):
+                yield option_field(plan_option(name))
             with Collapsible(title="More settings (headroom, steps, precision)", id="more"):
-                yield row("Headroom", Input(compact=True, value=str(PLAN_DEFAULTS["headroom"]), id="headroom", type="number"))
-                yield row("Trial steps", Input(compact=True, value=str(prefill.trial_steps or PLAN_DEFAULTS["trial_steps"]),
-                                               id="trial-steps", type="integer"))
-                yield row("Sweep steps", Input(compact=True, value=str(prefill.sweep_steps or PLAN_DEFAULTS["sweep_steps"]),
-                                               id="sweep-steps", type="integer"))
-                yield row("Precision", Select(compact=True, options=[("auto: bf16 on Ampere+ GPUs; else fp32, mixed before halving", "auto"),
-                                               ("fp32", "fp32"), ("bf16", "bf16"), ("fp16 (CUDA)", "fp16")],
-                                              id="precision", value="auto", allow_blank=False))
-                yield row("", Checkbox("Subset sweep: 8, 16, 32, 64, 128 instead of half / chosen / double",
-                                       id="subset-sweep"))
+                for option in FORM_OPTIONS:
+                    if option.name not in FIRST_PART:
+                        yield option_field(option, field_value(option, prefill))
         yield Static("", classes="error-panel")
         with Horizontal(classes="actions"):
             yield Button("Start ▶ (ctrl+r)", id="start", variant="primary")
@@ -517,21 +522,13 @@ class SetupScreen(Screen):
     # -- start --------------------------------------------------------------------------------------------
     def plan_options(self) -> dict:
         """The named plan options (advisor.settings) the form says; the engine reads the text and the defaults."""
-        options = {field.replace("-", "_"): self.query_one(f"#{field}", Input).value.strip() or None
-                   for field in TEXT_OPTIONS}
+        options = {option.name: self._field_option(option) for option in FORM_OPTIONS}
         # SCRIPT ARGS as typed; check_setup takes it out before the named options reach the engine
         options["script"] = self.query_one("#script", Input).value.strip() or None
-        adapter = self.query_one("#adapter", Select).value
-        options["adapter"] = adapter if isinstance(adapter, str) else None
-        precision = self.query_one("#precision", Select).value
-        options["precision"] = str(precision) if precision else None
-        options["subset_sweep"] = self.query_one("#subset-sweep", Checkbox).value
-        optimizer = self.query_one("#optimizer", Select).value
-        if optimizer and not (self.workload and optimizer == self.workload.optimizer):
-            options["optimizer"] = str(optimizer)
-        task = self.query_one("#task", Select).value
-        if task and not (self.workload and task == self.workload.task):
-            options["task"] = str(task)
+        for name, own in (("optimizer", self.workload.optimizer if self.workload else None),
+                          ("task", self.workload.task if self.workload else None)):
+            if options[name] == own:
+                options[name] = None  # the workload's own is no override
         options["adapter_options"] = {}
         for option in self.adapter_options.get(options["adapter"], ()):
             shown = self.query(f"#adapter-option-{option.name}")  # none yet, right after the adapter changed
@@ -539,6 +536,15 @@ class SetupScreen(Screen):
             if isinstance(value, str) and value.strip():
                 options["adapter_options"][option.name] = value.strip()
         return options
+
+    def _field_option(self, option: PlanOption):
+        """A declared option as its field says it: text (None when empty), a switch, or the chosen value."""
+        widget = self.query_one(f"#{option.field_id}")
+        if isinstance(widget, Input):
+            return widget.value.strip() or None
+        if isinstance(widget, Checkbox):
+            return widget.value
+        return widget.value if isinstance(widget.value, str) and widget.value else None
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "start":
