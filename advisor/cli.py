@@ -8,6 +8,7 @@ and `check` start fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -964,6 +965,23 @@ def _closed_pipe() -> int:
     return CLOSED_PIPE
 
 
+@contextlib.contextmanager
+def _torch_cpp_log_quiet_here(quiet: bool):
+    """While torch loads in this process: c10's log level FATAL, so a node that cannot reach node 0's rendezvous
+    store (or loses it) says so in our one paragraph, without torch's `[E... socket.cpp] ... frame #0 ...` error
+    lines first. c10 reads TORCH_CPP_LOG_LEVEL once, when torch loads (checked with torch 2.13: ERROR still
+    prints those, FATAL does not), so the variable is put back afterwards: the workers this process starts keep
+    the user's level and their own C++ errors. A level the user set is kept."""
+    if not quiet or "TORCH_CPP_LOG_LEVEL" in os.environ:
+        yield
+        return
+    os.environ["TORCH_CPP_LOG_LEVEL"] = "FATAL"
+    try:
+        yield
+    finally:
+        os.environ.pop("TORCH_CPP_LOG_LEVEL", None)
+
+
 def import_torch_keeping_ctrl_c() -> None:
     """Import torch so that a Ctrl-C during the import is not lost. Measured with torch 2.13: a SIGINT about half
     a second into `import torch` lands in numpy's import, which torch's C init (`from torch._C import *`) runs
@@ -1033,11 +1051,8 @@ def _main(argv: list[str] | None) -> int:
     if not getattr(args, "func", None) or getattr(args, "tui", False):
         return cmd_tui(args)  # bare `advisor`, `advisor tui`, `advisor diagnose --tui`
     if getattr(args, "command", None) in ("plan", "replan"):  # minutes of runs: a Ctrl-C must stop them
-        if getattr(args, "nnodes", None) or os.environ.get("SLURM_NNODES"):
-            # A node that loses the rendezvous store says so in one paragraph; torch's C++ warning would add a
-            # stack of native frames first. Read when torch loads.
-            os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
-        import_torch_keeping_ctrl_c()
+        with _torch_cpp_log_quiet_here(bool(getattr(args, "nnodes", None) or os.environ.get("SLURM_NNODES"))):
+            import_torch_keeping_ctrl_c()
     return args.func(args)
 
 
