@@ -503,7 +503,8 @@ def replan_target_from_args(args):
         device_type = "cpu" if device is None or str(device) == "cpu" else "cuda"
     if device_type == "cpu" and args.gpu:
         raise SetupError("--device cpu contradicts --gpu; leave one out.")
-    return ReplanTarget(memory, source, gpu, device_type, args.nproc, args.nodes or 1, args.precision,
+    nodes = 1 if args.nodes is None else args.nodes  # `--nodes 0` is refused, not read as one node
+    return ReplanTarget(memory, source, gpu, device_type, args.nproc, nodes, args.precision,
                         args.global_batch, args.headroom, allow_few_steps=bool(getattr(args, "force", False)))
 
 
