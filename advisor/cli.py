@@ -367,10 +367,14 @@ def _histories_here(missing) -> str:
 
 
 def cmd_check(args) -> int:
+    from .explain import measurements_missing
     from .recipe import check_recipe
     from .recipe_check import recipe_warnings
 
     data = check_recipe(args.recipe)
+    missing = measurements_missing(data)
+    if missing:  # a note, not a warning: the decisions --strict checks are whole without the measurements
+        print(f"{args.recipe}: note: {missing}", file=sys.stderr)
     warnings = recipe_warnings(data)
     for warning in warnings:
         print(f"{args.recipe}: warning: {warning}", file=sys.stderr)

@@ -131,3 +131,31 @@ def test_init_with_force_replaces_a_file_keeping_a_backup(tmp_path, capsys):
     path.write_text("# my edits\n")
     assert main(["init", "--out", str(path), "--force"]) == 0
     assert "TODO" in path.read_text() and (tmp_path / "workload.py.bak").read_text() == "# my edits\n"
+
+
+@pytest.mark.parametrize("sibling", ["missing", "a folder", "another file"])
+def test_explain_and_check_say_when_the_measurements_beside_the_recipe_are_not_loaded(tmp_path, capsys, sibling):
+    """A recipe copied without its NAME.measurements.toml (or with a folder or another file in its place) lost its
+    per-run rows and the Time line from `advisor explain` without a word; `check` said OK. Now both say why."""
+    import shutil
+
+    from advisor.cli import main
+
+    recipe = tmp_path / "digits-cnn.toml"
+    shutil.copy(REPO_RECIPE, recipe)
+    measured = tmp_path / "digits-cnn.measurements.toml"
+    if sibling == "a folder":
+        measured.mkdir()
+    elif sibling == "another file":
+        measured.write_text("[[ledger]]\nphase = 'trial'\n")
+    assert main(["explain", str(recipe)]) == 0 and main(["check", str(recipe)]) == 0
+    out, err = capsys.readouterr()
+    assert "\nMeasurements: " in out and "per-run rows and step times are not shown" in out and "Time: " not in out
+    assert f"{recipe}: note: {measured}" in err and "commit both" in err
+    shutil.copy(REPO_RECIPE.with_name("digits-cnn.measurements.toml"), tmp_path / "whole.measurements.toml")
+    shutil.copy(REPO_RECIPE, tmp_path / "whole.toml")
+    text = (tmp_path / "whole.toml").read_text().replace('"digits-cnn.measurements.toml"', '"whole.measurements.toml"')
+    (tmp_path / "whole.toml").write_text(text)
+    assert main(["explain", str(tmp_path / "whole.toml")]) == 0 and main(["check", str(tmp_path / "whole.toml")]) == 0
+    out, err = capsys.readouterr()
+    assert "Measurements:" not in out and "Time: " in out and "note" not in err
