@@ -617,8 +617,8 @@ def needs_timing(verdict: SweepVerdict) -> list[int]:
     ratio of that no timing round has measured together yet. The pairs: neighbours among the equals (the walk), the
     same with each inconclusive candidate still under the seed budget taken in (``Comparison.pick_unchanged``), and
     your own setting with the pick (the advice says its samples/s against yours). A set that grew (the range, or
-    the equals) is timed only where it grew: the new candidate with its neighbours, in new rounds; a pair's ratio
-    reads only rounds the two ran in together."""
+    the equals) is timed only where it grew: the new candidate with its neighbours (and your setting, in every set),
+    in new rounds; a pair's ratio reads only rounds the two ran in together."""
     pairs = set()
     for batches in _walk_sets(verdict):
         pairs |= set(zip(batches, batches[1:]))
@@ -626,7 +626,10 @@ def needs_timing(verdict: SweepVerdict) -> list[int]:
     if yours is not None and yours.status == "ok" and verdict.chosen not in (None, verdict.yours):
         pairs.add(tuple(sorted((verdict.yours, verdict.chosen))))
     missing = [pair for pair in pairs if not _timed_together(verdict.candidate(pair[0]), verdict.candidate(pair[1]))]
-    return sorted({batch for pair in missing for batch in pair})
+    batches = {batch for pair in missing for batch in pair}
+    if batches and yours is not None and yours.status == "ok":
+        batches.add(verdict.yours)  # in every set: whatever the pick becomes, its ratio to yours is then side by side
+    return sorted(batches)
 
 
 def _walk_sets(verdict: SweepVerdict) -> list[list[int]]:
