@@ -804,9 +804,9 @@ def _rule_code(verdict: SweepVerdict, tied: list[CandidateScores]) -> str:
 
 
 def _walk_start(tied: list[CandidateScores], yours: int | None, batchnorm: bool) -> tuple[CandidateScores, str]:
-    """Where the walk up the equals starts, and why: the smallest (it needs the smallest LR scale-up); your own
-    setting when it is an equal (changing it costs something, so a change must pay in speed); and for a model with
-    BatchNorm, never below the largest equal under SMALL_MICRO_BATCH (a tie never moves it to a smaller
+    """Where the walk among the equals starts, and why: the smallest (it needs the smallest LR scale-up); your own
+    setting when it is an equal (a move either way must be shown by every timing round: ``walk_equals``); and for a
+    model with BatchNorm, never below the largest equal under SMALL_MICRO_BATCH (a tie never moves it to a smaller
     micro-batch, which trains its statistics on fewer samples)."""
     start, why = tied[0], "smallest"
     if batchnorm:
