@@ -156,7 +156,7 @@ def test_the_equals_are_timed_side_by_side_and_a_batch_the_range_grew_to_with_it
             return super().train(phase, per_device, *args, **kw)
 
     def sweep(walk, machine=DriftingMachine):
-        s = settings(nproc=2, sweep_steps=40, sweep_walk=walk, trial_steps=8, base_batch=1000)  # yours past the cap
+        s = settings(nproc=2, sweep_steps=40, sweep_extensions=walk, trial_steps=8, base_batch=1000)  # yours past the cap
         runner = machine(saturate=None, val={8: 0.95, 16: 0.95, 32: 0.95, 64: 0.80}.__getitem__)
         setup = validate_setup(s, load_adapter("ddp"), HostDevices("cpu"))
         recorder = HistoryRecorder(tmp_path / f"{machine.__name__}{walk}.jsonl", run_context(s, setup),
@@ -226,7 +226,7 @@ def test_tied_candidates_reused_from_the_history_are_timed_again_side_by_side(tm
             record.warmup_steps = kw.get("warmup_steps", args[0] if args else 0)  # a history row matches on it
             return record
 
-    s = settings(nproc=2, sweep_steps=40, sweep_walk=0, trial_steps=8, base_batch=1000)  # yours past the cap
+    s = settings(nproc=2, sweep_steps=40, sweep_extensions=0, trial_steps=8, base_batch=1000)  # yours past the cap
     setup = validate_setup(s, load_adapter("ddp"), HostDevices("cpu"))
     path = tmp_path / "history.jsonl"
 
@@ -421,7 +421,7 @@ def test_a_seed_that_rules_a_candidate_out_skips_its_other_seeds():
             return super().train(phase, per_device, *args, **kw)
 
     adapter = load_adapter("ddp")
-    s = settings(nproc=2, sweep_steps=40, sweep_walk=0)
+    s = settings(nproc=2, sweep_steps=40, sweep_extensions=0)
     runner = TrainingOutgrowsTheProbe(saturate=None, val={8: 0.80, 16: 0.95}.__getitem__)
     session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=runner)
     session.ceiling()
@@ -437,7 +437,7 @@ def test_the_range_grows_once_past_a_winning_end_then_says_what_was_not_compared
     _, runner, outcome = swept_session(smaller_is_better, centre=16, walk=1)
     assert outcome.extended == [4] and outcome.candidates == [4, 8, 16, 32] and outcome.chosen == 4
     assert [r["seed"] for r in runner.runs if r["per_device"] == 4 and r["phase"] == "sweep"] == [0, 1, 2]
-    assert "It is the smallest swept and the range has grown 1 time(s) (--sweep-walk 1): 2 per device was not " \
+    assert "It is the smallest swept and the range has grown 1 time(s) (--sweep-extensions 1): 2 per device was not " \
            "compared." in outcome.reason
     assert outcome.verdict.unexplored == 2 and outcome.verdict.summary()["not_compared_because"] == "walk-spent"
     _, _, never = swept_session(smaller_is_better, centre=16, walk=0)
@@ -476,7 +476,7 @@ def test_an_unstable_candidate_at_a_scaled_up_lr_is_rerun_at_the_validated_lr_an
         from advisor.method import lr_for
 
         adapter = load_adapter("ddp")
-        s = settings(nproc=2, sweep_steps=40, sweep_walk=0)
+        s = settings(nproc=2, sweep_steps=40, sweep_extensions=0)
         runner = CurveRunner({}, saturate=None, val=lambda b: {8: 0.90, 16: 0.95, 32: 0.96}[b])
         events = []
         session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), events.append, runner=runner)

@@ -105,7 +105,7 @@ class Machine(StubRunner):
 
 def seeded_plan(table, speed=None, centre=32, **kw):
     """A stub sweep around ``centre`` whose run at (batch, seed) scores ``table[batch][seed]``: (runner, outcome)."""
-    s = settings(nproc=2, sweep_steps=40, sweep_walk=0, base_batch=1000, **kw)  # your setting past the cap
+    s = settings(nproc=2, sweep_steps=40, sweep_extensions=0, base_batch=1000, **kw)  # your setting past the cap
     runner = Machine(speed, saturate=None, seeded_val=lambda batch, seed: table[batch][seed])
     runner.events = []
     session = Session(load_adapter("ddp"), s, validate_setup(s, load_adapter("ddp"), HostDevices("cpu")),
@@ -158,7 +158,7 @@ class BatchNormStub(StubRunner):
 
 
 def test_a_batchnorm_session_never_trains_one_per_device():
-    s = settings(nproc=2, sweep_steps=40, sweep_walk=1)
+    s = settings(nproc=2, sweep_steps=40, sweep_extensions=1)
     runner = BatchNormStub(saturate=None, val={2: 0.95, 4: 0.90}.get)
     session = Session(load_adapter("ddp"), s, validate_setup(s, load_adapter("ddp"), HostDevices("cpu")),
                       runner=runner)
@@ -170,7 +170,7 @@ def test_a_batchnorm_session_never_trains_one_per_device():
 
 def yours_plan(val, centre, base_batch, speed=None, **kw):
     """A stub plan on 2 processes whose base global batch is ``base_batch`` (your setting: half of it per device)."""
-    s = settings(nproc=2, sweep_steps=40, sweep_walk=0, base_batch=base_batch, trial_steps=8, **kw)
+    s = settings(nproc=2, sweep_steps=40, sweep_extensions=0, base_batch=base_batch, trial_steps=8, **kw)
 
     class Machine(StubRunner):
         def train(self, phase, per_device, steps, lr, *args, **kwargs):

@@ -297,7 +297,7 @@ class SweepVerdict:
     comparisons: list[Comparison] = field(default_factory=list)
     extend_to: int | None = None  # the next batch past the winning end, when the rule asks for one
     # The winner is an end of the range and the batch past it was not compared: that batch, and why not
-    # (PAST_CAP: over the cap; WALK_SPENT: the range grew --sweep-walk times already).
+    # (PAST_CAP: over the cap; WALK_SPENT: the range grew --sweep-extensions times already).
     unexplored: int | None = None
     end: str = ""
     cap: int | None = None
@@ -473,7 +473,7 @@ class SweepVerdict:
                     "was not compared.")
         if self.end == WALK_SPENT:
             return (f" It is the {side} swept and the range has grown {self.policy.extensions} time(s) "
-                    f"(--sweep-walk {self.policy.extensions}): {self.unexplored} per device was not compared.")
+                    f"(--sweep-extensions {self.policy.extensions}): {self.unexplored} per device was not compared.")
         return ""
 
     def summary(self) -> dict:

@@ -214,11 +214,11 @@ def comparison_sweep(runner: ReusingRunner, info: WorkloadInfo, settings: Method
                      precision: str, cap: Cap, earlier: Callable[[], list[TrialRecord]], decide: Decide,
                      note: Callable[[str], None]) -> SweepOutcome:
     """Step 4 around ``chosen`` (the trial's pick) within ``cap``: every candidate on the same paired seeds and
-    the same samples, then ``decide_sweep``'s verdict, extending the range while an end wins (``sweep_walk``
+    the same samples, then ``decide_sweep``'s verdict, extending the range while an end wins (``sweep_extensions``
     times at most). ``decide`` hears each decision as it is made, ``note`` what changed the range; the closing
     reason is the outcome's."""
     sweep = SweepRun(runner, info, settings, precision, cap, earlier, decide, note,
-                     policy=SweepPolicy(seeds=settings.sweep_seeds, extensions=settings.sweep_walk,
+                     policy=SweepPolicy(seeds=settings.sweep_seeds, extensions=settings.sweep_extensions,
                                         max_seeds=max(settings.sweep_seeds, DEFAULT_POLICY.max_seeds)))
     chosen, candidates, range_note = sweep.candidate_range(chosen)
     yours = your_setting(info.base_global_batch, runner.nproc, cap.value, info.has_batchnorm)[0]
