@@ -710,3 +710,15 @@ def test_one_large_validation_rise_with_its_accuracy_falling_is_overfitting_in_a
     # The guard: the same jump with the accuracy at its best is one noisy evaluation, not a verdict.
     text = _keras_rows([0.444, 0.247, 0.134], [0.78, 0.90, 0.95], [0.290, 0.268, 0.369], [0.864, 0.876, 0.888])
     assert "overfitting" not in _kinds(_diagnose(tmp_path, text, name="training_log2.csv"))
+
+
+def test_a_jittery_excerpt_whose_first_loss_is_near_zero_is_not_a_blow_up(tmp_path):
+    # Batch-1 style losses in a mid-run excerpt: most ~0.001, one in three 0.3-1.5. The first logged value happens to
+    # be 0.001, so the next large one is "1,000x every value before it" and the tail's median is back at 0.001
+    # ("never under the level before"): that is the jitter, not a blow-up, and never an error.
+    rng = random.Random(2)
+    values = [0.001] + [0.001 if rng.random() < 0.7 else rng.uniform(0.3, 1.5) for _ in range(150)]
+    values[1] = 1.2
+    lines = [f"INFO:root:Epoch [6/6], Step [{10 * (i + 1)}/1549], Loss: {v:.4f}" for i, v in enumerate(values)]
+    report = _diagnose(tmp_path, "\n".join(lines) + "\n", name="training.log")
+    assert "diverged" not in _kinds(report)

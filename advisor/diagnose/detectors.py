@@ -490,8 +490,12 @@ def detect_blown_up(series: dict[str, list[Point]], ctx: Context) -> list[Findin
         settled = _median(after[len(after) // 2:])
         third = max(1, len(after) // 3)
         falling = _median(after[:third]) - _median(after[-third:]) > DEAD_NO_FALL * settled
+        # Without an accuracy, the spike must also stand orders of magnitude above the run as a whole (its upper
+        # quartile): in a jittery excerpt whose first value is ~0, every large batch loss is "100x every value
+        # before it", and a third of them are as large.
         at_chance = (settled >= DEAD_AT_CHANCE * chance[0] if chance
-                     else settled >= (1 - DEAD_NO_FALL) * min(values[:index]))
+                     else settled >= (1 - DEAD_NO_FALL) * min(values[:index])
+                     and values[index] >= EXPLOSION_FACTOR * sorted(values)[3 * len(values) // 4])
         if falling or not at_chance:
             continue
         return [_blown_up_finding(name, points, index, settled, chance, ctx)]
