@@ -722,3 +722,12 @@ def test_a_jittery_excerpt_whose_first_loss_is_near_zero_is_not_a_blow_up(tmp_pa
     lines = [f"INFO:root:Epoch [6/6], Step [{10 * (i + 1)}/1549], Loss: {v:.4f}" for i, v in enumerate(values)]
     report = _diagnose(tmp_path, "\n".join(lines) + "\n", name="training.log")
     assert "diverged" not in _kinds(report)
+
+
+def test_an_accuracy_plateau_near_perfect_while_training_falls_is_not_overfitting(tmp_path):
+    # No validation loss, validation accuracy 0.985-0.99 from epoch 5 of 20 while training falls on: a quality within
+    # a tenth of perfect has no room left to show overfitting by stalling.
+    rng = random.Random(6)
+    lines = [f"Epoch {e}: train_loss={1.2 * 0.8 ** e:.5f} val_acc={min(0.988, 0.9 + 0.02 * e) + rng.uniform(-0.002, 0.002):.4f}"
+             for e in range(1, 21)]
+    assert "overfitting" not in _kinds(_diagnose(tmp_path, "\n".join(lines) + "\n"))

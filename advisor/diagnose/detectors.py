@@ -1542,7 +1542,8 @@ def _quality_stalled_overfitting(series: dict[str, list[Point]], ctx: Context) -
     """No validation loss, only a quality (accuracy, mAP, BLEU, F1: higher is better): overfitting when the quality
     stopped improving (its best OVERFIT_SINCE+ evaluations old and older than VAL_STALE_SHARE of them, the last ones
     no better than those around the best: _validation_stalled's rule, mirrored) while the training loss fell
-    OVERFIT_PLATEAU_FALL+ over the quality's plateau (from its first evaluation within the best's margin on)."""
+    OVERFIT_PLATEAU_FALL+ over the quality's plateau (from its first evaluation within the best's margin on), and
+    the best left room to improve (under QUALITY_ROOM of perfect)."""
     quality = validation_quality(series)
     train = _finite(series.get("train_loss_epoch", []) or series.get(TRAIN_LOSS, []))
     if len(quality) < 2 * OVERFIT_SINCE or len(train) < STUCK_FEW_POINTS:
@@ -1552,6 +1553,8 @@ def _quality_stalled_overfitting(series: dict[str, list[Point]], ctx: Context) -
     if len(values) - 1 - best < max(OVERFIT_SINCE, VAL_STALE_SHARE * len(values)):
         return []
     scale = 100.0 if max(values) > 1.0 else 1.0
+    if values[best] >= QUALITY_ROOM * scale:  # within a tenth of perfect: no room left to show a stall
+        return []
     noise = _mad_sigma([b - a for a, b in zip(values, values[1:])]) / math.sqrt(2)
     margin = max(2 * noise, QUALITY_RISE_FLOOR * scale)
     fall = _train_fall_on_plateau(train, quality, values[best] - margin, higher_is_better=True)
@@ -1570,6 +1573,7 @@ def _quality_stalled_overfitting(series: dict[str, list[Point]], ctx: Context) -
 
 
 OVERFIT_PLATEAU_FALL = 0.15  # training's fall over validation's plateau that says it still fits the training set
+QUALITY_ROOM = 0.9  # a quality (0-1 or 0-100 scale) at or above this share of perfect cannot show overfitting by stalling
 
 
 def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
