@@ -532,9 +532,9 @@ COLLAPSE_TAIL = 3  # ... and then sat at chance for its last this many evaluatio
 
 
 def _smoothed_best(values: list[float]) -> tuple[int, float]:
-    """(index, value) of the lowest point of the curve's running median (width n/20, at least 5; raw below 20
-    points, where a per-epoch mean is already an average), searched before the last quarter."""
-    width = max(5, len(values) // 20) | 1 if len(values) >= MIN_POINTS else 1
+    """(index, value) of the lowest point of the curve's running median (width n/20, at least 5; 3 below 20 points,
+    where each point is already an epoch's mean but one low point is no level), searched before the last quarter."""
+    width = max(5, len(values) // 20) | 1 if len(values) >= MIN_POINTS else 3
     half = width // 2
     head = values[:len(values) - max(1, len(values) // 4)]
     smoothed = [_median(values[max(0, i - half):i + half + 1]) for i in range(len(head))]
@@ -556,7 +556,9 @@ def _gave_back(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
         values = _values(points)
         start = max(_median(values[:3]), _median(values[:max(1, len(values) // 10)]))
         index, best = _smoothed_best(values)
-        end = _median(values[len(values) - max(2, len(values) // 4):])
+        last_quarter = values[len(values) - max(2, len(values) // 4):]
+        # Under MIN_POINTS (epoch means, a handful): every point of the last quarter back up, not one late spike.
+        end = _median(last_quarter) if len(values) >= MIN_POINTS else min(last_quarter)
         decrease = start - best
         if start <= 0 or decrease < max(GIVE_BACK_MIN_DECREASE * start, GIVE_BACK_TO_NOISE * _trend_and_noise(values)[1]):
             continue
