@@ -159,3 +159,27 @@ def test_explain_and_check_say_when_the_measurements_beside_the_recipe_are_not_l
     assert main(["explain", str(tmp_path / "whole.toml")]) == 0 and main(["check", str(tmp_path / "whole.toml")]) == 0
     out, err = capsys.readouterr()
     assert "Measurements:" not in out and "Time: " in out and "note" not in err
+
+
+@pytest.mark.parametrize("command", [["history"], ["plan", "--workload", "digits-mlp", "--device-memory", "64MiB"]])
+@pytest.mark.parametrize("content", [b"step 1 loss 2.3\nstep 2 loss 2.1\n", b"\x89PNG\x00\xff\xfe" * 50], ids=["a-log", "binary"])
+def test_a_history_path_that_names_another_file_is_refused_and_left_as_it_was(tmp_path, capsys, command, content):
+    """`advisor history --history train.log` (or a binary file) said 'no runs recorded', and `advisor plan
+    --history train.log` would have appended its rows to the log."""
+    from advisor.cli import main
+
+    other = tmp_path / "train.log"
+    other.write_bytes(content)
+    assert main([*command, "--history", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert f"--history names {other}, which is not an advisor history" in err and "Nothing was run." in err
+    assert "Traceback" not in err and other.read_bytes() == content
+
+
+def test_a_history_with_a_torn_last_line_still_reads(tmp_path, capsys):
+    from advisor.cli import main
+
+    history = tmp_path / "h.jsonl"
+    history.write_text((REPO / "recipes" / ".history.jsonl").read_text().splitlines()[0] + '\n{"kind": "tri')
+    assert main(["history", "--history", str(history)]) == 0
+    assert "1 torn line(s) left out" in capsys.readouterr().out
