@@ -183,3 +183,24 @@ def test_a_history_with_a_torn_last_line_still_reads(tmp_path, capsys):
     history.write_text((REPO / "recipes" / ".history.jsonl").read_text().splitlines()[0] + '\n{"kind": "tri')
     assert main(["history", "--history", str(history)]) == 0
     assert "1 torn line(s) left out" in capsys.readouterr().out
+
+
+def test_a_workload_spec_that_names_a_folder_or_a_non_python_file_says_which_form_works(tmp_path, monkeypatch):
+    """`--workload train.log:workload` said "No module named 'train'" and `--workload proj:workload` (a folder)
+    "has no function 'workload'. Callables it defines: none"; a package folder, or a module beside a folder of the
+    same name, still imports as Python would."""
+    project = _project(tmp_path)
+    (tmp_path / "train.log").write_text("step 1 loss 2.3\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(WorkloadError) as caught:
+        load_workload_function("proj:workload")
+    assert "names the folder 'proj' (Python files there: mymodel.py, textcnn.py)" in str(caught.value)
+    assert "for example 'proj/textcnn.py:workload'" in str(caught.value)  # the file that defines it
+    with pytest.raises(WorkloadError, match="'train.log', a file that is not Python source"):
+        load_workload_function("train.log:workload")
+    (project / "__init__.py").write_text("def workload():\n    return 'the package'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        assert load_workload_function("proj:workload")() == "the package"
+    finally:
+        sys.modules.pop("proj", None)
