@@ -204,3 +204,18 @@ def test_a_workload_spec_that_names_a_folder_or_a_non_python_file_says_which_for
         assert load_workload_function("proj:workload")() == "the package"
     finally:
         sys.modules.pop("proj", None)
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["workloads", "foo"], "`advisor workloads` does not take 'foo'."),
+    (["history", "--jsn"], "`advisor history` does not take '--jsn'. Did you mean --json?"),
+    (["export", "R", "--to", "torchrun", "--forse"], "Did you mean --force?"),
+])
+def test_a_word_the_command_does_not_take_is_named_with_the_command(capsys, argv, said):
+    """argparse printed the bare `advisor` usage and 'advisor: error: unrecognized arguments: foo', naming neither
+    the command nor what it takes."""
+    from advisor.cli import main
+
+    assert main([str(REPO_RECIPE) if word == "R" else word for word in argv]) == 2
+    err = capsys.readouterr().err
+    assert said in err and f"`advisor {argv[0]} --help` lists what it takes" in err and "usage:" not in err
