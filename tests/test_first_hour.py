@@ -159,3 +159,63 @@ def test_explain_and_check_say_when_the_measurements_beside_the_recipe_are_not_l
     assert main(["explain", str(tmp_path / "whole.toml")]) == 0 and main(["check", str(tmp_path / "whole.toml")]) == 0
     out, err = capsys.readouterr()
     assert "Measurements:" not in out and "Time: " in out and "note" not in err
+
+
+@pytest.mark.parametrize("command", [["history"], ["plan", "--workload", "digits-mlp", "--device-memory", "64MiB"]])
+@pytest.mark.parametrize("content", [b"step 1 loss 2.3\nstep 2 loss 2.1\n", b"\x89PNG\x00\xff\xfe" * 50], ids=["a-log", "binary"])
+def test_a_history_path_that_names_another_file_is_refused_and_left_as_it_was(tmp_path, capsys, command, content):
+    """`advisor history --history train.log` (or a binary file) said 'no runs recorded', and `advisor plan
+    --history train.log` would have appended its rows to the log."""
+    from advisor.cli import main
+
+    other = tmp_path / "train.log"
+    other.write_bytes(content)
+    assert main([*command, "--history", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert f"--history names {other}, which is not an advisor history" in err and "Nothing was run." in err
+    assert "Traceback" not in err and other.read_bytes() == content
+
+
+def test_a_history_with_a_torn_last_line_still_reads(tmp_path, capsys):
+    from advisor.cli import main
+
+    history = tmp_path / "h.jsonl"
+    history.write_text((REPO / "recipes" / ".history.jsonl").read_text().splitlines()[0] + '\n{"kind": "tri')
+    assert main(["history", "--history", str(history)]) == 0
+    assert "1 torn line(s) left out" in capsys.readouterr().out
+
+
+def test_a_workload_spec_that_names_a_folder_or_a_non_python_file_says_which_form_works(tmp_path, monkeypatch):
+    """`--workload train.log:workload` said "No module named 'train'" and `--workload proj:workload` (a folder)
+    "has no function 'workload'. Callables it defines: none"; a package folder, or a module beside a folder of the
+    same name, still imports as Python would."""
+    project = _project(tmp_path)
+    (tmp_path / "train.log").write_text("step 1 loss 2.3\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(WorkloadError) as caught:
+        load_workload_function("proj:workload")
+    assert "names the folder 'proj' (Python files there: mymodel.py, textcnn.py)" in str(caught.value)
+    assert "for example 'proj/textcnn.py:workload'" in str(caught.value)  # the file that defines it
+    with pytest.raises(WorkloadError, match="'train.log', a file that is not Python source"):
+        load_workload_function("train.log:workload")
+    (project / "__init__.py").write_text("def workload():\n    return 'the package'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        assert load_workload_function("proj:workload")() == "the package"
+    finally:
+        sys.modules.pop("proj", None)
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["workloads", "foo"], "`advisor workloads` does not take 'foo'."),
+    (["history", "--jsn"], "`advisor history` does not take '--jsn'. Did you mean --json?"),
+    (["export", "R", "--to", "torchrun", "--forse"], "Did you mean --force?"),
+])
+def test_a_word_the_command_does_not_take_is_named_with_the_command(capsys, argv, said):
+    """argparse printed the bare `advisor` usage and 'advisor: error: unrecognized arguments: foo', naming neither
+    the command nor what it takes."""
+    from advisor.cli import main
+
+    assert main([str(REPO_RECIPE) if word == "R" else word for word in argv]) == 2
+    err = capsys.readouterr().err
+    assert said in err and f"`advisor {argv[0]} --help` lists what it takes" in err and "usage:" not in err
