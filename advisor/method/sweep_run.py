@@ -171,11 +171,10 @@ class SweepRun:
         return timed
 
     def swept_speed(self, batch: int) -> float | None:
-        """The fastest samples/s of ``batch``'s sweep runs so far: a timing run's length is set from it, so that it
-        lasts its 2 s even when the machine is as quiet as it was at the quietest of them."""
+        """The median samples/s of ``batch``'s sweep runs so far (a timing run's length is set from it)."""
         speeds = [r.samples_per_s for r in self.rows if r.phase == "sweep" and r.per_device == batch and r.status == "ok"
                   and r.samples_per_s]
-        return max(speeds) if speeds else None
+        return statistics.median(speeds) if speeds else None
 
     # -- the verdict -----------------------------------------------------------------------------------------
     def verdict_now(self, yours: int | None) -> SweepVerdict:
