@@ -492,12 +492,14 @@ def test_batch_to_batch_spread_while_the_validation_is_frozen_is_not_jitter(tmp_
 
 
 def test_batch_to_batch_jitter_with_a_validation_that_still_moves_is_jitter(tmp_path):
-    # The guard: the same training curve with a validation loss that moves epoch to epoch (0.23 +- 8%).
+    # The guard: the same training curve with a validation loss that moves epoch to epoch (0.23 +- 8%). Its batch
+    # noise is drawn at random: _noise repeats every 11 points, a recurring pattern (recurring_not_jitter), not jitter.
+    rng = random.Random(13)
     rows = ["epoch,step,train_loss,val_loss"]
     for epoch in range(20):
         for i in range(0, 375, 2):
             step = epoch * 375 + i
-            rows.append(f"{epoch},{step},{0.2 + 2.1 * 0.9 ** (step / 10) + _noise(step // 2, 0.08):.4f},")
+            rows.append(f"{epoch},{step},{0.2 + 2.1 * 0.9 ** (step / 10) + rng.uniform(-0.08, 0.08):.4f},")
         rows.append(f"{epoch},{epoch * 375 + 374},,{0.23 + _noise(epoch, 0.02):.4f}")
     assert "oscillation-jitter" in _kinds(_diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics.csv"))
 
@@ -743,3 +745,24 @@ def test_one_odd_epoch_in_a_short_log_is_no_give_back(tmp_path, train):
     # curves of 8-1,000 points fired 5 times before, on such logs; 0 after).
     text = "".join(f"Epoch {e}: train_loss={t:.4f}\n" for e, t in enumerate(train, start=1))
     assert "diverged" not in _kinds(_diagnose(tmp_path, text))
+
+
+def _swinging_steps(repeat: bool, seed: int = 12):
+    # 12 epochs of 30 logged steps around a level falling 1.4 -> 0.4; each step's loss 0.3x-2x the level. Repeated:
+    # the same 30 factors every epoch (examples stored topic by topic, never shuffled: the same batches are hard at
+    # the same place each epoch). Not repeated: fresh factors every epoch (shuffled data, a small batch).
+    rng = random.Random(seed)
+    profile = [rng.choice([0.3, 0.4, 0.5, 1.6, 2.0]) for _ in range(30)]
+    lines = []
+    for epoch in range(12):
+        factors = profile if repeat else [rng.choice([0.3, 0.4, 0.5, 1.6, 2.0]) for _ in range(30)]
+        for i, f in enumerate(factors):
+            step = epoch * 30 + i
+            level = 0.4 + 1.0 * 0.99 ** step
+            lines.append(f"step {step} loss {level * f * rng.uniform(0.97, 1.03):.4f}")
+    return "\n".join(lines) + "\n"
+
+
+def test_step_swings_that_repeat_every_epoch_are_the_data_order_not_jitter(tmp_path):
+    assert _kinds(_diagnose(tmp_path, _swinging_steps(repeat=True))) == ["oscillation-periodic"]
+    assert _kinds(_diagnose(tmp_path, _swinging_steps(repeat=False), name="run2.log")) == ["oscillation-jitter"]
