@@ -219,3 +219,39 @@ def test_a_word_the_command_does_not_take_is_named_with_the_command(capsys, argv
     assert main([str(REPO_RECIPE) if word == "R" else word for word in argv]) == 2
     err = capsys.readouterr().err
     assert said in err and f"`advisor {argv[0]} --help` lists what it takes" in err and "usage:" not in err
+
+
+@pytest.mark.parametrize("script, said", [
+    ("runs", "The script 'runs' is a folder (its .py files: train.py)"),
+    ("train.sh", "The script 'train.sh' is not Python source (a /bin/bash script)"),
+    ("model.bin", "The script 'model.bin' is not Python source (binary)"),
+])
+def test_a_script_python_cannot_run_is_refused_before_the_first_look(tmp_path, script, said):
+    """A shell script or a binary file after `--` failed in the first look's worker (exit 1, Python's SyntaxError
+    traceback relayed); a folder was said not to exist. A Python script without .py (a python shebang) still
+    runs."""
+    from advisor.door import detect_form
+    from advisor.errors import SetupError
+
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "train.py").write_text("")
+    (tmp_path / "train.sh").write_text("#!/bin/bash\ntorchrun train.py \"$@\"\n")
+    (tmp_path / "model.bin").write_bytes(b"\x80\x04\x95\x00\x00" * 20)
+    (tmp_path / "train").write_text("#!/usr/bin/env python3\nimport torch\n")
+    with pytest.raises(SetupError) as caught:
+        detect_form([script, "--bs", "{per_device}"], workdir=str(tmp_path))
+    assert said in str(caught.value) and "Nothing was run." in str(caught.value)
+    assert detect_form(["train", "--bs", "{per_device}"], workdir=str(tmp_path)).form == "placeholders"
+
+
+def test_a_mistyped_placeholder_is_named_with_the_one_meant(tmp_path):
+    """`--bs {per_devise}` was read as no placeholder at all ('its arguments hold no placeholder')."""
+    from advisor.door import detect_form
+    from advisor.errors import SetupError
+
+    (tmp_path / "train.py").write_text("import torch\n")
+    with pytest.raises(SetupError, match=r"hold \{per_devise\}, which is no placeholder: did you mean \{per_device\}"):
+        detect_form(["train.py", "--bs", "{per_devise}"], workdir=str(tmp_path))
+    spec = detect_form(["train.py", "--bs", "{per_device}", "--cfg", '{"tag": 1}', "--fmt", "{name}"],
+                       workdir=str(tmp_path))
+    assert spec.form == "placeholders"  # braces that are no near miss are the script's own
