@@ -255,3 +255,22 @@ def test_a_mistyped_placeholder_is_named_with_the_one_meant(tmp_path):
     spec = detect_form(["train.py", "--bs", "{per_device}", "--cfg", '{"tag": 1}', "--fmt", "{name}"],
                        workdir=str(tmp_path))
     assert spec.form == "placeholders"  # braces that are no near miss are the script's own
+
+
+def test_a_syntax_error_in_a_workload_file_names_the_users_line(tmp_path):
+    """It said '(at <frozen importlib._bootstrap>:241)', the last frame of the import, not the file's line."""
+    broken = tmp_path / "wl.py"
+    broken.write_text("import math\n\ndef workload(:\n    pass\n")
+    with pytest.raises(WorkloadError) as caught:
+        load_workload_function(f"{broken}:workload")
+    assert f"(at {broken}:3)" in str(caught.value) and "frozen" not in str(caught.value)
+
+
+@pytest.mark.parametrize("seconds", [-5.0, 0.0, float("inf")])
+def test_a_rendezvous_timeout_that_is_no_positive_time_is_refused_with_the_cluster_flags(seconds):
+    """`--rdzv-timeout -5` tried the rendezvous and then said 'could not reach node 0 ... within -5 s'."""
+    from advisor.cluster import cluster_spec
+    from advisor.errors import SetupError
+
+    with pytest.raises(SetupError, match=f"--rdzv-timeout must be a positive number of seconds, not {seconds:g}"):
+        cluster_spec(2, 1, "127.0.0.1:29611", None, seconds, environ={})
