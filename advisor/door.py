@@ -473,11 +473,14 @@ def script_session(script_argv: list[str], adapter, settings, host, on_event=Non
     ``cancel`` (a CancelToken) stops the look run: the app's Esc while it runs."""
     from .batches import ProbeSelection
     from .session import Session
-    from .setup_checks import validate_setup
+    from .setup_checks import SetupRefused, settings_problems, validate_setup
 
+    wrapped = ScriptAdapter(adapter)
+    refused, _ = settings_problems(settings, wrapped, host)
+    if refused:  # `--trial-steps 1` was refused only after the first look had run the script ("Nothing was run.")
+        raise SetupRefused(refused)
     door = open_door(script_argv, adapter, settings, cancel)  # refuses a script it cannot set before anything runs
     settings.workload = f"script:{door.spec.path}"
-    wrapped = ScriptAdapter(adapter)
     setup = validate_setup(settings, wrapped, host, workload=door.workload)
     setup.notes.extend(door.base_notes)
     if settings.sweep_seeds > 1:

@@ -274,3 +274,23 @@ def test_a_rendezvous_timeout_that_is_no_positive_time_is_refused_with_the_clust
 
     with pytest.raises(SetupError, match=f"--rdzv-timeout must be a positive number of seconds, not {seconds:g}"):
         cluster_spec(2, 1, "127.0.0.1:29611", None, seconds, environ={})
+
+
+def test_the_script_door_checks_the_flags_before_its_first_look_runs_the_script(tmp_path):
+    """`advisor plan --trial-steps 1 -- train.py ...` ran the script's first look (13.6 s at load 10) and then
+    said '--trial-steps must be at least 4 ... Nothing was run.' The flag checks come first now."""
+    from advisor.adapters import load_adapter
+    from advisor.device import HostDevices
+    from advisor.door import script_session
+    from advisor.method import MethodSettings
+    from advisor.setup_checks import SetupRefused
+
+    marker = tmp_path / "ran"
+    script = tmp_path / "train.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    settings = MethodSettings(workload="script", adapter_name="ddp", nproc=2, device="cpu",
+                              memory_budget_bytes=64 * 2**20, trial_steps=1)
+    host = HostDevices("cpu", cpu_count=4, physical_memory=8 * 2**30)
+    with pytest.raises(SetupRefused, match="--trial-steps must be at least 4"):
+        script_session([str(script), "--bs", "{per_device}"], load_adapter("ddp"), settings, host)
+    assert not marker.exists()
