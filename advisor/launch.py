@@ -21,6 +21,7 @@ from typing import Callable
 
 from .errors import CancelledError, TrialError, WorkerCrashed
 from .job import OOM_EXIT_CODE, EventReader, TrialJob
+from .probe_server import TERM_GRACE_S
 
 OOM_GRACE_S = 5.0  # after one rank reports OOM, how long the others get to report before the group is ended
 _EXITCODE_RE = re.compile(r"exitcode\s*:\s*(-?\d+)")
@@ -52,7 +53,7 @@ def _kill_group(proc) -> None:
     if hasattr(proc, "kill_group"):  # a job forked by the fork server: the server signals its group
         proc.kill_group()
         return
-    for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
+    for sig, wait in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:

@@ -50,6 +50,7 @@ from .errors import TrialError
 
 SERVER_MODULE = "advisor.probe_server"
 START_TIMEOUT_S = 120.0  # the server's own imports (torch, the adapter's framework) on a loaded machine
+TERM_GRACE_S = 3.0  # after SIGTERM to a job's process group (a cancel, a timeout), how long before SIGKILL
 CLOSE_GRACE_S = 2.0  # after the engine closes the socket, how long the server gets to exit by itself
 STOP_GRACE_S = 5.0  # after one rank fails, how long the others get to end on SIGTERM before SIGKILL
 _PR_SET_PDEATHSIG = 1
@@ -93,7 +94,7 @@ class ForkedWorker:
 
     def kill_group(self) -> None:
         """SIGTERM, then SIGKILL, to the child's whole process group (it is a session leader)."""
-        for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
+        for sig, wait in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, 5.0)):
             if self._ended.is_set():
                 return
             self.server.signal(self.pid, sig)

@@ -18,18 +18,62 @@ pytestmark = pytest.mark.timeout(300)
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 
 
-async def test_the_walk_runs_every_step_and_saving_over_a_recipe_asks_first_and_keeps_a_backup(tmp_path, monkeypatch):
-    # One walk for both: the walk itself, and a save over an older recipe (asked first, kept as .bak).
+@pytest.mark.timeout(600)  # five tests' blocks in one walk: minutes on a loaded 2-core machine
+async def test_a_finished_plan_asks_before_a_redo_saves_over_a_recipe_replans_for_a_target_and_asks_at_quit(
+        tmp_path, monkeypatch):
+    """One walk to the Recipe screen, then what a finished plan does, block by block: the walk; redoing a step of
+    an unsaved plan (asked first: Esc keeps the plan, Discard redoes); a re-plan for another GPU; saving over an
+    older recipe (asked first, kept as .bak, recorded in the history); a global target replans and clearing it goes back; quitting an unsaved plan (asked: Esc
+    cancels, then the palette's Quit and Save writes it, over the file only once confirmed). Each block was its
+    own test, each with its own walk (10-60 s of rendering apiece on this machine)."""
+    from advisor.history import read_history
+    from advisor.tui.screens.help import UnsavedPlanScreen
+
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ADVISOR_HISTORY", raising=False)  # the history beside the saved recipe, as a user's
     (tmp_path / "recipes").mkdir()
     existing = tmp_path / "recipes" / "digits-mlp.toml"
     existing.write_text("# an older recipe\n")
     app = stub_app()
     async with app.run_test(size=(120, 40)) as pilot:
+        # -- the walk runs every step
         await walk_to(pilot, "recipe")
         await wait_for(pilot, lambda: "recipe" in app.done, what="the plan")
         assert app.done == {"setup", "ceiling", "start", "trial", "sweep", "recipe"}
         assert app.screen.query_one("#path").value == "recipes/digits-mlp.toml"
+
+        # -- redoing a step of an unsaved plan asks first; Esc keeps the plan, Discard redoes the step
+        # (Redo, r on a step's screen, resets every later step.)
+        plan = app.session.result
+        app.action_goto("sweep")
+        await wait_for(pilot, lambda: app.screen.name == "sweep", what="the Sweep screen")
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(app.screen, UnsavedPlanScreen), what="the question")
+        assert "redo the " + app.get_screen("sweep").TITLE.lower() in screen_text(app, "Static")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen.name == "sweep", what="back on the Sweep screen")
+        assert app.running is None and "recipe" in app.done and app.session.result is plan
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(app.screen, UnsavedPlanScreen), what="the question again")
+        await pilot.press("d")
+        await wait_for(pilot, lambda: "recipe" not in app.done, what="the plan discarded")
+        await wait_for(pilot, lambda: app.running is None and "sweep" in app.done, what="the sweep redone")
+        await pilot.press("n")
+        await wait_for(pilot, lambda: app.screen.name == "recipe" and "recipe" in app.done, what="the plan again")
+
+        # -- the Recipe screen re-plans for another GPU (issue 17: the engine's table, estimates labelled)
+        await pilot.press("g")
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ReplanScreen", what="the re-plan dialog")
+        await pilot.press(*"a100-80gb")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "Re-plan of" in screen_text(app, "#replan-table"), what="the table")
+        table = screen_text(app, "#replan-table")
+        assert "A100 80GB" in table and "estimate" in table and "bf16" in table
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen.name == "recipe", what="the recipe screen")
+
+        # -- saving over an existing recipe asks first and keeps a backup, and records the plan in the history
+        # beside the recipe (issue 17)
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ConfirmScreen", what="the question")
         await pilot.press("n")  # keep it
@@ -50,6 +94,45 @@ async def test_the_walk_runs_every_step_and_saving_over_a_recipe_asks_first_and_
         assert data["batch"]["global"] == result.plan.global_batch
         assert data["method"]["sweep_choice"] == app.session.sweep_outcome.chosen
         assert data["provenance"]["command"].startswith("advisor plan --workload digits-mlp")
+        rows = read_history(tmp_path / "recipes" / ".history.jsonl").rows
+        assert [r["kind"] for r in rows].count("plan") == 1 and any(r["kind"] == "sweep" for r in rows)
+        assert rows[-1]["per_device"] == app.session.result.plan.per_device
+        assert "history" in screen_text(app, "#saved")
+
+        # -- a global target on the Recipe screen replans, and clearing it goes back
+        picked = app.session.result.plan.global_batch
+        app.screen.query_one("#global-batch").value = "512"
+        await pilot.press("r")
+        await wait_for(pilot, lambda: "recipe" in app.done and app.session.result.plan.global_batch == 512,
+                       what="the new plan")
+        plan = app.session.result.plan
+        assert plan.per_device * plan.world_size * plan.accumulation_steps == 512
+        assert "--global-batch 512" in " ".join(app.screen.headless_command("x.toml"))
+        app.screen.query_one("#global-batch").value = ""
+        await pilot.press("r")
+        await wait_for(pilot, lambda: "recipe" in app.done and app.session.result.plan.global_batch != 512,
+                       what="the plan again")
+        assert app.session.result.plan.global_batch == picked
+
+        # -- quitting with an unsaved plan (the replan above) asks save, discard or cancel: Esc cancels; the
+        # palette's Quit asks again, and Save writes it (over the file only once confirmed), then quits
+        plan = app.session.result
+        written = existing.stat().st_mtime_ns
+        app.screen.query_one("#path").focus()  # in a field: ctrl+q still quits
+        await pilot.press("ctrl+q")
+        await wait_for(pilot, lambda: isinstance(app.screen, UnsavedPlanScreen), what="the question")
+        await pilot.press("escape")  # cancel: nothing lost
+        await wait_for(pilot, lambda: app.screen.name == "recipe", what="back on the Recipe screen")
+        assert app.return_code is None and app.session.result is plan and "recipe" in app.done
+        assert app.screen.unsaved and existing.stat().st_mtime_ns == written
+        await app.run_action("quit")  # as the command palette's Quit calls it
+        await wait_for(pilot, lambda: isinstance(app.screen, UnsavedPlanScreen), what="the question again")
+        await pilot.press("s")
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ConfirmScreen", what="replace it?")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.return_code is not None, what="the quit")
+    assert existing.stat().st_mtime_ns != written  # written as the Recipe screen's save writes it
+    assert check_recipe(existing)["batch"]["global"] == plan.plan.global_batch
 
 
 async def test_redoing_an_earlier_step_makes_the_later_ones_stale():
@@ -250,25 +333,6 @@ async def test_a_probe_row_explains_itself_and_a_number_has_a_hover_tooltip():
         assert table.tooltip and "headroom" in str(table.tooltip).lower()
 
 
-async def test_a_global_target_on_the_recipe_screen_replans_and_clearing_it_goes_back():
-    app = stub_app()
-    async with app.run_test(size=(120, 40)) as pilot:
-        await walk_to(pilot, "recipe")
-        await wait_for(pilot, lambda: "recipe" in app.done, what="the plan")
-        picked = app.session.result.plan.global_batch
-        app.screen.query_one("#global-batch").value = "512"
-        await pilot.press("r")
-        await wait_for(pilot, lambda: "recipe" in app.done, what="the new plan")
-        plan = app.session.result.plan
-        assert plan.global_batch == 512
-        assert plan.per_device * plan.world_size * plan.accumulation_steps == 512
-        assert "--global-batch 512" in " ".join(app.screen.headless_command("x.toml"))
-        app.screen.query_one("#global-batch").value = ""
-        await pilot.press("r")
-        await wait_for(pilot, lambda: "recipe" in app.done, what="the plan again")
-        assert app.session.result.plan.global_batch == picked
-
-
 async def test_setup_runs_the_workload_check_so_a_nan_loss_is_named_before_anything_starts():
     # The same check as `advisor workloads --check`: it imports fine, but its first loss is NaN.
     app = stub_app(workload=f"{ROOT / 'tests' / 'workloads' / 'bad_v2.py'}:nan_at_step_one")
@@ -299,37 +363,6 @@ def test_the_ceiling_screen_says_the_cap_not_memory_set_a_ceiling_no_probe_ran_o
     bounded = search_ceiling(big_model, 128 * 2**20, 0.15, max_batch=719, cap_reason="the training set's share")
     rows = {label: value for label, value, _ in ceiling_numbers(bounded, None)}
     assert "Set by" not in rows and rows["Memory that really fits"].endswith("MiB") and rows["Headroom"] == "15%"
-
-
-@pytest.mark.parametrize("size", [pytest.param((120, 40), marks=pytest.mark.slow), (80, 24)])  # 80x24, the tighter, in the fast tier
-async def test_the_sweep_table_shows_every_digit_at_both_sizes(size):
-    # Throughput up to five digits (samples/s 14347 showed as 1434 at 120x40; val acc as `0.` at 80x24).
-    app = stub_app(runner_kwargs={"saturate": 100_000, "rate": 250})
-    async with app.run_test(size=size) as pilot:
-        await walk_to(pilot, "sweep")
-        await run_step(pilot, "sweep")
-        table = app.screen.query_one("#runs")
-        assert table.row_count >= 2
-        throughputs = [table.get_row_at(i)[6] for i in range(table.row_count)]
-        assert any(len(value) >= 5 for value in throughputs), throughputs  # the case that was cut
-        assert cut_cells(table) == []
-        assert cut_cells(app.screen.query_one("#numbers DataTable")) == []  # "val acc 0.750", not "val acc 0.7"
-        # The score column is what the rule read: each candidate's mean in the verdict (and its reason) is the mean
-        # of its seeds' cells, not of their end values (the stub's curves still rise, so the two differ).
-        column = [str(c.label) for c in table.columns.values()].index("score")
-        cells = {}
-        for i in range(table.row_count):
-            row = table.get_row_at(i)
-            if "timing" not in str(row[7]):
-                cells.setdefault(int(row[0]), []).append(float(row[column]))
-        verdict = app.session.sweep_outcome.verdict
-        assert cells and {c.per_device: pytest.approx(c.mean, abs=1e-3) for c in verdict.candidates
-                          if c.status == "ok"} == {b: sum(v) / len(v) for b, v in cells.items()}
-        assert all(r.val_metric not in cells[r.per_device] for r in app.session.sweep_outcome.rows)
-        numbers = app.screen.query_one("#numbers DataTable")  # and the Numbers panel gives each candidate that mean
-        shown = {str(numbers.get_row_at(i)[0]): str(numbers.get_row_at(i)[1]) for i in range(numbers.row_count)}
-        assert {f"{c.per_device}/device": f"score {verdict.fmt(c.mean)}" for c in verdict.candidates} == {
-            label: value for label, value in shown.items() if label.endswith("/device")}
 
 
 async def test_starting_value_enter_applies_the_typed_value_and_enter_explains_one_number_after_another():
@@ -477,12 +510,39 @@ async def test_the_workload_check_runs_once_per_accepted_value_in_a_process_that
 
 
 
+def assert_the_sweep_table_shows_every_digit_and_the_scores_the_rule_read(app) -> None:
+    # Throughput up to five digits (samples/s 14347 showed as 1434 at 120x40; val acc as `0.` at 80x24).
+    table = app.screen.query_one("#runs")
+    assert table.row_count >= 2
+    throughputs = [table.get_row_at(i)[6] for i in range(table.row_count)]
+    assert any(len(value) >= 5 for value in throughputs), throughputs  # the case that was cut
+    assert cut_cells(table) == []
+    assert cut_cells(app.screen.query_one("#numbers DataTable")) == []  # "val acc 0.750", not "val acc 0.7"
+    # The score column is what the rule read: each candidate's mean in the verdict (and its reason) is the mean
+    # of its seeds' cells, not of their end values (the stub's curves still rise, so the two differ).
+    column = [str(c.label) for c in table.columns.values()].index("score")
+    cells = {}
+    for i in range(table.row_count):
+        row = table.get_row_at(i)
+        if "timing" not in str(row[7]):
+            cells.setdefault(int(row[0]), []).append(float(row[column]))
+    verdict = app.session.sweep_outcome.verdict
+    assert cells and {c.per_device: pytest.approx(c.mean, abs=1e-3) for c in verdict.candidates
+                      if c.status == "ok"} == {b: sum(v) / len(v) for b, v in cells.items()}
+    assert all(r.val_metric not in cells[r.per_device] for r in app.session.sweep_outcome.rows)
+    numbers = app.screen.query_one("#numbers DataTable")  # and the Numbers panel gives each candidate that mean
+    shown = {str(numbers.get_row_at(i)[0]): str(numbers.get_row_at(i)[1]) for i in range(numbers.row_count)}
+    assert {f"{c.per_device}/device": f"score {verdict.fmt(c.mean)}" for c in verdict.candidates} == {
+        label: value for label, value in shown.items() if label.endswith("/device")}
+
+
 @pytest.mark.parametrize("size", [pytest.param((120, 40), marks=pytest.mark.slow), (80, 24)])  # 80x24, the tighter, in the fast tier
-async def test_every_step_screens_tables_show_every_value_whole_at_both_sizes(size):
+async def test_every_step_screens_tables_show_every_value_whole_and_the_sweeps_scores_at_both_sizes(size):
     # Cut before: the probe table's `time` at 80x24, the Starting value's task table ("start / de", its
     # source column) at 120x40, the Trial's fixed-width columns (samples/s 32000, `ok`), the numbers panes'
     # values ("128.0" for 128.0 MiB) at 80x24. Labels may wrap or shorten; values never.
-    # One walk checks every step screen as it is done (a walk per screen would cost a minute more).
+    # One walk checks every step screen as it is done (a walk per screen would cost a minute more), and on the
+    # Sweep screen the five-digit throughputs and the scores the rule read.
     from textual.widgets import DataTable
 
     from advisor.tui.app import STEP_NAMES
@@ -497,6 +557,8 @@ async def test_every_step_screens_tables_show_every_value_whole_at_both_sizes(si
             assert tables and all(table.row_count for table in tables), (step, [t.row_count for t in tables])
             for table in tables:
                 cut[f"{step} #{table.id or table.parent.id}"] = cut_cells(table)
+            if step == "sweep":
+                assert_the_sweep_table_shows_every_digit_and_the_scores_the_rule_read(app)
             if step != STEP_NAMES[-1]:
                 await pilot.press("n")
                 await wait_for(pilot, lambda: app.screen.name != step, what=f"leaving {step}")
@@ -613,28 +675,6 @@ async def test_a_table_header_follows_columns_that_new_rows_widened():
         assert header.index("b") == row.index("x") > row.index("1234567"), (header, row)
 
 
-async def test_the_sweep_notes_show_their_last_line_after_the_terminal_shrinks():
-    # Seen in CI (the 80x24 Sweep snapshot): the notes log scrolled to its end, then the layout shrank it and its
-    # last line sat below the fold. Anchored, it keeps its end in view until the user scrolls up.
-    from textual.widgets import RichLog
-
-    from tui_stub import rendered_lines
-
-    app = stub_app()
-    async with app.run_test(size=(120, 40)) as pilot:
-        await walk_to(pilot, "sweep")
-        await run_step(pilot, "sweep")
-        notes = app.screen.query_one("#notes", RichLog)
-        last = "".join(s.text for s in notes.lines[-1]).strip()
-        await pilot.resize_terminal(80, 24)
-        await wait_for(pilot, lambda: notes.size.width < 60, what="the smaller layout")
-        await pilot.pause(0.3)
-        assert notes.max_scroll_y > 0  # the log is longer than its box: the case at hand
-        # The log re-wraps to its new width: its last words are the last ones on screen
-        shown = " ".join(rendered_lines(notes)).split()
-        assert shown[-3:] == last.split()[-3:], (last, rendered_lines(notes))
-
-
 # -- the app's traps (issue 25): keys in a field, quitting an unsaved plan, Start, the step bar, Diagnose ----------
 
 async def test_global_keys_never_type_into_a_field_and_digits_in_a_field_type_rather_than_jump():
@@ -686,9 +726,9 @@ async def test_start_runs_the_first_step_and_ctrl_r_reruns_a_step_from_its_field
         assert headroom.value == "0.3" and "ceiling" in app.done
 
 
-# cancel-then-save (the question, Esc, the palette's Quit, a save) in the fast tier; the other two in the slow
-@pytest.mark.parametrize("answer", ["cancel-then-save", pytest.param("cancel-then-discard", marks=pytest.mark.slow),
-                                    pytest.param("saved-before", marks=pytest.mark.slow)])
+# cancel-then-save (the question, Esc, the palette's Quit, a save) is the last block of the fast tier's walk above
+@pytest.mark.slow
+@pytest.mark.parametrize("answer", ["cancel-then-discard", "saved-before"])
 async def test_quitting_with_an_unsaved_plan_asks_save_discard_or_cancel(answer, tmp_path, monkeypatch):
     from advisor.tui.screens.help import UnsavedPlanScreen
 
@@ -721,32 +761,6 @@ async def test_quitting_with_an_unsaved_plan_asks_save_discard_or_cancel(answer,
         assert check_recipe(saved)["batch"]["global"] == plan.plan.global_batch
     else:
         assert not saved.exists()
-
-
-async def test_redoing_a_step_of_an_unsaved_plan_asks_first_and_cancel_keeps_the_plan(tmp_path, monkeypatch):
-    """Redo (r on a step's screen) resets every later step: with a finished plan not saved, the app asks first;
-    Esc keeps the plan and runs nothing, Discard redoes the step."""
-    from advisor.tui.screens.help import UnsavedPlanScreen
-
-    monkeypatch.chdir(tmp_path)
-    app = stub_app()
-    async with app.run_test(size=(120, 40)) as pilot:
-        await walk_to(pilot, "recipe")
-        await wait_for(pilot, lambda: "recipe" in app.done, what="the plan")
-        plan = app.session.result
-        app.action_goto("sweep")
-        await wait_for(pilot, lambda: app.screen.name == "sweep", what="the Sweep screen")
-        await pilot.press("r")
-        await wait_for(pilot, lambda: isinstance(app.screen, UnsavedPlanScreen), what="the question")
-        assert "redo the " + app.get_screen("sweep").TITLE.lower() in screen_text(app, "Static")
-        await pilot.press("escape")
-        await wait_for(pilot, lambda: app.screen.name == "sweep", what="back on the Sweep screen")
-        assert app.running is None and "recipe" in app.done and app.session.result is plan
-        await pilot.press("r")
-        await wait_for(pilot, lambda: isinstance(app.screen, UnsavedPlanScreen), what="the question again")
-        await pilot.press("d")
-        await wait_for(pilot, lambda: "recipe" not in app.done, what="the plan discarded")
-        await wait_for(pilot, lambda: app.running is None and "sweep" in app.done, what="the sweep redone")
 
 
 async def test_start_is_refused_with_the_checks_message_when_the_workload_check_failed():
@@ -843,14 +857,27 @@ async def test_a_start_that_waited_for_the_check_and_is_then_refused_says_not_st
         assert app.screen.focused is app.screen.query_one("#device-memory") and app.session is None
 
 
-async def test_the_run_progress_bar_shows_only_once_a_run_has_started():
-    """With no total, Textual's bar animates as if work were under way: on a step waiting for r it looked busy
-    (seen in tmux on the Trial screen, before pressing r)."""
+async def test_next_before_a_step_ran_the_progress_bar_once_a_run_started_and_the_sweep_notes_after_a_shrink():
+    """One walk (Trial, then Sweep, at 120x40, then shrunk to 80x24) for three things seen in tmux and CI, block by
+    block; each was its own test with its own walk."""
+    from textual.widgets import RichLog
+
     from advisor.tui.widgets import RunProgress
+    from tui_stub import rendered_lines
 
     app = stub_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await walk_to(pilot, "trial")
+
+        # -- n on a step that has not run (the Trial waits for r, while the Starting value ran by itself) said
+        # nothing: a key that does nothing looks like a hung app
+        assert app.screen.name == "trial" and "trial" not in app.done
+        await pilot.press("n")
+        await pilot.pause(0.2)
+        assert app.screen.name == "trial" and "Run this step first" in screen_text(app, "#status")
+
+        # -- the run progress bar shows only once a run has started: with no total, Textual's bar animates as if
+        # work were under way, and on a step waiting for r it looked busy (seen in tmux on the Trial screen)
         bar = app.screen.query_one(RunProgress)
         assert not bar.visible and "trial" not in app.done
         await run_step(pilot, "trial")
@@ -861,20 +888,103 @@ async def test_the_run_progress_bar_shows_only_once_a_run_has_started():
         await run_step(pilot, "sweep")
         assert app.screen.query_one(RunProgress).visible
 
+        # -- the sweep notes show their last line after the terminal shrinks. Seen in CI (the 80x24 Sweep
+        # snapshot): the notes log scrolled to its end, then the layout shrank it and its last line sat below the
+        # fold. Anchored, it keeps its end in view until the user scrolls up.
+        notes = app.screen.query_one("#notes", RichLog)
+        last = "".join(s.text for s in notes.lines[-1]).strip()
+        await pilot.resize_terminal(80, 24)
+        await wait_for(pilot, lambda: notes.size.width < 60, what="the smaller layout")
+        await pilot.pause(0.3)
+        assert notes.max_scroll_y > 0  # the log is longer than its box: the case at hand
+        # The log re-wraps to its new width: its last words are the last ones on screen
+        shown = " ".join(rendered_lines(notes)).split()
+        assert shown[-3:] == last.split()[-3:], (last, rendered_lines(notes))
+
 
 # -- the Recipe screen and the step logs at 80x24 (a newcomer's tmux walk) -------------------------------------
 
-async def test_the_recipe_screen_at_80x24_keeps_the_preview_the_whole_path_and_every_key_after_a_save(tmp_path,
-                                                                                                    monkeypatch):
-    # Seen in tmux: after ctrl+s the save message squeezed the TOML preview to one line ("schema_version = 2"),
-    # the path showed as "recipes/digi" (and "recipes/digits-mlp.tom" at 100x32), the footer ended "g Re-plan for an".
+def _log_text(log) -> list[str]:
+    return ["".join(segment.text for segment in strip).rstrip() for strip in log.lines]
+
+
+async def assert_the_log_rewraps_when_the_terminal_is_resized(pilot, log) -> None:
+    """Seen in tmux: at 80x24 the Trial's decisions were cut mid-word ("under +10  │"), and widened to 150 columns
+    they stayed wrapped at the narrow width. Every line fits the log's width at every size; the words stay.
+    Starts and ends at 80x24."""
+    await pilot.pause(0.3)
+    words = " ".join(_log_text(log)).split()
+    assert words
+
+    def fits() -> bool:
+        width = log.scrollable_content_region.width
+        return all(len(line) <= width for line in _log_text(log))
+
+    assert fits(), (log.scrollable_content_region.width, _log_text(log))
+    narrow = log.scrollable_content_region.width
+    await pilot.resize_terminal(150, 40)
+    await wait_for(pilot, lambda: log.scrollable_content_region.width > narrow + 20, what="the wider layout")
+    await pilot.pause(0.3)
+    assert fits() and max(map(len, _log_text(log))) > narrow, _log_text(log)  # re-wrapped wider
+    assert " ".join(_log_text(log)).split() == words
+    await pilot.resize_terminal(80, 24)
+    await wait_for(pilot, lambda: log.scrollable_content_region.width <= narrow, what="the narrow layout")
+    await pilot.pause(0.3)
+    assert fits(), (log.scrollable_content_region.width, _log_text(log))
+    assert " ".join(_log_text(log)).split() == words
+
+
+@pytest.mark.slow  # the Trial's log, in the fast tier's 80x24 walk below
+async def test_the_sweep_notes_rewrap_their_lines_when_the_terminal_is_resized():
+    app = stub_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await walk_to(pilot, "sweep")
+        await run_step(pilot, "sweep")
+        await assert_the_log_rewraps_when_the_terminal_is_resized(pilot, app.screen.query_one("#notes"))
+
+
+async def test_at_80x24_the_trial_log_rewraps_a_finished_sweep_shows_its_pick_and_the_recipe_keeps_every_key(
+        tmp_path, monkeypatch):
+    """One walk at 80x24, a newcomer's tmux walk, block by block (each was its own test, with its own walk): the
+    Trial's decisions rewrap when the terminal is resized; a finished sweep shows its pick; the Recipe screen keeps
+    the preview, the whole path and every key after a save."""
     from textual.widgets import Footer
+
+    from advisor.tui.screens.help import HelpScreen
 
     monkeypatch.chdir(tmp_path)
     app = stub_app()
     async with app.run_test(size=(80, 24)) as pilot:
-        await walk_to(pilot, "recipe")
-        await wait_for(pilot, lambda: "recipe" in app.done, what="the plan")
+        # -- the Trial's decisions log rewraps its lines when the terminal is resized
+        await walk_to(pilot, "trial")
+        await run_step(pilot, "trial")
+        await assert_the_log_rewraps_when_the_terminal_is_resized(pilot, app.screen.query_one("#decisions"))
+        await pilot.press("n")
+        await wait_for(pilot, lambda: app.screen.name == "sweep", what="the Sweep screen")
+
+        # -- Issue 38: at 80x24, after the sweep its pick, notes and plot were below the fold, under the step's
+        # intro and the runs' table. Once a step has run in a short terminal its intro folds away (Help shows it,
+        # with the keys) and the sweep's table keeps room for the pick.
+        intro = app.screen.query_one(".intro")
+        assert intro.display and intro.region.height  # before the run: the rule is on screen
+        await run_step(pilot, "sweep")
+        await pilot.pause(0.3)
+        numbers = app.screen.query_one("#numbers")
+        actions = app.screen.query_one(".actions").region
+        assert numbers.region.height >= 3 and numbers.region.y + 3 <= actions.y, (numbers.region, actions)
+        rule = type(app.screen).INTRO
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
+        shown = " ".join(str(w.render()) for w in app.screen.query("Static"))
+        assert rule.split(".")[1].strip()[:40] in shown.replace("\n", " ")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen.name == "sweep", what="help closed")
+
+        # -- the Recipe screen keeps the preview, the whole path and every key after a save. Seen in tmux: after
+        # ctrl+s the save message squeezed the TOML preview to one line ("schema_version = 2"), the path showed as
+        # "recipes/digi" (and "recipes/digits-mlp.tom" at 100x32), the footer ended "g Re-plan for an".
+        await pilot.press("n")
+        await wait_for(pilot, lambda: app.screen.name == "recipe" and "recipe" in app.done, what="the plan")
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: "Saved" in screen_text(app, "#saved"), what="the save")
         await pilot.pause(0.3)
@@ -892,54 +1002,6 @@ async def test_the_recipe_screen_at_80x24_keeps_the_preview_the_whole_path_and_e
         footer = screen.query_one(Footer)
         assert footer.virtual_size.width <= footer.size.width, footer.virtual_size  # no key cut off
         assert "Saved" in screen_text(app, "#saved").splitlines()[0]
-
-
-def _log_text(log) -> list[str]:
-    return ["".join(segment.text for segment in strip).rstrip() for strip in log.lines]
-
-
-@pytest.mark.parametrize("selector,step", [("#decisions", "trial"), pytest.param("#notes", "sweep",
-                                                                                  marks=pytest.mark.slow)])
-async def test_a_step_log_rewraps_its_lines_when_the_terminal_is_resized(selector, step):
-    # Seen in tmux: at 80x24 the Trial's decisions were cut mid-word ("under +10  │"), and widened to 150 columns
-    # they stayed wrapped at the narrow width. Every line fits the log's width at every size; the words stay.
-    app = stub_app()
-    async with app.run_test(size=(80, 24)) as pilot:
-        await walk_to(pilot, step)
-        await run_step(pilot, step)
-        log = app.screen.query_one(selector)
-        await pilot.pause(0.3)
-        words = " ".join(_log_text(log)).split()
-        assert words
-
-        def fits() -> bool:
-            width = log.scrollable_content_region.width
-            return all(len(line) <= width for line in _log_text(log))
-
-        assert fits(), (log.scrollable_content_region.width, _log_text(log))
-        narrow = log.scrollable_content_region.width
-        await pilot.resize_terminal(150, 40)
-        await wait_for(pilot, lambda: log.scrollable_content_region.width > narrow + 20, what="the wider layout")
-        await pilot.pause(0.3)
-        assert fits() and max(map(len, _log_text(log))) > narrow, _log_text(log)  # re-wrapped wider
-        assert " ".join(_log_text(log)).split() == words
-        await pilot.resize_terminal(80, 24)
-        await wait_for(pilot, lambda: log.scrollable_content_region.width <= narrow, what="the narrow layout")
-        await pilot.pause(0.3)
-        assert fits(), (log.scrollable_content_region.width, _log_text(log))
-        assert " ".join(_log_text(log)).split() == words
-
-
-async def test_next_before_the_step_ran_says_to_run_it_first():
-    """n on a step that has not run (the Trial waits for r, while the Starting value ran by itself) said nothing: a
-    key that does nothing looks like a hung app."""
-    app = stub_app()
-    async with app.run_test(size=(120, 40)) as pilot:
-        await walk_to(pilot, "trial")
-        assert app.screen.name == "trial" and "trial" not in app.done
-        await pilot.press("n")
-        await pilot.pause(0.2)
-        assert app.screen.name == "trial" and "Run this step first" in screen_text(app, "#status")
 
 
 async def test_the_reproduce_command_carries_what_the_step_screens_changed(tmp_path):
@@ -1005,24 +1067,3 @@ async def test_a_sweep_where_nothing_learned_says_so_on_the_sweep_and_recipe_scr
         assert "NOT VALIDATED" in str(status.render()) and status.region.bottom <= 24 and status.region.height
 
 
-async def test_at_80x24_a_finished_sweep_shows_its_pick_and_help_keeps_the_steps_rule():
-    """Issue 38: at 80x24, after the sweep its pick, notes and plot were below the fold, under the step's intro
-    and the runs' table. Once a step has run in a short terminal its intro folds away (Help shows it, with the
-    keys) and the sweep's table keeps room for the pick."""
-    from advisor.tui.screens.help import HelpScreen
-
-    app = stub_app()
-    async with app.run_test(size=(80, 24)) as pilot:
-        await walk_to(pilot, "sweep")
-        intro = app.screen.query_one(".intro")
-        assert intro.display and intro.region.height  # before the run: the rule is on screen
-        await run_step(pilot, "sweep")
-        await pilot.pause(0.3)
-        numbers = app.screen.query_one("#numbers")
-        actions = app.screen.query_one(".actions").region
-        assert numbers.region.height >= 3 and numbers.region.y + 3 <= actions.y, (numbers.region, actions)
-        rule = type(app.screen).INTRO
-        await pilot.press("question_mark")
-        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
-        shown = " ".join(str(w.render()) for w in app.screen.query("Static"))
-        assert rule.split(".")[1].strip()[:40] in shown.replace("\n", " ")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import sys
@@ -136,6 +137,16 @@ async def test_the_full_walk_saves_the_recipe_advisor_plan_makes(tmp_path, monke
         assert_follows_from_its_pick(data)
 
 
+def cancel_bound_s() -> float:
+    """How long Esc may take to leave no process: by design, the workers' SIGTERM grace before SIGKILL, then the
+    fork server's grace to exit on its closed socket before SIGKILL; beyond that only scheduling, 2 s times the
+    machine's run queue per core (at least 1). Seen: 2.2 s at load 10 on 2 cores; 10.2 s once in a loaded fast
+    tier, past the flat 10 s bound this replaces (the two graces alone are 5 s)."""
+    from advisor.probe_server import CLOSE_GRACE_S, TERM_GRACE_S
+
+    return TERM_GRACE_S + CLOSE_GRACE_S + 2.0 * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+
+
 async def test_escape_cancels_a_running_probe_and_leaves_no_process(no_workers_left):
     app = create_app(Prefill("digits-mlp", "ddp", 2, "128MiB", 8, 12), host=cpu_host())
     async with app.run_test(size=(120, 40)) as pilot:
@@ -144,11 +155,14 @@ async def test_escape_cancels_a_running_probe_and_leaves_no_process(no_workers_l
         await wait_for(pilot, lambda: bool(my_workers()), timeout=60, what="a probe process")
         await pilot.press("escape")
         cancelled_at = time.monotonic()
-        await wait_for(pilot, lambda: app.running is None, timeout=15, what="the cancel")
+        # The waits are long; the bound below is what is checked, with the load it was measured at.
+        await wait_for(pilot, lambda: app.running is None, timeout=60, what="the cancel")
         assert "cancelled" in screen_text(app, ".error-panel").lower()
         assert "ceiling" not in app.done and app.is_running
-        await wait_for(pilot, lambda: not my_workers(), timeout=5, what="the processes to go")
-        assert time.monotonic() - cancelled_at < 10
+        await wait_for(pilot, lambda: not my_workers(), timeout=60, what="the processes to go")
+        took, bound = time.monotonic() - cancelled_at, cancel_bound_s()
+        load = os.getloadavg()[0]
+        assert took < bound, f"{took:.1f} s from Esc until no worker was left: over {bound:.1f} s at load {load:.1f}"
 
 
 @pytest.mark.slow

@@ -16,8 +16,12 @@ CHECK_TIMEOUT = 120  # the Setup's workload check and the first Start import tor
 
 
 class EventStubRunner:
-    def __init__(self, emit, nproc=2, fixed=20 * MIB, per_sample=int(0.5 * MIB), budget=128 * MIB, saturate=4000,
-                 fail_probe_at=None, rate=50, at_chance=False):
+    # The default speed (5 samples/s per sample of global batch, up to 400): steps of 0.1-0.3 s, as a small CPU job
+    # takes, so a side-by-side timing round (advisor/method/speed.py: long enough to last 2 s) is 10-20 steps. At
+    # ten times that speed the rounds ran 100 steps each, a thousand progress events a walk for the app to draw
+    # (3-7 s of every walk's trial and sweep); the ratios, and so every decision, are the same at either speed.
+    def __init__(self, emit, nproc=2, fixed=20 * MIB, per_sample=int(0.5 * MIB), budget=128 * MIB, saturate=400,
+                 fail_probe_at=None, rate=5, at_chance=False):
         self.emit, self.nproc = emit, nproc
         self.fixed, self.per_sample, self.budget, self.saturate = fixed, per_sample, budget, saturate
         self.fail_probe_at = fail_probe_at

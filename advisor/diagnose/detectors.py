@@ -490,8 +490,12 @@ def detect_blown_up(series: dict[str, list[Point]], ctx: Context) -> list[Findin
         settled = _median(after[len(after) // 2:])
         third = max(1, len(after) // 3)
         falling = _median(after[:third]) - _median(after[-third:]) > DEAD_NO_FALL * settled
+        # Without an accuracy, the spike must also stand orders of magnitude above the run as a whole (its upper
+        # quartile): in a jittery excerpt whose first value is ~0, every large batch loss is "100x every value
+        # before it", and a third of them are as large.
         at_chance = (settled >= DEAD_AT_CHANCE * chance[0] if chance
-                     else settled >= (1 - DEAD_NO_FALL) * min(values[:index]))
+                     else settled >= (1 - DEAD_NO_FALL) * min(values[:index])
+                     and values[index] >= EXPLOSION_FACTOR * sorted(values)[3 * len(values) // 4])
         if falling or not at_chance:
             continue
         return [_blown_up_finding(name, points, index, settled, chance, ctx)]
@@ -528,9 +532,9 @@ COLLAPSE_TAIL = 3  # ... and then sat at chance for its last this many evaluatio
 
 
 def _smoothed_best(values: list[float]) -> tuple[int, float]:
-    """(index, value) of the lowest point of the curve's running median (width n/20, at least 5; raw below 20
-    points, where a per-epoch mean is already an average), searched before the last quarter."""
-    width = max(5, len(values) // 20) | 1 if len(values) >= MIN_POINTS else 1
+    """(index, value) of the lowest point of the curve's running median (width n/20, at least 5; 3 below 20 points,
+    where each point is already an epoch's mean but one low point is no level), searched before the last quarter."""
+    width = max(5, len(values) // 20) | 1 if len(values) >= MIN_POINTS else 3
     half = width // 2
     head = values[:len(values) - max(1, len(values) // 4)]
     smoothed = [_median(values[max(0, i - half):i + half + 1]) for i in range(len(head))]
@@ -552,7 +556,9 @@ def _gave_back(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
         values = _values(points)
         start = max(_median(values[:3]), _median(values[:max(1, len(values) // 10)]))
         index, best = _smoothed_best(values)
-        end = _median(values[len(values) - max(2, len(values) // 4):])
+        last_quarter = values[len(values) - max(2, len(values) // 4):]
+        # Under MIN_POINTS (epoch means, a handful): every point of the last quarter back up, not one late spike.
+        end = _median(last_quarter) if len(values) >= MIN_POINTS else min(last_quarter)
         decrease = start - best
         if start <= 0 or decrease < max(GIVE_BACK_MIN_DECREASE * start, GIVE_BACK_TO_NOISE * _trend_and_noise(values)[1]):
             continue
@@ -1350,6 +1356,54 @@ def detect_periodic(series: dict[str, list[Point]], ctx: Context) -> list[Findin
 
 
 
+RECURRING_ACF = 0.6  # residual autocorrelation at some lag of 8+ points: the loss repeats itself with that period
+RECURRING_MIN_LAG = 8
+
+
+def _recurring_period(train: list[Point]) -> tuple[int, float] | None:
+    """(lag in log points, autocorrelation) when the training loss's residual (its moving-average trend removed, its
+    first fifth skipped) repeats itself: a local peak of the autocorrelation at a lag of RECURRING_MIN_LAG+ points
+    reaching RECURRING_ACF. Shuffled batch noise, however large, stays near 0 at every lag (the world corpus's
+    jitter runs: 0.12-0.44); the same batches hard at the same place of every epoch give ~1.0 at the epoch's length."""
+    values, block = _block_means(_values(train), MAX_ANALYSIS_POINTS)
+    trend = _moving_average(values, max(9, len(values) // 6) | 1)
+    residual = [v - t for v, t in zip(values, trend)][len(values) // 5:]
+    n = len(residual)
+    mean = sum(residual) / n if n else 0.0
+    var = sum((r - mean) ** 2 for r in residual) / n if n else 0.0
+    if n < 3 * RECURRING_MIN_LAG or var <= 0:
+        return None
+    acf = _autocorrelations(residual, range(RECURRING_MIN_LAG - 1, n // 3), mean, var)
+    peaks = [lag for lag in acf if RECURRING_MIN_LAG <= lag < n // 3 - 1 and acf[lag] >= RECURRING_ACF
+             and acf[lag] >= acf[lag - 1] and acf[lag] >= acf[lag + 1]]
+    if not peaks:
+        return None
+    strongest = max(acf[lag] for lag in peaks)
+    lag = min(lag for lag in peaks if acf[lag] >= 0.9 * strongest)  # the fundamental, not a multiple
+    return lag * block, acf[lag]
+
+
+def recurring_not_jitter(jitter: list[Finding], series: dict[str, list[Point]]) -> list[Finding]:
+    """A jitter finding whose step-to-step swings recur with a period (_recurring_period) is the data order, not an
+    optimiser's noise: the same batches are hard at the same place of every epoch (data stored by class or topic and
+    never shuffled). Said as a periodic finding, with the data-order remedies; a larger batch or a lower LR would
+    only average the pattern away."""
+    if not jitter:
+        return jitter
+    train = _finite(series.get(TRAIN_LOSS, []))
+    found = _recurring_period(train) if len(train) >= 3 * MIN_POINTS else None
+    if found is None:
+        return jitter
+    period, acf = found
+    evidence = {"series": TRAIN_LOSS, "period_points": period, "autocorrelation": round(acf, 3),
+                "jitter_score": jitter[0].evidence.get("jitter_score"), **_span(train, len(train) // 5, len(train) - 1)}
+    return [Finding("oscillation-periodic", "warning",
+                    f"The training loss's step-to-step swings repeat every ~{period} log points (autocorrelation "
+                    f"{acf:.2f} at that lag): the same batches are hard at the same place of every epoch, a pattern "
+                    "in the data order (stored by class or topic, never shuffled), not the batch size.",
+                    evidence, list(PERIODIC_ACTIONS))]
+
+
 # A sawtooth: the loss restarts high and falls again, over and over, at a regular spacing (per epoch, typically):
 # data in the same order every epoch, or something reset every epoch. Judged on the restarts, not on an
 # autocorrelation, so two cycles are enough where the autocorrelation rules need three: each restart is tested on its
@@ -1538,7 +1592,8 @@ def _quality_stalled_overfitting(series: dict[str, list[Point]], ctx: Context) -
     """No validation loss, only a quality (accuracy, mAP, BLEU, F1: higher is better): overfitting when the quality
     stopped improving (its best OVERFIT_SINCE+ evaluations old and older than VAL_STALE_SHARE of them, the last ones
     no better than those around the best: _validation_stalled's rule, mirrored) while the training loss fell
-    OVERFIT_PLATEAU_FALL+ over the quality's plateau (from its first evaluation within the best's margin on)."""
+    OVERFIT_PLATEAU_FALL+ over the quality's plateau (from its first evaluation within the best's margin on), and
+    the best left room to improve (under QUALITY_ROOM of perfect)."""
     quality = validation_quality(series)
     train = _finite(series.get("train_loss_epoch", []) or series.get(TRAIN_LOSS, []))
     if len(quality) < 2 * OVERFIT_SINCE or len(train) < STUCK_FEW_POINTS:
@@ -1548,6 +1603,8 @@ def _quality_stalled_overfitting(series: dict[str, list[Point]], ctx: Context) -
     if len(values) - 1 - best < max(OVERFIT_SINCE, VAL_STALE_SHARE * len(values)):
         return []
     scale = 100.0 if max(values) > 1.0 else 1.0
+    if values[best] >= QUALITY_ROOM * scale:  # within a tenth of perfect: no room left to show a stall
+        return []
     noise = _mad_sigma([b - a for a, b in zip(values, values[1:])]) / math.sqrt(2)
     margin = max(2 * noise, QUALITY_RISE_FLOOR * scale)
     fall = _train_fall_on_plateau(train, quality, values[best] - margin, higher_is_better=True)
@@ -1566,6 +1623,7 @@ def _quality_stalled_overfitting(series: dict[str, list[Point]], ctx: Context) -
 
 
 OVERFIT_PLATEAU_FALL = 0.15  # training's fall over validation's plateau that says it still fits the training set
+QUALITY_ROOM = 0.9  # a quality (0-1 or 0-100 scale) at or above this share of perfect cannot show overfitting by stalling
 
 
 def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
@@ -1882,7 +1940,7 @@ def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts
                 or _gave_back(series, ctx) or _collapsed_to_chance(series, ctx) or _jumped_then_frozen(series, ctx))
     findings += diverged or detect_not_learning(series, ctx)
     findings += (detect_periodic(series, ctx) or detect_sawtooth(series, ctx, ctx.elisions or [])
-                 or detect_jitter(series, ctx)
+                 or recurring_not_jitter(detect_jitter(series, ctx), series)
                  or detect_short_periodic(series, ctx, ctx.elisions or [])
                  or detect_short_jitter(series, ctx, ctx.elisions or [])
                  or detect_validation_jitter(series, ctx))
