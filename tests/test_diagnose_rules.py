@@ -1,5 +1,6 @@
 """Issue 37: crash signals and text that is not a metric."""
 
+import math
 import random
 import subprocess
 import sys
@@ -766,3 +767,23 @@ def _swinging_steps(repeat: bool, seed: int = 12):
 def test_step_swings_that_repeat_every_epoch_are_the_data_order_not_jitter(tmp_path):
     assert _kinds(_diagnose(tmp_path, _swinging_steps(repeat=True))) == ["oscillation-periodic"]
     assert _kinds(_diagnose(tmp_path, _swinging_steps(repeat=False), name="run2.log")) == ["oscillation-jitter"]
+
+
+def _hf_lines(grad_spread, seed=21):
+    # HF Trainer dict lines, 150 logs: the logged loss (a mean over the logging steps) falls 1.4 -> 0.35 with +-0.1;
+    # the gradient norm is log-normal around 0.5 with the given spread (in ln units) from log to log.
+    rng = random.Random(seed)
+    lines = []
+    for i in range(150):
+        loss = 0.35 + 1.05 * 0.97 ** i + rng.uniform(-0.1, 0.1)
+        norm = 0.5 * math.exp(rng.gauss(0, grad_spread))
+        lines.append(f"{{'loss': {loss:.4f}, 'grad_norm': {norm:.4g}, 'learning_rate': 0.15, 'epoch': {i / 50:.2f}}}")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_gradient_norm_jumping_by_large_factors_log_to_log_is_jitter(tmp_path):
+    # Batch 1 at LR 0.15 (world corpus, old held-back part, spent): the logged loss is a 20-step mean and looks calm,
+    # but the gradient norm jumps 0.01 <-> 6 from one log to the next: per-step gradients dominated by sampling noise.
+    assert _kinds(_diagnose(tmp_path, _hf_lines(2.0))) == ["oscillation-jitter"]
+    # The guard: a gradient norm varying by +-30% (a healthy batch) is no finding.
+    assert _kinds(_diagnose(tmp_path, _hf_lines(0.3), name="run2.log")) == []
