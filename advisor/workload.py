@@ -105,9 +105,12 @@ def load_workload_function(spec: str) -> Callable[[], Any]:
         ) from None
     except Exception as exc:  # user code can raise anything while importing
         last = traceback.extract_tb(exc.__traceback__)[-1]
+        where = f"{last.filename}:{last.lineno}"
+        if isinstance(exc, SyntaxError) and exc.filename:  # the traceback ends in importlib, not the user's line
+            where = f"{exc.filename}:{exc.lineno}"
         raise WorkloadError(
             f"Importing the workload {spec!r} failed with {type(exc).__name__}: {exc} "
-            f"(at {last.filename}:{last.lineno}). Fix the error in that file and run again."
+            f"(at {where}). Fix the error in that file and run again."
         ) from None
     func = getattr(module, func_name, None)
     if func is None:

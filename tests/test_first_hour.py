@@ -219,3 +219,78 @@ def test_a_word_the_command_does_not_take_is_named_with_the_command(capsys, argv
     assert main([str(REPO_RECIPE) if word == "R" else word for word in argv]) == 2
     err = capsys.readouterr().err
     assert said in err and f"`advisor {argv[0]} --help` lists what it takes" in err and "usage:" not in err
+
+
+@pytest.mark.parametrize("script, said", [
+    ("runs", "The script 'runs' is a folder (its .py files: train.py)"),
+    ("train.sh", "The script 'train.sh' is not Python source (a /bin/bash script)"),
+    ("model.bin", "The script 'model.bin' is not Python source (binary)"),
+])
+def test_a_script_python_cannot_run_is_refused_before_the_first_look(tmp_path, script, said):
+    """A shell script or a binary file after `--` failed in the first look's worker (exit 1, Python's SyntaxError
+    traceback relayed); a folder was said not to exist. A Python script without .py (a python shebang) still
+    runs."""
+    from advisor.door import detect_form
+    from advisor.errors import SetupError
+
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "train.py").write_text("")
+    (tmp_path / "train.sh").write_text("#!/bin/bash\ntorchrun train.py \"$@\"\n")
+    (tmp_path / "model.bin").write_bytes(b"\x80\x04\x95\x00\x00" * 20)
+    (tmp_path / "train").write_text("#!/usr/bin/env python3\nimport torch\n")
+    with pytest.raises(SetupError) as caught:
+        detect_form([script, "--bs", "{per_device}"], workdir=str(tmp_path))
+    assert said in str(caught.value) and "Nothing was run." in str(caught.value)
+    assert detect_form(["train", "--bs", "{per_device}"], workdir=str(tmp_path)).form == "placeholders"
+
+
+def test_a_mistyped_placeholder_is_named_with_the_one_meant(tmp_path):
+    """`--bs {per_devise}` was read as no placeholder at all ('its arguments hold no placeholder')."""
+    from advisor.door import detect_form
+    from advisor.errors import SetupError
+
+    (tmp_path / "train.py").write_text("import torch\n")
+    with pytest.raises(SetupError, match=r"hold \{per_devise\}, which is no placeholder: did you mean \{per_device\}"):
+        detect_form(["train.py", "--bs", "{per_devise}"], workdir=str(tmp_path))
+    spec = detect_form(["train.py", "--bs", "{per_device}", "--cfg", '{"tag": 1}', "--fmt", "{name}"],
+                       workdir=str(tmp_path))
+    assert spec.form == "placeholders"  # braces that are no near miss are the script's own
+
+
+def test_a_syntax_error_in_a_workload_file_names_the_users_line(tmp_path):
+    """It said '(at <frozen importlib._bootstrap>:241)', the last frame of the import, not the file's line."""
+    broken = tmp_path / "wl.py"
+    broken.write_text("import math\n\ndef workload(:\n    pass\n")
+    with pytest.raises(WorkloadError) as caught:
+        load_workload_function(f"{broken}:workload")
+    assert f"(at {broken}:3)" in str(caught.value) and "frozen" not in str(caught.value)
+
+
+@pytest.mark.parametrize("seconds", [-5.0, 0.0, float("inf")])
+def test_a_rendezvous_timeout_that_is_no_positive_time_is_refused_with_the_cluster_flags(seconds):
+    """`--rdzv-timeout -5` tried the rendezvous and then said 'could not reach node 0 ... within -5 s'."""
+    from advisor.cluster import cluster_spec
+    from advisor.errors import SetupError
+
+    with pytest.raises(SetupError, match=f"--rdzv-timeout must be a positive number of seconds, not {seconds:g}"):
+        cluster_spec(2, 1, "127.0.0.1:29611", None, seconds, environ={})
+
+
+def test_the_script_door_checks_the_flags_before_its_first_look_runs_the_script(tmp_path):
+    """`advisor plan --trial-steps 1 -- train.py ...` ran the script's first look (13.6 s at load 10) and then
+    said '--trial-steps must be at least 4 ... Nothing was run.' The flag checks come first now."""
+    from advisor.adapters import load_adapter
+    from advisor.device import HostDevices
+    from advisor.door import script_session
+    from advisor.method import MethodSettings
+    from advisor.setup_checks import SetupRefused
+
+    marker = tmp_path / "ran"
+    script = tmp_path / "train.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    settings = MethodSettings(workload="script", adapter_name="ddp", nproc=2, device="cpu",
+                              memory_budget_bytes=64 * 2**20, trial_steps=1)
+    host = HostDevices("cpu", cpu_count=4, physical_memory=8 * 2**30)
+    with pytest.raises(SetupRefused, match="--trial-steps must be at least 4"):
+        script_session([str(script), "--bs", "{per_device}"], load_adapter("ddp"), settings, host)
+    assert not marker.exists()

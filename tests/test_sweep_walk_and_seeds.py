@@ -131,7 +131,7 @@ def test_a_digits_like_plan_runs_twelve_sweep_runs_and_times_only_what_it_reads(
     from test_sweep_verdicts import Machine  # the stub at a samples/s per batch
 
     scores = {8: [0.95] * 6, 16: [0.95] * 6, 32: [0.95] * 6, 64: SCATTERED}
-    s = settings(nproc=2, sweep_steps=40, sweep_walk=1, base_batch=64)
+    s = settings(nproc=2, sweep_steps=40, sweep_extensions=1, base_batch=64)
     runner = Machine(lambda batch: 1000.0, saturate=None, seeded_val=lambda batch, seed: scores[batch][seed])
     session = Session(load_adapter("ddp"), s, validate_setup(s, load_adapter("ddp"), HostDevices("cpu")),
                       runner=runner)

@@ -18,16 +18,19 @@ pytestmark = pytest.mark.timeout(300)
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.timeout(600)  # five tests' blocks in one walk: minutes on a loaded 2-core machine
 async def test_a_finished_plan_asks_before_a_redo_saves_over_a_recipe_replans_for_a_target_and_asks_at_quit(
         tmp_path, monkeypatch):
     """One walk to the Recipe screen, then what a finished plan does, block by block: the walk; redoing a step of
-    an unsaved plan (asked first: Esc keeps the plan, Discard redoes); saving over an older recipe (asked first,
-    kept as .bak); a global target replans and clearing it goes back; quitting an unsaved plan (asked: Esc
+    an unsaved plan (asked first: Esc keeps the plan, Discard redoes); a re-plan for another GPU; saving over an
+    older recipe (asked first, kept as .bak, recorded in the history); a global target replans and clearing it goes back; quitting an unsaved plan (asked: Esc
     cancels, then the palette's Quit and Save writes it, over the file only once confirmed). Each block was its
     own test, each with its own walk (10-60 s of rendering apiece on this machine)."""
+    from advisor.history import read_history
     from advisor.tui.screens.help import UnsavedPlanScreen
 
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ADVISOR_HISTORY", raising=False)  # the history beside the saved recipe, as a user's
     (tmp_path / "recipes").mkdir()
     existing = tmp_path / "recipes" / "digits-mlp.toml"
     existing.write_text("# an older recipe\n")
@@ -58,7 +61,19 @@ async def test_a_finished_plan_asks_before_a_redo_saves_over_a_recipe_replans_fo
         await pilot.press("n")
         await wait_for(pilot, lambda: app.screen.name == "recipe" and "recipe" in app.done, what="the plan again")
 
-        # -- saving over an existing recipe asks first and keeps a backup
+        # -- the Recipe screen re-plans for another GPU (issue 17: the engine's table, estimates labelled)
+        await pilot.press("g")
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ReplanScreen", what="the re-plan dialog")
+        await pilot.press(*"a100-80gb")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "Re-plan of" in screen_text(app, "#replan-table"), what="the table")
+        table = screen_text(app, "#replan-table")
+        assert "A100 80GB" in table and "estimate" in table and "bf16" in table
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen.name == "recipe", what="the recipe screen")
+
+        # -- saving over an existing recipe asks first and keeps a backup, and records the plan in the history
+        # beside the recipe (issue 17)
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ConfirmScreen", what="the question")
         await pilot.press("n")  # keep it
@@ -79,6 +94,10 @@ async def test_a_finished_plan_asks_before_a_redo_saves_over_a_recipe_replans_fo
         assert data["batch"]["global"] == result.plan.global_batch
         assert data["method"]["sweep_choice"] == app.session.sweep_outcome.chosen
         assert data["provenance"]["command"].startswith("advisor plan --workload digits-mlp")
+        rows = read_history(tmp_path / "recipes" / ".history.jsonl").rows
+        assert [r["kind"] for r in rows].count("plan") == 1 and any(r["kind"] == "sweep" for r in rows)
+        assert rows[-1]["per_device"] == app.session.result.plan.per_device
+        assert "history" in screen_text(app, "#saved")
 
         # -- a global target on the Recipe screen replans, and clearing it goes back
         picked = app.session.result.plan.global_batch
