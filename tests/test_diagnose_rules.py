@@ -787,3 +787,20 @@ def test_a_gradient_norm_jumping_by_large_factors_log_to_log_is_jitter(tmp_path)
     assert _kinds(_diagnose(tmp_path, _hf_lines(2.0))) == ["oscillation-jitter"]
     # The guard: a gradient norm varying by +-30% (a healthy batch) is no finding.
     assert _kinds(_diagnose(tmp_path, _hf_lines(0.3), name="run2.log")) == []
+
+
+def test_a_loss_that_reached_ten_times_chance_then_sat_at_chance_is_diverged(tmp_path):
+    # Digits at SGD LR 3 through Lightning's CSV logger (generated here, in /tmp): the blow-up to 7e8 fell between
+    # logged steps; the log shows 2.3 -> 27.9 (12x ln 10) in its first steps, then 2.4-2.8 for 15 epochs with the
+    # validation accuracy at chance (0.09-0.10) throughout: a dead model, not one that never moved.
+    rng = random.Random(17)
+    rows = ["epoch,step,train_loss,val_acc,val_loss"]
+    head = [2.318, 2.238, 4.364, 27.9, 7.193, 4.548, 4.099, 3.24]
+    for epoch in range(15):
+        for i in range(20):
+            step = epoch * 20 + i
+            loss = head[step] if step < len(head) else 2.55 + rng.uniform(-0.15, 0.15)
+            rows.append(f"{epoch},{step},{loss:.4f},,")
+        rows.append(f"{epoch},{epoch * 20 + 19},,{0.095 + rng.uniform(-0.01, 0.01):.4f},{2.6 + rng.uniform(-0.15, 0.15):.4f}")
+    report = _diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics.csv")
+    assert _kinds(report) == ["diverged"]

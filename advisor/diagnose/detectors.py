@@ -434,6 +434,10 @@ DEAD_AT_CHANCE = 0.85  # after a blow-up, a loss at or above this share of ln K 
 DEAD_NO_FALL = 0.1  # ... and falls less than this share over the rest of the run
 DEAD_MIN_AFTER = 3  # points after the blow-up, at least, to say where the loss settled
 ABOVE_CHANCE = 3.0  # a cross-entropy this many times ln K with accuracy at chance: worse than guessing
+# A loss this many times ln K at any point of a run whose accuracy never left chance has blown up (a model that never
+# moved from its initialisation sits at ln K): a logger that records every Nth step can miss the peak (7e8 between
+# two logged steps showed as 27.9, 12x ln 10), so the bar is one order of magnitude, not EXPLOSION_FACTOR's two.
+CHANCE_EXPLOSION = 10.0
 
 
 def chance_loss(series: dict[str, list[Point]], ctx: Context) -> tuple[float, int, str, list[float]] | None:
@@ -672,7 +676,7 @@ def _jumped_then_frozen(series: dict[str, list[Point]], ctx: Context) -> list[Fi
 
 
 def _exploded_past_chance(series: dict[str, list[Point]], chance) -> tuple[str, list[Point], int, float] | None:
-    """(series, points, index, settled level) for a classifier at chance whose loss reached EXPLOSION_FACTOR times
+    """(series, points, index, settled level) for a classifier at chance whose loss reached CHANCE_EXPLOSION times
     ln K (the loss a guessing model scores: the reference when the blow-up came at the first logged value, with
     nothing before it to compare with) and then sat at chance, not falling (DEAD_AT_CHANCE, DEAD_NO_FALL): the
     same dead model as a spike after a calm start."""
@@ -682,7 +686,7 @@ def _exploded_past_chance(series: dict[str, list[Point]], chance) -> tuple[str, 
     for name in (TRAIN_LOSS, "train_loss_epoch", VAL_LOSS):
         points = _finite(series.get(name, []))
         values = _values(points)
-        index = next((i for i, v in enumerate(values) if v >= EXPLOSION_FACTOR * ln_k), None)
+        index = next((i for i, v in enumerate(values) if v >= CHANCE_EXPLOSION * ln_k), None)
         if index is None or len(values) - index - 1 < DEAD_MIN_AFTER:
             continue
         after = values[index + 1:]
