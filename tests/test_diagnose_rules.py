@@ -804,3 +804,19 @@ def test_a_loss_that_reached_ten_times_chance_then_sat_at_chance_is_diverged(tmp
         rows.append(f"{epoch},{epoch * 20 + 19},,{0.095 + rng.uniform(-0.01, 0.01):.4f},{2.6 + rng.uniform(-0.15, 0.15):.4f}")
     report = _diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics.csv")
     assert _kinds(report) == ["diverged"]
+
+
+def test_a_classifier_at_chance_whose_first_epoch_mean_held_the_start_is_not_learning(tmp_path):
+    # Lightning CSV (generated here, in /tmp): validation accuracy 0.09 (1/10) at all 6 evaluations, validation loss
+    # 2.32-2.36 (ln 10), per-step losses +-0.2 around 2.35; the first epoch's mean (2.53) holds the fall from the
+    # initialisation to the class prior. From the first evaluation on nothing moved: not learning, not jitter.
+    rng = random.Random(23)
+    rows = ["epoch,step,train_loss_epoch,train_loss_step,val_acc,val_loss"]
+    for epoch in range(6):
+        for i in range(50):
+            step = epoch * 50 + i
+            rows.append(f"{epoch},{step},,{2.35 + rng.uniform(-0.2, 0.2) + (0.8 if step < 5 else 0):.4f},,")
+        rows.append(f"{epoch},{epoch * 50 + 49},,,{0.09 + rng.uniform(-0.005, 0.005):.4f},{2.34 + rng.uniform(-0.015, 0.015):.4f}")
+        rows.append(f"{epoch},{epoch * 50 + 49},{2.53 if epoch == 0 else 2.35 + rng.uniform(-0.004, 0.004):.4f},,,")
+    report = _diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics.csv")
+    assert _kinds(report) == ["not-learning"]

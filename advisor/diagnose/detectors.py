@@ -1065,7 +1065,11 @@ def _unmoved_at_chance(series: dict[str, list[Point]], ctx: Context) -> list[Fin
         return []
     curves = [(name, _finite(series.get(name, []))) for name in ("train_loss_epoch", TRAIN_LOSS, VAL_LOSS)]
     curves = [(name, points) for name, points in curves if len(points) >= STUCK_FEW_POINTS]
-    if not curves or not all(_unmoved(points) for _, points in curves):
+    # Each curve from the first evaluation on (_since): a first epoch's mean holds the fall from the initialisation
+    # to the class prior, which is no learning.
+    evaluations = _finite(series.get("val_acc", [])) or _finite(series.get("train_acc", []))
+    if not curves or not all(_unmoved(_since(points, evaluations[0]) if evaluations else points)
+                             for _, points in curves):
         return []
     ln_k, k, source, accs = chance
     name, points = curves[0]
