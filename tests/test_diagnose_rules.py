@@ -1,5 +1,6 @@
 """Issue 37: crash signals and text that is not a metric."""
 
+import math
 import random
 import subprocess
 import sys
@@ -766,3 +767,56 @@ def _swinging_steps(repeat: bool, seed: int = 12):
 def test_step_swings_that_repeat_every_epoch_are_the_data_order_not_jitter(tmp_path):
     assert _kinds(_diagnose(tmp_path, _swinging_steps(repeat=True))) == ["oscillation-periodic"]
     assert _kinds(_diagnose(tmp_path, _swinging_steps(repeat=False), name="run2.log")) == ["oscillation-jitter"]
+
+
+def _hf_lines(grad_spread, seed=21):
+    # HF Trainer dict lines, 150 logs: the logged loss (a mean over the logging steps) falls 1.4 -> 0.35 with +-0.1;
+    # the gradient norm is log-normal around 0.5 with the given spread (in ln units) from log to log.
+    rng = random.Random(seed)
+    lines = []
+    for i in range(150):
+        loss = 0.35 + 1.05 * 0.97 ** i + rng.uniform(-0.1, 0.1)
+        norm = 0.5 * math.exp(rng.gauss(0, grad_spread))
+        lines.append(f"{{'loss': {loss:.4f}, 'grad_norm': {norm:.4g}, 'learning_rate': 0.15, 'epoch': {i / 50:.2f}}}")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_gradient_norm_jumping_by_large_factors_log_to_log_is_jitter(tmp_path):
+    # Batch 1 at LR 0.15 (world corpus, old held-back part, spent): the logged loss is a 20-step mean and looks calm,
+    # but the gradient norm jumps 0.01 <-> 6 from one log to the next: per-step gradients dominated by sampling noise.
+    assert _kinds(_diagnose(tmp_path, _hf_lines(2.0))) == ["oscillation-jitter"]
+    # The guard: a gradient norm varying by +-30% (a healthy batch) is no finding.
+    assert _kinds(_diagnose(tmp_path, _hf_lines(0.3), name="run2.log")) == []
+
+
+def test_a_loss_that_reached_ten_times_chance_then_sat_at_chance_is_diverged(tmp_path):
+    # Digits at SGD LR 3 through Lightning's CSV logger (generated here, in /tmp): the blow-up to 7e8 fell between
+    # logged steps; the log shows 2.3 -> 27.9 (12x ln 10) in its first steps, then 2.4-2.8 for 15 epochs with the
+    # validation accuracy at chance (0.09-0.10) throughout: a dead model, not one that never moved.
+    rng = random.Random(17)
+    rows = ["epoch,step,train_loss,val_acc,val_loss"]
+    head = [2.318, 2.238, 4.364, 27.9, 7.193, 4.548, 4.099, 3.24]
+    for epoch in range(15):
+        for i in range(20):
+            step = epoch * 20 + i
+            loss = head[step] if step < len(head) else 2.55 + rng.uniform(-0.15, 0.15)
+            rows.append(f"{epoch},{step},{loss:.4f},,")
+        rows.append(f"{epoch},{epoch * 20 + 19},,{0.095 + rng.uniform(-0.01, 0.01):.4f},{2.6 + rng.uniform(-0.15, 0.15):.4f}")
+    report = _diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics.csv")
+    assert _kinds(report) == ["diverged"]
+
+
+def test_a_classifier_at_chance_whose_first_epoch_mean_held_the_start_is_not_learning(tmp_path):
+    # Lightning CSV (generated here, in /tmp): validation accuracy 0.09 (1/10) at all 6 evaluations, validation loss
+    # 2.32-2.36 (ln 10), per-step losses +-0.2 around 2.35; the first epoch's mean (2.53) holds the fall from the
+    # initialisation to the class prior. From the first evaluation on nothing moved: not learning, not jitter.
+    rng = random.Random(23)
+    rows = ["epoch,step,train_loss_epoch,train_loss_step,val_acc,val_loss"]
+    for epoch in range(6):
+        for i in range(50):
+            step = epoch * 50 + i
+            rows.append(f"{epoch},{step},,{2.35 + rng.uniform(-0.2, 0.2) + (0.8 if step < 5 else 0):.4f},,")
+        rows.append(f"{epoch},{epoch * 50 + 49},,,{0.09 + rng.uniform(-0.005, 0.005):.4f},{2.34 + rng.uniform(-0.015, 0.015):.4f}")
+        rows.append(f"{epoch},{epoch * 50 + 49},{2.53 if epoch == 0 else 2.35 + rng.uniform(-0.004, 0.004):.4f},,,")
+    report = _diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics.csv")
+    assert _kinds(report) == ["not-learning"]

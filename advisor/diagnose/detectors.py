@@ -434,6 +434,10 @@ DEAD_AT_CHANCE = 0.85  # after a blow-up, a loss at or above this share of ln K 
 DEAD_NO_FALL = 0.1  # ... and falls less than this share over the rest of the run
 DEAD_MIN_AFTER = 3  # points after the blow-up, at least, to say where the loss settled
 ABOVE_CHANCE = 3.0  # a cross-entropy this many times ln K with accuracy at chance: worse than guessing
+# A loss this many times ln K at any point of a run whose accuracy never left chance has blown up (a model that never
+# moved from its initialisation sits at ln K): a logger that records every Nth step can miss the peak (7e8 between
+# two logged steps showed as 27.9, 12x ln 10), so the bar is one order of magnitude, not EXPLOSION_FACTOR's two.
+CHANCE_EXPLOSION = 10.0
 
 
 def chance_loss(series: dict[str, list[Point]], ctx: Context) -> tuple[float, int, str, list[float]] | None:
@@ -672,7 +676,7 @@ def _jumped_then_frozen(series: dict[str, list[Point]], ctx: Context) -> list[Fi
 
 
 def _exploded_past_chance(series: dict[str, list[Point]], chance) -> tuple[str, list[Point], int, float] | None:
-    """(series, points, index, settled level) for a classifier at chance whose loss reached EXPLOSION_FACTOR times
+    """(series, points, index, settled level) for a classifier at chance whose loss reached CHANCE_EXPLOSION times
     ln K (the loss a guessing model scores: the reference when the blow-up came at the first logged value, with
     nothing before it to compare with) and then sat at chance, not falling (DEAD_AT_CHANCE, DEAD_NO_FALL): the
     same dead model as a spike after a calm start."""
@@ -682,7 +686,7 @@ def _exploded_past_chance(series: dict[str, list[Point]], chance) -> tuple[str, 
     for name in (TRAIN_LOSS, "train_loss_epoch", VAL_LOSS):
         points = _finite(series.get(name, []))
         values = _values(points)
-        index = next((i for i, v in enumerate(values) if v >= EXPLOSION_FACTOR * ln_k), None)
+        index = next((i for i, v in enumerate(values) if v >= CHANCE_EXPLOSION * ln_k), None)
         if index is None or len(values) - index - 1 < DEAD_MIN_AFTER:
             continue
         after = values[index + 1:]
@@ -1061,7 +1065,11 @@ def _unmoved_at_chance(series: dict[str, list[Point]], ctx: Context) -> list[Fin
         return []
     curves = [(name, _finite(series.get(name, []))) for name in ("train_loss_epoch", TRAIN_LOSS, VAL_LOSS)]
     curves = [(name, points) for name, points in curves if len(points) >= STUCK_FEW_POINTS]
-    if not curves or not all(_unmoved(points) for _, points in curves):
+    # Each curve from the first evaluation on (_since): a first epoch's mean holds the fall from the initialisation
+    # to the class prior, which is no learning.
+    evaluations = _finite(series.get("val_acc", [])) or _finite(series.get("train_acc", []))
+    if not curves or not all(_unmoved(_since(points, evaluations[0]) if evaluations else points)
+                             for _, points in curves):
         return []
     ln_k, k, source, accs = chance
     name, points = curves[0]
@@ -1245,6 +1253,36 @@ def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]
                     f"({score:.0%} of the starting loss {start_level:.3g})"
                     + ("." if clearly_falling else " and has stopped falling."),
                     evidence, jitter_actions(ctx))]
+
+
+GRAD_JITTER_LOG = 1.0  # the gradient norm's median |ln(g_i+1 / g_i)| over the second half: a typical factor of e
+
+
+def detect_gradient_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """Gradient noise read off the gradient norm when the loss is logged as a mean over many steps (HF Trainer's
+    logging_steps) and hides it: over the second half of 20+ logged norms, the typical log-to-log change (median of
+    |ln(g_i+1 / g_i)|) is GRAD_JITTER_LOG or more, a factor of e or more from one log to the next: the per-step
+    gradient is dominated by sampling noise, a batch small for its LR (DOMAIN: gradient noise). Healthy runs of the
+    world and pasted corpora stay at 0.03-0.75; batch-1 runs at LR 0.15 reach 1.6-2.1 (norms 0.01 <-> 6)."""
+    norms = [p for p in series.get("grad_norm", []) if math.isfinite(p.value) and p.value > 0]
+    if len(norms) < MIN_POINTS:
+        return []
+    half = norms[len(norms) // 2:]
+    jumps = [abs(math.log(b.value / a.value)) for a, b in zip(half, half[1:])]
+    typical = _median(jumps)
+    if typical < GRAD_JITTER_LOG:
+        return []
+    values = _values(half)
+    evidence = {"series": "grad_norm", "median_log_change": round(typical, 3), "typical_factor": round(math.exp(typical), 2),
+                "norm_min": min(values), "norm_max": max(values), "points": len(half),
+                **_span(norms, len(norms) - len(half), len(norms) - 1)}
+    if ctx.per_device is not None:
+        evidence["per_device_batch"] = ctx.per_device
+    return [Finding("oscillation-jitter", "warning",
+                    f"The gradient norm jumps from log to log by a typical factor of {math.exp(typical):.1f} "
+                    f"({min(values):.3g} to {max(values):.3g} over the second half): the per-step gradient is "
+                    "dominated by sampling noise (the logged loss, a mean over many steps, hides it).",
+                    evidence, jitter_actions(ctx), confidence="medium")]
 
 
 VAL_JITTER_MIN_POINTS = 10  # a validation series (one point an epoch, typically) this long, at least
@@ -1941,6 +1979,7 @@ def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts
     findings += diverged or detect_not_learning(series, ctx)
     findings += (detect_periodic(series, ctx) or detect_sawtooth(series, ctx, ctx.elisions or [])
                  or recurring_not_jitter(detect_jitter(series, ctx), series)
+                 or detect_gradient_jitter(series, ctx)
                  or detect_short_periodic(series, ctx, ctx.elisions or [])
                  or detect_short_jitter(series, ctx, ctx.elisions or [])
                  or detect_validation_jitter(series, ctx))
