@@ -12,10 +12,8 @@ import contextlib
 import datetime
 import os
 
-import torch
-
 from advisor.process_group import GradNoiseMeter, ProcessGroupStrategy
-from advisor.worker import to_device, worker_main
+from advisor.worker import run_micro_batches, worker_main
 
 MIXED_PRECISION = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}
 
@@ -50,18 +48,15 @@ class AccelerateStrategy(ProcessGroupStrategy):
         return contextlib.nullcontext()
 
     def train_cycle(self, model, optimizer, next_batch, workload, job, between_micro):
-        losses = []
-        for micro in range(job.accumulation_steps):
-            if micro:
-                between_micro()
-            batch = to_device(next_batch(), self.device)
-            with self.accelerator.accumulate(model):
+        def micro_step(batch, last: bool):
+            with self.accelerator.accumulate(model):  # decides when gradients sync
                 loss = workload.batch_loss(model, batch)
                 self.accelerator.backward(loss)  # divides by gradient_accumulation_steps itself
                 optimizer.step()  # a no-op until the accumulation boundary
                 optimizer.zero_grad(set_to_none=True)
-            losses.append(loss.detach().float())
-        return torch.stack(losses).mean()
+            return loss
+
+        return run_micro_batches(job, next_batch, between_micro, self.device, micro_step)
 
     def eval_model(self, model):
         return self.accelerator.unwrap_model(model, keep_fp32_wrapper=True)

@@ -22,7 +22,7 @@ import torch.distributed as dist
 from advisor.device import worker_device
 from advisor.extensions import heartbeat
 from advisor.memory import meta_parameter_count, parameter_count
-from advisor.worker import WorkerStrategy, emit, to_device, worker_main
+from advisor.worker import WorkerStrategy, emit, run_micro_batches, worker_main
 
 from .deepspeed import DEFAULT_ZERO_STAGE
 
@@ -195,16 +195,13 @@ class DeepSpeedStrategy(WorkerStrategy):
         return contextlib.nullcontext()
 
     def train_cycle(self, engine, optimizer, next_batch, workload, job, between_micro):
-        losses = []
-        for micro in range(job.accumulation_steps):
-            if micro:
-                between_micro()
-            batch = self.cast_inputs(to_device(next_batch(), self.device))
-            loss = workload.batch_loss(engine, batch)
+        def micro_step(batch, last: bool):
+            loss = workload.batch_loss(engine, self.cast_inputs(batch))
             engine.backward(loss)  # scales by 1 / gradient_accumulation_steps itself
             engine.step()  # steps optimizer and scheduler at the accumulation boundary only
-            losses.append(loss.detach().float())
-        return torch.stack(losses).mean()
+            return loss
+
+        return run_micro_batches(job, next_batch, between_micro, self.device, micro_step)
 
     def set_lr(self, optimizer, lr: float) -> None:
         if self.scheduler is None:  # else DeepSpeed's WarmupLR from the config runs the warmup

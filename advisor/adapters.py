@@ -10,7 +10,7 @@ prints one warning and the others keep working.
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from importlib.metadata import entry_points
 from typing import Protocol, runtime_checkable
 
@@ -27,6 +27,9 @@ DEFAULT_ADAPTER = "ddp"
 
 @dataclass(frozen=True)
 class Capabilities:
+    """What an adapter can do, declared on it (``capabilities``); the engine reads these fields and never asks which
+    adapter it is. A field added later has a default, so a plugin written before it keeps working."""
+
     supports_lamb: bool = False
     supports_bf16: bool = True
     supports_fp16: bool = True
@@ -36,6 +39,21 @@ class Capabilities:
     # Its worker measures the gradient noise scale on one process from a run with accumulation >= 2
     # (advisor.process_group.GradNoiseMeter): a one-process plan then runs one such run after the trial.
     noise_by_accumulation: bool = False
+
+    def supports(self, precision: str) -> bool:
+        """Whether the adapter's workers run ``precision`` (fp32, and auto's choice among what it supports, always)."""
+        return {"bf16": self.supports_bf16, "fp16": self.supports_fp16}.get(precision, True)
+
+    @classmethod
+    def declared(cls, caps) -> "Capabilities":
+        """An adapter's ``capabilities`` as this dataclass. A plugin may declare them in an object of its own (duck-
+        typed, or written before a field existed): read here, once, each field it lacks at its default."""
+        if isinstance(caps, cls):
+            return caps
+        given = {f.name: getattr(caps, f.name) for f in fields(cls) if hasattr(caps, f.name)}
+        if given.get("optimizers") is not None:
+            given["optimizers"] = frozenset(given["optimizers"])
+        return cls(**given)
 
 
 @dataclass(frozen=True)
@@ -171,7 +189,6 @@ class AdapterBase:
     def unavailable_reason(self) -> str | None:
         """Why this adapter cannot run here (a missing package, no CUDA), or None."""
         return None
-
     def probe_processes(self, nproc: int, options: dict) -> int:
         """Processes a ceiling probe needs: 1, unless per-device memory depends on the world size."""
         return 1
@@ -249,7 +266,8 @@ class _WithDefaults(AdapterBase):
 
     def __init__(self, inner):
         self._inner = inner
-        self.name, self.summary, self.capabilities = inner.name, inner.summary, inner.capabilities
+        self.name, self.summary = inner.name, inner.summary
+        self.capabilities = Capabilities.declared(inner.capabilities)
 
     def __getattribute__(self, attr):
         if not attr.startswith("_") and attr not in ("name", "summary", "capabilities"):
@@ -311,7 +329,11 @@ def load_adapter(name: str) -> Adapter:
             f"The adapter {name!r} ({ep.value}) does not implement the adapter protocol "
             "(name, summary, capabilities, command(job_path, nproc))."
         )
-    return adapter if isinstance(adapter, AdapterBase) else _WithDefaults(adapter)
+    if not isinstance(adapter, AdapterBase):
+        return _WithDefaults(adapter)
+    if not isinstance(adapter.capabilities, Capabilities):
+        adapter.capabilities = Capabilities.declared(adapter.capabilities)  # on this instance: read typed from here
+    return adapter
 
 
 @dataclass(frozen=True)

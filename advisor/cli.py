@@ -8,6 +8,7 @@ and `check` start fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -366,10 +367,14 @@ def _histories_here(missing) -> str:
 
 
 def cmd_check(args) -> int:
+    from .explain import measurements_missing
     from .recipe import check_recipe
     from .recipe_check import recipe_warnings
 
     data = check_recipe(args.recipe)
+    missing = measurements_missing(data)
+    if missing:  # a note, not a warning: the decisions --strict checks are whole without the measurements
+        print(f"{args.recipe}: note: {missing}", file=sys.stderr)
     warnings = recipe_warnings(data)
     for warning in warnings:
         print(f"{args.recipe}: warning: {warning}", file=sys.stderr)
@@ -408,14 +413,13 @@ def cmd_workloads(args) -> int:
 
 
 def cmd_init(args) -> int:
-    from .errors import AdvisorError
+    from .recipe import check_output_path, write_text_atomically
     from .templates import render
 
     out = Path(args.out)
-    if out.exists() and not args.force:
-        raise AdvisorError(f"{out} already exists; nothing was written. Choose another --out, or pass --force to "
-                           "replace it.")
-    out.write_text(render(args.template, str(out)))
+    # A folder, a missing folder or a file where a folder should be was a traceback; --force keeps a .bak.
+    check_output_path(out, force=args.force, what="a file", example="workload.py", nothing="Nothing was written.")
+    write_text_atomically(out, render(args.template, str(out)), replace_existing=args.force)
     print(f"Wrote {out} (template {args.template}). Fill in each TODO, then:\n"
           f"  advisor workloads --check {out}:workload\n"
           f"  advisor plan --workload {out}:workload --nproc 2 --device-memory 8GiB --out recipe.toml")
@@ -503,7 +507,8 @@ def replan_target_from_args(args):
         device_type = "cpu" if device is None or str(device) == "cpu" else "cuda"
     if device_type == "cpu" and args.gpu:
         raise SetupError("--device cpu contradicts --gpu; leave one out.")
-    return ReplanTarget(memory, source, gpu, device_type, args.nproc, args.nodes or 1, args.precision,
+    nodes = 1 if args.nodes is None else args.nodes  # `--nodes 0` is refused, not read as one node
+    return ReplanTarget(memory, source, gpu, device_type, args.nproc, nodes, args.precision,
                         args.global_batch, args.headroom, allow_few_steps=bool(getattr(args, "force", False)))
 
 
@@ -965,6 +970,23 @@ def _closed_pipe() -> int:
     return CLOSED_PIPE
 
 
+@contextlib.contextmanager
+def _torch_cpp_log_quiet_here(quiet: bool):
+    """While torch loads in this process: c10's log level FATAL, so a node that cannot reach node 0's rendezvous
+    store (or loses it) says so in our one paragraph, without torch's `[E... socket.cpp] ... frame #0 ...` error
+    lines first. c10 reads TORCH_CPP_LOG_LEVEL once, when torch loads (checked with torch 2.13: ERROR still
+    prints those, FATAL does not), so the variable is put back afterwards: the workers this process starts keep
+    the user's level and their own C++ errors. A level the user set is kept."""
+    if not quiet or "TORCH_CPP_LOG_LEVEL" in os.environ:
+        yield
+        return
+    os.environ["TORCH_CPP_LOG_LEVEL"] = "FATAL"
+    try:
+        yield
+    finally:
+        os.environ.pop("TORCH_CPP_LOG_LEVEL", None)
+
+
 def import_torch_keeping_ctrl_c() -> None:
     """Import torch so that a Ctrl-C during the import is not lost. Measured with torch 2.13: a SIGINT about half
     a second into `import torch` lands in numpy's import, which torch's C init (`from torch._C import *`) runs
@@ -1034,11 +1056,8 @@ def _main(argv: list[str] | None) -> int:
     if not getattr(args, "func", None) or getattr(args, "tui", False):
         return cmd_tui(args)  # bare `advisor`, `advisor tui`, `advisor diagnose --tui`
     if getattr(args, "command", None) in ("plan", "replan"):  # minutes of runs: a Ctrl-C must stop them
-        if getattr(args, "nnodes", None) or os.environ.get("SLURM_NNODES"):
-            # A node that loses the rendezvous store says so in one paragraph; torch's C++ warning would add a
-            # stack of native frames first. Read when torch loads.
-            os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
-        import_torch_keeping_ctrl_c()
+        with _torch_cpp_log_quiet_here(bool(getattr(args, "nnodes", None) or os.environ.get("SLURM_NNODES"))):
+            import_torch_keeping_ctrl_c()
     return args.func(args)
 
 

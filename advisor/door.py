@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field, is_dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .adapters import Capabilities
 from .errors import SetupError
 
 PLACEHOLDERS = ("per_device", "accumulation", "steps", "lr", "warmup", "precision")
@@ -285,8 +286,7 @@ class ScriptAdapter:
         self._inner = inner
         self.name, self.summary = inner.name, inner.summary
         # The user's script runs its own loop: no noise meter sits between its micro-batches.
-        caps = inner.capabilities
-        self.capabilities = replace(caps, noise_by_accumulation=False) if is_dataclass(caps) else caps
+        self.capabilities = replace(Capabilities.declared(inner.capabilities), noise_by_accumulation=False)
 
     def __getattr__(self, attr):
         return getattr(self._inner, attr)

@@ -166,4 +166,17 @@ def explain_text(recipe: dict | RecipeDocument, header: bool = True) -> str:
     seconds = doc.method.step_seconds or {}
     if seconds:
         lines += ["", "Time: " + ", ".join(f"{name} {value:.0f} s" for name, value in seconds.items())]
+    missing = measurements_missing(doc.data)
+    if missing:
+        lines += ["", f"Measurements: {missing}"]
     return "\n".join(lines)
+
+
+def measurements_missing(data: dict) -> str | None:
+    """Why the recipe's sibling measurements are not loaded, said as a note (the decisions above are whole), or
+    None. A recipe copied without its NAME.measurements.toml lost its per-run rows and times without a word."""
+    why = (data.get("measurements") or {}).get("missing") if isinstance(data.get("measurements"), dict) else None
+    if not why:
+        return None
+    return (f"{why}. The decisions and reasons are the recipe's own and whole; the per-run rows and step times "
+            "are not shown. Keep the file `advisor plan` wrote beside the recipe (commit both).")

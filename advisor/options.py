@@ -9,6 +9,8 @@ command a recipe records (``plan_command``) all read this table, so a new option
 
 from __future__ import annotations
 
+import argparse
+import sys
 from dataclasses import dataclass, fields
 
 from .adapters import DEFAULT_ADAPTER
@@ -36,6 +38,9 @@ class PlanOption:
     shows_default: bool = False  # the app's field starts filled with the default (else empty, with the placeholder)
     parser_default: bool = True  # argparse fills the default in (False: left None, so "was it given" can be asked)
     prefill: str | None = None  # help of `advisor [tui] --flag`, which pre-fills the app's field; None: no such flag
+    # Its former flags, still read where a user's command or a recipe's recorded command may carry them (a note on
+    # stderr names the new flag); never written.
+    deprecated_flags: tuple[str, ...] = ()
 
     @property
     def flag(self) -> str:
@@ -53,7 +58,7 @@ class PlanOption:
         return "a whole number" if self.type is int else "a number"
 
 
-_WALK = _settings_default("sweep_walk")
+_EXTENSIONS = _settings_default("sweep_extensions")
 _SEEDS = _settings_default("sweep_seeds")
 
 PLAN_OPTION_TABLE: tuple[PlanOption, ...] = (
@@ -81,9 +86,9 @@ PLAN_OPTION_TABLE: tuple[PlanOption, ...] = (
     PlanOption("subset_sweep", bool, False, setting="subset_sweep",
                label="Subset sweep: 8, 16, 32, 64, 128 instead of half / chosen / double",
                help="sweep 8,16,32,64,128 instead of half/chosen/double"),
-    PlanOption("sweep_walk", int, _WALK, setting="sweep_walk",
+    PlanOption("sweep_extensions", int, _EXTENSIONS, setting="sweep_extensions", deprecated_flags=("--sweep-walk",),
                help="how many times the swept range may grow past an end that wins (half the smallest or double the "
-                    f"largest; default {_WALK}; 0: half/chosen/double only)"),
+                    f"largest; default {_EXTENSIONS}; 0: half/chosen/double only)"),
     PlanOption("sweep_seeds", int, _SEEDS, setting="sweep_seeds", label="Sweep seeds", shows_default=True,
                help="paired seeds per sweep candidate: every candidate runs seeds 0..k-1 and ties are judged by a "
                     f"paired t-interval with k-1 degrees of freedom (default {_SEEDS}; 1: no interval, only the "
@@ -153,6 +158,22 @@ def add_plan_arguments(parser) -> None:
         if option.default is not None and option.parser_default:
             extra["default"] = option.default
         parser.add_argument(option.flag, help=option.help, **extra)
+        for old in option.deprecated_flags:
+            parser.add_argument(old, dest=option.name, action=_DeprecatedFlag, new_flag=option.flag,
+                                help=argparse.SUPPRESS, **{k: v for k, v in extra.items() if k != "default"})
+
+
+class _DeprecatedFlag(argparse.Action):
+    """A former flag of an option: read as the option, with a one-line note naming the flag it is now."""
+
+    def __init__(self, *args, new_flag: str, **kwargs):
+        self.new_flag = new_flag
+        super().__init__(*args, **kwargs)
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        print(f"advisor: {option_string} is now {self.new_flag} (the same setting); the old name still works.",
+              file=sys.stderr)
+        setattr(namespace, self.dest, value)
 
 
 def add_prefill_arguments(parser) -> None:

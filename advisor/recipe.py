@@ -7,6 +7,7 @@ existing recipe is only replaced with ``force``, and then a backup is kept.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -461,8 +462,8 @@ def _check_values(data: dict, path: str, text: str) -> None:
                           f"{batch['per_device']} x {batch['world_size']} x {batch['accumulation_steps']} = {product}.",
               "batch", "global")
     for key in ("value", "base"):
-        if not lr[key] > 0:
-            _fail(path, text, f"'lr.{key}' must be positive, not {lr[key]}.", "lr", key)
+        if not 0 < lr[key] < math.inf:  # TOML's `inf` passed as positive, and an export wrote "lr": Infinity
+            _fail(path, text, f"'lr.{key}' must be positive and finite, not {lr[key]}.", "lr", key)
     if lr["base_global_batch"] < 1:
         _fail(path, text, "'lr.base_global_batch' must be at least 1.", "lr", "base_global_batch")
     if lr["rule"] not in LR_RULES:
@@ -490,6 +491,8 @@ def read_recipe_data(path: str | os.PathLike) -> tuple[dict, str]:
         raw = Path(path).read_bytes()
     except FileNotFoundError:
         raise RecipeError(f"{path}: no such recipe file. Create one with `advisor plan --out {path}`.", path=path) from None
+    except IsADirectoryError:
+        raise RecipeError(_folder_given_as_recipe(Path(path)), path=path) from None
     except OSError as exc:
         raise RecipeError(f"{path}: cannot read the recipe ({exc.strerror}).", path=path) from None
     try:
@@ -505,6 +508,13 @@ def read_recipe_data(path: str | os.PathLike) -> tuple[dict, str]:
                           path=path, line=line) from None
     _merge_measurements(data, Path(path))
     return data, text
+
+
+def _folder_given_as_recipe(folder: Path) -> str:
+    recipes = sorted(p for p in folder.glob("*.toml") if not p.name.endswith(".measurements.toml"))
+    example = recipes[0] if recipes else folder / "recipe.toml"
+    return (f"{folder} is a folder; give the recipe file in it, such as {example}"
+            + (f" ({len(recipes)} recipes there)." if len(recipes) > 1 else "."))
 
 
 def measurements_path(recipe_path: str | os.PathLike) -> Path:

@@ -168,7 +168,7 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
         "adapter": {"name": s.adapter_name, **result.adapter_extras},
         "inputs": {"adapter": s.adapter_name, "nproc": s.nproc, "device": s.device,
                    "device_memory_bytes": s.memory_budget_bytes, "headroom": s.headroom,
-                   "trial_steps": s.trial_steps, "sweep_steps": s.sweep_steps, "sweep_walk": s.sweep_walk,
+                   "trial_steps": s.trial_steps, "sweep_steps": s.sweep_steps, "sweep_extensions": s.sweep_extensions,
                    "sweep_seeds": s.sweep_seeds,
                    "global_batch": s.global_batch,
                    "base_lr": w.base_lr, "base_batch": w.base_global_batch, "precision": s.precision,

@@ -54,7 +54,7 @@ class JobRunner:
         if warm_workers is None:  # ADVISOR_WARM_WORKERS=0: every job launches fresh (a library not fork-safe)
             warm_workers = os.environ.get(WARM_WORKERS_ENV, "1") != "0"
         self.warm_workers = (warm_workers and settings.device == "cpu"
-                             and bool(getattr(adapter, "worker_module", None)))
+                             and bool(adapter.worker_module))
         self.probe_server = None
         self.probe_server_unavailable: str | None = None  # why jobs fell back to fresh launches, if they did
 

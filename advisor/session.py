@@ -55,7 +55,7 @@ class Session:
         self.adapter, self.settings, self.setup = adapter, settings, setup
         self.on_event = on_event or (lambda event: None)
         self.cancel_token = CancelToken()
-        supported = {p for p in ("bf16", "fp16") if getattr(adapter.capabilities, f"supports_{p}", False)}
+        supported = {p for p in ("bf16", "fp16") if adapter.capabilities.supports(p)}
         self.precision = workload_precision(settings, setup, supported) or choose_precision(
             settings.precision, settings.device, setup.host.bf16, supported)
         self.mixed = self.precision.mixed  # tried before halving and before accumulation
@@ -289,7 +289,7 @@ class Session:
     def _noise_run(self, trial: TrialOutcome) -> TrialRecord | None:
         """One device has no replicas to compare: when the adapter's worker can meter it, one short run with
         accumulation gives the two gradients instead (method.noise_run)."""
-        if self.runner.nproc != 1 or not getattr(self.adapter.capabilities, "noise_by_accumulation", False):
+        if self.runner.nproc != 1 or not self.adapter.capabilities.noise_by_accumulation:
             return None
         return noise_run(self.runner, self.info, trial, self.settings.trial_steps,
                          lambda message: self._emit(Decision(3, message)), lambda message: self._emit(Note(message)))

@@ -7,6 +7,7 @@ CLI says ``--base-lr`` and the app its field's label from the same problem, with
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable, Union
 
@@ -216,9 +217,9 @@ def _number_checks(s: MethodSettings) -> list[Problem]:
         if steps < MIN_STEPS:
             problems.append(Problem("steps-too-few", (option_flag(name), f" must be at least {MIN_STEPS} (the first two "
                                                       f"steps pay one-time costs), not {steps}")))
-    if s.sweep_walk < 0:
-        problems.append(Problem("sweep-walk-negative", (option_flag("sweep_walk"), " must be 0 or more extra sweep "
-                                                        f"candidates, not {s.sweep_walk}")))
+    if s.sweep_extensions < 0:
+        problems.append(Problem("sweep-extensions-negative", (option_flag("sweep_extensions"), " must be 0 or more "
+                                                              f"extra sweep candidates, not {s.sweep_extensions}")))
     if s.sweep_seeds < 1:
         problems.append(Problem("sweep-seeds-below-one", (option_flag("sweep_seeds"), " must be 1 or more paired seeds "
                                                           "per sweep candidate (3 is the default: 2 degrees of "
@@ -239,8 +240,9 @@ def _batch_number_checks(s: MethodSettings) -> list[Problem]:
     if s.start_per_device is not None and s.start_per_device < 1:
         problems.append(Problem("start-below-one", (option_flag("start"), " must be at least 1 sample per device, not "
                                                     f"{s.start_per_device}")))
-    if s.base_lr is not None and not s.base_lr > 0:
-        problems.append(Problem("base-lr-not-positive", (option_flag("base_lr"), f" must be positive, not {s.base_lr}")))
+    if s.base_lr is not None and not 0 < s.base_lr < math.inf:  # `--base-lr inf` ran a whole plan at an infinite LR
+        problems.append(Problem("base-lr-not-positive", (option_flag("base_lr"), " must be positive and finite, not "
+                                                         f"{s.base_lr}")))
     if s.base_batch is not None and s.base_batch < 1:
         problems.append(Problem("base-batch-below-one", (option_flag("base_batch"), " must be at least 1, not "
                                                          f"{s.base_batch}")))
@@ -254,7 +256,7 @@ def _precision_checks(s: MethodSettings, adapter: Adapter, host: HostDevices) ->
     if s.precision == "fp16" and host.type != "cuda":
         return [Problem("fp16-needs-cuda", ("fp16 mixed precision needs a CUDA GPU (loss scaling, fp16 kernels)",),
                         ("on CPU use ", precision, " bf16 or fp32"), joiner="; ")]
-    if s.precision in ("bf16", "fp16") and not getattr(adapter.capabilities, f"supports_{s.precision}", False):
+    if not adapter.capabilities.supports(s.precision):
         return [Problem("precision-unsupported", (f"the adapter {adapter.name!r} does not support {s.precision}",))]
     if s.precision == "bf16" and host.type == "cuda" and not host.bf16:
         return [Problem("bf16-emulated", ("bf16 needs a GPU with compute capability 8.0 or newer (Ampere); this one "
@@ -339,9 +341,9 @@ def _warmup_checks(s: MethodSettings, workload, base_batch) -> tuple[tuple[float
 
 def _run_length_checks(s: MethodSettings, workload) -> tuple[float | None, list[Problem]]:
     problems = []
-    if s.run_epochs is not None and not s.run_epochs > 0:
-        problems.append(Problem("epochs-not-positive", (option_flag("epochs"), " must be positive (the length of the "
-                                                        f"planned run), not {s.run_epochs:g}")))
+    if s.run_epochs is not None and not 0 < s.run_epochs < math.inf:
+        problems.append(Problem("epochs-not-positive", (option_flag("epochs"), " must be positive and finite (the "
+                                                        f"length of the planned run), not {s.run_epochs:g}")))
     run_epochs = s.run_epochs or (workload.epochs if workload is not None else None)
     if workload is not None and s.global_batch and not s.allow_few_steps:
         from .method.plan import few_steps_cost, largest_learnable_global

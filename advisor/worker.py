@@ -79,26 +79,22 @@ class WorkerStrategy:
         The default: divide each micro-loss by the accumulation count, sync gradients on the last
         micro-step only, and step the optimizer (and the GradScaler) once per cycle, as DOMAIN 3 asks.
         """
-        import torch
-
-        losses = []
-        for micro in range(job.accumulation_steps):
-            if micro:
-                between_micro()
-            batch = to_device(next_batch(), self.device)
-            with self.sync_context(model, micro == job.accumulation_steps - 1):
+        def micro_step(batch, last: bool):
+            with self.sync_context(model, last):
                 with self.precision_context(job):
                     loss = workload.batch_loss(model, batch)
                 scaled = loss / job.accumulation_steps
                 (self.scaler.scale(scaled) if self.scaler else scaled).backward()
-            losses.append(loss.detach().float())
+            return loss
+
+        mean_loss = run_micro_batches(job, next_batch, between_micro, self.device, micro_step)
         if self.scaler:
             self.scaler.step(optimizer)
             self.scaler.update()
         else:
             optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        return torch.stack(losses).mean()
+        return mean_loss
 
     def optimizer_implementation(self, optimizer) -> str:
         """Which optimizer implementation runs (the recipe records it): ``advisor_implementation`` or the class."""
@@ -182,6 +178,24 @@ def _batch(dataset, indices, collate_fn=None):
     if isinstance(dataset, TensorDataset) and collate_fn is None:
         return tuple(t[indices] for t in dataset.tensors)
     return (collate_fn or default_collate)([dataset[int(i)] for i in indices])
+
+
+def run_micro_batches(job: TrialJob, next_batch, between_micro, device, micro_step) -> "torch.Tensor":  # noqa: F821
+    """One training step's accumulation loop, the same for every strategy: ``job.accumulation_steps`` micro-batches,
+    each taken from ``next_batch`` onto ``device`` (``between_micro`` runs before each after the first: where a noise
+    meter reads the first one's gradient), run by ``micro_step(batch, last)``, which does the forward and backward
+    its flavour's way (who divides the loss, who syncs and steps when) and returns the micro-loss. Returns the mean
+    micro-loss, detached."""
+    import torch
+
+    losses = []
+    for micro in range(job.accumulation_steps):
+        if micro:
+            between_micro()
+        batch = to_device(next_batch(), device)
+        loss = micro_step(batch, micro == job.accumulation_steps - 1)
+        losses.append(loss.detach().float())
+    return torch.stack(losses).mean()
 
 
 def to_device(obj, device):

@@ -26,6 +26,12 @@ Then the walk's throughput margin against timing noise: each seed's speed drawn 
 exp(N(0, sigma))), the share of picks past 1.1x the oracle's time at margins of 5-30%, per range whose tied
 candidates hold the oracle, and the worst and mean over them.
 
+Then the walk from your own setting (each candidate of each range taken in turn as yours): the pick when the walk
+only moves up from it (before session m-v3b) against the product's walk, which also steps down to a smaller equal
+that yours was more than 10% faster than at no seed (``advisor.method.sweep.walk_equals``), and the symmetric
+variant that steps down whenever yours was not faster at every seed, each as its time to the target over the
+oracle's. RESULT step4_from_yours: how many cases each moved to a faster / slower batch than up-only.
+
 Ends with: RESULT step4_replay <rule>=<worst advised/oracle over the ranges that hold the oracle> ... (a range
 without it is for the range growth, which is not replayed, to leave), and RESULT step4_margin margin<m>=<mean share
 of picks past 1.1x at sigma 0.07> ...
@@ -42,7 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from advisor.method.goodput import statistical_efficiency  # noqa: E402
-from advisor.method.sweep import DEFAULT_POLICY, CandidateScores, clearly_faster, compare  # noqa: E402
+from advisor.method.sweep import DEFAULT_POLICY, CandidateScores, clearly_faster, compare, walk_equals  # noqa: E402
 
 POINTS = 4  # advisor.method.inputs.SWEEP_EVAL_POINTS
 
@@ -212,9 +218,51 @@ def full_run(grid: dict, cap: int) -> str:
     return "the whole run (final score in training seconds): " + ", ".join(out)
 
 
+def up_only(tied: list[CandidateScores], yours: int) -> int:
+    """The walk as it was before the step down: from your setting (an equal) up while the next bigger paid."""
+    current = next(c for c in tied if c.per_device == yours)
+    for bigger in (c for c in tied if c.per_device > yours):
+        if not clearly_faster(bigger, current, DEFAULT_POLICY.throughput_margin):
+            break
+        current = bigger
+    return current.per_device
+
+
+def down_unless_paid(tied: list[CandidateScores], yours: int) -> int:
+    """The symmetric variant, not taken: down while yours was not faster at every seed, else up as before."""
+    current = next(c for c in tied if c.per_device == yours)
+    for smaller in reversed([c for c in tied if c.per_device < yours]):
+        if clearly_faster(current, smaller, DEFAULT_POLICY.throughput_margin):
+            break
+        current = smaller
+    return current.per_device if current.per_device != yours else up_only(tied, yours)
+
+
+def from_yours(studied_all: list[tuple[dict, list[int], float, dict, int]]) -> None:
+    """Per range and your setting in it (when it is an equal): up-only, the product's walk, the symmetric variant."""
+    rules = {"up-only": up_only, "walk": lambda tied, yours: walk_equals(tied, yours, False,
+                                                                          DEFAULT_POLICY.throughput_margin)[0],
+             "down-unless-paid": down_unless_paid}
+    moved = {name: [0, 0] for name in rules if name != "up-only"}
+    print("\nThe walk from your setting (yours = each equal of each range; time to the target / the oracle's):")
+    for grid, batches, samples, medians, oracle in studied_all:
+        tied = tied_of(candidates(grid, batches, samples, last_two(grid)))
+        for yours in [c.per_device for c in tied]:
+            picks = {name: rule(tied, yours) for name, rule in rules.items()}
+            ratio = {name: medians[p] / medians[oracle] for name, p in picks.items()}
+            for name in moved:
+                if ratio[name] != ratio["up-only"]:
+                    moved[name][ratio[name] > ratio["up-only"]] += 1
+            if len(set(picks.values())) > 1:
+                print(f"  {grid['workload'].split(':')[-1]:24} {str(batches):18} yours {yours:>4}  "
+                      + "  ".join(f"{name} {picks[name]:>4} x{ratio[name]:.2f}" for name in rules))
+    print("RESULT step4_from_yours " + " ".join(f"{name}_faster={f} {name}_slower={w}"
+                                                 for name, (f, w) in moved.items()))
+
+
 def main(paths: list[str]) -> None:
     worst = {name: 1.0 for name in RULES}
-    studied = []
+    studied, studied_all = [], []
     for path in paths:
         grid = json.loads(Path(path).read_text())
         medians = {}
@@ -235,6 +283,7 @@ def main(paths: list[str]) -> None:
         if grid["plan"]["candidates"] not in ranges and all(b in medians for b in grid["plan"]["candidates"]):
             ranges.append(grid["plan"]["candidates"])
         for batches in ranges:
+            studied_all.append((grid, batches, samples, medians, oracle))
             picks = {name: rule(grid, batches, samples) for name, rule in RULES.items()}
             ratios = {name: medians[p] / medians[oracle] for name, p in picks.items()}
             if oracle in batches:  # a range without the oracle is the range growth's job, not replayed here
@@ -246,6 +295,7 @@ def main(paths: list[str]) -> None:
                   + ("" if oracle in batches else "   (no oracle in range)"))
     print("RESULT step4_replay " + " ".join(f"{name}={value:.2f}" for name, value in worst.items()))
     timing_noise(studied)
+    from_yours(studied_all)
 
 
 if __name__ == "__main__":

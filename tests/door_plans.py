@@ -30,7 +30,7 @@ def plan_through_door(out_dir: Path, script_argv: list[str], *options: str):
     out = Path(out_dir) / "recipe.toml"
     out.parent.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "advisor.cli", "plan", "--nproc", "2", "--trial-steps", "4", "--sweep-steps", "16",
-            "--sweep-walk", "0", "--no-history", "--out", str(out), *options, "--", *script_argv]
+            "--sweep-extensions", "0", "--no-history", "--out", str(out), *options, "--", *script_argv]
     proc = subprocess.Popen(argv, cwd=SCRIPTS, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             stdin=subprocess.DEVNULL, start_new_session=True)
     try:

@@ -198,3 +198,59 @@ def test_the_example_plugin_implements_the_protocol(monkeypatch):
     text, notes = export_recipe(data, "python")
     assert text.startswith("env MALLOC_MMAP_THRESHOLD_=65536 python train.py --batch-size=16") and notes == []
     assert "torchrun" in export_recipe(data, "torchrun")[0]
+
+
+OLD_PLUGIN = '''
+class OldCapabilities:
+    """Declared before supports_bf16, supports_fp16, needs_cuda and noise_by_accumulation existed."""
+
+    supports_lamb = True
+    multi_process = False
+    optimizers = ["sgd", "adam"]
+
+
+class OldAdapter:
+    name, summary, capabilities = "old", "written before the newer capability fields", OldCapabilities()
+
+    def command(self, job_path, nproc):
+        return ["true"]
+'''
+
+
+def test_a_plugin_declaring_capabilities_its_own_way_is_read_typed_with_the_defaults(tmp_path, monkeypatch):
+    """load_adapter reads a plugin's capabilities once into the Capabilities dataclass, each field it lacks at its
+    default, and the engine reads them typed (no getattr probing): the set-up checks and a session run with it."""
+    from advisor.adapters import Capabilities, load_adapter
+    from advisor.device import HostDevices
+    from advisor.session import Session
+    from advisor.setup_checks import SetupRefused, validate_setup
+    from helpers import StubRunner, dist_info, settings
+
+    site = tmp_path / "site"
+    dist_info(site, "advisor_old", "old = advisor_old:OldAdapter")
+    (site / "advisor_old.py").write_text(OLD_PLUGIN)
+    monkeypatch.syspath_prepend(str(site))
+    adapter = load_adapter("old")
+    assert adapter.capabilities == Capabilities(supports_lamb=True, multi_process=False,
+                                                optimizers=frozenset({"sgd", "adam"}))
+    host = HostDevices("cpu")
+    with pytest.raises(SetupRefused, match="cannot run the optimizer 'adamw'"):
+        validate_setup(settings(nproc=1, adapter_name="old", optimizer="adamw"), adapter, host)
+    s = settings(nproc=1, adapter_name="old", precision="bf16")  # supports_bf16: its default, True
+    session = Session(adapter, s, validate_setup(s, adapter, host), runner=StubRunner(nproc=1, saturate=None))
+    session.ceiling()
+    session.choose_start(32)
+    assert session.precision.measure == "bf16"
+    assert session.trial().noise_run is None  # noise_by_accumulation: its default, False (no run with accumulation)
+
+
+def capability_probes(source: str) -> list[int]:
+    """Lines where ``source`` probes an adapter's capabilities (``getattr(x.capabilities, ...)``, ``hasattr``)."""
+    return [node.lineno for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
+            and node.args and isinstance(node.args[0], ast.Attribute) and node.args[0].attr == "capabilities"]
+
+
+def test_the_engine_reads_capabilities_as_declared_never_by_probing():
+    found = [f"{path.relative_to(ROOT)}:{line}" for path in ENGINE for line in capability_probes(path.read_text())]
+    assert not found, "read the Capabilities field (load_adapter made it typed): " + ", ".join(found)

@@ -79,7 +79,7 @@ def test_plan_through_deepspeed_with_lamb_exports_a_config_deepspeed_accepts(tmp
     advisor = [sys.executable, "-m", "advisor.cli"]
     plan = subprocess.run([*advisor, "plan", "--workload", "digits-mlp", "--adapter", "deepspeed", "--optimizer",
                            "lamb", "--nproc", "2", "--device-memory", "1GiB", "--trial-steps", "4", "--sweep-steps",
-                           "24", "--sweep-seeds", "1", "--sweep-walk", "0", "--base-lr", "0.02", "--out", str(out)],
+                           "24", "--sweep-seeds", "1", "--sweep-extensions", "0", "--base-lr", "0.02", "--out", str(out)],
                           capture_output=True, text=True, cwd=tmp_path, timeout=600)
     # LAMB from the workload's 1e-3 stays at chance in 24 steps (no candidate learned: exit 3); from 0.02 it learns.
     assert plan.returncode == 0, plan.stderr[-2000:]

@@ -16,13 +16,17 @@ def test_the_replay_runs_on_every_recorded_grid_and_prints_both_results():
     out = subprocess.run([sys.executable, str(REPO / "bench" / "step4_replay.py")], capture_output=True, text=True,
                          timeout=120, check=True).stdout
     results = [line.split() for line in out.splitlines() if line.startswith("RESULT ")]
-    assert [r[1] for r in results] == ["step4_replay", "step4_margin"]
+    assert [r[1] for r in results] == ["step4_replay", "step4_margin", "step4_from_yours"]
     replay = dict(item.split("=") for item in results[0][2:])
     assert set(replay) == {"advisor", "known-charge", "pooled-charge", "time-read"}
     assert all(float(v) >= 1.0 for v in replay.values())  # a ratio to the grid's own best cannot be under 1
     margins = dict(item.split("=") for item in results[1][2:])
     assert all(0.0 <= float(v) <= 1.0 for v in margins.values()) and "margin0.10" in margins
     assert out.count("== ") == len(GRIDS) >= 5
+    # The walk from your setting steps down only where yours was faster at no seed: on the recorded grids it never
+    # moved to a batch slower to the target than the walk up alone (the symmetric variant did, 7 times).
+    moved = {k: int(v) for k, v in (item.split("=") for item in results[2][2:])}
+    assert moved["walk_slower"] == 0 and moved["walk_faster"] >= 1 and moved["down-unless-paid_slower"] >= 1
 
 
 def test_the_replayed_pick_is_the_product_pick_on_each_grids_own_candidates():

@@ -24,7 +24,7 @@ def test_plan_with_a_global_target_that_needs_accumulation(tmp_path):
     # runs long enough to learn (a sweep where nothing learned exits 3). 256 leaves 5 steps an epoch of digits'
     # 1438 samples: refused without --force (tests/test_sweep_rule.py), planned with it.
     run = plan("--workload", "digits-cnn", "--nproc", "2", "--device-memory", "48MiB", "--global-batch", "256",
-               "--trial-steps", "8", "--sweep-steps", "24", "--sweep-seeds", "1", "--sweep-walk", "0", "--force",
+               "--trial-steps", "8", "--sweep-steps", "24", "--sweep-seeds", "1", "--sweep-extensions", "0", "--force",
                "--out", str(out), "--json")
     assert run.returncode == 0, run.stderr
     summary = json.loads(run.stdout)

@@ -332,3 +332,28 @@ def test_cluster_faults_at_the_start(nodes, tmp_path):
         assert code == 2 and f"batch-advisor: {advisor.__version__}" in err and "9.9.9 (source" in err, err[-2000:]
         assert "on node 1" in err and "Traceback" not in err, err[-2000:]
     nodes.assert_none_left()
+
+
+def test_a_node_that_cannot_reach_node_0_says_so_in_one_paragraph_without_torchs_native_stack(nodes):
+    """Known (issue 38): before our paragraph, torch's C++ client logged `[E... socket.cpp:1028] ...` lines and a
+    stack of native frames (`frame #0 ...`) to stderr; TORCH_CPP_LOG_LEVEL=ERROR (set before) still printed
+    them. Node 1 alone, nothing listening at the endpoint: ~2 s of work past torch's import."""
+    nodes.start(1, timeout=1)
+    code, _, err = nodes.finish(1, timeout=120)
+    assert code == 2 and "Node 1 could not reach node 0's rendezvous" in err, err[-2000:]
+    assert "frame #" not in err and "socket.cpp" not in err and "[E" not in err, err[-2000:]
+    assert err.startswith("advisor: ") and len(err.strip().splitlines()) == 1
+    nodes.assert_none_left()
+
+
+def test_the_quiet_c10_log_level_is_this_processs_only(monkeypatch):
+    """The workers a node starts inherit the environment: they keep the user's C++ log level (none, or theirs)."""
+    from advisor.cli import _torch_cpp_log_quiet_here
+
+    monkeypatch.delenv("TORCH_CPP_LOG_LEVEL", raising=False)
+    with _torch_cpp_log_quiet_here(True):
+        assert os.environ["TORCH_CPP_LOG_LEVEL"] == "FATAL"
+    assert "TORCH_CPP_LOG_LEVEL" not in os.environ
+    monkeypatch.setenv("TORCH_CPP_LOG_LEVEL", "INFO")  # a user debugging the store keeps the lines asked for
+    with _torch_cpp_log_quiet_here(True):
+        assert os.environ["TORCH_CPP_LOG_LEVEL"] == "INFO"

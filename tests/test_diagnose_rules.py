@@ -641,3 +641,72 @@ def test_a_log_of_the_last_epoch_only_is_not_judged_against_a_start_it_does_not_
     lines = [f"INFO:root:Epoch [6/6], Step [{s}/1549], Loss: {(0.02 if rng.random() < 0.7 else rng.uniform(0.3, 1.5)):.4f}"
              for s in range(10, 1550, 10)]
     assert "oscillation-jitter" in _kinds(_diagnose(tmp_path, "\n".join(lines) + "\n", name="training2.log"))
+
+
+def test_a_validation_bleu_flat_while_training_falls_is_overfitting(tmp_path):
+    # A T5 fine-tune logging no validation loss (world corpus batch 3, after its scoring): BLEU-4 reaches 34 by
+    # epoch 6 and sits at 33-34 for 14 more epochs while the average training loss falls 0.2 -> 0.004: the quality
+    # the model is for stopped improving while training goes on fitting: overfitting.
+    rng = random.Random(4)
+    lines = []
+    for epoch in range(1, 21):
+        lines.append(f"INFO - Epoch {epoch} - Average Train Loss: {1.6 * 0.7 ** epoch:.5f}")
+        bleu = 28 + 6 * min(epoch, 6) / 6 + rng.uniform(-0.5, 0.5) - (0.0 if epoch <= 6 else 0.03 * (epoch - 6))
+        lines.append(f"INFO - Epoch {epoch} - Validation BLEU: BLEU-1 71.65, BLEU-2 65.76, BLEU-3 46.57, "
+                     f"BLEU-4 {bleu:.2f}")
+    report = _diagnose(tmp_path, "\n".join(lines) + "\n", name="train.log")
+    assert _kinds(report) == ["overfitting"]
+    # The guard: BLEU still climbing to its best at the last epoch is no overfitting.
+    lines = [line if "BLEU-4" not in line else line.rsplit(" ", 1)[0] + f" {25 + 0.5 * i:.2f}"
+             for i, line in enumerate(lines)]
+    assert "overfitting" not in _kinds(_diagnose(tmp_path, "\n".join(lines) + "\n", name="train2.log"))
+
+
+def test_a_loss_that_never_moved_from_its_first_epoch_is_not_learning(tmp_path):
+    # A regression (world corpus batch 4, after its scoring): the per-epoch training loss is 0.0333 +- 0.15% at
+    # every one of 30 epochs from epoch 0, whose mean holds the run's start: not even the first epoch learned.
+    rng = random.Random(8)
+    rows = ["epoch,step,train_loss,val_loss"]
+    for epoch in range(30):
+        rows.append(f"{epoch},{epoch * 250 + 249},{0.03330 + rng.uniform(-0.00005, 0.00005):.5f},")
+        rows.append(f"{epoch},{epoch * 250 + 249},,{0.0287 + rng.uniform(-0.0003, 0.0003):.5f}")
+    report = _diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics.csv")
+    assert _kinds(report) == ["not-learning"] and report.findings[0].severity == "warning"
+
+
+def test_a_per_epoch_loss_that_jumped_orders_of_magnitude_then_sat_frozen_is_diverged(tmp_path):
+    # A regression (world corpus batch 4, after its scoring): validation 3.3, 0.29, 0.031, then 305 (10,000x the
+    # epochs before) at epoch 4, and from then on 0.027-0.030 with no trend, never better than before the jump, while
+    # the per-epoch training loss sits frozen at 0.0332 (+-0.15%): the jump destroyed the model; it outputs a constant.
+    rng = random.Random(9)
+    train = [1.3e5, 2467, 69, 17.7, 2.45, 0.042, 0.0527] + [0.0332 + rng.uniform(-0.00005, 0.00005) for _ in range(33)]
+    val = [3.27, 0.287, 0.0307, 0.0301, 304.5] + [0.0288 + rng.uniform(-0.001, 0.001) for _ in range(35)]
+    rows = ["epoch,step,train_loss,val_loss"]
+    for epoch, (t, v) in enumerate(zip(train, val)):
+        rows += [f"{epoch},{epoch * 250 + 249},,{v:.5g}", f"{epoch},{epoch * 250 + 249},{t:.5g},"]
+    report = _diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics.csv")
+    assert _kinds(report) == ["diverged"]
+    # The guard: the same validation spike in a run whose training loss still falls afterwards is no dead model.
+    train = train[:7] + [0.0332 * 0.98 ** i for i in range(33)]
+    rows = ["epoch,step,train_loss,val_loss"]
+    for epoch, (t, v) in enumerate(zip(train, val)):
+        rows += [f"{epoch},{epoch * 250 + 249},,{v:.5g}", f"{epoch},{epoch * 250 + 249},{t:.5g},"]
+    assert "diverged" not in _kinds(_diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics2.csv"))
+
+
+def _keras_rows(loss, acc, val_loss, val_acc):
+    rows = ["epoch,accuracy,loss,val_accuracy,val_loss"]
+    rows += [f"{e},{a},{l},{va},{vl}" for e, (l, a, vl, va) in enumerate(zip(loss, acc, val_loss, val_acc))]
+    return "\n".join(rows) + "\n"
+
+
+def test_one_large_validation_rise_with_its_accuracy_falling_is_overfitting_in_a_short_log(tmp_path):
+    # A BERT fine-tune of 3 epochs (world corpus batch 4, after its scoring): training 0.44 -> 0.25 -> 0.13 while
+    # validation goes 0.290 -> 0.268 -> 0.369 (+38%) and its accuracy drops off its best (0.888 -> 0.876): two
+    # signals of the same turn, too few points for three rises in a row.
+    text = _keras_rows([0.444, 0.247, 0.134], [0.78, 0.90, 0.95], [0.290, 0.268, 0.369], [0.864, 0.888, 0.876])
+    report = _diagnose(tmp_path, text, name="training_log.csv")
+    assert _kinds(report) == ["overfitting"] and report.findings[0].confidence == "low"
+    # The guard: the same jump with the accuracy at its best is one noisy evaluation, not a verdict.
+    text = _keras_rows([0.444, 0.247, 0.134], [0.78, 0.90, 0.95], [0.290, 0.268, 0.369], [0.864, 0.876, 0.888])
+    assert "overfitting" not in _kinds(_diagnose(tmp_path, text, name="training_log2.csv"))

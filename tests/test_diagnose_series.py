@@ -135,3 +135,84 @@ def test_one_finding_start_for_the_plot_and_the_curves():
                                                      "later": [{"line": 12, "epoch": 5.0}]}, [])
     assert finding_start(finding) == {"series": "val_loss", "line": 9, "epoch": 4.0}
     assert plot.finding_start is finding_start  # the plot asks the same function, it keeps no copy
+
+
+# ------------------------------------------------------------------ dx-rules5: quality metrics, heads, cadences
+
+@pytest.mark.parametrize("name, stage, expected", [
+    ("BLEU-4", "val", ("val_score", 0)),
+    ("BLEU-1", "val", ("val_score", 1)),
+    ("eval_bleu", None, ("val_score", 0)),
+    ("eval_rouge1", None, ("val_score", 1)),
+    ("eval_rougeLsum", None, ("val_score", 0)),
+    ("eval_f1", None, ("val_score", 0)),
+    ("eval_exact_match", None, ("val_score", 0)),
+    ("Final Test F1 Score", None, ("test_score", 0)),
+    ("chrF", None, ("val_score", 0)),
+    ("val_ppl", None, ("val_ppl", 0)),
+    ("eval_perplexity", None, ("val_ppl", 0)),
+    ("train_perplexity_step", None, ("train_ppl", 0)),
+    ("train/box_om", None, ("train_loss", 3)),  # YOLOv10: one-to-many and one-to-one heads' loss components
+    ("val/dfl_oo", None, ("val_loss", 3)),
+    ("bleu_weight", None, None),
+    ("f1_loss", None, ("train_loss", 3)),
+])
+def test_quality_metrics_perplexity_and_head_losses_are_named(name, stage, expected):
+    from advisor.diagnose.names import classify
+
+    assert classify(name, stage) == expected
+
+
+def test_a_bleu_line_is_a_validation_quality_curve(tmp_path):
+    lines = []
+    for epoch in range(1, 7):
+        lines.append(f"2025-03-02 05:24:38,655 - INFO - Epoch {epoch} - Average Train Loss: {1.6 / epoch:.4f}")
+        lines.append(f"2025-03-02 05:34:00,482 - INFO - Epoch {epoch} - Validation BLEU: BLEU-1 71.65, BLEU-2 65.76, "
+                     f"BLEU-3 46.57, BLEU-4 {30 + epoch / 10:.2f}")
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n")
+    report = diagnose_source(str(path))
+    assert [p.value for p in report.series["val_score"]] == [30 + e / 10 for e in range(1, 7)]
+
+
+def test_a_perplexity_without_a_loss_is_read_as_its_log(tmp_path):
+    import math
+
+    path = tmp_path / "run.log"
+    path.write_text("".join(f"epoch {e} train_ppl {200 / e:.3f} val_ppl {250 / e:.3f}\n" for e in range(1, 6)))
+    report = diagnose_source(str(path))
+    assert [round(p.value, 4) for p in report.series["val_loss"]] == [round(math.log(250 / e), 4) for e in range(1, 6)]
+    assert [round(p.value, 4) for p in report.series["train_loss"]] == [round(math.log(200 / e), 4) for e in range(1, 6)]
+    assert any("perplexity" in n for n in report.stats.notes)
+
+
+def test_batch_losses_stamped_with_their_epoch_stay_apart_from_the_epoch_average(tmp_path):
+    # Python logging of a T5 fine-tune: 'Epoch 3 - Batch loss: X' lines (no step) and one 'Epoch 3 - Average Train
+    # Loss: Y' line an epoch. The batch losses are the per-step curve; the averages are the per-epoch one.
+    lines = []
+    for epoch in range(1, 5):
+        lines += [f"2025-03-02 05:16:20,962 - INFO - Epoch {epoch} - Batch loss: {2.0 / epoch + 0.01 * (i % 3):.4f}"
+                  for i in range(20)]
+        lines.append(f"2025-03-02 05:24:38,655 - INFO - Epoch {epoch} - Average Train Loss: {2.0 / epoch:.4f}")
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n")
+    report = diagnose_source(str(path))
+    assert len(report.series["train_loss"]) == 80
+    assert [p.value for p in report.series["train_loss_epoch"]] == [round(2.0 / e, 4) for e in range(1, 5)]
+
+
+def test_a_lightning_epoch_column_with_a_dataloader_index_stays_apart_from_the_step_curve(tmp_path):
+    # Lightning CSVLogger: train_loss logged per step, train_loss_0 (dataloader 0) logged once an epoch on the
+    # epoch's last row: the epoch means are not points of the step curve.
+    rows = ["epoch,step,train_accuracy,train_loss,train_loss_0,valid_accuracy,valid_loss,valid_loss_0"]
+    for epoch in range(6):
+        for i in range(1, 7):
+            rows.append(f"{epoch},{epoch * 340 + i * 50 - 1},,{0.9 - 0.01 * epoch + 0.005 * (i % 2):.4f},,,,")
+        end = epoch * 340 + 340
+        rows.append(f"{epoch},{end},,,,0.57,{0.87 - 0.002 * epoch:.4f},{0.87 - 0.002 * epoch:.4f}")
+        rows.append(f"{epoch},{end},0.55,,{0.94 - 0.01 * epoch:.4f},,,")
+    path = tmp_path / "metrics.csv"
+    path.write_text("\n".join(rows) + "\n")
+    report = diagnose_source(str(path))
+    assert len(report.series["train_loss"]) == 36
+    assert [p.value for p in report.series["train_loss_epoch"]] == [round(0.94 - 0.01 * e, 4) for e in range(6)]

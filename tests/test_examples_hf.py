@@ -232,7 +232,7 @@ PLANS = {
 @pytest.mark.usefixtures("no_leftover_processes")
 @pytest.mark.parametrize("case", list(PLANS))
 def test_plan_end_to_end_on_each_example_says_what_was_probed_and_what_ranked(case, tmp_path):
-    # The subject is what was probed and what ranked, not the sweep's rule: --sweep-walk 0 (the walk is tested in
+    # The subject is what was probed and what ranked, not the sweep's rule: --sweep-extensions 0 (extending is tested in
     # test_method_decisions and test_cli_plan; here it doubled the suite's four slowest runs) and one seed per
     # candidate (the paired-seed interval is tested there too; three seeds tripled the sweep's launches). 16 or
     # 32 sweep steps: at 8, runs from random weights often stayed at chance.
@@ -242,7 +242,7 @@ def test_plan_end_to_end_on_each_example_says_what_was_probed_and_what_ranked(ca
     out = tmp_path / "recipe.toml"
     run = subprocess.run([sys.executable, "-m", "advisor.cli", "plan", "--workload", f"{EXAMPLES / spec}",
                           "--adapter", "ddp", "--nproc", "2", "--device-memory", memory, "--trial-steps", "6",
-                          "--sweep-steps", str(sweep_steps), "--sweep-walk", "0", "--sweep-seeds", "1", *extra, "--no-history",
+                          "--sweep-steps", str(sweep_steps), "--sweep-extensions", "0", "--sweep-seeds", "1", *extra, "--no-history",
                           "--out", str(out)],
                          capture_output=True, text=True, cwd=REPO, timeout=1800)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -80,9 +80,16 @@ def test_replan_confirmed_on_this_host_makes_plans_host_checks(tmp_path, memory,
     assert "cannot run them" in run.stderr and "of RAM" in run.stderr and "--no-confirm" in run.stderr
 
 
-def test_replan_reads_nproc_0_as_0_not_as_the_recipes():
-    run = advisor("replan", str(REPO_RECIPE), "--device-memory", "1GiB", "--nproc", "0", cwd=REPO_RECIPE.parent)
-    assert run.returncode == 2 and "got 0" in run.stderr and "Traceback" not in run.stderr
+@pytest.mark.parametrize("target, got", [(["--device-memory", "1GiB", "--nproc", "0"], "(got 0 and 1)"),
+                                         (["--gpu", "a100-80gb", "--nodes", "0"], "(got 2 and 0)")])
+def test_replan_reads_a_count_of_0_as_0_not_as_the_default(capsys, target, got):
+    """`--nproc 0` re-planned for the recipe's 2 processes, and `--nodes 0` for one node (both exited 0). In
+    process: a subprocess costs ~7 s of torch import under load."""
+    from advisor.cli import main
+
+    assert main(["replan", str(REPO_RECIPE), *target]) == 2
+    err = capsys.readouterr().err
+    assert f"--nproc and --nodes must be at least 1 {got}" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("form", [["--device-memory", "-1GiB"], ["--device-memory=-1GiB"]])
@@ -99,3 +106,56 @@ def test_a_negative_number_after_any_flag_is_its_value(tmp_path):
     message is the option's own check, not argparse's 'expected one argument'."""
     done = advisor("plan", "--workload", "digits-mlp", "--device-memory", "1GiB", "--start", "-3", cwd=tmp_path)
     assert done.returncode == 2 and "--start must be at least 1 sample per device, not -3" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("where", ["missing-folder/workload.py", "a-file/workload.py", "a-folder"])
+@pytest.mark.parametrize("force", [[], ["--force"]])
+def test_init_refuses_an_out_path_it_cannot_write_before_writing(tmp_path, capsys, where, force):
+    """`advisor init --out` into a missing folder, under a file, or onto a folder (even with --force) was a
+    traceback (FileNotFoundError, NotADirectoryError, IsADirectoryError): one paragraph, exit 2, nothing written."""
+    from advisor.cli import main
+
+    (tmp_path / "a-file").write_text("kept\n")
+    (tmp_path / "a-folder").mkdir()
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    assert main(["init", "--out", str(tmp_path / where), *force]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("advisor: ") and "Nothing was written." in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before and (tmp_path / "a-file").read_text() == "kept\n"
+
+
+def test_init_with_force_replaces_a_file_keeping_a_backup(tmp_path, capsys):
+    from advisor.cli import main
+
+    path = tmp_path / "workload.py"
+    path.write_text("# my edits\n")
+    assert main(["init", "--out", str(path), "--force"]) == 0
+    assert "TODO" in path.read_text() and (tmp_path / "workload.py.bak").read_text() == "# my edits\n"
+
+
+@pytest.mark.parametrize("sibling", ["missing", "a folder", "another file"])
+def test_explain_and_check_say_when_the_measurements_beside_the_recipe_are_not_loaded(tmp_path, capsys, sibling):
+    """A recipe copied without its NAME.measurements.toml (or with a folder or another file in its place) lost its
+    per-run rows and the Time line from `advisor explain` without a word; `check` said OK. Now both say why."""
+    import shutil
+
+    from advisor.cli import main
+
+    recipe = tmp_path / "digits-cnn.toml"
+    shutil.copy(REPO_RECIPE, recipe)
+    measured = tmp_path / "digits-cnn.measurements.toml"
+    if sibling == "a folder":
+        measured.mkdir()
+    elif sibling == "another file":
+        measured.write_text("[[ledger]]\nphase = 'trial'\n")
+    assert main(["explain", str(recipe)]) == 0 and main(["check", str(recipe)]) == 0
+    out, err = capsys.readouterr()
+    assert "\nMeasurements: " in out and "per-run rows and step times are not shown" in out and "Time: " not in out
+    assert f"{recipe}: note: {measured}" in err and "commit both" in err
+    shutil.copy(REPO_RECIPE.with_name("digits-cnn.measurements.toml"), tmp_path / "whole.measurements.toml")
+    shutil.copy(REPO_RECIPE, tmp_path / "whole.toml")
+    text = (tmp_path / "whole.toml").read_text().replace('"digits-cnn.measurements.toml"', '"whole.measurements.toml"')
+    (tmp_path / "whole.toml").write_text(text)
+    assert main(["explain", str(tmp_path / "whole.toml")]) == 0 and main(["check", str(tmp_path / "whole.toml")]) == 0
+    out, err = capsys.readouterr()
+    assert "Measurements:" not in out and "Time: " in out and "note" not in err

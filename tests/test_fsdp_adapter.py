@@ -274,7 +274,7 @@ def test_advisor_plan_through_fsdp_end_to_end_and_its_recipe_exports(tmp_path):
     advisor = [sys.executable, "-m", "advisor.cli"]
     plan = subprocess.run([*advisor, "plan", "--workload", BLOCKS, "--adapter", "fsdp", "--nproc", "2",
                            "--device-memory", "64MiB", "--trial-steps", "4", "--sweep-steps", "24", "--sweep-seeds",
-                           "1", "--sweep-walk", "0", "--reshard-after-forward", "false", "--out", str(out)],
+                           "1", "--sweep-extensions", "0", "--reshard-after-forward", "false", "--out", str(out)],
                           capture_output=True, text=True, cwd=tmp_path, timeout=600)
     assert plan.returncode == 0, plan.stderr[-2000:]
     data = check_recipe(out)

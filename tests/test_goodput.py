@@ -105,7 +105,7 @@ def test_the_app_sweep_screen_and_the_recipe_show_one_goodput_value_on_a_larger_
     from advisor.session import Session, validate_setup
 
     adapter = load_adapter("ddp")
-    s = settings(nproc=2, nodes=4, sweep_steps=40, sweep_walk=0)  # the target: 4 nodes x 2 = 8 processes
+    s = settings(nproc=2, nodes=4, sweep_steps=40, sweep_extensions=0)  # the target: 4 nodes x 2 = 8 processes
     runner = LedgerStubRunner(saturate=400)
     session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=runner)
     session.ceiling()

@@ -156,7 +156,7 @@ def _swept_with_unstable_64():
     from advisor.session import Session, validate_setup
 
 
-    s = settings(nproc=2, sweep_steps=40, sweep_walk=0, memory_budget_bytes=300 * MIB)
+    s = settings(nproc=2, sweep_steps=40, sweep_extensions=0, memory_budget_bytes=300 * MIB)
     runner = Runner(saturate=None, val={16: 0.9, 32: 0.95, 64: 0.9}.get)
     session = Session(load_adapter("ddp"), s, validate_setup(s, load_adapter("ddp"), HostDevices("cpu")),
                       runner=runner)
@@ -183,7 +183,7 @@ def test_a_not_validated_plan_has_nothing_noise_based():
     from advisor.session import Session, validate_setup
 
 
-    s = settings(nproc=2, sweep_steps=40, sweep_walk=0, memory_budget_bytes=300 * MIB)
+    s = settings(nproc=2, sweep_steps=40, sweep_extensions=0, memory_budget_bytes=300 * MIB)
     runner = Runner(saturate=None, val=lambda batch: 0.10)  # chance on 10 classes
     session = Session(load_adapter("ddp"), s, validate_setup(s, load_adapter("ddp"), HostDevices("cpu")),
                       runner=runner)
@@ -272,7 +272,7 @@ def _not_validated_result():
     from advisor.device import HostDevices
     from advisor.session import Session, validate_setup
 
-    s = settings(nproc=2, sweep_steps=40, sweep_walk=0, memory_budget_bytes=300 * MIB)
+    s = settings(nproc=2, sweep_steps=40, sweep_extensions=0, memory_budget_bytes=300 * MIB)
     runner = StubRunner(saturate=None, val=lambda batch: 0.10)  # chance on 10 classes
     session = Session(load_adapter("ddp"), s, validate_setup(s, load_adapter("ddp"), HostDevices("cpu")),
                       runner=runner)

@@ -26,7 +26,7 @@ DERIVED_SETTINGS = {"nproc", "device", "memory_budget_bytes", "device_memories",
                     "collective_timeout_s", "max_batch"}
 # A value other than the default for each option, as typed on the command line.
 GIVEN = {"workload": "digits-mlp", "adapter": "accelerate", "nproc": "3", "device": "cpu", "device_memory": "2GiB",
-         "headroom": "0.2", "trial_steps": "9", "sweep_steps": "50", "subset_sweep": None, "sweep_walk": "2",
+         "headroom": "0.2", "trial_steps": "9", "sweep_steps": "50", "subset_sweep": None, "sweep_extensions": "2",
          "sweep_seeds": "2", "start": "8", "global_batch": "256", "base_lr": "0.1", "base_batch": "128",
          "base_warmup": "2epochs", "epochs": "3", "precision": "bf16", "task": "image-classification",
          "optimizer": "adam", "nodes": "2", "gpus_per_node": "3", "world_size": None, "trial_timeout": "30",
@@ -42,6 +42,7 @@ def test_the_parser_has_a_flag_for_every_declared_option_and_no_other_option():
     flags = {flag for action in plan_parser()._actions for flag in action.option_strings}
     declared = {option.flag for option in PLAN_OPTION_TABLE}
     assert declared <= flags
+    declared |= {old for option in PLAN_OPTION_TABLE for old in option.deprecated_flags}
     assert flags - declared == COMMAND_FLAGS, "a plan option added to the parser by hand, not to advisor/options.py"
 
 
@@ -95,3 +96,18 @@ def test_the_apps_prefill_has_a_field_for_each_prefill_flag():
     assert [f.name for f in fields(Prefill) if f.name != "script"] == prefilled
     args = build_parser().parse_args(["tui", "--trial-steps", "9", "--device-memory", "2GiB"])
     assert Prefill.from_args(args) == Prefill(trial_steps=9, device_memory="2GiB")
+
+
+def test_the_former_flag_of_an_option_still_reads_with_a_note_and_is_never_written(capsys):
+    options = plan_options_from_args(plan_parser().parse_args(["--sweep-walk", "0"]))
+    assert options["sweep_extensions"] == 0
+    assert "--sweep-walk is now --sweep-extensions" in capsys.readouterr().err
+    assert plan_command(options)[-2:] == ["--sweep-extensions", "0"]
+
+
+def test_a_recipe_written_before_a_rename_still_reads(capsys):
+    from advisor.cli import main
+
+    recipe = Path(__file__).parents[1] / "recipes" / "digits-cnn.toml"
+    assert "sweep_walk = 1" in recipe.read_text()  # [inputs] as plans wrote it before --sweep-extensions
+    assert main(["check", str(recipe)]) == 0 and main(["explain", str(recipe)]) == 0

@@ -122,6 +122,12 @@ BROKEN = {
     "bad rule": ("schema_version = 1\n[batch]\nper_device = 16\nworld_size = 4\naccumulation_steps = 1\n"
                  "global = 64\n[lr]\nvalue = 0.1\nbase = 0.1\nbase_global_batch = 64\nrule = 'cubic'\n"
                  "[warmup]\nsteps = 0\n", "lr.rule"),
+    "infinite lr": ("schema_version = 1\n[batch]\nper_device = 16\nworld_size = 4\naccumulation_steps = 1\n"
+                    "global = 64\n[lr]\nvalue = inf\nbase = 0.1\nbase_global_batch = 64\nrule = 'linear'\n"
+                    "[warmup]\nsteps = 0\n", "line 8: 'lr.value' must be positive and finite, not inf"),
+    "nan base lr": ("schema_version = 1\n[batch]\nper_device = 16\nworld_size = 4\naccumulation_steps = 1\n"
+                    "global = 64\n[lr]\nvalue = 0.1\nbase = nan\nbase_global_batch = 64\nrule = 'linear'\n"
+                    "[warmup]\nsteps = 0\n", "'lr.base' must be positive and finite, not nan"),
     "no version": ("[batch]\nper_device = 1\n", "schema_version"),
     "future version": ("schema_version = 99\n", "upgrade"),
 }
@@ -145,6 +151,16 @@ def test_check_binary_and_missing_files(tmp_path, capsys):
     assert main(["check", str(tmp_path / "nope.toml")]) == 2
     err = capsys.readouterr().err
     assert "not a text file" in err and "no such recipe" in err
+
+
+def test_a_folder_given_as_the_recipe_names_the_fix(tmp_path, capsys):
+    """`advisor explain runs/` said only 'cannot read the recipe (Is a directory)'; now it names the recipes there."""
+    (tmp_path / "digits.toml").write_text("schema_version = 2\n")
+    (tmp_path / "digits.measurements.toml").write_text("")  # a recipe's sibling, not a recipe
+    assert main(["explain", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path} is a folder; give the recipe file in it, such as {tmp_path / 'digits.toml'}" in err
+    assert "measurements" not in err and err.count("\n") == 1
 
 
 def test_committed_example_recipe_is_valid():

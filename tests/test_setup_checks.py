@@ -47,7 +47,7 @@ def test_a_front_end_names_the_options_its_own_way_from_the_same_problems():
                                                  Flag("--base-batch", metavar="N")))
     assert missing.text() == "no LR: pass --base-lr and --base-batch N"
     assert missing.text(field_words) == 'no LR: fill in "LR used today" and "Batch used today"'
-    assert Problem("x", (Flag("--sweep-walk"), " must be 0 or more")).text(field_words) == "--sweep-walk must be 0 or more"
+    assert Problem("x", (Flag("--sweep-extensions"), " must be 0 or more")).text(field_words) == "--sweep-extensions must be 0 or more"
 
 
 def test_an_options_unreadable_value_is_a_typed_problem_with_its_own_paragraph():
@@ -55,3 +55,12 @@ def test_an_options_unreadable_value_is_a_typed_problem_with_its_own_paragraph()
         settings_from_options({"headroom": "lots", "device_memory": "64MiB"}, HostDevices("cpu"))
     assert str(caught.value) == "--headroom must be a number, not 'lots'."
     assert caught.value.problems[0].options == ["--headroom"]
+
+
+def test_an_infinite_base_lr_or_run_length_is_refused_before_anything_runs():
+    """`advisor plan --base-lr inf` passed the positive check and ran a whole plan (exit 3 after ~90 s), and
+    `--epochs inf` was taken as a run length; both are refused with the rest of the set-up problems."""
+    refused = _refused(base_lr=float("inf"), run_epochs=float("inf"))
+    assert [p.code for p in refused.problems] == ["base-lr-not-positive", "epochs-not-positive"]
+    assert "--base-lr must be positive and finite, not inf" in str(refused)
+    assert "--epochs must be positive and finite (the length of the planned run), not inf" in str(refused)

@@ -23,7 +23,7 @@ def plan(spec: str, out: Path, env: dict | None = None) -> subprocess.CompletedP
     # sweep where nothing learned exits 3).
     return subprocess.run([sys.executable, "-m", "advisor.cli", "plan", "--workload", spec, "--nproc", "2",
                            "--device-memory", "64MiB", "--trial-steps", "6", "--sweep-steps", "24", "--sweep-seeds",
-                           "1", "--sweep-walk", "0", "--out", str(out)],
+                           "1", "--sweep-extensions", "0", "--out", str(out)],
                           capture_output=True, text=True, cwd=REPO, timeout=900, env={**os.environ, **(env or {})})
 
 

@@ -70,17 +70,13 @@ def test_a_candidate_worse_by_more_than_the_margin_is_never_picked_for_its_speed
 def test_the_extra_seeds_run_only_for_the_inconclusive_pair_and_stop_at_the_budget():
     """The real session asks its runner for more paired seeds of the two candidates (the stub stands in for the
     launcher; the seed goes to runner.train as every sweep run's does), and only where a comparison is
-    inconclusive: a plan whose comparisons are all conclusive runs k seeds and no more."""
+    inconclusive: a plan whose comparisons are all conclusive runs k seeds and no more. Here 32 per device is
+    twice 16's samples/s side by side, so were it an equal the walk would take it: its seeds matter to the pick
+    (where they cannot, none run: tests/test_sweep_walk_and_seeds.py)."""
     scores = {16: [0.95] * 6, 32: [0.95 - g for g in (0.0, 0.35, -0.05, 0.30, -0.04, 0.04)], 64: [0.80] * 6}
 
     def plan(table, **kw):
-        s = settings(nproc=2, sweep_steps=40, sweep_walk=0, base_batch=1000, **kw)  # your setting past the cap
-        runner = StubRunner(saturate=None, seeded_val=lambda batch, seed: table[batch][seed])
-        runner.events = []
-        session = Session(load_adapter("ddp"), s, validate_setup(s, load_adapter("ddp"), HostDevices("cpu")),
-                          runner.events.append, runner=runner)
-        session.ceiling()
-        return runner, session.sweep(32)
+        return seeded_plan(table, speed=lambda batch: 100.0 * batch, **kw)
 
     runner, outcome = plan(scores)
     seeds = {b: [r["seed"] for r in runner.runs if r["phase"] == "sweep" and r["per_device"] == b] for b in scores}
@@ -91,6 +87,31 @@ def test_the_extra_seeds_run_only_for_the_inconclusive_pair_and_stop_at_the_budg
     conclusive = {16: [0.95] * 3, 32: [0.95, 0.951, 0.949], 64: [0.80] * 3}
     runner, outcome = plan(conclusive)
     assert max(r["seed"] for r in runner.runs if r["phase"] == "sweep") == 2  # no extra seed anywhere
+
+
+class Machine(StubRunner):
+    """The stub at a samples/s per per-device batch (``speed``), in every phase."""
+
+    def __init__(self, speed, **kw):
+        super().__init__(**kw)
+        self.speed = speed
+
+    def train(self, phase, per_device, steps, lr, *args, **kwargs):
+        record = super().train(phase, per_device, steps, lr, *args, **kwargs)
+        if self.speed and record.status == "ok":
+            record.step_seconds = record.global_batch / self.speed(per_device)
+        return record
+
+
+def seeded_plan(table, speed=None, centre=32, **kw):
+    """A stub sweep around ``centre`` whose run at (batch, seed) scores ``table[batch][seed]``: (runner, outcome)."""
+    s = settings(nproc=2, sweep_steps=40, sweep_extensions=0, base_batch=1000, **kw)  # your setting past the cap
+    runner = Machine(speed, saturate=None, seeded_val=lambda batch, seed: table[batch][seed])
+    runner.events = []
+    session = Session(load_adapter("ddp"), s, validate_setup(s, load_adapter("ddp"), HostDevices("cpu")),
+                      runner.events.append, runner=runner)
+    session.ceiling()
+    return runner, session.sweep(centre)
 
 
 def test_equals_are_always_timed_side_by_side_before_a_speed_is_read():
@@ -137,7 +158,7 @@ class BatchNormStub(StubRunner):
 
 
 def test_a_batchnorm_session_never_trains_one_per_device():
-    s = settings(nproc=2, sweep_steps=40, sweep_walk=1)
+    s = settings(nproc=2, sweep_steps=40, sweep_extensions=1)
     runner = BatchNormStub(saturate=None, val={2: 0.95, 4: 0.90}.get)
     session = Session(load_adapter("ddp"), s, validate_setup(s, load_adapter("ddp"), HostDevices("cpu")),
                       runner=runner)
@@ -149,7 +170,7 @@ def test_a_batchnorm_session_never_trains_one_per_device():
 
 def yours_plan(val, centre, base_batch, speed=None, **kw):
     """A stub plan on 2 processes whose base global batch is ``base_batch`` (your setting: half of it per device)."""
-    s = settings(nproc=2, sweep_steps=40, sweep_walk=0, base_batch=base_batch, trial_steps=8, **kw)
+    s = settings(nproc=2, sweep_steps=40, sweep_extensions=0, base_batch=base_batch, trial_steps=8, **kw)
 
     class Machine(StubRunner):
         def train(self, phase, per_device, steps, lr, *args, **kwargs):
@@ -250,9 +271,12 @@ def test_a_timing_run_lasts_long_enough_that_a_scheduler_stall_cannot_decide_it(
     """Regression (session m-v3, a held-out MLP at 1-4 ms a step, load ~16 on 2 cores): 40-step timing rounds lasted
     0.04-0.16 s and read 32 per device against 16 at 1.966x, 0.408x and 4.292x (the bench's 12-epoch runs: 2.3x), so
     the walk stayed at 16. A timing run now lasts MIN_TIMING_SECONDS at the batch's swept speed."""
-    from advisor.method.speed import MAX_TIMING_STRETCH, MIN_TIMING_SECONDS, timing_steps
+    from advisor.method.speed import MAX_TIMING_STRETCH, MIN_TIMING_SECONDS, MIN_TIMING_STEPS, timing_steps
 
-    assert timing_steps(40, None, 32) == 40 and timing_steps(40, 100.0, 32) == 40  # slow: the trial's length stands
+    assert timing_steps(40, None, 32) == 40  # speed unknown: the trial's length stands
+    # Slow: 2 s is 7 steps, and a median wants MIN_TIMING_STEPS (session m-v3b: the trial's 40-step floor made
+    # digits-cnn's 64-per-device timing runs last 4-8 s, 5,120 samples each).
+    assert timing_steps(40, 100.0, 32) == MIN_TIMING_STEPS == 10 and timing_steps(8, 100.0, 32) == 8
     assert timing_steps(40, 3200.0, 32) == 200  # 100 steps a second: 2 s
     assert timing_steps(40, 1e9, 32) == MAX_TIMING_STRETCH * 40
     speed = {8: 700.0, 16: 1000.0, 32: 1400.0, 64: 1450.0}

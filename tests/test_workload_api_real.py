@@ -24,7 +24,7 @@ def test_plan_on_a_dict_batch_model_ranks_by_its_own_metric_and_records_what_was
     out = tmp_path / "tagger.toml"
     run = subprocess.run([sys.executable, "-m", "advisor.cli", "plan", "--workload",
                           f"{TEST_WORKLOADS / 'tokens.py'}:tagger", "--nproc", "2", "--device-memory", "64MiB",
-                          "--trial-steps", "6", "--sweep-steps", "24", "--sweep-seeds", "1", "--sweep-walk", "0",
+                          "--trial-steps", "6", "--sweep-steps", "24", "--sweep-seeds", "1", "--sweep-extensions", "0",
                           "--out", str(out)],  # long enough to learn: a sweep where nothing learned exits 3
                          capture_output=True, text=True, cwd=REPO, timeout=900)
     assert run.returncode == 0, run.stderr

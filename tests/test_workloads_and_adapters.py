@@ -108,7 +108,10 @@ def test_cli_listings_and_bare_help():
     (["--device-memory", "256", "--workload", "digits-mlp"], "has no unit, so it reads as 256 bytes"),
     ([], "Pass --device-memory"),
     (["--device-memory", "1GiB", "--workload", "nope"], "Unknown workload"),
-    (["--device-memory", "64MiB", "--workload", "digits-mlp", "--sweep-walk", "-1"], "--sweep-walk must be 0 or more"),
+    (["--device-memory", "64MiB", "--workload", "digits-mlp", "--sweep-extensions", "-1"],
+     "--sweep-extensions must be 0 or more"),
+    (["--device-memory", "64MiB", "--workload", "digits-mlp", "--sweep-walk", "-1"],  # its former name still reads
+     "--sweep-extensions must be 0 or more"),
 ])
 def test_plan_argument_errors_are_one_paragraph(capsys, args, expected):
     assert main(["plan", *args]) == 2

@@ -16,6 +16,7 @@ from .records import TRAIN_LOSS, VAL_LOSS, Finding, LogEvent, Point, dataclass
 from .advice import NOT_LEARNING_ACTIONS, PERIODIC_ACTIONS, jitter_actions, overfitting_actions
 from .shortlog import (CONVERGED_LEVEL, VAL_JITTER_SCORE, _theil_sen, adjacent, detect_short_jitter,
                        detect_short_periodic, detect_short_validation, median)
+from .curves import cadence_of
 from .slow import detect_slow_epochs, quarter_paces, steady
 
 MIN_POINTS = 20
@@ -49,6 +50,7 @@ LN_K_COMMON_MIN_POINTS = 8  # ... and only with enough points to see that it is 
 COMMON_CLASS_COUNTS = (2, 3, 4, 5, 10, 100, 1000, 30522, 32000, 50257, 50304, 128256)
 FEW_RISING = 3  # validation points rising after its best, with training falling: overfitting, even in short logs
 FEW_TRAIN_FALL = 0.05  # ... and the training loss fell at least this share meanwhile
+FEW_TURN_POINTS = 3  # validation points, at least, for one large rise with the accuracy falling to count (below 4)
 JUMP_TO_SPREAD = 5.0  # a jump this many times the spread before it, that stays: a blow-up in a short log
 JUMP_TO_LEVEL = 1.0  # ... and at least this share of the level before it (1.7 -> 11.5, not 1.7 -> 1.9)
 # With only one or two points before the jump there is no spread to measure it against: the new level must be this
@@ -625,6 +627,44 @@ def _a_loss_rose(series: dict[str, list[Point]]) -> bool:
     return False
 
 
+def _jumped_then_frozen(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """A per-epoch loss (validation, or training's epoch means: averages, free of batch noise) that jumps
+    EXPLOSION_FACTOR times above its recent level (the median of the three points before: orders of magnitude,
+    whatever came earlier), after which it never gets back under the level it had before the jump and does not
+    fall (DEAD_NO_FALL), while the training loss sits frozen over the second half of the stretch after it
+    (_unmoved): the jump destroyed the model, which now outputs a constant. A per-step loss is not read here: batch
+    1 jumps 0.001 -> 0.3 from sample to sample."""
+    train = _finite(series.get("train_loss_epoch", []) or series.get(TRAIN_LOSS, []))
+    for name in (VAL_LOSS, "train_loss_epoch"):
+        points = _finite(series.get(name, []))
+        if len(points) < 2 * DEAD_MIN_AFTER or cadence_of(points) != "epoch":
+            continue
+        values = _values(points)
+        for index in range(1, len(values) - DEAD_MIN_AFTER):
+            recent = _median(values[max(0, index - 3):index])
+            if recent <= 0 or values[index] < EXPLOSION_FACTOR * recent:
+                continue
+            after = values[index + 1:]
+            settled, third = _median(after[len(after) // 2:]), max(1, len(after) // 3)
+            if (settled < (1 - DEAD_NO_FALL) * min(values[:index])
+                    or _median(after[:third]) - _median(after[-third:]) > DEAD_NO_FALL * settled):
+                continue
+            kind, at = _position(points[index])
+            later = [p for p in train if _position(p)[0] == kind and _position(p)[1] > at]
+            if len(later) < 2 * DEAD_MIN_AFTER or not _unmoved(later[len(later) // 2:]):
+                continue
+            evidence = {"series": name, "level_before": round(recent, 6), "value": values[index],
+                        "settled_at": round(settled, 6), "best_before": round(min(values[:index]), 6),
+                        "points_after": len(after), **_span(points, index, len(points) - 1)}
+            return [Finding("diverged", "error",
+                            f"The {_series_words(name)} jumped from about {recent:.4g} to {values[index]:.4g} at "
+                            f"{_describe(_where(points, index))} ({values[index] / recent:.3g}x), then sat at "
+                            f"{settled:.4g}, never better than the {min(values[:index]):.4g} it had before, while the "
+                            "training loss stays frozen: training blew up and the model is dead (it outputs a "
+                            "constant).", evidence, _diverged_actions(ctx), confidence="medium")]
+    return []
+
+
 def _exploded_past_chance(series: dict[str, list[Point]], chance) -> tuple[str, list[Point], int, float] | None:
     """(series, points, index, settled level) for a classifier at chance whose loss reached EXPLOSION_FACTOR times
     ln K (the loss a guessing model scores: the reference when the blow-up came at the first logged value, with
@@ -1055,35 +1095,42 @@ def _converged_at_start(series: dict[str, list[Point]]) -> list[Finding]:
     started: the model
     settled where it began (a regression stuck at the constant prediction's loss). A loss still falling steadily
     from its start is slow convergence instead (slow.py)."""
-    if any(series.get(name) for name in ("val_acc", "train_acc", "test_acc", "val_map", "test_map")):
+    if any(series.get(name) for name in ("val_acc", "train_acc", "test_acc", "val_map", "test_map", "val_score",
+                                          "test_score")):
         return []
     train = _finite(series.get("train_loss_epoch", []) or series.get(TRAIN_LOSS, []))
     if len(train) < MIN_POINTS or not _from_run_start(train):
         return []
     values = _values(train)
     moved = _moved(values)
-    paces = quarter_paces(values)
-    if not 0 < moved < NO_MOVE or paces is None or paces[0] <= 0 or paces[1] >= CONVERGED_PACE * paces[0]:
-        return []
-    # Settled: the small fall it made stands well above its second half's spread; or, over SLOW_MIN_POINTS+ logs,
-    # it never fell at all and its batch-to-batch spread is itself under NO_MOVE of its level (a language model
-    # sitting at its unigram loss). A loss swinging with the data order, or jumping from batch to batch, around its
-    # start is judged by the oscillation rules instead.
     tail = values[len(values) // 2:]
     spread = _mad_sigma(tail)
-    settled = _median(values[:max(1, len(values) // 10)]) - _median(tail) > SETTLED_FALL_TO_SPREAD * spread
-    never_fell = len(values) >= SLOW_MIN_POINTS and spread <= NO_MOVE * abs(_median(tail))
-    if not settled and not never_fell:
-        return []
+    quiet = spread <= NO_MOVE * abs(_median(tail))
+    # Never moved at all (under NO_MOVE_AT_ALL of its start, quietly): no pace to read, the first quarter need not
+    # fall (the first point, an epoch's mean or the first batch, already holds the run's start).
+    never_moved = abs(moved) < NO_MOVE_AT_ALL and quiet
+    paces = None if never_moved else quarter_paces(values)
+    if not never_moved:
+        if paces is None:
+            return []
+        if not 0 < moved < NO_MOVE or paces[0] <= 0 or paces[1] >= CONVERGED_PACE * paces[0]:
+            return []
+        # Settled: the small fall it made stands well above its second half's spread; or, over SLOW_MIN_POINTS+
+        # logs, it never fell at all and its batch-to-batch spread is itself under NO_MOVE of its level (a language
+        # model sitting at its unigram loss). A loss swinging with the data order, or jumping from batch to batch,
+        # around its start is judged by the oscillation rules instead.
+        settled = _median(values[:max(1, len(values) // 10)]) - _median(tail) > SETTLED_FALL_TO_SPREAD * spread
+        if not settled and not (len(values) >= SLOW_MIN_POINTS and quiet):
+            return []
     evidence = {"series": train[0].name, "moved": round(moved, 5), "start": round(values[0], 6),
                 "level": round(_median(values[-max(1, len(values) // 10):]), 6),
-                "pace_last_to_first_quarter": round(paces[1] / paces[0], 3) if paces[0] > 0 else None,
+                "pace_last_to_first_quarter": round(paces[1] / paces[0], 3) if paces and paces[0] > 0 else None,
                 "points": len(values), **_span(train, 0, len(train) - 1)}
     # A warning, not an error: no accuracy says the level is a failure (a fine-tune that starts near its floor also
     # moves little); the numbers say only that the model settled where it began.
     return [Finding("not-learning", "warning",
                     f"The training loss started at {values[0]:.6g} and levelled off at {evidence['level']:.6g}, "
-                    f"{moved:.1%} below its start, over {len(values)} points from the run's start: the model settled "
+                    f"{abs(moved):.1%} from its start, over {len(values)} points from the run's start: the model settled "
                     "where it began and is not learning (for a regression: the loss of predicting a constant).",
                     evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
 
@@ -1420,8 +1467,9 @@ QUALITY_RISE_FLOOR = 0.001  # a validation accuracy/mAP rise (0-1 scale) below t
 
 
 def validation_quality(series: dict[str, list[Point]]) -> list[Point]:
-    """The validation measure of what the model is for, higher is better: its accuracy, else a detection mAP."""
-    for name in ("val_acc", "val_map"):
+    """The validation measure of what the model is for, higher is better: its accuracy, else a detection mAP, else a
+    text-quality score (BLEU, ROUGE, F1, exact match: names.py)."""
+    for name in ("val_acc", "val_map", "val_score"):
         points = [p for p in series.get(name, []) if math.isfinite(p.value)]
         if points:
             return points
@@ -1461,12 +1509,13 @@ def _position(point: Point) -> tuple[int, float]:
     return 2, point.line
 
 
-def _train_fall_on_plateau(train: list[Point], val: list[Point], level: float) -> float:
+def _train_fall_on_plateau(train: list[Point], val: list[Point], level: float, higher_is_better: bool = False
+                           ) -> float:
     """How far training fell while validation sat at its level: from the first validation point within ``level``
     (its best plus its margin) to the end, the relative fall between the medians of the first and last quarter of
     the training points in that span (medians: the end of training's fast phase at the span's start, or a noisy
     epoch, does not count as a fall). 0.0 when the span holds too few training points to say."""
-    start = next((i for i, p in enumerate(val) if p.value <= level), None)
+    start = next((i for i, p in enumerate(val) if (p.value >= level if higher_is_better else p.value <= level)), None)
     if start is None:
         return 0.0
     # A validation jumping by VAL_JITTER_SCORE of its level point to point is not flat: it is noisy (the
@@ -1485,12 +1534,50 @@ def _train_fall_on_plateau(train: list[Point], val: list[Point], level: float) -
     return (first - last) / abs(first) if first else 0.0
 
 
+def _quality_stalled_overfitting(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """No validation loss, only a quality (accuracy, mAP, BLEU, F1: higher is better): overfitting when the quality
+    stopped improving (its best OVERFIT_SINCE+ evaluations old and older than VAL_STALE_SHARE of them, the last ones
+    no better than those around the best: _validation_stalled's rule, mirrored) while the training loss fell
+    OVERFIT_PLATEAU_FALL+ over the quality's plateau (from its first evaluation within the best's margin on)."""
+    quality = validation_quality(series)
+    train = _finite(series.get("train_loss_epoch", []) or series.get(TRAIN_LOSS, []))
+    if len(quality) < 2 * OVERFIT_SINCE or len(train) < STUCK_FEW_POINTS:
+        return []
+    values = _values(quality)
+    best = max(range(len(values)), key=values.__getitem__)
+    if len(values) - 1 - best < max(OVERFIT_SINCE, VAL_STALE_SHARE * len(values)):
+        return []
+    scale = 100.0 if max(values) > 1.0 else 1.0
+    noise = _mad_sigma([b - a for a, b in zip(values, values[1:])]) / math.sqrt(2)
+    margin = max(2 * noise, QUALITY_RISE_FLOOR * scale)
+    fall = _train_fall_on_plateau(train, quality, values[best] - margin, higher_is_better=True)
+    if fall < OVERFIT_PLATEAU_FALL:
+        return []
+    name = quality[0].name
+    evidence = {"series": name, "quality_best": round(values[best], 5), "quality_best_at": _where(quality, best),
+                "quality_last": round(values[-1], 5), "evaluations_since_best": len(values) - 1 - best,
+                "train_fall_on_plateau": round(fall, 3), "val_points": len(values)}
+    what = {"val_acc": "accuracy", "val_map": "mAP", "val_score": "score"}.get(name, name)
+    return [Finding("overfitting", "warning",
+                    f"The validation {what} peaked at {values[best]:.4g} at {_describe(_where(quality, best))} and has "
+                    f"not improved in the {len(values) - 1 - best} evaluations since (last {values[-1]:.4g}) while the "
+                    f"training loss fell {fall:.0%} more: overfitting (the log prints no validation loss).",
+                    evidence, overfitting_actions(ctx), confidence="medium")]
+
+
+OVERFIT_PLATEAU_FALL = 0.15  # training's fall over validation's plateau that says it still fits the training set
+
+
 def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
     train = _finite(series.get(TRAIN_LOSS, []) or series.get("train_loss_epoch", []))
     val = _finite(series.get(VAL_LOSS, []))
+    if len(val) < 4 and not series.get("test_loss"):
+        quality = _quality_stalled_overfitting(series, ctx)
+        if quality:
+            return quality
     findings = []
     if len(train) < MIN_POINTS:
-        return _few_points_overfitting(train, val, ctx)
+        return _few_points_overfitting(train, val, ctx, series)
     train_drop = _relative_drop(_values(train)) if len(train) >= MIN_POINTS else None
     if len(val) >= 4 and train_drop is not None and train_drop > HEALTHY_TRAIN_DROP:
         values = _values(val)
@@ -1505,7 +1592,7 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
         # Not improving (flat, or rising less than the rising rule needs) while training still falls: validation
         # has stopped improving, not merely slowed down near its floor (_validation_stalled).
         train_fall = max(_relative_drop(train_tail), _train_fall_on_plateau(train, val, values[best] + margin))
-        flat = val_tail_drop < 0.03 and train_fall > 0.15 and _validation_stalled(val, best, series)
+        flat = val_tail_drop < 0.03 and train_fall > OVERFIT_PLATEAU_FALL and _validation_stalled(val, best, series)
         if rising or flat:
             gap = _median(values[-2:]) - _median(_values(train)[-max(3, len(train) // 20):])
             evidence = {"val_best": round(values[best], 5), "val_best_at": _where(val, best),
@@ -1598,10 +1685,22 @@ def overfitting_confidence(values: list[float], best: int, series: dict[str, lis
     return confidence, note
 
 
-def _few_points_overfitting(train: list[Point], val: list[Point], ctx: Context) -> list[Finding]:
+def _quality_fell_off_best(series: dict[str, list[Point]], best_loss: Point) -> bool:
+    """The validation accuracy (or mAP, score) ends more than ACC_AT_BEST below the best it had up to the validation
+    loss's best."""
+    quality = validation_quality(series)
+    upto = [p.value for p in quality if p.line <= best_loss.line]
+    if len(quality) < 2 or not upto:
+        return False
+    scale = 100.0 if max(p.value for p in quality) > 1.0 else 1.0
+    return quality[-1].line > best_loss.line and quality[-1].value < max(upto) - ACC_AT_BEST * scale
+
+
+def _few_points_overfitting(train: list[Point], val: list[Point], ctx: Context,
+                            series: dict[str, list[Point]] | None = None) -> list[Finding]:
     """Short (epoch-level) logs: validation rising FEW_RISING+ points in a row after its best while training
     falls is overfitting, said with the confidence so few points allow."""
-    if len(val) < FEW_RISING + 1 or len(train) < 2:
+    if len(val) < FEW_TURN_POINTS or len(train) < 2:
         return []
     values = _values(val)
     best = min(range(len(values)), key=values.__getitem__)
@@ -1615,10 +1714,16 @@ def _few_points_overfitting(train: list[Point], val: list[Point], ctx: Context) 
     since = [p.value for p in train if p.line >= val[best].line] or train_values[-2:]
     train_fall = (train_values[0] - train_values[-1]) / abs(train_values[0]) if train_values[0] else 0.0
     falling_since = len(since) < 2 or since[-1] < since[0]
-    if rising < FEW_RISING or len(steps) != rising or train_fall < FEW_TRAIN_FALL or not falling_since:
-        return []
     rise = (values[-1] - values[best]) / abs(values[best]) if values[best] else 0.0
-    confidence = "high" if rising >= 5 and rise > 0.2 else ("medium" if rising >= 4 or rise > 0.2 else "low")
+    # A log too short for FEW_RISING rises in a row (3 evaluations: a 3-epoch fine-tune): one large rise
+    # (OVERFIT_RISE_HIGH+) counts when the validation accuracy fell off its best with it (two signals of the same
+    # turn). Longer logs are judged by the rises; one late rise there is a noisy evaluation as often as not.
+    turned = (len(val) < FEW_RISING + 1 and rising >= 1 and rise >= OVERFIT_RISE_HIGH
+              and _quality_fell_off_best(series or {}, val[best]))
+    if (rising < FEW_RISING and not turned) or len(steps) != rising or train_fall < FEW_TRAIN_FALL or not falling_since:
+        return []
+    confidence = ("high" if rising >= 5 and rise > 0.2 else ("medium" if rising >= 4 or (rise > 0.2 and rising >= FEW_RISING)
+                                                             else "low"))
     evidence = {"val_best": round(values[best], 5), "val_best_at": _where(val, best),
                 "val_last": round(values[-1], 5), "val_last_at": _where(val, len(val) - 1),
                 "rising_points": rising, "val_rise": round(rise, 3), "train_drop": round(train_fall, 3),
@@ -1774,7 +1879,7 @@ def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts
                   non_finite: dict[str, Point] | None = None) -> list[Finding]:
     findings = detect_oom(events, counts, ctx, series) + detect_crash(events, counts)
     diverged = (detect_diverged(series, events, counts, ctx, non_finite) or detect_blown_up(series, ctx)
-                or _gave_back(series, ctx) or _collapsed_to_chance(series, ctx))
+                or _gave_back(series, ctx) or _collapsed_to_chance(series, ctx) or _jumped_then_frozen(series, ctx))
     findings += diverged or detect_not_learning(series, ctx)
     findings += (detect_periodic(series, ctx) or detect_sawtooth(series, ctx, ctx.elisions or [])
                  or detect_jitter(series, ctx)

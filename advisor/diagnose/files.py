@@ -387,10 +387,14 @@ def read_csv(path: str, text: str) -> FileRead:
         read.problem = "its first line is not a metrics header (named columns, one of them a step or an epoch)"
         return read
     positions = {position_name(c) for c in columns}
-    for number, row in enumerate(rows, start=2):
-        pairs = [(k, v.strip()) for k, v in zip(columns, row) if v.strip() != ""]
+    table = [(number, [(k, v.strip()) for k, v in zip(columns, row) if v.strip() != ""])
+             for number, row in enumerate(rows, start=2)]
+    per_epoch = _epoch_loss_columns(columns, table) if {"step", "epoch"} <= positions else set()
+    for number, pairs in table:
         if pairs:
             read.records += 1
+            if per_epoch:
+                pairs = [(f"{k} epoch" if k in per_epoch else k, v) for k, v in pairs]
             read.points += row_points(pairs, number)
     summed = [s for s in ("train", "val") if _components(columns, s) >= 2 and not _has_whole_loss(columns, s)]
     for stage in summed:
@@ -400,6 +404,27 @@ def read_csv(path: str, text: str) -> FileRead:
     if not read.points:
         read.problem = "its header names metrics, and no row holds a value for them"
     return read
+
+
+def _epoch_loss_columns(columns: list[str], table: list[tuple[int, list[tuple[str, str]]]]) -> set[str]:
+    """Training-loss columns with at most one value an epoch (2+ values) in a file whose other training-loss column
+    has several an epoch: Lightning's epoch-level columns under any name ('train_loss_0', dataloader 0, written on the
+    epoch's last row where the step column is empty). Read as the per-epoch training loss, never as points of the
+    per-step curve."""
+    losses = [c for c in columns if (found := classify(c)) and found[0] == "train_loss"]
+    if len(losses) < 2:
+        return set()
+    epoch_column = next(c for c in columns if position_name(c) == "epoch")
+    counts: dict[str, dict[str, int]] = {c: {} for c in losses}
+    for _, pairs in table:
+        row = dict(pairs)
+        epoch = row.get(epoch_column)
+        for column in losses:
+            if column in row and epoch is not None:
+                counts[column][epoch] = counts[column].get(epoch, 0) + 1
+    once = {c for c, per in counts.items() if sum(per.values()) >= 2 and max(per.values()) <= 1}
+    stepwise = any(per and max(per.values()) > 1 for per in counts.values())
+    return once if stepwise else set()
 
 
 def _components(columns: list[str], stage: str) -> int:

@@ -87,6 +87,34 @@ def _map_rank(tokens: list[str]) -> int | None:
     return None
 
 
+# Quality scores of generated or extracted text, higher is better (BLEU, ROUGE, chrF, METEOR, exact match, F1): the
+# validation quality of what the model is for, like an accuracy or a detection mAP. Rank 0 for the headline variant
+# (BLEU-4, ROUGE-L / ROUGE-Lsum, F1, exact match), 1 for the others (BLEU-1..3, ROUGE-1/2): one point a line.
+_QUALITY = re.compile(r"(?:sacre)?bleu(?P<bleu>\d)?|rouge(?P<rouge>1|2|l|lsum)?|chrf|meteor|exactmatch|em|f1")
+QUALITY_QUALIFIERS = {"score", "macro", "micro", "weighted", "avg", "mean", "overall", "final", "epoch", "step"}
+PERPLEXITY_WORDS = {"ppl", "perplexity"}
+# YOLOv10's loss columns name a component and a head, no "loss": train/box_om (one-to-many), val/dfl_oo (one-to-one).
+HEAD_LOSS_PARTS = {"box", "cls", "dfl", "obj", "seg", "pose", "kobj"}
+HEAD_WORDS = {"om", "oo", "o2m", "o2o"}
+
+
+def _quality_rank(tokens: list[str]) -> int | None:
+    """0 or 1 for a text-quality score (_QUALITY), None for anything else (a running best is no curve)."""
+    if "best" in tokens:
+        return None
+    rest = [t for t in tokens if t not in SPLITS and t not in QUALITY_QUALIFIERS]
+    found = _QUALITY.fullmatch("".join(rest)) if rest else None
+    if not found:
+        return None
+    if found.group("bleu"):
+        return 0 if found.group("bleu") == "4" else 1
+    return 1 if found.group("rouge") in ("1", "2") else 0
+
+
+def _stage_of(tokens: list[str], stage: str | None, default: str) -> str:
+    return next((SPLITS[t] for t in tokens if t in SPLITS), None) or stage or default
+
+
 @lru_cache(maxsize=4096)
 def classify(name: str, stage: str | None = None) -> tuple[str, int] | None:
     """(series, rank) for a metric name, or None to ignore it. Lower rank wins among one line's candidates.
@@ -100,6 +128,15 @@ def classify(name: str, stage: str | None = None) -> tuple[str, int] | None:
     if detection is not None:
         split = next((SPLITS[t] for t in tokens if t in SPLITS), None) or stage
         return ("test_map" if split == "test" else "val_map"), detection
+    rest = [t for t in tokens if t not in SPLITS]
+    if len(rest) == 2 and rest[0] in HEAD_LOSS_PARTS and rest[1] in HEAD_WORDS:
+        split = _stage_of(tokens, stage, "train")
+        return {"train": TRAIN_LOSS, "test": "test_loss"}.get(split, VAL_LOSS), 3
+    if rest and set(rest) <= PERPLEXITY_WORDS | PLAIN_QUALIFIERS | AVERAGE_WORDS:
+        return f"{_stage_of(tokens, stage, 'train')}_ppl", 0
+    quality = _quality_rank(tokens) if not set(tokens) & (LOSS_WORDS | SETTING_WORDS) else None
+    if quality is not None:  # scored on held-out data unless the name says otherwise
+        return f"{_stage_of(tokens, stage, 'val')}_score", quality
     if not tokens or (tokens[-1] not in _KNOWN_LAST and not _loss_identifier(name, tokens)):
         return None
     token_set = set(tokens)

@@ -628,6 +628,7 @@ class TextMetricsReader(LineReader):
             body = _BRACKET_KEY.sub(_bracket_key_colon, body)
         stage = line_stage(body)
         candidates, steps = [], []
+        per_batch: dict[str, tuple[int, bool]] = {}  # series -> (rank, named per batch) of its best name on the line
         step = epoch = epoch_total = dll_span = None
         if body[0] == "(":  # DLLogger's step tuple: (epoch, iteration) or (epoch,)
             m = _DLL_STEP.match(body)
@@ -657,6 +658,8 @@ class TextMetricsReader(LineReader):
                     continue
                 value = value / max(1.0, float(total))
             candidates.append((series, value, rank))
+            if rank < per_batch.get(series, (99, False))[0]:
+                per_batch[series] = (rank, _per_batch_name(name))
         if body.startswith(_CAFFE_OUTPUT):
             candidates = _caffe_output(candidates)
         if not candidates:
@@ -676,7 +679,21 @@ class TextMetricsReader(LineReader):
         # A line that names an epoch and no place within it reports the epoch ("Epoch 3: train_loss=..."); one with
         # a step or a position reports that step. Kept apart (scan.separate_cadences) when a log prints both.
         cadence = "step" if step is not None or position else ("epoch" if epoch is not None else None)
-        return _best_points(candidates, line, step, epoch, cadence=cadence)
+        points = _best_points(candidates, line, step, epoch, cadence=cadence)
+        if cadence == "epoch":  # "Epoch 3 - Batch loss: 0.41": one batch's loss stamped with its epoch, not the epoch's
+            for point in points:
+                if per_batch.get(point.name, (0, False))[1]:
+                    point.cadence = "step"
+        return points
+
+
+PER_BATCH_WORDS = {"batch", "minibatch", "step", "iter", "iteration"}
+
+
+@lru_cache(maxsize=4096)  # a log repeats a handful of names millions of times
+def _per_batch_name(name: str) -> bool:
+    """A metric name that says it is one batch's value ("Batch loss", "step_loss", "iter loss")."""
+    return bool(PER_BATCH_WORDS & set(words(name)))
 
 
 class JSONLineReader(LineReader):

@@ -726,6 +726,7 @@ def read_source(stream: io.BufferedIOBase, name: str, forced_format: str | None 
 def finish_collected(collected: Collected) -> None:
     """What every source goes through once read, from one file or from a run folder's files."""
     _bare_numbers(collected)
+    _losses_from_perplexity(collected)
     separate_series(collected)
     collected.stats.series_lengths = {k: len(v) for k, v in collected.series.items()}
 
@@ -808,6 +809,26 @@ def separate_series(collected: Collected) -> None:
                 collected.non_finite[val] = first_bad
             collected.series[val] = points
             stats.notes.append(f"the log prints no validation {measure}: its test {measure} is read as validation")
+
+
+def _losses_from_perplexity(collected: Collected) -> None:
+    """A stage that logs its perplexity and no loss: the loss is its natural log (perplexity = exp(cross-entropy)),
+    so every loss rule reads it (said in a note); a stage that logs both keeps its loss and the perplexity aside."""
+    for stage, loss in (("train", TRAIN_LOSS), ("val", VAL_LOSS), ("test", "test_loss")):
+        points = collected.series.get(f"{stage}_ppl")
+        if not points or collected.series.get(loss) or (stage == "train" and collected.series.get("train_loss_epoch")):
+            continue
+        del collected.series[f"{stage}_ppl"]
+        for point in points:
+            point.name = loss
+            point.value = math.log(point.value) if point.value > 0 else (point.value if math.isnan(point.value)
+                                                                            else math.nan)
+            if not math.isfinite(point.value) and loss not in collected.non_finite:
+                collected.non_finite[loss] = point
+        collected.non_finite.pop(f"{stage}_ppl", None)
+        collected.series[loss] = points
+        collected.stats.notes.append(f"the log prints a {stage} perplexity and no {stage} loss: its log is read as the "
+                                     "loss")
 
 
 BARE_MIN_POINTS = 4

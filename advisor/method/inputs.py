@@ -34,7 +34,7 @@ class MethodSettings:
     trial_steps: int = 40
     sweep_steps: int = 200
     subset_sweep: bool = False
-    sweep_walk: int = DEFAULT_POLICY.extensions  # times the swept range may grow past an end that wins
+    sweep_extensions: int = DEFAULT_POLICY.extensions  # times the swept range may grow past an end that wins
     sweep_seeds: int = DEFAULT_POLICY.seeds  # paired seeds per sweep candidate
     global_batch: int | None = None  # a global target the user insists on; else the sweep decides
     start_per_device: int | None = None  # --start: step 2's value, instead of the base batch's or the task table's

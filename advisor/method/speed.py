@@ -31,6 +31,15 @@ def faster_at_every_pair(big: dict, small: dict, bar: float = FASTER_BY) -> bool
     return bool(pairs) and all(clears_bar(big[p], small[p], bar) for p in pairs)
 
 
+def faster_at_no_pair(big: dict, small: dict, bar: float = FASTER_BY) -> bool:
+    """Whether ``big`` cleared the bar against ``small`` at no key they share: the two are level within the bar at
+    every paired measurement (False with none shared). The walk among the equals steps down from your setting only
+    on this, the mirror of ``faster_at_every_pair``: each direction needs every measurement to agree, so a noisy
+    mix of rounds moves nothing."""
+    pairs = sorted(set(big) & set(small))
+    return bool(pairs) and not any(clears_bar(big[p], small[p], bar) for p in pairs)
+
+
 def gain_words(gain: float, bar: float = FASTER_BY) -> str:
     """A ratio against the bar, printed so that a miss reads as one: 1.099 is "1.099x (under the 1.10x bar)"."""
     verdict = "over" if gain > 1 + bar else "under"
@@ -58,14 +67,21 @@ def pairs_text(big: dict, small: dict, bar: float = FASTER_BY) -> str:
 # batch. A held-out MLP (bench/heldout_workloads.py adam_edge_mlp, load ~16) timed 32 per device against 16 at
 # 1.966x, 0.408x and 4.292x in three 40-step rounds where the bench's interleaved 12-epoch runs measured 2.3x, and the
 # walk stayed at 16 (session m-v3). Models whose 40 steps already take that long time exactly as before.
+# Its length is set by that duration, not by the trial's step count: the samples/s read is the median step's, which
+# ten steps already give, and a 40-step floor made a big batch's timing run last 4-8 s on digits-cnn (40 steps of 128
+# samples) where 2 s was the aim: side-by-side timing of 16 / 32 / 64 per device cost 23,000 samples a plan, more
+# than a sweep run (12,800). At most this many times the trial's steps.
 MIN_TIMING_SECONDS = 2.0
+MIN_TIMING_STEPS = 10
 MAX_TIMING_STRETCH = 20
 
 
 def timing_steps(steps: int, samples_per_s: float | None, global_batch: int) -> int:
-    """Steps of one side-by-side timing run: ``steps`` (the trial's length), or more, so that at ``samples_per_s`` (the
-    batch's speed measured before; None: unknown, ``steps`` as they are) the run lasts ``MIN_TIMING_SECONDS``."""
+    """Steps of one side-by-side timing run: enough that at ``samples_per_s`` (the batch's speed measured before: the
+    fastest of its runs, so that the run lasts that long even on a quieter machine) it lasts ``MIN_TIMING_SECONDS``,
+    and at least ``MIN_TIMING_STEPS`` (``steps``, the trial's length, when that is shorter; unknown speed: ``steps``
+    as they are)."""
     if not samples_per_s or samples_per_s <= 0 or global_batch <= 0:
         return steps
     wanted = -(-MIN_TIMING_SECONDS * samples_per_s // global_batch)  # ceil
-    return int(min(max(steps, wanted), MAX_TIMING_STRETCH * steps))
+    return int(min(max(min(steps, MIN_TIMING_STEPS), wanted), MAX_TIMING_STRETCH * steps))

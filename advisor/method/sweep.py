@@ -5,13 +5,17 @@
 2. The candidate with the best mean score leads; another is its equal only when their mean paired gap is under a
    practical margin. A gap over the margin whose 95% paired t-interval (k - 1 degrees of freedom) still holds 0 is
    inconclusive: those two run more paired seeds, up to a stated budget (6 in all), and then the better-scoring
-   one stands; a candidate worse by more than the margin is never picked, whatever its speed. A candidate that ran
+   one stands; a candidate worse by more than the margin is never picked, whatever its speed. The extra seeds run
+   only where they could change the pick: an inconclusive candidate is first timed side by side with the equals,
+   and when the walk (sentence 3) would make the same pick with it as an equal, it runs none. A candidate that ran
    out of memory, was unstable in any seed, or never learned cannot lead or tie.
 3. Among the equals, speed is read only from timing rounds run side by side (short runs, interleaved, the order
    reversed every other round), and the pick walks up from the smallest while the next bigger one was more than
    10% faster at every round. Your own setting (the base batch, at the base LR), when it is an equal, is where
-   the walk starts (a change must pay); for a model with BatchNorm it starts no lower than the largest equal
-   under the small-micro-batch threshold. The range (half / chosen / double, double at most the cap; never 1 per
+   the walk starts, and from it the walk steps down to the next smaller equal while yours was more than 10%
+   faster at no round (a bigger batch needs at least as many samples to any score, so it must pay in speed),
+   else up as above; for a model with BatchNorm it starts no lower than the largest equal under the
+   small-micro-batch threshold, and never steps down under it. The range (half / chosen / double, double at most the cap; never 1 per
    device with BatchNorm) grows once past the winner's end when the sweep points there: the winner leads with a
    worse or failed candidate behind it, or it is the largest and won on speed.
 
@@ -69,7 +73,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from .health import FLAT, UNSTABLE, judge, rerun_verdict
-from .speed import FASTER_BY, faster_at_every_pair
+from .speed import FASTER_BY, faster_at_every_pair, faster_at_no_pair
 from ..ledger import TrialRecord
 
 # Two-sided 95% Student t quantiles by degrees of freedom; above 30, the normal's 1.96 plus its first
@@ -123,8 +127,10 @@ EQUALS_SMALLEST = "equals-smallest"  # the smallest of the equals
 EQUALS_YOURS = "equals-yours"  # your own setting, an equal (a change must pay)
 EQUALS_BATCHNORM_FLOOR = "equals-batchnorm-floor"  # the largest equal under SMALL_MICRO_BATCH (BatchNorm)
 EQUALS_BIGGER_FASTER = "equals-bigger-faster"  # among the equals, walked up to a bigger one faster at every measurement
+# Among the equals, walked down from your setting to a smaller one that yours was not faster than at every measurement.
+EQUALS_SMALLER_AS_FAST = "equals-smaller-as-fast"
 WALK_START_RULE = {"smallest": EQUALS_SMALLEST, "yours": EQUALS_YOURS, "batchnorm": EQUALS_BATCHNORM_FLOOR}
-EQUALS_RULES = frozenset({*WALK_START_RULE.values(), EQUALS_BIGGER_FASTER})
+EQUALS_RULES = frozenset({*WALK_START_RULE.values(), EQUALS_BIGGER_FASTER, EQUALS_SMALLER_AS_FAST})
 NO_RUNS = "no-runs"  # nothing could run (no candidate fits)
 NONE_LEARNED = "none-learned"  # every candidate ran out of memory, was unstable, or never learned
 # Why the batch past a winning end was not compared.
@@ -181,24 +187,40 @@ class Comparison:
     tied: bool  # an equal of the leader: the mean gap is under the margin (and only then)
     # "margin" (the mean gap is under it: equal) | "inconclusive" (over it, but the interval holds 0) | "apart"
     by: str
+    # Inconclusive, and timed side by side with the equals: were it an equal, the walk would make the same pick, so
+    # more seeds could not change the advice and none are run (``SweepVerdict.extra_seeds``).
+    pick_unchanged: bool = False
 
     def to_dict(self) -> dict:
         out = {"per_device": self.per_device, "seeds": self.seeds, "mean_gap": round(self.mean_gap, 6),
                "interval": None if self.half_width is None else
                [round(self.mean_gap - self.half_width, 6), round(self.mean_gap + self.half_width, 6)],
-               "tied": self.tied, "by": self.by}
+               "tied": self.tied, "by": self.by, "pick_unchanged": self.pick_unchanged or None}
         return {k: v for k, v in out.items() if v is not None}
 
 
 @dataclass
 class WalkStep:
-    """One step of the tie-break's walk up the equals: ``bigger`` against the pick so far, by paired speed ratio."""
+    """One step of the tie-break's walk among the equals, by paired speed ratio: up, ``bigger`` against the pick so
+    far (taken when it paid); down, the pick so far (``bigger``) against the next ``smaller`` (taken when it did
+    not pay)."""
 
     smaller: int
     bigger: int
     ratios: list[float]  # bigger / smaller samples/s, one per timing round (or per seed, with no timing rounds)
     rounds: bool  # the ratios are timing rounds run side by side (else the sweep runs' own seeds)
-    paid: bool  # more than the bar at every one
+    paid: bool  # the bigger was more than the bar faster at every one
+    down: bool = False  # a step down from the pick so far (your setting) to a smaller equal
+    level: bool = False  # the bigger was more than the bar faster at none (a step down is taken only then)
+
+    @property
+    def taken(self) -> bool:
+        return self.level if self.down else self.paid
+
+    @property
+    def mark(self) -> str:
+        """The ratios against the bar, in words: "over" or "not all over" (a step down: "none over" when level)."""
+        return "over" if self.paid else "none over" if self.down and self.level else "not all over"
 
 
 @dataclass
@@ -235,7 +257,9 @@ class AgainstYours:
         speed = self.speed_words()
         if self.by in ("apart", "inconclusive"):  # the leader outscored yours by more than the margin
             return f"Against {own}: better than yours ({gap}), {speed}."
-        return f"Against {own}: as good as yours ({gap}), {speed}."
+        smaller = (f"; smaller, and yours was more than {self.bar:.0%} faster at no paired measurement, so it needs "
+                   "no more samples to any score") if self.chosen < self.yours else ""
+        return f"Against {own}: as good as yours ({gap}), {speed}{smaller}."
 
     def speed_words(self) -> str:
         if self.speed_ratio is None:
@@ -273,7 +297,7 @@ class SweepVerdict:
     comparisons: list[Comparison] = field(default_factory=list)
     extend_to: int | None = None  # the next batch past the winning end, when the rule asks for one
     # The winner is an end of the range and the batch past it was not compared: that batch, and why not
-    # (PAST_CAP: over the cap; WALK_SPENT: the range grew --sweep-walk times already).
+    # (PAST_CAP: over the cap; WALK_SPENT: the range grew --sweep-extensions times already).
     unexplored: int | None = None
     end: str = ""
     cap: int | None = None
@@ -303,20 +327,31 @@ class SweepVerdict:
     def candidate(self, per_device: int | None) -> CandidateScores | None:
         return next((c for c in self.candidates if c.per_device == per_device), None)
 
-    @property
-    def extra_seeds(self) -> list[tuple[int, int]]:
-        """(per device, seed) runs the rule asks for before it decides: each inconclusive candidate and the leader
-        at the next paired seed, while their shared seeds are under the policy's budget."""
+    def unresolved(self) -> list[Comparison]:
+        """The inconclusive comparisons whose pair is still under the policy's seed budget."""
         leader = self.candidate(self.leader)
-        wanted: set[tuple[int, int]] = set()
+        out = []
         for c in self.comparisons:
             other = self.candidate(c.per_device)
             if c.by != "inconclusive" or leader is None or other is None:
                 continue
             shared = set(leader.scores) & set(other.scores)
-            if not shared or len(shared) >= self.policy.max_seeds:
+            if shared and len(shared) < self.policy.max_seeds:
+                out.append(c)
+        return out
+
+    @property
+    def extra_seeds(self) -> list[tuple[int, int]]:
+        """(per device, seed) runs the rule asks for before it decides: each inconclusive candidate and the leader
+        at the next paired seed, while their shared seeds are under the policy's budget, unless the candidate, as an
+        equal, would leave the pick unchanged (``Comparison.pick_unchanged``: more seeds could not change it)."""
+        leader = self.candidate(self.leader)
+        wanted: set[tuple[int, int]] = set()
+        for c in self.unresolved():
+            if c.pick_unchanged:
                 continue
-            seed = max(shared) + 1
+            other = self.candidate(c.per_device)
+            seed = max(set(leader.scores) & set(other.scores)) + 1
             wanted |= {(b.per_device, seed) for b in (leader, other) if seed not in b.scores}
         return sorted(wanted, key=lambda pair: (pair[1], pair[0]))
 
@@ -335,12 +370,20 @@ class SweepVerdict:
         where = "round" if any(step.rounds for step in self.walk) else "seed"
         start = {"yours": "your own setting", "batchnorm": f"the largest under {SMALL_MICRO_BATCH} (BatchNorm)"
                  }.get(self.walk_start_why, "the smallest")
-        if self.chosen == self.walk_from:
-            if not self.walk:
-                return f"{start} of the equals, and none is bigger"
-            return f"{start} of the equals; no bigger one was {bar} at every {where}"
-        stopped = "" if self.walk[-1].paid else f"; {self.walk[-1].bigger} was not"
-        return f"walked up from {self.walk_from} ({start} of the equals), each step {bar} at every {where}{stopped}"
+        down = [step for step in self.walk if step.down]
+        up = [step for step in self.walk if not step.down]
+        if self.chosen < self.walk_from:
+            stopped = "" if down[-1].taken else f"; {down[-1].bigger} was, against {down[-1].smaller}, at some {where}"
+            return (f"walked down from {self.walk_from} ({start} of the equals): the bigger of each step was {bar} "
+                    f"at no {where}{stopped}")
+        if self.chosen > self.walk_from:
+            stopped = "" if up[-1].taken else f"; {up[-1].bigger} was not"
+            return f"walked up from {self.walk_from} ({start} of the equals), each step {bar} at every {where}{stopped}"
+        kept = (f", {bar} than {down[0].smaller} at {'every' if down[0].paid else 'some'} {where}" if down
+                else "")
+        if not up:
+            return f"{start} of the equals{kept}, and none is bigger"
+        return f"{start} of the equals{kept}; no bigger one was {bar} at every {where}"
 
     def fmt(self, value: float, signed: bool = False) -> str:
         sign = "+" if signed else ""
@@ -378,6 +421,9 @@ class SweepVerdict:
             elif c.by == "inconclusive":
                 verdict = (f"inconclusive (over the margin, the interval holds 0) after {c.seeds} paired seeds: "
                            f"the better-scoring, {self.leader}, stands")
+                if c.pick_unchanged:
+                    verdict += (f"; no more seeds: as an equal {c.per_device} would not change the pick (timed side "
+                                "by side)")
             else:
                 verdict = "worse by more than the margin"
             parts.append(f"{c.per_device}: {gap}: {verdict}")
@@ -389,19 +435,25 @@ class SweepVerdict:
         """The tie-break: where the walk started and why, each step's paired speed ratios against the bar."""
         bar = 1 + self.policy.throughput_margin
         equals = ", ".join(map(str, self.tied))
-        start = {"yours": f"{self.walk_from} per device, your own setting (a change must pay)",
+        start = {"yours": f"{self.walk_from} per device, your own setting",
                  "batchnorm": (f"{self.walk_from} per device, the largest of them under {SMALL_MICRO_BATCH} (the "
                                "model has BatchNorm, which trains worse on a smaller micro-batch)")
                  }.get(self.walk_start_why, f"{self.walk_from} per device, the smallest")
-        said = f"Equals: {equals}. The pick starts at {start}, and moves up only to a bigger one that was faster by " \
-               f"more than {self.policy.throughput_margin:.0%} at every paired measurement"
+        faster = f"faster by more than {self.policy.throughput_margin:.0%} at every paired measurement"
+        if self.walk_start_why == "yours":
+            moves = (f"moves down to a smaller one while the bigger was faster by more than "
+                     f"{self.policy.throughput_margin:.0%} at no paired measurement (a bigger batch needs at least "
+                     f"as many samples to any score, so it must pay in speed), else up to a bigger one that was "
+                     f"{faster}")
+        else:
+            moves = f"moves up only to a bigger one that was {faster}"
+        said = f"Equals: {equals}. The pick starts at {start}, and {moves}"
         if self.walk and self.walk[0].rounds:
             said += f" of {len(self.walk[0].ratios)} timing rounds run side by side"
         steps = []
         for step in self.walk:
             ratios = ", ".join(f"{r:.3f}x" for r in step.ratios) or "none measured"
-            mark = "over" if step.paid else "not all over"
-            steps.append(f"{step.bigger} over {step.smaller}: {ratios} ({mark} the {bar:.2f}x bar)")
+            steps.append(f"{step.bigger} over {step.smaller}: {ratios} ({step.mark} the {bar:.2f}x bar)")
         said += (": " + "; ".join(steps) if steps else "") + f". Pick: {self.chosen} per device, " \
                 f"{self.walk_summary}."
         return said
@@ -421,7 +473,7 @@ class SweepVerdict:
                     "was not compared.")
         if self.end == WALK_SPENT:
             return (f" It is the {side} swept and the range has grown {self.policy.extensions} time(s) "
-                    f"(--sweep-walk {self.policy.extensions}): {self.unexplored} per device was not compared.")
+                    f"(--sweep-extensions {self.policy.extensions}): {self.unexplored} per device was not compared.")
         return ""
 
     def summary(self) -> dict:
@@ -561,18 +613,37 @@ def clearly_faster(big: CandidateScores, small: CandidateScores, margin: float) 
 
 
 def needs_timing(verdict: SweepVerdict) -> list[int]:
-    """The candidates to time side by side before the verdict stands: the equals (their tie-break reads speed),
-    and your own setting with the pick (the advice says its samples/s against yours); none when fewer than two,
-    or when every one of them was timed in the last rounds (the session times a whole set together, so a set
-    that grew is timed again as a whole)."""
-    wanted = set(verdict.tied) if len(verdict.tied) >= 2 else set()
+    """The candidates to time side by side before the verdict stands: those of every pair the rule reads a speed
+    ratio of that no timing round has measured together yet. The pairs: neighbours among the equals (the walk), the
+    same with each inconclusive candidate still under the seed budget taken in (``Comparison.pick_unchanged``), and
+    your own setting with the pick (the advice says its samples/s against yours). A set that grew (the range, or
+    the equals) is timed only where it grew: the new candidate with its neighbours, in new rounds; a pair's ratio
+    reads only rounds the two ran in together."""
+    pairs = set()
+    for batches in _walk_sets(verdict):
+        pairs |= set(zip(batches, batches[1:]))
     yours = verdict.candidate(verdict.yours)
     if yours is not None and yours.status == "ok" and verdict.chosen not in (None, verdict.yours):
-        wanted |= {verdict.yours, verdict.chosen}
-    if len(wanted) < 2:
-        return []
-    timed = {c.per_device for c in verdict.candidates if c.timed or c.timing_failed}
-    return [] if wanted <= timed else sorted(wanted)
+        pairs.add(tuple(sorted((verdict.yours, verdict.chosen))))
+    missing = [pair for pair in pairs if not _timed_together(verdict.candidate(pair[0]), verdict.candidate(pair[1]))]
+    return sorted({batch for pair in missing for batch in pair})
+
+
+def _walk_sets(verdict: SweepVerdict) -> list[list[int]]:
+    """The sets of candidates a walk is (or, for ``pick_unchanged``, would be) taken over: the equals, and the
+    equals with each inconclusive candidate still under the seed budget."""
+    sets = [sorted(verdict.tied)] if len(verdict.tied) >= 2 else []
+    return sets + [sorted(set(verdict.tied) | {c.per_device}) for c in verdict.unresolved()]
+
+
+def _timed_together(a: CandidateScores | None, b: CandidateScores | None) -> bool:
+    """Whether two candidates share a timing round, or were both timed and one of them has no timing to give (its
+    runs failed: the pair then has no paired speed, and timing it again would fail again)."""
+    if a is None or b is None:
+        return True
+    if (a.timing_failed and (b.timed or b.timing_failed)) or (b.timing_failed and a.timed):
+        return True
+    return bool(set(a.timed) & set(b.timed))
 
 
 def practical_margin(name: str, by_loss: bool, leader_mean: float, policy: SweepPolicy) -> float:
@@ -620,6 +691,7 @@ def decide_sweep(rows: list[TrialRecord], num_classes: int | None = None, cap: i
     verdict.comparisons = [compare(leader, c, sign, verdict.margin) for c in alive if c is not leader]
     tied = sorted((c for c in alive if c.per_device in verdict.tied), key=lambda c: c.per_device)
     _walk(verdict, tied)
+    _mark_pick_unchanged(verdict, tied)
     verdict.rule = _rule_code(verdict, tied)
     verdict.against_yours = _against_yours(verdict, sign)
     _past_the_end(verdict, batches, extensions_left)
@@ -648,28 +720,83 @@ def _leader(alive: list[CandidateScores], sign: float, base_seeds: int) -> Candi
 
 
 def _walk(verdict: SweepVerdict, tied: list[CandidateScores]) -> None:
-    """The tie-break: from where the walk starts (``_walk_start``) up the equals, one step at a time, while the
-    next bigger one was clearly faster than the pick so far; the first step that does not pay ends it."""
-    start, verdict.walk_start_why = _walk_start(tied, verdict.yours, verdict.batchnorm)
-    verdict.walk_from = winner = start.per_device
+    """The tie-break (``walk_equals``), its numbers set on the verdict."""
+    verdict.chosen, verdict.walk_from, verdict.walk_start_why, verdict.walk = walk_equals(
+        tied, verdict.yours, verdict.batchnorm, verdict.policy.throughput_margin)
+
+
+def walk_equals(tied: list[CandidateScores], yours: int | None, batchnorm: bool, bar: float
+                ) -> tuple[int, int, str, list[WalkStep]]:
+    """The tie-break among ``tied`` (smallest first): (pick, where the walk started, why there, its steps). One test
+    steps from where the walk starts (``_walk_start``) one neighbour at a time, and each step needs every paired
+    measurement (timing round, or seed) to agree. Down, from your own setting only (the smallest has nothing below,
+    BatchNorm's floor is where a tie may go at the lowest, and a model with BatchNorm never steps down to a batch
+    under SMALL_MICRO_BATCH): to the next smaller equal while the pick so far was faster than it by more than
+    ``bar`` at no measurement (``faster_at_no_pair``). Else up: to the next bigger equal while it was faster than
+    the pick so far by more than ``bar`` at every measurement (``clearly_faster``). A mixed set of rounds moves
+    nothing; the first step refused ends the walk.
+
+    Why down: a bigger batch needs at least as many samples to reach any score (McCandlish et al. 2018: samples to
+    a target grow as 1 + B / B_noise), so of two equals at the end of the sweep's budget, level in samples/s, the
+    smaller reaches every earlier target no later (digits-cnn in a plain loop, samples/s level: 16 per device to
+    0.90 in 3.3 s, 32 in 4.3 s; a tagger: 16 in 0.17 s, 32 in 0.35 s). Why unanimous: the mirror of the way up,
+    "not faster at every round", steps down on noise; on the recorded grids (bench/step4_replay.py, your setting
+    at each candidate of each range) it took 6 of 72 cases to a slower batch (a loader-bound MLP from 16 to 8 per
+    device at 1.06x, 1.91x, 1.03x: 1.65x the time to its target), where "at no round" moved 3, each to a faster
+    one, and none to a slower."""
+    start, why = _walk_start(tied, yours, batchnorm)
+    steps: list[WalkStep] = []
     current = start
-    for bigger in (c for c in tied if c.per_device > start.per_device):
-        ratios, rounds = speed_ratios(bigger, current)
-        paid = clearly_faster(bigger, current, verdict.policy.throughput_margin)
-        verdict.walk.append(WalkStep(current.per_device, bigger.per_device, ratios, rounds, paid))
-        if not paid:
-            break
-        current, winner = bigger, bigger.per_device
-    verdict.chosen = winner
+    if why == "yours":
+        for smaller in reversed([c for c in tied if c.per_device < start.per_device]):
+            if batchnorm and smaller.per_device < SMALL_MICRO_BATCH:
+                break
+            step = _walk_step(smaller, current, bar, down=True)
+            steps.append(step)
+            if not step.taken:
+                break
+            current = smaller
+    if current is start:
+        for bigger in (c for c in tied if c.per_device > start.per_device):
+            step = _walk_step(current, bigger, bar)
+            steps.append(step)
+            if not step.taken:
+                break
+            current = bigger
+    return current.per_device, start.per_device, why, steps
+
+
+def _mark_pick_unchanged(verdict: SweepVerdict, tied: list[CandidateScores]) -> None:
+    """Which inconclusive candidates could not change the pick by more seeds: timed side by side with the equals,
+    and were it one of them, the walk (``walk_equals``, the same rounds) would pick what it picks now. More seeds
+    decide only whether it is an equal (the better-scoring stands otherwise, as at the end of the seed budget), so
+    for such a candidate they cannot change the advice. Needs its timing rounds (``needs_timing`` asks for them
+    first): on the sweep runs' own speeds, made at different times, the question is not answered."""
+    for comparison in verdict.unresolved():
+        other = verdict.candidate(comparison.per_device)
+        together = sorted(tied + [other], key=lambda c: c.per_device)
+        if not all((c.timed or c.timing_failed) and _timed_together(c, d) for c, d in zip(together, together[1:])):
+            continue
+        pick = walk_equals(together, verdict.yours, verdict.batchnorm, verdict.policy.throughput_margin)[0]
+        comparison.pick_unchanged = pick == verdict.chosen
+
+
+def _walk_step(smaller: CandidateScores, bigger: CandidateScores, bar: float, down: bool = False) -> WalkStep:
+    ratios, rounds = speed_ratios(bigger, smaller)
+    big_speeds, small_speeds, _ = paired_speeds(bigger, smaller)
+    return WalkStep(smaller.per_device, bigger.per_device, ratios, rounds, clearly_faster(bigger, smaller, bar), down,
+                    faster_at_no_pair(big_speeds, small_speeds, bar))
 
 
 def _rule_code(verdict: SweepVerdict, tied: list[CandidateScores]) -> str:
-    """What decided the pick, as the recipe's code: the leader with no equal, a bigger equal that paid in speed, or
-    the walk's start (smallest, yours, BatchNorm's floor) standing."""
+    """What decided the pick, as the recipe's code: the leader with no equal, a bigger equal that paid in speed, a
+    smaller equal yours did not pay against, or the walk's start (smallest, yours, BatchNorm's floor) standing."""
     if len(tied) == 1:
         return BEST_BY_MARGIN
-    if verdict.chosen != verdict.walk_from:
+    if verdict.chosen > verdict.walk_from:
         return EQUALS_BIGGER_FASTER
+    if verdict.chosen < verdict.walk_from:
+        return EQUALS_SMALLER_AS_FAST
     return WALK_START_RULE[verdict.walk_start_why]
 
 
@@ -749,5 +876,5 @@ def _points_past(verdict: SweepVerdict, upward: bool) -> bool:
     nothing of the score); or, at the top, the winner was picked over a smaller tied batch for its speed."""
     worse = any(not c.tied for c in verdict.comparisons) or any(c.status in ("unstable", "flat")
                                                                 for c in verdict.candidates)
-    won_on_speed = upward and verdict.chosen != verdict.walk_from
+    won_on_speed = upward and verdict.chosen > verdict.walk_from
     return (verdict.chosen == verdict.leader and worse) or won_on_speed

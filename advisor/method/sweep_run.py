@@ -142,14 +142,16 @@ class SweepRun:
     def time_side_by_side(self, batches: list[int], rounds: int) -> dict[int, dict[int, float]]:
         """Samples/s of ``batches`` timed again side by side: ``rounds`` rounds of one run each at the trial's
         length (its settings otherwise the candidate's sweep run's), the order reversed every other round, so that
-        a machine's load and drift fall on every candidate alike. Per batch, round -> samples/s (a run that fails
-        gives none, and the tie-break then has no paired speed for it). Phase "timing": never reused from the
+        a machine's load and drift fall on every candidate alike. Per batch, round -> samples/s, the rounds numbered
+        after those already run (a pair's ratio reads only rounds both ran in; a run that fails gives none, and the
+        tie-break then has no paired speed for it). Phase "timing": never reused from the
         history (a reused timing was not side by side), and never read as a result."""
         steps = self.settings.trial_steps
         self.decide(f"{', '.join(map(str, batches))} per device: timing them side by side ({rounds} round(s) of "
                     f"{steps} steps or more, to last {MIN_TIMING_SECONDS:g} s, interleaved) before a speed is read "
                     "(the sweep's long runs each met the machine's load at a different time).")
         timed: dict[int, dict[int, float]] = {b: {} for b in batches}
+        first = 1 + max((r for speeds in self.timing.values() for r in speeds), default=-1)  # new rounds' numbers
         for round_ in range(rounds):
             for batch in (batches if round_ % 2 == 0 else batches[::-1]):
                 _, lr, warmup = sweep_run_settings(self.info, batch * self.runner.nproc, self.samples)
@@ -165,14 +167,15 @@ class SweepRun:
                 record.seed = round_
                 _noted(record, f"{NOT_A_CANDIDATE}: timing round {round_ + 1} of {rounds}, side by side")
                 if record.status == "ok" and (speed := record.samples_per_s):
-                    timed[batch][round_] = speed
+                    timed[batch][first + round_] = speed
         return timed
 
     def swept_speed(self, batch: int) -> float | None:
-        """The median samples/s of ``batch``'s sweep runs so far (a timing run's length is set from it)."""
+        """The fastest samples/s of ``batch``'s sweep runs so far: a timing run's length is set from it, so that it
+        lasts its 2 s even when the machine is as quiet as it was at the quietest of them."""
         speeds = [r.samples_per_s for r in self.rows if r.phase == "sweep" and r.per_device == batch and r.status == "ok"
                   and r.samples_per_s]
-        return statistics.median(speeds) if speeds else None
+        return max(speeds) if speeds else None
 
     # -- the verdict -----------------------------------------------------------------------------------------
     def verdict_now(self, yours: int | None) -> SweepVerdict:
@@ -181,20 +184,21 @@ class SweepRun:
                             batchnorm=self.info.has_batchnorm, yours=yours)
 
     def settled_verdict(self, yours: int | None) -> SweepVerdict:
-        """The verdict once it stands: inconclusive pairs given their extra seeds (each run once), then the
-        equals (and your setting beside the pick) timed side by side."""
+        """The verdict once it stands: the equals, your setting beside the pick and the inconclusive candidates timed
+        side by side first (short runs), then extra seeds (each run once) only for an inconclusive pair whose
+        answer could change the pick (``Comparison.pick_unchanged``)."""
         while True:
             verdict = self.verdict_now(yours)
+            to_time = needs_timing(verdict)
+            if to_time:
+                for batch, speeds in self.time_side_by_side(to_time, self.policy.seeds).items():
+                    self.timing.setdefault(batch, {}).update(speeds)
+                continue
             ran = {(r.per_device, r.seed or 0) for r in self.rows}
             extra = [pair for pair in verdict.extra_seeds if pair not in ran]
-            if extra:
-                self.rows.extend(self.extra_seed_runs(verdict, extra))
-                continue
-            to_time = needs_timing(verdict)
-            if not to_time:
+            if not extra:
                 return verdict
-            self.timing.clear()
-            self.timing.update(self.time_side_by_side(to_time, self.policy.seeds))
+            self.rows.extend(self.extra_seed_runs(verdict, extra))
 
     def warmup_note(self, candidates: list[int]) -> str:
         """The candidates whose planned warmup is as long as their sweep run, or longer."""
@@ -211,11 +215,11 @@ def comparison_sweep(runner: ReusingRunner, info: WorkloadInfo, settings: Method
                      precision: str, cap: Cap, earlier: Callable[[], list[TrialRecord]], decide: Decide,
                      note: Callable[[str], None]) -> SweepOutcome:
     """Step 4 around ``chosen`` (the trial's pick) within ``cap``: every candidate on the same paired seeds and
-    the same samples, then ``decide_sweep``'s verdict, extending the range while an end wins (``sweep_walk``
+    the same samples, then ``decide_sweep``'s verdict, extending the range while an end wins (``sweep_extensions``
     times at most). ``decide`` hears each decision as it is made, ``note`` what changed the range; the closing
     reason is the outcome's."""
     sweep = SweepRun(runner, info, settings, precision, cap, earlier, decide, note,
-                     policy=SweepPolicy(seeds=settings.sweep_seeds, extensions=settings.sweep_walk,
+                     policy=SweepPolicy(seeds=settings.sweep_seeds, extensions=settings.sweep_extensions,
                                         max_seeds=max(settings.sweep_seeds, DEFAULT_POLICY.max_seeds)))
     chosen, candidates, range_note = sweep.candidate_range(chosen)
     yours = your_setting(info.base_global_batch, runner.nproc, cap.value, info.has_batchnorm)[0]

@@ -1,0 +1,122 @@
+"""Step 4's walk among the equals in both directions from your setting, and extra seeds only where they can change
+the pick (issue 36: the plan's cost). Hand-made runs and a stub session: milliseconds, no processes."""
+
+from __future__ import annotations
+
+from helpers import StubRunner, settings, sweep_run
+
+from advisor.adapters import load_adapter
+from advisor.device import HostDevices
+from advisor.method.sweep import (EQUALS_BIGGER_FASTER, EQUALS_SMALLER_AS_FAST, EQUALS_YOURS, decide_sweep,
+                                  needs_timing)
+from advisor.session import Session, validate_setup
+
+LEVEL = [0.95] * 3
+
+
+def runs(batch, scores):
+    return [sweep_run(batch, seed, score, step_seconds=batch / 1000.0) for seed, score in enumerate(scores)]
+
+
+def rounds(*speeds):
+    return dict(enumerate(speeds))
+
+
+def test_from_your_setting_the_walk_steps_down_to_a_smaller_equal_yours_was_not_faster_than():
+    """digits-cnn on a CPU: 16 and 32 per device equal at the sweep's end, samples/s level; yours is 32. In a plain
+    loop 16 reached 0.90 in 3.3 s and 32 in 4.3 s (bench/grids/digits.grid.json): a bigger batch needs at least as
+    many samples to every score, so keeping it must pay in speed, as moving up to it must."""
+    rows = runs(16, LEVEL) + runs(32, LEVEL)
+    level = {16: rounds(700.0, 690.0, 710.0), 32: rounds(720.0, 700.0, 780.0)}  # 1.03x, 1.01x, 1.10x
+    verdict = decide_sweep(rows, 10, timing=level, yours=32)
+    assert verdict.chosen == 16 and verdict.walk_from == 32 and verdict.rule == EQUALS_SMALLER_AS_FAST
+    assert verdict.walk[0].down and verdict.walk[0].taken and not verdict.walk[0].paid
+    assert "Pick: 16 per device, walked down from 32 (your own setting of the equals)" in verdict.reason
+    assert "32 over 16: 1.029x, 1.014x, 1.099x (none over the 1.10x bar)" in verdict.reason
+    assert ("Against your setting (32 per device at the base LR): as good as yours (score gap +0.000 ±0.000 over 3 "
+            "paired seed(s)), 0.96x the samples/s of yours (3 timing round(s) side by side") in verdict.reason
+    assert ("; smaller, and yours was more than 10% faster at no paired measurement, so it needs no more samples to "
+            "any score.") in verdict.reason
+    # Yours faster by more than the bar at every round: it pays for itself, and stays.
+    paying = {16: rounds(700.0, 690.0, 710.0), 32: rounds(800.0, 800.0, 800.0)}
+    kept = decide_sweep(rows, 10, timing=paying, yours=32)
+    assert kept.chosen == 32 and kept.rule == EQUALS_YOURS and not kept.walk[0].taken
+    assert "Pick: 32 per device, your own setting of the equals, more than 10% faster than 16 at every round" \
+        in kept.reason
+    # Rounds that disagree move nothing, either way: 1.20x, 1.05x, 1.20x neither pays for 32 nor shows 16 as fast.
+    mixed = {16: rounds(700.0, 700.0, 700.0), 32: rounds(840.0, 735.0, 840.0)}
+    stood = decide_sweep(rows, 10, timing=mixed, yours=32)
+    assert stood.chosen == 32 and stood.rule == EQUALS_YOURS
+    assert "32 over 16: 1.200x, 1.050x, 1.200x (not all over the 1.10x bar)" in stood.reason
+    assert "your own setting of the equals, more than 10% faster than 16 at some round, and none is bigger" \
+        in stood.reason
+    # Without your setting among them the walk starts at the smallest, as before.
+    assert decide_sweep(rows, 10, timing=level).chosen == 16
+
+
+def test_the_walk_down_goes_one_step_at_a_time_and_never_under_batchnorms_threshold():
+    rows = runs(8, LEVEL) + runs(16, LEVEL) + runs(32, LEVEL) + runs(64, LEVEL)
+    # 64 (yours) is level with 32, 32 with 16, but 16 is 1.3x 8 at every round: the walk stops at 16.
+    timing = {8: rounds(500.0, 500.0, 500.0), 16: rounds(650.0, 650.0, 650.0), 32: rounds(660.0, 650.0, 640.0),
+              64: rounds(650.0, 660.0, 655.0)}
+    verdict = decide_sweep(rows, 10, timing=timing, yours=64)
+    assert verdict.chosen == 16 and [(s.bigger, s.smaller, s.taken) for s in verdict.walk] == [
+        (64, 32, True), (32, 16, True), (16, 8, False)]
+    assert "; 16 was, against 8" in verdict.reason
+    # With BatchNorm a tie never moves the model to a micro-batch under 16: all level, the walk stops at 16.
+    flat = {b: rounds(650.0, 650.0, 650.0) for b in (8, 16, 32, 64)}
+    bn = decide_sweep(rows, 10, timing=flat, yours=64, batchnorm=True)
+    assert bn.chosen == 16 and all(s.smaller >= 16 for s in bn.walk)
+    assert decide_sweep(rows, 10, timing=flat, yours=64).chosen == 8  # without BatchNorm, down to the smallest
+    # Having stepped down, the walk does not turn round: a bigger one above yours is never compared.
+    up = decide_sweep(runs(16, LEVEL) + runs(32, LEVEL) + runs(64, LEVEL), 10, yours=32,
+                      timing={16: rounds(650.0, 650.0, 650.0), 32: rounds(650.0, 650.0, 650.0),
+                              64: rounds(900.0, 900.0, 900.0)})
+    assert up.chosen == 16 and all(s.down for s in up.walk)
+    # A yours that paid against the smaller still walks up when the bigger pays too.
+    both = decide_sweep(runs(16, LEVEL) + runs(32, LEVEL) + runs(64, LEVEL), 10, yours=32,
+                        timing={16: rounds(500.0, 500.0, 500.0), 32: rounds(650.0, 650.0, 650.0),
+                                64: rounds(900.0, 900.0, 900.0)})
+    assert both.chosen == 64 and both.rule == EQUALS_BIGGER_FASTER
+
+
+SCATTERED = [0.95 - g for g in (0.0, 0.35, -0.05, 0.30, -0.04, 0.04)]  # against 0.95: over the margin, interval holds 0
+
+
+def test_extra_seeds_run_only_where_they_could_change_the_pick():
+    rows = runs(16, [0.95] * 3) + runs(32, SCATTERED[:3])
+    untimed = decide_sweep(rows, 10)
+    assert untimed.comparisons[0].by == "inconclusive" and not untimed.comparisons[0].pick_unchanged
+    assert needs_timing(untimed) == [16, 32]  # timed first: short runs, before any 200-step seed
+    # Level side by side: were 32 an equal, the walk would still keep 16 (32 is not 10% faster at every round).
+    level = decide_sweep(rows, 10, timing={16: rounds(700.0, 700.0, 700.0), 32: rounds(720.0, 700.0, 690.0)})
+    assert level.comparisons[0].pick_unchanged and level.extra_seeds == [] and level.chosen == 16
+    assert ("inconclusive (over the margin, the interval holds 0) after 3 paired seeds: the better-scoring, 16, "
+            "stands; no more seeds: as an equal 32 would not change the pick (timed side by side)") in level.reason
+    assert level.summary()["comparisons"][0]["pick_unchanged"] is True
+    # 32 twice as fast at every round: as an equal it would be the pick, so the pair runs its next seed.
+    fast = decide_sweep(rows, 10, timing={16: rounds(700.0, 700.0, 700.0), 32: rounds(1400.0, 1400.0, 1400.0)})
+    assert not fast.comparisons[0].pick_unchanged and fast.extra_seeds == [(16, 3), (32, 3)]
+    # Your setting inconclusive: as an equal the walk would start there, so its seeds always matter.
+    yours = decide_sweep(rows, 10, yours=32, timing={16: rounds(700.0, 700.0, 700.0),
+                                                     32: rounds(800.0, 800.0, 800.0)})
+    assert yours.extra_seeds == [(16, 3), (32, 3)]
+    # A smaller inconclusive candidate the walk down from your setting would reach matters too.
+    down = decide_sweep(runs(8, SCATTERED[:3]) + runs(16, [0.95] * 3) + runs(32, [0.95] * 3), 10, yours=32,
+                        timing={b: rounds(700.0, 700.0, 700.0) for b in (8, 16, 32)})
+    assert down.chosen == 16 and down.extra_seeds == [(8, 3), (16, 3)]
+
+
+def test_a_plan_times_the_inconclusive_candidate_and_skips_seeds_that_cannot_change_the_pick():
+    """digits-cnn's plans ran 64 per device (inconclusive against 16) for two more paired seeds each, 4 of a plan's
+    14 sweep runs, though 64 was never faster per sample than 32: as an equal it could not have been picked."""
+    from test_sweep_verdicts import seeded_plan
+
+    scores = {16: [0.95] * 6, 32: SCATTERED, 64: [0.80] * 6}
+    runner, outcome = seeded_plan(scores, speed=lambda batch: 1000.0)
+    seeds = {b: [r["seed"] for r in runner.runs if r["phase"] == "sweep" and r["per_device"] == b] for b in scores}
+    assert seeds == {16: [0, 1, 2], 32: [0, 1, 2], 64: [0, 1, 2]}
+    assert sorted({r["per_device"] for r in runner.runs if r["phase"] == "timing"}) == [16, 32]
+    assert outcome.chosen == 16 and outcome.verdict.comparisons[0].pick_unchanged
+    said = " ".join(getattr(e, "message", "") for e in runner.events)
+    assert "the gap is over the margin" not in said  # no extra seeds announced
