@@ -18,7 +18,8 @@ so the validation loss has a floor), a mean-of-embeddings model, seeded; and add
 Batch 5 (the `gen-rg-*`, `gen-cl-*` and `gen-ae-*` runs, all held back) trains three new tasks: a regression on
 scikit-learn's bundled diabetes data, a character GRU language model on this Python's argparse.py (validated on its
 textwrap.py), and an autoencoder on the bundled breast-cancer features; it adds a Python-logging text format, a real
-CPU OOM under `accelerate launch --cpu` and a crash from a checkpoint save into a missing folder.
+CPU OOM under `accelerate launch --cpu`, another under the `deepspeed` launcher, and a crash from a checkpoint save
+into a missing folder.
 """
 
 from __future__ import annotations
@@ -933,6 +934,55 @@ def accelerate_oom(name: str, out: str) -> None:
     shutil.rmtree(os.path.join(folder, "__pycache__"), ignore_errors=True)
 
 
+
+DEEPSPEED_OOM_SCRIPT = textwrap.dedent('''
+    """The char LM under DeepSpeed ZeRO stage 1 with its default bucket sizes, on a host with ~600 MB left for this
+    process (the data segment capped after initialize): the first backward asks for the 5e8-element reduce bucket."""
+    import resource, sys
+    import torch
+    import deepspeed
+    sys.path.insert(0, {here!r})
+    from generate import SCENARIOS5, task5
+    torch.set_num_threads(1)
+    cfg = dict(SCENARIOS5["cl-healthy"])
+    model, loss_fn, epoch_batches, (xv, yv) = task5(cfg)
+    ds_config = {{"train_micro_batch_size_per_gpu": 32, "gradient_accumulation_steps": 1,
+                 "optimizer": {{"type": "Adam", "params": {{"lr": 3e-3, "torch_adam": True}}}},
+                 "zero_optimization": {{"stage": 1}}, "steps_per_print": 1000}}
+    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)
+    with open("/proc/self/status") as status:
+        used = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmData"))
+    resource.setrlimit(resource.RLIMIT_DATA, (used + 600 * 2**20, resource.RLIM_INFINITY))
+    step = 0
+    for epoch in range(1, cfg["epochs"] + 1):
+        for x, y in epoch_batches(epoch):
+            loss = loss_fn(engine(x), y)
+            engine.backward(loss)
+            engine.step()
+            step += 1
+            if step % 5 == 0:
+                print(f"epoch {{epoch}} step {{step}} loss {{loss.item():.4f}}", flush=True)
+        with torch.no_grad():
+            print(f"epoch {{epoch}} val_loss {{loss_fn(engine(xv), yv).item():.4f}}", flush=True)
+''')
+
+
+def deepspeed_oom(name: str, out: str) -> None:
+    """`deepspeed --num_gpus 1 train.py > train.log 2>&1` of the script above on CPU (DeepSpeed picks its CPU
+    accelerator and gloo): a real allocator OOM inside ZeRO's gradient bucketing, with the launcher's own lines."""
+    folder = os.path.join(out, name)
+    os.makedirs(folder, exist_ok=True)
+    script = os.path.join(folder, "train.py")
+    with open(script, "w") as f:
+        f.write(DEEPSPEED_OOM_SCRIPT.format(here=HERE))
+    launcher = os.path.join(os.path.dirname(sys.executable), "deepspeed")
+    with open(os.path.join(folder, "train.log"), "w") as log:
+        subprocess.run([launcher, "--num_gpus", "1", "train.py"], cwd=folder, stdout=log, stderr=subprocess.STDOUT,
+                       env={**os.environ, "OMP_NUM_THREADS": "1", "DS_ACCELERATOR": "cpu",
+                            "MALLOC_MMAP_THRESHOLD_": "65536"})
+    os.remove(script)
+    shutil.rmtree(os.path.join(folder, "__pycache__"), ignore_errors=True)
+
 CHECKPOINT_CRASH_SCRIPT = textwrap.dedent('''
     """The autoencoder, saving a checkpoint after epoch 3 into a folder nobody created: the real error ends it."""
     import sys
@@ -1068,6 +1118,7 @@ RUNS = {
     "gen-ae-text-01": ("checkpoint-crash", "ae-healthy"),
     "gen-ae-plcsv-02": ("lightning-csv5", "ae-healthy"),
     "gen-rg-keras-02": ("keras5", "rg-healthy"),
+    "gen-cl-text-06": ("deepspeed-oom", "cl-healthy"),
 }
 
 
@@ -1079,7 +1130,8 @@ def generate(name: str, out: str) -> None:
               "lightning-tb5": lambda n, w, o: lightning5(n, w, o, "tb"),
               "lightning-csv5": lambda n, w, o: lightning5(n, w, o, "csv"),
               "accelerate-oom": lambda n, w, o: accelerate_oom(n, o),
-              "checkpoint-crash": lambda n, w, o: checkpoint_crash(n, o)}
+              "checkpoint-crash": lambda n, w, o: checkpoint_crash(n, o),
+              "deepspeed-oom": lambda n, w, o: deepspeed_oom(n, o)}
     if writer in batch5:
         batch5[writer](name, what, out)
     elif writer == "summarywriter":
