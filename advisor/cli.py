@@ -940,6 +940,26 @@ def _subcommands(parser: argparse.ArgumentParser) -> set[str]:
     return {name for action in parser._subparsers._group_actions for name in action.choices}
 
 
+def _refuse_what_the_command_does_not_take(parser: argparse.ArgumentParser, command: str | None, rest) -> None:
+    """`advisor workloads foo` or `advisor adapters --check x`: argparse printed the bare `advisor` usage and
+    'unrecognized arguments', naming neither the command nor what it takes. One paragraph, exit 2."""
+    import difflib
+
+    from .errors import SetupError
+
+    where = f"advisor {command}" if command else "advisor"
+    sub = next((action.choices[command] for action in parser._subparsers._group_actions
+                if command in action.choices), parser)
+    flags = sorted({flag for action in sub._actions for flag in action.option_strings if flag.startswith("--")})
+    words = [word.split("=")[0] if word.startswith("--") else word for word in rest]
+    close = [match for word in words if word.startswith("-")
+             for match in difflib.get_close_matches(word, flags, n=1, cutoff=0.7)]
+    hint = f"Did you mean {close[0]}? " if close else ""
+    raise SetupError(f"`{where}` does not take {' '.join(repr(w) for w in words)}. {hint}"
+                     f"`{where} --help` lists what it takes"
+                     + (f" ({', '.join(flags)})." if flags and len(flags) <= 8 else ".") + " Nothing was run.")
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         code = _main(argv)
@@ -1050,7 +1070,7 @@ def _main(argv: list[str] | None) -> int:
     if getattr(args, "command", None) == "plan":
         args.adapter_argv = rest  # the chosen adapter's own options: cmd_plan reads them once it is loaded
     elif rest:
-        parser.parse_args(argv)  # argparse's own message and exit 2 for a flag nothing declares
+        _refuse_what_the_command_does_not_take(parser, getattr(args, "command", None), rest)
     if script_command is not None:
         args.script_command = script_command
     if not getattr(args, "func", None) or getattr(args, "tui", False):

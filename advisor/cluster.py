@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import re
@@ -137,6 +138,8 @@ def cluster_spec(nnodes: int | None, node_rank: int | None, endpoint: str | None
     if nnodes is None and node_rank is None and endpoint is None:
         return None
     problems = _flag_problems(nnodes, node_rank, endpoint)
+    if join_timeout_s is not None and not 0 < join_timeout_s < math.inf:  # -5 read 'within -5 s' after a try
+        problems.append(f"--rdzv-timeout must be a positive number of seconds, not {join_timeout_s:g}")
     if problems:
         raise SetupError("The cluster flags are incomplete or wrong: " + "; ".join(problems) + ". Start the same "
                          "command on every node with --nnodes N --node-rank R (0 on the node that writes the recipe) "

@@ -93,9 +93,8 @@ def detect_form(script_argv: list[str], workdir: str = ".") -> ScriptSpec:
                          "[ARGS...].\n" + BOTH_FORMS)
     path, args = script_argv[0], list(script_argv[1:])
     source_path = Path(workdir) / path
-    if not source_path.is_file():
-        raise SetupError(f"The script {path!r} does not exist (looked in {Path(workdir).resolve()}). Give the path "
-                         "of your training script after `--`.")
+    _refuse_what_python_cannot_run(path, source_path, workdir)
+    _refuse_a_mistyped_placeholder(path, args)
     found = sorted({m.group(1) for arg in args for m in _PLACEHOLDER.finditer(arg)})
     if found:
         if "per_device" not in found:
@@ -115,6 +114,42 @@ def detect_form(script_argv: list[str], workdir: str = ".") -> ScriptSpec:
     raise SetupError(f"The advisor cannot tell how to set the batch size of {path}: its source names neither "
                      "HfArgumentParser nor TrainingArguments, and its arguments hold no placeholder. Nothing was "
                      "run. Use one of the two forms:\n" + BOTH_FORMS)
+
+
+def _refuse_what_python_cannot_run(path: str, source_path: Path, workdir: str) -> None:
+    """The script runs as `python SCRIPT` does: a folder, a shell script or a binary file failed only in the first
+    look's worker (exit 1 and Python's SyntaxError traceback); said here, before anything runs."""
+    if source_path.is_dir():
+        scripts = ", ".join(sorted(p.name for p in source_path.glob("*.py"))[:5]) or "none"
+        raise SetupError(f"The script {path!r} is a folder (its .py files: {scripts}). Give the training script "
+                         "itself after `--`, as you would to `python`. Nothing was run.")
+    if not source_path.is_file():
+        raise SetupError(f"The script {path!r} does not exist (looked in {Path(workdir).resolve()}). Give the path "
+                         "of your training script after `--`.")
+    try:
+        with open(source_path, "rb") as handle:
+            head = handle.read(8192)
+    except OSError:
+        return  # the form's own read says why
+    first = head.split(b"\n", 1)[0]
+    if b"\0" in head or (first.startswith(b"#!") and b"python" not in first):
+        what = "binary" if b"\0" in head else f"a {first[2:].decode(errors='replace').strip()} script"
+        raise SetupError(f"The script {path!r} is not Python source ({what}): the advisor runs it as `python {path}` "
+                         "does, under the adapter's launcher. Give the Python training script your command runs, "
+                         "with its arguments, after `--`. Nothing was run.")
+
+
+def _refuse_a_mistyped_placeholder(path: str, args: list[str]) -> None:
+    """`{per_devise}` was read as no placeholder at all ('its arguments hold no placeholder')."""
+    import difflib
+
+    for arg in args:
+        for word in re.findall(r"\{([A-Za-z_]+)\}", arg):
+            close = difflib.get_close_matches(word, PLACEHOLDERS, n=1, cutoff=0.75)
+            if word not in PLACEHOLDERS and close:
+                raise SetupError(f"The arguments of {path} hold {{{word}}}, which is no placeholder: did you mean "
+                                 f"{{{close[0]}}}? The placeholders are "
+                                 f"{', '.join('{' + p + '}' for p in PLACEHOLDERS)}. Nothing was run.")
 
 
 def split_script_line(line: str) -> list[str]:
@@ -438,11 +473,14 @@ def script_session(script_argv: list[str], adapter, settings, host, on_event=Non
     ``cancel`` (a CancelToken) stops the look run: the app's Esc while it runs."""
     from .batches import ProbeSelection
     from .session import Session
-    from .setup_checks import validate_setup
+    from .setup_checks import SetupRefused, settings_problems, validate_setup
 
+    wrapped = ScriptAdapter(adapter)
+    refused, _ = settings_problems(settings, wrapped, host)
+    if refused:  # `--trial-steps 1` was refused only after the first look had run the script ("Nothing was run.")
+        raise SetupRefused(refused)
     door = open_door(script_argv, adapter, settings, cancel)  # refuses a script it cannot set before anything runs
     settings.workload = f"script:{door.spec.path}"
-    wrapped = ScriptAdapter(adapter)
     setup = validate_setup(settings, wrapped, host, workload=door.workload)
     setup.notes.extend(door.base_notes)
     if settings.sweep_seeds > 1:

@@ -56,6 +56,31 @@ def _check_history_file(path: Path, source: str) -> None:
     if not parent.is_dir():
         raise AdvisorError(f"{source} names {path}, whose folder {parent} does not exist. Create it first (mkdir -p "
                            f"{parent}) or give another path. Nothing was run.")
+    if _holds_other_text(path):
+        # `--history train.log` (a typo) read as "no runs recorded", and a plan would have appended its rows to it.
+        raise AdvisorError(f"{source} names {path}, which is not an advisor history: its first lines are not history "
+                           "rows (one JSON object per line, each with a \"kind\"), and a plan would append to it. "
+                           f"Give the history file a plan wrote ({HISTORY_NAME} next to its recipe) or a new path. "
+                           "Nothing was run.")
+
+
+def _holds_other_text(path: Path, lines: int = 20) -> bool:
+    """The file's first ``lines`` non-empty lines (of its first MiB) hold no history row: some other file. A torn
+    last line (a write cut short) leaves the rows before it, so a real history never reads so."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(2**20)
+    except OSError:
+        return False  # missing (a new history) or unreadable: the write says so where it happens
+    seen = [line.strip() for line in head.splitlines() if line.strip()][:lines]
+    return bool(seen) and not any(_is_row(_json_or_none(line)) for line in seen)
+
+
+def _json_or_none(raw: bytes):
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
 
 
 def default_read_path(given: str | None = None) -> Path:

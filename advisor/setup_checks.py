@@ -375,14 +375,20 @@ def _plan_options(s: MethodSettings, adapter: Adapter, optimizer: str) -> tuple[
         return None, [said("adapter-option", str(exc))]
 
 
+def settings_problems(settings: MethodSettings, adapter: Adapter, host: HostDevices) -> tuple[list[Problem], list[str]]:
+    """The checks that need no workload (the adapter, the host, the counts, the precision): (problems, notes). The
+    script door runs them before its first look, which runs the script for seconds to a minute."""
+    problems = _adapter_checks(adapter)
+    host_said, notes = host_checks(settings.nproc, settings.memory_budget_bytes, host)
+    problems += host_said + _capability_checks(settings, adapter, host) + _number_checks(settings)
+    return problems + _precision_checks(settings, adapter, host), notes
+
+
 def setup_problems(settings: MethodSettings, adapter: Adapter, host: HostDevices, workload=None
                    ) -> tuple[Setup | None, list[Problem]]:
     """Every checker in order: (the Setup, or None when a problem leaves none; the problems, typed)."""
     s = settings
-    problems = _adapter_checks(adapter)
-    host_said, notes = host_checks(s.nproc, s.memory_budget_bytes, host)
-    problems += host_said + _capability_checks(s, adapter, host) + _number_checks(s)
-    problems += _precision_checks(s, adapter, host)
+    problems, notes = settings_problems(s, adapter, host)
     workload, unresolved = _resolved(s, workload)
     problems += unresolved + _task_checks(s, workload)
     optimizer = (s.optimizer or (workload.optimizer if workload else "sgd")).lower()

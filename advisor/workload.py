@@ -76,6 +76,7 @@ def load_workload_function(spec: str) -> Callable[[], Any]:
     location, _, func_name = target.rpartition(":")
     if not location or not func_name:
         raise WorkloadError(f"The workload spec {spec!r} needs the form 'module:function' or 'file.py:function'.")
+    _refuse_a_path_that_is_no_module(location, func_name, spec)
     try:
         if location.endswith(".py") or "/" in location:
             path = Path(location).expanduser().resolve()
@@ -104,9 +105,12 @@ def load_workload_function(spec: str) -> Callable[[], Any]:
         ) from None
     except Exception as exc:  # user code can raise anything while importing
         last = traceback.extract_tb(exc.__traceback__)[-1]
+        where = f"{last.filename}:{last.lineno}"
+        if isinstance(exc, SyntaxError) and exc.filename:  # the traceback ends in importlib, not the user's line
+            where = f"{exc.filename}:{exc.lineno}"
         raise WorkloadError(
             f"Importing the workload {spec!r} failed with {type(exc).__name__}: {exc} "
-            f"(at {last.filename}:{last.lineno}). Fix the error in that file and run again."
+            f"(at {where}). Fix the error in that file and run again."
         ) from None
     func = getattr(module, func_name, None)
     if func is None:
@@ -118,6 +122,24 @@ def load_workload_function(spec: str) -> Callable[[], Any]:
     if not callable(func):
         raise WorkloadError(f"{spec!r} names {type(func).__name__} {func_name!r}, which is not callable.")
     return func
+
+
+def _refuse_a_path_that_is_no_module(location: str, func_name: str, spec: str) -> None:
+    """`--workload train.log:workload` read 'No module named train', and a folder without __init__.py 'has no
+    function': both are paths the user meant, so the message names what the path is and the form that works."""
+    path = Path(location).expanduser()
+    if path.is_dir() and not (path / "__init__.py").is_file() and not path.with_name(path.name + ".py").is_file():
+        files = sorted(path.glob("*.py"))
+        defining = next((f for f in files if func_name in _top_level_functions(f)), files[0] if files else None)
+        example = f"{(defining or path / 'workload.py').as_posix()}:{func_name}"
+        found = (f" (Python files there: {', '.join(f.name for f in files[:5])})" if files
+                 else " (it holds no .py file)")
+        raise WorkloadError(f"The workload {spec!r} names the folder {location!r}{found}: name the file that defines "
+                            f"the function, for example {example!r}.")
+    if path.is_file() and path.suffix != ".py":
+        raise WorkloadError(f"The workload {spec!r} names {location!r}, a file that is not Python source (a workload "
+                            "file ends in .py): name the .py file that defines the function, for example "
+                            f"'workload.py:{func_name}' (`advisor init` writes one).")
 
 
 def resolve_workload(spec: str) -> Workload:

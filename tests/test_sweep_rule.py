@@ -191,7 +191,8 @@ def test_the_equals_are_timed_side_by_side_and_a_batch_the_range_grew_to_with_it
     assert scored[16]["samples_per_s_by_timing_round"] == [769.2] * 6  # rounds 1-3 with 32, 4-6 with 8
     assert all(r.phase == "timing" and "not a candidate's run: timing round" in r.note for r in runner.ledger[18:])
     decisions = [e for e in runner.events if isinstance(e, Decision) and e.step == 4]
-    assert "timing them side by side (3 round(s) of 8 steps or more, to last 2 s, interleaved)" in decisions[-2].message
+    assert "timing them side by side (3 round(s), interleaved, each run to last 2 s: steps 8: 97, 16: 63)" in \
+        decisions[-2].message
     assert [d.verdict for d in decisions][-2:] == [False, True]  # the command line prints the first, not the last
     # Speed only: the history keeps the candidates' runs, never a timing run (a later plan would reuse it).
     assert [r["kind"] for r in history].count("sweep") == 12 and "timing" not in {r["kind"] for r in history}

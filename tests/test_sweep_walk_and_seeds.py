@@ -120,3 +120,27 @@ def test_a_plan_times_the_inconclusive_candidate_and_skips_seeds_that_cannot_cha
     assert outcome.chosen == 16 and outcome.verdict.comparisons[0].pick_unchanged
     said = " ".join(getattr(e, "message", "") for e in runner.events)
     assert "the gap is over the margin" not in said  # no extra seeds announced
+
+
+def test_a_digits_like_plan_runs_twelve_sweep_runs_and_times_only_what_it_reads():
+    """make run's shape: yours 32 per device, 16 and 32 equal, 64 inconclusive, samples/s level everywhere. The sweep
+    times 16 / 32 / 64 together, runs no extra seed for 64 (as an equal it would not change the pick), walks down
+    from yours to 16, grows the range to 8 (16 leads with 64 worse behind it), times 8 with its neighbour 16 and
+    your setting only, and walks on down to 8. Before: 64 and 16 ran three more seeds each, and the grown set was
+    timed again whole."""
+    from test_sweep_verdicts import Machine  # the stub at a samples/s per batch
+
+    scores = {8: [0.95] * 6, 16: [0.95] * 6, 32: [0.95] * 6, 64: SCATTERED}
+    s = settings(nproc=2, sweep_steps=40, sweep_extensions=1, base_batch=64)
+    runner = Machine(lambda batch: 1000.0, saturate=None, seeded_val=lambda batch, seed: scores[batch][seed])
+    session = Session(load_adapter("ddp"), s, validate_setup(s, load_adapter("ddp"), HostDevices("cpu")),
+                      runner=runner)
+    session.ceiling()
+    outcome = session.sweep(32)
+    sweep = [(r["per_device"], r["seed"]) for r in runner.runs if r["phase"] == "sweep"]
+    timing = [(r["per_device"], r["seed"]) for r in runner.runs if r["phase"] == "timing"]
+    assert sorted(sweep) == [(b, seed) for b in (8, 16, 32, 64) for seed in range(3)]
+    assert timing == [(16, 0), (32, 0), (64, 0), (64, 1), (32, 1), (16, 1), (16, 2), (32, 2), (64, 2),
+                      (8, 0), (16, 0), (32, 0), (32, 1), (16, 1), (8, 1), (8, 2), (16, 2), (32, 2)]
+    assert outcome.extended == [8] and outcome.chosen == 8 and outcome.verdict.rule == EQUALS_SMALLER_AS_FAST
+    assert [(step.bigger, step.smaller) for step in outcome.verdict.walk] == [(32, 16), (16, 8)]

@@ -434,6 +434,10 @@ DEAD_AT_CHANCE = 0.85  # after a blow-up, a loss at or above this share of ln K 
 DEAD_NO_FALL = 0.1  # ... and falls less than this share over the rest of the run
 DEAD_MIN_AFTER = 3  # points after the blow-up, at least, to say where the loss settled
 ABOVE_CHANCE = 3.0  # a cross-entropy this many times ln K with accuracy at chance: worse than guessing
+# A loss this many times ln K at any point of a run whose accuracy never left chance has blown up (a model that never
+# moved from its initialisation sits at ln K): a logger that records every Nth step can miss the peak (7e8 between
+# two logged steps showed as 27.9, 12x ln 10), so the bar is one order of magnitude, not EXPLOSION_FACTOR's two.
+CHANCE_EXPLOSION = 10.0
 
 
 def chance_loss(series: dict[str, list[Point]], ctx: Context) -> tuple[float, int, str, list[float]] | None:
@@ -490,8 +494,12 @@ def detect_blown_up(series: dict[str, list[Point]], ctx: Context) -> list[Findin
         settled = _median(after[len(after) // 2:])
         third = max(1, len(after) // 3)
         falling = _median(after[:third]) - _median(after[-third:]) > DEAD_NO_FALL * settled
+        # Without an accuracy, the spike must also stand orders of magnitude above the run as a whole (its upper
+        # quartile): in a jittery excerpt whose first value is ~0, every large batch loss is "100x every value
+        # before it", and a third of them are as large.
         at_chance = (settled >= DEAD_AT_CHANCE * chance[0] if chance
-                     else settled >= (1 - DEAD_NO_FALL) * min(values[:index]))
+                     else settled >= (1 - DEAD_NO_FALL) * min(values[:index])
+                     and values[index] >= EXPLOSION_FACTOR * sorted(values)[3 * len(values) // 4])
         if falling or not at_chance:
             continue
         return [_blown_up_finding(name, points, index, settled, chance, ctx)]
@@ -528,9 +536,9 @@ COLLAPSE_TAIL = 3  # ... and then sat at chance for its last this many evaluatio
 
 
 def _smoothed_best(values: list[float]) -> tuple[int, float]:
-    """(index, value) of the lowest point of the curve's running median (width n/20, at least 5; raw below 20
-    points, where a per-epoch mean is already an average), searched before the last quarter."""
-    width = max(5, len(values) // 20) | 1 if len(values) >= MIN_POINTS else 1
+    """(index, value) of the lowest point of the curve's running median (width n/20, at least 5; 3 below 20 points,
+    where each point is already an epoch's mean but one low point is no level), searched before the last quarter."""
+    width = max(5, len(values) // 20) | 1 if len(values) >= MIN_POINTS else 3
     half = width // 2
     head = values[:len(values) - max(1, len(values) // 4)]
     smoothed = [_median(values[max(0, i - half):i + half + 1]) for i in range(len(head))]
@@ -552,7 +560,9 @@ def _gave_back(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
         values = _values(points)
         start = max(_median(values[:3]), _median(values[:max(1, len(values) // 10)]))
         index, best = _smoothed_best(values)
-        end = _median(values[len(values) - max(2, len(values) // 4):])
+        last_quarter = values[len(values) - max(2, len(values) // 4):]
+        # Under MIN_POINTS (epoch means, a handful): every point of the last quarter back up, not one late spike.
+        end = _median(last_quarter) if len(values) >= MIN_POINTS else min(last_quarter)
         decrease = start - best
         if start <= 0 or decrease < max(GIVE_BACK_MIN_DECREASE * start, GIVE_BACK_TO_NOISE * _trend_and_noise(values)[1]):
             continue
@@ -666,7 +676,7 @@ def _jumped_then_frozen(series: dict[str, list[Point]], ctx: Context) -> list[Fi
 
 
 def _exploded_past_chance(series: dict[str, list[Point]], chance) -> tuple[str, list[Point], int, float] | None:
-    """(series, points, index, settled level) for a classifier at chance whose loss reached EXPLOSION_FACTOR times
+    """(series, points, index, settled level) for a classifier at chance whose loss reached CHANCE_EXPLOSION times
     ln K (the loss a guessing model scores: the reference when the blow-up came at the first logged value, with
     nothing before it to compare with) and then sat at chance, not falling (DEAD_AT_CHANCE, DEAD_NO_FALL): the
     same dead model as a spike after a calm start."""
@@ -676,7 +686,7 @@ def _exploded_past_chance(series: dict[str, list[Point]], chance) -> tuple[str, 
     for name in (TRAIN_LOSS, "train_loss_epoch", VAL_LOSS):
         points = _finite(series.get(name, []))
         values = _values(points)
-        index = next((i for i, v in enumerate(values) if v >= EXPLOSION_FACTOR * ln_k), None)
+        index = next((i for i, v in enumerate(values) if v >= CHANCE_EXPLOSION * ln_k), None)
         if index is None or len(values) - index - 1 < DEAD_MIN_AFTER:
             continue
         after = values[index + 1:]
@@ -1055,7 +1065,11 @@ def _unmoved_at_chance(series: dict[str, list[Point]], ctx: Context) -> list[Fin
         return []
     curves = [(name, _finite(series.get(name, []))) for name in ("train_loss_epoch", TRAIN_LOSS, VAL_LOSS)]
     curves = [(name, points) for name, points in curves if len(points) >= STUCK_FEW_POINTS]
-    if not curves or not all(_unmoved(points) for _, points in curves):
+    # Each curve from the first evaluation on (_since): a first epoch's mean holds the fall from the initialisation
+    # to the class prior, which is no learning.
+    evaluations = _finite(series.get("val_acc", [])) or _finite(series.get("train_acc", []))
+    if not curves or not all(_unmoved(_since(points, evaluations[0]) if evaluations else points)
+                             for _, points in curves):
         return []
     ln_k, k, source, accs = chance
     name, points = curves[0]
@@ -1241,6 +1255,36 @@ def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]
                     evidence, jitter_actions(ctx))]
 
 
+GRAD_JITTER_LOG = 1.0  # the gradient norm's median |ln(g_i+1 / g_i)| over the second half: a typical factor of e
+
+
+def detect_gradient_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """Gradient noise read off the gradient norm when the loss is logged as a mean over many steps (HF Trainer's
+    logging_steps) and hides it: over the second half of 20+ logged norms, the typical log-to-log change (median of
+    |ln(g_i+1 / g_i)|) is GRAD_JITTER_LOG or more, a factor of e or more from one log to the next: the per-step
+    gradient is dominated by sampling noise, a batch small for its LR (DOMAIN: gradient noise). Healthy runs of the
+    world and pasted corpora stay at 0.03-0.75; batch-1 runs at LR 0.15 reach 1.6-2.1 (norms 0.01 <-> 6)."""
+    norms = [p for p in series.get("grad_norm", []) if math.isfinite(p.value) and p.value > 0]
+    if len(norms) < MIN_POINTS:
+        return []
+    half = norms[len(norms) // 2:]
+    jumps = [abs(math.log(b.value / a.value)) for a, b in zip(half, half[1:])]
+    typical = _median(jumps)
+    if typical < GRAD_JITTER_LOG:
+        return []
+    values = _values(half)
+    evidence = {"series": "grad_norm", "median_log_change": round(typical, 3), "typical_factor": round(math.exp(typical), 2),
+                "norm_min": min(values), "norm_max": max(values), "points": len(half),
+                **_span(norms, len(norms) - len(half), len(norms) - 1)}
+    if ctx.per_device is not None:
+        evidence["per_device_batch"] = ctx.per_device
+    return [Finding("oscillation-jitter", "warning",
+                    f"The gradient norm jumps from log to log by a typical factor of {math.exp(typical):.1f} "
+                    f"({min(values):.3g} to {max(values):.3g} over the second half): the per-step gradient is "
+                    "dominated by sampling noise (the logged loss, a mean over many steps, hides it).",
+                    evidence, jitter_actions(ctx), confidence="medium")]
+
+
 VAL_JITTER_MIN_POINTS = 10  # a validation series (one point an epoch, typically) this long, at least
 VAL_JITTER_TREND = 2.0  # ... with a trend that falls less than this many times the noise over the stretch judged
 
@@ -1348,6 +1392,54 @@ def detect_periodic(series: dict[str, list[Point]], ctx: Context) -> list[Findin
 
 
 
+
+
+RECURRING_ACF = 0.6  # residual autocorrelation at some lag of 8+ points: the loss repeats itself with that period
+RECURRING_MIN_LAG = 8
+
+
+def _recurring_period(train: list[Point]) -> tuple[int, float] | None:
+    """(lag in log points, autocorrelation) when the training loss's residual (its moving-average trend removed, its
+    first fifth skipped) repeats itself: a local peak of the autocorrelation at a lag of RECURRING_MIN_LAG+ points
+    reaching RECURRING_ACF. Shuffled batch noise, however large, stays near 0 at every lag (the world corpus's
+    jitter runs: 0.12-0.44); the same batches hard at the same place of every epoch give ~1.0 at the epoch's length."""
+    values, block = _block_means(_values(train), MAX_ANALYSIS_POINTS)
+    trend = _moving_average(values, max(9, len(values) // 6) | 1)
+    residual = [v - t for v, t in zip(values, trend)][len(values) // 5:]
+    n = len(residual)
+    mean = sum(residual) / n if n else 0.0
+    var = sum((r - mean) ** 2 for r in residual) / n if n else 0.0
+    if n < 3 * RECURRING_MIN_LAG or var <= 0:
+        return None
+    acf = _autocorrelations(residual, range(RECURRING_MIN_LAG - 1, n // 3), mean, var)
+    peaks = [lag for lag in acf if RECURRING_MIN_LAG <= lag < n // 3 - 1 and acf[lag] >= RECURRING_ACF
+             and acf[lag] >= acf[lag - 1] and acf[lag] >= acf[lag + 1]]
+    if not peaks:
+        return None
+    strongest = max(acf[lag] for lag in peaks)
+    lag = min(lag for lag in peaks if acf[lag] >= 0.9 * strongest)  # the fundamental, not a multiple
+    return lag * block, acf[lag]
+
+
+def recurring_not_jitter(jitter: list[Finding], series: dict[str, list[Point]]) -> list[Finding]:
+    """A jitter finding whose step-to-step swings recur with a period (_recurring_period) is the data order, not an
+    optimiser's noise: the same batches are hard at the same place of every epoch (data stored by class or topic and
+    never shuffled). Said as a periodic finding, with the data-order remedies; a larger batch or a lower LR would
+    only average the pattern away."""
+    if not jitter:
+        return jitter
+    train = _finite(series.get(TRAIN_LOSS, []))
+    found = _recurring_period(train) if len(train) >= 3 * MIN_POINTS else None
+    if found is None:
+        return jitter
+    period, acf = found
+    evidence = {"series": TRAIN_LOSS, "period_points": period, "autocorrelation": round(acf, 3),
+                "jitter_score": jitter[0].evidence.get("jitter_score"), **_span(train, len(train) // 5, len(train) - 1)}
+    return [Finding("oscillation-periodic", "warning",
+                    f"The training loss's step-to-step swings repeat every ~{period} log points (autocorrelation "
+                    f"{acf:.2f} at that lag): the same batches are hard at the same place of every epoch, a pattern "
+                    "in the data order (stored by class or topic, never shuffled), not the batch size.",
+                    evidence, list(PERIODIC_ACTIONS))]
 
 
 # A sawtooth: the loss restarts high and falls again, over and over, at a regular spacing (per epoch, typically):
@@ -1538,7 +1630,8 @@ def _quality_stalled_overfitting(series: dict[str, list[Point]], ctx: Context) -
     """No validation loss, only a quality (accuracy, mAP, BLEU, F1: higher is better): overfitting when the quality
     stopped improving (its best OVERFIT_SINCE+ evaluations old and older than VAL_STALE_SHARE of them, the last ones
     no better than those around the best: _validation_stalled's rule, mirrored) while the training loss fell
-    OVERFIT_PLATEAU_FALL+ over the quality's plateau (from its first evaluation within the best's margin on)."""
+    OVERFIT_PLATEAU_FALL+ over the quality's plateau (from its first evaluation within the best's margin on), and
+    the best left room to improve (under QUALITY_ROOM of perfect)."""
     quality = validation_quality(series)
     train = _finite(series.get("train_loss_epoch", []) or series.get(TRAIN_LOSS, []))
     if len(quality) < 2 * OVERFIT_SINCE or len(train) < STUCK_FEW_POINTS:
@@ -1548,6 +1641,8 @@ def _quality_stalled_overfitting(series: dict[str, list[Point]], ctx: Context) -
     if len(values) - 1 - best < max(OVERFIT_SINCE, VAL_STALE_SHARE * len(values)):
         return []
     scale = 100.0 if max(values) > 1.0 else 1.0
+    if values[best] >= QUALITY_ROOM * scale:  # within a tenth of perfect: no room left to show a stall
+        return []
     noise = _mad_sigma([b - a for a, b in zip(values, values[1:])]) / math.sqrt(2)
     margin = max(2 * noise, QUALITY_RISE_FLOOR * scale)
     fall = _train_fall_on_plateau(train, quality, values[best] - margin, higher_is_better=True)
@@ -1566,6 +1661,7 @@ def _quality_stalled_overfitting(series: dict[str, list[Point]], ctx: Context) -
 
 
 OVERFIT_PLATEAU_FALL = 0.15  # training's fall over validation's plateau that says it still fits the training set
+QUALITY_ROOM = 0.9  # a quality (0-1 or 0-100 scale) at or above this share of perfect cannot show overfitting by stalling
 
 
 def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
@@ -1882,7 +1978,8 @@ def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts
                 or _gave_back(series, ctx) or _collapsed_to_chance(series, ctx) or _jumped_then_frozen(series, ctx))
     findings += diverged or detect_not_learning(series, ctx)
     findings += (detect_periodic(series, ctx) or detect_sawtooth(series, ctx, ctx.elisions or [])
-                 or detect_jitter(series, ctx)
+                 or recurring_not_jitter(detect_jitter(series, ctx), series)
+                 or detect_gradient_jitter(series, ctx)
                  or detect_short_periodic(series, ctx, ctx.elisions or [])
                  or detect_short_jitter(series, ctx, ctx.elisions or [])
                  or detect_validation_jitter(series, ctx))

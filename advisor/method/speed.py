@@ -77,10 +77,9 @@ MAX_TIMING_STRETCH = 20
 
 
 def timing_steps(steps: int, samples_per_s: float | None, global_batch: int) -> int:
-    """Steps of one side-by-side timing run: enough that at ``samples_per_s`` (the batch's speed measured before: the
-    fastest of its runs, so that the run lasts that long even on a quieter machine) it lasts ``MIN_TIMING_SECONDS``,
-    and at least ``MIN_TIMING_STEPS`` (``steps``, the trial's length, when that is shorter; unknown speed: ``steps``
-    as they are)."""
+    """Steps of one side-by-side timing run: enough that at ``samples_per_s`` (the batch's speed measured before) it
+    lasts ``MIN_TIMING_SECONDS``, and at least ``MIN_TIMING_STEPS`` (``steps``, the trial's length, when that is
+    shorter; unknown speed: ``steps`` as they are)."""
     if not samples_per_s or samples_per_s <= 0 or global_batch <= 0:
         return steps
     wanted = -(-MIN_TIMING_SECONDS * samples_per_s // global_batch)  # ceil

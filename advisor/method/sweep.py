@@ -617,8 +617,8 @@ def needs_timing(verdict: SweepVerdict) -> list[int]:
     ratio of that no timing round has measured together yet. The pairs: neighbours among the equals (the walk), the
     same with each inconclusive candidate still under the seed budget taken in (``Comparison.pick_unchanged``), and
     your own setting with the pick (the advice says its samples/s against yours). A set that grew (the range, or
-    the equals) is timed only where it grew: the new candidate with its neighbours, in new rounds; a pair's ratio
-    reads only rounds the two ran in together."""
+    the equals) is timed only where it grew: the new candidate with its neighbours (and your setting, in every set),
+    in new rounds; a pair's ratio reads only rounds the two ran in together."""
     pairs = set()
     for batches in _walk_sets(verdict):
         pairs |= set(zip(batches, batches[1:]))
@@ -626,7 +626,10 @@ def needs_timing(verdict: SweepVerdict) -> list[int]:
     if yours is not None and yours.status == "ok" and verdict.chosen not in (None, verdict.yours):
         pairs.add(tuple(sorted((verdict.yours, verdict.chosen))))
     missing = [pair for pair in pairs if not _timed_together(verdict.candidate(pair[0]), verdict.candidate(pair[1]))]
-    return sorted({batch for pair in missing for batch in pair})
+    batches = {batch for pair in missing for batch in pair}
+    if batches and yours is not None and yours.status == "ok":
+        batches.add(verdict.yours)  # in every set: whatever the pick becomes, its ratio to yours is then side by side
+    return sorted(batches)
 
 
 def _walk_sets(verdict: SweepVerdict) -> list[list[int]]:
@@ -801,9 +804,9 @@ def _rule_code(verdict: SweepVerdict, tied: list[CandidateScores]) -> str:
 
 
 def _walk_start(tied: list[CandidateScores], yours: int | None, batchnorm: bool) -> tuple[CandidateScores, str]:
-    """Where the walk up the equals starts, and why: the smallest (it needs the smallest LR scale-up); your own
-    setting when it is an equal (changing it costs something, so a change must pay in speed); and for a model with
-    BatchNorm, never below the largest equal under SMALL_MICRO_BATCH (a tie never moves it to a smaller
+    """Where the walk among the equals starts, and why: the smallest (it needs the smallest LR scale-up); your own
+    setting when it is an equal (a move either way must be shown by every timing round: ``walk_equals``); and for a
+    model with BatchNorm, never below the largest equal under SMALL_MICRO_BATCH (a tie never moves it to a smaller
     micro-batch, which trains its statistics on fewer samples)."""
     start, why = tied[0], "smallest"
     if batchnorm:

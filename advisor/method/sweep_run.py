@@ -140,22 +140,24 @@ class SweepRun:
 
     # -- timing side by side ---------------------------------------------------------------------------------
     def time_side_by_side(self, batches: list[int], rounds: int) -> dict[int, dict[int, float]]:
-        """Samples/s of ``batches`` timed again side by side: ``rounds`` rounds of one run each at the trial's
-        length (its settings otherwise the candidate's sweep run's), the order reversed every other round, so that
+        """Samples/s of ``batches`` timed again side by side: ``rounds`` rounds of one run each, as long as
+        ``timing_steps`` says (2 s at the batch's swept speed; its settings otherwise the candidate's sweep run's), the order reversed every other round, so that
         a machine's load and drift fall on every candidate alike. Per batch, round -> samples/s, the rounds numbered
         after those already run (a pair's ratio reads only rounds both ran in; a run that fails gives none, and the
         tie-break then has no paired speed for it). Phase "timing": never reused from the
         history (a reused timing was not side by side), and never read as a result."""
-        steps = self.settings.trial_steps
-        self.decide(f"{', '.join(map(str, batches))} per device: timing them side by side ({rounds} round(s) of "
-                    f"{steps} steps or more, to last {MIN_TIMING_SECONDS:g} s, interleaved) before a speed is read "
+        lengths = {b: timing_steps(self.settings.trial_steps, self.swept_speed(b), b * self.runner.nproc)
+                   for b in batches}
+        said = ", ".join(f"{b}: {n}" for b, n in lengths.items())
+        self.decide(f"{', '.join(map(str, batches))} per device: timing them side by side ({rounds} round(s), "
+                    f"interleaved, each run to last {MIN_TIMING_SECONDS:g} s: steps {said}) before a speed is read "
                     "(the sweep's long runs each met the machine's load at a different time).")
         timed: dict[int, dict[int, float]] = {b: {} for b in batches}
         first = 1 + max((r for speeds in self.timing.values() for r in speeds), default=-1)  # new rounds' numbers
         for round_ in range(rounds):
             for batch in (batches if round_ % 2 == 0 else batches[::-1]):
                 _, lr, warmup = sweep_run_settings(self.info, batch * self.runner.nproc, self.samples)
-                length = timing_steps(steps, self.swept_speed(batch), batch * self.runner.nproc)
+                length = lengths[batch]
                 try:
                     record = self.runner.train("timing", batch, length, lr, warmup, precision=self.precision,
                                                **_seed_kw(round_))
@@ -171,11 +173,10 @@ class SweepRun:
         return timed
 
     def swept_speed(self, batch: int) -> float | None:
-        """The fastest samples/s of ``batch``'s sweep runs so far: a timing run's length is set from it, so that it
-        lasts its 2 s even when the machine is as quiet as it was at the quietest of them."""
+        """The median samples/s of ``batch``'s sweep runs so far (a timing run's length is set from it)."""
         speeds = [r.samples_per_s for r in self.rows if r.phase == "sweep" and r.per_device == batch and r.status == "ok"
                   and r.samples_per_s]
-        return max(speeds) if speeds else None
+        return statistics.median(speeds) if speeds else None
 
     # -- the verdict -----------------------------------------------------------------------------------------
     def verdict_now(self, yours: int | None) -> SweepVerdict:

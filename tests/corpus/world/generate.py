@@ -15,6 +15,11 @@ Batch 3 (the `gen-dg-*` runs, all held back) trains a different task: scikit-lea
 Batch 4 (the `gen-tk-*` runs, all held back) trains a small text classifier: synthetic token sequences (vocabulary
 200, 24 tokens, 4 topics each marked by a few keyword tokens among Zipf-distributed filler, 10% of labels flipped,
 so the validation loss has a floor), a mean-of-embeddings model, seeded; and adds a nanoGPT-style text log.
+Batch 5 (the `gen-rg-*`, `gen-cl-*` and `gen-ae-*` runs, all held back) trains three new tasks: a regression on
+scikit-learn's bundled diabetes data, a character GRU language model on this Python's argparse.py (validated on its
+textwrap.py), and an autoencoder on the bundled breast-cancer features; it adds a Python-logging text format, a real
+CPU OOM under `accelerate launch --cpu`, another under the `deepspeed` launcher, and a crash from a checkpoint save
+into a missing folder.
 """
 
 from __future__ import annotations
@@ -562,6 +567,450 @@ def loader_death(name: str, how: str, out: str) -> None:
     shutil.rmtree(os.path.join(folder, "__pycache__"), ignore_errors=True)
 
 
+
+# ---- batch 5 (the `gen-rg-*`, `gen-cl-*` and `gen-ae-*` runs, all held back): three tasks new to the corpus -------
+# rg: regression on scikit-learn's bundled diabetes data (442 patients, 10 features, target standardized; MSE, so
+#     predicting the mean scores 1.0 on the standardized target). cl: a character-level GRU language model trained
+#     on the text of this Python's argparse.py and validated on its textwrap.py (nats per character; uniform guessing
+#     scores ln(vocabulary)). ae: an autoencoder through a 4-wide bottleneck on scikit-learn's bundled breast-cancer
+#     features (569 x 30, standardized; reconstruction MSE, the mean image scores 1.0).
+
+SCENARIOS5 = {
+    "rg-healthy": dict(task="rg", n_train=300, epochs=30, batch=32, opt="adam", lr=1e-3, width=16),
+    "rg-long": dict(task="rg", n_train=300, epochs=60, batch=32, opt="adam", lr=1e-3, width=64),
+    "rg-overfit": dict(task="rg", n_train=30, epochs=400, batch=10, opt="adam", lr=3e-3, width=512),
+    "rg-lr0.5": dict(task="rg", n_train=300, epochs=20, batch=32, opt="sgd", lr=0.5, momentum=0.9, width=64),
+    "rg-lr0.08": dict(task="rg", n_train=300, epochs=30, batch=32, opt="sgd", lr=0.08, momentum=0.9, width=64),
+    "rg-nan": dict(task="rg", n_train=300, epochs=12, batch=32, opt="sgd", lr=2.0, momentum=0.9, width=64),
+    "rg-slow": dict(task="rg", n_train=300, epochs=40, batch=300, opt="sgd", lr=0.003, width=64),
+    "rg-jitter": dict(task="rg", n_train=300, epochs=6, batch=1, opt="sgd", lr=0.05, width=64),
+    "cl-healthy": dict(task="cl", epochs=6, batches=40, batch=32, opt="adam", lr=3e-3, width=96),
+    "cl-explode": dict(task="cl", epochs=15, batches=40, batch=32, opt="sgd", lr=30.0, momentum=0.9, width=96),
+    "cl-nan": dict(task="cl", epochs=12, batches=40, batch=32, opt="sgd", lr=3000.0, momentum=0.9, width=96),
+    "cl-overfit": dict(task="cl", epochs=20, batches=40, batch=32, opt="adam", lr=3e-3, width=256, train_chars=3000),
+    "cl-stuck": dict(task="cl", epochs=10, batches=40, batch=32, opt="sgd", lr=1e-4, width=96),
+    "cl-slow": dict(task="cl", epochs=15, batches=40, batch=32, opt="sgd", lr=0.3, width=96),
+    "cl-swing": dict(task="cl", epochs=15, batches=40, batch=32, opt="adam", lr=0.05, width=96),
+    "cl-sequential": dict(task="cl", epochs=8, batches=48, batch=32, opt="adam", lr=3e-3, width=96, sequential=True),
+    "cl-late-blowup": dict(task="cl", epochs=14, batches=40, batch=32, opt="adam", lr=3e-3, width=96, jump=(8, 3.0)),
+    "ae-healthy": dict(task="ae", n_train=400, epochs=40, batch=16, opt="adam", lr=1e-3, width=64),
+    "ae-stuck": dict(task="ae", n_train=400, epochs=30, batch=16, opt="sgd", lr=1e-7, width=64),
+    "ae-jitter": dict(task="ae", n_train=400, epochs=8, batch=1, opt="sgd", lr=0.08, width=64),
+    "ae-slow": dict(task="ae", n_train=400, epochs=40, batch=16, opt="sgd", lr=0.01, width=64),
+    "ae-lr1": dict(task="ae", n_train=400, epochs=12, batch=16, opt="sgd", lr=1.0, momentum=0.9, width=64),
+    "ae-periodic": dict(task="ae", n_train=400, epochs=15, batch=10, opt="adam", lr=3e-3, width=64, sorted=True),
+    "ae-overfit": dict(task="ae", n_train=24, epochs=150, batch=8, opt="adam", lr=3e-3, width=512),
+}
+CHAR_WINDOW = 64
+
+
+def regression_data(n_train: int):
+    """Diabetes (scikit-learn's bundled copy): a seeded 300 / 142 split, features and target standardized on train."""
+    import torch
+    from sklearn.datasets import load_diabetes
+
+    d = load_diabetes()
+    x, y = torch.tensor(d.data, dtype=torch.float32), torch.tensor(d.target, dtype=torch.float32)
+    order = torch.randperm(len(y), generator=torch.Generator().manual_seed(5))
+    train, val = order[:300], order[300:]
+    mx, sx, my, sy = x[train].mean(0), x[train].std(0), y[train].mean(), y[train].std()
+    x, y = (x - mx) / sx, ((y - my) / sy)[:, None]
+    return x[train][:n_train], y[train][:n_train], x[val], y[val]
+
+
+def breast_data(n_train: int, sorted_by_class: bool = False):
+    """Breast-cancer features (scikit-learn's bundled copy), standardized: a seeded 400 / 169 split; the target of an
+    autoencoder is its input. sorted_by_class: benign and malignant stored apart and never shuffled."""
+    import torch
+    from sklearn.datasets import load_breast_cancer
+
+    d = load_breast_cancer()
+    x, label = torch.tensor(d.data, dtype=torch.float32), torch.tensor(d.target)
+    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(5))
+    train, val = order[:400][:n_train], order[400:]
+    if sorted_by_class:
+        train = train[torch.argsort(label[train], stable=True)]
+    mean, std = x[train].mean(0), x[train].std(0)
+    x = (x - mean) / std
+    return x[train], x[train], x[val], x[val]
+
+
+def char_data(train_chars: int | None = None):
+    """This Python's argparse.py for training, its textwrap.py for validation, as character ids."""
+    import argparse
+    import textwrap as tw
+
+    import torch
+
+    train_text = open(argparse.__file__, encoding="utf-8").read()
+    val_text = open(tw.__file__, encoding="utf-8").read()
+    vocab = sorted(set(train_text) | set(val_text))
+    index = {c: i for i, c in enumerate(vocab)}
+    encode = lambda t: torch.tensor([index[c] for c in t], dtype=torch.long)  # noqa: E731
+    train = encode(train_text)
+    return (train[:train_chars] if train_chars else train), encode(val_text), len(vocab)
+
+
+class CharGRU:
+    """Built lazily (torch imported inside): embedding 32 -> GRU -> next-character logits."""
+
+    def __new__(cls, vocab: int, width: int):
+        import torch
+
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                torch.manual_seed(0)
+                self.embed = torch.nn.Embedding(vocab, 32)
+                self.gru = torch.nn.GRU(32, width, batch_first=True)
+                self.head = torch.nn.Linear(width, vocab)
+
+            def forward(self, x):
+                return self.head(self.gru(self.embed(x))[0])
+
+        return Model()
+
+
+def task5(cfg):
+    """(model, loss_fn, training batches per epoch as a function of the epoch, validation (x, y))."""
+    import torch
+
+    if cfg["task"] == "cl":
+        train, val, vocab = char_data(cfg.get("train_chars"))
+        model = CharGRU(vocab, cfg["width"])
+
+        def windows(text, n, seed):
+            starts = torch.randint(0, len(text) - CHAR_WINDOW - 1, (n,), generator=torch.Generator().manual_seed(seed))
+            chunk = torch.stack([text[s:s + CHAR_WINDOW + 1] for s in starts.tolist()])
+            return chunk[:, :-1], chunk[:, 1:]
+
+        def epoch_batches(epoch):
+            if cfg.get("sequential"):  # the file read front to back in order every epoch, never shuffled
+                starts = torch.arange(cfg["batches"] * cfg["batch"]) * CHAR_WINDOW
+                chunks = torch.stack([train[s:s + CHAR_WINDOW + 1] for s in starts.tolist()])
+                return [(c[:, :-1], c[:, 1:]) for c in chunks.split(cfg["batch"])]
+            return [windows(train, cfg["batch"], 1000 * epoch + b) for b in range(cfg["batches"])]
+
+        def loss_fn(logits, y):
+            return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+        return model, loss_fn, epoch_batches, windows(val, 64, 99)
+    if cfg["task"] == "rg":
+        xt, yt, xv, yv = regression_data(cfg["n_train"])
+        dims = (10, 1)
+    else:
+        xt, yt, xv, yv = breast_data(cfg["n_train"], cfg.get("sorted", False))
+        dims = (30, 30)
+    torch.manual_seed(0)
+    w = cfg["width"]
+    if cfg["task"] == "rg":
+        model = torch.nn.Sequential(torch.nn.Linear(dims[0], w), torch.nn.ReLU(), torch.nn.Linear(w, w),
+                                    torch.nn.ReLU(), torch.nn.Linear(w, dims[1]))
+    else:
+        model = torch.nn.Sequential(torch.nn.Linear(30, w), torch.nn.ReLU(), torch.nn.Linear(w, 4), torch.nn.ReLU(),
+                                    torch.nn.Linear(4, w), torch.nn.ReLU(), torch.nn.Linear(w, 30))
+
+    def epoch_batches(epoch):
+        return [(xt[i], yt[i]) for i in batches(len(yt), cfg["batch"], not cfg.get("sorted", False), epoch)]
+
+    return model, torch.nn.functional.mse_loss, epoch_batches, (xv, yv)
+
+
+def training5(cfg, on_step, on_epoch, step_every: int):
+    """The plain loop of batch 5: on_step(step, loss) every step_every steps, on_epoch(epoch, step, train, val)."""
+    import torch
+
+    torch.set_num_threads(1)
+    model, loss_fn, epoch_batches, (xv, yv) = task5(cfg)
+    opt = optimizer(model.parameters(), cfg)
+    step = 0
+    for epoch in range(cfg["epochs"]):
+        if cfg.get("jump") and epoch == cfg["jump"][0]:  # a schedule bug: the LR is set 1000x too high mid-run
+            for group in opt.param_groups:
+                group["lr"] = cfg["jump"][1]
+        total, seen = 0.0, 0
+        for x, y in epoch_batches(epoch):
+            loss = loss_fn(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            step += 1
+            total += loss.item() * len(x)
+            seen += len(x)
+            if step % step_every == 0:
+                on_step(step, loss.item())
+        with torch.no_grad():
+            val = loss_fn(model(xv), yv).item()
+        on_epoch(epoch, step, total / seen, val)
+
+
+def steps5(cfg) -> int:
+    per_epoch = cfg.get("batches") or math.ceil(cfg["n_train"] / cfg["batch"])
+    return per_epoch * cfg["epochs"]
+
+
+def summarywriter5(name: str, scenario: str, out: str) -> None:
+    from torch.utils.tensorboard import SummaryWriter
+
+    cfg = SCENARIOS5[scenario]
+    writer = SummaryWriter(log_dir=os.path.join(out, name, "runs", scenario))
+    training5(cfg, lambda s, l: writer.add_scalar("train/loss", l, s),
+              lambda e, s, tl, vl: (writer.add_scalar("epoch/train_loss", tl, e), writer.add_scalar("epoch/val_loss", vl, e)),
+              max(1, steps5(cfg) // 300))
+    writer.close()
+
+
+def keras5(name: str, scenario: str, out: str) -> None:
+    """The file Keras' CSVLogger writes (epoch,loss,val_loss), from the plain loop."""
+    cfg = SCENARIOS5[scenario]
+    os.makedirs(os.path.join(out, name), exist_ok=True)
+    with open(os.path.join(out, name, "history.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["epoch", "loss", "val_loss"])
+        training5(cfg, lambda s, l: None, lambda e, s, tl, vl: (w.writerow([e, tl, vl]), f.flush()), 10**9)
+
+
+def text5(name: str, scenario: str, out: str) -> None:
+    """What a hand-written loop prints through Python's logging: step lines, and a validation line each epoch."""
+    cfg = SCENARIOS5[scenario]
+    os.makedirs(os.path.join(out, name), exist_ok=True)
+    total = steps5(cfg)
+    every = max(1, total // 200)
+    clock = [0]
+
+    def stamp():
+        clock[0] += 1
+        return f"2026-12-07 01:{50 + clock[0] // 3000:02d}:{clock[0] // 50 % 60:02d},{clock[0] * 37 % 1000:03d} INFO"
+
+    metric = "ppl" if cfg["task"] == "cl" else "rmse"
+    shown = (lambda v: math.exp(min(v, 700))) if cfg["task"] == "cl" else (lambda v: math.sqrt(v) if v >= 0 else v)
+    with open(os.path.join(out, name, "train.log"), "w") as f:
+        print(f"{stamp()} training {scenario.split('-')[0]} model: {cfg}", file=f)
+        training5(cfg, lambda s, l: print(f"{stamp()} step {s}/{total} loss={l:.4f} {metric}={shown(l):.3f}", file=f),
+                  lambda e, s, tl, vl: print(f"{stamp()} valid | epoch {e + 1:03d} | loss {vl:.4f} | {metric} "
+                                             f"{shown(vl):.3f} | train_loss {tl:.4f}", file=f, flush=True), every)
+
+
+def lightning5(name: str, scenario: str, out: str, logger_kind: str) -> None:
+    import lightning as L
+    import torch
+    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+
+    torch.set_num_threads(1)
+    cfg = SCENARIOS5[scenario]
+    model, loss_fn, epoch_batches, (xv, yv) = task5(cfg)
+
+    class Batches(torch.utils.data.IterableDataset):
+        def __init__(self):
+            self.epoch = 0
+
+        def __iter__(self):
+            chosen = epoch_batches(self.epoch)
+            self.epoch += 1
+            return iter(chosen)
+
+    class Module(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = model
+
+        def training_step(self, batch, index):
+            loss = loss_fn(self.net(batch[0]), batch[1])
+            self.log("train_loss", loss, on_step=True, on_epoch=True)
+            return loss
+
+        def validation_step(self, batch, _):
+            self.log("val_loss", loss_fn(self.net(batch[0]), batch[1]), on_epoch=True)
+
+        def configure_optimizers(self):
+            return optimizer(self.parameters(), cfg)
+
+    train = torch.utils.data.DataLoader(Batches(), batch_size=None)
+    val = torch.utils.data.DataLoader([(xv, yv)], batch_size=None)
+    save_dir = os.path.join(out, name)
+    logger = (TensorBoardLogger(save_dir, name="lightning_logs", version=0) if logger_kind == "tb"
+              else CSVLogger(save_dir, name="lightning_logs", version=0))
+    L.seed_everything(0, verbose=False)
+    trainer = L.Trainer(max_epochs=cfg["epochs"], logger=logger, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, accelerator="cpu",
+                        log_every_n_steps=max(1, steps5(cfg) // 300), num_sanity_val_steps=0)
+    trainer.fit(Module(), train, val)
+
+
+def hf5(name: str, scenario: str, out: str) -> None:
+    import torch
+    from transformers import Trainer, TrainingArguments
+
+    torch.set_num_threads(1)
+    cfg = SCENARIOS5[scenario]
+    model, loss_fn, epoch_batches, (xv, yv) = task5(cfg)
+    xt = torch.cat([x for x, _ in epoch_batches(0)]) if cfg["task"] == "cl" else None
+    yt = torch.cat([y for _, y in epoch_batches(0)]) if cfg["task"] == "cl" else None
+    if cfg["task"] != "cl":
+        xt, yt, _, _ = regression_data(cfg["n_train"]) if cfg["task"] == "rg" else breast_data(cfg["n_train"])
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = model
+
+        def forward(self, x, labels=None):
+            out = self.net(x)
+            return {"loss": loss_fn(out, labels), "logits": out}
+
+    class Rows(torch.utils.data.Dataset):
+        def __init__(self, x, y):
+            self.x, self.y = x, y
+
+        def __len__(self):
+            return len(self.y)
+
+        def __getitem__(self, i):
+            return {"x": self.x[i], "labels": self.y[i]}
+
+    output_dir = os.path.join(out, name)
+    steps = math.ceil(len(yt) / cfg["batch"]) * cfg["epochs"]
+    args = TrainingArguments(
+        output_dir=output_dir, learning_rate=cfg["lr"], num_train_epochs=cfg["epochs"],
+        per_device_train_batch_size=cfg["batch"], per_device_eval_batch_size=256,
+        logging_steps=max(1, steps // 150), eval_strategy="epoch", save_strategy="no", report_to=["tensorboard"],
+        disable_tqdm=True, use_cpu=True, seed=0, lr_scheduler_type="constant",
+        optim="adamw_torch" if cfg["opt"] == "adam" else "sgd", weight_decay=0.0, max_grad_norm=1e9)
+    if cfg["opt"] == "sgd" and cfg.get("momentum"):
+        args.optim_args = f"momentum={cfg['momentum']}"
+    trainer = Trainer(model=Wrapped(), args=args, train_dataset=Rows(xt, yt), eval_dataset=Rows(xv, yv))
+    trainer.train()
+    trainer.save_state()
+
+
+ACCELERATE_OOM_SCRIPT = textwrap.dedent('''
+    """The char LM under Accelerate, on a host with little memory left (the data segment capped); at epoch 3 the
+    batch is raised to 4096 windows "to use the machine better": the real allocator error ends the run."""
+    import resource, sys
+    import torch
+    from accelerate import Accelerator
+    sys.path.insert(0, {here!r})
+    from generate import SCENARIOS5, task5
+    torch.set_num_threads(1)
+    with open("/proc/self/status") as status:
+        used = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmData"))
+    resource.setrlimit(resource.RLIMIT_DATA, (used + 600 * 2**20, resource.RLIM_INFINITY))
+    accelerator = Accelerator(cpu=True)
+    cfg = dict(SCENARIOS5["cl-healthy"])
+    model, loss_fn, epoch_batches, (xv, yv) = task5(cfg)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"])
+    model, opt = accelerator.prepare(model, opt)
+    accelerator.print(f"training on {{accelerator.device}}, {{accelerator.num_processes}} process(es)")
+    step = 0
+    for epoch in range(1, 6):
+        if epoch == 3:
+            cfg["batch"] = 4096
+        for x, y in epoch_batches(epoch):
+            loss = loss_fn(model(x), y)
+            opt.zero_grad()
+            accelerator.backward(loss)
+            opt.step()
+            step += 1
+            if step % 5 == 0:
+                accelerator.print(f"epoch {{epoch}} step {{step}} loss {{loss.item():.4f}}")
+        with torch.no_grad():
+            accelerator.print(f"epoch {{epoch}} val_loss {{loss_fn(model(xv), yv).item():.4f}}")
+''')
+
+
+def accelerate_oom(name: str, out: str) -> None:
+    """`accelerate launch --cpu train.py > train.log 2>&1` of the script above (a real CPU OOM inside Accelerate)."""
+    folder = os.path.join(out, name)
+    os.makedirs(folder, exist_ok=True)
+    script = os.path.join(folder, "train.py")
+    with open(script, "w") as f:
+        f.write(ACCELERATE_OOM_SCRIPT.format(here=HERE))
+    launcher = os.path.join(os.path.dirname(sys.executable), "accelerate")
+    with open(os.path.join(folder, "train.log"), "w") as log:
+        subprocess.run([launcher, "launch", "--cpu", "--num_processes", "1", "--num_machines", "1",
+                        "--mixed_precision", "no", "--dynamo_backend", "no", "train.py"], cwd=folder, stdout=log,
+                       stderr=subprocess.STDOUT, env={**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"})
+    os.remove(script)
+    shutil.rmtree(os.path.join(folder, "__pycache__"), ignore_errors=True)
+
+
+
+DEEPSPEED_OOM_SCRIPT = textwrap.dedent('''
+    """The char LM under DeepSpeed ZeRO stage 1 with its default bucket sizes, on a host with ~600 MB left for this
+    process (the data segment capped after initialize): the first backward asks for the 5e8-element reduce bucket."""
+    import resource, sys
+    import torch
+    import deepspeed
+    sys.path.insert(0, {here!r})
+    from generate import SCENARIOS5, task5
+    torch.set_num_threads(1)
+    cfg = dict(SCENARIOS5["cl-healthy"])
+    model, loss_fn, epoch_batches, (xv, yv) = task5(cfg)
+    ds_config = {{"train_micro_batch_size_per_gpu": 32, "gradient_accumulation_steps": 1,
+                 "optimizer": {{"type": "Adam", "params": {{"lr": 3e-3, "torch_adam": True}}}},
+                 "zero_optimization": {{"stage": 1}}, "steps_per_print": 1000}}
+    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)
+    with open("/proc/self/status") as status:
+        used = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmData"))
+    resource.setrlimit(resource.RLIMIT_DATA, (used + 600 * 2**20, resource.RLIM_INFINITY))
+    step = 0
+    for epoch in range(1, cfg["epochs"] + 1):
+        for x, y in epoch_batches(epoch):
+            loss = loss_fn(engine(x), y)
+            engine.backward(loss)
+            engine.step()
+            step += 1
+            if step % 5 == 0:
+                print(f"epoch {{epoch}} step {{step}} loss {{loss.item():.4f}}", flush=True)
+        with torch.no_grad():
+            print(f"epoch {{epoch}} val_loss {{loss_fn(engine(xv), yv).item():.4f}}", flush=True)
+''')
+
+
+def deepspeed_oom(name: str, out: str) -> None:
+    """`deepspeed --num_gpus 1 train.py > train.log 2>&1` of the script above on CPU (DeepSpeed picks its CPU
+    accelerator and gloo): a real allocator OOM inside ZeRO's gradient bucketing, with the launcher's own lines."""
+    folder = os.path.join(out, name)
+    os.makedirs(folder, exist_ok=True)
+    script = os.path.join(folder, "train.py")
+    with open(script, "w") as f:
+        f.write(DEEPSPEED_OOM_SCRIPT.format(here=HERE))
+    launcher = os.path.join(os.path.dirname(sys.executable), "deepspeed")
+    with open(os.path.join(folder, "train.log"), "w") as log:
+        subprocess.run([launcher, "--num_gpus", "1", "train.py"], cwd=folder, stdout=log, stderr=subprocess.STDOUT,
+                       env={**os.environ, "OMP_NUM_THREADS": "1", "DS_ACCELERATOR": "cpu",
+                            "MALLOC_MMAP_THRESHOLD_": "65536"})
+    os.remove(script)
+    shutil.rmtree(os.path.join(folder, "__pycache__"), ignore_errors=True)
+
+CHECKPOINT_CRASH_SCRIPT = textwrap.dedent('''
+    """The autoencoder, saving a checkpoint after epoch 3 into a folder nobody created: the real error ends it."""
+    import sys
+    import torch
+    sys.path.insert(0, {here!r})
+    from generate import SCENARIOS5, training5
+
+    def epoch_done(epoch, step, train_loss, val_loss):
+        print(f"Epoch [{{epoch + 1}}/40] train_loss: {{train_loss:.5f}} val_loss: {{val_loss:.5f}}", flush=True)
+        if epoch + 1 == 3:
+            torch.save({{"epoch": epoch}}, "checkpoints/ae_epoch3.pt")
+
+    training5(SCENARIOS5["ae-healthy"], lambda s, l: print(f"  step {{s}} loss {{l:.5f}}", flush=True), epoch_done, 5)
+''')
+
+
+def checkpoint_crash(name: str, out: str) -> None:
+    folder = os.path.join(out, name)
+    os.makedirs(folder, exist_ok=True)
+    script = os.path.join(folder, "train_ae.py")
+    with open(script, "w") as f:
+        f.write(CHECKPOINT_CRASH_SCRIPT.format(here=HERE))
+    command = f"{sys.executable} train_ae.py; echo \"exit status $?\""
+    with open(os.path.join(folder, "train.log"), "w") as log:
+        subprocess.run(["bash", "-c", command], cwd=folder, stdout=log, stderr=subprocess.STDOUT)
+    os.remove(script)
+    shutil.rmtree(os.path.join(folder, "__pycache__"), ignore_errors=True)
+
 # name -> (writer, scenario or death kind)
 RUNS = {
     "gen-sw-01": ("summarywriter", "healthy"),
@@ -640,6 +1089,36 @@ RUNS = {
     "gen-tk-text-04": ("plain-text", "t-jitter"),
     "gen-tk-hf-03": ("hf", "t-explode"),
     "gen-tk-text-05": ("token-death", "t-healthy"),
+    # fifth batch (labels.toml batch = 5, all held back): regression, a character LM, an autoencoder
+    "gen-rg-sw-01": ("summarywriter5", "rg-healthy"),
+    "gen-rg-plcsv-01": ("lightning-csv5", "rg-overfit"),
+    "gen-rg-keras-01": ("keras5", "rg-lr0.5"),
+    "gen-rg-hf-01": ("hf5", "rg-slow"),
+    "gen-rg-text-01": ("text5", "rg-long"),
+    "gen-rg-pltb-01": ("lightning-tb5", "rg-lr0.08"),
+    "gen-rg-text-02": ("text5", "rg-jitter"),
+    "gen-rg-text-03": ("text5", "rg-nan"),
+    "gen-cl-hf-01": ("hf5", "cl-healthy"),
+    "gen-cl-hf-02": ("hf5", "cl-stuck"),
+    "gen-cl-text-01": ("text5", "cl-healthy"),
+    "gen-cl-text-02": ("text5", "cl-overfit"),
+    "gen-cl-pltb-01": ("lightning-tb5", "cl-slow"),
+    "gen-cl-plcsv-01": ("lightning-csv5", "cl-nan"),
+    "gen-cl-sw-01": ("summarywriter5", "cl-swing"),
+    "gen-cl-text-03": ("accelerate-oom", "cl-healthy"),
+    "gen-cl-text-04": ("text5", "cl-late-blowup"),
+    "gen-cl-text-05": ("text5", "cl-sequential"),
+    "gen-ae-sw-01": ("summarywriter5", "ae-healthy"),
+    "gen-ae-sw-02": ("summarywriter5", "ae-lr1"),
+    "gen-ae-plcsv-01": ("lightning-csv5", "ae-stuck"),
+    "gen-ae-keras-01": ("keras5", "ae-slow"),
+    "gen-ae-text-02": ("text5", "ae-jitter"),
+    "gen-ae-pltb-01": ("lightning-tb5", "ae-periodic"),
+    "gen-ae-hf-01": ("hf5", "ae-overfit"),
+    "gen-ae-text-01": ("checkpoint-crash", "ae-healthy"),
+    "gen-ae-plcsv-02": ("lightning-csv5", "ae-healthy"),
+    "gen-rg-keras-02": ("keras5", "rg-healthy"),
+    "gen-cl-text-06": ("deepspeed-oom", "cl-healthy"),
 }
 
 
@@ -647,7 +1126,15 @@ def generate(name: str, out: str) -> None:
     writer, what = RUNS[name]
     target = os.path.join(out, name)
     shutil.rmtree(target, ignore_errors=True)
-    if writer == "summarywriter":
+    batch5 = {"summarywriter5": summarywriter5, "keras5": keras5, "text5": text5, "hf5": hf5,
+              "lightning-tb5": lambda n, w, o: lightning5(n, w, o, "tb"),
+              "lightning-csv5": lambda n, w, o: lightning5(n, w, o, "csv"),
+              "accelerate-oom": lambda n, w, o: accelerate_oom(n, o),
+              "checkpoint-crash": lambda n, w, o: checkpoint_crash(n, o),
+              "deepspeed-oom": lambda n, w, o: deepspeed_oom(n, o)}
+    if writer in batch5:
+        batch5[writer](name, what, out)
+    elif writer == "summarywriter":
         summarywriter(name, what, out)
     elif writer == "lightning-tb":
         lightning(name, what, out, "tb")
