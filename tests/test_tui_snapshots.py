@@ -75,6 +75,7 @@ def test_memory_ceiling_screen(snap_compare):
     assert snap_compare(stub_app(), terminal_size=SIZE, run_before=at_step("ceiling"))
 
 
+@pytest.mark.slow  # its 80x24 picture, the tighter layout, is in the fast tier
 def test_starting_value_screen(snap_compare):
     assert snap_compare(stub_app(), terminal_size=SIZE, run_before=at_step("start"))
 
