@@ -820,3 +820,16 @@ def test_a_classifier_at_chance_whose_first_epoch_mean_held_the_start_is_not_lea
         rows.append(f"{epoch},{epoch * 50 + 49},{2.53 if epoch == 0 else 2.35 + rng.uniform(-0.004, 0.004):.4f},,,")
     report = _diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics.csv")
     assert _kinds(report) == ["not-learning"]
+
+
+def test_small_slow_wander_of_a_converged_loss_is_no_periodic_swing(tmp_path):
+    # A converged fine-tune: the logged loss (a mean over its last steps) falls 2.0 -> 0.5, then wanders slowly by
+    # ~7% of its level (neighbouring logs alike: lag-1 autocorrelation ~0.9) with no period. Larger than its
+    # step-to-step noise, but not the large swings of sorted data (DOMAIN: periodic LARGE swings): healthy.
+    rng = random.Random(0)
+    wander, values = 0.0, []
+    for i in range(400):
+        wander = 0.9 * wander + rng.gauss(0, 0.035 * math.sqrt(1 - 0.81))
+        values.append(0.5 + 1.5 * 0.9 ** i + 0.5 * wander + rng.gauss(0, 0.005))
+    report = _diagnose(tmp_path, _step_log(values, first_step=9, every=10))
+    assert "oscillation-periodic" not in _kinds(report), [f.evidence for f in report.findings]

@@ -27,6 +27,7 @@ PERIODIC_ACF = 0.35
 PERIODIC_AMPLITUDE = 0.15
 SWING_TO_NOISE = 2.0  # slow swings this many times the step-to-step noise: a pattern in the data order
 SWING_TO_LEVEL = 0.03  # ... and at least this share of the loss level
+SWING_AMPLITUDE = 0.10  # ... and swinging (5th-95th percentile half-range) by this share of the level: large swings
 SWING_MIN_NOISE = 0.005  # below this step noise (per-epoch averages) the ratio means nothing
 SLOW_DROP = 0.25  # a run whose loss fell less than this share of its start is slow
 HEALTHY_TRAIN_DROP = 0.30
@@ -1351,7 +1352,10 @@ def detect_periodic(series: dict[str, list[Point]], ctx: Context) -> list[Findin
     step_noise = _mad_sigma([b - a for a, b in zip(values[start:], values[start + 1:])]) / math.sqrt(2)
     swing = _mad_sigma(residual)
     swing_to_noise = swing / step_noise if step_noise > SWING_MIN_NOISE * level else 0.0
-    swings = swing_to_noise >= SWING_TO_NOISE and swing / level >= SWING_TO_LEVEL
+    # Large swings only (DOMAIN: periodic LARGE swings): a converged loss that wanders by a few percent of its level,
+    # however smoothly, is healthy (two healthy world runs: 7-8%; the labelled periodic runs of both corpora: 14.5%+).
+    swings = (swing_to_noise >= SWING_TO_NOISE and swing / level >= SWING_TO_LEVEL
+              and amplitude / level >= SWING_AMPLITUDE)
     if not swings:
         # No finding whatever the peaks (and the O(n^2) autocorrelation is not computed): a pattern no larger than
         # the step-to-step noise is batch noise that recurs (a loader that repeats its batches each epoch), not
