@@ -849,3 +849,15 @@ def test_validation_that_lags_a_training_loss_that_fell_by_half_is_not_slow_conv
         rows.append(f"{epoch},{epoch * 40 + 39},,{val[epoch]}")
     report = _diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics.csv")
     assert "slow-convergence" not in _kinds(report), [f.evidence for f in report.findings]
+
+
+def test_a_steep_smooth_fall_is_not_jitter(tmp_path):
+    # Per-epoch losses of a regression that blew up (4.7, 1.7, then 6e4) and fell back smoothly, 2-4x an epoch, to a
+    # flat 1.05: every step of the second half is downwards or flat (no up-and-down). A moving-average trend cannot
+    # follow a fall that steep, and its residuals looked like a noise of 6 around 2.5; jitter is a loss that goes up
+    # and down from point to point, which this one never does.
+    values = [4.72, 1.70, 42.9, 59177, 40928, 12679, 4776, 1697, 528, 210, 59.7, 23.1, 7.5, 3.81, 2.10,
+              1.076, 1.065, 1.051, 1.049, 1.047]
+    rows = ["epoch,loss"] + [f"{i},{v}" for i, v in enumerate(values)]
+    report = _diagnose(tmp_path, "\n".join(rows) + "\n", name="history.csv")
+    assert "oscillation-jitter" not in _kinds(report), [f.evidence for f in report.findings]

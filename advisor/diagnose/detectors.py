@@ -1206,6 +1206,18 @@ def _validation_improving(series: dict[str, list[Point]], since: Point) -> bool:
     return False
 
 
+JITTER_MIN_TURNS = 0.25  # share of the judged stretch's steps that reverse the previous one's direction, at least
+
+
+def _turn_share(values: list[float]) -> float:
+    """The share of consecutive moves (flat steps skipped) where the loss turns: up after down or down after up.
+    Noise around any trend turns at about two steps in three; a smooth curve, however steep, almost never does."""
+    moves = [b - a for a, b in zip(values, values[1:]) if b != a]
+    if len(moves) < 2:
+        return 0.0
+    return sum((a > 0) != (b > 0) for a, b in zip(moves, moves[1:])) / (len(moves) - 1)
+
+
 def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
     train = _finite(series.get(TRAIN_LOSS, []))
     if len(train) < MIN_POINTS:
@@ -1240,6 +1252,8 @@ def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]
                      and not _validation_improving(series, train[half]))
     if (score < JITTER_SCORE and not stalled_noisy) or _validation_frozen(series, train[half]):
         return []
+    if _turn_share(tail) < JITTER_MIN_TURNS:
+        return []  # no up-and-down: a fall too steep for the moving-average trend leaves residuals, not jitter
     if _mid_run(train) and noise < STALLED_NOISE_TO_LEVEL * max(level, 1e-8):
         # The log starts mid-run (a later epoch's lines only): its first values are no starting loss, so only noise
         # that dwarfs the level it sits at says jitter.
