@@ -324,3 +324,20 @@ def test_the_plain_templates_toy_data_is_learnable(tmp_path):
     with torch.no_grad():
         accuracy = (model(x).argmax(1) == y).float().mean().item()
     assert accuracy > 0.5, accuracy  # chance is 0.1; random labels scored 0.05-0.11
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["plan", "--nproc", "abc"], "`advisor plan`: --nproc takes a whole number, not 'abc'."),
+    (["init", "--template", "plian"], "--template is one of 'plain', 'transformers', 'timm', 'lightning', not 'plian'"),
+    (["export", "R"], "`advisor export`: --to is missing."),
+    (["plan", "--out"], "--out needs a value after it"),
+])
+def test_argparses_own_refusals_are_one_paragraph_without_the_usage(capsys, argv, said):
+    """`advisor plan --nproc abc` printed the whole usage (12 lines) before 'advisor plan: error: argument --nproc:
+    invalid int value: 'abc''; now one paragraph naming the option, what it takes and where the options are listed."""
+    from advisor.cli import main
+
+    assert main([str(REPO_RECIPE) if word == "R" else word for word in argv]) == 2
+    err = capsys.readouterr().err
+    assert said in err and f"`advisor {argv[0]} --help` lists what it takes" in err
+    assert "usage:" not in err and len(err.strip().splitlines()) == 1
