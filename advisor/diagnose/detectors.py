@@ -1252,6 +1252,8 @@ def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]
                      and not _validation_improving(series, train[half]))
     if (score < JITTER_SCORE and not stalled_noisy) or _validation_frozen(series, train[half]):
         return []
+    if not clearly_falling and _validation_improving(series, train[half]):
+        return []  # the training trend's stall is its batches' own floor while validation still improves
     if _turn_share(tail) < JITTER_MIN_TURNS:
         return []  # no up-and-down: a fall too steep for the moving-average trend leaves residuals, not jitter
     if _mid_run(train) and noise < STALLED_NOISE_TO_LEVEL * max(level, 1e-8):
