@@ -478,12 +478,22 @@ def _spike(values: list[float]) -> int | None:
     return None
 
 
+def _falls_over_run(values: list[float]) -> bool:
+    """The loss falls over the run: its last third's median DEAD_NO_FALL or more of its level below its first
+    third's. A model whose weights blew up does not learn; a loss falling steadily far above ln K is a large-vocabulary
+    model learning slowly (its "chance" accuracy, the most frequent token, names no class count)."""
+    third = max(1, len(values) // 3)
+    first, last = _median(values[:third]), _median(values[-third:])
+    return first - last > DEAD_NO_FALL * abs(last)
+
+
 def detect_blown_up(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
     """A run the optimizer destroyed, whatever its loss does afterwards (the newcomer's SGD at LR 5 and LR 50 of
     issue 37): (1) the loss rose by orders of magnitude (EXPLOSION_FACTOR) and then sat at chance: at or above
     DEAD_AT_CHANCE of ln K with the accuracy at 1/K, or, with no accuracy, never back under the level it had before
     the blow-up, and not falling; (2) the loss sat ABOVE_CHANCE times ln K or more, with the accuracy at chance,
-    for the whole run: worse than guessing, the weights blew up before the first logged value."""
+    for the whole run, not falling over it (_falls_over_run): worse than guessing, the weights blew up before the
+    first logged value."""
     chance = chance_loss(series, ctx)
     for name in (TRAIN_LOSS, "train_loss_epoch", VAL_LOSS):
         points = _finite(series.get(name, []))
@@ -513,7 +523,8 @@ def detect_blown_up(series: dict[str, list[Point]], ctx: Context) -> list[Findin
         # The training loss only: a validation loss far above ln K is also what an overconfident overfit model shows.
         for name in (TRAIN_LOSS, "train_loss_epoch"):
             points = _finite(series.get(name, []))
-            if len(points) >= STUCK_FEW_POINTS and _median(_values(points)) >= ABOVE_CHANCE * ln_k:
+            if (len(points) >= STUCK_FEW_POINTS and _median(_values(points)) >= ABOVE_CHANCE * ln_k
+                    and not _falls_over_run(_values(points))):
                 level = _median(_values(points))
                 evidence = {"series": name, "loss_level": round(level, 5), "ln_classes": round(ln_k, 4),
                             "classes": k, "classes_from": source, "accuracy": round(_median(accs), 4),
