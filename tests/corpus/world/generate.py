@@ -1101,6 +1101,39 @@ def task6(cfg):
     return model, torch.nn.functional.cross_entropy, epoch_batches, (xv, yv)
 
 
+
+SIGNAL_CRASH_SCRIPT = textwrap.dedent('''
+    """The 1-D conv net, writing its metrics as JSON after epoch 4 with a tensor in them: the real TypeError ends it."""
+    import json
+    import sys
+    import torch
+    sys.path.insert(0, {here!r})
+    from generate import SCENARIOS6, training5
+
+    def epoch_done(epoch, step, train_loss, val_loss):
+        print(f"Epoch {{epoch + 1}}/15 - step {{step}} - train_loss {{train_loss:.4f}} - val_loss {{val_loss:.4f}}", flush=True)
+        if epoch + 1 == 4:
+            with open("metrics.json", "w") as f:
+                json.dump({{"epoch": epoch + 1, "val_loss": torch.tensor(val_loss)}}, f)
+
+    training5(SCENARIOS6["sg-healthy"], lambda s, l: print(f"  step {{s}} loss {{l:.4f}}", flush=True), epoch_done, 5)
+''')
+
+
+def signal_crash(name: str, out: str) -> None:
+    folder = os.path.join(out, name)
+    os.makedirs(folder, exist_ok=True)
+    script = os.path.join(folder, "train_signals.py")
+    with open(script, "w") as f:
+        f.write(SIGNAL_CRASH_SCRIPT.format(here=HERE))
+    command = f"{sys.executable} train_signals.py; echo \"exit status $?\""
+    with open(os.path.join(folder, "train.log"), "w") as log:
+        subprocess.run(["bash", "-c", command], cwd=folder, stdout=log, stderr=subprocess.STDOUT)
+    for leftover in ("train_signals.py", "metrics.json"):
+        if os.path.exists(os.path.join(folder, leftover)):
+            os.remove(os.path.join(folder, leftover))
+    shutil.rmtree(os.path.join(folder, "__pycache__"), ignore_errors=True)
+
 # name -> (writer, scenario or death kind)
 RUNS = {
     "gen-sw-01": ("summarywriter", "healthy"),
@@ -1229,6 +1262,7 @@ RUNS = {
     "gen-wn-keras-02": ("keras5", "wn-short"),
     "gen-wn-text-03": ("text5", "wn-short"),
     "gen-sg-sw-03": ("summarywriter5", "sg-healthy"),
+    "gen-sg-text-03": ("signal-crash", "sg-healthy"),
 }
 
 
@@ -1241,7 +1275,8 @@ def generate(name: str, out: str) -> None:
               "lightning-csv5": lambda n, w, o: lightning5(n, w, o, "csv"),
               "accelerate-oom": lambda n, w, o: accelerate_oom(n, o),
               "checkpoint-crash": lambda n, w, o: checkpoint_crash(n, o),
-              "deepspeed-oom": lambda n, w, o: deepspeed_oom(n, o)}
+              "deepspeed-oom": lambda n, w, o: deepspeed_oom(n, o),
+              "signal-crash": lambda n, w, o: signal_crash(n, o)}
     if writer in batch5:
         batch5[writer](name, what, out)
     elif writer == "summarywriter":
