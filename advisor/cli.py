@@ -940,6 +940,35 @@ def _subcommands(parser: argparse.ArgumentParser) -> set[str]:
     return {name for action in parser._subparsers._group_actions for name in action.choices}
 
 
+_ARGPARSE_SAYS = [  # argparse's message -> ours (the option, what it takes, the value given)
+    (re.compile(r"argument (\S+?)(?:/\S+)?: invalid int value: (.*)"), "{0} takes a whole number, not {1}"),
+    (re.compile(r"argument (\S+?)(?:/\S+)?: invalid float value: (.*)"), "{0} takes a number, not {1}"),
+    (re.compile(r"argument (\S+?)(?:/\S+)?: invalid choice: (\S+) \(choose from (.*)\)"),
+     "{0} is one of {2}, not {1}"),
+    (re.compile(r"argument (\S+?)(?:/\S+)?: expected one argument"), "{0} needs a value after it"),
+    (re.compile(r"the following arguments are required: (.*)"), "{0} is missing"),
+]
+
+
+def _argparse_errors_as_paragraphs(parser: argparse.ArgumentParser) -> None:
+    """`advisor plan --nproc abc` printed the whole usage (12 lines) and 'advisor plan: error: argument --nproc:
+    invalid int value'. Each parser's error is one paragraph instead: the command, the option, what it takes and
+    where the options are listed (exit 2). The option declarations are untouched."""
+    from .errors import SetupError
+
+    def error_of(prog: str):
+        def error(message: str):
+            said = next((template.format(*match.groups()) for pattern, template in _ARGPARSE_SAYS
+                         if (match := pattern.fullmatch(message))), message)
+            raise SetupError(f"`{prog}`: {said}. `{prog} --help` lists what it takes. Nothing was run.")
+        return error
+
+    parser.error = error_of(parser.prog)
+    for action in parser._subparsers._group_actions:
+        for name, sub in action.choices.items():
+            sub.error = error_of(f"advisor {name}")
+
+
 def _refuse_what_the_command_does_not_take(parser: argparse.ArgumentParser, command: str | None, rest) -> None:
     """`advisor workloads foo` or `advisor adapters --check x`: argparse printed the bare `advisor` usage and
     'unrecognized arguments', naming neither the command nor what it takes. One paragraph, exit 2."""
@@ -1058,6 +1087,7 @@ def _values_that_start_with_a_dash(argv: list[str]) -> list[str]:
 
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
+    _argparse_errors_as_paragraphs(parser)
     argv = sys.argv[1:] if argv is None else list(argv)
     script_command = None
     if "--" in argv:  # `advisor plan [options] -- SCRIPT [ARGS...]` (the script door); `advisor [tui] -- ...` too

@@ -144,7 +144,7 @@ class ClusterRunner(JobRunner):
             if self.cancel.cancelled:
                 link.set(f"abort/{number}", {})
                 raise CancelledError(f"The {label} was cancelled; every worker process on every node was stopped. "
-                                     "Nothing was written.")
+                                     "No recipe was written (runs that had finished are kept in the plan history).")
             if time.monotonic() > deadline:
                 if wait_s is not None:
                     return reports

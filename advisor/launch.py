@@ -142,7 +142,7 @@ def run_job(
         except KeyboardInterrupt:
             _kill_group(proc)
             raise CancelledError(f"The {label} was interrupted (Ctrl-C); every worker process was stopped. "
-                                 "Nothing was written.") from None
+                                 "No recipe was written (runs that had finished are kept in the plan history).") from None
         finally:
             _kill_group(proc)
         outcome.seconds = time.monotonic() - started
@@ -203,7 +203,7 @@ def _check_limits(proc, watch: _Watch, outcome: JobOutcome, now: float, last_act
     if watch.cancel is not None and watch.cancel.cancelled:
         _kill_group(proc)
         raise CancelledError(f"The {watch.label} was cancelled; every worker process was stopped. "
-                             "Nothing was written.")
+                             "No recipe was written (runs that had finished are kept in the plan history).")
     if now - watch.started > watch.timeout_s:
         raise TrialError(_hung_message(watch.label, outcome, watch.nproc,
                                        f"did not finish within {watch.timeout_s:.0f} s",

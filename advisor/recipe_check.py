@@ -20,6 +20,10 @@ def recipe_warnings(data: dict) -> list[str]:
     or the LR / warmup itself."""
     batch, lr = data["batch"], data["lr"]
     found = []
+    headline = (data.get("method") or {}).get("headline")
+    if headline:  # a CI gate on the recipe must not pass a fallback for advice
+        found.append(f"NOT VALIDATED: {headline} Its batch and LR are your base setting, not a validated choice: fix "
+                     "what the headline names and plan again before committing it.")
     planned_global = _planned_global(lr)
     batch_edited = planned_global is not None and planned_global != batch["global"]
     expected = _rules_lr(data)

@@ -422,3 +422,19 @@ def test_a_long_series_is_sampled_evenly_keeping_its_nans_and_its_end():
     gaps = {b - a for a, b in zip(steps, steps[1:]) if a != 15_001 and b != 15_001 and b != 20_000}
     assert gaps == {8.0}  # 1 in 8 of 20,001: even
     assert "1 in 8 of 20001" in sink.thinned_note()
+
+
+@pytest.mark.parametrize("index_column", [True, False], ids=["pandas-index", "no-index"])
+def test_a_history_csv_without_a_step_column_is_one_row_per_log(tmp_path, index_column):
+    """Keras's History saved with pandas (`pd.DataFrame(history.history).to_csv(path)`: an unnamed index column, or
+    none with index=False) has no epoch column: each row is one evaluation, in order."""
+    rows = []
+    for epoch in range(30):
+        train = math.exp(-epoch / 6) + 0.05
+        val = math.exp(-epoch / 6) + 0.55 if epoch <= 10 else 0.6 + 0.002 * (epoch - 10) ** 2
+        rows.append([epoch, f"{train:.4f}", f"{val:.4f}"])
+    header, body = (",loss,val_loss", rows) if index_column else ("loss,val_loss", [r[1:] for r in rows])
+    path = tmp_path / "history.csv"
+    path.write_text(header + "\n" + "\n".join(",".join(map(str, r)) for r in body) + "\n")
+    [report] = diagnose([str(path)]).reports
+    assert [f.kind for f in report.findings] == ["overfitting"]

@@ -820,3 +820,72 @@ def test_a_classifier_at_chance_whose_first_epoch_mean_held_the_start_is_not_lea
         rows.append(f"{epoch},{epoch * 50 + 49},{2.53 if epoch == 0 else 2.35 + rng.uniform(-0.004, 0.004):.4f},,,")
     report = _diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics.csv")
     assert _kinds(report) == ["not-learning"]
+
+
+def test_small_slow_wander_of_a_converged_loss_is_no_periodic_swing(tmp_path):
+    # A converged fine-tune: the logged loss (a mean over its last steps) falls 2.0 -> 0.5, then wanders slowly by
+    # ~7% of its level (neighbouring logs alike: lag-1 autocorrelation ~0.9) with no period. Larger than its
+    # step-to-step noise, but not the large swings of sorted data (DOMAIN: periodic LARGE swings): healthy.
+    rng = random.Random(0)
+    wander, values = 0.0, []
+    for i in range(400):
+        wander = 0.9 * wander + rng.gauss(0, 0.035 * math.sqrt(1 - 0.81))
+        values.append(0.5 + 1.5 * 0.9 ** i + 0.5 * wander + rng.gauss(0, 0.005))
+    report = _diagnose(tmp_path, _step_log(values, first_step=9, every=10))
+    assert "oscillation-periodic" not in _kinds(report), [f.evidence for f in report.findings]
+
+
+def test_validation_that_lags_a_training_loss_that_fell_by_half_is_not_slow_convergence(tmp_path):
+    # A character LM validated on a different text, 6 epochs: the training loss falls from the untrained 4.5 to 1.3
+    # (the optimiser does its job), validation 2.70 -> 2.09, still falling 2-4% an epoch. Validation's first value is
+    # already after one epoch of training, not where the run started; DOMAIN: slow convergence is BOTH falling slowly.
+    rows = ["epoch,step,train_loss,val_loss"]
+    val = [2.697, 2.436, 2.278, 2.183, 2.125, 2.086]
+    for epoch in range(6):
+        for i in range(0, 40, 2):
+            step = epoch * 40 + i
+            level = 1.3 + 3.2 * 0.93 ** step
+            rows.append(f"{epoch},{step},{level + _noise(step // 2, 0.05):.4f},")
+        rows.append(f"{epoch},{epoch * 40 + 39},,{val[epoch]}")
+    report = _diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics.csv")
+    assert "slow-convergence" not in _kinds(report), [f.evidence for f in report.findings]
+
+
+def test_a_steep_smooth_fall_is_not_jitter(tmp_path):
+    # Per-epoch losses of a regression that blew up (4.7, 1.7, then 6e4) and fell back smoothly, 2-4x an epoch, to a
+    # flat 1.05: every step of the second half is downwards or flat (no up-and-down). A moving-average trend cannot
+    # follow a fall that steep, and its residuals looked like a noise of 6 around 2.5; jitter is a loss that goes up
+    # and down from point to point, which this one never does.
+    values = [4.72, 1.70, 42.9, 59177, 40928, 12679, 4776, 1697, 528, 210, 59.7, 23.1, 7.5, 3.81, 2.10,
+              1.076, 1.065, 1.051, 1.049, 1.047]
+    rows = ["epoch,loss"] + [f"{i},{v}" for i, v in enumerate(values)]
+    report = _diagnose(tmp_path, "\n".join(rows) + "\n", name="history.csv")
+    assert "oscillation-jitter" not in _kinds(report), [f.evidence for f in report.findings]
+
+
+def test_noisy_step_losses_on_a_floor_while_validation_climbs_are_not_jitter(tmp_path):
+    # Fashion-MNIST-like: the logged step losses (every 50 steps, the first after the fast fall) sit at 0.3 +- 0.09
+    # (batch noise, 18% of the first logs' level), the trend flat, while the validation accuracy climbs steadily
+    # 0.80 -> 0.89 to the last epoch. The stalled-jitter test already asks validation to have stopped improving;
+    # the same holds for any "has stopped falling" jitter: the model still gets better, the spread is the batches'.
+    rng = random.Random(5)
+    rows = ["epoch,step,train_loss,val_loss,val_acc"]
+    for epoch in range(25):
+        for i in range(8):
+            step = epoch * 400 + 49 + 50 * i
+            rows.append(f"{epoch},{step},{0.3 + 0.25 * 0.7 ** (step / 50) + rng.gauss(0, 0.09):.4f},,")
+        rows.append(f"{epoch},{epoch * 400 + 399},,{0.45 - 0.004 * epoch + rng.gauss(0, 0.004):.4f},"
+                    f"{0.80 + 0.09 * epoch / 24 + rng.gauss(0, 0.003):.4f}")
+    report = _diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics.csv")
+    assert "oscillation-jitter" not in _kinds(report), [f.evidence for f in report.findings]
+
+
+def test_a_loss_falling_steadily_far_above_ln_k_is_not_a_blown_up_model(tmp_path):
+    # A translation Transformer's token loss from ln(vocabulary) ~11 falls steadily 11.2 -> 8.7 over 52 epochs while
+    # its token accuracy sits at 0.066-0.068 (the most frequent token: "1/15"). 3x ln(15) "with the accuracy at
+    # chance" read as weights that blew up before the first log; a loss that falls 20%+ steadily is learning, slowly.
+    rng = random.Random(2)
+    lines = [f"Epoch {e}: train loss {11.2 - 2.5 * e / 51 + rng.gauss(0, 0.03):.4f} "
+             f"train acc {0.067 + rng.uniform(-0.001, 0.001):.4f}" for e in range(52)]
+    report = _diagnose(tmp_path, "\n".join(lines) + "\n")
+    assert "diverged" not in _kinds(report), [f.evidence for f in report.findings]

@@ -23,6 +23,7 @@ SCORED_ONCE_BATCHES = (1, 2)  # their held-back part was scored once, 23/30 (REA
 FRESH_BATCH = 3  # held back whole (split.py FRESH_BATCHES): labelled before any detector read it, scored once: 37/45
 UNSCORED_BATCH = 4  # held back whole as well, collected after batch 3 was scored; scored once: 28/41 (spent since)
 NEW_BATCH = 5  # held back whole, collected after batch 4 was scored; scored once: 31/50 (README)
+SIXTH_BATCH = 6  # held back whole, collected after batch 5 was scored; scored once: 27/31 (README)
 
 
 def _load(name, path):
@@ -105,7 +106,7 @@ def test_an_entry_the_tool_cannot_read_or_crashes_on_counts_as_wrong(tmp_path, m
     assert outcome.unreadable == "RuntimeError: a reader bug" and not outcome.right
 
 
-@pytest.mark.parametrize("batch", [FRESH_BATCH, UNSCORED_BATCH, NEW_BATCH])
+@pytest.mark.parametrize("batch", [FRESH_BATCH, UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH])
 def test_the_fresh_batch_is_held_back_whole_and_the_bench_selects_it_without_judging_it(capsys, batch):
     """Batch 3 was collected after batches 1-2's held-back part was spent, batch 4 after batch 3 was scored: each is
     held back whole, at least 30 entries, a third of them healthy. The bench picks a batch by its number and says
@@ -122,9 +123,9 @@ def test_the_fresh_batch_is_held_back_whole_and_the_bench_selects_it_without_jud
     assert bench.main(["--batch", "99"]) == 2 and "no batch [99]" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("batch", [UNSCORED_BATCH, NEW_BATCH])
+@pytest.mark.parametrize("batch", [UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH])
 def test_the_unscored_batch_has_new_sources_and_no_entry_of_an_earlier_batch(batch):
-    """Batches 4 and 5 are new material: no repository file or generated run already in an earlier batch."""
+    """Batches 4, 5 and 6 are new material: no repository file or generated run already in an earlier batch."""
     earlier = {e["source"] for e in LABELS.values() if e.get("batch", 1) < batch}
     earlier_repos = {s.split()[0] for s in earlier if s.startswith("github:")}
     fresh = {n: e for n, e in LABELS.items() if e.get("batch", 1) == batch}
@@ -182,4 +183,17 @@ def test_the_third_fresh_batch_keeps_what_it_scored_once():
     and trainspotter 0.2.6 (17) in the same hour (bench/diagnose_peers.py)."""
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     outcomes = bench.evaluate(None, LABELS, (NEW_BATCH,))
-    _assert_scored_once_part_holds(outcomes, 50, 31)
+    _assert_scored_once_part_holds(outcomes, 50, 35)  # read to learn from since (dx-rules6): 35 (2026-12-07)
+
+
+def test_the_fourth_fresh_batch_keeps_what_it_scored_once():
+    """Batch 6 (31 entries, held back whole: 11 files committed in public repositories none of batches 1-5 used,
+    20 runs trained here on two new tasks) was labelled by a helper who never ran a detector on it, and scored once
+    by the lead after dx-rules6 (which learned from batch 5) landed (main, 02:34 UTC, load 5.5): 27 of 31 right
+    (0.87), no finding at all on its 14 healthy runs, one entry unreadable (a two-line Keras-style CSV without an
+    epoch column). Below the issue's 90%: this guards against falling back, it does not claim the target.
+    runmedic 0.1.1: 22, trainspotter 0.2.6: 10 on the same entries (bench/diagnose_peers.py)."""
+    bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
+    outcomes = bench.evaluate(None, LABELS, (SIXTH_BATCH,))
+    assert len(outcomes) == 31 and not [o.name for o in outcomes if not o.expected and o.error_level]
+    assert sum(o.right for o in outcomes) >= 27

@@ -1,5 +1,6 @@
-"""The first hour (issue 38): a workload file imports like `python file.py`, and a typo names what was meant.
-Subprocesses as a user types them, from the user's folder; nothing trains."""
+"""The first hour (issue 38): a workload file imports like `python file.py`, a typo names what was meant, and every
+bad input a newcomer's walk found is one paragraph, exit 2, nothing written. Refusals run `main` in this process
+(a subprocess paid ~3-5 s of torch's import each); nothing trains."""
 
 from __future__ import annotations
 
@@ -14,9 +15,13 @@ from advisor.workload import load_workload_function
 from helpers import REPO
 
 
-def advisor(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "advisor.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=120)
+def in_process(capsys, *args) -> tuple[int, str]:
+    """(exit code, stderr) of `advisor ARGS` run in this process: each subprocess paid ~3-5 s of torch's import
+    under load, for a refusal that comes before any run."""
+    from advisor.cli import main
+
+    code = main(list(args))
+    return code, capsys.readouterr().err
 
 
 def _project(tmp_path):
@@ -61,23 +66,23 @@ def test_a_built_in_one_typo_away_is_named():
 
 
 @pytest.mark.parametrize("typed, meant", [("plna", "plan"), ("diagnse", "diagnose"), ("exprt", "export")])
-def test_a_mistyped_command_names_the_command_meant(tmp_path, typed, meant):
-    run = advisor(typed, "x", cwd=tmp_path)
-    assert run.returncode == 2 and "Traceback" not in run.stderr
-    assert f"Did you mean `advisor {meant}`?" in run.stderr
+def test_a_mistyped_command_names_the_command_meant(capsys, typed, meant):
+    code, err = in_process(capsys, typed, "x")
+    assert code == 2 and "Traceback" not in err
+    assert f"Did you mean `advisor {meant}`?" in err
 
 
 REPO_RECIPE = REPO / "recipes" / "digits-cnn.toml"
 
 
 @pytest.mark.parametrize("memory, nproc", [("4TiB", "4"), ("8TB", "2")])
-def test_replan_confirmed_on_this_host_makes_plans_host_checks(tmp_path, memory, nproc):
+def test_replan_confirmed_on_this_host_makes_plans_host_checks(capsys, memory, nproc):
     """`replan --device-memory 24GiB --nproc 4` 'confirmed' on a 23.6 GiB host, which `plan` refuses (sizes past
     any test host's RAM here)."""
-    run = advisor("replan", str(REPO_RECIPE), "--device-memory", memory, "--nproc", nproc, "--confirm",
-                  cwd=tmp_path)
-    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
-    assert "cannot run them" in run.stderr and "of RAM" in run.stderr and "--no-confirm" in run.stderr
+    code, err = in_process(capsys, "replan", str(REPO_RECIPE), "--device-memory", memory, "--nproc", nproc,
+                           "--confirm")
+    assert code == 2 and "Traceback" not in err, err
+    assert "cannot run them" in err and "of RAM" in err and "--no-confirm" in err
 
 
 @pytest.mark.parametrize("target, got", [(["--device-memory", "1GiB", "--nproc", "0"], "(got 0 and 1)"),
@@ -93,19 +98,19 @@ def test_replan_reads_a_count_of_0_as_0_not_as_the_default(capsys, target, got):
 
 
 @pytest.mark.parametrize("form", [["--device-memory", "-1GiB"], ["--device-memory=-1GiB"]])
-def test_a_negative_memory_size_is_named_in_either_form(tmp_path, form):
+def test_a_negative_memory_size_is_named_in_either_form(capsys, form):
     """`--device-memory -1GiB` (space form) gave argparse's 'expected one argument', and the = form 'cannot read
     the memory size': both name the size and say it must be larger than zero."""
-    done = advisor("plan", "--workload", "digits-mlp", *form, cwd=tmp_path)
-    assert done.returncode == 2, done.stderr
-    assert "'-1GiB' must be larger than zero" in done.stderr and "Traceback" not in done.stderr
+    code, err = in_process(capsys, "plan", "--workload", "digits-mlp", *form)
+    assert code == 2, err
+    assert "'-1GiB' must be larger than zero" in err and "Traceback" not in err
 
 
-def test_a_negative_number_after_any_flag_is_its_value(tmp_path):
+def test_a_negative_number_after_any_flag_is_its_value(capsys):
     """A value that starts with '-' is the flag's value (argparse reads only plain negative numbers so): the
     message is the option's own check, not argparse's 'expected one argument'."""
-    done = advisor("plan", "--workload", "digits-mlp", "--device-memory", "1GiB", "--start", "-3", cwd=tmp_path)
-    assert done.returncode == 2 and "--start must be at least 1 sample per device, not -3" in done.stderr, done.stderr
+    code, err = in_process(capsys, "plan", "--workload", "digits-mlp", "--device-memory", "1GiB", "--start", "-3")
+    assert code == 2 and "--start must be at least 1 sample per device, not -3" in err, err
 
 
 @pytest.mark.parametrize("where", ["missing-folder/workload.py", "a-file/workload.py", "a-folder"])
@@ -324,3 +329,20 @@ def test_the_plain_templates_toy_data_is_learnable(tmp_path):
     with torch.no_grad():
         accuracy = (model(x).argmax(1) == y).float().mean().item()
     assert accuracy > 0.5, accuracy  # chance is 0.1; random labels scored 0.05-0.11
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["plan", "--nproc", "abc"], "`advisor plan`: --nproc takes a whole number, not 'abc'."),
+    (["init", "--template", "plian"], "--template is one of 'plain', 'transformers', 'timm', 'lightning', not 'plian'"),
+    (["export", "R"], "`advisor export`: --to is missing."),
+    (["plan", "--out"], "--out needs a value after it"),
+])
+def test_argparses_own_refusals_are_one_paragraph_without_the_usage(capsys, argv, said):
+    """`advisor plan --nproc abc` printed the whole usage (12 lines) before 'advisor plan: error: argument --nproc:
+    invalid int value: 'abc''; now one paragraph naming the option, what it takes and where the options are listed."""
+    from advisor.cli import main
+
+    assert main([str(REPO_RECIPE) if word == "R" else word for word in argv]) == 2
+    err = capsys.readouterr().err
+    assert said in err and f"`advisor {argv[0]} --help` lists what it takes" in err
+    assert "usage:" not in err and len(err.strip().splitlines()) == 1

@@ -206,6 +206,15 @@ def _stub_recipe(tmp_path, **settings_kw):
     return path
 
 
+def test_check_strict_fails_a_not_validated_recipe_and_plain_check_warns(tmp_path, capsys):
+    fallback = _edited(_stub_recipe(tmp_path), "method", "headline",
+                       "No sweep candidate learned: check the base LR (0.1 at global batch 64).")
+    assert main(["check", str(fallback)]) == 0
+    assert "warning: NOT VALIDATED: No sweep candidate learned" in capsys.readouterr().err
+    assert main(["check", "--strict", str(fallback)]) == 4
+    assert main(["check", "--strict", str(_stub_recipe(tmp_path / "validated"))]) == 0
+
+
 def _edited(path, table, key, value):
     import tomllib
 

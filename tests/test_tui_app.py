@@ -413,6 +413,7 @@ async def test_setup_errors_name_the_form_fields_and_every_problem_at_once():
         assert '"Processes" must be at least 1' in error
         assert '"LR used today" must be positive' in error
         assert "--" not in error, error
+        assert error.count("Cannot start") == 1, error  # the title, not the CLI paragraph's lead as well
 
 
 def test_no_internal_words_in_the_engines_user_facing_strings():

@@ -27,6 +27,7 @@ PERIODIC_ACF = 0.35
 PERIODIC_AMPLITUDE = 0.15
 SWING_TO_NOISE = 2.0  # slow swings this many times the step-to-step noise: a pattern in the data order
 SWING_TO_LEVEL = 0.03  # ... and at least this share of the loss level
+SWING_AMPLITUDE = 0.10  # ... and swinging (5th-95th percentile half-range) by this share of the level: large swings
 SWING_MIN_NOISE = 0.005  # below this step noise (per-epoch averages) the ratio means nothing
 SLOW_DROP = 0.25  # a run whose loss fell less than this share of its start is slow
 HEALTHY_TRAIN_DROP = 0.30
@@ -477,12 +478,22 @@ def _spike(values: list[float]) -> int | None:
     return None
 
 
+def _falls_over_run(values: list[float]) -> bool:
+    """The loss falls over the run: its last third's median DEAD_NO_FALL or more of its level below its first
+    third's. A model whose weights blew up does not learn; a loss falling steadily far above ln K is a large-vocabulary
+    model learning slowly (its "chance" accuracy, the most frequent token, names no class count)."""
+    third = max(1, len(values) // 3)
+    first, last = _median(values[:third]), _median(values[-third:])
+    return first - last > DEAD_NO_FALL * abs(last)
+
+
 def detect_blown_up(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
     """A run the optimizer destroyed, whatever its loss does afterwards (the newcomer's SGD at LR 5 and LR 50 of
     issue 37): (1) the loss rose by orders of magnitude (EXPLOSION_FACTOR) and then sat at chance: at or above
     DEAD_AT_CHANCE of ln K with the accuracy at 1/K, or, with no accuracy, never back under the level it had before
     the blow-up, and not falling; (2) the loss sat ABOVE_CHANCE times ln K or more, with the accuracy at chance,
-    for the whole run: worse than guessing, the weights blew up before the first logged value."""
+    for the whole run, not falling over it (_falls_over_run): worse than guessing, the weights blew up before the
+    first logged value."""
     chance = chance_loss(series, ctx)
     for name in (TRAIN_LOSS, "train_loss_epoch", VAL_LOSS):
         points = _finite(series.get(name, []))
@@ -512,7 +523,8 @@ def detect_blown_up(series: dict[str, list[Point]], ctx: Context) -> list[Findin
         # The training loss only: a validation loss far above ln K is also what an overconfident overfit model shows.
         for name in (TRAIN_LOSS, "train_loss_epoch"):
             points = _finite(series.get(name, []))
-            if len(points) >= STUCK_FEW_POINTS and _median(_values(points)) >= ABOVE_CHANCE * ln_k:
+            if (len(points) >= STUCK_FEW_POINTS and _median(_values(points)) >= ABOVE_CHANCE * ln_k
+                    and not _falls_over_run(_values(points))):
                 level = _median(_values(points))
                 evidence = {"series": name, "loss_level": round(level, 5), "ln_classes": round(ln_k, 4),
                             "classes": k, "classes_from": source, "accuracy": round(_median(accs), 4),
@@ -1205,6 +1217,18 @@ def _validation_improving(series: dict[str, list[Point]], since: Point) -> bool:
     return False
 
 
+JITTER_MIN_TURNS = 0.25  # share of the judged stretch's steps that reverse the previous one's direction, at least
+
+
+def _turn_share(values: list[float]) -> float:
+    """The share of consecutive moves (flat steps skipped) where the loss turns: up after down or down after up.
+    Noise around any trend turns at about two steps in three; a smooth curve, however steep, almost never does."""
+    moves = [b - a for a, b in zip(values, values[1:]) if b != a]
+    if len(moves) < 2:
+        return 0.0
+    return sum((a > 0) != (b > 0) for a, b in zip(moves, moves[1:])) / (len(moves) - 1)
+
+
 def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
     train = _finite(series.get(TRAIN_LOSS, []))
     if len(train) < MIN_POINTS:
@@ -1239,6 +1263,10 @@ def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]
                      and not _validation_improving(series, train[half]))
     if (score < JITTER_SCORE and not stalled_noisy) or _validation_frozen(series, train[half]):
         return []
+    if not clearly_falling and _validation_improving(series, train[half]):
+        return []  # the training trend's stall is its batches' own floor while validation still improves
+    if _turn_share(tail) < JITTER_MIN_TURNS:
+        return []  # no up-and-down: a fall too steep for the moving-average trend leaves residuals, not jitter
     if _mid_run(train) and noise < STALLED_NOISE_TO_LEVEL * max(level, 1e-8):
         # The log starts mid-run (a later epoch's lines only): its first values are no starting loss, so only noise
         # that dwarfs the level it sits at says jitter.
@@ -1351,7 +1379,10 @@ def detect_periodic(series: dict[str, list[Point]], ctx: Context) -> list[Findin
     step_noise = _mad_sigma([b - a for a, b in zip(values[start:], values[start + 1:])]) / math.sqrt(2)
     swing = _mad_sigma(residual)
     swing_to_noise = swing / step_noise if step_noise > SWING_MIN_NOISE * level else 0.0
-    swings = swing_to_noise >= SWING_TO_NOISE and swing / level >= SWING_TO_LEVEL
+    # Large swings only (DOMAIN: periodic LARGE swings): a converged loss that wanders by a few percent of its level,
+    # however smoothly, is healthy (two healthy world runs: 7-8%; the labelled periodic runs of both corpora: 14.5%+).
+    swings = (swing_to_noise >= SWING_TO_NOISE and swing / level >= SWING_TO_LEVEL
+              and amplitude / level >= SWING_AMPLITUDE)
     if not swings:
         # No finding whatever the peaks (and the O(n^2) autocorrelation is not computed): a pattern no larger than
         # the step-to-step noise is batch noise that recurs (a loader that repeats its batches each epoch), not

@@ -615,9 +615,12 @@ def sniff_file_format(head: bytes, name: str) -> str | None:
         return "trainer-state"
     first = head.split(b"\n", 1)[0].decode("utf-8", errors="replace").strip().lower()
     fields = [f.strip() for f in first.split(",")]
-    # A metrics header: identifier-like column names, one of them step/epoch, one a loss.
-    if (len(fields) >= 2 and all(re.fullmatch(r"[\w./\-]+", f) for f in fields)
-            and {"step", "epoch", "global_step"} & set(fields) and any("loss" in f for f in fields)):
+    # A metrics header: identifier-like column names, one of them a loss; a step/epoch column, or none (one row per
+    # log in order: Keras's history saved with pandas, `pd.DataFrame(history.history).to_csv()`, whose unnamed index
+    # column leaves the first name empty).
+    named = fields[1:] if fields and fields[0] == "" else fields
+    if (len(named) >= 2 and all(re.fullmatch(r"[\w./\-]+", f) for f in named)
+            and any("loss" in f for f in named)):
         return "csv"
     return None
 

@@ -18,6 +18,8 @@ guessed from an accuracy. The run is slow when all of these hold:
   training loss has reached when that is higher (validation is not expected below it);
 - the curve begins at the run's start (first epoch 0 or 1, where epochs are printed): a mid-run excerpt's first
   value is not the untrained level;
+- for validation: the training loss has not come SLOW_PROGRESS of the way down from its first logged value (DOMAIN:
+  slow is both falling slowly; validation lagging a training loss that fell is a gap, judged by other rules);
 - no printed accuracy says the model already does its job (last accuracy >= GOOD_ACCURACY: a fine-tune starts low
   and creeps, and is fine).
 """
@@ -111,6 +113,17 @@ def slow_pace(values: list[float], floor: float = 0.0) -> dict | None:
             "pace_last_to_first_quarter": round(paces[1] / paces[0], 3)}
 
 
+def _training_fell_by_half(series: dict[str, list[Point]]) -> bool:
+    """The training loss (its epoch means where logged, as the floor below reads it), from its first value to its
+    smoothed last value, came SLOW_PROGRESS or more of the way down: the optimiser does its job, whatever
+    validation (whose first value is already after an epoch of training) shows."""
+    train = [p.value for p in series.get("train_loss_epoch", []) or series.get(TRAIN_LOSS, []) if math.isfinite(p.value)]
+    if len(train) < SLOW_EPOCH_MIN_POINTS or train[0] <= 0:
+        return False
+    now = _smoothed(train[-2:])[-1]  # where slow_pace reads "now": the centred moving average's last value
+    return (train[0] - now) / train[0] >= SLOW_PROGRESS
+
+
 def detect_slow_epochs(series: dict[str, list[Point]], ctx) -> list[Finding]:
     """Slow convergence on a per-epoch curve (see the module's rule)."""
     accuracy = _last_accuracy(series)
@@ -120,6 +133,8 @@ def detect_slow_epochs(series: dict[str, list[Point]], ctx) -> list[Finding]:
         if points[0].epoch is not None and points[0].epoch > 1:
             return []  # an excerpt from mid-run: its first value is not where the model started
         floor = 0.0
+        if name == VAL_LOSS and _training_fell_by_half(series):
+            continue  # DOMAIN: slow is BOTH falling slowly; validation lagging a training loss that fell is no pace
         if name == VAL_LOSS:  # validation cannot be expected below what training has reached
             train = [p.value for p in series.get("train_loss_epoch", []) or series.get(TRAIN_LOSS, [])
                      if math.isfinite(p.value)]

@@ -19,52 +19,11 @@
    device with BatchNorm) grows once past the winner's end when the sweep points there: the winner leads with a
    worse or failed candidate behind it, or it is the largest and won on speed.
 
-Why these choices:
-- Pairing: seed s of every candidate starts from the same initial weights and data order, so the difference
-  of two candidates at one seed cancels what the seed did to both; the spread of those differences is the
-  noise of the comparison. Counting each candidate's noise separately (and the one shared validation set as
-  independent noise per candidate) overstates it.
-- The t quantile, not z: with k seeds the interval has k - 1 degrees of freedom (2 seeds: t = 12.7, not 1.96).
-- Not shown different is not shown equal. A BatchNorm CNN swept 3 and 6 per device scored 0.621 and 0.873 over
-  3 seeds: the gap's interval (+-0.411, 2 d.f.) held 0, and calling that a tie let the smaller batch win on speed
-  (it took ~5x the wall time to 0.95 in a plain loop). Only a gap under the margin is a tie; a wide interval asks
-  for more seeds. After the extra seeds only the margin decides (a tie, or the better-scoring one stands), so
-  looking at the interval twice cannot make a tie; it only ends the extra seeds early.
-- The last two checkpoints, not the last one: a run's end value still moves between evaluations; averaging
-  two halves that movement without reaching back into the early, still-falling part of the curve.
-- The margin: under a point of accuracy (or 2% of the leader's loss) a user would not trade throughput for the
-  difference, and short runs cannot resolve less. A single seed (k = 1) has no interval: only the margin ties.
-- Speed side by side, always: a sweep run is long, so even seed by seed two candidates' runs fall on different
-  stretches of a shared machine's load (two --fresh digits-cnn plans: one read 16 vs 32 from its sweep runs,
-  245 vs 336 samples/s, and took 32; the other timed them side by side and took 8). A candidate added when the
-  range grew, one given extra seeds, or a run reused from the history is another stretch again. So the equals
-  (and your own setting beside the pick) are timed again side by side (k rounds of one short run each, at the
-  trial's length, the order reversed every other round so that a steady drift does not always fall on the same
-  candidate) and the tie-break reads those rounds (``needs_timing``). A bigger batch must be faster at every
-  round (see ``clearly_faster``: a tie on the end score can hide samples a bigger batch spends on the way, so it
-  must pay for itself in speed). At equal speed the smaller batch wins: it needs the smaller LR scale-up. The
-  walk stops at the first step that does not pay: throughput saturates with the batch, so a batch past one that
-  bought no 10% is a jump on noise (a digits-cnn plan timed 16 per device at 1.08x, 1.09x and 1.34x of 8 and 32
-  at 1.17x, 1.18x and 1.46x; compared with 8 directly, 32 won, a 4x move from one that was not shown to pay at
-  its first step).
-- Your own setting: a text CNN trained at 16 per device got 32 advised where both reached 0.88 at the same
-  samples/s in the user's loop, and 16 was never swept. When it fits, it is always swept, and the advice says
-  how it compares with it on the same seeds (score gap and samples/s ratio, with intervals).
-- BatchNorm trains worse on a few samples per device (its statistics come from each micro-batch), so a model with
-  it never moves to a smaller per-device batch on a tie, and 1 per device (an error in training mode) is never
-  swept.
-- The range grows only where the evidence points. A winner that merely tied and was the smallest by default
-  says nothing about a yet smaller batch, which would tie again and win again by the same default: on flat
-  scores every walk down ended one step smaller (a GRU at 32 per device, half its grid's fastest; a digits-cnn
-  plan at 8 after another's 32). Past a winner that leads with a worse or failed candidate behind it, or a
-  largest that won on speed, the trend may continue: half / chosen / double brackets the optimum only when the
-  middle wins. The step up stops at the cap rather than not being taken (a GRU's sweep won at 128 per device
-  with 256 past its cap of 150, and 150 went unmeasured).
+Why each part of the rule, with the measurements behind it: docs/method.md, step 4.
 
 Every threshold lives in ``SweepPolicy``; ``decide_sweep`` returns the numbers it used (``SweepVerdict``), and
 the reason text is rendered from them (``SweepVerdict.reason``), so the recipe, the summary and the app read
-one decision.
-"""
+one decision."""
 
 from __future__ import annotations
 

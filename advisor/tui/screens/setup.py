@@ -723,7 +723,8 @@ class SetupScreen(Screen):
 
     def _show_error(self, text: str) -> None:
         panel = self.query_one(".error-panel", Static)
-        panel.update(f"[b]Cannot start[/b]\n{escape(text)}" if text else "")
+        # The panel's title says it: the CLI's "Cannot start the plan: " lead would read "Cannot start" twice.
+        panel.update(f"[b]Cannot start[/b]\n{escape(text.removeprefix('Cannot start the plan: '))}" if text else "")
         panel.set_class(bool(text), "shown")
 
     def action_next(self) -> None:

@@ -20,6 +20,8 @@ scikit-learn's bundled diabetes data, a character GRU language model on this Pyt
 textwrap.py), and an autoencoder on the bundled breast-cancer features; it adds a Python-logging text format, a real
 CPU OOM under `accelerate launch --cpu`, another under the `deepspeed` launcher, and a crash from a checkpoint save
 into a missing folder.
+Batch 6 (the `gen-wn-*` and `gen-sg-*` runs, all held back) trains two new tasks: an MLP on scikit-learn's bundled wine
+data and a small 1-D conv net on synthetic noisy signals (four wave shapes).
 """
 
 from __future__ import annotations
@@ -675,6 +677,8 @@ def task5(cfg):
     """(model, loss_fn, training batches per epoch as a function of the epoch, validation (x, y))."""
     import torch
 
+    if cfg["task"] in ("wn", "sg"):
+        return task6(cfg)
     if cfg["task"] == "cl":
         train, val, vocab = char_data(cfg.get("train_chars"))
         model = CharGRU(vocab, cfg["width"])
@@ -752,7 +756,7 @@ def steps5(cfg) -> int:
 def summarywriter5(name: str, scenario: str, out: str) -> None:
     from torch.utils.tensorboard import SummaryWriter
 
-    cfg = SCENARIOS5[scenario]
+    cfg = scenario_config(scenario)
     writer = SummaryWriter(log_dir=os.path.join(out, name, "runs", scenario))
     training5(cfg, lambda s, l: writer.add_scalar("train/loss", l, s),
               lambda e, s, tl, vl: (writer.add_scalar("epoch/train_loss", tl, e), writer.add_scalar("epoch/val_loss", vl, e)),
@@ -762,7 +766,7 @@ def summarywriter5(name: str, scenario: str, out: str) -> None:
 
 def keras5(name: str, scenario: str, out: str) -> None:
     """The file Keras' CSVLogger writes (epoch,loss,val_loss), from the plain loop."""
-    cfg = SCENARIOS5[scenario]
+    cfg = scenario_config(scenario)
     os.makedirs(os.path.join(out, name), exist_ok=True)
     with open(os.path.join(out, name, "history.csv"), "w", newline="") as f:
         w = csv.writer(f)
@@ -772,7 +776,7 @@ def keras5(name: str, scenario: str, out: str) -> None:
 
 def text5(name: str, scenario: str, out: str) -> None:
     """What a hand-written loop prints through Python's logging: step lines, and a validation line each epoch."""
-    cfg = SCENARIOS5[scenario]
+    cfg = scenario_config(scenario)
     os.makedirs(os.path.join(out, name), exist_ok=True)
     total = steps5(cfg)
     every = max(1, total // 200)
@@ -782,8 +786,9 @@ def text5(name: str, scenario: str, out: str) -> None:
         clock[0] += 1
         return f"2026-12-07 01:{50 + clock[0] // 3000:02d}:{clock[0] // 50 % 60:02d},{clock[0] * 37 % 1000:03d} INFO"
 
-    metric = "ppl" if cfg["task"] == "cl" else "rmse"
-    shown = (lambda v: math.exp(min(v, 700))) if cfg["task"] == "cl" else (lambda v: math.sqrt(v) if v >= 0 else v)
+    metric = {"cl": "ppl", "rg": "rmse", "ae": "rmse"}.get(cfg["task"], "loss")
+    shown = {"cl": lambda v: math.exp(min(v, 700)), "wn": lambda v: v, "sg": lambda v: v}.get(
+        cfg["task"], lambda v: math.sqrt(v) if v >= 0 else v)
     with open(os.path.join(out, name, "train.log"), "w") as f:
         print(f"{stamp()} training {scenario.split('-')[0]} model: {cfg}", file=f)
         training5(cfg, lambda s, l: print(f"{stamp()} step {s}/{total} loss={l:.4f} {metric}={shown(l):.3f}", file=f),
@@ -797,7 +802,7 @@ def lightning5(name: str, scenario: str, out: str, logger_kind: str) -> None:
     from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
     torch.set_num_threads(1)
-    cfg = SCENARIOS5[scenario]
+    cfg = scenario_config(scenario)
     model, loss_fn, epoch_batches, (xv, yv) = task5(cfg)
 
     class Batches(torch.utils.data.IterableDataset):
@@ -842,7 +847,7 @@ def hf5(name: str, scenario: str, out: str) -> None:
     from transformers import Trainer, TrainingArguments
 
     torch.set_num_threads(1)
-    cfg = SCENARIOS5[scenario]
+    cfg = scenario_config(scenario)
     model, loss_fn, epoch_batches, (xv, yv) = task5(cfg)
     xt = torch.cat([x for x, _ in epoch_batches(0)]) if cfg["task"] == "cl" else None
     yt = torch.cat([y for _, y in epoch_batches(0)]) if cfg["task"] == "cl" else None
@@ -1011,6 +1016,124 @@ def checkpoint_crash(name: str, out: str) -> None:
     os.remove(script)
     shutil.rmtree(os.path.join(folder, "__pycache__"), ignore_errors=True)
 
+# ---- batch 6 (the `gen-wn-*` and `gen-sg-*` runs, all held back): two tasks new to the corpus ---------------------
+# wn: scikit-learn's bundled wine data (178 x 13, 3 cultivars), standardized, a seeded 120 / 58 split, an MLP,
+#     cross-entropy (chance: ln 3 = 1.099). sg: a small 1-D conv net classifying synthetic noisy signals (sine, square,
+#     sawtooth, triangle at random frequency and phase, Gaussian noise 0.8, length 64; 600 train / 200 validation).
+
+SCENARIOS6 = {
+    "wn-healthy": dict(task="wn", n_train=120, epochs=40, batch=16, opt="adam", lr=3e-3, width=32),
+    "wn-short": dict(task="wn", n_train=120, epochs=5, batch=16, opt="adam", lr=3e-3, width=32),
+    "wn-lr5": dict(task="wn", n_train=120, epochs=25, batch=16, opt="sgd", lr=5.0, momentum=0.9, width=64),
+    "wn-stuck": dict(task="wn", n_train=120, epochs=40, batch=16, opt="sgd", lr=1e-6, width=32),
+    "wn-overfit": dict(task="wn", n_train=9, epochs=300, batch=9, opt="adam", lr=3e-3, width=512),
+    "wn-periodic": dict(task="wn", n_train=120, epochs=20, batch=8, opt="adam", lr=1e-2, width=32, sorted=True),
+    "wn-jitter": dict(task="wn", n_train=120, epochs=10, batch=1, opt="sgd", lr=0.3, width=32),
+    "wn-slow": dict(task="wn", n_train=120, epochs=40, batch=120, opt="sgd", lr=0.003, width=32),
+    "sg-healthy": dict(task="sg", n_train=600, epochs=15, batch=32, opt="adam", lr=3e-3, width=16),
+    "sg-lr0.5": dict(task="sg", n_train=600, epochs=15, batch=32, opt="adam", lr=0.5, width=16),
+    "sg-overfit": dict(task="sg", n_train=16, epochs=200, batch=16, opt="adam", lr=3e-3, width=64),
+    "sg-slow": dict(task="sg", n_train=600, epochs=20, batch=64, opt="sgd", lr=0.003, width=16),
+    "sg-nan": dict(task="sg", n_train=600, epochs=10, batch=32, opt="sgd", lr=50.0, momentum=0.9, width=16),
+    "sg-stuck": dict(task="sg", n_train=600, epochs=15, batch=32, opt="sgd", lr=1e-7, width=16),
+}
+
+
+def scenario_config(scenario: str) -> dict:
+    return SCENARIOS5.get(scenario) or SCENARIOS6[scenario]
+
+
+def wine_data(n_train: int, sorted_by_class: bool = False):
+    """Wine (scikit-learn's bundled copy): a seeded 120 / 58 split, standardized on train. sorted_by_class: the rows
+    stored by cultivar and never shuffled."""
+    import torch
+    from sklearn.datasets import load_wine
+
+    d = load_wine()
+    x, y = torch.tensor(d.data, dtype=torch.float32), torch.tensor(d.target)
+    order = torch.randperm(len(y), generator=torch.Generator().manual_seed(6))
+    train, val = order[:120][:n_train], order[120:]
+    if sorted_by_class:
+        train = train[torch.argsort(y[train], stable=True)]
+    mean, std = x[train].mean(0), x[train].std(0) + 1e-6
+    x = (x - mean) / std
+    return x[train], y[train], x[val], y[val]
+
+
+def signal_data(n: int, seed: int):
+    """n noisy signals of 64 samples, 4 shapes (the label) at random frequency (1-4 cycles) and phase."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    label = torch.randint(0, 4, (n,), generator=g)
+    freq = 1 + 3 * torch.rand(n, 1, generator=g)
+    phase = torch.rand(n, 1, generator=g)
+    t = (torch.arange(64) / 64.0)[None, :] * freq + phase
+    frac = t - t.floor()
+    shapes = torch.stack([torch.sin(2 * math.pi * t), torch.sign(torch.sin(2 * math.pi * t)), 2 * frac - 1,
+                          4 * (frac - 0.5).abs() - 1])
+    x = shapes[label, torch.arange(n)] + 0.8 * torch.randn(n, 64, generator=g)
+    return x[:, None, :], label
+
+
+def task6(cfg):
+    """(model, loss_fn, training batches per epoch as a function of the epoch, validation (x, y)) of batch 6."""
+    import torch
+
+    w = cfg["width"]
+    if cfg["task"] == "wn":
+        xt, yt, xv, yv = wine_data(cfg["n_train"], cfg.get("sorted", False))
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(13, w), torch.nn.ReLU(), torch.nn.Linear(w, w), torch.nn.ReLU(),
+                                    torch.nn.Linear(w, 3))
+    else:
+        xt, yt = signal_data(600, 61)
+        xt, yt = xt[:cfg["n_train"]], yt[:cfg["n_train"]]
+        xv, yv = signal_data(200, 62)
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Conv1d(1, w, 5, padding=2), torch.nn.ReLU(), torch.nn.MaxPool1d(2),
+                                    torch.nn.Conv1d(w, w, 5, padding=2), torch.nn.ReLU(),
+                                    torch.nn.AdaptiveAvgPool1d(1), torch.nn.Flatten(), torch.nn.Linear(w, 4))
+
+    def epoch_batches(epoch):
+        return [(xt[i], yt[i]) for i in batches(len(yt), cfg["batch"], not cfg.get("sorted", False), epoch)]
+
+    return model, torch.nn.functional.cross_entropy, epoch_batches, (xv, yv)
+
+
+
+SIGNAL_CRASH_SCRIPT = textwrap.dedent('''
+    """The 1-D conv net, writing its metrics as JSON after epoch 4 with a tensor in them: the real TypeError ends it."""
+    import json
+    import sys
+    import torch
+    sys.path.insert(0, {here!r})
+    from generate import SCENARIOS6, training5
+
+    def epoch_done(epoch, step, train_loss, val_loss):
+        print(f"Epoch {{epoch + 1}}/15 - step {{step}} - train_loss {{train_loss:.4f}} - val_loss {{val_loss:.4f}}", flush=True)
+        if epoch + 1 == 4:
+            with open("metrics.json", "w") as f:
+                json.dump({{"epoch": epoch + 1, "val_loss": torch.tensor(val_loss)}}, f)
+
+    training5(SCENARIOS6["sg-healthy"], lambda s, l: print(f"  step {{s}} loss {{l:.4f}}", flush=True), epoch_done, 5)
+''')
+
+
+def signal_crash(name: str, out: str) -> None:
+    folder = os.path.join(out, name)
+    os.makedirs(folder, exist_ok=True)
+    script = os.path.join(folder, "train_signals.py")
+    with open(script, "w") as f:
+        f.write(SIGNAL_CRASH_SCRIPT.format(here=HERE))
+    command = f"{sys.executable} train_signals.py; echo \"exit status $?\""
+    with open(os.path.join(folder, "train.log"), "w") as log:
+        subprocess.run(["bash", "-c", command], cwd=folder, stdout=log, stderr=subprocess.STDOUT)
+    for leftover in ("train_signals.py", "metrics.json"):
+        if os.path.exists(os.path.join(folder, leftover)):
+            os.remove(os.path.join(folder, leftover))
+    shutil.rmtree(os.path.join(folder, "__pycache__"), ignore_errors=True)
+
 # name -> (writer, scenario or death kind)
 RUNS = {
     "gen-sw-01": ("summarywriter", "healthy"),
@@ -1119,6 +1242,27 @@ RUNS = {
     "gen-ae-plcsv-02": ("lightning-csv5", "ae-healthy"),
     "gen-rg-keras-02": ("keras5", "rg-healthy"),
     "gen-cl-text-06": ("deepspeed-oom", "cl-healthy"),
+    # sixth batch (labels.toml batch = 6, all held back): wine, a 1-D conv on synthetic signals
+    "gen-wn-sw-01": ("summarywriter5", "wn-healthy"),
+    "gen-wn-text-01": ("text5", "wn-lr5"),
+    "gen-wn-keras-01": ("keras5", "wn-stuck"),
+    "gen-wn-pltb-01": ("lightning-tb5", "wn-overfit"),
+    "gen-wn-plcsv-01": ("lightning-csv5", "wn-periodic"),
+    "gen-wn-text-02": ("text5", "wn-jitter"),
+    "gen-wn-sw-02": ("summarywriter5", "wn-slow"),
+    "gen-wn-plcsv-02": ("lightning-csv5", "wn-healthy"),
+    "gen-sg-text-01": ("text5", "sg-healthy"),
+    "gen-sg-keras-01": ("keras5", "sg-healthy"),
+    "gen-sg-pltb-01": ("lightning-tb5", "sg-healthy"),
+    "gen-sg-sw-01": ("summarywriter5", "sg-lr0.5"),
+    "gen-sg-keras-02": ("keras5", "sg-overfit"),
+    "gen-sg-plcsv-01": ("lightning-csv5", "sg-slow"),
+    "gen-sg-text-02": ("text5", "sg-nan"),
+    "gen-sg-sw-02": ("summarywriter5", "sg-stuck"),
+    "gen-wn-keras-02": ("keras5", "wn-short"),
+    "gen-wn-text-03": ("text5", "wn-short"),
+    "gen-sg-sw-03": ("summarywriter5", "sg-healthy"),
+    "gen-sg-text-03": ("signal-crash", "sg-healthy"),
 }
 
 
@@ -1131,7 +1275,8 @@ def generate(name: str, out: str) -> None:
               "lightning-csv5": lambda n, w, o: lightning5(n, w, o, "csv"),
               "accelerate-oom": lambda n, w, o: accelerate_oom(n, o),
               "checkpoint-crash": lambda n, w, o: checkpoint_crash(n, o),
-              "deepspeed-oom": lambda n, w, o: deepspeed_oom(n, o)}
+              "deepspeed-oom": lambda n, w, o: deepspeed_oom(n, o),
+              "signal-crash": lambda n, w, o: signal_crash(n, o)}
     if writer in batch5:
         batch5[writer](name, what, out)
     elif writer == "summarywriter":
