@@ -322,6 +322,9 @@ def test_a_last_step_spike_does_not_throw_a_run_out_of_the_estimate_and_a_run_le
     assert not estimate.known and estimate.steps == 0
     assert ("Left out: the noise run at 32 per device x 2 accumulation (unstable), whose training loss did not fall"
             in estimate.reason)
+    # A confirmation seed repeats its setting: the two runs alike are named once, with their count.
+    twice = noise_estimate([rose, run([2.3, 2.5, 2.9, 3.8, 5.0, 6.4, 8.0, 9.9])])
+    assert "Left out: the 2 noise runs at 32 per device x 2 accumulation (unstable), whose" in twice.reason
 
 
 def test_a_wide_interval_on_one_device_asks_for_longer_runs_not_more_processes():

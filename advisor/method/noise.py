@@ -264,9 +264,13 @@ def _measured_healthy(rows: list[TrialRecord]) -> tuple[list[TrialRecord], str]:
     unlearned = [r for r in measured if r not in healthy]
     if not unlearned:
         return healthy, ""
-    named = ", ".join(f"the {r.phase} run at {r.per_device} per device"
-                      + (f" x {r.accumulation} accumulation" if r.accumulation > 1 else "")
-                      + f" ({verdicts[id(r)].verdict})" for r in unlearned)
+    # Runs alike (a confirmation seed repeats its setting) are named once, with their count.
+    described = [f"{r.phase} run{{s}} at {r.per_device} per device"
+                 + (f" x {r.accumulation} accumulation" if r.accumulation > 1 else "")
+                 + f" ({verdicts[id(r)].verdict})" for r in unlearned]
+    counts = {text: described.count(text) for text in described}
+    named = ", ".join(("the " + text.format(s="")) if count == 1 else (f"the {count} " + text.format(s="s"))
+                      for text, count in counts.items())
     return healthy, (f"Left out: {named}, whose training loss did not fall and hold (the gradients of an unstable "
                      "run measure the blow-up, not sampling noise).")
 
