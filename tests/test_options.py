@@ -105,9 +105,15 @@ def test_the_former_flag_of_an_option_still_reads_with_a_note_and_is_never_writt
     assert plan_command(options)[-2:] == ["--sweep-extensions", "0"]
 
 
-def test_a_recipe_written_before_a_rename_still_reads(capsys):
+def test_a_recipe_written_before_a_rename_still_reads(capsys, tmp_path):
+    import shutil
+
     from advisor.cli import main
 
-    recipe = Path(__file__).parents[1] / "recipes" / "digits-cnn.toml"
-    assert "sweep_walk = 1" in recipe.read_text()  # [inputs] as plans wrote it before --sweep-extensions
+    committed = Path(__file__).parents[1] / "recipes"
+    shutil.copy(committed / "digits-cnn.measurements.toml", tmp_path)
+    text = (committed / "digits-cnn.toml").read_text()
+    assert "sweep_extensions = 1" in text
+    recipe = tmp_path / "digits-cnn.toml"
+    recipe.write_text(text.replace("sweep_extensions = 1", "sweep_walk = 1"))  # [inputs] as plans wrote it before
     assert main(["check", str(recipe)]) == 0 and main(["explain", str(recipe)]) == 0
