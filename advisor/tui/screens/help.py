@@ -22,11 +22,13 @@ recipe (TOML) you commit next to your training code.
    halve on out-of-memory (mixed precision first) or from a run that was unstable; keep doubling only
    while it buys throughput.
 4. **Sweep**: half / chosen / double (or 8-128 on a subset), each on the same number of training
-   samples with the same 3 seeds (paired). The best mean validation score leads; a candidate ties
-   with it when the paired 95% t-interval of their differences holds 0 or the gap is under a point
-   of accuracy; among the tied the pick walks up from the smallest while the next bigger one was
-   over 10% faster at every seed (timed again side by side when they ran at different times). If
-   an end wins and the scores point past it, one more batch (at most the cap) is swept.
+   samples with the same 3 seeds (paired). The best mean validation score leads; a candidate is its
+   equal only when their mean paired gap is under the margin (a point of accuracy); a bigger gap
+   whose paired 95% t-interval holds 0 is inconclusive and gets more paired seeds where they could
+   change the pick. Among the equals the pick starts at your setting (else the smallest), steps down
+   while yours was over 10% faster at no timing round, and up while the bigger one was over 10%
+   faster at every round (short runs timed side by side). If an end wins and the scores point past
+   it, one more batch (at most the cap) is swept.
 
 Then the **Recipe**: the plan for your cluster (per-device x world size x accumulation), the
 learning rate scaled to the global batch and the warmup, saved as TOML.

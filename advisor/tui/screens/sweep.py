@@ -24,11 +24,9 @@ class SweepScreen(StepScreen):
     RUN_LABEL = "Run sweep"
     INTRO = ("Step 4. Half, chosen and double (or 8-128 with the subset sweep) each train on the same samples "
              "with the same seeds, the LR scaled to their global batch. The best mean score (a run's last two "
-             "validation checkpoints: the score column) leads; those whose paired difference from it is within "
-             "noise tie, and the pick walks up from the smallest tied "
-             f"while the next was over {DEFAULT_POLICY.throughput_margin:.0%} faster at every seed (timed side by "
-             "side). If an end of the range wins and the scores point past it, one more (at most the cap) is swept. "
-             "Press r to run.")
+             "validation checkpoints) leads; equals are within the margin of it. Among them the pick starts at "
+             f"your setting: down while yours was over {DEFAULT_POLICY.throughput_margin:.0%} faster at no timing "
+             "round, up while the bigger was at every round. An end that wins grows the range once. Press r to run.")
 
     def compose_body(self):
         # The table spans the screen: its numbers are never cut, even at 80 columns (a half-width column cut
