@@ -737,34 +737,42 @@ def cmd_diagnose(args) -> int:
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, default=str))
     else:
-        for report in result.reports:
-            if not report.readable:
-                continue  # explained once on stderr below
-            stats = report.stats
-            formats = ", ".join(f"{k} ({v})" for k, v in stats.formats.items()) or "nothing recognised"
-            series = ", ".join(f"{k} {v} points" for k, v in stats.series_lengths.items()) or "no metric series"
-            print(f"{report.source}: {stats.lines} lines; read as {formats}; {series}.")
-            for note in stats.notes:
-                print(f"  note: {note}")
-            if report.verdict == "nothing-conclusive":  # the engine's verdict, said as it is (issue 26)
-                why = report.cannot_judge.removeprefix("nothing conclusive").lstrip(": ")
-                print(f"  Nothing conclusive, too few points to judge the curves: {why}.")
-            elif report.verdict == "healthy":
-                print("  No problem found: the curves look healthy on every check above.")
-            for number, finding in enumerate(report.findings, 1):
-                secondary = f" (secondary to {finding.secondary_to})" if finding.secondary_to else ""
-                print(f"\n  [{finding.severity}] {finding.kind}{secondary} (confidence: {finding.confidence}): "
-                      f"{finding.summary}")
-                print("    Evidence:")
-                print("\n".join(_format_evidence(finding.evidence)))
-                print("    What to do, in this order:")
-                for index, action in enumerate(finding.actions, 1):
-                    print(f"      {index}. {action}")
-            print()
+        _print_reports(result.reports)
     if len(unreadable) == len(result.reports):
         print(_nothing_readable(unreadable, known_formats()), file=sys.stderr)
         return 2
+    for report in unreadable:  # the others were judged: name each one left out, so none is dropped in silence
+        print(f"advisor: {report.source} was not read ({_unreadable_reason(report.stats)}); the findings above are "
+              "from the others.", file=sys.stderr)
     return _draw_plot(args, result) or exit_code_for(result.findings, args.fail_on)
+
+
+def _print_reports(reports) -> None:
+    """Each readable report as text: what was read, the verdict, every finding with its evidence and actions."""
+    for report in reports:
+        if not report.readable:
+            continue  # explained on stderr by the caller
+        stats = report.stats
+        formats = ", ".join(f"{k} ({v})" for k, v in stats.formats.items()) or "nothing recognised"
+        series = ", ".join(f"{k} {v} points" for k, v in stats.series_lengths.items()) or "no metric series"
+        print(f"{report.source}: {stats.lines} lines; read as {formats}; {series}.")
+        for note in stats.notes:
+            print(f"  note: {note}")
+        if report.verdict == "nothing-conclusive":  # the engine's verdict, said as it is (issue 26)
+            why = report.cannot_judge.removeprefix("nothing conclusive").lstrip(": ")
+            print(f"  Nothing conclusive, too few points to judge the curves: {why}.")
+        elif report.verdict == "healthy":
+            print("  No problem found: the curves look healthy on every check above.")
+        for number, finding in enumerate(report.findings, 1):
+            secondary = f" (secondary to {finding.secondary_to})" if finding.secondary_to else ""
+            print(f"\n  [{finding.severity}] {finding.kind}{secondary} (confidence: {finding.confidence}): "
+                  f"{finding.summary}")
+            print("    Evidence:")
+            print("\n".join(_format_evidence(finding.evidence)))
+            print("    What to do, in this order:")
+            for index, action in enumerate(finding.actions, 1):
+                print(f"      {index}. {action}")
+        print()
 
 
 def cmd_tui(args) -> int:

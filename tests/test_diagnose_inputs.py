@@ -37,3 +37,13 @@ def test_a_trainer_state_json_whose_log_history_is_not_a_list_is_unreadable_not_
     path.write_text('{"log_history": 5}')
     assert main(["diagnose", str(path)]) == 2
     assert "nothing readable" in capsys.readouterr().err
+
+
+def test_an_unreadable_file_beside_a_readable_one_is_named_not_dropped(tmp_path, capsys):
+    log = tmp_path / "train.log"
+    log.write_text("".join(f"step {i} loss {2.0 / (i + 1):.4f}\n" for i in range(40)))
+    (tmp_path / "empty.log").write_text("")
+    code = main(["diagnose", str(log), str(tmp_path / "empty.log")])
+    captured = capsys.readouterr()
+    assert code in (0, 1) and "train.log: 40 lines" in captured.out
+    assert f"advisor: {tmp_path / 'empty.log'} was not read (it is empty)" in captured.err
