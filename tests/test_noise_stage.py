@@ -210,11 +210,13 @@ def test_a_not_validated_plan_has_nothing_noise_based():
 
 
 def _committed_digits_cnn() -> dict:
+    """The digits-cnn recipe committed on 2026-12-06 (a real plan's ledger, kept as a fixture: the committed recipe
+    was regenerated since, and its ledger holds other runs)."""
     from pathlib import Path
 
     from advisor.recipe import check_recipe
 
-    return check_recipe(Path(__file__).resolve().parents[1] / "recipes" / "digits-cnn.toml")
+    return check_recipe(Path(__file__).resolve().parent / "fixtures" / "digits-cnn-2026-12-06" / "digits-cnn.toml")
 
 
 def test_replan_never_gives_an_lr_the_recipes_own_runs_saw_fail():
