@@ -214,8 +214,9 @@ def lr_seen_failing(info: WorkloadInfo, global_batch: int, lr: float, rows: list
     if all(r.phase == "trial" for r in failed) and sweep_ok:
         return FailedLR(lr, "trial-unstable-sweep-learned", (
             f"At global batch {global_batch}, LR {lr:.4g}: {said}, but the sweep's {len(sweep_ok)} seed(s) at this "
-            "setting learned, with the planned warmup over a longer run. The sweep's evidence stands (the trial is "
-            f"{len(failed)} short run with its warmup squeezed into its first quarter); watch the first hundred "
+            "setting learned, with the planned warmup over a longer run. The sweep's evidence stands (the trial's "
+            f"{'run is a short one' if len(failed) == 1 else f'{len(failed)} runs are short ones'} with the warmup "
+            "squeezed into their first quarter); watch the first hundred "
             "steps of the real run."))
     lowest_failed = min(r.lr for r in failed)
     learned_here = [r.lr for r in here if r.lr < lowest_failed * (1 - 1e-6) and judge(r).learned]
