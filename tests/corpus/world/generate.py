@@ -1004,17 +1004,24 @@ CHECKPOINT_CRASH_SCRIPT = textwrap.dedent('''
 ''')
 
 
-def checkpoint_crash(name: str, out: str) -> None:
+def crashing_script_log(name: str, out: str, script_name: str, source: str, leftovers: tuple[str, ...] = ()) -> None:
+    """Run ``source`` as ``script_name`` in the entry's folder under bash, as a user runs a script that crashes, and
+    keep what it printed (and the shell's exit status line) as train.log; the script and ``leftovers`` go after."""
     folder = os.path.join(out, name)
     os.makedirs(folder, exist_ok=True)
-    script = os.path.join(folder, "train_ae.py")
-    with open(script, "w") as f:
-        f.write(CHECKPOINT_CRASH_SCRIPT.format(here=HERE))
-    command = f"{sys.executable} train_ae.py; echo \"exit status $?\""
+    with open(os.path.join(folder, script_name), "w") as f:
+        f.write(source.format(here=HERE))
+    command = f"{sys.executable} {script_name}; echo \"exit status $?\""
     with open(os.path.join(folder, "train.log"), "w") as log:
         subprocess.run(["bash", "-c", command], cwd=folder, stdout=log, stderr=subprocess.STDOUT)
-    os.remove(script)
+    for leftover in (script_name, *leftovers):
+        if os.path.exists(os.path.join(folder, leftover)):
+            os.remove(os.path.join(folder, leftover))
     shutil.rmtree(os.path.join(folder, "__pycache__"), ignore_errors=True)
+
+
+def checkpoint_crash(name: str, out: str) -> None:
+    crashing_script_log(name, out, "train_ae.py", CHECKPOINT_CRASH_SCRIPT)
 
 # ---- batch 6 (the `gen-wn-*` and `gen-sg-*` runs, all held back): two tasks new to the corpus ---------------------
 # wn: scikit-learn's bundled wine data (178 x 13, 3 cultivars), standardized, a seeded 120 / 58 split, an MLP,
@@ -1121,18 +1128,7 @@ SIGNAL_CRASH_SCRIPT = textwrap.dedent('''
 
 
 def signal_crash(name: str, out: str) -> None:
-    folder = os.path.join(out, name)
-    os.makedirs(folder, exist_ok=True)
-    script = os.path.join(folder, "train_signals.py")
-    with open(script, "w") as f:
-        f.write(SIGNAL_CRASH_SCRIPT.format(here=HERE))
-    command = f"{sys.executable} train_signals.py; echo \"exit status $?\""
-    with open(os.path.join(folder, "train.log"), "w") as log:
-        subprocess.run(["bash", "-c", command], cwd=folder, stdout=log, stderr=subprocess.STDOUT)
-    for leftover in ("train_signals.py", "metrics.json"):
-        if os.path.exists(os.path.join(folder, leftover)):
-            os.remove(os.path.join(folder, leftover))
-    shutil.rmtree(os.path.join(folder, "__pycache__"), ignore_errors=True)
+    crashing_script_log(name, out, "train_signals.py", SIGNAL_CRASH_SCRIPT, leftovers=("metrics.json",))
 
 # name -> (writer, scenario or death kind)
 RUNS = {
