@@ -81,6 +81,7 @@ def main() -> None:
     trainer = PlainTrainer(spec, tta.NPROC, lambda global_batch: schedule[global_batch // tta.NPROC])
     train_size = grid["train_size"]
     times: dict[int, list[float]] = {args.advised: [], args.best: []}
+    samples: dict[int, list[float]] = {args.advised: [], args.best: []}  # to the target: the load-free part
     started = time.monotonic()
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         order = (args.advised, args.best) if seed % 2 == 0 else (args.best, args.advised)
@@ -89,8 +90,11 @@ def main() -> None:
             points = max(2, round(args.epochs * args.eval_points_per_epoch))
             record = trainer.run(batch, steps, seed, points)
             times[batch].append(tta.seconds_to(record, target))
-            print(f"  seed {seed} batch {batch}: {times[batch][-1]:.3f} s to {target} ({record.status}, step "
-                  f"{record.step_seconds or 0:.4f} s + loader {record.data_seconds or 0:.4f} s)", flush=True)
+            per_step = (record.step_seconds or 0.0) + (record.data_seconds or 0.0)
+            samples[batch].append(times[batch][-1] / per_step * batch * tta.NPROC if per_step else math.inf)
+            print(f"  seed {seed} batch {batch}: {times[batch][-1]:.3f} s to {target} ({record.status}, "
+                  f"{samples[batch][-1]:.0f} samples, step {record.step_seconds or 0:.4f} s + loader "
+                  f"{record.data_seconds or 0:.4f} s)", flush=True)
     found = paired_ratio(times[args.advised], times[args.best])
     print(f"{args.name}: {args.advised} vs {args.best} per device, {args.seeds} paired seeds, {args.epochs:g} epochs "
           f"a run, {time.monotonic() - started:.0f} s")
@@ -101,6 +105,10 @@ def main() -> None:
     count, ratio, low, high = found
     print(f"advised / best, paired by seed: {ratio:.3f} (95% t-interval {low:.3f}-{high:.3f}, {count} seeds "
           f"where both reached {target})")
+    by_samples = paired_ratio(samples[args.advised], samples[args.best])
+    if by_samples is not None:  # the samples each needed, apart from the machine's speed at the time
+        print(f"samples to {target}, advised / best: {by_samples[1]:.3f} (95% t-interval {by_samples[2]:.3f}-"
+              f"{by_samples[3]:.3f})")
     print(f"RESULT paired_rerun workload={args.name} advised={args.advised} best={args.best} ratio={ratio:.3f} "
           f"low={low:.3f} high={high:.3f} seeds={count} goal={goal_verdict(low, high)}")
 
