@@ -945,3 +945,40 @@ def test_a_fine_tune_set_back_by_its_warm_up_is_not_slow_from_its_first_value(tm
     assert "slow-convergence" not in _kinds(report), [f.evidence for f in report.findings]
     # The guard: the same steady creep from its first value (no set-back) is still judged slow.
     assert _kinds(_diagnose(tmp_path, _fine_tune_csv(set_back=False), name="results2.csv")) == ["slow-convergence"]
+
+
+def _epoch_pattern_steps(repeat: bool = True, seed: int = 7):
+    # 8 epochs of 48 logged steps on a loss falling 4.2 -> 1.2: each epoch starts 2x its level and falls back within
+    # a few steps (rows stored class by class, never shuffled: the new epoch's first class is the one the model
+    # forgot), the other steps +-11% fixed per position. Not repeated: fresh per-step noise every epoch, no restart.
+    rng = random.Random(seed)
+    profile = [1.2 * 0.6 ** i + rng.uniform(-0.12, 0.12) for i in range(48)]
+    lines = []
+    for epoch in range(8):
+        factors = profile if repeat else [rng.uniform(-0.12, 0.12) for _ in range(48)]
+        for i, f in enumerate(factors):
+            step = epoch * 48 + i
+            level = 1.2 + 3.0 * 0.9 ** step
+            lines.append(f"step {step + 1} loss {level * (1 + 0.9 * f) + rng.gauss(0, 0.01):.4f}")
+    return "\n".join(lines) + "\n"
+
+
+def _unshuffled_batch_noise_steps(seed: int = 3):
+    # An unshuffled MNIST-like loader over 8 epochs, 15 logged batches an epoch: each batch's own difficulty (+-0.1,
+    # fixed per position, no shape: neither a restart nor blocks) recurs every epoch on a loss falling 1.0 -> 0.12.
+    rng = random.Random(seed)
+    batch_noise = [rng.uniform(-0.1, 0.1) for _ in range(15)]
+    return "".join(f"step {50 * (i + 1)} loss {0.12 + 0.9 * 0.93 ** i + batch_noise[i % 15]:.4f}\n" for i in range(120))
+
+
+def test_a_restart_repeated_every_epoch_is_a_periodic_swing(tmp_path):
+    # World batch 5 (spent): a Lightning autoencoder on rows stored class by class, and a character LM fed one file
+    # front to back every epoch, repeat their step-loss pattern epoch after epoch (autocorrelation 0.96-0.99 one epoch
+    # later) with swings 23-76% of the level, yet too small against the start for jitter and moving in steps as large
+    # as the noise for the slow-block test: they were "healthy".
+    report = _diagnose(tmp_path, _epoch_pattern_steps())
+    assert _kinds(report) == ["oscillation-periodic"], [f.evidence for f in report.findings]
+    # Guards: shuffled (fresh noise each epoch, no restart), nothing; a fixed offset per batch position with no
+    # shape (an unshuffled loader's batch difficulty, as the unshuffled-MNIST test above), nothing either.
+    assert "oscillation-periodic" not in _kinds(_diagnose(tmp_path, _epoch_pattern_steps(False), "b.log"))
+    assert "oscillation-periodic" not in _kinds(_diagnose(tmp_path, _unshuffled_batch_noise_steps(), "c.log"))
