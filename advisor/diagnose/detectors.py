@@ -1704,18 +1704,25 @@ def _validation_stalled(val: list[Point], best: int, series: dict[str, list[Poin
     since = len(val) - 1 - best
     if since < max(OVERFIT_SINCE, VAL_STALE_SHARE * len(val)):
         return False
+    return not _quality_rose_since(val[best], series)
+
+
+def _quality_rose_since(best_loss: Point, series: dict[str, list[Point]]) -> bool:
+    """The validation accuracy (or mAP, score) went on improving after the validation loss's best: the median of its
+    last OVERFIT_SINCE values above the median of the OVERFIT_SINCE values around the loss's best by more than twice
+    its point-to-point noise (medians: a noisy accuracy's maximum is no trend; a smooth mAP creeping to its best at
+    the end is a rise), with OVERFIT_SINCE+ evaluations since."""
     quality = validation_quality(series)
-    at_best = [i for i, p in enumerate(quality) if p.line <= val[best].line]
-    if len(quality) >= 2 * OVERFIT_SINCE and at_best and len(quality) - 1 - at_best[-1] >= OVERFIT_SINCE:
-        centre, values = at_best[-1], [p.value for p in quality]
-        scale = 100.0 if max(values) > 1.0 else 1.0
-        then = _median(values[max(0, centre - OVERFIT_SINCE // 2):centre + OVERFIT_SINCE // 2 + 1])
-        now = _median(values[-OVERFIT_SINCE:])
-        later = values[centre:]
-        noise = _mad_sigma([b - a for a, b in zip(later, later[1:])]) / math.sqrt(2)
-        if now - then > max(2 * noise, QUALITY_RISE_FLOOR * scale):
-            return False
-    return True
+    at_best = [i for i, p in enumerate(quality) if p.line <= best_loss.line]
+    if len(quality) < 2 * OVERFIT_SINCE or not at_best or len(quality) - 1 - at_best[-1] < OVERFIT_SINCE:
+        return False
+    centre, values = at_best[-1], [p.value for p in quality]
+    scale = 100.0 if max(values) > 1.0 else 1.0
+    then = _median(values[max(0, centre - OVERFIT_SINCE // 2):centre + OVERFIT_SINCE // 2 + 1])
+    now = _median(values[-OVERFIT_SINCE:])
+    later = values[centre:]
+    noise = _mad_sigma([b - a for a, b in zip(later, later[1:])]) / math.sqrt(2)
+    return now - then > max(2 * noise, QUALITY_RISE_FLOOR * scale)
 
 
 def _position(point: Point) -> tuple[int, float]:
@@ -1815,6 +1822,8 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
         # has stopped improving, not merely slowed down near its floor (_validation_stalled).
         train_fall = max(_relative_drop(train_tail), _train_fall_on_plateau(train, val, values[best] + margin))
         flat = val_tail_drop < 0.03 and train_fall > OVERFIT_PLATEAU_FALL and _validation_stalled(val, best, series)
+        if rising and _small_rise(values, best) and _quality_rose_since(val[best], series):
+            rising = False  # a drift of a few per cent while the model still gets better at what it is for
         if rising or flat:
             gap = _median(values[-2:]) - _median(_values(train)[-max(3, len(train) // 20):])
             evidence = {"val_best": round(values[best], 5), "val_best_at": _where(val, best),
@@ -1876,6 +1885,11 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
                 + (f" and validation {val_drop:.0%}" if val_drop is not None else "")
                 + ": both fall slowly.", evidence, actions))
     return findings
+
+
+def _small_rise(values: list[float], best: int) -> bool:
+    """The validation loss's last two points' median rose less than OVERFIT_RISE_MEDIUM above its best."""
+    return bool(values[best]) and (_median(values[-2:]) - values[best]) / abs(values[best]) < OVERFIT_RISE_MEDIUM
 
 
 OVERFIT_RISE_HIGH = 0.20  # validation this far above its best, 5+ points after it: high confidence
