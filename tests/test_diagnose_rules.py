@@ -997,3 +997,25 @@ def test_a_restart_repeated_every_epoch_is_a_periodic_swing(tmp_path):
     # shape (an unshuffled loader's batch difficulty, as the unshuffled-MNIST test above), nothing either.
     assert "oscillation-periodic" not in _kinds(_diagnose(tmp_path, _epoch_pattern_steps(False), "b.log"))
     assert "oscillation-periodic" not in _kinds(_diagnose(tmp_path, _unshuffled_batch_noise_steps(), "c.log"))
+
+
+def _three_epochs_log(val):
+    # Plain text of a run stopped after 3 epochs: a step loss every 5 steps, noisy (+-30% of its level), and an
+    # epoch line with the epoch's mean training loss and the validation loss.
+    steps = [[0.69, 0.70, 1.59, 1.35, 0.99], [0.75, 0.94, 1.13, 0.49, 0.51], [0.51, 0.72, 0.60, 0.50, 1.19]]
+    lines = []
+    for epoch, (losses, v) in enumerate(zip(steps, val), start=1):
+        for i, loss in enumerate(losses):
+            lines.append(f"step {(epoch - 1) * 25 + 5 * (i + 1)} loss {loss:.4f}")
+        lines.append(f"Epoch [{epoch}/40] train_loss: {sum(losses) / 5:.4f} val_loss: {v:.4f}")
+    return "\n".join(lines) + "\n"
+
+
+def test_noisy_steps_of_a_short_run_whose_epochs_fall_steadily_are_not_jitter(tmp_path):
+    # World batch 5 (spent): an autoencoder that crashed after 3 epochs; 15 step losses spread 30% of their level
+    # and their Theil-Sen trend looks flat, but validation fell 0.84 -> 0.62 -> 0.54 and the epoch means 0.98 -> 0.61:
+    # the model improves epoch after epoch, and 15 noisy points are too few to show the trend.
+    assert "oscillation-jitter" not in _kinds(_diagnose(tmp_path, _three_epochs_log([0.8423, 0.6243, 0.5395])))
+    # The guard: the same steps, validation no better after 3 epochs (0.84, 0.80, 0.85): jitter, as before.
+    report = _diagnose(tmp_path, _three_epochs_log([0.8423, 0.8043, 0.8495]), "run2.log")
+    assert "oscillation-jitter" in _kinds(report), [f.evidence for f in report.findings]
