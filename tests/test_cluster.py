@@ -501,3 +501,36 @@ async def test_the_app_on_node_0_plans_across_two_nodes(nodes, tmp_path, monkeyp
     assert err1.count("ceiling probe at batch") >= 2 and "sweep at" in err1 and "Traceback" not in err1
     assert sorted(p.name for p in (tmp_path / "node1").iterdir()) == []
     nodes.assert_none_left()
+
+
+@pytest.mark.slow
+async def test_the_apps_start_on_node_0_refuses_a_target_cluster_and_esc_stops_the_wait(tmp_path, monkeypatch):
+    """The app on node 0, no other node started: the Target nodes field is refused beside the cluster (in the
+    form's words, as `advisor plan --nnodes` refuses --nodes); Start then waits for node 1 at the endpoint, Esc
+    stops the wait (no plan, no session), and a second Start hosts the rendezvous again on the same port.
+    27 s at load 13 (the workload check and torch's import in the app), so slow."""
+    from tui_stub import cpu_host, screen_text, wait_for
+
+    from advisor.tui.app import Prefill, create_app
+
+    monkeypatch.chdir(tmp_path)
+    spec = ClusterSpec(2, 0, "127.0.0.1", _free_port(), "app-esc", 120)
+    app = create_app(Prefill("digits-mlp", "ddp", 1, "64MiB", 8, 40), host=cpu_host(), cluster=spec)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: screen_text(app, "#workload-status").strip() and "checking" not in screen_text(
+            app, "#workload-status"), timeout=120, what="the workload check")
+        app.screen.query_one("#nodes").value = "4"
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.screen.query_one(".error-panel").has_class("shown"), timeout=60,
+                       what="the refusal")
+        assert '"Target nodes" describe a cluster a one-host plan extrapolates to' in screen_text(app, ".error-panel")
+        app.screen.query_one("#nodes").value = ""
+        for attempt in range(2):  # the second: the first wait's store was let go, its port is free again
+            await pilot.press("ctrl+r")
+            await wait_for(pilot, lambda: "waiting at 127.0.0.1" in screen_text(app, "#status"), timeout=60,
+                           what=f"the wait for node 1 ({attempt})")
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.screen.query_one(".error-panel").has_class("shown"), timeout=30,
+                           what="the wait to stop")
+            assert "Start stopped waiting for the other nodes (Esc)" in screen_text(app, ".error-panel")
+            assert app.session is None and app.cluster_link is None
