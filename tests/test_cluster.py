@@ -534,3 +534,26 @@ async def test_the_apps_start_on_node_0_refuses_a_target_cluster_and_esc_stops_t
                            what="the wait to stop")
             assert "Start stopped waiting for the other nodes (Esc)" in screen_text(app, ".error-panel")
             assert app.session is None and app.cluster_link is None
+
+
+@pytest.mark.slow
+async def test_a_node_lost_during_a_step_of_the_app_is_a_failure_not_a_cancel():
+    """NodeLost is a CancelledError in kind (every path that stops the workers on a cancel does so), but the app
+    shows it as the step's failure with its message, not as the user's cancel."""
+    from tui_stub import screen_text, start_walk, stub_app, wait_for
+
+    from advisor.cluster import NodeLost
+
+    def lost():
+        raise NodeLost("Lost node 1 (b) during the trial at 32 per device: it stopped answering the rendezvous.")
+
+    app = stub_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await start_walk(pilot)
+        await wait_for(pilot, lambda: app.running is None, what="the ceiling step")
+        assert app.run_step("ceiling", lost)
+        await wait_for(pilot, lambda: app.running is None and "Lost node 1" in screen_text(app, ".error-panel"),
+                       what="the step to fail")
+        assert "Memory ceiling failed" in screen_text(app, ".error-panel") and "Cancelled" not in screen_text(
+            app, ".error-panel")
+        assert "ceiling" not in app.done
