@@ -1019,3 +1019,29 @@ def test_noisy_steps_of_a_short_run_whose_epochs_fall_steadily_are_not_jitter(tm
     # The guard: the same steps, validation no better after 3 epochs (0.84, 0.80, 0.85): jitter, as before.
     report = _diagnose(tmp_path, _three_epochs_log([0.8423, 0.8043, 0.8495]), "run2.log")
     assert "oscillation-jitter" in _kinds(report), [f.evidence for f in report.findings]
+
+
+def _yolov9_csv(val_written: bool):
+    # YOLOv9's results.csv (YOLOv5 layout), 60 epochs: training falls 6.0 -> 2.4 all along while mAP50-95 peaks at
+    # 0.50 at epoch 20 and sits at 0.47-0.48 after. Its validation losses are written as 0 when they are not
+    # computed; written: they rise off their best (1.5 at epoch 20 -> 1.9).
+    rows = ["epoch,train/box_loss,train/cls_loss,train/dfl_loss,metrics/mAP_0.5,metrics/mAP_0.5:0.95,"
+            "val/box_loss,val/cls_loss,val/dfl_loss"]
+    for e in range(60):
+        train = 2.4 + 3.6 * 0.96 ** e
+        m = 0.5 * min(e, 20) / 20 if e <= 20 else 0.475 + 0.005 * (-1) ** e
+        val = (3.0 - 0.075 * e if e <= 20 else 1.5 + 0.01 * (e - 20)) if val_written else 0.0
+        rows.append(f"{e},{train / 3:.4f},{train / 3:.4f},{train / 3:.4f},{m + 0.2:.4f},{m:.4f},"
+                    f"{val / 3:.4f},{val / 3:.4f},{val / 3:.4f}")
+    return "\n".join(rows) + "\n"
+
+
+def test_validation_losses_written_as_zero_are_not_a_curve(tmp_path):
+    # Zeros at every epoch, the first included, are losses nobody computed (no model starts at 0): read as a flat
+    # validation loss they hid the mAP's stall (the quality rule runs only without a validation loss).
+    report = _diagnose(tmp_path, _yolov9_csv(val_written=False), name="results.csv")
+    assert "val_loss" not in report.series and any("not computed" in n for n in report.stats.notes)
+    assert _kinds(report) == ["overfitting"], [f.evidence for f in report.findings]
+    # The guard: written validation losses are read as before.
+    report = _diagnose(tmp_path, _yolov9_csv(val_written=True), name="results2.csv")
+    assert len(report.series["val_loss"]) == 60 and _kinds(report) == ["overfitting"]
