@@ -24,7 +24,7 @@ FRESH_BATCH = 3  # held back whole (split.py FRESH_BATCHES): labelled before any
 UNSCORED_BATCH = 4  # held back whole as well, collected after batch 3 was scored; scored once: 28/41 (spent since)
 NEW_BATCH = 5  # held back whole, collected after batch 4 was scored; scored once: 31/50 (README)
 SIXTH_BATCH = 6  # held back whole, collected after batch 5 was scored; scored once: 27/31 (README)
-SEVENTH_BATCH = 7  # held back whole, collected after batch 6 was scored; not scored yet (the lead scores it once)
+SEVENTH_BATCH = 7  # held back whole, collected after batch 6 was scored; scored once: 39/51 (README)
 
 
 def _load(name, path):
@@ -210,3 +210,18 @@ def test_the_fourth_fresh_batch_keeps_what_it_scored_once():
     outcomes = bench.evaluate(None, LABELS, (SIXTH_BATCH,))
     assert len(outcomes) == 31 and not [o.name for o in outcomes if not o.expected and o.error_level]
     assert sum(o.right for o in outcomes) >= 27
+
+
+def test_the_fifth_fresh_batch_keeps_what_it_scored_once():
+    """Batch 7 (51 entries, held back whole: 26 files committed in public repositories none of batches 1-6 used,
+    25 runs trained here on four new tasks) was labelled by a helper who never ran a detector on it, and scored once
+    by the lead after dx-rules7 (which learned from batches 5 and 6) landed (main 7c59000, 05:31 UTC, load 12):
+    39 of 51 right (0.76), no error-level finding on its 25 healthy runs (2 with a warning), two entries unreadable
+    (a CSVLogger file whose lines end in two carriage returns, read as empty; a darknet console log read as
+    binary). Below the issue's 90%: this guards against falling back, it does not claim the target. runmedic 0.1.1:
+    31, trainspotter 0.2.6: 16 on the same entries (bench/diagnose_peers.py). dx-rules7 saw two of its label lines
+    in a commit subject (after its periodic rule was committed); its score is given as measured."""
+    bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
+    outcomes = bench.evaluate(None, LABELS, (SEVENTH_BATCH,))
+    assert len(outcomes) == 51 and not [o.name for o in outcomes if not o.expected and o.error_level]
+    assert sum(o.right for o in outcomes) >= 39
