@@ -8,8 +8,9 @@ from __future__ import annotations
 import math
 
 from .ledger import TrialRecord
-from .method.inputs import WorkloadInfo, lr_seen_failing
+from .method.inputs import WorkloadInfo
 from .method.lr import bound_past_validated, check_lr_change, plan_warmup, scale_lr
+from .method.validated import LRAtGlobal, largest_validated_global, lr_at_global, trained_runs
 from .recipe import RecipeDocument
 
 
@@ -37,6 +38,8 @@ def recipe_warnings(data: dict) -> list[str]:
             found.append(f"lr.value {lr['value']:g} is not what the recipe's rule gives at global batch "
                          f"{batch['global']}: {rule}, {lr['value'] / expected:.3g}x off. It looks edited by hand: set "
                          "it back, or re-plan (`advisor plan`, or `advisor replan`) if the base LR changed.")
+    elif expected is None and (refused := _never_validated(data)):
+        found.append(refused)
     elif expected is None and not batch_edited:
         flagged = check_lr_change(lr["base"], lr["base_global_batch"], lr["value"], batch["global"],
                                   batch["accumulation_steps"])
@@ -79,11 +82,23 @@ def _rules_lr(data: dict) -> float | None:
     # re-planned recipe, whose ledger holds only what the re-plan measured).
     failed = failed_lr(data, int(batch["global"]), rules.value, optimizer)
     if failed is not None:
-        return failed.lr
+        return failed.lr  # None when nothing at the batch was validated: recipe_warnings says so
     seen = lr.get("seen_failing_at")
     if isinstance(seen, (int, float)) and math.isclose(seen, rules.value, rel_tol=1e-6) and lr["value"] < seen:
         return lr["value"]
     return rules.value
+
+
+def _never_validated(data: dict) -> str | None:
+    """The refusal's words when the recipe's own runs failed at its global batch at its LR or below and learned
+    at no lower LR there (advisor.method.validated.lr_at_global); else None."""
+    optimizer = data["lr"].get("optimizer") or RecipeDocument.of(data).workload.optimizer
+    if not isinstance(optimizer, str):
+        return None
+    failed = failed_lr(data, int(data["batch"]["global"]), float(data["lr"]["value"]), optimizer)
+    if failed is None or not failed.refused:
+        return None
+    return f"lr.value {data['lr']['value']:g} at global batch {data['batch']['global']}: {failed.message}"
 
 
 def ledger_records(data: dict) -> list:
@@ -101,16 +116,30 @@ def ledger_records(data: dict) -> list:
     return out
 
 
-def failed_lr(data: dict, global_batch: int, lr_value: float, optimizer: str):
-    """advisor.method.inputs.lr_seen_failing on the recipe's own ledger: None when no run at ``global_batch`` was
-    unstable at ``lr_value`` or below, else the LR that stands and the warning that says why."""
+def recipe_info(data: dict, optimizer: str) -> WorkloadInfo:
+    """The workload facts the LR rules read, from the recipe (its base LR and batch, with ``optimizer``)."""
     doc = RecipeDocument.of(data)
     workload, lr = doc.workload, doc.lr
-    info = WorkloadInfo(str(workload.name or ""), str(workload.task or ""), workload.num_classes,
+    return WorkloadInfo(str(workload.name or ""), str(workload.task or ""), workload.num_classes,
                         optimizer, int(workload.train_size or 0), 0, int(workload.parameters or 0),
                         bool(doc.normalization.has_batchnorm), float(lr.base),
                         int(lr.base_global_batch), str(lr.base_source or "the recipe"))
-    return lr_seen_failing(info, global_batch, lr_value, ledger_records(data))
+
+
+def failed_lr(data: dict, global_batch: int, lr_value: float, optimizer: str) -> LRAtGlobal | None:
+    """advisor.method.validated.lr_at_global on the recipe's own ledger: None when no run at ``global_batch`` was
+    unstable at ``lr_value`` or below, else the highest LR validated there (``lr`` None: none is) and the words
+    that say why."""
+    return lr_at_global(recipe_info(data, optimizer), global_batch, lr_value, ledger_records(data))
+
+
+def ledger_validated_global(data: dict, optimizer: str) -> int | None:
+    """advisor.method.validated.largest_validated_global on the recipe's own ledger; None when the ledger holds no
+    trained run (a re-planned recipe's holds only what the re-plan measured) or none is validated."""
+    rows = ledger_records(data)
+    if not trained_runs(rows):
+        return None
+    return largest_validated_global(recipe_info(data, optimizer), rows)
 
 
 def _rule_words(data: dict) -> str:

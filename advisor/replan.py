@@ -347,7 +347,7 @@ def replan(recipe: dict | RecipeDocument, path: str, target: ReplanTarget, torch
             "new device before a long run."))
     optimizer = str(lr_doc.optimizer or workload.optimizer or "sgd")
     lr = bound_past_validated(scale_lr(float(lr_doc.base), int(lr_doc.base_global_batch), plan.global_batch,
-                                       optimizer), validated, optimizer)
+                                       optimizer), _bound_from(doc, validated, optimizer), optimizer)
     lr = _never_a_failed_lr(doc, plan, lr, optimizer)
     base_epochs = warmup_doc.base_epochs
     warmup = plan_warmup(lr.scale, int(train_size or plan.global_batch), plan.global_batch,
@@ -372,22 +372,29 @@ def recipe_validated_global(recipe: dict | RecipeDocument) -> int | None:
     return doc.batch.validated_global or doc.batch.global_
 
 
+def _bound_from(doc: RecipeDocument, validated: int | None, optimizer: str) -> int | None:
+    """The global batch the LR is bounded past: the largest validated at its rules' LR by the recipe's own ledger
+    (advisor.method.validated), else (a ledger without trained runs: a re-planned recipe's) the one its sweep
+    validated; None for a NOT VALIDATED recipe."""
+    from .recipe_check import ledger_validated_global
+
+    if validated is None:
+        return None
+    return ledger_validated_global(doc.data, optimizer) or validated
+
+
 def _never_a_failed_lr(doc: RecipeDocument, plan, lr, optimizer: str):
-    """``lr`` unless the recipe's own runs were unstable at the plan's global batch at it (recipe.failed_lr: a
-    recipe never advises a setting its runs saw fail; the re-plan says so in a warning)."""
-    from dataclasses import replace
-
+    """``lr`` unless the recipe's own runs were unstable at the plan's global batch at it or below: then the
+    highest LR validated there, said in a warning, or a refusal (AdvisorError) when none is
+    (advisor.method.validated: a recipe never advises a setting its runs saw fail)."""
     from .method.plan import Warning_
-    from .recipe_check import failed_lr
+    from .method.validated import never_a_failed_lr
+    from .recipe_check import ledger_records, recipe_info
 
-    failed = failed_lr(doc.data, plan.global_batch, lr.value, optimizer)
-    if failed is None:
-        return lr
-    plan.warnings.append(Warning_(failed.code, failed.message))
-    if failed.lr == lr.value:
-        return lr
-    return replace(lr, value=failed.lr, capped=True, reason=f"{lr.reason} {failed.message}",
-                   warnings=lr.warnings + [failed.message], seen_failing_at=lr.value)
+    lr, lowered = never_a_failed_lr(recipe_info(doc.data, optimizer), lr, ledger_records(doc.data))
+    if lowered is not None:
+        plan.warnings.append(Warning_(lowered.code, lowered.message))
+    return lr
 
 
 def table_rows(r: ReplanResult) -> list[Row]:

@@ -24,7 +24,8 @@ from .method import (MethodSettings, SweepOutcome, TrialOutcome, WorkloadInfo,
                      choose_precision, data_cap, heterogeneous_devices_note, make_plan,
                      mixed_before_accumulation, noise_estimate, short_trial, validated_global)
 from .method.goodput import GoodputResult, fit_step_time, goodput_optimum, timed_points
-from .method.inputs import LauncherReports, SessionRunner, lr_seen_failing, validated_at_rule_lr
+from .method.inputs import LauncherReports, SessionRunner
+from .method.validated import largest_validated_global, never_a_failed_lr
 from .method.noise import NoiseEstimate
 from .method.plan import Plan, Warning_, plan_data_parallel
 from .method.caps import Cap, data_share_words, learnable_cap, lowered_by_training_runs
@@ -420,17 +421,16 @@ class Session:
             return plan, lr, warmup, GoodputResult(None, "Goodput-optimal batch: not computed, the plan is NOT "
                                                          "VALIDATED (no sweep candidate learned), so there is no "
                                                          "noise scale to weigh the step times with.")
-        # Validated means validated at the rules' LR: a rerun at a lower LR does not extend the bound.
-        healthy = [r.global_batch for r in validated_at_rule_lr(info, self._trained_rows())]
+        # Validated means validated at the rules' LR (advisor.method.validated): a rerun at a lower LR does not
+        # extend the bound, and a (global batch, LR) any run saw fail is never advised.
+        rows = self._trained_rows()
         plan, lr, warmup = make_plan(s, info, cap, sweep.chosen, sweep.reason, precision, estimate.value,
-                                     amp_available=self.amp_available, healthy_global=max(healthy, default=None),
+                                     amp_available=self.amp_available,
+                                     healthy_global=largest_validated_global(info, rows),
                                      noise_low=estimate.low if estimate.value else None)
-        failed = lr_seen_failing(info, plan.global_batch, lr.value, self._trained_rows())
-        if failed is not None:
-            plan.warnings.append(Warning_(failed.code, failed.message))
-            if failed.lr != lr.value:
-                lr = replace(lr, value=failed.lr, capped=True, reason=f"{lr.reason} {failed.message}",
-                             warnings=lr.warnings + [failed.message], seen_failing_at=lr.value)
+        lr, lowered = never_a_failed_lr(info, lr, rows)
+        if lowered is not None:
+            plan.warnings.append(Warning_(lowered.code, lowered.message))
         goodput = self.goodput(estimate, plan.per_device, plan.accumulation_steps, plan.world_size, cap, precision)
         return plan, lr, warmup, goodput
 
@@ -453,7 +453,10 @@ class Session:
             return GoodputResult(None, "Goodput-optimal batch: computed with the plan, which first re-probes the "
                                        "memory ceiling in mixed precision (the global target needs accumulation).")
         cap, _ = self._cap_by_training_runs(precision, cap)
-        return self._plan_and_goodput(precision, cap, self.noise_estimate())[3]
+        try:
+            return self._plan_and_goodput(precision, cap, self.noise_estimate())[3]
+        except AdvisorError as refused:  # the target global batch's LR is refused: finish() says so, as an error
+            return GoodputResult(None, f"Goodput-optimal batch: not computed: {refused}")
 
     def run_all(self) -> MethodResult:
         """All four steps with the defaults, then the plan: what `advisor plan` does."""

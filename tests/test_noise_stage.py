@@ -251,24 +251,6 @@ def test_replan_never_gives_an_lr_the_recipes_own_runs_saw_fail():
                                                         global_batch=64)).lr.value == pytest.approx(0.02)
 
 
-def test_a_trial_failure_at_the_advised_setting_is_reconciled_with_the_sweeps_seeds():
-    """Issue 36: a trial reason '16: unstable at LR 0.2' in a recipe that advises 16 per device at LR 0.2 (the sweep's
-    three seeds at 16 learned); nothing reconciled them. Seen failing before the fix: no warning."""
-    from advisor.method.inputs import WorkloadInfo, lr_seen_failing
-
-    info = WorkloadInfo("m", "image-classification", 10, "sgd", 1000, 100, 1, False, 0.1, 16, "base")
-    trial = TrialRecord("trial", 16, 2, 1, 32, "ok", 1.0, lr=0.2, losses=list(DIVERGED))
-    sweep = [TrialRecord("sweep", 16, 2, 1, 32, "ok", 1.0, lr=0.2, seed=s, losses=list(FALLING)) for s in range(3)]
-    kept = lr_seen_failing(info, 32, 0.2, [trial, *sweep])
-    assert kept.lr == 0.2 and kept.code == "trial-unstable-sweep-learned"
-    assert "the sweep's 3 seed(s) at this setting learned" in kept.message and "evidence stands" in kept.message
-    # A sweep seed that failed there too: the LR is refused for the nearest validated one (the base here).
-    sweep[2].losses = list(DIVERGED)
-    refused = lr_seen_failing(info, 32, 0.2, [trial, *sweep])
-    assert refused.code == "lr-seen-unstable" and refused.lr == pytest.approx(0.1)
-    assert lr_seen_failing(info, 32, 0.2, sweep[:2]) is None  # nothing failed there
-
-
 def _not_validated_result():
     from advisor.adapters import load_adapter
     from advisor.device import HostDevices

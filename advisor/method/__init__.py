@@ -10,6 +10,7 @@ Read top to bottom, one module per step and per rule family:
 - ``candidates`` and ``sweep``: step 4, the comparison sweep's runs and its three-sentence rule.
 - ``precision``: what runs in which precision; mixed precision before accumulation.
 - ``lr``: LR scaling and warmup, and the bound past what was validated.
+- ``validated``: what "validated" means for a (global batch, LR), which every rule that needs the word reads.
 - ``noise`` and ``goodput``: the gradient noise scale and the batch it and the step times suggest.
 - ``plan``: the data-parallel plan for the target cluster, its LR and warmup, and its warnings.
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from .candidates import SUBSET_SWEEP, SweepOutcome, sweep_candidates, sweep_run_settings, sweep_samples
 from .inputs import (MIN_SWEEP_STEPS, SWEEP_EVAL_POINTS, Decide, MethodSettings, Runner, WorkloadInfo, lr_and_warmup,
-                     lr_for, nearest_validated_lr, warmup_for)
+                     lr_for, warmup_for)
 from .noise import noise_estimate, noise_summary
 from .plan import NOISE_MARGIN, heterogeneous_devices_note, make_plan, validated_global
 from .precision import (MIXED_PRECISIONS, PrecisionChoice, accumulation_for, choose_precision,
@@ -30,6 +31,7 @@ from .precision import (MIXED_PRECISIONS, PrecisionChoice, accumulation_for, cho
 from .caps import data_cap
 from .start import start_value
 from .trial import HIGH_WATER, TrialOutcome, short_trial, trained_cap
+from .validated import nearest_validated_lr
 
 __all__ = [
     "HIGH_WATER", "MIN_SWEEP_STEPS", "MIXED_PRECISIONS", "NOISE_MARGIN", "SUBSET_SWEEP", "SWEEP_EVAL_POINTS",

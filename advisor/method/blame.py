@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from ..ledger import TrialRecord
 from .health import judge, rerun_verdict
-from .inputs import Runner, WorkloadInfo, nearest_validated_lr
+from .inputs import Runner, WorkloadInfo
+from .validated import nearest_validated_lr
 
 
 @dataclass(frozen=True)

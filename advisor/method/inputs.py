@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, runtime_checkable
 
 from ..ledger import TrialRecord
 from .ceiling import DEFAULT_HEADROOM, ProbeTrial
-from .health import UNSTABLE, judge
 from .lr import DEFAULT_BASE_WARMUP_EPOCHS, LRDecision, WarmupDecision, plan_warmup, scale_lr
 from .sweep import DEFAULT_POLICY
 
@@ -156,76 +154,3 @@ def lr_and_warmup(info: WorkloadInfo, global_batch: int, steps: int) -> tuple[fl
     its first quarter."""
     lr = lr_for(info, global_batch)
     return lr.value, min(warmup_for(info, lr).steps, steps // 4)
-
-
-def at_rule_lr(info: WorkloadInfo, record: TrialRecord) -> bool:
-    """Whether ``record`` ran at the LR the scaling rules give its global batch (a rerun at a lower LR did not: it
-    validates its own LR, not the rule's)."""
-    return record.lr is not None and math.isclose(record.lr, lr_for(info, record.global_batch).value, rel_tol=1e-6)
-
-
-def validated_at_rule_lr(info: WorkloadInfo, rows: list[TrialRecord]) -> list[TrialRecord]:
-    """The trial, noise and sweep runs that learned at their global batch's rule LR: what "validated" means for a
-    global batch (the LR bound past it, `--global-batch`, replan)."""
-    return [r for r in rows if r.phase in ("trial", "noise", "sweep") and r.status == "ok" and at_rule_lr(info, r)
-            and judge(r).learned]
-
-
-def nearest_validated_lr(info: WorkloadInfo, global_batch: int, rows: list[TrialRecord]) -> tuple[float, str]:
-    """(LR, whose) nearest below ``global_batch`` that a run trained healthily at: the largest global batch under
-    it whose trial or sweep run, at that batch's own scaled LR, was not unstable; else the base LR (the one the user
-    validated, at the base global batch). An unstable run at a scaled-up LR is rerun at it to tell the LR from the
-    batch (DOMAIN 2: blame the LR before the batch)."""
-    healthy = [r for r in rows if r.phase in ("trial", "sweep") and r.status == "ok" and r.accumulation == 1
-               and r.global_batch < global_batch and at_rule_lr(info, r) and judge(r).verdict != UNSTABLE]
-    if healthy:
-        best = max(healthy, key=lambda r: r.global_batch)
-        return best.lr, f"{best.per_device} per device's"
-    return info.base_lr, "the base"
-
-
-@dataclass(frozen=True)
-class FailedLR:
-    """The planned (global batch, LR) some of the plan's own runs were unstable at, and what the plan does."""
-
-    lr: float  # the LR to advise instead (unchanged when the sweep's own seeds at the setting learned)
-    code: str  # the warning's code
-    message: str
-
-
-def lr_seen_failing(info: WorkloadInfo, global_batch: int, lr: float, rows: list[TrialRecord]) -> FailedLR | None:
-    """None when no run at ``global_batch`` was unstable at ``lr`` or below; else what stands (DOMAIN 2: a recipe
-    never advises a setting its own runs saw fail).
-
-    - A sweep run there was unstable: the LR is refused; the advice falls back to the largest LR a run at this
-      global batch learned at (a rerun at a lower LR), else the nearest validated LR below it.
-    - Only the short trial was unstable there and every sweep seed at exactly this setting learned: the sweep's
-      evidence stands (its runs are longer, carry the planned warmup, and are several seeds), said so.
-    - Only the trial was unstable and no sweep run checked the setting: the validated LR, as above.
-    """
-    here = [r for r in rows if r.phase in ("trial", "sweep") and r.status == "ok" and r.global_batch == global_batch
-            and r.lr is not None]
-    failed = [r for r in here if r.lr <= lr * (1 + 1e-6) and judge(r).verdict == UNSTABLE]
-    if not failed:
-        return None
-    said = "; ".join(f"the {r.phase} run at {r.per_device} per device x {r.world_size}"
-                     + (f" seed {r.seed}" if r.seed else "") + f" was unstable at LR {r.lr:.4g}" for r in failed)
-    sweep_ok = [r for r in here if r.phase == "sweep" and math.isclose(r.lr, lr, rel_tol=1e-6) and judge(r).learned]
-    if all(r.phase == "trial" for r in failed) and sweep_ok:
-        return FailedLR(lr, "trial-unstable-sweep-learned", (
-            f"At global batch {global_batch}, LR {lr:.4g}: {said}, but the sweep's {len(sweep_ok)} seed(s) at this "
-            "setting learned, with the planned warmup over a longer run. The sweep's evidence stands (the trial's "
-            f"{'run is a short one' if len(failed) == 1 else f'{len(failed)} runs are short ones'} with the warmup "
-            "squeezed into their first quarter); watch the first hundred "
-            "steps of the real run."))
-    lowest_failed = min(r.lr for r in failed)
-    learned_here = [r.lr for r in here if r.lr < lowest_failed * (1 - 1e-6) and judge(r).learned]
-    if learned_here:
-        safe, whose = max(learned_here), f"the LR a run at global batch {global_batch} learned at"
-    else:
-        safe, whose = nearest_validated_lr(info, global_batch, rows)
-        whose = f"{whose} LR, the nearest validated below it"
-    return FailedLR(safe, "lr-seen-unstable", (
-        f"The rules' LR {lr:.4g} at global batch {global_batch} is one this plan's own runs saw fail: {said}. A "
-        f"recipe never advises a setting its runs saw fail, so the LR is {safe:.4g} ({whose}); it is validated at "
-        "that LR only, not at the rules' one."))

@@ -58,7 +58,7 @@ class LRDecision:
     bounded_from: int | None = None  # the largest global batch that trained healthily
     bound_noise_low: float | None = None  # the noise scale's interval low end it used, if any
     # The rules' LR the plan's own runs saw fail at this global batch, when the value was lowered from it
-    # (advisor.method.inputs.lr_seen_failing), so `advisor check` can tell the lowering from a hand edit
+    # (advisor.method.validated.lr_at_global), so `advisor check` can tell the lowering from a hand edit
     seen_failing_at: float | None = None
 
 

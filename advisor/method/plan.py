@@ -236,8 +236,9 @@ def make_plan(settings: MethodSettings, info: WorkloadInfo, per_device_cap: int,
               healthy_global: int | None = None, noise_low: float | None = None
               ) -> tuple[Plan, LRDecision, WarmupDecision]:
     """The data-parallel plan for the target cluster, its LR and warmup, and the warnings that go with them.
-    ``healthy_global``: the largest global batch a trial or sweep run trained healthily at (default: the
-    sweep's); past it the LR is bounded (advisor.method.lr.bound_past_validated)."""
+    ``healthy_global``: the largest global batch validated at the LR the rules give it
+    (advisor.method.validated.largest_validated_global; default: the sweep's); past it the LR is bounded
+    (advisor.method.lr.bound_past_validated)."""
     world, nproc = settings.world_size, settings.run_processes
     validated = validated_global(settings, sweep_choice)
     target = settings.global_batch or validated
@@ -270,8 +271,8 @@ def make_plan(settings: MethodSettings, info: WorkloadInfo, per_device_cap: int,
             if warning.code == "few-steps-per-epoch":
                 warning.message += f" It stands because you asked for a global batch of {settings.global_batch} " \
                                    "(--global-batch)."
-    lr = bound_past_validated(lr_for(info, plan.global_batch), max(healthy_global or 0, validated), info.optimizer,
-                              noise_low)
+    lr = bound_past_validated(lr_for(info, plan.global_batch),
+                              validated if healthy_global is None else healthy_global, info.optimizer, noise_low)
     warmup = warmup_for(info, lr)
     if noise and plan.global_batch > NOISE_MARGIN * noise:
         why = (f"It stands because you asked for a global batch of {settings.global_batch} (--global-batch)."

@@ -8,7 +8,8 @@
    one stands; a candidate worse by more than the margin is never picked, whatever its speed. The extra seeds run
    only where they could change the pick: an inconclusive candidate is first timed side by side with the equals,
    and when the walk (sentence 3) would make the same pick with it as an equal, it runs none. A candidate that ran
-   out of memory, was unstable in any seed, or never learned cannot lead or tie.
+   out of memory, was unstable in any seed, never learned, or whose (global batch, LR) another run of the plan saw
+   fail (the trial's: advisor.method.validated) cannot lead or tie.
 3. Among the equals, speed is read only from timing rounds run side by side (short runs, interleaved, the order
    reversed every other round), and the pick walks up from the smallest while the rounds show the next bigger one
    more than 10% faster. Your own setting (the base batch, at the base LR), when it is an equal, is where the walk
@@ -496,11 +497,14 @@ def run_score(record: TrialRecord, by_loss: bool) -> float | None:
 
 
 def score_candidate(batch: int, runs: list[TrialRecord], by_loss: bool, num_classes: int | None,
-                    policy: SweepPolicy, rerun: TrialRecord | None = None) -> CandidateScores:
+                    policy: SweepPolicy, rerun: TrialRecord | None = None, seen_failing: str | None = None
+                    ) -> CandidateScores:
     """One candidate's status and per-seed scores. Out of the comparison: any seed out of memory or unstable
     (advisor.method.health), every seed flat, or an accuracy that stayed near chance. ``rerun``: an unstable
     candidate's run again at the nearest validated LR, which says whether the LR scale-up or the batch is to
-    blame (the candidate stays out either way: the plan would give it the LR that failed)."""
+    blame (the candidate stays out either way: the plan would give it the LR that failed). ``seen_failing``: how
+    other runs of the plan failed at the candidate's (global batch, LR) (advisor.method.validated.seen_failing):
+    out too, however its own seeds went (a recipe never advises a setting its runs saw fail)."""
     if any(r.status == "oom" for r in runs):
         return CandidateScores(batch, "oom", why="ran out of memory")
     verdicts = [judge(r) for r in runs]
@@ -513,6 +517,9 @@ def score_candidate(batch: int, runs: list[TrialRecord], by_loss: bool, num_clas
             out.blame = "lr" if learned else "batch"
             out.why += f"; rerun at the nearest validated LR {rerun.lr:.3g} it {rerun_verdict(learned)}"
         return out
+    if seen_failing:
+        return CandidateScores(batch, "unstable", why=f"is a setting the plan's runs saw fail ({seen_failing}): never "
+                                                      "picked, whatever its own seeds did")
     scores = {(r.seed or 0): run_score(r, by_loss) for r in runs}
     scores = {s: v for s, v in scores.items() if v is not None}
     speeds = {(r.seed or 0): t for r in runs if (t := r.samples_per_s)}
@@ -641,13 +648,14 @@ def decide_sweep(rows: list[TrialRecord], num_classes: int | None = None, cap: i
                  extensions_left: int = 0, policy: SweepPolicy = DEFAULT_POLICY,
                  reruns: dict[int, TrialRecord] | None = None,
                  timing: dict[int, dict[int, float]] | None = None, batchnorm: bool = False,
-                 yours: int | None = None) -> SweepVerdict:
+                 yours: int | None = None, seen_failing: dict[int, str] | None = None) -> SweepVerdict:
     """Step 4's pick from the sweep's runs (every candidate's seeds), by the rule in this module's docstring.
     ``cap``: the largest per-device batch the range may grow to; ``extensions_left``: how many more times it may
     grow (the verdict's ``extend_to`` names the batch to sweep next, or None; ``unexplored`` the one it could not
     reach). ``reruns``: per batch, an unstable candidate's rerun at the nearest validated LR (score_candidate).
     ``timing``: per batch, samples/s by round of the side-by-side timing rounds (``needs_timing``). ``batchnorm``:
-    the model has BatchNorm; ``yours``: the user's own setting per device, when it was swept. The verdict's
+    the model has BatchNorm; ``yours``: the user's own setting per device, when it was swept; ``seen_failing``: per
+    batch, how the plan's other runs failed at its setting (score_candidate). The verdict's
     ``extra_seeds`` and ``needs_timing`` say what to run before it stands."""
     reruns = reruns or {}
     if not rows:
@@ -659,7 +667,7 @@ def decide_sweep(rows: list[TrialRecord], num_classes: int | None = None, cap: i
               else f"validation {name}" + ("" if higher or by_loss else " (lower is better)"))
     batches = sorted({r.per_device for r in rows})
     candidates = [score_candidate(b, [r for r in rows if r.per_device == b], by_loss, num_classes, policy,
-                                  reruns.get(b)) for b in batches]
+                                  reruns.get(b), (seen_failing or {}).get(b)) for b in batches]
     for c in candidates:
         c.timed = dict((timing or {}).get(c.per_device, {}))
         c.timing_failed = c.per_device in (timing or {}) and not c.timed

@@ -20,6 +20,7 @@ from .caps import Cap
 from .health import judge, unstable
 from .speed import MAX_WALK_ROUNDS, MIN_TIMING_SECONDS, timing_steps
 from .inputs import SWEEP_EVAL_POINTS, Decide, MethodSettings, ReusingRunner, WorkloadInfo
+from .validated import seen_failing
 from .sweep import DEFAULT_POLICY, SweepPolicy, SweepVerdict, decide_sweep, needs_timing, smallest_sweepable
 
 
@@ -182,7 +183,19 @@ class SweepRun:
     def verdict_now(self, yours: int | None) -> SweepVerdict:
         return decide_sweep(self.rows, self.info.num_classes, self.cap.value,
                             self.policy.extensions - len(self.extended), self.policy, self.reruns, self.timing,
-                            batchnorm=self.info.has_batchnorm, yours=yours)
+                            batchnorm=self.info.has_batchnorm, yours=yours, seen_failing=self.seen_failing())
+
+    def seen_failing(self) -> dict[int, str]:
+        """Per candidate, how the plan's runs outside the sweep (the trial's) failed at its (global batch, LR): such
+        a candidate cannot be picked (advisor.method.validated; its own unstable seeds the verdict reads itself)."""
+        others = [r for r in self.earlier() if r.phase != "sweep"]
+        found = {}
+        for batch in sorted({r.per_device for r in self.rows}):
+            run = next(r for r in self.rows if r.per_device == batch)
+            why = seen_failing(others, run.global_batch, run.lr) if run.lr is not None else None
+            if why:
+                found[batch] = why
+        return found
 
     def settled_verdict(self, yours: int | None) -> SweepVerdict:
         """The verdict once it stands: the equals, your setting beside the pick and the inconclusive candidates timed
