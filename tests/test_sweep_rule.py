@@ -91,8 +91,8 @@ def test_among_the_tied_the_smallest_within_the_throughput_margin_of_the_fastest
     tied = {16: [0.95, 0.95, 0.95], 32: [0.95, 0.951, 0.949], 64: [0.951, 0.95, 0.95]}
     faster = decide_sweep(grid(tied, {16: 1000.0, 32: 1500.0, 64: 1600.0}), 10)
     assert faster.rule == EQUALS_BIGGER_FASTER and faster.tied == [16, 32, 64] and faster.chosen == 32  # 1500 >= 0.9 x 1600
-    assert ("32 over 16: 1.500x, 1.500x, 1.500x (over the 1.10x bar); 64 over 32: 1.067x, 1.067x, 1.067x (not all "
-            "over the 1.10x bar)") in faster.reason
+    assert ("32 over 16: 1.500x, 1.500x, 1.500x (3 of 3 over the 1.10x bar: more than 10% faster); 64 over 32: "
+            "1.067x, 1.067x, 1.067x (0 of 3 over the 1.10x bar: not more than 10% faster)") in faster.reason
     level = decide_sweep(grid(tied, {16: 1000.0, 32: 1050.0, 64: 1080.0}), 10)
     assert level.chosen == 16  # within 10% of each other: the same speed, and the smaller batch wins
 
@@ -108,7 +108,7 @@ def test_a_bigger_tied_batch_must_be_faster_at_every_seed():
     # Regression (bench, a GRU): 64 per device measured 1.84x, 1.28x and 1.29x of 32; the t-interval kept 32.
     gru = decide_sweep(runs(32, [8730, 8828, 8920]) + runs(64, [16055, 11296, 11486]), 10)
     assert gru.tied == [32, 64] and gru.chosen == 64
-    assert "64 over 32: 1.839x, 1.280x, 1.288x (over the 1.10x bar)" in gru.reason
+    assert "64 over 32: 1.839x, 1.280x, 1.288x (3 of 3 over the 1.10x bar: more than 10% faster)" in gru.reason
     scored = {c["per_device"]: c for c in gru.summary()["candidates_scored"]}
     assert scored[64]["samples_per_s_by_seed"] == [16055.0, 11296.0, 11486.0]  # the evidence, in the recipe
     # Regression (bench, digits-cnn): 32 per device measured 1.106x, 1.110x and 0.904x of 8 (level speeds, load);
@@ -185,7 +185,8 @@ def test_the_equals_are_timed_side_by_side_and_a_batch_the_range_grew_to_with_it
         (b, seed, steps[b]) for b, seed in ((8, 0), (16, 0), (16, 1), (8, 1), (8, 2), (16, 2))]
     assert outcome.chosen == 8  # equal speeds side by side: the smallest of the equals
     assert [r.per_device for r in outcome.rows].count(8) == 3  # timing runs are not a candidate's runs
-    assert "at every paired measurement of 3 timing rounds run side by side" in outcome.reason
+    assert "by a sign test on the timing rounds run side by side" in outcome.reason
+    assert "16 over 8: 1.300x, 1.300x, 1.300x (3 of 3 over the 1.10x bar" not in outcome.reason
     scored = {c["per_device"]: c for c in outcome.verdict.summary()["candidates_scored"]}
     assert scored[16]["samples_per_s_by_seed"] == [1000.0] * 3 and scored[8]["samples_per_s_by_seed"] == [769.2] * 3
     assert scored[8]["samples_per_s_by_timing_round"] == [769.2] * 3  # rounds 4-6, with 16
@@ -202,7 +203,7 @@ def test_the_equals_are_timed_side_by_side_and_a_batch_the_range_grew_to_with_it
     assert failed.chosen == 8 and "16 over 8: none measured" in failed.reason
     # One block: the equals are timed side by side all the same (the sweep's runs are too long to pair speeds).
     runner, outcome, _ = sweep(extensions=0)
-    assert outcome.extended == [] and len(runner.runs) == 15 and "3 timing rounds run side by side" in outcome.reason
+    assert outcome.extended == [] and len(runner.runs) == 15 and "by a sign test on the timing rounds run side by side" in outcome.reason
 
 
 def test_tied_candidates_reused_from_the_history_are_timed_again_side_by_side(tmp_path):
@@ -266,8 +267,8 @@ def test_the_pick_walks_up_the_tied_one_step_at_a_time_and_stops_at_the_first_th
     eight, sixteen, thirtytwo = [500, 505, 534], [539, 552, 717], [587, 594, 777]
     digits = decide_sweep(runs(8, eight) + runs(16, sixteen) + runs(32, thirtytwo), 10)
     assert digits.tied == [8, 16, 32] and digits.chosen == 8
-    assert "16 over 8: 1.078x, 1.093x, 1.343x (not all over the 1.10x bar)" in digits.reason
-    assert "Pick: 8 per device, the smallest of the equals; no bigger one was more than 10% faster" in digits.reason
+    assert "16 over 8: 1.078x, 1.093x, 1.343x (1 of 3 over the 1.10x bar: neither shown)" in digits.reason
+    assert "Pick: 8 per device, the smallest of the equals; no bigger one was shown more than 10% faster" in digits.reason
     # Each step paying, the walk goes on: 16 at 1.2x of 8, 32 at 1.2x of 16.
     paying = decide_sweep(runs(8, [500] * 3) + runs(16, [600] * 3) + runs(32, [720] * 3), 10)
     assert paying.chosen == 32
@@ -286,7 +287,12 @@ def test_timing_rounds_decide_only_pairs_timed_together():
     assert needs_timing(decide_sweep(rows, 10)) == [8, 16]  # the session never lets that stand: equals are timed
     level = {8: {0: 700.0, 1: 690.0, 2: 710.0}, 16: {0: 720.0, 1: 760.0, 2: 800.0}}  # 1.03x, 1.10x, 1.13x
     timed = decide_sweep(rows, 10, timing=level)
-    assert timed.chosen == 8 and needs_timing(timed) == []
+    # 2 of 3 rounds over the bar shows neither way: the pair is timed again (the sign test's next look), and six
+    # more level rounds (2 of 9 over) show 16 not 10% faster: 8 stands, and nothing more is timed.
+    assert timed.chosen == 8 and needs_timing(timed) == [8, 16] and timed.walk[0].undecided
+    more = {b: {**speeds, **{r: 700.0 for r in range(3, 9)}} for b, speeds in level.items()}
+    settled = decide_sweep(rows, 10, timing=more)
+    assert settled.chosen == 8 and needs_timing(settled) == [] and settled.walk[0].level
     assert decide_sweep(rows, 10, timing={8: level[8], 16: {r: 1.2 * v for r, v in level[8].items()}}).chosen == 16
     # Once timed side by side, only those rounds pair: a side with none (its timing failed) has no evidence.
     assert decide_sweep(rows, 10, timing={8: level[8], 16: {}}).chosen == 8

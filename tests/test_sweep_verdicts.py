@@ -226,15 +226,15 @@ def test_verdict_sentences_say_what_the_numbers_say():
     verdict = decide_sweep(runs(8, level) + runs(16, level), 10, timing=rounds)
     assert verdict.chosen == 8 and verdict.rule == EQUALS_SMALLEST
     # A miss reads as one: 1.099 under a 1.10 bar is not "+10%".
-    assert "16 over 8: 1.099x, 1.099x, 1.200x (not all over the 1.10x bar)" in verdict.reason
-    assert verdict.headline == ("an equal of the best; the smallest of the equals; no bigger one was more than 10% "
-                                "faster at every round")
+    assert "16 over 8: 1.099x, 1.099x, 1.200x (1 of 3 over the 1.10x bar: neither shown)" in verdict.reason
+    assert verdict.headline == ("an equal of the best; the smallest of the equals; no bigger one was shown more "
+                                "than 10% faster")
     assert "fastest" not in verdict.reason and "fastest" not in verdict.headline
     # A walk that paid says where it started and that each step paid.
     paid = decide_sweep(runs(8, level) + runs(16, level), 10,
                         timing={8: rounds[8], 16: {0: 1200.0, 1: 1250.0, 2: 1300.0}})
     assert paid.chosen == 16 and paid.headline.endswith(
-        "walked up from 8 (the smallest of the equals), each step more than 10% faster at every round")
+        "walked up from 8 (the smallest of the equals), the rounds showing each step more than 10% faster")
     # "equal" only for a true tie; a worse candidate is called worse.
     apart = decide_sweep(runs(8, level) + runs(16, [0.90] * 3), 10)
     assert "16: gap 0.050" in apart.reason and "worse by more than the margin" in apart.reason
@@ -264,7 +264,7 @@ def test_the_summary_says_how_the_advice_compares_with_yours():
     assert line.startswith("Sweep: 16 per device, an equal of the best; your own setting of the equals")
     assert "equal: 16, 32, 64;" in line and "tied" not in line
     assert line.endswith("Against your setting (16 per device at the base LR): no better than yours: keep it (no "
-                         "equal of it was more than 10% faster at every paired measurement).")
+                         "equal of it was shown more than 10% faster in paired measurements).")
 
 
 def test_a_timing_run_lasts_long_enough_that_a_scheduler_stall_cannot_decide_it():

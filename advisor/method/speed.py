@@ -11,6 +11,8 @@ load on one side. All k pairs above the bar happen by chance at most 0.5^k of th
 
 from __future__ import annotations
 
+import math
+
 FASTER_BY = 0.10  # the bar: a bigger batch must be more than this share faster (samples/s) to be worth it
 
 
@@ -38,6 +40,49 @@ def faster_at_no_pair(big: dict, small: dict, bar: float = FASTER_BY) -> bool:
     mix of rounds moves nothing."""
     pairs = sorted(set(big) & set(small))
     return bool(pairs) and not any(clears_bar(big[p], small[p], bar) for p in pairs)
+
+
+# The sweep's walk among equals reads the side-by-side rounds with a sign test, both ways: a step is shown when the
+# rounds on its side of the bar are as many as a true ratio AT the bar gives at most SIGN_TEST_LEVEL of the time
+# (3 of 3 rounds, 5 of 6, 7 of 9, 9 of 12), and while neither side is shown the pair is timed again, three rounds at
+# a time, up to MAX_WALK_ROUNDS. At three rounds this is the unanimity of ``faster_at_every_pair`` (0.5^3 = 1/8);
+# unlike unanimity it does not grow harder to meet with more rounds, which made "no round over the bar" a coin toss
+# on a pair that is level within a few per cent: one burst of load in six rounds decided it (digits-cnn, five fresh
+# plans of one command: 32 over 16 per device at 0.77-1.07x in four rounds of six and 1.15-1.22x in one, and the
+# pick was 16 three times, 32 twice).
+SIGN_TEST_LEVEL = 0.125
+MAX_WALK_ROUNDS = 12
+
+
+def _at_most_by_chance(count: int, total: int) -> float:
+    """P(X <= count) for X ~ Binomial(total, 1/2): how often a ratio exactly at the bar gives this few rounds (or
+    fewer) on one side."""
+    return sum(math.comb(total, k) for k in range(count + 1)) / 2 ** total
+
+
+def rounds_over_bar(big: dict, small: dict, bar: float = FASTER_BY) -> tuple[int, int]:
+    """(paired measurements where ``big`` cleared the bar against ``small``, paired measurements in all)."""
+    pairs = sorted(set(big) & set(small))
+    return sum(clears_bar(big[p], small[p], bar) for p in pairs), len(pairs)
+
+
+def shown_faster(big: dict, small: dict, bar: float = FASTER_BY, level: float = SIGN_TEST_LEVEL) -> bool:
+    """Whether the paired measurements show ``big`` more than ``bar`` faster than ``small``: so many over the bar
+    that a true ratio at the bar gives as many at most ``level`` of the time (False with none paired)."""
+    over, total = rounds_over_bar(big, small, bar)
+    return total > 0 and _at_most_by_chance(total - over, total) <= level
+
+
+def shown_not_faster(big: dict, small: dict, bar: float = FASTER_BY, level: float = SIGN_TEST_LEVEL) -> bool:
+    """Whether the paired measurements show ``big`` NOT more than ``bar`` faster than ``small`` (the mirror of
+    ``shown_faster``: so few over the bar that a true ratio at the bar gives as few at most ``level`` of the time)."""
+    over, total = rounds_over_bar(big, small, bar)
+    return total > 0 and _at_most_by_chance(over, total) <= level
+
+
+def sign_test_words(over: int, total: int) -> str:
+    """"5 of 6 over": how a pair's rounds stood against the bar."""
+    return f"{over} of {total} over"
 
 
 def gain_words(gain: float, bar: float = FASTER_BY) -> str:

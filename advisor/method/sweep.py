@@ -10,11 +10,13 @@
    and when the walk (sentence 3) would make the same pick with it as an equal, it runs none. A candidate that ran
    out of memory, was unstable in any seed, or never learned cannot lead or tie.
 3. Among the equals, speed is read only from timing rounds run side by side (short runs, interleaved, the order
-   reversed every other round), and the pick walks up from the smallest while the next bigger one was more than
-   10% faster at every round. Your own setting (the base batch, at the base LR), when it is an equal, is where
-   the walk starts, and from it the walk steps down to the next smaller equal while yours was more than 10%
-   faster at no round (a bigger batch needs at least as many samples to any score, so it must pay in speed),
-   else up as above; for a model with BatchNorm it starts no lower than the largest equal under the
+   reversed every other round), and the pick walks up from the smallest while the rounds show the next bigger one
+   more than 10% faster. Your own setting (the base batch, at the base LR), when it is an equal, is where the walk
+   starts, and from it the walk steps down to the next smaller equal while the rounds show yours NOT more than 10%
+   faster (a bigger batch needs at least as many samples to any score, so it must pay in speed), else up as above.
+   A step is shown by a sign test on the paired rounds, one way or the other: 3 of 3 rounds on its side of the
+   bar, 5 of 6, 7 of 9 or 9 of 12 (at most 1 in 8 by chance at a ratio at the bar); a pair neither way is timed
+   again, three rounds at a time, up to 12, and then moves nothing; for a model with BatchNorm it starts no lower than the largest equal under the
    small-micro-batch threshold, and never steps down under it. The range (half / chosen / double, double at most the cap; never 1 per
    device with BatchNorm) grows once past the winner's end when the sweep points there: the winner leads with a
    worse or failed candidate behind it, or it is the largest and won on speed.
@@ -32,7 +34,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from .health import FLAT, UNSTABLE, judge, rerun_verdict
-from .speed import FASTER_BY, faster_at_every_pair, faster_at_no_pair
+from .speed import FASTER_BY, MAX_WALK_ROUNDS, rounds_over_bar, shown_faster, shown_not_faster
 from ..ledger import TrialRecord
 
 # Two-sided 95% Student t quantiles by degrees of freedom; above 30, the normal's 1.96 plus its first
@@ -168,18 +170,25 @@ class WalkStep:
     bigger: int
     ratios: list[float]  # bigger / smaller samples/s, one per timing round (or per seed, with no timing rounds)
     rounds: bool  # the ratios are timing rounds run side by side (else the sweep runs' own seeds)
-    paid: bool  # the bigger was more than the bar faster at every one
+    paid: bool  # the rounds show the bigger more than the bar faster (speed.shown_faster)
     down: bool = False  # a step down from the pick so far (your setting) to a smaller equal
-    level: bool = False  # the bigger was more than the bar faster at none (a step down is taken only then)
+    level: bool = False  # the rounds show the bigger NOT more than the bar faster (a step down is taken only then)
+    over: int = 0  # how many of the ratios cleared the bar
 
     @property
     def taken(self) -> bool:
         return self.level if self.down else self.paid
 
     @property
-    def mark(self) -> str:
-        """The ratios against the bar, in words: "over" or "not all over" (a step down: "none over" when level)."""
-        return "over" if self.paid else "none over" if self.down and self.level else "not all over"
+    def undecided(self) -> bool:
+        """Neither way shown: more rounds could decide the step (``needs_timing`` asks for them)."""
+        return not self.paid and not self.level
+
+    def mark(self, bar: float) -> str:
+        """The ratios against the bar, in words: "5 of 6 over the 1.10x bar: more than 10% faster"."""
+        verdict = (f"more than {bar - 1:.0%} faster" if self.paid else f"not more than {bar - 1:.0%} faster"
+                   if self.level else "neither shown")
+        return f"{self.over} of {len(self.ratios)} over the {bar:.2f}x bar: {verdict}"
 
 
 @dataclass
@@ -209,15 +218,15 @@ class AgainstYours:
             return f"Against {own}: it {self.why}, so it is out of the comparison; {self.chosen} per device learned."
         if self.chosen == self.yours:
             why = ("it scored best, by more than the margin" if self.by == "leader" and not self.equals else
-                   f"no equal of it was more than {self.bar:.0%} faster at every paired measurement")
+                   f"no equal of it was shown more than {self.bar:.0%} faster in paired measurements")
             return f"Against {own}: no better than yours: keep it ({why})."
         gap = "" if self.score_gap is None else f"score gap {fmt(self.score_gap, signed=True)}" + (
             f" ±{fmt(self.score_half)}" if self.score_half is not None else "") + f" over {self.seeds} paired seed(s)"
         speed = self.speed_words()
         if self.by in ("apart", "inconclusive"):  # the leader outscored yours by more than the margin
             return f"Against {own}: better than yours ({gap}), {speed}."
-        smaller = (f"; smaller, and yours was more than {self.bar:.0%} faster at no paired measurement, so it needs "
-                   "no more samples to any score") if self.chosen < self.yours else ""
+        smaller = (f"; smaller, and the paired measurements showed yours not more than {self.bar:.0%} faster, so it "
+                   "needs no more samples to any score") if self.chosen < self.yours else ""
         return f"Against {own}: as good as yours ({gap}), {speed}{smaller}."
 
     def speed_words(self) -> str:
@@ -326,23 +335,29 @@ class SweepVerdict:
     def walk_summary(self) -> str:
         """Why the pick among the equals, in a few words, from the walk's own numbers."""
         bar = f"more than {self.policy.throughput_margin:.0%} faster"
-        where = "round" if any(step.rounds for step in self.walk) else "seed"
+        where = "rounds" if any(step.rounds for step in self.walk) else "seeds"
         start = {"yours": "your own setting", "batchnorm": f"the largest under {SMALL_MICRO_BATCH} (BatchNorm)"
                  }.get(self.walk_start_why, "the smallest")
         down = [step for step in self.walk if step.down]
         up = [step for step in self.walk if not step.down]
         if self.chosen < self.walk_from:
-            stopped = "" if down[-1].taken else f"; {down[-1].bigger} was, against {down[-1].smaller}, at some {where}"
-            return (f"walked down from {self.walk_from} ({start} of the equals): the bigger of each step was {bar} "
-                    f"at no {where}{stopped}")
+            stopped = "" if down[-1].taken else (
+                f"; {down[-1].bigger} was not shown level with {down[-1].smaller} ({down[-1].over} of "
+                f"{len(down[-1].ratios)} {where} over the bar)")
+            return (f"walked down from {self.walk_from} ({start} of the equals): the {where} showed the bigger of "
+                    f"each step not {bar}{stopped}")
         if self.chosen > self.walk_from:
             stopped = "" if up[-1].taken else f"; {up[-1].bigger} was not"
-            return f"walked up from {self.walk_from} ({start} of the equals), each step {bar} at every {where}{stopped}"
-        kept = (f", {bar} than {down[0].smaller} at {'every' if down[0].paid else 'some'} {where}" if down
-                else "")
+            return (f"walked up from {self.walk_from} ({start} of the equals), the {where} showing each step {bar}"
+                    f"{stopped}")
+        kept = ""
+        if down:
+            counts = f"{down[0].over} of {len(down[0].ratios)} {where} over the bar"
+            kept = (f", shown {bar} than {down[0].smaller} ({counts})" if down[0].paid
+                    else f", not shown level with {down[0].smaller} ({counts})")
         if not up:
             return f"{start} of the equals{kept}, and none is bigger"
-        return f"{start} of the equals{kept}; no bigger one was {bar} at every {where}"
+        return f"{start} of the equals{kept}; no bigger one was shown {bar}"
 
     def fmt(self, value: float, signed: bool = False) -> str:
         sign = "+" if signed else ""
@@ -398,21 +413,22 @@ class SweepVerdict:
                  "batchnorm": (f"{self.walk_from} per device, the largest of them under {SMALL_MICRO_BATCH} (the "
                                "model has BatchNorm, which trains worse on a smaller micro-batch)")
                  }.get(self.walk_start_why, f"{self.walk_from} per device, the smallest")
-        faster = f"faster by more than {self.policy.throughput_margin:.0%} at every paired measurement"
+        margin = f"{self.policy.throughput_margin:.0%}"
+        faster = f"shown faster by more than {margin}"
         if self.walk_start_why == "yours":
-            moves = (f"moves down to a smaller one while the bigger was faster by more than "
-                     f"{self.policy.throughput_margin:.0%} at no paired measurement (a bigger batch needs at least "
-                     f"as many samples to any score, so it must pay in speed), else up to a bigger one that was "
-                     f"{faster}")
+            moves = (f"moves down to a smaller one while the bigger was shown NOT faster by more than {margin} (a "
+                     f"bigger batch needs at least as many samples to any score, so it must pay in speed), else up "
+                     f"to a bigger one {faster}")
         else:
-            moves = f"moves up only to a bigger one that was {faster}"
-        said = f"Equals: {equals}. The pick starts at {start}, and {moves}"
-        if self.walk and self.walk[0].rounds:
-            said += f" of {len(self.walk[0].ratios)} timing rounds run side by side"
+            moves = f"moves up only to a bigger one {faster}"
+        where = "timing rounds run side by side" if self.walk and self.walk[0].rounds else "paired seeds"
+        said = (f"Equals: {equals}. The pick starts at {start}, and {moves}, by a sign test on the {where} (3 of 3 "
+                f"on one side of the {bar:.2f}x bar, 5 of 6, 7 of 9 or 9 of 12: at most 1 in 8 by chance; a pair "
+                f"shown neither way is timed again, up to {MAX_WALK_ROUNDS} rounds)")
         steps = []
         for step in self.walk:
             ratios = ", ".join(f"{r:.3f}x" for r in step.ratios) or "none measured"
-            steps.append(f"{step.bigger} over {step.smaller}: {ratios} ({step.mark} the {bar:.2f}x bar)")
+            steps.append(f"{step.bigger} over {step.smaller}: {ratios} ({step.mark(bar)})")
         said += (": " + "; ".join(steps) if steps else "") + f". Pick: {self.chosen} per device, " \
                 f"{self.walk_summary}."
         return said
@@ -556,11 +572,12 @@ def speed_ratios(big: CandidateScores, small: CandidateScores) -> tuple[list[flo
 
 
 def clearly_faster(big: CandidateScores, small: CandidateScores, margin: float) -> bool:
-    """Whether ``big`` was faster than ``small`` by more than ``margin`` at every timing round they were timed side
-    by side (``needs_timing``), or, where neither was timed, at every seed they share. A round's two runs shared
-    the machine's load, so its ratio cancels it.
+    """Whether the timing rounds ``big`` and ``small`` ran side by side (``needs_timing``), or, where neither was
+    timed, the seeds they share, show ``big`` faster by more than ``margin``: a sign test (``speed.shown_faster``:
+    3 of 3 over the bar, 5 of 6, 7 of 9, 9 of 12). A round's two runs shared the machine's load, so its ratio
+    cancels it.
 
-    Every round, not a t-interval or a median of the ratios. A t-interval of three ratios (t = 4.3) asks a mean
+    Counts of rounds over the bar, not a t-interval or a median of the ratios. A t-interval of three ratios (t = 4.3) asks a mean
     ratio near 1.6 at a shared CPU's spread: a GRU measured 64 per device 1.84x, 1.28x and 1.29x as fast as 32 at
     its seeds and the interval kept 32. A median moves up on noise where speeds are level, and moving up is not
     free: a bigger batch that ties on the end score can still need more samples on the way (digits-cnn: 32 per
@@ -568,7 +585,7 @@ def clearly_faster(big: CandidateScores, small: CandidateScores, margin: float) 
     rounds above the margin happen by chance at most 0.5^k of the time at a true ratio of 1 + margin (1 in 8 at
     k = 3)."""
     big_speeds, small_speeds, _ = paired_speeds(big, small)  # timing rounds where either was timed, else seeds
-    return faster_at_every_pair(big_speeds, small_speeds, margin)
+    return shown_faster(big_speeds, small_speeds, margin)
 
 
 def needs_timing(verdict: SweepVerdict) -> list[int]:
@@ -577,7 +594,9 @@ def needs_timing(verdict: SweepVerdict) -> list[int]:
     same with each inconclusive candidate still under the seed budget taken in (``Comparison.pick_unchanged``), and
     your own setting with the pick (the advice says its samples/s against yours). A set that grew (the range, or
     the equals) is timed only where it grew: the new candidate with its neighbours (and your setting, in every set),
-    in new rounds; a pair's ratio reads only rounds the two ran in together."""
+    in new rounds; a pair's ratio reads only rounds the two ran in together. When every pair has its rounds: the
+    walk's refused step that its rounds show neither way (``WalkStep.undecided``), timed again while it has fewer
+    than MAX_WALK_ROUNDS (the sign test's next look: more rounds can decide it, and nothing else is timed again)."""
     pairs = set()
     for batches in _walk_sets(verdict):
         pairs |= set(zip(batches, batches[1:]))
@@ -588,6 +607,9 @@ def needs_timing(verdict: SweepVerdict) -> list[int]:
     batches = {batch for pair in missing for batch in pair}
     if batches and yours is not None and yours.status == "ok":
         batches.add(verdict.yours)  # in every set: whatever the pick becomes, its ratio to yours is then side by side
+    if not batches:
+        batches = {batch for step in verdict.walk if not step.taken and step.undecided and step.rounds
+                   and len(step.ratios) < MAX_WALK_ROUNDS for batch in (step.smaller, step.bigger)}
     return sorted(batches)
 
 
@@ -690,22 +712,22 @@ def _walk(verdict: SweepVerdict, tied: list[CandidateScores]) -> None:
 def walk_equals(tied: list[CandidateScores], yours: int | None, batchnorm: bool, bar: float
                 ) -> tuple[int, int, str, list[WalkStep]]:
     """The tie-break among ``tied`` (smallest first): (pick, where the walk started, why there, its steps). One test
-    steps from where the walk starts (``_walk_start``) one neighbour at a time, and each step needs every paired
-    measurement (timing round, or seed) to agree. Down, from your own setting only (the smallest has nothing below,
-    BatchNorm's floor is where a tie may go at the lowest, and a model with BatchNorm never steps down to a batch
-    under SMALL_MICRO_BATCH): to the next smaller equal while the pick so far was faster than it by more than
-    ``bar`` at no measurement (``faster_at_no_pair``). Else up: to the next bigger equal while it was faster than
-    the pick so far by more than ``bar`` at every measurement (``clearly_faster``). A mixed set of rounds moves
-    nothing; the first step refused ends the walk.
+    steps from where the walk starts (``_walk_start``) one neighbour at a time, and each step must be shown by the
+    paired measurements (timing rounds, or seeds) through a sign test (``speed.shown_faster`` /
+    ``shown_not_faster``). Down, from your own setting only (the smallest has nothing below, BatchNorm's floor is
+    where a tie may go at the lowest, and a model with BatchNorm never steps down to a batch under
+    SMALL_MICRO_BATCH): to the next smaller equal while the rounds show the pick so far NOT faster than it by more
+    than ``bar``. Else up: to the next bigger equal while the rounds show it faster than the pick so far by more than
+    ``bar`` (``clearly_faster``). A pair shown neither way moves nothing (``needs_timing`` first times it again, up
+    to MAX_WALK_ROUNDS rounds); the first step refused ends the walk.
 
     Why down: a bigger batch needs at least as many samples to reach any score (McCandlish et al. 2018: samples to
     a target grow as 1 + B / B_noise), so of two equals at the end of the sweep's budget, level in samples/s, the
     smaller reaches every earlier target no later (digits-cnn in a plain loop, samples/s level: 16 per device to
-    0.90 in 3.3 s, 32 in 4.3 s; a tagger: 16 in 0.17 s, 32 in 0.35 s). Why unanimous: the mirror of the way up,
-    "not faster at every round", steps down on noise; on the recorded grids (bench/step4_replay.py, your setting
-    at each candidate of each range) it took 6 of 72 cases to a slower batch (a loader-bound MLP from 16 to 8 per
-    device at 1.06x, 1.91x, 1.03x: 1.65x the time to its target), where "at no round" moved 3, each to a faster
-    one, and none to a slower."""
+    0.90 in 3.3 s, 32 in 4.3 s; a tagger: 16 in 0.17 s, 32 in 0.35 s). Why a sign test both ways: the same evidence
+    for either move, whatever the number of rounds (at three rounds it is unanimity, as before); "at no round over
+    the bar" grew harder to meet with every round, so one burst of load in six rounds kept a level pair apart
+    (docs/method.md, step 4: five fresh digits-cnn plans, 16 three times and 32 twice)."""
     start, why = _walk_start(tied, yours, batchnorm)
     steps: list[WalkStep] = []
     current = start
@@ -747,7 +769,7 @@ def _walk_step(smaller: CandidateScores, bigger: CandidateScores, bar: float, do
     ratios, rounds = speed_ratios(bigger, smaller)
     big_speeds, small_speeds, _ = paired_speeds(bigger, smaller)
     return WalkStep(smaller.per_device, bigger.per_device, ratios, rounds, clearly_faster(bigger, smaller, bar), down,
-                    faster_at_no_pair(big_speeds, small_speeds, bar))
+                    shown_not_faster(big_speeds, small_speeds, bar), rounds_over_bar(big_speeds, small_speeds, bar)[0])
 
 
 def _rule_code(verdict: SweepVerdict, tied: list[CandidateScores]) -> str:

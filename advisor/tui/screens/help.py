@@ -26,9 +26,9 @@ recipe (TOML) you commit next to your training code.
    equal only when their mean paired gap is under the margin (a point of accuracy); a bigger gap
    whose paired 95% t-interval holds 0 is inconclusive and gets more paired seeds where they could
    change the pick. Among the equals the pick starts at your setting (else the smallest), steps down
-   while yours was over 10% faster at no timing round, and up while the bigger one was over 10%
-   faster at every round (short runs timed side by side). If an end wins and the scores point past
-   it, one more batch (at most the cap) is swept.
+   while short runs timed side by side show yours not over 10% faster, and up while they show the
+   bigger one over 10% faster (a sign test: 3 of 3 rounds, 5 of 6, 7 of 9; more rounds while neither
+   is shown). If an end wins and the scores point past it, one more batch (at most the cap) is swept.
 
 Then the **Recipe**: the plan for your cluster (per-device x world size x accumulation), the
 learning rate scaled to the global batch and the warmup, saved as TOML.

@@ -25,8 +25,9 @@ class SweepScreen(StepScreen):
     INTRO = ("Step 4. Half, chosen and double (or 8-128 with the subset sweep) each train on the same samples "
              "with the same seeds, the LR scaled to their global batch. The best mean score (a run's last two "
              "validation checkpoints) leads; equals are within the margin of it. Among them the pick starts at "
-             f"your setting: down while yours was over {DEFAULT_POLICY.throughput_margin:.0%} faster at no timing "
-             "round, up while the bigger was at every round. An end that wins grows the range once. Press r to run.")
+             f"your setting: down while timing rounds show yours not over {DEFAULT_POLICY.throughput_margin:.0%} "
+             "faster, up while they show the bigger over it (3 of 3, 5 of 6...). An end that wins grows the range "
+             "once. Press r to run.")
 
     def compose_body(self):
         # The table spans the screen: its numbers are never cut, even at 80 columns (a half-width column cut
