@@ -117,7 +117,7 @@ def test_the_former_flag_of_an_option_still_reads_with_a_note_and_is_never_writt
     assert plan_command(options)[-2:] == ["--sweep-extensions", "0"]
 
 
-def test_a_recipe_written_before_a_rename_still_reads(capsys, tmp_path):
+def test_a_recipe_written_before_a_rename_still_reads_checks_explains_and_replans(capsys, tmp_path):
     import shutil
 
     from advisor.cli import main
@@ -129,6 +129,7 @@ def test_a_recipe_written_before_a_rename_still_reads(capsys, tmp_path):
     recipe = tmp_path / "digits-cnn.toml"
     recipe.write_text(text.replace("sweep_extensions = 1", "sweep_walk = 1"))  # [inputs] as plans wrote it before
     assert main(["check", str(recipe)]) == 0 and main(["explain", str(recipe)]) == 0
+    assert main(["replan", str(recipe), "--gpu", "a100-80gb", "--nproc", "8", "--no-confirm"]) == 0
 
 
 def test_the_recipes_inputs_record_every_option_as_the_plan_ran_with_it_under_its_declared_key():
