@@ -200,7 +200,7 @@ def _stub_recipe(tmp_path, **settings_kw):
     from advisor.recipe import save_recipe
     from advisor.report import build_recipe
 
-    session, _, _ = swept_session({8: 0.80, 16: 0.95, 32: 0.90}.__getitem__, centre=16, walk=0, **settings_kw)
+    session, _, _ = swept_session({8: 0.80, 16: 0.95, 32: 0.90}.__getitem__, centre=16, extensions=0, **settings_kw)
     path = tmp_path / "recipe.toml"
     save_recipe(build_recipe(session.finish()), path)
     return path
