@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from . import __version__
-from .errors import AdvisorError
+from .errors import AdvisorError, CancelledError
 
 
 class StderrProgress:
@@ -208,18 +208,10 @@ def cluster_from_args(args):
 
 def on_cluster(settings, cluster, args) -> None:
     """Settings of a plan measured on the cluster: the runs span its nodes, and it is the target."""
-    from .errors import SetupError
+    from .cluster import measure_on_cluster
 
-    given = [flag for flag, value in (("--nodes", args.nodes), ("--gpus-per-node", args.gpus_per_node),
-                                      ("--world-size", args.world_size)) if value is not None]
-    if given:
-        raise SetupError(f"{', '.join(given)} describe a cluster a one-host plan extrapolates to; a plan started on "
-                         f"every node (here {cluster.nnodes} nodes x --nproc {settings.nproc}) measures the cluster "
-                         "itself. Drop them.")
-    if getattr(args, "script_command", None) is not None:
-        raise SetupError("A plan of your own script (`-- SCRIPT`) runs on one host for now: drop --nnodes (and the "
-                         "SLURM launch), or plan a workload (--workload) across the nodes.")
-    settings.nodes = settings.cluster_nodes = cluster.nnodes
+    measure_on_cluster(settings, cluster, plan_options_from_args(args),
+                       script=getattr(args, "script_command", None) is not None)
 
 
 def _join_cluster(cluster, settings, adapter, host, progress):
@@ -230,19 +222,20 @@ def _join_cluster(cluster, settings, adapter, host, progress):
 
 def cmd_plan_follower(args, cluster) -> int:
     """`advisor plan` on a node other than 0: the same checks, then this node's workers for every job node 0 posts;
-    exit 0 when node 0's plan ends. Writes nothing (no recipe, no history)."""
-    from .adapters import load_adapter
+    exit 0 when node 0's plan ends. Writes nothing (no recipe, no history). A check of its own that fails is told
+    to node 0 (which names this node and the problem, and stops every node) before this node exits 2."""
     from .cluster_runner import follow
-    from .device import detect
-    from .setup_checks import validate_setup
 
-    adapter = load_adapter(args.adapter)
-    args.adapter_options = adapter_options_from_argv(adapter, args.adapter_argv)
-    host = detect(args.device)
-    settings = settings_from_args(args, host)
-    on_cluster(settings, cluster, args)
     progress = StderrProgress()
-    validate_setup(settings, adapter, host)
+    try:
+        adapter, settings, host = _follower_setup(args, cluster)
+    except CancelledError:
+        raise
+    except AdvisorError as exc:
+        from .cluster import report_setup_failure
+
+        report_setup_failure(cluster, str(exc), progress.line)
+        raise
     link = _join_cluster(cluster, settings, adapter, host, progress)
     progress.line(f"== node {cluster.node_rank} of {cluster.nnodes}: running this node's workers for every step; "
                   "node 0 runs the method and writes the recipe")
@@ -254,14 +247,27 @@ def cmd_plan_follower(args, cluster) -> int:
     return 1
 
 
+def _follower_setup(args, cluster):
+    """(adapter, settings, host) of a node other than 0, its own flags checked as node 0 checks its own."""
+    from .adapters import load_adapter
+    from .device import detect
+    from .setup_checks import validate_setup
+
+    adapter = load_adapter(args.adapter)
+    args.adapter_options = adapter_options_from_argv(adapter, args.adapter_argv)
+    host = detect(args.device)
+    settings = settings_from_args(args, host)
+    on_cluster(settings, cluster, args)
+    validate_setup(settings, adapter, host)
+    return adapter, settings, host
+
+
 def _plan_on_cluster(args, link, session, out, recorder, progress, started) -> int:
     """Node 0: the method on every node; the recipe records the cluster; every node hears how it ended."""
-    from .cluster import cluster_facts, finish
+    from .cluster import finish
 
     try:
-        result = session.run_all()
-        smallest_oom = session.ceiling_result.smallest_oom if session.ceiling_result else None
-        result.cluster = cluster_facts(link, session.runner.ceiling_set_by(smallest_oom)).to_dict()
+        result = session.run_all()  # result.cluster: the session's (Session.finish)
         code = _finish_plan(args, result, session, None, session.adapter, out, recorder, progress, started)
     except BaseException as exc:
         finish(link, False, (str(exc).splitlines() or [type(exc).__name__])[0])
@@ -313,9 +319,7 @@ def _plan_history(args, settings, setup, out, progress, cluster_fingerprint: str
     path = None if args.no_history else history_path(args.history, out)
     if path is None:
         return None, None
-    context = run_context(settings, setup, str(out) if out else None)
-    if cluster_fingerprint:
-        context.device["host_fingerprint"] = cluster_fingerprint
+    context = run_context(settings, setup, str(out) if out else None, cluster_fingerprint)
     known = None
     if not args.fresh:
         read = read_history(path)
@@ -786,6 +790,11 @@ def _print_reports(reports) -> None:
 
 
 def cmd_tui(args) -> int:
+    # The cluster flags (or SLURM's variables) are checked before anything else, a terminal included: a node
+    # other than 0, or a wrong flag, is told so wherever it runs (srun starts the app on every node).
+    cluster = cluster_from_args(args) if getattr(args, "command", None) != "diagnose" else None
+    if cluster is not None:
+        _refuse_the_app_off_node_0(cluster, args)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         # Without a terminal the app cannot draw or read keys; never hang a script or a pipe.
         if getattr(args, "command", None) is None:
@@ -804,19 +813,45 @@ def cmd_tui(args) -> int:
         import shlex
 
         script = getattr(args, "script_command", None)  # `advisor -- train.py ARGS`: the Script field, filled in
-        app = create_app(Prefill.from_args(args, shlex.join(script) if script else None))
+        app = create_app(Prefill.from_args(args, shlex.join(script) if script else None), cluster=cluster)
+    if cluster is not None:  # torch loads now, quiet: its store's C++ log lines would draw over the app
+        with _torch_cpp_log_quiet_here(True):
+            import_torch_keeping_ctrl_c()
     app.run()
     return app.return_code or 0
 
 
+def _refuse_the_app_off_node_0(cluster, args) -> None:
+    """The app runs the method, so it runs on node 0 only; on another node, the command to run there instead."""
+    import shlex
+
+    from .cluster import SCRIPT_ON_ONE_HOST
+    from .errors import SetupError
+    from .options import PLAN_OPTION_TABLE
+    from .settings import plan_command
+
+    if getattr(args, "script_command", None) is not None:
+        raise SetupError(SCRIPT_ON_ONE_HOST)
+    if cluster.node_rank == 0:
+        return
+    given = {option.name: getattr(args, option.name, None) for option in PLAN_OPTION_TABLE if option.prefill}
+    here = shlex.join(plan_command(given, cluster_flags=cluster.flags()))
+    raise SetupError(f"The app runs on node 0 only (it runs the method, shows the live steps and writes the recipe), "
+                     f"and this is node {cluster.node_rank} of {cluster.nnodes}"
+                     + (" (from SLURM's variables)" if cluster.source == "SLURM" else "") + f". Run `{here}` here "
+                     "instead, with the same settings as the app's Setup on node 0 (it runs this node's workers "
+                     "for every step and writes nothing), and open the app on node 0 with --node-rank 0.")
+
+
 def _add_tui_flags(parser: argparse.ArgumentParser) -> None:
-    from .options import add_prefill_arguments
+    from .options import add_cluster_arguments, add_prefill_arguments
 
     add_prefill_arguments(parser)
+    add_cluster_arguments(parser)  # the app on node 0 of a plan across nodes
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .options import add_plan_arguments
+    from .options import add_cluster_arguments, add_plan_arguments
 
     parser = argparse.ArgumentParser(
         prog="advisor", description="Choose the batch size for data-parallel PyTorch training.")
@@ -836,16 +871,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  "these (for example --zero-stage 3 with --adapter deepspeed); `advisor adapters` "
                                  "lists them.")
     add_plan_arguments(plan)  # every declared option (advisor/options.py)
-    plan.add_argument("--nnodes", type=int, help="measure on the cluster itself: start the same command on every "
-                      "node, as torchrun (under SLURM, `srun advisor plan ...` fills the cluster flags in)")
-    plan.add_argument("--node-rank", type=int, help="this node's rank, 0 to --nnodes - 1; node 0 runs the method and "
-                                                     "writes the recipe")
-    plan.add_argument("--rdzv-endpoint", help="HOST:PORT where the nodes meet: node 0's host, a free port "
-                                              "(default port 29400)")
-    plan.add_argument("--rdzv-id", help="an id shared by the nodes of one plan (default: the SLURM job id, else "
-                                        "'advisor')")
-    plan.add_argument("--rdzv-timeout", type=float, help="seconds node 0 waits for every node to join "
-                                                         "(default 300)")
+    add_cluster_arguments(plan)  # the cluster flags (advisor/options.py), the app's too
     plan.add_argument("--out", help="recipe path to write (never overwritten without --force)")
     plan.add_argument("--force", action="store_true", help="replace an existing recipe, keeping a .bak backup; and plan a "
                       "--global-batch that leaves under 10 optimizer steps per epoch")

@@ -123,6 +123,17 @@ class ClusterSpec:
     def endpoint(self) -> str:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
+    def flags(self, node_rank: int | None = None) -> list[str]:
+        """The cluster flags that start node ``node_rank`` (default: this one) of this plan, as `advisor plan` takes
+        them (a default --rdzv-id or --rdzv-timeout is left out)."""
+        rank = self.node_rank if node_rank is None else node_rank
+        flags = ["--nnodes", str(self.nnodes), "--node-rank", str(rank), "--rdzv-endpoint", self.endpoint]
+        if self.run_id != "advisor":
+            flags += ["--rdzv-id", self.run_id]
+        if self.join_timeout_s != DEFAULT_JOIN_TIMEOUT_S:
+            flags += ["--rdzv-timeout", f"{self.join_timeout_s:g}"]
+        return flags
+
 
 def cluster_spec(nnodes: int | None, node_rank: int | None, endpoint: str | None, run_id: str | None,
                  join_timeout_s: float | None = None, environ=None) -> ClusterSpec | None:
@@ -186,6 +197,26 @@ def _int_var(environ, name: str) -> int | None:
         return int(value) if value not in (None, "") else None
     except ValueError:
         raise SetupError(f"{name}={value!r} is not a whole number; is this a SLURM job?") from None
+
+
+SCRIPT_ON_ONE_HOST = ("A plan of your own script (`-- SCRIPT`) runs on one host for now: drop --nnodes (and the SLURM "
+                      "launch), or plan a workload (--workload) across the nodes.")
+
+
+def measure_on_cluster(settings, spec: ClusterSpec, options: dict, script: bool = False, words=lambda flag: flag) -> None:
+    """Settings of a plan measured on the cluster (`advisor plan --nnodes`, the app on node 0): the runs span its
+    nodes, and it is the target. ``options``: the named plan options; a target cluster given beside it (--nodes,
+    --gpus-per-node, --world-size) or a script (``script``) is refused. ``words``: how a flag is named to the user
+    (the app names its fields)."""
+    given = [words(f"--{name.replace('_', '-')}") for name in ("nodes", "gpus_per_node", "world_size")
+             if options.get(name) not in (None, "")]
+    if given:
+        raise SetupError(f"{', '.join(given)} describe a cluster a one-host plan extrapolates to; a plan started on "
+                         f"every node (here {spec.nnodes} nodes x {settings.nproc} process(es) per node) measures the "
+                         "cluster itself. Leave them empty.")
+    if script:
+        raise SetupError(SCRIPT_ON_ONE_HOST)
+    settings.nodes = settings.cluster_nodes = spec.nnodes
 
 
 # ------------------------------------------------------------------------------------------------ node facts
@@ -255,6 +286,7 @@ class ClusterLink:
         self._seen: dict[int, tuple[int, float]] = {}  # node -> (its last counter, when it last moved)
         self._lock = threading.Lock()
         self.store_error: str | None = None  # set when the store stopped answering (node 0 is gone)
+        self.jobs = 0  # node 0's jobs posted so far: numbered by the link, so a new session (the app's) goes on
         self._thread = threading.Thread(target=self._beat, daemon=True)
         self._thread.start()
 
@@ -305,6 +337,23 @@ class ClusterLink:
                  sorted(self.facts)]
         return "cluster-" + hashlib.sha256(json.dumps(hosts).encode()).hexdigest()[:16]
 
+    def next_job(self) -> int:
+        self.jobs += 1
+        return self.jobs
+
+    def refit_node_0(self, facts: dict) -> None:
+        """Node 0 set up again (the app's Setup, started anew on the same nodes): what must match must be what the
+        nodes met with (they run their own flags); the rest (its memory budget) is node 0's new facts. SetupError
+        naming both values when a must-match one changed."""
+        met = self.facts[0]
+        changed = [f"{words}: {met.get(key)} when the nodes met, {facts.get(key)} now" for key, words in MUST_MATCH
+                   if facts.get(key) != met.get(key)]
+        if changed:
+            raise SetupError("The other nodes joined this plan with other settings, and they run their own: "
+                             + "; ".join(changed) + ". Put them back, or quit and start every node again with the "
+                             "new ones (`advisor plan ... --node-rank R` there).")
+        self.facts[0] = facts
+
     def describe(self, rank: int) -> str:
         facts = self.facts.get(rank, {})
         return f"node {rank} ({facts.get('hostname', '?')})"
@@ -316,19 +365,20 @@ class ClusterLink:
             self._thread.join(timeout=5)
 
 
-def join(spec: ClusterSpec, facts: dict, say=lambda text: None) -> ClusterLink:
+def join(spec: ClusterSpec, facts: dict, say=lambda text: None, cancel=None) -> ClusterLink:
     """Meet the other nodes at the endpoint: node 0 hosts the store and waits for every node (naming the ones
-    that never came), checks they run the same versions, and posts its verdict; every node returns its link or
-    raises SetupError with the verdict."""
+    that never came, or that failed their own checks), checks they run the same versions, and posts its verdict;
+    every node returns its link or raises SetupError with the verdict. ``cancel`` (a CancelToken): node 0 stops
+    waiting (CancelledError; the nodes that joined hear it)."""
     store = _open_store(spec)
     try:
-        return _meet(spec, store, facts, say)
+        return _meet(spec, store, facts, say, cancel)
     except (RuntimeError, OSError) as exc:  # the store's connection broke: node 0 ended during the meeting
         raise SetupError(f"Node 0's rendezvous at {spec.endpoint} went away while the nodes met ({_first_line(exc)}): "
                          "node 0 stopped. Start the plan again on every node.") from None
 
 
-def _meet(spec: ClusterSpec, store, facts: dict, say) -> ClusterLink:
+def _meet(spec: ClusterSpec, store, facts: dict, say, cancel=None) -> ClusterLink:
     prefix = f"advisor/{spec.run_id}/"
     claimed = store.add(f"{prefix}claim/{spec.node_rank}", 1)
     if claimed > 1:
@@ -339,7 +389,7 @@ def _meet(spec: ClusterSpec, store, facts: dict, say) -> ClusterLink:
     if spec.node_rank == 0:
         say(f"   cluster: waiting at {spec.endpoint} for {spec.nnodes - 1} more node(s) (run id {spec.run_id}, "
             f"up to {spec.join_timeout_s:.0f} s)")
-        everyone = _await_nodes(store, prefix, spec)
+        everyone = _await_nodes(store, prefix, spec, cancel)
         refusal = environment_mismatch(everyone)
         store.set(f"{prefix}verdict", json.dumps({"ok": refusal is None, "message": refusal}))
         if refusal:
@@ -387,24 +437,63 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
 
 
-def _await_nodes(store, prefix: str, spec: ClusterSpec) -> dict[int, dict]:
+def _await_nodes(store, prefix: str, spec: ClusterSpec, cancel=None) -> dict[int, dict]:
     deadline = time.monotonic() + spec.join_timeout_s
     keys = {rank: f"{prefix}node/{rank}" for rank in range(spec.nnodes)}
     while True:
         missing = [rank for rank, key in keys.items() if not store.check([key])]
         if not missing:
             return {rank: json.loads(store.get(key)) for rank, key in keys.items()}
+        failed = {rank: json.loads(store.get(f"{prefix}failed/{rank}")) for rank in missing
+                  if store.check([f"{prefix}failed/{rank}"])}
+        if failed:
+            _refuse_the_meeting(store, prefix, spec, missing, _failed_nodes_message(spec, failed))
+        if cancel is not None and cancel.cancelled:
+            _refuse_the_meeting(store, prefix, spec, missing, "Node 0 stopped waiting for the other nodes (cancelled "
+                                "there) before they all joined. Nothing was run; start the plan again on every node.",
+                                CancelledError)
         if time.monotonic() > deadline:
             break
         time.sleep(0.25)
     names = ", ".join(str(r) for r in missing)
-    message = (f"Node(s) {names} of {spec.nnodes} never joined the rendezvous at {spec.endpoint} (run id "
-               f"{spec.run_id}) within {spec.join_timeout_s:.0f} s. Start `advisor plan` with the same flags on every "
-               "node (--node-rank " + names + " there; under SLURM, `srun --ntasks-per-node=1 advisor plan ...` "
-               "does it), or raise --rdzv-timeout if they start late. Nothing was run.")
+    _refuse_the_meeting(store, prefix, spec, missing, (
+        f"Node(s) {names} of {spec.nnodes} never joined the rendezvous at {spec.endpoint} (run id {spec.run_id}) "
+        f"within {spec.join_timeout_s:.0f} s. Start `advisor plan` with the same flags on every node (--node-rank "
+        f"{names} there; under SLURM, `srun --ntasks-per-node=1 advisor plan ...` does it), or raise "
+        "--rdzv-timeout if they start late. Nothing was run."))
+
+
+def _failed_nodes_message(spec: ClusterSpec, failed: dict[int, dict]) -> str:
+    said = " ".join(f"On node {rank} ({report.get('hostname', '?')}): {report.get('message', '')}"
+                    for rank, report in sorted(failed.items()))
+    names = ", ".join(str(rank) for rank in sorted(failed))
+    return (f"Node(s) {names} of {spec.nnodes} cannot take part in the plan: their own checks failed before they "
+            f"joined. {said} Fix that on node(s) {names} (its flags, its files, its installation), then start the "
+            "plan again on every node. Nothing was run.")
+
+
+def _refuse_the_meeting(store, prefix: str, spec: ClusterSpec, missing: list[int], message: str,
+                        error=SetupError) -> None:
+    """Node 0 ends the meeting without a plan: every node that joined hears why (bounded), then ``error``."""
     store.set(f"{prefix}verdict", json.dumps({"ok": False, "message": message}))
     _let_them_read(store, prefix, spec, [r for r in range(1, spec.nnodes) if r not in missing])
-    raise SetupError(message)
+    raise error(message)
+
+
+def report_setup_failure(spec: ClusterSpec, message: str, say=lambda text: None) -> bool:
+    """A node other than 0 whose own checks failed (before it could join): leave its message where node 0, waiting
+    for it, reads it (the rendezvous store: the only place every host reaches), so node 0 names this node and its
+    problem at once instead of "never joined" after --rdzv-timeout. Waits for node 0's store up to --rdzv-timeout;
+    False when it could not be reached (node 0 then says "never joined")."""
+    say(f"advisor: node {spec.node_rank} cannot take part (below); telling node 0 at {spec.endpoint} (up to "
+        f"{spec.join_timeout_s:.0f} s)")
+    try:
+        store = _open_store(spec)
+        store.set(f"advisor/{spec.run_id}/failed/{spec.node_rank}",
+                  json.dumps({"hostname": platform.node(), "message": message}))
+    except (SetupError, RuntimeError, OSError):
+        return False
+    return True
 
 
 def _await_key(store, key: str, timeout_s: float) -> dict | None:

@@ -94,14 +94,12 @@ class ClusterRunner(JobRunner):
         # 1: each node probes alone; else (sharded state: memory per device hangs on the world size) the probe
         # spans the nodes at the runs' world size.
         self.probe_nproc = adapter.probe_processes(self.nproc, self.options)
-        self.jobs = 0
         self.probe_oom_nodes: dict[int, list[int]] = {}  # per probed batch: the nodes that ran out of memory
 
     def _launch(self, job: TrialJob, nproc: int, label: str, relay, server) -> JobOutcome:
         together = job.kind != "probe" or self.probe_nproc > 1
         local = self.per_node if together else 1
-        self.jobs += 1
-        number, link = self.jobs, self.link
+        number, link = self.link.next_job(), self.link
         node = ({"nnodes": link.spec.nnodes, "master_addr": link.spec.host, "master_port": free_port(),
                  "run_id": f"{link.spec.run_id}-{number}"} if together else None)
         link.set(f"job/{number}", {"job": job.to_json(), "local_nproc": local, "node": node, "label": label})
@@ -205,6 +203,14 @@ class ClusterRunner(JobRunner):
     def ceiling_set_by(self, smallest_oom: int | None) -> str | None:
         return ceiling_set_by(self.probe_oom_nodes.get(smallest_oom) if smallest_oom else None, smallest_oom,
                               self.link.spec.nnodes, self.link.describe)
+
+    def cluster_record(self, ceiling) -> dict:
+        """The recipe's [provenance.cluster] (and the history row's ``cluster``) for a plan whose ceiling is
+        ``ceiling`` (a CeilingResult, or None)."""
+        from .cluster import cluster_facts
+
+        smallest_oom = ceiling.smallest_oom if ceiling else None
+        return cluster_facts(self.link, self.ceiling_set_by(smallest_oom)).to_dict()
 
 
 def merge_reports(outcome: JobOutcome, reports: dict[int, dict], describe) -> list[int]:

@@ -512,16 +512,17 @@ def seeded_ceiling(probe: Callable[[int, str], ProbeTrial], seed: dict, budget_b
                          capped_by="" if smallest_oom is not None else "the known cap"), ""
 
 
-def run_context(settings, setup, recipe: str | None = None) -> RunContext:
+def run_context(settings, setup, recipe: str | None = None, device_class: str | None = None) -> RunContext:
     """The shared part of a plan's rows, from its settings and checked set-up (parameters come from the first
-    worker, ``RunContext.workload['parameters']`` is filled in by the recorder)."""
+    worker, ``RunContext.workload['parameters']`` is filled in by the recorder). ``device_class``: a plan across
+    nodes is its own (``ClusterLink.fingerprint``: its runs timed the inter-node all-reduce), else this host's."""
     workload = setup.workload
     host = setup.host
     name = host.names[0] if host.type == "cuda" and host.names else host.type
     return RunContext({"name": workload.name, "spec": settings.workload, "parameters": None,
                        "train_size": workload.train_length, "task": workload.task},
                       {"type": settings.device, "name": name, "memory_bytes": settings.memory_budget_bytes,
-                       "host_fingerprint": host_fingerprint(host)},
+                       "host_fingerprint": device_class or host_fingerprint(host)},
                       settings.adapter_name, recipe=recipe)
 
 

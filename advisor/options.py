@@ -137,6 +137,28 @@ PLAN_OPTION_TABLE: tuple[PlanOption, ...] = (
 PLAN_OPTION = {option.name: option for option in PLAN_OPTION_TABLE}
 
 
+# Where a plan measured on the cluster runs (`advisor plan`, and the app on node 0: `advisor [tui]`): not plan settings
+# (advisor.cluster.cluster_spec reads them, with SLURM's variables for what they leave out), declared once here for
+# both parsers.
+CLUSTER_OPTION_TABLE: tuple[PlanOption, ...] = (
+    PlanOption("nnodes", int, help="measure on the cluster itself: start the same command on every node, as torchrun "
+                                   "(under SLURM, `srun advisor plan ...` fills the cluster flags in); the app runs on "
+                                   "node 0 (`advisor --nnodes N --node-rank 0 ...`), `advisor plan` on the others"),
+    PlanOption("node_rank", int, help="this node's rank, 0 to --nnodes - 1; node 0 runs the method and writes the "
+                                      "recipe"),
+    PlanOption("rdzv_endpoint", help="HOST:PORT where the nodes meet: node 0's host, a free port (default port 29400)"),
+    PlanOption("rdzv_id", help="an id shared by the nodes of one plan (default: the SLURM job id, else 'advisor')"),
+    PlanOption("rdzv_timeout", float, help="seconds node 0 waits for every node to join (default 300)"),
+)
+
+
+def add_cluster_arguments(parser) -> None:
+    """The cluster flags (CLUSTER_OPTION_TABLE), for `advisor plan` and the app."""
+    for option in CLUSTER_OPTION_TABLE:
+        parser.add_argument(option.flag, help=option.help,
+                            **({"type": option.type} if option.type is not str else {}))
+
+
 def plan_option(name: str) -> PlanOption:
     """The declared option ``name``; a KeyError names the declared ones (a check or field naming an undeclared one)."""
     try:

@@ -60,6 +60,7 @@ class Session:
             settings.precision, settings.device, setup.host.bf16, supported)
         self.mixed = self.precision.mixed  # tried before halving and before accumulation
         # Tests hand in a stub runner with the same probe/train/ledger/model_info/env/options surface.
+        self.cluster = cluster  # advisor.cluster.ClusterLink: a plan across nodes (the CLI's or the app's)
         if runner is None and cluster is not None:  # `advisor plan --nnodes`: every job on every node
             from .cluster_runner import ClusterRunner
 
@@ -357,6 +358,8 @@ class Session:
                                adapter_extras=self.adapter.recipe_extras(self.runner.options), ran=ran,
                                hyperparameters=hyper, tf32=self.precision.tf32, host=self.setup.host,
                                workload_notes=workload_notes(self.reports, self.ceiling_result))
+        if self.cluster is not None:  # measured across nodes: which ones, and which set the ceiling
+            self.result.cluster = self.runner.cluster_record(self.ceiling_result)
         return self.result
 
     def _plan_parts(self) -> PlanParts:

@@ -110,10 +110,11 @@ def options_as_run(options: dict, settings: MethodSettings) -> dict:
 
 
 def plan_command(options: dict, out: str | None = None, force: bool = False,
-                 script: list[str] | None = None) -> list[str]:
+                 script: list[str] | None = None, cluster_flags: list[str] | None = None) -> list[str]:
     """The `advisor plan` command that says what ``options`` say (defaults left out): the headless twin of a walk
     in the app, which the recipe records. ``script``: SCRIPT ARGS, measured through the script door
-    (`advisor plan ... -- SCRIPT ARGS`) instead of a workload."""
+    (`advisor plan ... -- SCRIPT ARGS`) instead of a workload. ``cluster_flags``: node 0's (ClusterSpec.flags)
+    of a plan across nodes."""
     argv = ["advisor", "plan"]
     for name in PLAN_OPTIONS:
         if name == "workload" and script:
@@ -127,6 +128,7 @@ def plan_command(options: dict, out: str | None = None, force: bool = False,
     for name, value in sorted((options.get("adapter_options") or {}).items()):
         if value is not None and value != "":
             argv += ["--" + name.replace("_", "-"), str(value)]
+    argv += cluster_flags or []
     if out:
         argv += ["--out", out] + (["--force"] if force else [])
     if script:

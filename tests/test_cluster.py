@@ -84,6 +84,76 @@ def test_other_nodes_outcomes_decide_the_job():
     assert ceiling_set_by(None, None, 2, describe) is None
 
 
+def test_the_app_runs_on_node_0_only_and_checks_the_cluster_flags_first(capsys, monkeypatch):
+    """`advisor [tui] --nnodes ...`: a node other than 0 (from the flags or from SLURM's variables under srun) is
+    told, in one paragraph, the `advisor plan` command to run there; wrong flags are refused as `advisor plan`
+    refuses them. All before the terminal check (these runs have none) and before torch loads."""
+    from advisor.cli import main
+
+    for key in [k for k in os.environ if k.startswith("SLURM_")]:
+        monkeypatch.delenv(key)
+    where = ["--nnodes", "2", "--rdzv-endpoint", "127.0.0.1:29555"]
+
+    def refused(argv, env=None) -> str:
+        for key, value in (env or {}).items():
+            monkeypatch.setenv(key, value)
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code == 2 and err.startswith("advisor: ") and len(err.strip().splitlines()) == 1, (code, err)
+        assert "Traceback" not in err
+        return err
+
+    for argv in (["--workload", "digits-mlp", "--node-rank", "1", *where],
+                 ["tui", "--workload", "digits-mlp", "--node-rank", "1", *where]):
+        err = refused(argv)
+        assert "The app runs on node 0 only" in err and "this is node 1 of 2" in err
+        assert ("`advisor plan --workload digits-mlp --adapter ddp --nnodes 2 --node-rank 1 --rdzv-endpoint "
+                "127.0.0.1:29555`" in err)
+    err = refused([], env={"SLURM_NNODES": "3", "SLURM_NODEID": "2", "SLURM_JOB_NODELIST": "gpu[07-09]",
+                           "SLURM_JOB_ID": "77", "SLURM_LOCALID": "0"})
+    assert "this is node 2 of 3 (from SLURM's variables)" in err and "--rdzv-endpoint gpu07:29400 --rdzv-id slurm-77" in err
+    for key in ("SLURM_NNODES", "SLURM_NODEID", "SLURM_JOB_NODELIST", "SLURM_JOB_ID", "SLURM_LOCALID"):
+        monkeypatch.delenv(key)
+    assert "--nnodes must be 2 or more, not 1" in refused(["--nnodes", "1", "--node-rank", "0",
+                                                          "--rdzv-endpoint", "h:1"])
+    assert "--rdzv-endpoint is missing" in refused(["tui", "--nnodes", "2", "--node-rank", "0"])
+    assert "--rdzv-timeout must be a positive" in refused(["--node-rank", "0", *where, "--rdzv-timeout=-5"])
+    assert "is not HOST:PORT" in refused(["--nnodes", "2", "--node-rank", "0", "--rdzv-endpoint", "a:b:c"])
+    assert "`advisor tui`: --nnodes takes a whole number" in refused(["tui", "--nnodes", "two"])
+    assert "own script (`-- SCRIPT`) runs on one host" in refused(["--node-rank", "0", *where, "--", "train.py"])
+    # node 0 without a terminal: the help, as a bare `advisor` gives it (the app cannot open here)
+    assert main(["--node-rank", "0", *where]) == 0 and "needs a terminal" in capsys.readouterr().err
+
+
+class _CountingStore:
+    """The few TCPStore calls a link's heartbeat makes, in memory (the meeting itself is tested with real stores)."""
+
+    def __init__(self):
+        self.values = {}
+
+    def add(self, key, amount):
+        self.values[key] = self.values.get(key, 0) + amount
+        return self.values[key]
+
+
+def test_a_later_setup_on_node_0_keeps_the_nodes_only_with_what_they_met_with():
+    """The app's Setup started again on the same nodes: they run their own flags, so the workload, adapter,
+    processes and device kind must be what they met with (both values named); the rest is node 0's new facts."""
+    from advisor.cluster import ClusterLink
+
+    met = {"hostname": "a", "torch": "2.13.0", "advisor": "0.1.0 (source 1)", "adapter": "ddp 2.13.0",
+           "device": "cpu", "nproc": 1, "workload": "digits-mlp", "memory_budget_bytes": 64 << 20}
+    link = ClusterLink(ClusterSpec(2, 0, "127.0.0.1", 1), _CountingStore(), {0: dict(met), 1: {**met, "hostname": "b"}})
+    try:
+        link.refit_node_0({**met, "memory_budget_bytes": 32 << 20})
+        assert link.facts[0]["memory_budget_bytes"] == 32 << 20
+        with pytest.raises(SetupError, match="--workload: digits-mlp when the nodes met, digits-cnn now"):
+            link.refit_node_0({**met, "workload": "digits-cnn"})
+        assert link.facts[0]["workload"] == "digits-mlp" and [link.next_job(), link.next_job()] == [1, 2]
+    finally:
+        link.close()
+
+
 # ------------------------------------------------------------------------------------------------ real nodes
 
 def _free_port() -> int:
@@ -357,3 +427,133 @@ def test_the_quiet_c10_log_level_is_this_processs_only(monkeypatch):
     monkeypatch.setenv("TORCH_CPP_LOG_LEVEL", "INFO")  # a user debugging the store keeps the lines asked for
     with _torch_cpp_log_quiet_here(True):
         assert os.environ["TORCH_CPP_LOG_LEVEL"] == "INFO"
+
+
+@pytest.mark.timeout(300)
+def test_a_node_that_fails_its_own_checks_is_named_by_node_0_at_once(nodes, tmp_path):
+    """Node 1 cannot load the workload (its file was never copied to that node): it tells node 0 through the
+    rendezvous store before it exits 2, and node 0 names node 1 and its problem at once, well within
+    --rdzv-timeout (it said only "never joined", after the timeout, before)."""
+    for name in ("node0", "node1"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "node0" / "my_workload.py").write_text("from advisor.workloads.digits import digits_mlp  # noqa: F401\n")
+    workload = ["--workload", "my_workload.py:digits_mlp"]
+    out = tmp_path / "node0" / "mlp.toml"
+    started = time.monotonic()
+    nodes.start(0, *workload, "--out", str(out), timeout=90)
+    nodes.start(1, *workload, timeout=90)
+    code1, _, err1 = nodes.finish(1, timeout=150)
+    code0, _, err0 = nodes.finish(0, timeout=150)
+    took = time.monotonic() - started
+    assert code1 == 2 and "my_workload.py" in err1 and "telling node 0" in err1, err1[-2000:]
+    assert code0 == 2 and "Node(s) 1 of 2 cannot take part in the plan" in err0, err0[-2000:]
+    assert "On node 1 (" in err0 and "my_workload.py" in err0 and "never joined" not in err0, err0[-2000:]
+    assert took < 45, f"{took:.0f} s: node 0 waited for the --rdzv-timeout (90 s) instead of hearing node 1"
+    assert "Traceback" not in err0 + err1 and not out.exists()
+    nodes.assert_none_left()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+async def test_the_app_on_node_0_plans_across_two_nodes(nodes, tmp_path, monkeypatch):
+    """`advisor --nnodes 2 --node-rank 0 ...` (the app) with node 1 a real `advisor plan --node-rank 1`: the Setup
+    says the plan spans 2 nodes, every step runs on both, and the recipe saved is the one `advisor plan --nnodes 2`
+    writes (world size 2 measured, a two-node launch line, [provenance.cluster], the cluster flags in its command);
+    as the app closes, node 1 hears the plan ended with a recipe and exits 0, having written nothing."""
+    from tui_stub import screen_text, wait_for, walk_to
+
+    from advisor.tui.app import Prefill, create_app
+
+    folder = tmp_path / "node0"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    monkeypatch.setenv("ADVISOR_CLUSTER_TEST", nodes.tag)  # node 0's workers (the app's) carry the marker too
+    monkeypatch.setenv("ADVISOR_HISTORY", str(folder / ".history.jsonl"))
+    nodes.start(1, timeout=180)
+    spec = cluster_spec(2, 0, f"127.0.0.1:{nodes.port}", None, 180, environ={})
+    app = create_app(Prefill("digits-mlp", "ddp", 1, "64MiB", 8, 40), cluster=spec)
+    saved = folder / "recipes" / "digits-mlp.toml"
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert "2 nodes" in screen_text(app, "#cluster") and "world size 2 x 1 = 2" in screen_text(app, "#cluster")
+        app.screen.query_one("#sweep-seeds").value = "1"
+        await walk_to(pilot, "recipe", timeout=600)
+        await wait_for(pilot, lambda: "recipe" in app.done, timeout=300, what="the plan")
+        world = {label: why for label, _, why in app.screen.query_one("#numbers")._rows}["World size"]
+        assert world.startswith("2 nodes x 1 process(es) per node, measured across them"), world
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, saved.exists, what="the saved recipe")
+    code1, _, err1 = nodes.finish(1, timeout=120)
+    assert code1 == 0 and "the plan ended on node 0; this node wrote nothing" in err1, err1[-3000:]
+    recipe = load_recipe(saved).data
+    batch = recipe["batch"]
+    assert batch["world_size"] == 2 and batch["global"] == batch["per_device"] * 2
+    assert batch["validated_global"] == batch["global"] and batch["extrapolation"] == 1.0
+    assert "torchrun --nnodes=2 --node-rank=" in recipe["launch"]["example"]
+    cluster = recipe["provenance"]["cluster"]
+    assert (cluster["nodes"], cluster["processes_per_node"], cluster["world_size"]) == (2, 1, 2)
+    assert [n["rank"] for n in cluster["node"]] == [0, 1] and cluster["rendezvous"] == f"127.0.0.1:{nodes.port}"
+    runs = [row for row in recipe["ledger"] if row["phase"] in ("trial", "sweep")]
+    assert runs and all(row["world_size"] == 2 for row in runs)
+    command = recipe["provenance"]["command"]
+    assert command.startswith("advisor plan ") and f"--nnodes 2 --node-rank 0 --rdzv-endpoint 127.0.0.1:{nodes.port}" in command
+    history = [json.loads(line) for line in (folder / ".history.jsonl").read_text().splitlines()]
+    assert {row["device"]["host_fingerprint"][:8] for row in history} == {"cluster-"}  # as `advisor plan --nnodes`
+    assert err1.count("ceiling probe at batch") >= 2 and "sweep at" in err1 and "Traceback" not in err1
+    assert sorted(p.name for p in (tmp_path / "node1").iterdir()) == []
+    nodes.assert_none_left()
+
+
+@pytest.mark.slow
+async def test_the_apps_start_on_node_0_refuses_a_target_cluster_and_esc_stops_the_wait(tmp_path, monkeypatch):
+    """The app on node 0, no other node started: the Target nodes field is refused beside the cluster (in the
+    form's words, as `advisor plan --nnodes` refuses --nodes); Start then waits for node 1 at the endpoint, Esc
+    stops the wait (no plan, no session), and a second Start hosts the rendezvous again on the same port.
+    27 s at load 13 (the workload check and torch's import in the app), so slow."""
+    from tui_stub import cpu_host, screen_text, wait_for
+
+    from advisor.tui.app import Prefill, create_app
+
+    monkeypatch.chdir(tmp_path)
+    spec = ClusterSpec(2, 0, "127.0.0.1", _free_port(), "app-esc", 120)
+    app = create_app(Prefill("digits-mlp", "ddp", 1, "64MiB", 8, 40), host=cpu_host(), cluster=spec)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: screen_text(app, "#workload-status").strip() and "checking" not in screen_text(
+            app, "#workload-status"), timeout=120, what="the workload check")
+        app.screen.query_one("#nodes").value = "4"
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.screen.query_one(".error-panel").has_class("shown"), timeout=60,
+                       what="the refusal")
+        assert '"Target nodes" describe a cluster a one-host plan extrapolates to' in screen_text(app, ".error-panel")
+        app.screen.query_one("#nodes").value = ""
+        for attempt in range(2):  # the second: the first wait's store was let go, its port is free again
+            await pilot.press("ctrl+r")
+            await wait_for(pilot, lambda: "waiting at 127.0.0.1" in screen_text(app, "#status"), timeout=60,
+                           what=f"the wait for node 1 ({attempt})")
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.screen.query_one(".error-panel").has_class("shown"), timeout=30,
+                           what="the wait to stop")
+            assert "Start stopped waiting for the other nodes (Esc)" in screen_text(app, ".error-panel")
+            assert app.session is None and app.cluster_link is None
+
+
+@pytest.mark.slow
+async def test_a_node_lost_during_a_step_of_the_app_is_a_failure_not_a_cancel():
+    """NodeLost is a CancelledError in kind (every path that stops the workers on a cancel does so), but the app
+    shows it as the step's failure with its message, not as the user's cancel."""
+    from tui_stub import screen_text, start_walk, stub_app, wait_for
+
+    from advisor.cluster import NodeLost
+
+    def lost():
+        raise NodeLost("Lost node 1 (b) during the trial at 32 per device: it stopped answering the rendezvous.")
+
+    app = stub_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await start_walk(pilot)
+        await wait_for(pilot, lambda: app.running is None, what="the ceiling step")
+        assert app.run_step("ceiling", lost)
+        await wait_for(pilot, lambda: app.running is None and "Lost node 1" in screen_text(app, ".error-panel"),
+                       what="the step to fail")
+        assert "Memory ceiling failed" in screen_text(app, ".error-panel") and "Cancelled" not in screen_text(
+            app, ".error-panel")
+        assert "ceiling" not in app.done

@@ -24,6 +24,7 @@ FRESH_BATCH = 3  # held back whole (split.py FRESH_BATCHES): labelled before any
 UNSCORED_BATCH = 4  # held back whole as well, collected after batch 3 was scored; scored once: 28/41 (spent since)
 NEW_BATCH = 5  # held back whole, collected after batch 4 was scored; scored once: 31/50 (README)
 SIXTH_BATCH = 6  # held back whole, collected after batch 5 was scored; scored once: 27/31 (README)
+SEVENTH_BATCH = 7  # held back whole, collected after batch 6 was scored; not scored yet (the lead scores it once)
 
 
 def _load(name, path):
@@ -106,7 +107,7 @@ def test_an_entry_the_tool_cannot_read_or_crashes_on_counts_as_wrong(tmp_path, m
     assert outcome.unreadable == "RuntimeError: a reader bug" and not outcome.right
 
 
-@pytest.mark.parametrize("batch", [FRESH_BATCH, UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH])
+@pytest.mark.parametrize("batch", [FRESH_BATCH, UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH, SEVENTH_BATCH])
 def test_the_fresh_batch_is_held_back_whole_and_the_bench_selects_it_without_judging_it(capsys, batch):
     """Batch 3 was collected after batches 1-2's held-back part was spent, batch 4 after batch 3 was scored: each is
     held back whole, at least 30 entries, a third of them healthy. The bench picks a batch by its number and says
@@ -123,14 +124,26 @@ def test_the_fresh_batch_is_held_back_whole_and_the_bench_selects_it_without_jud
     assert bench.main(["--batch", "99"]) == 2 and "no batch [99]" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("batch", [UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH])
+@pytest.mark.parametrize("batch", [UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH, SEVENTH_BATCH])
 def test_the_unscored_batch_has_new_sources_and_no_entry_of_an_earlier_batch(batch):
-    """Batches 4, 5 and 6 are new material: no repository file or generated run already in an earlier batch."""
+    """Batches 4 to 7 are new material: no repository file or generated run already in an earlier batch."""
     earlier = {e["source"] for e in LABELS.values() if e.get("batch", 1) < batch}
     earlier_repos = {s.split()[0] for s in earlier if s.startswith("github:")}
     fresh = {n: e for n, e in LABELS.items() if e.get("batch", 1) == batch}
     assert not [n for n, e in fresh.items() if e["source"] in earlier]
     assert not [n for n, e in fresh.items() if e["source"].split()[0] in earlier_repos], "a repository used before"
+
+
+def test_the_seventh_batch_holds_committed_files_and_runs_trained_here_in_new_formats():
+    """Batch 7 (issue 37) asks for at least 20 files committed in public repositories and at least 20 runs really
+    trained here, each kind of writer present; nothing here reads the entries' curves."""
+    fresh = {n: e for n, e in LABELS.items() if e.get("batch", 1) == SEVENTH_BATCH}
+    committed = [n for n, e in fresh.items() if COMMIT.match(e["source"])]
+    generated = [n for n, e in fresh.items() if e["source"].startswith("generated: ")]
+    assert len(committed) >= 20 and len(generated) >= 20, (len(committed), len(generated))
+    writers = {e["format"] for n, e in fresh.items() if n in generated}
+    assert {"summarywriter-dir", "lightning-tb-dir", "lightning-csv-dir", "hf-output-dir", "keras-csv", "text-log"} <= writers
+    assert {"oom", "crash"} <= {k for e in fresh.values() for k in e["kinds"]}
 
 
 def _assert_scored_once_part_holds(outcomes, entries: int, at_least_right: int) -> None:
@@ -183,7 +196,7 @@ def test_the_third_fresh_batch_keeps_what_it_scored_once():
     and trainspotter 0.2.6 (17) in the same hour (bench/diagnose_peers.py)."""
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     outcomes = bench.evaluate(None, LABELS, (NEW_BATCH,))
-    _assert_scored_once_part_holds(outcomes, 50, 35)  # read to learn from since (dx-rules6): 35 (2026-12-07)
+    _assert_scored_once_part_holds(outcomes, 50, 40)  # read to learn from since: 35 (dx-rules6), 40 (dx-rules7)
 
 
 def test_the_fourth_fresh_batch_keeps_what_it_scored_once():

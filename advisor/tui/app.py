@@ -36,8 +36,13 @@ class AdvisorApp(App):
 
     def __init__(self, prefill: Prefill | None = None, runner_factory: RunnerFactory | None = None,
                  host=None, diagnose_logs: list[str] | None = None, diagnose_recipe: str | None = None,
-                 start: str = "setup") -> None:
+                 start: str = "setup", cluster=None) -> None:
         super().__init__()
+        # advisor.cluster.ClusterSpec: this app is node 0 of a plan across nodes (`advisor --nnodes N --node-rank 0
+        # ...`); the Setup's Start meets the other nodes (cluster_link), and every step runs on all of them.
+        self.cluster = cluster
+        self.cluster_link = None
+        self.recipe_saved = False  # the other nodes hear, as the app closes, whether the plan ended with a recipe
         self.prefill = prefill or Prefill()
         self.runner_factory = runner_factory
         self.host = host  # HostDevices; detected in a worker when not given
@@ -102,9 +107,10 @@ class AdvisorApp(App):
         self.push_screen(ExplainScreen(title, text))
 
     # -- the session --------------------------------------------------------------------------------------
-    def begin_session(self, adapter, settings, setup, options: dict, script_session=None) -> None:
+    def begin_session(self, adapter, settings, setup, options: dict, script_session=None, cluster_link=None) -> None:
         """A new Setup: a new session; every step after Setup starts over. ``script_session``: (Session, Door)
-        from advisor.door.script_session, built by the Setup's check (its look run is real work)."""
+        from advisor.door.script_session, built by the Setup's check (its look run is real work). ``cluster_link``:
+        the nodes the Setup's check met (a plan across nodes: the session's runner runs every job on all of them)."""
         from ..session import Session
 
         if self.session is not None:
@@ -115,7 +121,9 @@ class AdvisorApp(App):
             self.session, self.door = script_session
         else:
             runner = self.runner_factory(adapter, settings, self._relay_engine_event) if self.runner_factory else None
-            self.session = Session(adapter, settings, setup, self._relay_engine_event, runner=runner)
+            self.cluster_link = cluster_link or self.cluster_link
+            self.session = Session(adapter, settings, setup, self._relay_engine_event, runner=runner,
+                                   cluster=self.cluster_link)
             self.door = None
         self.forget_from("ceiling")
         self.done.add("setup")
@@ -165,8 +173,12 @@ class AdvisorApp(App):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="step")
     def _step_worker(self, step: str, call: Callable[[], Any], target) -> None:
+        from ..cluster import NodeLost
+
         try:
             result = call()
+        except NodeLost as exc:  # a failure (a node went down), not the user's cancel
+            target.post_message(StepFailed(step, str(exc)))
         except CancelledError as exc:
             target.post_message(StepFailed(step, str(exc), cancelled=True))
         except AdvisorError as exc:
@@ -218,10 +230,17 @@ class AdvisorApp(App):
         self.cancel_running()
         if self.session is not None:
             self.session.close()
+        if self.cluster_link is not None:  # the other nodes stop their workers and exit (0 when a recipe was saved)
+            from ..cluster import finish
+
+            finish(self.cluster_link, self.recipe_saved, "" if self.recipe_saved else
+                   "the app on node 0 was closed before a recipe was saved")
 
 
 def create_app(prefill: Prefill | None = None, runner_factory: RunnerFactory | None = None, host=None,
-               diagnose_logs: list[str] | None = None, diagnose_recipe: str | None = None) -> AdvisorApp:
-    """The app as `advisor`, `advisor tui` and `advisor diagnose --tui` open it (and the tests drive it)."""
+               diagnose_logs: list[str] | None = None, diagnose_recipe: str | None = None,
+               cluster=None) -> AdvisorApp:
+    """The app as `advisor`, `advisor tui` and `advisor diagnose --tui` open it (and the tests drive it);
+    ``cluster`` (advisor.cluster.ClusterSpec of node 0): the plan runs across the nodes."""
     start = "diagnose" if diagnose_logs else "setup"
-    return AdvisorApp(prefill, runner_factory, host, diagnose_logs, diagnose_recipe, start)
+    return AdvisorApp(prefill, runner_factory, host, diagnose_logs, diagnose_recipe, start, cluster)

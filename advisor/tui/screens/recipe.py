@@ -21,7 +21,7 @@ def recipe_numbers(result) -> list[tuple[str, str, str]]:
     rows = [("Validated", "NOT VALIDATED", result.headline)] if result.headline else []
     return rows + [
         ("Per-device batch", str(p.per_device), p.reason),
-        ("World size", str(p.world_size), "The data-parallel processes of the target cluster."),
+        ("World size", str(p.world_size), world_size_text(result)),
         ("Accumulation steps", str(p.accumulation_steps),
          "ceil(target global / (per-device x world size)); 1 when the target fits in memory. " + p.reason),
         ("Global batch", str(p.global_batch),
@@ -41,6 +41,16 @@ def recipe_numbers(result) -> list[tuple[str, str, str]]:
         ("Noise scale", noise_text(result.noise) if result.noise else "unknown", result.noise_reason),
         ("Goodput batch", goodput_text(result.goodput), result.goodput.reason if result.goodput else ""),
     ]
+
+
+def world_size_text(result) -> str:
+    """Where the world size comes from: the nodes the plan ran across, or the target cluster."""
+    cluster = result.cluster
+    if not cluster:
+        return "The data-parallel processes of the target cluster."
+    return (f"{cluster['nodes']} nodes x {cluster['processes_per_node']} process(es) per node, measured across them: "
+            f"the trial and the sweep ran at this world size, so their timing holds the inter-node all-reduce "
+            f"(rendezvous {cluster['rendezvous']}; [provenance.cluster] names each node).")
 
 
 def noise_text(estimate) -> str:
@@ -154,8 +164,9 @@ class RecipeScreen(StepScreen):
         # The field's target, else the Setup's (make_call puts that back in the settings before each plan)
         options = {**options_as_run(self.app.plan_options, self.session.settings),
                    "global_batch": text or self.app.plan_options.get("global_batch")}
-        door = self.app.door
-        return plan_command(options, path, force, script=[door.spec.path, *door.spec.args] if door else None)
+        door, cluster = self.app.door, self.app.cluster
+        return plan_command(options, path, force, script=[door.spec.path, *door.spec.args] if door else None,
+                            cluster_flags=cluster.flags() if cluster is not None else None)
 
     def show_result(self, outcome) -> None:
         from ...recipe import dumps_recipe
@@ -279,6 +290,7 @@ class RecipeScreen(StepScreen):
         self._show_saved("\n".join(lines))
         self.saved_path = saved.path
         self.saved_result = self.result
+        self.app.recipe_saved = True
         return True
 
     def _record_history(self, path) -> str:
@@ -293,8 +305,9 @@ class RecipeScreen(StepScreen):
             return f"Runs already recorded in the history {escape(str(target))}."  # saved again: no duplicate rows
         self._recorded = (id(self.result), str(target))
         warnings: list[str] = []
-        recorder = HistoryRecorder(target, run_context(session.settings, session.setup, str(path)),
-                                   lambda: session.runner.model_info, warn=warnings.append)
+        link = self.app.cluster_link  # a plan across nodes is its own device class, as `advisor plan --nnodes`'s
+        context = run_context(session.settings, session.setup, str(path), link.fingerprint() if link else None)
+        recorder = HistoryRecorder(target, context, lambda: session.runner.model_info, warn=warnings.append)
         recorder.plan(self.result)
         return escape(warnings[0]) if warnings else f"Runs recorded in the history {escape(str(target))}."
 

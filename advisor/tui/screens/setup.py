@@ -39,10 +39,32 @@ class EnvironmentLoaded(Message):
 
 class SetupChecked(Message):
     def __init__(self, options: dict, adapter=None, settings=None, setup=None, error: str = "",
-                 script_session=None) -> None:
+                 script_session=None, cluster_link=None) -> None:
         self.options, self.adapter, self.settings, self.setup, self.error = options, adapter, settings, setup, error
         self.script_session = script_session  # (Session, Door) when the form names a script
+        self.cluster_link = cluster_link  # the nodes met (the app on node 0 of a plan across nodes)
         super().__init__()
+
+
+class ClusterNews(Message):
+    """A line from the nodes' meeting (who is awaited, who joined), said while Start waits for them."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        super().__init__()
+
+
+def cluster_text(spec, nproc: str) -> str:
+    """The Setup's Cluster row: the plan spans the nodes (world size nodes x processes per node) and how they meet."""
+    per_node = int(nproc) if nproc.isdigit() and int(nproc) > 0 else None
+    world = (f"world size {spec.nnodes} x {per_node} = {spec.nnodes * per_node}" if per_node else
+             f"world size {spec.nnodes} x the processes per node")
+    source = "from SLURM" if spec.source == "SLURM" else "from the flags"
+    return (f"[b]{spec.nnodes} nodes[/b] x Processes (per node): {world}; every probe, trial and sweep run spans "
+            f"them. This is node 0: it runs the method and writes the recipe. Start meets the other nodes at "
+            f"{escape(spec.endpoint)} (run id {escape(spec.run_id)}, {source}) and waits up to "
+            f"{spec.join_timeout_s:.0f} s; on each, run `advisor plan` with the same workload and settings and its "
+            f"own --node-rank (1 to {spec.nnodes - 1}).")
 
 
 # Above the script door's own message in the app: its examples are `advisor plan` lines.
@@ -185,6 +207,8 @@ class SetupScreen(Screen):
             yield Static("", id="adapter-status", classes="field-status")
             yield Vertical(id="adapter-options")  # one field per option the chosen adapter declares
             yield row("Devices", Static("detecting…", id="devices"))
+            if self.app.cluster is not None:
+                yield row("Cluster", Static(cluster_text(self.app.cluster, str(prefill.nproc or "")), id="cluster"))
             yield option_field(plan_option("nproc"), field_value(plan_option("nproc"), prefill))
             yield option_field(plan_option("device_memory"), field_value(plan_option("device_memory"), prefill))
             own = [("the workload's own", "")]
@@ -314,6 +338,15 @@ class SetupScreen(Screen):
                 fields.append(Static(f"[dim]{escape(option.help)}[/dim]", classes="field-status"))
         await box.mount_all(fields)
         self.options_mounted_for = name
+
+    @on(Input.Changed, "#nproc")
+    def _nproc_changed(self, event: Input.Changed) -> None:
+        if self.app.cluster is not None:
+            self.query_one("#cluster", Static).update(cluster_text(self.app.cluster, event.value.strip()))
+
+    def on_cluster_news(self, message: ClusterNews) -> None:
+        self.query_one("#status", Static).update(f"[b]Meeting the nodes…[/b] {escape(message.text.strip())} "
+                                                 "(Esc cancels)")
 
     # -- the workload, checked once per accepted value ----------------------------------------------------
     @on(Input.Changed, "#workload")
@@ -588,10 +621,10 @@ class SetupScreen(Screen):
             "[b]Checking…[/b] a first look at the script: one short run on one process (Esc cancels)"
             if options["script"] else "[b]Checking…[/b] importing the workload")
         self._show_error("")
-        if options["script"]:
+        if options["script"] or (self.app.cluster is not None and self.app.cluster_link is None):
             from ...launch import CancelToken
 
-            self._look_cancel = CancelToken()
+            self._look_cancel = CancelToken()  # Esc stops the script's first look, or the wait for the nodes
             self._script_relay = self.app.relay_for_new_session()  # no step runs (checked above)
             self.refresh_bindings()
         self.check_setup(options)
@@ -657,6 +690,11 @@ class SetupScreen(Screen):
             host = self.host or self.app.host or detect()
             adapter = load_adapter(option_value(named, "adapter"))
             settings = settings_from_options(named, host)
+            if self.app.cluster is not None:  # as `advisor plan --nnodes`: the runs span the nodes, the target
+                from ...cluster import measure_on_cluster
+
+                measure_on_cluster(settings, self.app.cluster, named, script=bool(script),
+                                   words=lambda flag: f'"{FIELD_LABELS.get(flag, flag)}"')
             if script:
                 found = ({"error": refusal_text(first, field_words)} if first
                          else self._script_session(script, adapter, settings, host))
@@ -675,7 +713,35 @@ class SetupScreen(Screen):
             if first or problems:
                 self.post_message(SetupChecked(options, error=refusal_text(first + problems, field_words)))
             else:
-                self.post_message(SetupChecked(options, adapter, settings, setup))
+                self.post_message(SetupChecked(options, adapter, settings, setup,
+                                               **self._meet_the_nodes(settings, adapter, host)))
+
+    def _meet_the_nodes(self, settings, adapter, host) -> dict:
+        """On node 0 of a plan across nodes: SetupChecked's ``cluster_link`` (the first Start meets the other
+        nodes, as `advisor plan` does; a later one keeps them, when what they met with is unchanged), or its
+        ``error``. Nothing on one host."""
+        from ...cluster import join, node_facts
+        from ...errors import AdvisorError, CancelledError
+
+        spec, link = self.app.cluster, self.app.cluster_link
+        if spec is None:
+            return {}
+        try:
+            facts = node_facts(settings, adapter, host)
+            if link is None:
+                return {"cluster_link": join(spec, facts, lambda text: self.post_message(ClusterNews(text)),
+                                             self._look_cancel)}
+            gone = link.lost_nodes() or ([0] if link.store_error else [])
+            if gone:
+                return {"error": f"The plan across the nodes has ended: {', '.join(map(link.describe, gone))} "
+                                 "stopped answering. Quit the app (ctrl+q) and start the plan again on every node."}
+            link.refit_node_0(facts)
+            return {"cluster_link": link}
+        except CancelledError:
+            return {"error": "Start stopped waiting for the other nodes (Esc); the nodes that had joined were told "
+                             "and stopped. Start `advisor plan ... --node-rank R` on them again, then Start here."}
+        except AdvisorError as exc:
+            return {"error": str(exc)}
 
     def _script_session(self, script: str, adapter, settings, host) -> dict:
         """SetupChecked's fields for a script: the script door's session (its first look run here, in the check's
@@ -714,7 +780,7 @@ class SetupScreen(Screen):
 
         def begin() -> None:
             self.app.begin_session(message.adapter, message.settings, message.setup, message.options,
-                                   message.script_session)
+                                   message.script_session, message.cluster_link)
             self.query_one(StepBar).update_steps()
             self.app.get_screen("ceiling").run_when_shown = True  # Start starts: the first step's probes run at once
             self.app.action_goto("ceiling")

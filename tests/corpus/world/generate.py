@@ -22,6 +22,10 @@ CPU OOM under `accelerate launch --cpu`, another under the `deepspeed` launcher,
 into a missing folder.
 Batch 6 (the `gen-wn-*` and `gen-sg-*` runs, all held back) trains two new tasks: an MLP on scikit-learn's bundled wine
 data and a small 1-D conv net on synthetic noisy signals (four wave shapes).
+Batch 7 (the `gen-tf-*`, `gen-tg-*`, `gen-va-*` and `gen-lr-*` runs, all held back) trains four new tasks: a tiny
+Transformer reversing token sequences, a bidirectional GRU tagger, a VAE on the bundled digits, and logistic regression
+on a make_classification table; it adds Keras' `verbose=2` console text, a step-line text format, a real CPU OOM from
+written-out attention scores at a longer sequence length, and a crash from scikit-learn's f1_score on three tags.
 """
 
 from __future__ import annotations
@@ -679,6 +683,8 @@ def task5(cfg):
 
     if cfg["task"] in ("wn", "sg"):
         return task6(cfg)
+    if cfg["task"] in ("tf", "tg", "va", "lr"):
+        return task7(cfg)
     if cfg["task"] == "cl":
         train, val, vocab = char_data(cfg.get("train_chars"))
         model = CharGRU(vocab, cfg["width"])
@@ -849,9 +855,9 @@ def hf5(name: str, scenario: str, out: str) -> None:
     torch.set_num_threads(1)
     cfg = scenario_config(scenario)
     model, loss_fn, epoch_batches, (xv, yv) = task5(cfg)
-    xt = torch.cat([x for x, _ in epoch_batches(0)]) if cfg["task"] == "cl" else None
-    yt = torch.cat([y for _, y in epoch_batches(0)]) if cfg["task"] == "cl" else None
-    if cfg["task"] != "cl":
+    xt = torch.cat([x for x, _ in epoch_batches(0)]) if cfg["task"] not in ("rg", "ae") else None
+    yt = torch.cat([y for _, y in epoch_batches(0)]) if cfg["task"] not in ("rg", "ae") else None
+    if cfg["task"] in ("rg", "ae"):
         xt, yt, _, _ = regression_data(cfg["n_train"]) if cfg["task"] == "rg" else breast_data(cfg["n_train"])
 
     class Wrapped(torch.nn.Module):
@@ -1004,7 +1010,8 @@ CHECKPOINT_CRASH_SCRIPT = textwrap.dedent('''
 ''')
 
 
-def crashing_script_log(name: str, out: str, script_name: str, source: str, leftovers: tuple[str, ...] = ()) -> None:
+def crashing_script_log(name: str, out: str, script_name: str, source: str, leftovers: tuple[str, ...] = (),
+                        env: dict | None = None) -> None:
     """Run ``source`` as ``script_name`` in the entry's folder under bash, as a user runs a script that crashes, and
     keep what it printed (and the shell's exit status line) as train.log; the script and ``leftovers`` go after."""
     folder = os.path.join(out, name)
@@ -1013,7 +1020,8 @@ def crashing_script_log(name: str, out: str, script_name: str, source: str, left
         f.write(source.format(here=HERE))
     command = f"{sys.executable} {script_name}; echo \"exit status $?\""
     with open(os.path.join(folder, "train.log"), "w") as log:
-        subprocess.run(["bash", "-c", command], cwd=folder, stdout=log, stderr=subprocess.STDOUT)
+        subprocess.run(["bash", "-c", command], cwd=folder, stdout=log, stderr=subprocess.STDOUT,
+                       env={**os.environ, **(env or {})})
     for leftover in (script_name, *leftovers):
         if os.path.exists(os.path.join(folder, leftover)):
             os.remove(os.path.join(folder, leftover))
@@ -1047,7 +1055,7 @@ SCENARIOS6 = {
 
 
 def scenario_config(scenario: str) -> dict:
-    return SCENARIOS5.get(scenario) or SCENARIOS6[scenario]
+    return SCENARIOS5.get(scenario) or SCENARIOS6.get(scenario) or SCENARIOS7[scenario]
 
 
 def wine_data(n_train: int, sorted_by_class: bool = False):
@@ -1129,6 +1137,312 @@ SIGNAL_CRASH_SCRIPT = textwrap.dedent('''
 
 def signal_crash(name: str, out: str) -> None:
     crashing_script_log(name, out, "train_signals.py", SIGNAL_CRASH_SCRIPT, leftovers=("metrics.json",))
+
+# ---- batch 7 (the `gen-tf-*`, `gen-tg-*`, `gen-va-*` and `gen-lr-*` runs, all held back): four tasks new to the corpus --
+# tf: a tiny hand-written Transformer encoder (2 layers, 4 heads, attention written out as softmax(QK^T)V) reversing
+#     random sequences of 12 tokens from a vocabulary of 16 (cross-entropy per token; chance: ln 16 = 2.77); the
+#     overfitting and batch-1 runs replace 40% of the target tokens at random (train and validation alike).
+# tg: a bidirectional GRU tagging synthetic sequences (vocabulary 30, length 20, 3 tags; a token's tag is the sum of
+#     it and the token before it mod 3, 5% of tags flipped; chance: ln 3 = 1.10).
+# va: a small VAE on scikit-learn's bundled 8x8 digits (pixels as Bernoulli probabilities; loss = reconstruction BCE
+#     summed over the 64 pixels + KL, per image; a decoder that outputs the mean image scores ~28).
+# lr: logistic regression on a seeded scikit-learn make_classification table (2000 / 400 rows, 20 features, 5% of
+#     labels flipped; binary cross-entropy, chance ln 2 = 0.693); "unscaled" leaves five columns in raw units (x1000).
+
+SCENARIOS7 = {
+    "tf-healthy": dict(task="tf", n_train=2000, epochs=12, batch=32, opt="adam", lr=1e-3, width=64),
+    "tf-short": dict(task="tf", n_train=2000, epochs=2, batch=32, opt="adam", lr=1e-3, width=64),
+    "tf-overfit": dict(task="tf", n_train=40, epochs=250, batch=20, opt="adam", lr=1e-3, width=64, noise=0.4),
+    "tf-lr0.5": dict(task="tf", n_train=2000, epochs=12, batch=32, opt="adam", lr=0.5, width=64),
+    "tf-stuck": dict(task="tf", n_train=2000, epochs=8, batch=32, opt="sgd", lr=1e-6, width=64),
+    "tf-jitter": dict(task="tf", n_train=1000, epochs=3, batch=1, opt="sgd", lr=0.1, width=64, noise=0.4),
+    "tg-healthy": dict(task="tg", n_train=1500, epochs=12, batch=32, opt="adam", lr=3e-3, width=32),
+    "tg-slow": dict(task="tg", n_train=1500, epochs=25, batch=64, opt="sgd", lr=0.3, width=32),
+    "tg-lr80": dict(task="tg", n_train=1500, epochs=10, batch=32, opt="sgd", lr=80.0, momentum=0.9, width=32),
+    "tg-overfit": dict(task="tg", n_train=24, epochs=300, batch=8, opt="adam", lr=3e-3, width=128),
+    "va-healthy": dict(task="va", n_train=1300, epochs=30, batch=32, opt="adam", lr=1e-3, width=64),
+    "va-overfit": dict(task="va", n_train=20, epochs=500, batch=20, opt="adam", lr=3e-3, width=1024),
+    "va-stuck": dict(task="va", n_train=1300, epochs=20, batch=32, opt="sgd", lr=1e-7, width=64),
+    "va-lr1": dict(task="va", n_train=1300, epochs=15, batch=32, opt="sgd", lr=1.0, momentum=0.9, width=64),
+    "va-slow": dict(task="va", n_train=1300, epochs=30, batch=64, opt="sgd", lr=2e-4, width=64),
+    "va-periodic": dict(task="va", n_train=1300, epochs=12, batch=25, opt="adam", lr=1e-3, width=64, sorted=True),
+    "lr-healthy": dict(task="lr", n_train=2000, epochs=25, batch=32, opt="sgd", lr=0.05, width=0),
+    "lr-short": dict(task="lr", n_train=2000, epochs=3, batch=32, opt="adam", lr=1e-2, width=0),
+    "lr-unscaled": dict(task="lr", n_train=2000, epochs=20, batch=32, opt="sgd", lr=0.01, width=0, unscaled=True),
+    "lr-periodic": dict(task="lr", n_train=2000, epochs=12, batch=40, opt="sgd", lr=0.05, width=0, sorted=True),
+    "lr-slow": dict(task="lr", n_train=2000, epochs=30, batch=200, opt="sgd", lr=1e-3, width=0),
+    "lr-jitter": dict(task="lr", n_train=2000, epochs=4, batch=1, opt="sgd", lr=0.05, width=0),
+}
+REVERSE_LEN, REVERSE_VOCAB = 12, 16
+TAG_LEN, TAG_VOCAB, TAGS = 20, 30, 3
+
+
+def reverse_data(n: int, seed: int, noise: float = 0.0):
+    """n random sequences and their reversal; `noise`: that share of the target tokens replaced at random (a noisy
+    labelling, so the validation loss has a floor and a model that memorizes its training targets gets worse)."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, REVERSE_VOCAB, (n, REVERSE_LEN), generator=g)
+    y = x.flip(1)
+    flip = torch.rand(n, REVERSE_LEN, generator=g) < noise
+    return x, torch.where(flip, torch.randint(0, REVERSE_VOCAB, (n, REVERSE_LEN), generator=g), y)
+
+
+def tagging_data(n: int, seed: int):
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, TAG_VOCAB, (n, TAG_LEN), generator=g)
+    before = torch.cat([torch.zeros(n, 1, dtype=torch.long), x[:, :-1]], dim=1)
+    tags = (x + before) % TAGS
+    flip = torch.rand(n, TAG_LEN, generator=g) < 0.05
+    return x, torch.where(flip, torch.randint(0, TAGS, (n, TAG_LEN), generator=g), tags)
+
+
+def table_data(n_train: int, unscaled: bool = False, sorted_by_class: bool = False):
+    """make_classification (seeded): 2000 / 400 rows; standardized on train unless `unscaled` (then five columns stay
+    in raw units, 1000x the others, as a table of dollar amounts fed in without a scaler)."""
+    import torch
+    from sklearn.datasets import make_classification
+
+    x, y = make_classification(n_samples=2400, n_features=20, n_informative=8, n_redundant=4, flip_y=0.05,
+                               class_sep=1.0, random_state=7)
+    x, y = torch.tensor(x, dtype=torch.float32), torch.tensor(y, dtype=torch.float32)[:, None]
+    xt, yt, xv, yv = x[:2000][:n_train], y[:2000][:n_train], x[2000:], y[2000:]
+    if unscaled:
+        scale = torch.ones(20)
+        scale[:5] = 1000.0
+        xt, xv = xt * scale, xv * scale
+    else:
+        mean, std = xt.mean(0), xt.std(0)
+        xt, xv = (xt - mean) / std, (xv - mean) / std
+    if sorted_by_class:  # the rows exported class by class and never shuffled
+        order = torch.argsort(yt[:, 0], stable=True)
+        xt, yt = xt[order], yt[order]
+    return xt, yt, xv, yv
+
+
+class TinyTransformer:
+    """Built lazily (torch imported inside): token + position embeddings, 2 pre-norm blocks whose attention is written
+    out (scores = QK^T / sqrt(d), softmax, times V), a linear head per position."""
+
+    def __new__(cls, vocab: int, width: int, max_len: int = 2048):
+        import torch
+
+        class Block(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.norm1, self.norm2 = torch.nn.LayerNorm(width), torch.nn.LayerNorm(width)
+                self.qkv, self.out = torch.nn.Linear(width, 3 * width), torch.nn.Linear(width, width)
+                self.ff = torch.nn.Sequential(torch.nn.Linear(width, 2 * width), torch.nn.GELU(),
+                                              torch.nn.Linear(2 * width, width))
+
+            def forward(self, h):
+                b, n, d = h.shape
+                q, k, v = self.qkv(self.norm1(h)).view(b, n, 3, 4, d // 4).permute(2, 0, 3, 1, 4)
+                scores = (q @ k.transpose(-1, -2)) / math.sqrt(d // 4)
+                h = h + self.out((scores.softmax(-1) @ v).transpose(1, 2).reshape(b, n, d))
+                return h + self.ff(self.norm2(h))
+
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                torch.manual_seed(0)
+                self.embed, self.position = torch.nn.Embedding(vocab, width), torch.nn.Embedding(max_len, width)
+                self.blocks = torch.nn.Sequential(Block(), Block())
+                self.head = torch.nn.Linear(width, vocab)
+
+            def forward(self, x):
+                h = self.embed(x) + self.position(torch.arange(x.shape[1]))[None]
+                return self.head(self.blocks(h))
+
+        return Model()
+
+
+class Tagger:
+    def __new__(cls, width: int):
+        import torch
+
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                torch.manual_seed(0)
+                self.embed = torch.nn.Embedding(TAG_VOCAB, 16)
+                self.gru = torch.nn.GRU(16, width, batch_first=True, bidirectional=True)
+                self.head = torch.nn.Linear(2 * width, TAGS)
+
+            def forward(self, x):
+                return self.head(self.gru(self.embed(x))[0])
+
+        return Model()
+
+
+class DigitsVAE:
+    def __new__(cls, width: int):
+        import torch
+
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                torch.manual_seed(0)
+                self.encoder = torch.nn.Sequential(torch.nn.Linear(64, width), torch.nn.ReLU(), torch.nn.Linear(width, 8))
+                self.decoder = torch.nn.Sequential(torch.nn.Linear(4, width), torch.nn.ReLU(), torch.nn.Linear(width, 64))
+
+            def forward(self, x):
+                mu, logvar = self.encoder(x).chunk(2, dim=1)
+                z = mu + torch.randn_like(mu) * (0.5 * logvar).exp() if self.training else mu
+                return self.decoder(z), mu, logvar
+
+        return Model()
+
+
+def vae_loss(out, x):
+    """Per-image negative ELBO: Bernoulli reconstruction (BCE summed over the 64 pixels) + KL to N(0, I)."""
+    import torch
+
+    logits, mu, logvar = out
+    reconstruction = torch.nn.functional.binary_cross_entropy_with_logits(logits, x, reduction="sum")
+    kl = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())
+    return (reconstruction + kl) / len(x)
+
+
+def sequence_loss(logits, y):
+    import torch
+
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
+def task7(cfg):
+    """(model, loss_fn, training batches per epoch as a function of the epoch, validation (x, y)) of batch 7."""
+    import torch
+
+    task = cfg["task"]
+    if task == "tf":
+        noise = cfg.get("noise", 0.0)
+        (xt, yt), (xv, yv) = reverse_data(cfg["n_train"], 71, noise), reverse_data(500, 72, noise)
+        model, loss_fn = TinyTransformer(REVERSE_VOCAB, cfg["width"]), sequence_loss
+    elif task == "tg":
+        (xt, yt), (xv, yv) = tagging_data(cfg["n_train"], 73), tagging_data(500, 74)
+        model, loss_fn = Tagger(cfg["width"]), sequence_loss
+    elif task == "va":
+        images, labels, val, _ = digits_data(cfg["n_train"], sorted_by_class=cfg.get("sorted", False))
+        xt, yt, xv, yv = images, images, val, val
+        del labels
+        model, loss_fn = DigitsVAE(cfg["width"]), vae_loss
+    else:
+        xt, yt, xv, yv = table_data(cfg["n_train"], cfg.get("unscaled", False), cfg.get("sorted", False))
+        torch.manual_seed(0)
+        model, loss_fn = torch.nn.Linear(20, 1), torch.nn.functional.binary_cross_entropy_with_logits
+
+    def epoch_batches(epoch):
+        return [(xt[i], yt[i]) for i in batches(len(yt), cfg["batch"], not cfg.get("sorted", False), epoch)]
+
+    return model, loss_fn, epoch_batches, (xv, yv)
+
+
+def keras_console7(name: str, scenario: str, out: str) -> None:
+    """What `model.fit(..., verbose=2)` prints to a redirected console: `Epoch N/E` and one summary line an epoch."""
+    cfg = scenario_config(scenario)
+    os.makedirs(os.path.join(out, name), exist_ok=True)
+    per_epoch = steps5(cfg) // cfg["epochs"]
+    with open(os.path.join(out, name, "train.log"), "w") as f:
+        print(f"Model: \"{scenario.split('-')[0]}_model\"", file=f)
+
+        def epoch_done(e, s, tl, vl):
+            ms = 3 + (e * 7) % 5
+            print(f"Epoch {e + 1}/{cfg['epochs']}\n{per_epoch}/{per_epoch} - {per_epoch * ms // 1000 + 1}s - "
+                  f"loss: {tl:.4f} - val_loss: {vl:.4f} - {per_epoch * ms}ms/epoch - {ms}ms/step", file=f, flush=True)
+
+        training5(cfg, lambda s, l: None, epoch_done, 10**9)
+
+
+def step_text7(name: str, scenario: str, out: str) -> None:
+    """A hand-written loop's prints: `Epoch 001 Step 00120 | loss 0.6431 | lr 0.5` and a validation line an epoch."""
+    cfg = scenario_config(scenario)
+    os.makedirs(os.path.join(out, name), exist_ok=True)
+    total = steps5(cfg)
+    per_epoch = total // cfg["epochs"]
+    with open(os.path.join(out, name, "train.log"), "w") as f:
+        print(f"config: {cfg}", file=f)
+        training5(cfg, lambda s, l: print(f"Epoch {(s - 1) // per_epoch + 1:03d} Step {s:05d} | loss {l:.4f} | "
+                                          f"lr {cfg['lr']}", file=f),
+                  lambda e, s, tl, vl: print(f"Epoch {e + 1:03d} | train_loss {tl:.4f} | val_loss {vl:.4f}", file=f,
+                                             flush=True), max(1, total // 250))
+
+
+ATTENTION_OOM_SCRIPT = textwrap.dedent('''
+    """The reversal Transformer on a host with ~500 MB left for this process (the data segment capped): a curriculum
+    raises the sequence length from 12 to 1536 at epoch 3, and the written-out attention scores (batch x heads x
+    length x length floats) no longer fit: the real allocator error ends the run."""
+    import resource, sys
+    import torch
+    sys.path.insert(0, {here!r})
+    from generate import SCENARIOS7, task7
+    torch.set_num_threads(1)
+    cfg = dict(SCENARIOS7["tf-healthy"])
+    model, loss_fn, epoch_batches, (xv, yv) = task7(cfg)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"])
+    with open("/proc/self/status") as status:
+        used = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmData"))
+    resource.setrlimit(resource.RLIMIT_DATA, (used + 500 * 2**20, resource.RLIM_INFINITY))
+    step = 0
+    for epoch in range(1, 9):
+        repeat = 128 if epoch >= 3 else 1  # curriculum: long sequences from epoch 3
+        print(f"epoch {{epoch}}: sequence length {{12 * repeat}}", flush=True)
+        for x, y in epoch_batches(epoch):
+            x, y = x.repeat(1, repeat), y.repeat(1, repeat)
+            loss = loss_fn(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            step += 1
+            if step % 10 == 0:
+                print(f"epoch {{epoch}} step {{step}} loss {{loss.item():.4f}}", flush=True)
+        with torch.no_grad():
+            model.eval()
+            print(f"epoch {{epoch}} val_loss {{loss_fn(model(xv), yv).item():.4f}}", flush=True)
+            model.train()
+''')
+
+TAGGER_CRASH_SCRIPT = textwrap.dedent('''
+    """The tagger, scoring its validation tags with scikit-learn's f1_score at its default average='binary' after
+    epoch 2: three tags are no binary target, and the real ValueError ends the run."""
+    import sys
+    import torch
+    from sklearn.metrics import f1_score
+    sys.path.insert(0, {here!r})
+    from generate import SCENARIOS7, task7
+    torch.set_num_threads(1)
+    cfg = SCENARIOS7["tg-healthy"]
+    model, loss_fn, epoch_batches, (xv, yv) = task7(cfg)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"])
+    step = 0
+    for epoch in range(1, cfg["epochs"] + 1):
+        for x, y in epoch_batches(epoch):
+            loss = loss_fn(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            step += 1
+            if step % 10 == 0:
+                print(f"[epoch {{epoch}}] step {{step}} loss={{loss.item():.4f}}", flush=True)
+        with torch.no_grad():
+            logits = model(xv)
+            print(f"[epoch {{epoch}}] val_loss={{loss_fn(logits, yv).item():.4f}}", flush=True)
+        if epoch == 2:
+            f1 = f1_score(yv.flatten().numpy(), logits.argmax(-1).flatten().numpy())
+            print(f"[epoch {{epoch}}] val_f1={{f1:.4f}}", flush=True)
+''')
+
+
+def attention_oom(name: str, out: str) -> None:
+    crashing_script_log(name, out, "train_reverse.py", ATTENTION_OOM_SCRIPT, env={"MALLOC_MMAP_THRESHOLD_": "65536"})
+
+
+def tagger_crash(name: str, out: str) -> None:
+    crashing_script_log(name, out, "train_tagger.py", TAGGER_CRASH_SCRIPT)
+
 
 # name -> (writer, scenario or death kind)
 RUNS = {
@@ -1259,6 +1573,33 @@ RUNS = {
     "gen-wn-text-03": ("text5", "wn-short"),
     "gen-sg-sw-03": ("summarywriter5", "sg-healthy"),
     "gen-sg-text-03": ("signal-crash", "sg-healthy"),
+    # seventh batch (labels.toml batch = 7, all held back): a Transformer reversing sequences, a GRU tagger, a VAE on the
+    # digits, logistic regression on a table
+    "gen-tf-sw-01": ("summarywriter5", "tf-healthy"),
+    "gen-tf-keras-01": ("keras5", "tf-short"),
+    "gen-tf-plcsv-01": ("lightning-csv5", "tf-overfit"),
+    "gen-tf-text-01": ("keras-console7", "tf-lr0.5"),
+    "gen-tf-hf-01": ("hf5", "tf-stuck"),
+    "gen-tf-pltb-01": ("lightning-tb5", "tf-jitter"),
+    "gen-tf-text-02": ("attention-oom", "tf-healthy"),
+    "gen-tg-hf-01": ("hf5", "tg-healthy"),
+    "gen-tg-sw-01": ("summarywriter5", "tg-slow"),
+    "gen-tg-keras-01": ("keras5", "tg-lr80"),
+    "gen-tg-pltb-01": ("lightning-tb5", "tg-overfit"),
+    "gen-tg-text-01": ("tagger-crash", "tg-healthy"),
+    "gen-tg-text-02": ("keras-console7", "tg-healthy"),
+    "gen-va-plcsv-01": ("lightning-csv5", "va-healthy"),
+    "gen-va-keras-01": ("keras5", "va-overfit"),
+    "gen-va-sw-01": ("summarywriter5", "va-stuck"),
+    "gen-va-hf-01": ("hf5", "va-lr1"),
+    "gen-va-text-01": ("keras-console7", "va-slow"),
+    "gen-va-pltb-01": ("lightning-tb5", "va-periodic"),
+    "gen-lr-keras-01": ("keras5", "lr-healthy"),
+    "gen-lr-hf-01": ("hf5", "lr-short"),
+    "gen-lr-text-01": ("keras-console7", "lr-unscaled"),
+    "gen-lr-sw-01": ("summarywriter5", "lr-periodic"),
+    "gen-lr-plcsv-01": ("lightning-csv5", "lr-slow"),
+    "gen-lr-text-02": ("step-text7", "lr-jitter"),
 }
 
 
@@ -1272,7 +1613,10 @@ def generate(name: str, out: str) -> None:
               "accelerate-oom": lambda n, w, o: accelerate_oom(n, o),
               "checkpoint-crash": lambda n, w, o: checkpoint_crash(n, o),
               "deepspeed-oom": lambda n, w, o: deepspeed_oom(n, o),
-              "signal-crash": lambda n, w, o: signal_crash(n, o)}
+              "signal-crash": lambda n, w, o: signal_crash(n, o),
+              "keras-console7": keras_console7, "step-text7": step_text7,
+              "attention-oom": lambda n, w, o: attention_oom(n, o),
+              "tagger-crash": lambda n, w, o: tagger_crash(n, o)}
     if writer in batch5:
         batch5[writer](name, what, out)
     elif writer == "summarywriter":
