@@ -503,6 +503,25 @@ async def test_the_app_on_node_0_plans_across_two_nodes(nodes, tmp_path, monkeyp
     nodes.assert_none_left()
 
 
+async def test_the_setup_cluster_row_wraps_inside_the_form(tmp_path, monkeypatch):
+    """The Cluster row (what the plan spans, where the nodes meet, the command for the other nodes) wraps within the
+    form as the Devices row does: at 120x40 it ran off the right edge, cutting "...spans the[m. This is node 0: it]
+    runs the method" and the `--node-rank` it tells you to give the other nodes. Nothing is started."""
+    from tui_stub import cpu_host
+
+    from advisor.tui.app import Prefill, create_app
+
+    monkeypatch.chdir(tmp_path)
+    spec = ClusterSpec(2, 0, "127.0.0.1", _free_port(), "app-wrap", 120)
+    app = create_app(Prefill("digits-mlp", "ddp", 1, "64MiB", 8, 40), host=cpu_host(), cluster=spec)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        row = app.screen.query_one("#cluster")
+        form = app.screen.query_one("#form")
+        assert row.region.right <= form.content_region.right, (row.region, form.content_region)
+        assert row.region.height >= 3  # wrapped onto lines of its own, all of them shown
+
+
 @pytest.mark.slow
 async def test_the_apps_start_on_node_0_refuses_a_target_cluster_and_esc_stops_the_wait(tmp_path, monkeypatch):
     """The app on node 0, no other node started: the Target nodes field is refused beside the cluster (in the
