@@ -438,3 +438,28 @@ def test_a_history_csv_without_a_step_column_is_one_row_per_log(tmp_path, index_
     path.write_text(header + "\n" + "\n".join(",".join(map(str, r)) for r in body) + "\n")
     [report] = diagnose([str(path)]).reports
     assert [f.kind for f in report.findings] == ["overfitting"]
+
+
+def _keras_session(rng, epochs=50):
+    rows = []
+    for epoch in range(epochs):
+        loss = 0.44 + 0.13 * 0.8 ** epoch + rng.gauss(0, 0.001)
+        val = 0.45 + 0.14 * 0.8 ** epoch + rng.gauss(0, 0.004)
+        rows.append(f"{epoch},{0.78 - 0.11 * 0.8 ** epoch:.4f},{loss:.4f},{0.77 - 0.1 * 0.8 ** epoch:.4f},{val:.4f}")
+    return rows
+
+
+def test_a_csv_logger_appended_by_two_sessions_judges_the_last_one(tmp_path):
+    """Keras's CSVLogger(append=True) run twice writes epochs 0-49 and then 0-49 again into one file (world batch 6,
+    spent: a sleep-apnea CNN). Joined, the second session's start reads as the first curve jumping back up, and the
+    whole as a loss that 'fell only 12% over 100 points': slow convergence. Each session is its own run."""
+    import random
+
+    rng = random.Random(6)
+    path = tmp_path / "training_log.csv"
+    path.write_text("\n".join(["epoch,accuracy,loss,val_accuracy,val_loss"] + _keras_session(rng) + _keras_session(rng))
+                    + "\n")
+    [report] = diagnose([str(path)]).reports
+    assert report.stats.series_lengths["train_loss"] == 50 and report.series["train_loss"][0].line == 52
+    assert any("2 training sessions" in n for n in report.stats.notes)
+    assert not report.findings, [f.evidence for f in report.findings]

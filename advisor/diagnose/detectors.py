@@ -1217,6 +1217,26 @@ def _validation_improving(series: dict[str, list[Point]], since: Point) -> bool:
     return False
 
 
+VAL_CALM_POINTS = 8  # validation evaluations, at least, to say the evaluated model is calm
+VAL_CALM_NOISE = 0.05  # ... its second half's point-to-point noise under this share of its level
+VAL_CALM_AT_BEST = 0.05  # ... and its last two evaluations within this share of its best
+
+
+def _validation_calm_at_best(series: dict[str, list[Point]]) -> bool:
+    """The validation loss, over VAL_CALM_POINTS+ evaluations, is calm (its second half moves point to point by under
+    VAL_CALM_NOISE of its level) and ends at its best (the last two evaluations' median within VAL_CALM_AT_BEST of
+    the lowest). A batch too small or an LR too high for it keeps the weights moving, which the evaluated model shows
+    (a noisy validation, or one that drifts off its best: the world corpus's jitter runs with 8+ evaluations end
+    15% and 42% above their best, moving 9% and 25% point to point); a calm validation at its best says the training loss's
+    spread is the batches' own variety (one batch's loss is a sample), which no batch or LR change would remove."""
+    values = _values(_finite(series.get(VAL_LOSS, [])))
+    if len(values) < VAL_CALM_POINTS or min(values) <= 0:
+        return False
+    tail = values[len(values) // 2:]
+    noise = _mad_sigma([b - a for a, b in zip(tail, tail[1:])]) / math.sqrt(2)
+    return noise < VAL_CALM_NOISE * _median(tail) and _median(values[-2:]) <= (1 + VAL_CALM_AT_BEST) * min(values)
+
+
 JITTER_MIN_TURNS = 0.25  # share of the judged stretch's steps that reverse the previous one's direction, at least
 
 
@@ -1429,27 +1449,102 @@ RECURRING_ACF = 0.6  # residual autocorrelation at some lag of 8+ points: the lo
 RECURRING_MIN_LAG = 8
 
 
-def _recurring_period(train: list[Point]) -> tuple[int, float] | None:
-    """(lag in log points, autocorrelation) when the training loss's residual (its moving-average trend removed, its
-    first fifth skipped) repeats itself: a local peak of the autocorrelation at a lag of RECURRING_MIN_LAG+ points
-    reaching RECURRING_ACF. Shuffled batch noise, however large, stays near 0 at every lag (the world corpus's
-    jitter runs: 0.12-0.44); the same batches hard at the same place of every epoch give ~1.0 at the epoch's length."""
+def _recurrence(train: list[Point], threshold: float) -> tuple[int, float, list[float], int, float] | None:
+    """(lag in analysed points, autocorrelation, residual, block, level) when the training loss's residual (its
+    moving-average trend removed, its first fifth skipped) repeats itself: a local peak of the autocorrelation at a
+    lag of RECURRING_MIN_LAG+ points (3+ cycles) reaching ``threshold``; the fundamental, not a multiple. ``level``
+    is the trend's median over the residual's stretch (at least a tenth of the start)."""
     values, block = _block_means(_values(train), MAX_ANALYSIS_POINTS)
     trend = _moving_average(values, max(9, len(values) // 6) | 1)
-    residual = [v - t for v, t in zip(values, trend)][len(values) // 5:]
+    skip = len(values) // 5
+    residual = [v - t for v, t in zip(values, trend)][skip:]
     n = len(residual)
     mean = sum(residual) / n if n else 0.0
     var = sum((r - mean) ** 2 for r in residual) / n if n else 0.0
     if n < 3 * RECURRING_MIN_LAG or var <= 0:
         return None
     acf = _autocorrelations(residual, range(RECURRING_MIN_LAG - 1, n // 3), mean, var)
-    peaks = [lag for lag in acf if RECURRING_MIN_LAG <= lag < n // 3 - 1 and acf[lag] >= RECURRING_ACF
+    peaks = [lag for lag in acf if RECURRING_MIN_LAG <= lag < n // 3 - 1 and acf[lag] >= threshold
              and acf[lag] >= acf[lag - 1] and acf[lag] >= acf[lag + 1]]
     if not peaks:
         return None
     strongest = max(acf[lag] for lag in peaks)
     lag = min(lag for lag in peaks if acf[lag] >= 0.9 * strongest)  # the fundamental, not a multiple
-    return lag * block, acf[lag]
+    level = max(_median(trend[skip:]), 0.1 * _median(values[:max(3, len(values) // 20)]), 1e-8)
+    return lag, acf[lag], residual, block, level
+
+
+def _recurring_period(train: list[Point]) -> tuple[int, float] | None:
+    """(lag in log points, autocorrelation) when the training loss's residual repeats itself (_recurrence) at
+    RECURRING_ACF or more. Shuffled batch noise, however large, stays near 0 at every lag (the world corpus's jitter
+    runs: 0.12-0.44); the same batches hard at the same place of every epoch give ~1.0 at the epoch's length."""
+    found = _recurrence(train, RECURRING_ACF)
+    return (found[0] * found[3], found[1]) if found else None
+
+
+REPEAT_ACF = 0.9  # the residual this alike one period later: the loss repeats its pattern, not a noise that recurs
+REPEAT_SPIKE = 3.0  # a phase of the repeating pattern this many robust sigmas out of the others: a restart a cycle
+REPEAT_BLOCKS = 0.3  # ... or neighbouring phases this alike (circular lag-1 autocorrelation): swings in blocks
+
+
+def _pattern_shape(profile: list[float]) -> tuple[float, float]:
+    """(spike, blocks) of one period's pattern: how far its most extreme phase stands from the others' median in
+    robust sigmas, and the circular lag-1 autocorrelation of its phases."""
+    centre = _median(profile)
+    sigma = _mad_sigma(profile)
+    spike = max(abs(x - centre) for x in profile) / sigma if sigma > 0 else 0.0
+    mean = sum(profile) / len(profile)
+    var = sum((x - mean) ** 2 for x in profile)
+    blocks = sum((profile[i] - mean) * (profile[i - 1] - mean) for i in range(len(profile))) / var if var > 0 else 0.0
+    return spike, blocks
+
+
+def detect_repeating_swings(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """Large swings the training loss repeats, period after period, that neither jitter (too small against its start)
+    nor the slow-block test (each swing moves in steps as large as the noise) caught: data in the same order every
+    epoch. All must hold: the detrended loss one period (8+ log points, 3+ cycles) later is REPEAT_ACF alike; the
+    swings are large (its 5th-95th percentile half-range and the repeating pattern's half-range both SWING_AMPLITUDE
+    of the level); and the pattern has a shape, not one fixed offset a batch (an unshuffled loader's batch noise, as
+    large as the step noise, recurs too): a restart once a period (a phase REPEAT_SPIKE robust sigmas out) or swings
+    in blocks (neighbouring phases REPEAT_BLOCKS alike). World corpus: the labelled periodic runs repeat at
+    0.86-0.996 (those this rule adds: 0.96 and 0.99), healthy runs at most 0.97 (an unshuffled MNIST loader's batch
+    noise: no shape, spike 1.2, blocks -0.05)."""
+    train = _finite(series.get(TRAIN_LOSS, []))
+    if len(train) < 3 * MIN_POINTS:
+        return []
+    found = _recurrence(train, REPEAT_ACF)
+    if found is None:
+        return []
+    lag, acf, residual, block, level = found
+    profile = [_median(residual[phase::lag]) for phase in range(lag)]
+    ordered = sorted(residual)
+    amplitude = (ordered[int(0.95 * (len(ordered) - 1))] - ordered[int(0.05 * (len(ordered) - 1))]) / 2
+    swing = (max(profile) - min(profile)) / 2
+    if min(amplitude, swing) < SWING_AMPLITUDE * level:
+        return []
+    spike, blocks = _pattern_shape(profile)
+    if spike < REPEAT_SPIKE and blocks < REPEAT_BLOCKS:
+        return []
+    evidence = {"series": TRAIN_LOSS, "period_points": lag * block, "autocorrelation": round(acf, 3),
+                "amplitude": round(amplitude, 5), "relative_amplitude": round(amplitude / level, 3),
+                "pattern_half_range": round(swing, 5), "pattern_spike_sigmas": round(spike, 2),
+                "pattern_blocks": round(blocks, 3), **_span(train, len(train) // 5, len(train) - 1)}
+    shape = "a restart once a period" if spike >= REPEAT_SPIKE else "swings in blocks"
+    return [Finding("oscillation-periodic", "warning",
+                    f"The training loss repeats the same pattern every ~{lag * block} log points (autocorrelation "
+                    f"{acf:.2f} at that lag; {shape}, ±{swing:.3g} around a level of {level:.3g}): the same batches "
+                    "come in the same order every epoch, a pattern in the data order, not the batch size.",
+                    evidence, list(PERIODIC_ACTIONS))]
+
+
+def step_oscillation(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """Step-to-step jitter of the training loss (detect_jitter), said as a periodic swing when it recurs with a
+    period (recurring_not_jitter), and withdrawn when it does not while the validation loss is calm at its best
+    (_validation_calm_at_best: the spread is the batches' own variety)."""
+    found = recurring_not_jitter(detect_jitter(series, ctx), series)
+    if found and found[0].kind == "oscillation-jitter" and _validation_calm_at_best(series):
+        return []
+    return found
 
 
 def recurring_not_jitter(jitter: list[Finding], series: dict[str, list[Point]]) -> list[Finding]:
@@ -1609,18 +1704,25 @@ def _validation_stalled(val: list[Point], best: int, series: dict[str, list[Poin
     since = len(val) - 1 - best
     if since < max(OVERFIT_SINCE, VAL_STALE_SHARE * len(val)):
         return False
+    return not _quality_rose_since(val[best], series)
+
+
+def _quality_rose_since(best_loss: Point, series: dict[str, list[Point]]) -> bool:
+    """The validation accuracy (or mAP, score) went on improving after the validation loss's best: the median of its
+    last OVERFIT_SINCE values above the median of the OVERFIT_SINCE values around the loss's best by more than twice
+    its point-to-point noise (medians: a noisy accuracy's maximum is no trend; a smooth mAP creeping to its best at
+    the end is a rise), with OVERFIT_SINCE+ evaluations since."""
     quality = validation_quality(series)
-    at_best = [i for i, p in enumerate(quality) if p.line <= val[best].line]
-    if len(quality) >= 2 * OVERFIT_SINCE and at_best and len(quality) - 1 - at_best[-1] >= OVERFIT_SINCE:
-        centre, values = at_best[-1], [p.value for p in quality]
-        scale = 100.0 if max(values) > 1.0 else 1.0
-        then = _median(values[max(0, centre - OVERFIT_SINCE // 2):centre + OVERFIT_SINCE // 2 + 1])
-        now = _median(values[-OVERFIT_SINCE:])
-        later = values[centre:]
-        noise = _mad_sigma([b - a for a, b in zip(later, later[1:])]) / math.sqrt(2)
-        if now - then > max(2 * noise, QUALITY_RISE_FLOOR * scale):
-            return False
-    return True
+    at_best = [i for i, p in enumerate(quality) if p.line <= best_loss.line]
+    if len(quality) < 2 * OVERFIT_SINCE or not at_best or len(quality) - 1 - at_best[-1] < OVERFIT_SINCE:
+        return False
+    centre, values = at_best[-1], [p.value for p in quality]
+    scale = 100.0 if max(values) > 1.0 else 1.0
+    then = _median(values[max(0, centre - OVERFIT_SINCE // 2):centre + OVERFIT_SINCE // 2 + 1])
+    now = _median(values[-OVERFIT_SINCE:])
+    later = values[centre:]
+    noise = _mad_sigma([b - a for a, b in zip(later, later[1:])]) / math.sqrt(2)
+    return now - then > max(2 * noise, QUALITY_RISE_FLOOR * scale)
 
 
 def _position(point: Point) -> tuple[int, float]:
@@ -1720,6 +1822,8 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
         # has stopped improving, not merely slowed down near its floor (_validation_stalled).
         train_fall = max(_relative_drop(train_tail), _train_fall_on_plateau(train, val, values[best] + margin))
         flat = val_tail_drop < 0.03 and train_fall > OVERFIT_PLATEAU_FALL and _validation_stalled(val, best, series)
+        if rising and _small_rise(values, best) and _quality_rose_since(val[best], series):
+            rising = False  # a drift of a few per cent while the model still gets better at what it is for
         if rising or flat:
             gap = _median(values[-2:]) - _median(_values(train)[-max(3, len(train) // 20):])
             evidence = {"val_best": round(values[best], 5), "val_best_at": _where(val, best),
@@ -1781,6 +1885,11 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
                 + (f" and validation {val_drop:.0%}" if val_drop is not None else "")
                 + ": both fall slowly.", evidence, actions))
     return findings
+
+
+def _small_rise(values: list[float], best: int) -> bool:
+    """The validation loss's last two points' median rose less than OVERFIT_RISE_MEDIUM above its best."""
+    return bool(values[best]) and (_median(values[-2:]) - values[best]) / abs(values[best]) < OVERFIT_RISE_MEDIUM
 
 
 OVERFIT_RISE_HIGH = 0.20  # validation this far above its best, 5+ points after it: high confidence
@@ -2009,7 +2118,8 @@ def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts
                 or _gave_back(series, ctx) or _collapsed_to_chance(series, ctx) or _jumped_then_frozen(series, ctx))
     findings += diverged or detect_not_learning(series, ctx)
     findings += (detect_periodic(series, ctx) or detect_sawtooth(series, ctx, ctx.elisions or [])
-                 or recurring_not_jitter(detect_jitter(series, ctx), series)
+                 or step_oscillation(series, ctx)
+                 or detect_repeating_swings(series, ctx)
                  or detect_gradient_jitter(series, ctx)
                  or detect_short_periodic(series, ctx, ctx.elisions or [])
                  or detect_short_jitter(series, ctx, ctx.elisions or [])

@@ -389,6 +389,8 @@ def read_csv(path: str, text: str) -> FileRead:
     positions = {position_name(c) for c in columns}
     table = [(number, [(k, v.strip()) for k, v in zip(columns, row) if v.strip() != ""])
              for number, row in enumerate(rows, start=2)]
+    if positions & {"step", "epoch"} == {"epoch"}:
+        table = _last_session(columns, table, read)
     per_epoch = _epoch_loss_columns(columns, table) if {"step", "epoch"} <= positions else set()
     for number, pairs in table:
         if pairs:
@@ -404,6 +406,28 @@ def read_csv(path: str, text: str) -> FileRead:
     if not read.points:
         read.problem = "its header names metrics, and no row holds a value for them"
     return read
+
+
+def _last_session(columns: list[str], table: list[tuple[int, list[tuple[str, str]]]], read: FileRead
+                  ) -> list[tuple[int, list[tuple[str, str]]]]:
+    """The rows of the last training session of a per-epoch file whose epoch counter starts again (a Keras CSVLogger
+    with append=True, run twice: epochs 0-49, then 0-49 again). Each session is its own run: joined, the second's
+    start reads as a jump of the first's curve. A resumed run whose counter goes on (initial_epoch) is one session."""
+    epoch_column = next(c for c in columns if position_name(c) == "epoch")
+    restarts, previous = [], None
+    for index, (_, pairs) in enumerate(table):
+        epoch = to_float(dict(pairs).get(epoch_column, ""))
+        if epoch is None:
+            continue
+        if previous is not None and epoch < previous:
+            restarts.append(index)
+        previous = epoch
+    if not restarts:
+        return table
+    first_line = table[restarts[-1]][0]
+    read.notes.append(f"the epoch counter starts again {len(restarts)} time(s) (the file holds {len(restarts) + 1} "
+                      f"training sessions, appended): the last one, from line {first_line}, is judged")
+    return table[restarts[-1]:]
 
 
 def _epoch_loss_columns(columns: list[str], table: list[tuple[int, list[tuple[str, str]]]]) -> set[str]:

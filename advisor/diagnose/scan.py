@@ -729,6 +729,7 @@ def read_source(stream: io.BufferedIOBase, name: str, forced_format: str | None 
 def finish_collected(collected: Collected) -> None:
     """What every source goes through once read, from one file or from a run folder's files."""
     _bare_numbers(collected)
+    _drop_unwritten_losses(collected)
     _losses_from_perplexity(collected)
     separate_series(collected)
     collected.stats.series_lengths = {k: len(v) for k, v in collected.series.items()}
@@ -812,6 +813,20 @@ def separate_series(collected: Collected) -> None:
                 collected.non_finite[val] = first_bad
             collected.series[val] = points
             stats.notes.append(f"the log prints no validation {measure}: its test {measure} is read as validation")
+
+
+UNWRITTEN_MIN_POINTS = 3
+
+
+def _drop_unwritten_losses(collected: Collected) -> None:
+    """A validation or test loss that is exactly 0 at every one of its UNWRITTEN_MIN_POINTS+ points, the first included, was not computed
+    (YOLOv9's results.csv writes its validation losses as 0 when it skips them): no model starts at a loss of 0. It is
+    not read as a curve (said in a note), so the rules that need a validation loss fall back on the accuracy or mAP."""
+    for name in [n for n in collected.series if n in (VAL_LOSS, "test_loss")]:
+        points = collected.series[name]
+        if len(points) >= UNWRITTEN_MIN_POINTS and all(p.value == 0 for p in points):
+            del collected.series[name]
+            collected.stats.notes.append(f"{name} is 0 at all {len(points)} points (not computed): not read as a curve")
 
 
 def _losses_from_perplexity(collected: Collected) -> None:

@@ -264,10 +264,25 @@ def _theil_sen(values: list[float]) -> float:
     return _median(slopes)
 
 
+EPOCHS_STEADY_FALL = 0.20  # a per-epoch curve falling at every evaluation by this share in all: the run improves
+
+
+def _epochs_fall_steadily(series: dict[str, list[Point]]) -> bool:
+    """The per-epoch curves of the same log (the validation loss and the training loss's epoch means, those it holds
+    with 3+ points, one at least) are each lower at every evaluation than at the one before and EPOCHS_STEADY_FALL
+    lower in all: the model improves epoch after epoch, so 10-19 noisy step losses whose trend looks flat are batch
+    noise around a falling trend they are too few to show."""
+    curves = [_values(_finite(series.get(name, []))) for name in (VAL_LOSS, "train_loss_epoch")]
+    curves = [values for values in curves if len(values) >= 3]
+    return bool(curves) and all(
+        values[0] > 0 and all(b < a for a, b in zip(values, values[1:]))
+        and (values[0] - values[-1]) / values[0] >= EPOCHS_STEADY_FALL for values in curves)
+
+
 def detect_short_jitter(series: dict[str, list[Point]], ctx, elisions: list[int]) -> list[Finding]:
     """Step-to-step jitter on 10-19 points: the noise (MAD of neighbouring differences, gaps excluded) is at
     least SHORT_JITTER of the loss level, and the robust (Theil-Sen) trend falls less than twice that noise over the
-    whole run."""
+    whole run, and no per-epoch curve of the log falls steadily (_epochs_fall_steadily)."""
     train = _finite(series.get(TRAIN_LOSS, []))
     if not JITTER_MIN_POINTS <= len(train) < SHORT_MAX_POINTS:
         return []
@@ -283,7 +298,7 @@ def detect_short_jitter(series: dict[str, list[Point]], ctx, elisions: list[int]
     noise = 1.4826 * _median([abs(d - centre) for d in diffs]) / math.sqrt(2)
     fall = -_theil_sen(values) * (len(values) - 1)
     score = noise / level
-    if score < SHORT_JITTER or fall > 2 * noise:
+    if score < SHORT_JITTER or fall > 2 * noise or _epochs_fall_steadily(series):
         return []
     evidence = {"series": TRAIN_LOSS, "noise_sigma": round(noise, 6), "loss_level": round(level, 6),
                 "relative_noise": round(score, 3), "trend_fall": round(fall, 6) + 0.0, "points": len(values)}

@@ -17,7 +17,8 @@ guessed from an accuracy. The run is slow when all of these hold:
   (projected = ln(now / target) / -ln(1 - r)); the target is half its start, or for validation the level the
   training loss has reached when that is higher (validation is not expected below it);
 - the curve begins at the run's start (first epoch 0 or 1, where epochs are printed): a mid-run excerpt's first
-  value is not the untrained level;
+  value is not the untrained level; nor is the first value of a curve whose smoothed first quarter climbs more than
+  ABOVE_START above it (a fine-tune from trained weights that a warm-up set back first);
 - for validation: the training loss has not come SLOW_PROGRESS of the way down from its first logged value (DOMAIN:
   slow is both falling slowly; validation lagging a training loss that fell is a gap, judged by other rules);
 - no printed accuracy says the model already does its job (last accuracy >= GOOD_ACCURACY: a fine-tune starts low
@@ -34,6 +35,7 @@ from .shortlog import median
 
 SLOW_EPOCH_MIN_POINTS = 5
 SLOW_PROGRESS = 0.5
+ABOVE_START = 0.10  # a smoothed first quarter rising this share above the first value: that value is no untrained level
 # The last quarter's fall over the first quarter's (log medians): slow runs in the world corpus (plain SGD at LR
 # 0.004) 0.94-0.99, a geometric creep 1.0; healthy per-epoch curves converging to their floor 0.02-0.24 (validation)
 # and up to 0.64 (training under a linearly decaying LR, which has come 65% of the way: not slow by SLOW_PROGRESS).
@@ -91,6 +93,11 @@ def slow_pace(values: list[float], floor: float = 0.0) -> dict | None:
     now = smooth[-1]
     target = max(start / 2, floor)
     if start <= 0 or now <= 0 or now <= target:
+        return None
+    if max(smooth[:max(2, len(smooth) // 4)]) > (1 + ABOVE_START) * start:
+        # The loss climbed well above its first value before falling: that value is no untrained model's level (a
+        # fine-tune from trained weights that a warm-up at a high LR first set back), so there is no start to measure
+        # the progress from.
         return None
     progress = (start - now) / start
     mid = len(smooth) // 2
