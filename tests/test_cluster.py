@@ -84,6 +84,28 @@ def test_other_nodes_outcomes_decide_the_job():
     assert ceiling_set_by(None, None, 2, describe) is None
 
 
+def test_the_starting_value_divides_the_base_global_batch_over_every_nodes_processes():
+    """Step 2 on a plan across 2 nodes of 1 process: the base global batch (32, where the LR was validated) over the
+    2 processes every run has is 16 per device. It divided over one node's --nproc (32 per device, a global batch of
+    64 in the trial: twice the base, the LR scaled for it), while the World size row beside it said 2. A stub
+    session: milliseconds."""
+    from helpers import StubRunner, settings
+
+    from advisor.adapters import load_adapter
+    from advisor.device import HostDevices
+    from advisor.session import Session, validate_setup
+
+    s = settings(nproc=1, nodes=2, cluster_nodes=2, base_batch=32)
+    adapter = load_adapter("ddp")
+    session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=StubRunner(saturate=None))
+    session.ceiling()
+    start = session.choose_start()
+    assert start.per_device == 16, start.reason
+    assert "your base global batch 32" in start.reason and "over 2 process(es) = 16 per device" in start.reason
+    plan, why = session.preview_plan(start.per_device)
+    assert plan.target_global == 32 and why.startswith("16 per device x 2 process(es)"), why
+
+
 def test_the_app_runs_on_node_0_only_and_checks_the_cluster_flags_first(capsys, monkeypatch):
     """`advisor [tui] --nnodes ...`: a node other than 0 (from the flags or from SLURM's variables under srun) is
     told, in one paragraph, the `advisor plan` command to run there; wrong flags are refused as `advisor plan`
