@@ -245,9 +245,10 @@ class Session:
         cap = self.cap
         if per_device is not None and per_device < 1:
             raise SetupError(f"The starting value must be at least 1, not {per_device}.")
-        known = self.known.best_start(self.settings.nproc) if self.known and per_device is None else None
+        processes = self.settings.run_processes  # every node's, on a plan across nodes
+        known = self.known.best_start(processes) if self.known and per_device is None else None
         chosen, reason = start_choice(per_device, known, cap, self.info.task, self.info.base_global_batch,
-                                      self.settings.nproc, self.info.base_source)
+                                      processes, self.info.base_source)
         self.start = StartChoice(chosen, reason)
         self.invalidate_after(2)
         self._end(2, began)
@@ -268,7 +269,7 @@ class Session:
                                   amp_available=self.amp_available, train_size=info.train_size,
                                   run_epochs=info.run_epochs)
         why = (f"You asked for a global batch of {s.global_batch}." if s.global_batch else
-               f"{per_device} per device x {s.nproc} process(es); the sweep (step 4) decides the final value.")
+               f"{per_device} per device x {s.run_processes} process(es); the sweep (step 4) decides the final value.")
         return plan, why
 
     # -- step 3 -------------------------------------------------------------------------------------------

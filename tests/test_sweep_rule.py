@@ -267,7 +267,7 @@ def test_the_pick_walks_up_the_tied_one_step_at_a_time_and_stops_at_the_first_th
     eight, sixteen, thirtytwo = [500, 505, 534], [539, 552, 717], [587, 594, 777]
     digits = decide_sweep(runs(8, eight) + runs(16, sixteen) + runs(32, thirtytwo), 10)
     assert digits.tied == [8, 16, 32] and digits.chosen == 8
-    assert "16 over 8: 1.078x, 1.093x, 1.343x (1 of 3 over the 1.10x bar: neither shown)" in digits.reason
+    assert "16 over 8: 1.078x, 1.093x, 1.343x (1 of 3 over the 1.10x bar: shown neither way)" in digits.reason
     assert "Pick: 8 per device, the smallest of the equals; no bigger one was shown more than 10% faster" in digits.reason
     # Each step paying, the walk goes on: 16 at 1.2x of 8, 32 at 1.2x of 16.
     paying = decide_sweep(runs(8, [500] * 3) + runs(16, [600] * 3) + runs(32, [720] * 3), 10)
