@@ -819,9 +819,26 @@ class ResultsRowReader(LineReader):
         return points
 
 
+class DarknetReader(LineReader):
+    """Darknet's (pjreddie, AlexeyAB) console line per iteration: ' 32: 656.247864, 650.1 avg loss, 0.000100 rate,
+    22.9 seconds, 320 images'. The batch loss is the training loss at that iteration; the rate is the LR."""
+
+    name = "darknet"
+    description = "darknet console lines: ' 32: 656.2478, 650.1 avg loss, 0.0001 rate, 22.9 seconds, 320 images'"
+    ROW = re.compile(rf"^\s*(?P<step>\d+):\s*(?P<loss>{NUMBER}),\s*{NUMBER}\s+avg(?: loss)?,\s*(?P<lr>{NUMBER})\s+rate\b")
+
+    def read(self, text, line):
+        m = self.ROW.match(text)
+        if not m:
+            return None
+        step = float(m.group("step"))
+        return [Point(line, TRAIN_LOSS, float(m.group("loss")), step, cadence="step"),
+                Point(line, "lr", float(m.group("lr")), step, cadence="step")]
+
+
 FAILURE_READERS: list[LineReader] = [OOMReader(), TorchrunReader(), OverflowReader()]
 METRIC_READERS: list[LineReader] = [HFDictReader(), DeepSpeedReader(), LightningBarReader(), JSONLineReader(),
-                                    ResultsRowReader(), TextMetricsReader(), TableReader(), BareNumberReader()]
+                                    ResultsRowReader(), DarknetReader(), TextMetricsReader(), TableReader(), BareNumberReader()]
 FORMAT_ALIASES = {"key-value": "plain"}  # the key=value reader of v1 is part of the text reader now
 FILE_FORMATS = {
     "trainer-state": "HF Trainer trainer_state.json (log_history)",
