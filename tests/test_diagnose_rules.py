@@ -1045,3 +1045,21 @@ def test_validation_losses_written_as_zero_are_not_a_curve(tmp_path):
     # The guard: written validation losses are read as before.
     report = _diagnose(tmp_path, _yolov9_csv(val_written=True), name="results2.csv")
     assert len(report.series["val_loss"]) == 60 and _kinds(report) == ["overfitting"]
+
+
+def test_epoch_losses_thrown_around_without_progress_are_divergence(tmp_path):
+    # An LR far too high (or inputs in raw units): the training loss's epoch means swing 10-30% from epoch to epoch
+    # and end where they started, the validation loss jumps 2-4x between evaluations. Averaged over a whole epoch,
+    # a stable model's loss moves little: these weights are thrown around, not converging (it read as jitter, or
+    # as nothing).
+    rng = random.Random(7)
+    train = [2400 * (1 + 0.25 * rng.uniform(-1, 1)) for _ in range(16)]
+    val = [2400 * rng.choice((0.4, 0.8, 1.2, 2.0)) * (1 + 0.1 * rng.uniform(-1, 1)) for _ in range(16)]
+    assert _kinds(_diagnose(tmp_path, _regression_log(train, val))) == ["diverged"]
+    # The guards: the same swings on a falling loss (a noisy but learning run) and a stuck loss whose epoch means
+    # hardly move (not learning) are no divergence.
+    falling = [t * 0.85 ** e for e, t in enumerate(train)]
+    assert "diverged" not in _kinds(_diagnose(tmp_path, _regression_log(falling, [v * 0.85 ** e for e, v in
+                                                                                  enumerate(val)]), "falling.log"))
+    stuck = [2400 * (1 + 0.01 * rng.uniform(-1, 1)) for _ in range(16)]
+    assert "diverged" not in _kinds(_diagnose(tmp_path, _regression_log(stuck, val), "stuck.log"))

@@ -487,6 +487,49 @@ def _falls_over_run(values: list[float]) -> bool:
     return first - last > DEAD_NO_FALL * abs(last)
 
 
+THROWN_MIN_EPOCHS = 8  # per-epoch pairs of training and validation loss needed to judge a run thrown around
+THROWN_TRAIN_SWING = 0.05  # the training loss's epoch means moving this share epoch to epoch (median) ...
+THROWN_VAL_SWING = 0.2  # ... and the validation loss this share (median), ...
+THROWN_NO_PROGRESS = 0.85  # ... while the training loss's last third is at or above this share of its first third
+
+
+def _relative_swing(values: list[float]) -> float:
+    """The median epoch-to-epoch move of a positive curve, as a share of the value it moved from."""
+    return _median([abs(b - a) / a for a, b in zip(values, values[1:])])
+
+
+def _thrown_around(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """Per-epoch losses the optimizer throws around without progress: the training loss's epoch means swing
+    (THROWN_TRAIN_SWING) and its last third is no lower than its first (THROWN_NO_PROGRESS), while the validation
+    loss jumps between evaluations (THROWN_VAL_SWING). An epoch mean averages a whole epoch's batches: a stable
+    model's moves little (a stuck one hardly at all), a learning one falls; one that swings and gets nowhere has an
+    LR far too high (or inputs in raw units) -- divergence that never produced a NaN. Per-epoch: a series the log
+    counts by epoch, or training and validation logged one to one."""
+    name = "train_loss_epoch" if series.get("train_loss_epoch") else TRAIN_LOSS
+    train, val = _finite(series.get(name, [])), _finite(series.get(VAL_LOSS, []))
+    per_epoch = name == "train_loss_epoch" or all(p.cadence == "epoch" for p in train) or len(train) == len(val)
+    if not per_epoch or min(len(train), len(val)) < THROWN_MIN_EPOCHS:
+        return []
+    t, v = _values(train), _values(val)
+    if min(t) <= 0 or min(v) <= 0:
+        return []
+    third = len(t) // 3
+    first, last = _median(t[:third]), _median(t[-third:])
+    train_swing, val_swing = _relative_swing(t), _relative_swing(v)
+    if train_swing < THROWN_TRAIN_SWING or val_swing < THROWN_VAL_SWING or last < THROWN_NO_PROGRESS * first:
+        return []
+    evidence = {"series": name, "epochs": len(t), "train_epoch_swing": round(train_swing, 3),
+                "val_epoch_swing": round(val_swing, 3), "first_third_median": round(first, 6),
+                "last_third_median": round(last, 6), **_span(train, 0, len(train) - 1)}
+    return [Finding("diverged", "error",
+                    f"The training loss's epoch values swing by {train_swing:.0%} from epoch to epoch (median) and get "
+                    f"nowhere over {len(t)} epochs ({first:.4g} in the first third, {last:.4g} in the last), while "
+                    f"the validation loss jumps by {val_swing:.0%} between evaluations: the optimizer throws the "
+                    "weights around instead of converging -- divergence without a NaN (the learning rate is far too "
+                    "high, or the inputs are unscaled).",
+                    evidence, _diverged_actions(ctx), confidence="medium")]
+
+
 def detect_blown_up(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
     """A run the optimizer destroyed, whatever its loss does afterwards (the newcomer's SGD at LR 5 and LR 50 of
     issue 37): (1) the loss rose by orders of magnitude (EXPLOSION_FACTOR) and then sat at chance: at or above
@@ -2115,7 +2158,8 @@ def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts
                   non_finite: dict[str, Point] | None = None) -> list[Finding]:
     findings = detect_oom(events, counts, ctx, series) + detect_crash(events, counts)
     diverged = (detect_diverged(series, events, counts, ctx, non_finite) or detect_blown_up(series, ctx)
-                or _gave_back(series, ctx) or _collapsed_to_chance(series, ctx) or _jumped_then_frozen(series, ctx))
+                or _gave_back(series, ctx) or _collapsed_to_chance(series, ctx) or _jumped_then_frozen(series, ctx)
+                or _thrown_around(series, ctx))
     findings += diverged or detect_not_learning(series, ctx)
     findings += (detect_periodic(series, ctx) or detect_sawtooth(series, ctx, ctx.elisions or [])
                  or step_oscillation(series, ctx)
