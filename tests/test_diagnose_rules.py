@@ -1063,3 +1063,18 @@ def test_epoch_losses_thrown_around_without_progress_are_divergence(tmp_path):
                                                                                   enumerate(val)]), "falling.log"))
     stuck = [2400 * (1 + 0.01 * rng.uniform(-1, 1)) for _ in range(16)]
     assert "diverged" not in _kinds(_diagnose(tmp_path, _regression_log(stuck, val), "stuck.log"))
+
+
+def test_a_detector_that_never_found_anything_and_whose_validation_never_moved_is_not_learning(tmp_path):
+    # A detector from scratch at a tiny LR: mAP exactly 0 at each of 30 evaluations, validation loss within 0.2%
+    # of its start, the training loss (augmented batches of a tiny set) wandering 4% around its start: it never
+    # made one correct detection and its outputs on held-out data did not change (it read as nothing).
+    rng = random.Random(3)
+    header = "epoch,train/box_loss,train/cls_loss,metrics/mAP50(B),metrics/mAP50-95(B),val/box_loss,val/cls_loss\n"
+    rows = [f"{e},{3.4 * (1 + 0.04 * rng.uniform(-1, 1)):.5f},{5.8 - 0.003 * e:.5f},0,0,"
+            f"{3.225 - 0.0002 * e:.5f},{5.835 - 0.0001 * e:.5f}" for e in range(1, 31)]
+    assert _kinds(_diagnose(tmp_path, header + "\n".join(rows) + "\n", "results.csv")) == ["not-learning"]
+    # The guard: mAP 0 while the validation loss falls 20% (a detector in its first epochs) is still learning.
+    rows = [f"{e},{3.4 * 0.99 ** e:.5f},{5.8 * 0.99 ** e:.5f},0,0,{3.225 * 0.993 ** e:.5f},{5.835 * 0.993 ** e:.5f}"
+            for e in range(1, 31)]
+    assert "not-learning" not in _kinds(_diagnose(tmp_path, header + "\n".join(rows) + "\n", "results2.csv"))

@@ -1041,7 +1041,8 @@ def detect_not_learning(series: dict[str, list[Point]], ctx: Context) -> list[Fi
                             f"The training loss sits at {level:.4g} = ln({count}) (K={count}, {source}) and does not "
                             "fall: the model predicts every class alike, it is not learning.",
                             evidence, list(NOT_LEARNING_ACTIONS), confidence=confidence)]
-    return _unmoved_at_chance(series, ctx) or _constant_accuracy_unmoved(series) or _converged_at_start(series)
+    return (_unmoved_at_chance(series, ctx) or _constant_accuracy_unmoved(series) or _never_right_unmoved(series)
+            or _converged_at_start(series))
 
 
 NO_MOVE = 0.03  # a loss that moved less than this share of its start over the run, not steadily, has not moved
@@ -1096,6 +1097,31 @@ def _constant_accuracy_unmoved(series: dict[str, list[Point]]) -> list[Finding]:
                     "loss has not moved since the run's start (" + ", ".join(
                         f"{_series_words(n)} {m:+.1%}" for n, m in moved.items()) + "): the model predicts the same "
                     "classes every time (the majority class, typically); it is not learning.",
+                    evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
+
+
+def _never_right_unmoved(series: dict[str, list[Point]]) -> list[Finding]:
+    """The validation accuracy or mAP exactly 0 at every one of CONSTANT_ACC_POINTS+ evaluations (not one correct
+    prediction, ever) while the validation loss, followed from the run's start, has not moved (_unmoved): the
+    model's outputs on held-out data never changed. The training loss is not asked: on a tiny or augmented set
+    its batches wander a few per cent around a start the model never left."""
+    for quality in ("val_acc", "val_map", "val_score"):
+        evaluations = [p for p in series.get(quality, []) if math.isfinite(p.value)]
+        if len(evaluations) >= CONSTANT_ACC_POINTS and all(p.value == 0 for p in evaluations):
+            break
+    else:
+        return []
+    val = _finite(series.get(VAL_LOSS, []))
+    if len(val) < STUCK_FEW_POINTS or not _from_run_start(val) or not _unmoved(val):
+        return []
+    what = {"val_acc": "accuracy", "val_map": "mAP", "val_score": "score"}[quality]
+    moved = _moved(_values(val))
+    evidence = {"series": VAL_LOSS, "moved": round(moved, 5), "quality": quality, "quality_points": len(evaluations),
+                **_span(val, 0, len(val) - 1)}
+    return [Finding("not-learning", "error",
+                    f"The validation {what} is exactly 0 at every one of its {len(evaluations)} evaluations and the "
+                    f"validation loss has not moved since the run's start ({moved:+.1%}): the model never made one "
+                    "correct prediction and its outputs did not change; it is not learning.",
                     evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
 
 
