@@ -1078,3 +1078,15 @@ def test_a_detector_that_never_found_anything_and_whose_validation_never_moved_i
     rows = [f"{e},{3.4 * 0.99 ** e:.5f},{5.8 * 0.99 ** e:.5f},0,0,{3.225 * 0.993 ** e:.5f},{5.835 * 0.993 ** e:.5f}"
             for e in range(1, 31)]
     assert "not-learning" not in _kinds(_diagnose(tmp_path, header + "\n".join(rows) + "\n", "results2.csv"))
+
+
+def test_a_short_log_whose_validation_creeps_2_percent_after_its_best_is_no_overfitting(tmp_path):
+    # 12 epochs: training 1.09 -> 0.158, validation at its best 0.181 at epoch 8, then up four times in a row by
+    # 2% in all: within what the long-log rule calls a flat validation (VAL_RISE), a converged run (it read as
+    # overfitting).
+    train = [1.094, 0.914, 0.349, 0.186, 0.176, 0.172, 0.169, 0.166, 0.164, 0.162, 0.160, 0.158]
+    val = [1.078, 0.638, 0.203, 0.187, 0.185, 0.182, 0.1819, 0.1808, 0.1815, 0.1824, 0.1836, 0.1848]
+    assert "overfitting" not in _kinds(_diagnose(tmp_path, _regression_log(train, val)))
+    # The guard: the same turn rising 15% is overfitting.
+    val = val[:8] + [0.186, 0.193, 0.200, 0.208]
+    assert "overfitting" in _kinds(_diagnose(tmp_path, _regression_log(train, val), "rise.log"))

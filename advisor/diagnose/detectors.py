@@ -2025,6 +2025,8 @@ def _few_points_overfitting(train: list[Point], val: list[Point], ctx: Context,
     # turn). Longer logs are judged by the rises; one late rise there is a noisy evaluation as often as not.
     turned = (len(val) < FEW_RISING + 1 and rising >= 1 and rise >= OVERFIT_RISE_HIGH
               and _quality_fell_off_best(series or {}, val[best]))
+    if rise < VAL_RISE:  # within what the long-log rule calls a flat validation: a converged run's wobble
+        return []
     if (rising < FEW_RISING and not turned) or len(steps) != rising or train_fall < FEW_TRAIN_FALL or not falling_since:
         return []
     confidence = ("high" if rising >= 5 and rise > 0.2 else ("medium" if rising >= 4 or (rise > 0.2 and rising >= FEW_RISING)
