@@ -597,4 +597,9 @@ async def test_a_node_lost_during_a_step_of_the_app_is_a_failure_not_a_cancel():
                        what="the step to fail")
         assert "Memory ceiling failed" in screen_text(app, ".error-panel") and "Cancelled" not in screen_text(
             app, ".error-panel")
+        # r cannot run it again (the plan has ended on every node, and a later Start refuses the lost link): the
+        # status line says what does, not "then r to run again".
+        status = screen_text(app, "#status")
+        assert "r to run again" not in status and "Quit the app (ctrl+q) and start the plan again on every node" \
+            in status, status
         assert "ceiling" not in app.done
