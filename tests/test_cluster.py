@@ -529,9 +529,10 @@ async def test_the_setup_cluster_row_wraps_inside_the_form(tmp_path, monkeypatch
     """The Cluster row (what the plan spans, where the nodes meet, the command for the other nodes) wraps within the
     form as the Devices row does: at 120x40 it ran off the right edge, cutting "...spans the[m. This is node 0: it]
     runs the method" and the `--node-rank` it tells you to give the other nodes. Nothing is started."""
-    from tui_stub import cpu_host
+    from tui_stub import cpu_host, screen_text
 
     from advisor.tui.app import Prefill, create_app
+    from advisor.tui.screens.setup import cluster_text
 
     monkeypatch.chdir(tmp_path)
     spec = ClusterSpec(2, 0, "127.0.0.1", _free_port(), "app-wrap", 120)
@@ -542,6 +543,10 @@ async def test_the_setup_cluster_row_wraps_inside_the_form(tmp_path, monkeypatch
         form = app.screen.query_one("#form")
         assert row.region.right <= form.content_region.right, (row.region, form.content_region)
         assert row.region.height >= 3  # wrapped onto lines of its own, all of them shown
+        # Two nodes: the other one's rank, not "its own --node-rank (1 to 1)".
+        assert "on it, run `advisor plan` with the same workload and settings and --node-rank 1." in " ".join(
+            screen_text(app, "#cluster").split())
+    assert "its own --node-rank (1 to 3)" in cluster_text(ClusterSpec(4, 0, "h", 1, "r", 9), "2")
 
 
 @pytest.mark.slow
@@ -597,4 +602,9 @@ async def test_a_node_lost_during_a_step_of_the_app_is_a_failure_not_a_cancel():
                        what="the step to fail")
         assert "Memory ceiling failed" in screen_text(app, ".error-panel") and "Cancelled" not in screen_text(
             app, ".error-panel")
+        # r cannot run it again (the plan has ended on every node, and a later Start refuses the lost link): the
+        # status line says what does, not "then r to run again".
+        status = screen_text(app, "#status")
+        assert "r to run again" not in status and "Quit the app (ctrl+q) and start the plan again on every node" \
+            in status, status
         assert "ceiling" not in app.done

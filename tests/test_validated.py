@@ -165,7 +165,7 @@ def test_replan_of_the_committed_recipe_never_advises_the_lr_its_trial_saw_fail(
                                                         global_batch=140)).lr.bounded_from == 64
 
 
-def test_replan_refuses_a_global_batch_whose_runs_failed_at_every_lr(capsys):
+def test_replan_refuses_a_global_batch_whose_runs_failed_at_every_lr(tmp_path, capsys):
     from advisor.replan import ReplanTarget, replan
     from advisor.recipe_check import recipe_warnings
 
@@ -174,6 +174,18 @@ def test_replan_refuses_a_global_batch_whose_runs_failed_at_every_lr(capsys):
     with pytest.raises(AdvisorError, match="Global batch 128 is not validated at any LR") as refused:
         replan(data, "digits-cnn.toml", ReplanTarget(2**30, "--device-memory", None, "cpu", 2, global_batch=128))
     assert refused.value.exit_code == 2 and "\n" not in str(refused.value)
+    # `advisor replan` says it as one paragraph and exits 2, writing nothing.
+    from advisor.cli import main
+    from advisor.recipe import dumps_recipe
+
+    path = tmp_path / "r.toml"
+    data.pop("measurements", None)
+    path.write_text(dumps_recipe(data))
+    out = tmp_path / "new.toml"
+    assert main(["replan", str(path), "--device-memory", "1GiB", "--nproc", "2", "--global-batch", "128",
+                 "--no-confirm", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "Global batch 128 is not validated at any LR" in err and "Traceback" not in err and not out.exists()
     # `advisor check` of a recipe edited to that setting says the same.
     data["batch"].update(per_device=64, **{"global": 128}, validated_global=128)
     data["lr"].update(value=0.04, scale=2.0, rule="linear")
