@@ -1090,3 +1090,18 @@ def test_a_short_log_whose_validation_creeps_2_percent_after_its_best_is_no_over
     # The guard: the same turn rising 15% is overfitting.
     val = val[:8] + [0.186, 0.193, 0.200, 0.208]
     assert "overfitting" in _kinds(_diagnose(tmp_path, _regression_log(train, val), "rise.log"))
+
+
+def test_batch_spread_with_three_evaluations_falling_to_their_best_is_not_jitter(tmp_path):
+    # A logistic regression at batch 32 for 3 epochs (world batch 7, spent): the step losses spread 25% of their
+    # level, the three validation losses fall at every evaluation and end at their best. Too few evaluations for the
+    # calm test's noise, but each one better than the last: the evaluated model is not thrown around (it read as
+    # jitter, high confidence).
+    report = _diagnose(tmp_path, _floor_steps_csv([0.48, 0.456, 0.453]), name="metrics.csv")
+    assert "oscillation-jitter" not in _kinds(report), [f.evidence for f in report.findings]
+    # The guard: three evaluations that go up again are no evidence against jitter.
+    report = _diagnose(tmp_path, _floor_steps_csv([0.48, 0.456, 0.50]), name="metrics2.csv")
+    assert "oscillation-jitter" in _kinds(report), [f.evidence for f in report.findings]
+    # Nor do three that still fall fast (a model still learning under its batches' jitter, world batches 1-6).
+    report = _diagnose(tmp_path, _floor_steps_csv([0.42, 0.35, 0.30]), name="metrics3.csv")
+    assert "oscillation-jitter" in _kinds(report), [f.evidence for f in report.findings]

@@ -1289,6 +1289,8 @@ def _validation_improving(series: dict[str, list[Point]], since: Point) -> bool:
 VAL_CALM_POINTS = 8  # validation evaluations, at least, to say the evaluated model is calm
 VAL_CALM_NOISE = 0.05  # ... its second half's point-to-point noise under this share of its level
 VAL_CALM_AT_BEST = 0.05  # ... and its last two evaluations within this share of its best
+VAL_FEW_FALLING = 3  # fewer evaluations (this many, at least) are calm when each is lower than the one before and
+# the last move is under VAL_CALM_NOISE
 
 
 def _validation_calm_at_best(series: dict[str, list[Point]]) -> bool:
@@ -1299,6 +1301,12 @@ def _validation_calm_at_best(series: dict[str, list[Point]]) -> bool:
     15% and 42% above their best, moving 9% and 25% point to point); a calm validation at its best says the training loss's
     spread is the batches' own variety (one batch's loss is a sample), which no batch or LR change would remove."""
     values = _values(_finite(series.get(VAL_LOSS, [])))
+    if VAL_FEW_FALLING <= len(values) < VAL_CALM_POINTS:
+        # Too few evaluations to measure their noise: each one better than the last, the last move under
+        # VAL_CALM_NOISE of the level, says the same -- the evaluated model settled at its best, not thrown around.
+        # (A validation still falling fast, 0.25 -> 0.13, is a model still learning under its batches' jitter.)
+        return (all(b < a for a, b in zip(values, values[1:])) and min(values) > 0
+                and values[-2] - values[-1] < VAL_CALM_NOISE * values[-1])
     if len(values) < VAL_CALM_POINTS or min(values) <= 0:
         return False
     tail = values[len(values) // 2:]
