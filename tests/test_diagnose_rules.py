@@ -1105,3 +1105,12 @@ def test_batch_spread_with_three_evaluations_falling_to_their_best_is_not_jitter
     # Nor do three that still fall fast (a model still learning under its batches' jitter, world batches 1-6).
     report = _diagnose(tmp_path, _floor_steps_csv([0.42, 0.35, 0.30]), name="metrics3.csv")
     assert "oscillation-jitter" in _kinds(report), [f.evidence for f in report.findings]
+
+
+def test_a_long_run_whose_fall_came_in_its_first_tenth_still_shows_overfitting(tmp_path):
+    # 500 full-batch epochs: training falls 44.6 -> 25 within its first 40 epochs (inside its first tenth), then
+    # creeps on to 20; validation bottoms at 27.2 at epoch 36 and climbs steadily to 29.9 (+10%). Measured from the
+    # first tenth's median, training "fell" 19%, under the overfitting rule's 30%, and nothing was said.
+    train = [20 + 24.6 * 0.88 ** e + 5 * (1 - e / 500) for e in range(500)]
+    val = [27.2 + 8.4 * 0.85 ** e if e <= 36 else 27.2 + 2.7 * (e - 36) / 464 for e in range(500)]
+    assert _kinds(_diagnose(tmp_path, _regression_log(train, val))) == ["overfitting"]
