@@ -1114,3 +1114,17 @@ def test_a_long_run_whose_fall_came_in_its_first_tenth_still_shows_overfitting(t
     train = [20 + 24.6 * 0.88 ** e + 5 * (1 - e / 500) for e in range(500)]
     val = [27.2 + 8.4 * 0.85 ** e if e <= 36 else 27.2 + 2.7 * (e - 36) / 464 for e in range(500)]
     assert _kinds(_diagnose(tmp_path, _regression_log(train, val))) == ["overfitting"]
+
+
+def test_keras_verbose_2_epoch_lines_are_per_epoch_and_a_steady_creep_is_slow(tmp_path):
+    # Keras `fit(verbose=2)`: "Epoch N/30" then "21/21 - 1s - loss: X - val_loss: Y - 63ms/epoch - 3ms/step", the
+    # position at its total on the line with the validation: the epoch's summary, not a step. A VAE at plain SGD
+    # creeping 45.2 -> 40.5 by ~0.15 an epoch, steadily (it read as per-step points: no per-epoch slow rule ran).
+    lines = []
+    for e in range(30):
+        loss = 45.16 - 0.16 * e
+        lines += [f"Epoch {e + 1}/30", f"21/21 - 1s - loss: {loss:.4f} - val_loss: {loss - 0.05:.4f} - 63ms/epoch - "
+                  "3ms/step"]
+    report = _diagnose(tmp_path, "\n".join(lines) + "\n")
+    assert report.series["val_loss"][0].cadence == "epoch"
+    assert _kinds(report) == ["slow-convergence"]

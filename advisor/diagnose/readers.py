@@ -679,12 +679,23 @@ class TextMetricsReader(LineReader):
         # A line that names an epoch and no place within it reports the epoch ("Epoch 3: train_loss=..."); one with
         # a step or a position reports that step. Kept apart (scan.separate_cadences) when a log prints both.
         cadence = "step" if step is not None or position else ("epoch" if epoch is not None else None)
+        if _epoch_summary(position, step, epoch, candidates):
+            cadence = "epoch"
         points = _best_points(candidates, line, step, epoch, cadence=cadence)
         if cadence == "epoch":  # "Epoch 3 - Batch loss: 0.41": one batch's loss stamped with its epoch, not the epoch's
             for point in points:
                 if per_batch.get(point.name, (0, False))[1]:
                     point.cadence = "step"
         return points
+
+
+def _epoch_summary(position, step, epoch, candidates) -> bool:
+    """A line whose only place is a position at its total, with a validation value on it, is the epoch's summary:
+    Keras `fit(verbose=2)` prints "21/21 - 1s - loss: X - val_loss: Y - 63ms/epoch" (its "Epoch N/30" on the line
+    before), verbose=1 ends each epoch with "21/21 [====] - loss: X - val_loss: Y". Validation runs at the epoch's
+    end: the training value beside it is the epoch's mean, not one step's."""
+    return (position is not None and step is None and epoch is None and position[1] > 0
+            and position[0] == position[1] and any(name.startswith("val_") for name, _, _ in candidates))
 
 
 PER_BATCH_WORDS = {"batch", "minibatch", "step", "iter", "iteration"}
