@@ -448,7 +448,7 @@ class SweepVerdict:
         if not self.end:
             return ""
         if self.end == PAST_CAP:
-            return f" It is the largest swept; {self.unexplored} is past the cap of {self.cap}."
+            return f" It is the largest swept; {self.unexplored} per device is past the cap of {self.cap} per device."
         side = "smallest" if self.unexplored < self.chosen else "largest"
         if self.end == NO_TREND:
             why = (f"it ties with {self.leader}, which leads" if self.chosen != self.leader
