@@ -223,8 +223,9 @@ def test_the_fifth_fresh_batch_keeps_what_it_scored_once():
     in a commit subject (after its periodic rule was committed); its score is given as measured. Spent since:
     dx-rules8 read its misses and raised the count this guards (line ends, NUL gaps, darknet lines, per-epoch
     losses thrown around, mAP never above 0, short logs' rise under 5% flat,
-    3 evaluations settled at their best, an early fall measured from the first epochs, Keras epoch lines: 49)."""
+    3 evaluations settled at their best, an early fall measured from the first epochs, Keras epoch lines,
+    a repeated pattern at 5% of the level: 50)."""
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     outcomes = bench.evaluate(None, LABELS, (SEVENTH_BATCH,))
     assert len(outcomes) == 51 and not [o.name for o in outcomes if not o.expected and o.error_level]
-    assert sum(o.right for o in outcomes) >= 49
+    assert sum(o.right for o in outcomes) >= 50

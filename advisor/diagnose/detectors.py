@@ -1562,6 +1562,9 @@ def _recurring_period(train: list[Point]) -> tuple[int, float] | None:
 REPEAT_ACF = 0.9  # the residual this alike one period later: the loss repeats its pattern, not a noise that recurs
 REPEAT_SPIKE = 3.0  # a phase of the repeating pattern this many robust sigmas out of the others: a restart a cycle
 REPEAT_BLOCKS = 0.3  # ... or neighbouring phases this alike (circular lag-1 autocorrelation): swings in blocks
+# Swings this share of the level, at least (half of the slow-block rule's SWING_AMPLITUDE: a pattern REPEAT_ACF alike
+# with a shape is no healthy wander; a class-sorted VAE repeats +-6-7% of its level at 0.93).
+REPEAT_AMPLITUDE = 0.05
 
 
 def _pattern_shape(profile: list[float]) -> tuple[float, float]:
@@ -1580,7 +1583,7 @@ def detect_repeating_swings(series: dict[str, list[Point]], ctx: Context) -> lis
     """Large swings the training loss repeats, period after period, that neither jitter (too small against its start)
     nor the slow-block test (each swing moves in steps as large as the noise) caught: data in the same order every
     epoch. All must hold: the detrended loss one period (8+ log points, 3+ cycles) later is REPEAT_ACF alike; the
-    swings are large (its 5th-95th percentile half-range and the repeating pattern's half-range both SWING_AMPLITUDE
+    swings are large (its 5th-95th percentile half-range and the repeating pattern's half-range both REPEAT_AMPLITUDE
     of the level); and the pattern has a shape, not one fixed offset a batch (an unshuffled loader's batch noise, as
     large as the step noise, recurs too): a restart once a period (a phase REPEAT_SPIKE robust sigmas out) or swings
     in blocks (neighbouring phases REPEAT_BLOCKS alike). World corpus: the labelled periodic runs repeat at
@@ -1597,7 +1600,7 @@ def detect_repeating_swings(series: dict[str, list[Point]], ctx: Context) -> lis
     ordered = sorted(residual)
     amplitude = (ordered[int(0.95 * (len(ordered) - 1))] - ordered[int(0.05 * (len(ordered) - 1))]) / 2
     swing = (max(profile) - min(profile)) / 2
-    if min(amplitude, swing) < SWING_AMPLITUDE * level:
+    if min(amplitude, swing) < REPEAT_AMPLITUDE * level:
         return []
     spike, blocks = _pattern_shape(profile)
     if spike < REPEAT_SPIKE and blocks < REPEAT_BLOCKS:
