@@ -25,6 +25,7 @@ UNSCORED_BATCH = 4  # held back whole as well, collected after batch 3 was score
 NEW_BATCH = 5  # held back whole, collected after batch 4 was scored; scored once: 31/50 (README)
 SIXTH_BATCH = 6  # held back whole, collected after batch 5 was scored; scored once: 27/31 (README)
 SEVENTH_BATCH = 7  # held back whole, collected after batch 6 was scored; scored once: 39/51 (README)
+EIGHTH_BATCH = 8  # held back whole, collected after batch 7 was scored; not scored yet (the lead scores it once)
 
 
 def _load(name, path):
@@ -107,7 +108,7 @@ def test_an_entry_the_tool_cannot_read_or_crashes_on_counts_as_wrong(tmp_path, m
     assert outcome.unreadable == "RuntimeError: a reader bug" and not outcome.right
 
 
-@pytest.mark.parametrize("batch", [FRESH_BATCH, UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH, SEVENTH_BATCH])
+@pytest.mark.parametrize("batch", [FRESH_BATCH, UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH, SEVENTH_BATCH, EIGHTH_BATCH])
 def test_the_fresh_batch_is_held_back_whole_and_the_bench_selects_it_without_judging_it(capsys, batch):
     """Batch 3 was collected after batches 1-2's held-back part was spent, batch 4 after batch 3 was scored: each is
     held back whole, at least 30 entries, a third of them healthy. The bench picks a batch by its number and says
@@ -124,9 +125,9 @@ def test_the_fresh_batch_is_held_back_whole_and_the_bench_selects_it_without_jud
     assert bench.main(["--batch", "99"]) == 2 and "no batch [99]" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("batch", [UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH, SEVENTH_BATCH])
+@pytest.mark.parametrize("batch", [UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH, SEVENTH_BATCH, EIGHTH_BATCH])
 def test_the_unscored_batch_has_new_sources_and_no_entry_of_an_earlier_batch(batch):
-    """Batches 4 to 7 are new material: no repository file or generated run already in an earlier batch."""
+    """Batches 4 to 8 are new material: no repository file or generated run already in an earlier batch."""
     earlier = {e["source"] for e in LABELS.values() if e.get("batch", 1) < batch}
     earlier_repos = {s.split()[0] for s in earlier if s.startswith("github:")}
     fresh = {n: e for n, e in LABELS.items() if e.get("batch", 1) == batch}
@@ -144,6 +145,18 @@ def test_the_seventh_batch_holds_committed_files_and_runs_trained_here_in_new_fo
     writers = {e["format"] for n, e in fresh.items() if n in generated}
     assert {"summarywriter-dir", "lightning-tb-dir", "lightning-csv-dir", "hf-output-dir", "keras-csv", "text-log"} <= writers
     assert {"oom", "crash"} <= {k for e in fresh.values() for k in e["kinds"]}
+
+
+def test_the_eighth_batch_is_mostly_committed_files_with_a_few_runs_trained_here():
+    """Batch 8 (issue 37) asks for at least 22 files committed in public repositories and at most 8 runs really
+    trained here (on a task no earlier batch used), with a crash among them; nothing here reads the entries' curves."""
+    fresh = {n: e for n, e in LABELS.items() if e.get("batch", 1) == EIGHTH_BATCH}
+    committed = [n for n, e in fresh.items() if COMMIT.match(e["source"])]
+    generated = [n for n, e in fresh.items() if e["source"].startswith("generated: ")]
+    assert len(committed) >= 22 and 1 <= len(generated) <= 8, (len(committed), len(generated))
+    assert len(committed) + len(generated) == len(fresh)
+    assert all(n.startswith("gen-sp-") for n in generated), "batch 8 trains on the spirals task only"
+    assert "crash" in {k for n in generated for k in fresh[n]["kinds"]}
 
 
 def _assert_scored_once_part_holds(outcomes, entries: int, at_least_right: int) -> None:
