@@ -1,21 +1,26 @@
 """The plan assembled from the four steps' results: ``MethodResult`` (what the summary, the recipe and the app
-read), built in one place with keywords (``assemble``), and the pieces of the plan no single step decides: why its
-precision, the optimizer's hyperparameters, the fallback when no sweep candidate learned, what the recipe's
-[workload] adds about the probes."""
+read), built in one place with keywords (``assemble``), and the pieces of the plan no single step decides: the plan,
+LR and goodput at the cap that binds (``plan_at_cap``), why its precision, the optimizer's hyperparameters, the
+fallback when no sweep candidate learned, the launch line, what the recipe's [workload] adds about the probes."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+import math
+
+from .adapters import Adapter
 from .device import HostDevices
-from .ledger import TrialRecord
+from .launch_line import LaunchSpec
+from .ledger import TrialRecord, trained_rows
 from .method import MethodSettings, PrecisionChoice, SweepOutcome, TrialOutcome, WorkloadInfo, make_plan
 from .method.ceiling import CeilingResult
-from .method.goodput import GoodputResult
+from .method.goodput import GoodputResult, fit_step_time, goodput_optimum, timed_points
 from .method.inputs import LauncherReports, lr_for, warmup_for
+from .method.validated import largest_validated_global, never_a_failed_lr
 from .method.lr import LRDecision, WarmupDecision
 from .method.noise import NoiseEstimate
-from .method.plan import Plan, Warning_
+from .method.plan import Plan, Warning_, largest_learnable_global
 
 # A stream cannot be scanned for its longest samples: its ceiling holds only for batches like those the probes met.
 STREAM_PROBE_WARNING = ("The memory probes fed the training stream's batches as they came (an IterableDataset "
@@ -26,6 +31,8 @@ TF32_ADVICE = (" TF32: the probes ran with torch.backends.cuda.matmul.allow_tf32
                "torch.backends.cudnn.allow_tf32 = True; set them in the training script (or "
                "torch.set_float32_matmul_precision('high')), or keep the launch line's "
                "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1.")
+NO_GOODPUT_NOT_VALIDATED = ("Goodput-optimal batch: not computed, the plan is NOT VALIDATED (no sweep candidate "
+                            "learned), so there is no noise scale to weigh the step times with.")
 
 
 @dataclass
@@ -130,6 +137,44 @@ def assemble(steps: StepResults, parts: PlanParts, *, env: dict, launch: list[st
         optimizer_hyperparameters_source=hyperparameters[1], tf32=tf32, host=host, workload_notes=workload_notes,
         sweep_summary=sweep.summary(), trial_summary=trial.summary() if trial else {}, noise=parts.estimate,
         goodput=parts.goodput, headline=headline)
+
+
+def plan_at_cap(settings: MethodSettings, info: WorkloadInfo, sweep: SweepOutcome, cap: int, precision: str,
+                estimate: NoiseEstimate, ledger: list[TrialRecord], amp_available: bool
+                ) -> tuple[Plan, LRDecision, WarmupDecision, GoodputResult]:
+    """(plan, LR, warmup, goodput) at ``cap`` (already lowered by the training runs' own OOMs), from the current
+    walk's ``ledger``: the one computation behind Session.finish() and Session.plan_goodput(), so the app's Sweep
+    screen and the recipe agree. The LR is never one the runs saw fail at the plan's batch."""
+    if sweep.failed:  # NOT VALIDATED: nothing noise-based (no goodput, no noise bound, no noise warning)
+        plan, lr, warmup = base_fallback_plan(settings, info, sweep, cap, precision, amp_available)
+        return plan, lr, warmup, GoodputResult(None, NO_GOODPUT_NOT_VALIDATED)
+    trained = trained_rows(ledger)
+    # Validated means validated at the rules' LR (advisor.method.validated): a rerun at a lower LR does not extend
+    # the bound, and a (global batch, LR) any run saw fail is never advised.
+    plan, lr, warmup = make_plan(settings, info, cap, sweep.chosen, sweep.reason, precision, estimate.value,
+                                 amp_available=amp_available, healthy_global=largest_validated_global(info, trained),
+                                 noise_low=estimate.low if estimate.value else None)
+    lr, lowered = never_a_failed_lr(info, lr, trained)
+    if lowered is not None:
+        plan.warnings.append(Warning_(lowered.code, lowered.message))
+    # The goodput-optimal batch from the runs' step times, against the rule of thumb's per-device x accumulation.
+    goodput = goodput_optimum(fit_step_time(timed_points(ledger, precision)), estimate.value, estimate.reason,
+                              info.base_global_batch, plan.world_size, cap, info.optimizer,
+                              rule_of_thumb=(plan.per_device, plan.accumulation_steps),
+                              max_global=largest_learnable_global(info.train_size, info.run_epochs))
+    return plan, lr, warmup, goodput
+
+
+def launch_line(adapter: Adapter, settings: MethodSettings, parts: PlanParts, env: dict, optimizer: str,
+                hyperparameters: dict) -> list[str]:
+    """The adapter's launch command for the plan on the target cluster (--nproc per node unless a target world
+    size spreads the plan's processes over its nodes)."""
+    plan = parts.plan
+    per_node = settings.nproc if settings.target_world_size is None else max(1, math.ceil(plan.world_size
+                                                                                         / settings.nodes))
+    return adapter.launch_command(LaunchSpec(per_node, settings.nodes, plan.per_device, plan.accumulation_steps,
+                                             parts.lr.value, parts.warmup.steps, plan.precision, env,
+                                             optimizer=optimizer, optimizer_hyperparameters=hyperparameters))
 
 
 def precision_reason(choice: PrecisionChoice, trial: TrialOutcome | None, accumulation_note: str) -> str:

@@ -167,24 +167,34 @@ def cmd_plan(args) -> int:
     else:
         setup = validate_setup(settings, adapter, host)
         link = _join_cluster(cluster, settings, adapter, host, progress) if cluster else None
-        # One training and one evaluation step at batch 2 in a child (a few seconds), before the first probe: a
-        # workload's own bug is one paragraph now, not a worker's traceback minutes into the plan.
-        from .workload_check import check_in_process
-
-        progress.line(f"== checking the workload {settings.workload} (one training and one evaluation step at batch 2)")
-        check_in_process(settings.workload)
         known, recorder = _plan_history(args, settings, setup, out, progress,
                                         link.fingerprint() if link is not None else None)
     listeners = [progress] + ([recorder] if recorder else [])
     if door is None:
         session = Session(adapter, settings, setup, lambda event: [listen(event) for listen in listeners],
                           known=known, cluster=link)
+        _check_workload(session, settings, progress)
     if recorder:
         recorder.model_info = lambda: session.runner.model_info
     if link is not None:
         return _plan_on_cluster(args, link, session, out, recorder, progress, started)
     result = session.run_all()
     return _finish_plan(args, result, session, door, adapter, out, recorder, progress, started)
+
+
+def _check_workload(session, settings, progress) -> None:
+    """One training and one evaluation step at batch 2 in a child (a few seconds), before the first probe: a
+    workload's own bug is one paragraph now, not a worker's traceback minutes into the plan. The probes' fork server
+    starts meanwhile (its imports overlap the check's; the engine only waits); a failed check stops it."""
+    from .workload_check import check_in_process
+
+    session.runner.start_server_early()
+    progress.line(f"== checking the workload {settings.workload} (one training and one evaluation step at batch 2)")
+    try:
+        check_in_process(settings.workload)
+    except BaseException:
+        session.close()
+        raise
 
 
 def cluster_from_args(args):

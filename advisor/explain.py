@@ -64,6 +64,10 @@ def _workload_line(doc: RecipeDocument) -> str:
     workload, inputs = doc.workload, doc.inputs
     budget = doc.ceiling.budget_bytes or inputs.device_memory_bytes
     where = f"{doc.batch.world_size} x {inputs.device or 'the device'}"
+    cluster = doc.table("provenance.cluster")  # `advisor plan --nnodes` (or the app on node 0): runs spanned them
+    if cluster.get("nodes"):
+        where = (f"{cluster['nodes']} nodes x {cluster.get('processes_per_node', '?')} process(es) = {where}, "
+                 "measured across the nodes")
     return (f"Workload {workload.name or '?'} ({workload.task or '?'}), {where}"
             + (f", budget {format_bytes(budget)} per device" if budget else ""))
 

@@ -9,6 +9,9 @@ from dataclasses import asdict, dataclass, field
 # timing round).
 NOT_A_CANDIDATE = "not a candidate's run"
 REUSED_NOTE = "reused from the history"  # the note of a run the history measured earlier (record_from_row)
+# The phases whose runs trained a candidate or the noise scale: what the caps, the noise scale and the validated LR
+# read (never a probe or a timing round).
+TRAINED_PHASES = ("trial", "noise", "sweep")
 
 
 @dataclass
@@ -82,12 +85,17 @@ class TrialRecord:
         return self.data_seconds / (self.data_seconds + self.step_seconds)
 
 
+def trained_rows(rows: list[TrialRecord]) -> list[TrialRecord]:
+    """The runs that trained (TRAINED_PHASES), in order."""
+    return [r for r in rows if r.phase in TRAINED_PHASES]
+
+
 LOADER_BOTTLENECK_SHARE = 0.25  # above this share of a step spent waiting for data, the loader sets the pace
 
 
 def loader_bottleneck(rows: list[TrialRecord], threshold: float = LOADER_BOTTLENECK_SHARE) -> str | None:
     """A note when the runs waited for their data loader a large share of each step, else None."""
-    slow = [r for r in rows if r.status == "ok" and r.phase in ("trial", "noise", "sweep") and (r.data_share or 0) > threshold]
+    slow = [r for r in trained_rows(rows) if r.status == "ok" and (r.data_share or 0) > threshold]
     if not slow:
         return None
     worst = max(slow, key=lambda r: r.data_share)

@@ -117,11 +117,12 @@ class ProbeServer:
         self._pending: list = []
         self._ready = threading.Event()
 
-    def start(self, cancel=None) -> bool:
-        """Start the server if needed; False (with ``unavailable`` saying why) when it cannot serve. A set
-        ``cancel`` token (the app's Esc) stops the start at once: CancelledError, no process left."""
+    def launch(self) -> None:
+        """Start the server's process and return at once: its imports run while the caller does something else;
+        ``start`` waits for them. The server dies with the thread that launched it (PDEATHSIG follows the parent
+        thread), so launch from a thread that outlives the jobs, never from a short-lived helper thread."""
         if self.proc is not None or self.unavailable:
-            return self.unavailable is None
+            return
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         argv = [sys.executable, "-m", SERVER_MODULE, self.worker_module, str(theirs.fileno()), self.workload or ""]
         # A file, not a pipe, for the server's own messages: nobody reads them unless the start fails.
@@ -132,8 +133,17 @@ class ProbeServer:
         theirs.close()
         self._sock = ours
         self._closed = False
+        self._launched_at = time.monotonic()
         threading.Thread(target=self._read_replies, daemon=True).start()
-        deadline = time.monotonic() + START_TIMEOUT_S
+
+    def start(self, cancel=None) -> bool:
+        """Start the server if needed (or wait for one launched before); False (with ``unavailable`` saying why)
+        when it cannot serve. A set ``cancel`` token (the app's Esc) stops the start at once: CancelledError, no
+        process left."""
+        self.launch()
+        if self.unavailable:
+            return False
+        deadline = self._launched_at + START_TIMEOUT_S
         while not self._ready.wait(0.2) and time.monotonic() < deadline:
             if cancel is not None and cancel.cancelled:
                 self.close()

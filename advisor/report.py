@@ -11,6 +11,7 @@ from . import __version__
 from .adapters import shell_line
 from .ledger import loader_bottleneck
 from .assembly import MethodResult
+from .options import recipe_inputs
 from .recipe import SCHEMA_VERSION
 from .units import format_bytes
 
@@ -166,15 +167,7 @@ def build_recipe(result: MethodResult, argv: list[str] | None = None) -> dict:
                      "optimizer": w.optimizer, "train_size": w.train_size, "parameters": w.parameters,
                      **result.workload_notes},
         "adapter": {"name": s.adapter_name, **result.adapter_extras},
-        "inputs": {"adapter": s.adapter_name, "nproc": s.nproc, "device": s.device,
-                   "device_memory_bytes": s.memory_budget_bytes, "headroom": s.headroom,
-                   "trial_steps": s.trial_steps, "sweep_steps": s.sweep_steps, "sweep_extensions": s.sweep_extensions,
-                   "sweep_seeds": s.sweep_seeds,
-                   "global_batch": s.global_batch,
-                   "base_lr": w.base_lr, "base_batch": w.base_global_batch, "precision": s.precision,
-                   "nodes": s.nodes, "world_size": s.world_size, "optimizer": s.optimizer, "task": s.task,
-                   "base_warmup": (f"{s.base_warmup[0]:g} {s.base_warmup[1]}" if s.base_warmup else None),
-                   "epochs": s.run_epochs},
+        "inputs": recipe_inputs(s, w),  # every option the plan was asked, as advisor/options.py declares it
         "launch": {"example": shell_line(result.launch_command),
                    "note": "Adapt the flag names to your script; load_recipe() gives the same numbers in Python "
                            "and its apply_env() sets [launch.env] inside the script.",

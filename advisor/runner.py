@@ -70,25 +70,38 @@ class JobRunner:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def start_server_early(self) -> None:
+        """Launch the fork server for this runner's jobs now, without waiting for it: its start-up (an interpreter,
+        torch, the worker and the workload's module) then overlaps what the caller waits for meanwhile (the CLI's
+        workload check, a process of its own) instead of delaying the first probe, which waits for the rest and
+        reports a failed start as usual. Call it from the thread that will run the jobs (the server dies with it)."""
+        if self.warm_workers and self.probe_server is None:
+            self._new_server(self._job(kind="probe", per_device_batch=1, steps=2)).launch()
+
+    def _new_server(self, job: TrialJob):
+        from .probe_server import ProbeServer
+
+        self.probe_server = ProbeServer(self.adapter.worker_module, worker_env(job, self.env), job.workdir,
+                                        job.workload)
+        weakref.finalize(self, self.probe_server.close)
+        return self.probe_server
+
     def _server_for(self, job: TrialJob):
         """The fork server for ``job``'s environment, started on first use; None where jobs launch fresh."""
         if not self.warm_workers:
             return None
-        from .probe_server import ProbeServer
-
         env = worker_env(job, self.env)
         if self.probe_server is not None and (self.probe_server.env != env or self.probe_server.cwd != job.workdir
                                               or self.probe_server.workload != job.workload):
             self.close()  # the environment changed (e.g. the caller's): a server carries the env it started with
         if self.probe_server is None:
-            self.probe_server = ProbeServer(self.adapter.worker_module, env, job.workdir, job.workload)
-            weakref.finalize(self, self.probe_server.close)
-            if not self.probe_server.start(self.cancel):
-                self.probe_server_unavailable = self.probe_server.unavailable
-                self.warm_workers = False
-                self.close()
-                self.emit(Note(f"Every probe and run starts a fresh launch: {self.probe_server_unavailable}."))
-                return None
+            self._new_server(job)
+        if not self.probe_server.start(self.cancel):  # starts it, or waits for an early one; at once when it serves
+            self.probe_server_unavailable = self.probe_server.unavailable
+            self.warm_workers = False
+            self.close()
+            self.emit(Note(f"Every probe and run starts a fresh launch: {self.probe_server_unavailable}."))
+            return None
         return self.probe_server
 
     def _fresh_after_fork_failure(self, what: str, exc: TrialError) -> None:

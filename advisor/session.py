@@ -9,7 +9,6 @@ run loops live in ``advisor.method``; set-up is checked before the first process
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import replace
 from typing import Callable
@@ -19,13 +18,12 @@ from .method.ceiling import CeilingResult, ProbeTrial, search_ceiling
 from .errors import AdvisorError, CancelledError, SetupError
 from .events import Decision, Event, Note, StepFinished, StepStarted
 from .launch import CancelToken
-from .ledger import TrialRecord
+from .ledger import TrialRecord, trained_rows
 from .method import (MethodSettings, SweepOutcome, TrialOutcome, WorkloadInfo,
                      choose_precision, data_cap, heterogeneous_devices_note, make_plan,
                      mixed_before_accumulation, noise_estimate, short_trial, validated_global)
-from .method.goodput import GoodputResult, fit_step_time, goodput_optimum, timed_points
+from .method.goodput import GoodputResult
 from .method.inputs import LauncherReports, SessionRunner
-from .method.validated import largest_validated_global, never_a_failed_lr
 from .method.noise import NoiseEstimate
 from .method.plan import Plan, Warning_, plan_data_parallel
 from .method.caps import Cap, data_share_words, learnable_cap, lowered_by_training_runs
@@ -35,8 +33,8 @@ from .method.sweep_run import comparison_sweep
 from .history_reuse import HistoryReuse
 from .walk import Walk
 from .assembly import (TF32_ADVICE, MethodResult, PlanParts, StartChoice, StepResults, StepTiming,  # noqa: F401
-                       assemble, base_fallback_plan, optimizer_hyperparameters, precision_reason, stream_warning,
-                       workload_notes)  # MethodResult, StepTiming: re-exported for their callers
+                       assemble, launch_line, optimizer_hyperparameters, plan_at_cap, precision_reason,
+                       stream_warning, workload_notes)  # MethodResult, StepTiming: re-exported for their callers
 from .setup_checks import (MAX_CPU_OVERSUBSCRIPTION, Setup, host_problems, validate_setup,  # noqa: F401 -- the
                            workload_precision)  # set-up checklist's names, for callers that import them from here
 
@@ -247,9 +245,10 @@ class Session:
         cap = self.cap
         if per_device is not None and per_device < 1:
             raise SetupError(f"The starting value must be at least 1, not {per_device}.")
-        known = self.known.best_start(self.settings.nproc) if self.known and per_device is None else None
+        processes = self.settings.run_processes  # every node's, on a plan across nodes
+        known = self.known.best_start(processes) if self.known and per_device is None else None
         chosen, reason = start_choice(per_device, known, cap, self.info.task, self.info.base_global_batch,
-                                      self.settings.nproc, self.info.base_source)
+                                      processes, self.info.base_source)
         self.start = StartChoice(chosen, reason)
         self.invalidate_after(2)
         self._end(2, began)
@@ -270,7 +269,7 @@ class Session:
                                   amp_available=self.amp_available, train_size=info.train_size,
                                   run_epochs=info.run_epochs)
         why = (f"You asked for a global batch of {s.global_batch}." if s.global_batch else
-               f"{per_device} per device x {s.nproc} process(es); the sweep (step 4) decides the final value.")
+               f"{per_device} per device x {s.run_processes} process(es); the sweep (step 4) decides the final value.")
         return plan, why
 
     # -- step 3 -------------------------------------------------------------------------------------------
@@ -319,7 +318,7 @@ class Session:
         return self.sweep_outcome
 
     def _trained_rows(self) -> list[TrialRecord]:
-        return [r for r in self.ledger if r.phase in ("trial", "noise", "sweep")]
+        return trained_rows(self.ledger)
 
     def noise_estimate(self) -> NoiseEstimate:
         """The noise scale and its interval: from the sweep's chosen candidate once the sweep ran (the trial's runs
@@ -328,17 +327,6 @@ class Session:
         return noise_estimate(self._trained_rows(), self.setup.optimizer,
                               pick=sweep.chosen if sweep is not None and not sweep.failed else None,
                               validated=sweep is None or not sweep.failed)
-
-    def goodput(self, estimate: NoiseEstimate, per_device: int, accumulation: int, world_size: int,
-                cap: int, precision: str | None) -> GoodputResult:
-        """The goodput-optimal batch from the runs' step times and ``estimate``, against the rule-of-thumb
-        ``per_device`` x ``accumulation`` on ``world_size`` devices."""
-        from .method.plan import largest_learnable_global
-
-        model = fit_step_time(timed_points(self.ledger, precision))
-        return goodput_optimum(model, estimate.value, estimate.reason, self.info.base_global_batch, world_size, cap,
-                               self.setup.optimizer, rule_of_thumb=(per_device, accumulation),
-                               max_global=largest_learnable_global(self.info.train_size, self.info.run_epochs))
 
     # -- the plan -----------------------------------------------------------------------------------------
     def finish(self, global_batch: int | None = None) -> MethodResult:
@@ -355,7 +343,8 @@ class Session:
         hyper = optimizer_hyperparameters(ran, self.setup.optimizer, self.setup.workload)
         steps = StepResults(s, self.info, self.start, self.trial_outcome, self.sweep_outcome, self.ledger,
                             [self.timings[k] for k in sorted(self.timings)])
-        self.result = assemble(steps, parts, env=self.runner.env, launch=self._launch_line(parts, hyper[0]),
+        launch = launch_line(self.adapter, s, parts, self.runner.env, self.setup.optimizer, hyper[0])
+        self.result = assemble(steps, parts, env=self.runner.env, launch=launch,
                                adapter_extras=self.adapter.recipe_extras(self.runner.options), ran=ran,
                                hyperparameters=hyper, tf32=self.precision.tf32, host=self.setup.host,
                                workload_notes=workload_notes(self.reports, self.ceiling_result))
@@ -382,16 +371,6 @@ class Session:
         return PlanParts(ceiling, plan, lr, warmup, cap, self.cap_reason if cap < ceiling.per_device_max else "",
                          estimate, goodput, precision_reason(self.precision, self.trial_outcome, accumulation_note))
 
-    def _launch_line(self, parts: PlanParts, hyperparameters: dict) -> list[str]:
-        from .adapters import LaunchSpec
-
-        s, plan = self.settings, parts.plan
-        nproc_per_node = s.nproc if s.target_world_size is None else max(1, math.ceil(plan.world_size / s.nodes))
-        return self.adapter.launch_command(LaunchSpec(nproc_per_node, s.nodes, plan.per_device,
-                                                      plan.accumulation_steps, parts.lr.value, parts.warmup.steps,
-                                                      plan.precision, self.runner.env, optimizer=self.setup.optimizer,
-                                                      optimizer_hyperparameters=hyperparameters))
-
     def _plan_precision_and_cap(self, mixed_cap) -> tuple[str, int, CeilingResult, str]:
         """(precision, per-device cap before the training runs' own OOM cap, the ceiling it came from, what mixed
         precision before accumulation decided): mixed precision is measured with ``mixed_cap`` when the plan
@@ -413,26 +392,9 @@ class Session:
         return lowered_by_training_runs(cap, self._trained_rows(), precision)
 
     def _plan_and_goodput(self, precision: str, cap: int, estimate: NoiseEstimate):
-        """(plan, LR, warmup, goodput) at ``cap`` (already lowered by _cap_by_training_runs): the one computation
-        behind finish() and plan_goodput(), so the app's Sweep screen and the recipe agree."""
-        info, s, sweep = self.info, self.settings, self.sweep_outcome
-        if sweep.failed:  # NOT VALIDATED: nothing noise-based (no goodput, no noise bound, no noise warning)
-            plan, lr, warmup = base_fallback_plan(s, info, sweep, cap, precision, self.amp_available)
-            return plan, lr, warmup, GoodputResult(None, "Goodput-optimal batch: not computed, the plan is NOT "
-                                                         "VALIDATED (no sweep candidate learned), so there is no "
-                                                         "noise scale to weigh the step times with.")
-        # Validated means validated at the rules' LR (advisor.method.validated): a rerun at a lower LR does not
-        # extend the bound, and a (global batch, LR) any run saw fail is never advised.
-        rows = self._trained_rows()
-        plan, lr, warmup = make_plan(s, info, cap, sweep.chosen, sweep.reason, precision, estimate.value,
-                                     amp_available=self.amp_available,
-                                     healthy_global=largest_validated_global(info, rows),
-                                     noise_low=estimate.low if estimate.value else None)
-        lr, lowered = never_a_failed_lr(info, lr, rows)
-        if lowered is not None:
-            plan.warnings.append(Warning_(lowered.code, lowered.message))
-        goodput = self.goodput(estimate, plan.per_device, plan.accumulation_steps, plan.world_size, cap, precision)
-        return plan, lr, warmup, goodput
+        """assembly.plan_at_cap over this session's steps: what finish() and plan_goodput() both read."""
+        return plan_at_cap(self.settings, self.info, self.sweep_outcome, cap, precision, estimate, self.ledger,
+                           self.amp_available)
 
     def plan_goodput(self) -> GoodputResult:
         """The goodput finish() will report, computed after the sweep without running anything (the app's Sweep

@@ -238,11 +238,11 @@ def settings(**kw):
     return MethodSettings(**base)
 
 
-def swept_session(val, train_seconds=None, centre=32, walk=1, budget=300 * MIB, sweep_steps=40, seeded_val=None,
-           **settings_kw):
+def swept_session(val, train_seconds=None, centre=32, extensions=1, budget=300 * MIB, sweep_steps=40,
+                  seeded_val=None, **settings_kw):
     """A stub session (2 processes) through its ceiling and a sweep around ``centre``: (session, runner, outcome)."""
     adapter = load_adapter("ddp")
-    s = settings(nproc=2, sweep_steps=sweep_steps, sweep_extensions=walk, memory_budget_bytes=budget, **settings_kw)
+    s = settings(nproc=2, sweep_steps=sweep_steps, sweep_extensions=extensions, memory_budget_bytes=budget, **settings_kw)
     runner = StubRunner(saturate=None, budget=budget, val=val, train_seconds=train_seconds, seeded_val=seeded_val)
     session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=runner)
     session.ceiling()

@@ -84,6 +84,28 @@ def test_other_nodes_outcomes_decide_the_job():
     assert ceiling_set_by(None, None, 2, describe) is None
 
 
+def test_the_starting_value_divides_the_base_global_batch_over_every_nodes_processes():
+    """Step 2 on a plan across 2 nodes of 1 process: the base global batch (32, where the LR was validated) over the
+    2 processes every run has is 16 per device. It divided over one node's --nproc (32 per device, a global batch of
+    64 in the trial: twice the base, the LR scaled for it), while the World size row beside it said 2. A stub
+    session: milliseconds."""
+    from helpers import StubRunner, settings
+
+    from advisor.adapters import load_adapter
+    from advisor.device import HostDevices
+    from advisor.session import Session, validate_setup
+
+    s = settings(nproc=1, nodes=2, cluster_nodes=2, base_batch=32)
+    adapter = load_adapter("ddp")
+    session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=StubRunner(saturate=None))
+    session.ceiling()
+    start = session.choose_start()
+    assert start.per_device == 16, start.reason
+    assert "your base global batch 32" in start.reason and "over 2 process(es) = 16 per device" in start.reason
+    plan, why = session.preview_plan(start.per_device)
+    assert plan.target_global == 32 and why.startswith("16 per device x 2 process(es)"), why
+
+
 def test_the_app_runs_on_node_0_only_and_checks_the_cluster_flags_first(capsys, monkeypatch):
     """`advisor [tui] --nnodes ...`: a node other than 0 (from the flags or from SLURM's variables under srun) is
     told, in one paragraph, the `advisor plan` command to run there; wrong flags are refused as `advisor plan`
@@ -503,6 +525,30 @@ async def test_the_app_on_node_0_plans_across_two_nodes(nodes, tmp_path, monkeyp
     nodes.assert_none_left()
 
 
+async def test_the_setup_cluster_row_wraps_inside_the_form(tmp_path, monkeypatch):
+    """The Cluster row (what the plan spans, where the nodes meet, the command for the other nodes) wraps within the
+    form as the Devices row does: at 120x40 it ran off the right edge, cutting "...spans the[m. This is node 0: it]
+    runs the method" and the `--node-rank` it tells you to give the other nodes. Nothing is started."""
+    from tui_stub import cpu_host, screen_text
+
+    from advisor.tui.app import Prefill, create_app
+    from advisor.tui.screens.setup import cluster_text
+
+    monkeypatch.chdir(tmp_path)
+    spec = ClusterSpec(2, 0, "127.0.0.1", _free_port(), "app-wrap", 120)
+    app = create_app(Prefill("digits-mlp", "ddp", 1, "64MiB", 8, 40), host=cpu_host(), cluster=spec)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        row = app.screen.query_one("#cluster")
+        form = app.screen.query_one("#form")
+        assert row.region.right <= form.content_region.right, (row.region, form.content_region)
+        assert row.region.height >= 3  # wrapped onto lines of its own, all of them shown
+        # Two nodes: the other one's rank, not "its own --node-rank (1 to 1)".
+        assert "on it, run `advisor plan` with the same workload and settings and --node-rank 1." in " ".join(
+            screen_text(app, "#cluster").split())
+    assert "its own --node-rank (1 to 3)" in cluster_text(ClusterSpec(4, 0, "h", 1, "r", 9), "2")
+
+
 @pytest.mark.slow
 async def test_the_apps_start_on_node_0_refuses_a_target_cluster_and_esc_stops_the_wait(tmp_path, monkeypatch):
     """The app on node 0, no other node started: the Target nodes field is refused beside the cluster (in the
@@ -556,4 +602,9 @@ async def test_a_node_lost_during_a_step_of_the_app_is_a_failure_not_a_cancel():
                        what="the step to fail")
         assert "Memory ceiling failed" in screen_text(app, ".error-panel") and "Cancelled" not in screen_text(
             app, ".error-panel")
+        # r cannot run it again (the plan has ended on every node, and a later Start refuses the lost link): the
+        # status line says what does, not "then r to run again".
+        status = screen_text(app, "#status")
+        assert "r to run again" not in status and "Quit the app (ctrl+q) and start the plan again on every node" \
+            in status, status
         assert "ceiling" not in app.done

@@ -506,3 +506,28 @@ def test_line_shape_cache_reads_every_corpus_line_as_the_regexes_do(monkeypatch)
     for number in range(10):
         readers._pairs(f"loss{'x' * number} 1.0")
     assert len(readers._pair_spans) <= 2
+
+
+def test_a_csv_log_whose_lines_end_in_carriage_returns_only_is_read(tmp_path):
+    """Keras's CSVLogger on a file opened in text mode on Windows, copied byte for byte, can end its rows in "\\r\\r"
+    (or a classic Mac editor in "\\r") with no "\\n" in the whole file: the carriage returns are its line breaks."""
+    rows = ["epoch,acc,loss,val_acc,val_loss"] + [
+        f"{e},{0.5 + 0.04 * e:.4f},{1.0 / (e + 1):.4f},{0.6 + 0.01 * min(e, 5):.4f},{0.5 + 0.05 * abs(e - 5):.4f}"
+        for e in range(20)]
+    for ending, name in ((b"\r\r", "train.log"), (b"\r", "history.csv"), (b"\r\r\n", "train2.log")):
+        path = tmp_path / name
+        path.write_bytes(ending.join(r.encode() for r in rows) + ending)
+        rep = diagnose_source(str(path))
+        assert rep.stats.series_lengths.get("val_loss") == 20, (ending, rep.stats)
+        assert "overfitting" in {f.kind for f in rep.findings}, ending
+
+
+def test_a_text_log_with_a_stretch_of_nul_bytes_is_read_around_it(tmp_path):
+    """A console log whose writer was restarted while the file was open (nohup, a copied or truncated log) holds a
+    block of NUL bytes where the old end was: the text around it is still a log, not a binary file."""
+    lines = [b" %d: %.6f, %.6f avg loss, 0.001000 rate, 8.4 seconds, %d images\nLoaded: 0.00005 seconds\n"
+             % (i, 5 / i, 5 / i, 64 * i) for i in range(1, 201)]
+    path = tmp_path / "train.log"
+    path.write_bytes(b"yolov3_training\n" + b"".join(lines[:3]) + b"\0" * 4000 + b"".join(lines[3:]))
+    rep = diagnose_source(str(path))
+    assert rep.readable and rep.stats.series_lengths.get("train_loss", 0) >= 190, rep.stats

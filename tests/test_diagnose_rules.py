@@ -1045,3 +1045,97 @@ def test_validation_losses_written_as_zero_are_not_a_curve(tmp_path):
     # The guard: written validation losses are read as before.
     report = _diagnose(tmp_path, _yolov9_csv(val_written=True), name="results2.csv")
     assert len(report.series["val_loss"]) == 60 and _kinds(report) == ["overfitting"]
+
+
+def test_epoch_losses_thrown_around_without_progress_are_divergence(tmp_path):
+    # An LR far too high (or inputs in raw units): the training loss's epoch means swing 10-30% from epoch to epoch
+    # and end where they started, the validation loss jumps 2-4x between evaluations. Averaged over a whole epoch,
+    # a stable model's loss moves little: these weights are thrown around, not converging (it read as jitter, or
+    # as nothing).
+    rng = random.Random(7)
+    train = [2400 * (1 + 0.25 * rng.uniform(-1, 1)) for _ in range(16)]
+    val = [2400 * rng.choice((0.4, 0.8, 1.2, 2.0)) * (1 + 0.1 * rng.uniform(-1, 1)) for _ in range(16)]
+    assert _kinds(_diagnose(tmp_path, _regression_log(train, val))) == ["diverged"]
+    # The guards: the same swings on a falling loss (a noisy but learning run) and a stuck loss whose epoch means
+    # hardly move (not learning) are no divergence.
+    falling = [t * 0.85 ** e for e, t in enumerate(train)]
+    assert "diverged" not in _kinds(_diagnose(tmp_path, _regression_log(falling, [v * 0.85 ** e for e, v in
+                                                                                  enumerate(val)]), "falling.log"))
+    stuck = [2400 * (1 + 0.01 * rng.uniform(-1, 1)) for _ in range(16)]
+    assert "diverged" not in _kinds(_diagnose(tmp_path, _regression_log(stuck, val), "stuck.log"))
+
+
+def test_a_detector_that_never_found_anything_and_whose_validation_never_moved_is_not_learning(tmp_path):
+    # A detector from scratch at a tiny LR: mAP exactly 0 at each of 30 evaluations, validation loss within 0.2%
+    # of its start, the training loss (augmented batches of a tiny set) wandering 4% around its start: it never
+    # made one correct detection and its outputs on held-out data did not change (it read as nothing).
+    rng = random.Random(3)
+    header = "epoch,train/box_loss,train/cls_loss,metrics/mAP50(B),metrics/mAP50-95(B),val/box_loss,val/cls_loss\n"
+    rows = [f"{e},{3.4 * (1 + 0.04 * rng.uniform(-1, 1)):.5f},{5.8 - 0.003 * e:.5f},0,0,"
+            f"{3.225 - 0.0002 * e:.5f},{5.835 - 0.0001 * e:.5f}" for e in range(1, 31)]
+    assert _kinds(_diagnose(tmp_path, header + "\n".join(rows) + "\n", "results.csv")) == ["not-learning"]
+    # The guard: mAP 0 while the validation loss falls 20% (a detector in its first epochs) is still learning.
+    rows = [f"{e},{3.4 * 0.99 ** e:.5f},{5.8 * 0.99 ** e:.5f},0,0,{3.225 * 0.993 ** e:.5f},{5.835 * 0.993 ** e:.5f}"
+            for e in range(1, 31)]
+    assert "not-learning" not in _kinds(_diagnose(tmp_path, header + "\n".join(rows) + "\n", "results2.csv"))
+
+
+def test_a_short_log_whose_validation_creeps_2_percent_after_its_best_is_no_overfitting(tmp_path):
+    # 12 epochs: training 1.09 -> 0.158, validation at its best 0.181 at epoch 8, then up four times in a row by
+    # 2% in all: within what the long-log rule calls a flat validation (VAL_RISE), a converged run (it read as
+    # overfitting).
+    train = [1.094, 0.914, 0.349, 0.186, 0.176, 0.172, 0.169, 0.166, 0.164, 0.162, 0.160, 0.158]
+    val = [1.078, 0.638, 0.203, 0.187, 0.185, 0.182, 0.1819, 0.1808, 0.1815, 0.1824, 0.1836, 0.1848]
+    assert "overfitting" not in _kinds(_diagnose(tmp_path, _regression_log(train, val)))
+    # The guard: the same turn rising 15% is overfitting.
+    val = val[:8] + [0.186, 0.193, 0.200, 0.208]
+    assert "overfitting" in _kinds(_diagnose(tmp_path, _regression_log(train, val), "rise.log"))
+
+
+def test_batch_spread_with_three_evaluations_falling_to_their_best_is_not_jitter(tmp_path):
+    # A logistic regression at batch 32 for 3 epochs (world batch 7, spent): the step losses spread 25% of their
+    # level, the three validation losses fall at every evaluation and end at their best. Too few evaluations for the
+    # calm test's noise, but each one better than the last: the evaluated model is not thrown around (it read as
+    # jitter, high confidence).
+    report = _diagnose(tmp_path, _floor_steps_csv([0.48, 0.456, 0.453]), name="metrics.csv")
+    assert "oscillation-jitter" not in _kinds(report), [f.evidence for f in report.findings]
+    # The guard: three evaluations that go up again are no evidence against jitter.
+    report = _diagnose(tmp_path, _floor_steps_csv([0.48, 0.456, 0.50]), name="metrics2.csv")
+    assert "oscillation-jitter" in _kinds(report), [f.evidence for f in report.findings]
+    # Nor do three that still fall fast (a model still learning under its batches' jitter, world batches 1-6).
+    report = _diagnose(tmp_path, _floor_steps_csv([0.42, 0.35, 0.30]), name="metrics3.csv")
+    assert "oscillation-jitter" in _kinds(report), [f.evidence for f in report.findings]
+
+
+def test_a_long_run_whose_fall_came_in_its_first_tenth_still_shows_overfitting(tmp_path):
+    # 500 full-batch epochs: training falls 44.6 -> 25 within its first 40 epochs (inside its first tenth), then
+    # creeps on to 20; validation bottoms at 27.2 at epoch 36 and climbs steadily to 29.9 (+10%). Measured from the
+    # first tenth's median, training "fell" 19%, under the overfitting rule's 30%, and nothing was said.
+    train = [20 + 24.6 * 0.88 ** e + 5 * (1 - e / 500) for e in range(500)]
+    val = [27.2 + 8.4 * 0.85 ** e if e <= 36 else 27.2 + 2.7 * (e - 36) / 464 for e in range(500)]
+    assert _kinds(_diagnose(tmp_path, _regression_log(train, val))) == ["overfitting"]
+
+
+def test_keras_verbose_2_epoch_lines_are_per_epoch_and_a_steady_creep_is_slow(tmp_path):
+    # Keras `fit(verbose=2)`: "Epoch N/30" then "21/21 - 1s - loss: X - val_loss: Y - 63ms/epoch - 3ms/step", the
+    # position at its total on the line with the validation: the epoch's summary, not a step. A VAE at plain SGD
+    # creeping 45.2 -> 40.5 by ~0.15 an epoch, steadily (it read as per-step points: no per-epoch slow rule ran).
+    lines = []
+    for e in range(30):
+        loss = 45.16 - 0.16 * e
+        lines += [f"Epoch {e + 1}/30", f"21/21 - 1s - loss: {loss:.4f} - val_loss: {loss - 0.05:.4f} - 63ms/epoch - "
+                  "3ms/step"]
+    report = _diagnose(tmp_path, "\n".join(lines) + "\n")
+    assert report.series["val_loss"][0].cadence == "epoch"
+    assert _kinds(report) == ["slow-convergence"]
+
+
+def test_a_pattern_repeated_every_epoch_at_7_percent_of_the_level_is_periodic(tmp_path):
+    # A VAE on scans stored class by class, never shuffled (world batch 7, spent): in each 26-point epoch the loss
+    # climbs just after the start and dips near the end, the same shape epoch after epoch (autocorrelation 0.93),
+    # swinging +-7% around a falling level. Under the slow-block rule's 10% and too regular for jitter, it read as
+    # nothing; a pattern this alike, with a shape, is the data order at 5% of the level already.
+    rng = random.Random(11)
+    shape = [1.4 * math.sin(2 * math.pi * i / 26) + 0.9 * math.sin(4 * math.pi * i / 26 + 1) for i in range(26)]
+    values = [30 * 0.999 ** i + shape[i % 26] + rng.gauss(0, 0.3) for i in range(312)]
+    assert _kinds(_diagnose(tmp_path, _step_log(values, first_step=1, every=2))) == ["oscillation-periodic"]

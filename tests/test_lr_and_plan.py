@@ -258,7 +258,7 @@ def test_the_lr_past_the_largest_healthy_batch_is_bounded_by_2x_or_the_adascale_
 def test_a_global_batch_asked_for_past_the_sweep_gets_the_bounded_lr_in_the_plan():
     from helpers import swept_session
 
-    session, _, outcome = swept_session({8: 0.80, 16: 0.95, 32: 0.70}.__getitem__, centre=16, walk=0)
+    session, _, outcome = swept_session({8: 0.80, 16: 0.95, 32: 0.70}.__getitem__, centre=16, extensions=0)
     result = session.finish(global_batch=1024)
     info = session.info
     healthy = max(r.global_batch for r in result.ledger if r.phase in ("trial", "sweep") and r.status == "ok")

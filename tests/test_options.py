@@ -13,8 +13,8 @@ import pytest
 
 from advisor.cli import build_parser, plan_options_from_args
 from advisor.device import HostDevices
-from advisor.method import MethodSettings
-from advisor.options import PLAN_OPTION, PLAN_OPTION_TABLE, plan_option
+from advisor.method import MethodSettings, WorkloadInfo
+from advisor.options import PLAN_OPTION, PLAN_OPTION_TABLE, plan_option, recipe_inputs
 from advisor.settings import plan_command, settings_from_options
 
 # `advisor plan` flags that are not plan options: how the command runs, where it writes, the cluster it measures on.
@@ -24,6 +24,10 @@ COMMAND_FLAGS = {"-h", "--help", "--nnodes", "--node-rank", "--rdzv-endpoint", "
 DERIVED_SETTINGS = {"nproc", "device", "memory_budget_bytes", "device_memories", "workdir", "base_warmup",
                     "adapter_options", "nodes", "target_world_size", "allow_few_steps", "cluster_nodes",
                     "collective_timeout_s", "max_batch"}
+# The options a recipe's [inputs] does not record, and where the recipe says them instead.
+NOT_IN_INPUTS = {"workload": "[workload] spec", "subset_sweep": "[method.sweep]'s candidates",
+                 "start": "[method] start_value and start_reason", "gpus_per_node": "[inputs] world_size",
+                 "trial_timeout": "[provenance] command", "idle_timeout": "[provenance] command"}
 # A value other than the default for each option, as typed on the command line.
 GIVEN = {"workload": "digits-mlp", "adapter": "accelerate", "nproc": "3", "device": "cpu", "device_memory": "2GiB",
          "headroom": "0.2", "trial_steps": "9", "sweep_steps": "50", "subset_sweep": None, "sweep_extensions": "2",
@@ -53,15 +57,23 @@ def test_every_setting_is_filled_by_one_declared_option_or_derived():
         "a MethodSettings field no option declares (or a declared setting MethodSettings lacks)"
 
 
-def test_each_option_given_reaches_the_settings_and_the_recorded_command_parses_back():
-    assert set(GIVEN) == set(PLAN_OPTION), "every declared option has a test value here"
+def given_options() -> dict:
+    """The named options of an `advisor plan` line that gives every option its GIVEN value."""
     argv = []
     for name, text in GIVEN.items():
         if name != "world_size":  # the same target as --gpus-per-node, which it contradicts
             argv += [plan_option(name).flag] + ([text] if text is not None else [])
-    options = plan_options_from_args(plan_parser().parse_args(argv))
-    host = HostDevices("cpu", [], [], cpu_count=2, physical_memory=8 << 30)
-    settings = settings_from_options(options, host, workdir="/w")
+    return plan_options_from_args(plan_parser().parse_args(argv))
+
+
+def given_settings(options: dict) -> MethodSettings:
+    return settings_from_options(options, HostDevices("cpu", [], [], cpu_count=2, physical_memory=8 << 30), workdir="/w")
+
+
+def test_each_option_given_reaches_the_settings_and_the_recorded_command_parses_back():
+    assert set(GIVEN) == set(PLAN_OPTION), "every declared option has a test value here"
+    options = given_options()
+    settings = given_settings(options)
     for option in PLAN_OPTION_TABLE:
         if option.setting:
             given = True if option.type is bool else option.type(GIVEN[option.name])
@@ -105,7 +117,7 @@ def test_the_former_flag_of_an_option_still_reads_with_a_note_and_is_never_writt
     assert plan_command(options)[-2:] == ["--sweep-extensions", "0"]
 
 
-def test_a_recipe_written_before_a_rename_still_reads(capsys, tmp_path):
+def test_a_recipe_written_before_a_rename_still_reads_checks_explains_and_replans(capsys, tmp_path):
     import shutil
 
     from advisor.cli import main
@@ -117,3 +129,35 @@ def test_a_recipe_written_before_a_rename_still_reads(capsys, tmp_path):
     recipe = tmp_path / "digits-cnn.toml"
     recipe.write_text(text.replace("sweep_extensions = 1", "sweep_walk = 1"))  # [inputs] as plans wrote it before
     assert main(["check", str(recipe)]) == 0 and main(["explain", str(recipe)]) == 0
+    assert main(["replan", str(recipe), "--gpu", "a100-80gb", "--nproc", "8", "--no-confirm"]) == 0
+
+
+def test_the_recipes_inputs_record_every_option_as_the_plan_ran_with_it_under_its_declared_key():
+    """[inputs] is read from the table: each option is recorded there or named in NOT_IN_INPUTS, in the table's
+    order, with the value the plan ran with (the base LR and batch as resolved from the workload)."""
+    recorded = [option for option in PLAN_OPTION_TABLE if option.recorded]
+    assert {option.name for option in PLAN_OPTION_TABLE} - {option.name for option in recorded} == set(NOT_IN_INPUTS)
+    workload = WorkloadInfo("w", "image-classification", 10, "adam", 1000, 100, 5000, False, base_lr=0.3,
+                            base_global_batch=96, base_source="the workload's")
+    inputs = recipe_inputs(given_settings(given_options()), workload)
+    assert list(inputs) == [option.inputs_key for option in recorded]
+    assert inputs == {"adapter": "accelerate", "nproc": 3, "device": "cpu", "device_memory_bytes": 2 << 30,
+                      "headroom": 0.2, "trial_steps": 9, "sweep_steps": 50, "sweep_extensions": 2, "sweep_seeds": 2,
+                      "global_batch": 256, "base_lr": 0.3, "base_batch": 96, "base_warmup": "2 epochs", "epochs": 3.0,
+                      "precision": "bf16", "task": "image-classification", "optimizer": "adam", "nodes": 2,
+                      "world_size": 6}
+
+
+def test_what_reads_or_rewrites_inputs_names_only_keys_the_options_record():
+    """The typed reader (recipe.InputsTable) and a re-plan's rewrite of [inputs] use the declared keys, so a key
+    renamed in the table cannot leave a reader reading a key no new recipe has."""
+    from advisor.recipe import InputsTable
+
+    keys = {option.inputs_key for option in PLAN_OPTION_TABLE if option.recorded}
+    assert {f.name for f in fields(InputsTable)} <= keys
+    source = Path(__file__).parents[1] / "advisor" / "replan.py"
+    rewritten = [keyword.arg for node in ast.walk(ast.parse(source.read_text())) if isinstance(node, ast.Call)
+                 and isinstance(node.func, ast.Attribute) and node.func.attr == "update"
+                 and isinstance(node.func.value, ast.Name) and node.func.value.id == "inputs"
+                 for keyword in node.keywords]
+    assert rewritten and set(rewritten) <= keys, set(rewritten) - keys

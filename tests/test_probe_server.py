@@ -341,3 +341,37 @@ def test_a_workload_error_in_a_forked_trial_is_reported_once_not_rerun(no_leftov
         assert runner.warm_workers and runner.probe_server is not None  # no fallback for the workload's own error
     finally:
         runner.close()
+
+
+def test_a_server_started_early_serves_the_first_probe(no_leftover_processes):
+    """`advisor plan` starts the fork server while its workload check runs (start_server_early): the first probe
+    waits for that start and forks from that server; it does not start a second one."""
+    settings = MethodSettings(workload="digits-mlp", adapter_name="ddp", nproc=1, device="cpu",
+                              memory_budget_bytes=64 * MIB, workdir=str(REPO))
+    runner = JobRunner(load_adapter("ddp"), settings, lambda event: None, CancelToken())
+    try:
+        runner.start_server_early()
+        early = runner.probe_server
+        assert early is not None and early.proc is not None  # launched at once: its imports run meanwhile
+        assert runner.probe(8, "fit").status == "ok"
+        assert runner.probe_server is early and runner.probe_server_unavailable is None
+    finally:
+        runner.close()
+
+
+def test_a_plan_whose_workload_check_fails_stops_the_server_it_started_early(tmp_path, capsys):
+    """The early server's start overlaps the check; a check that fails ends the plan (exit 2, the check's
+    paragraph) with that server stopped at once, not left to the engine's exit (a caller that goes on, the app)."""
+    import gc
+
+    from advisor.cli import main
+
+    gc.disable()  # the runner's finalizer would close the server once collected: the plan itself must close it
+    try:
+        code = main(["plan", "--workload", workload_spec("crash_in_forward"), "--device-memory", "64MiB", "--nproc",
+                     "1", "--out", str(tmp_path / "r.toml")])
+        assert code == 2 and "is invalid for input of size" in capsys.readouterr().err
+        assert _ours_left() == []  # no wait: closed before the plan returned (the module's shared server aside)
+    finally:
+        gc.enable()
+    assert not (tmp_path / "r.toml").exists()

@@ -200,7 +200,7 @@ def _stub_recipe(tmp_path, **settings_kw):
     from advisor.recipe import save_recipe
     from advisor.report import build_recipe
 
-    session, _, _ = swept_session({8: 0.80, 16: 0.95, 32: 0.90}.__getitem__, centre=16, walk=0, **settings_kw)
+    session, _, _ = swept_session({8: 0.80, 16: 0.95, 32: 0.90}.__getitem__, centre=16, extensions=0, **settings_kw)
     path = tmp_path / "recipe.toml"
     save_recipe(build_recipe(session.finish()), path)
     return path
@@ -386,3 +386,19 @@ def test_readers_get_the_recipe_typed_and_a_malformed_value_is_named_once(tmp_pa
         assert main(command) == 2
         err = capsys.readouterr().err
         assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_explain_says_a_recipe_was_measured_across_nodes(tmp_path):
+    """A recipe of `advisor plan --nnodes 2 --nproc 1` (or the app on node 0): `advisor explain`'s first line said
+    "2 x cpu", which reads as two CPUs on one host; it names the nodes and the processes on each, as
+    [provenance.cluster] records them. A one-host recipe's line is unchanged."""
+    import tomllib
+
+    from advisor.explain import explain_text
+
+    data = tomllib.loads(_stub_recipe(tmp_path).read_text())
+    assert explain_text(data).splitlines()[0].startswith("Workload digits-mlp (image-classification), 2 x cpu, ")
+    data["provenance"]["cluster"] = {"nodes": 2, "processes_per_node": 1, "world_size": 2,
+                                     "rendezvous": "127.0.0.1:29556", "from": "flags"}
+    first = explain_text(data).splitlines()[0]
+    assert "2 nodes x 1 process(es) = 2 x cpu, measured across the nodes" in first, first

@@ -155,11 +155,12 @@ def test_the_equals_are_timed_side_by_side_and_a_batch_the_range_grew_to_with_it
                 raise TrialError("The timing at 16 per device ended without a result.")
             return super().train(phase, per_device, *args, **kw)
 
-    def sweep(walk, machine=DriftingMachine):
-        s = settings(nproc=2, sweep_steps=40, sweep_extensions=walk, trial_steps=8, base_batch=1000)  # yours past the cap
+    def sweep(extensions, machine=DriftingMachine):
+        s = settings(nproc=2, sweep_steps=40, sweep_extensions=extensions, trial_steps=8,
+                     base_batch=1000)  # yours past the cap
         runner = machine(saturate=None, val={8: 0.95, 16: 0.95, 32: 0.95, 64: 0.80}.__getitem__)
         setup = validate_setup(s, load_adapter("ddp"), HostDevices("cpu"))
-        recorder = HistoryRecorder(tmp_path / f"{machine.__name__}{walk}.jsonl", run_context(s, setup),
+        recorder = HistoryRecorder(tmp_path / f"{machine.__name__}{extensions}.jsonl", run_context(s, setup),
                                    lambda: runner.model_info)
         runner.events = []
         session = Session(load_adapter("ddp"), s, setup, runner.events.append, runner=runner)
@@ -172,7 +173,7 @@ def test_the_equals_are_timed_side_by_side_and_a_batch_the_range_grew_to_with_it
     # 16 / 32 / 64 in one block (9 runs), 16 and 32 equal, 64 worse: 16 and 32 are timed side by side (6 runs),
     # 16 leads with 64 worse behind it, so the range grows to 8, whose three seeds run on the slower machine. All
     # four speeds are equal; read from the sweep runs, 16 would be 1.3x faster than 8 at every seed.
-    runner, outcome, history = sweep(walk=1)
+    runner, outcome, history = sweep(extensions=1)
     assert outcome.extended == [8] and outcome.verdict.tied == [8, 16, 32]
     first = [(r["phase"], r["per_device"], r["seed"]) for r in runner.runs[9:15]]
     assert first == [("timing", 16, 0), ("timing", 32, 0), ("timing", 32, 1), ("timing", 16, 1),
@@ -198,10 +199,10 @@ def test_the_equals_are_timed_side_by_side_and_a_batch_the_range_grew_to_with_it
     # Speed only: the history keeps the candidates' runs, never a timing run (a later plan would reuse it).
     assert [r["kind"] for r in history].count("sweep") == 12 and "timing" not in {r["kind"] for r in history}
     # A timing run that fails leaves its batch with no paired speed: it cannot win, and the walk stops there.
-    _, failed, _ = sweep(walk=1, machine=TimingFailsAt16)
+    _, failed, _ = sweep(extensions=1, machine=TimingFailsAt16)
     assert failed.chosen == 8 and "16 over 8: none measured" in failed.reason
     # One block: the equals are timed side by side all the same (the sweep's runs are too long to pair speeds).
-    runner, outcome, _ = sweep(walk=0)
+    runner, outcome, _ = sweep(extensions=0)
     assert outcome.extended == [] and len(runner.runs) == 15 and "by a sign test on the timing rounds run side by side" in outcome.reason
 
 
@@ -266,7 +267,7 @@ def test_the_pick_walks_up_the_tied_one_step_at_a_time_and_stops_at_the_first_th
     eight, sixteen, thirtytwo = [500, 505, 534], [539, 552, 717], [587, 594, 777]
     digits = decide_sweep(runs(8, eight) + runs(16, sixteen) + runs(32, thirtytwo), 10)
     assert digits.tied == [8, 16, 32] and digits.chosen == 8
-    assert "16 over 8: 1.078x, 1.093x, 1.343x (1 of 3 over the 1.10x bar: neither shown)" in digits.reason
+    assert "16 over 8: 1.078x, 1.093x, 1.343x (1 of 3 over the 1.10x bar: shown neither way)" in digits.reason
     assert "Pick: 8 per device, the smallest of the equals; no bigger one was shown more than 10% faster" in digits.reason
     # Each step paying, the walk goes on: 16 at 1.2x of 8, 32 at 1.2x of 16.
     paying = decide_sweep(runs(8, [500] * 3) + runs(16, [600] * 3) + runs(32, [720] * 3), 10)
@@ -395,7 +396,7 @@ def test_every_candidate_runs_the_same_paired_seeds_at_equal_samples_and_the_rec
     from advisor.method import lr_for, warmup_for
     from advisor.report import build_recipe, json_summary
 
-    session, runner, outcome = swept_session({8: 0.80, 16: 0.95, 32: 0.90}.__getitem__, centre=16, walk=0)
+    session, runner, outcome = swept_session({8: 0.80, 16: 0.95, 32: 0.90}.__getitem__, centre=16, extensions=0)
     runs = [r for r in runner.runs if r["phase"] == "sweep"]
     # Seed by seed across the candidates: load on a shared machine falls on each alike.
     assert [(r["per_device"], r["seed"]) for r in runs] == [(b, s) for s in range(3) for b in (8, 16, 32)]
@@ -441,13 +442,13 @@ def test_a_seed_that_rules_a_candidate_out_skips_its_other_seeds():
 
 def test_the_range_grows_once_past_a_winning_end_then_says_what_was_not_compared():
     smaller_is_better = {2: 0.99, 4: 0.97, 8: 0.95, 16: 0.90, 32: 0.85, 64: 0.80}.__getitem__
-    _, runner, outcome = swept_session(smaller_is_better, centre=16, walk=1)
+    _, runner, outcome = swept_session(smaller_is_better, centre=16, extensions=1)
     assert outcome.extended == [4] and outcome.candidates == [4, 8, 16, 32] and outcome.chosen == 4
     assert [r["seed"] for r in runner.runs if r["per_device"] == 4 and r["phase"] == "sweep"] == [0, 1, 2]
     assert "It is the smallest swept and the range has grown 1 time(s) (--sweep-extensions 1): 2 per device was not " \
            "compared." in outcome.reason
     assert outcome.verdict.unexplored == 2 and outcome.verdict.summary()["not_compared_because"] == "walk-spent"
-    _, _, never = swept_session(smaller_is_better, centre=16, walk=0)
+    _, _, never = swept_session(smaller_is_better, centre=16, extensions=0)
     assert never.extended == [] and never.chosen == 8
 
 
@@ -460,7 +461,9 @@ def test_the_range_steps_up_to_the_cap_not_past_it_and_says_so():
     assert 64 < cap < 128
     assert outcome.extended == [cap] and outcome.candidates == [16, 32, 64, cap] and outcome.chosen == cap
     assert [r["seed"] for r in runner.runs if r["per_device"] == cap and r["phase"] == "sweep"] == [0, 1, 2]
-    assert f"It is the largest swept; {2 * cap} is past the cap of {cap}." in outcome.reason
+    # "per device" on both: the global batch was often the same number (digits-mlp on 2 processes: 71 per device,
+    # global 142, "142 is past the cap of 71")
+    assert f"It is the largest swept; {2 * cap} per device is past the cap of {cap} per device." in outcome.reason
     assert outcome.verdict.summary()["not_compared"] == 2 * cap and outcome.verdict.end == "past-cap"
     # The verdict owns the end: the same rows decided again with no cap grow the range by doubling instead.
     assert decide_sweep(outcome.rows, 10, cap=None, extensions_left=1).extend_to == 2 * cap
@@ -514,7 +517,7 @@ def test_when_no_candidate_learned_the_plan_is_the_base_setting_with_a_headline_
     """Regression (issue 24): every sweep run at chance still got a recipe that doubled the LR, exit code 0."""
     from advisor.report import build_recipe, human_summary, json_summary
 
-    session, _, outcome = swept_session(lambda batch: 0.10, centre=16, walk=0)  # chance on 10 classes
+    session, _, outcome = swept_session(lambda batch: 0.10, centre=16, extensions=0)  # chance on 10 classes
     assert outcome.failed and outcome.verdict.rule == NONE_LEARNED
     result = session.finish()
     info = session.info
@@ -524,7 +527,7 @@ def test_when_no_candidate_learned_the_plan_is_the_base_setting_with_a_headline_
     recipe = build_recipe(result)
     assert recipe["warnings"][0]["code"] == "no-candidate-learned"
     assert json_summary(result, None)["validated"] is False
-    learned = swept_session({8: 0.80, 16: 0.95, 32: 0.70}.__getitem__, centre=16, walk=0)[0].finish()
+    learned = swept_session({8: 0.80, 16: 0.95, 32: 0.70}.__getitem__, centre=16, extensions=0)[0].finish()
     assert not learned.headline and json_summary(learned, None)["validated"] is True
 
 

@@ -226,7 +226,7 @@ def test_verdict_sentences_say_what_the_numbers_say():
     verdict = decide_sweep(runs(8, level) + runs(16, level), 10, timing=rounds)
     assert verdict.chosen == 8 and verdict.rule == EQUALS_SMALLEST
     # A miss reads as one: 1.099 under a 1.10 bar is not "+10%".
-    assert "16 over 8: 1.099x, 1.099x, 1.200x (1 of 3 over the 1.10x bar: neither shown)" in verdict.reason
+    assert "16 over 8: 1.099x, 1.099x, 1.200x (1 of 3 over the 1.10x bar: shown neither way)" in verdict.reason
     assert verdict.headline == ("an equal of the best; the smallest of the equals; no bigger one was shown more "
                                 "than 10% faster")
     assert "fastest" not in verdict.reason and "fastest" not in verdict.headline

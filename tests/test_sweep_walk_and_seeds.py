@@ -48,8 +48,8 @@ def test_from_your_setting_the_walk_steps_down_to_a_smaller_equal_yours_was_not_
     mixed = {16: rounds(700.0, 700.0, 700.0), 32: rounds(840.0, 735.0, 840.0)}
     stood = decide_sweep(rows, 10, timing=mixed, yours=32)
     assert stood.chosen == 32 and stood.rule == EQUALS_YOURS
-    assert "32 over 16: 1.200x, 1.050x, 1.200x (2 of 3 over the 1.10x bar: neither shown)" in stood.reason
-    assert "your own setting of the equals, not shown level with 16 (2 of 3 rounds over the bar), and none is bigger" \
+    assert "32 over 16: 1.200x, 1.050x, 1.200x (2 of 3 over the 1.10x bar: shown neither way)" in stood.reason
+    assert "your own setting of the equals, shown neither way against 16 (2 of 3 rounds over the bar), and none is bigger" \
         in stood.reason
     # Without your setting among them the walk starts at the smallest, as before.
     assert decide_sweep(rows, 10, timing=level).chosen == 16
@@ -63,7 +63,14 @@ def test_the_walk_down_goes_one_step_at_a_time_and_never_under_batchnorms_thresh
     verdict = decide_sweep(rows, 10, timing=timing, yours=64)
     assert verdict.chosen == 16 and [(s.bigger, s.smaller, s.taken) for s in verdict.walk] == [
         (64, 32, True), (32, 16, True), (16, 8, False)]
-    assert "; 16 was not shown level with 8 (3 of 3 rounds over the bar)" in verdict.reason
+    # 3 of 3 over the bar shows 16 faster than 8, and the summary says so (it said "not shown level", true of 3 of 3
+    # but read as a near miss).
+    assert "; 16 was shown more than 10% faster than 8 (3 of 3 rounds over the bar)" in verdict.reason
+    # A step down the rounds show neither way stops the walk, said as such.
+    neither = decide_sweep(rows, 10, yours=64, timing={**timing, 16: rounds(*[600.0] * 3), 32: rounds(720.0, 600.0,
+                                                                                                      720.0)})
+    assert neither.chosen == 32 and "; 32 was shown neither way against 16 (2 of 3 rounds over the bar)" \
+        in neither.reason
     # With BatchNorm a tie never moves the model to a micro-batch under 16: all level, the walk stops at 16.
     flat = {b: rounds(650.0, 650.0, 650.0) for b in (8, 16, 32, 64)}
     bn = decide_sweep(rows, 10, timing=flat, yours=64, batchnorm=True)
@@ -79,6 +86,13 @@ def test_the_walk_down_goes_one_step_at_a_time_and_never_under_batchnorms_thresh
                         timing={16: rounds(500.0, 500.0, 500.0), 32: rounds(650.0, 650.0, 650.0),
                                 64: rounds(900.0, 900.0, 900.0)})
     assert both.chosen == 64 and both.rule == EQUALS_BIGGER_FASTER
+    # Up from the smallest, the step refused is named with its count (it said only "64 was not").
+    stopped = decide_sweep(runs(16, LEVEL) + runs(32, LEVEL) + runs(64, LEVEL), 10,
+                           timing={16: rounds(500.0, 500.0, 500.0), 32: rounds(650.0, 650.0, 650.0),
+                                   64: rounds(650.0, 660.0, 640.0)})
+    assert stopped.chosen == 32 and ("walked up from 16 (the smallest of the equals), the rounds showing each step "
+                                     "more than 10% faster; 64 was shown not more than 10% faster than 32 (0 of 3 "
+                                     "rounds over the bar)") in stopped.reason
 
 
 SCATTERED = [0.95 - g for g in (0.0, 0.35, -0.05, 0.30, -0.04, 0.04)]  # against 0.95: over the margin, interval holds 0
@@ -176,7 +190,7 @@ def test_one_burst_of_load_in_six_rounds_does_not_keep_a_level_pair_apart():
     two_bursts = {16: rounds(*[1000.0] * 6), 32: rounds(989.0, 1008.0, 1035.0, 1217.0, 1157.0, 1052.0)}
     undecided = decide_sweep(rows, 10, timing=two_bursts, yours=32)
     assert undecided.chosen == 32 and undecided.walk[0].undecided and needs_timing(undecided) == [16, 32]
-    assert "(2 of 6 over the 1.10x bar: neither shown)" in undecided.reason
+    assert "(2 of 6 over the 1.10x bar: shown neither way)" in undecided.reason
     more = {16: {**two_bursts[16], 6: 1000.0, 7: 1000.0, 8: 1000.0}, 32: {**two_bursts[32], 6: 1030.0, 7: 1040.0,
                                                                             8: 1020.0}}
     settled = decide_sweep(rows, 10, timing=more, yours=32)
@@ -214,4 +228,4 @@ def test_a_pair_the_rounds_never_decide_is_timed_at_most_twelve_rounds_and_moves
     timing = [r for r in runner.runs if r["phase"] == "timing"]
     assert {r["per_device"] for r in timing} == {16, 32} and len(timing) == 2 * 12
     assert outcome.chosen == 32 and outcome.verdict.walk[0].undecided
-    assert "(6 of 12 over the 1.10x bar: neither shown)" in outcome.reason
+    assert "(6 of 12 over the 1.10x bar: shown neither way)" in outcome.reason

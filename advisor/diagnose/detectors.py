@@ -487,6 +487,49 @@ def _falls_over_run(values: list[float]) -> bool:
     return first - last > DEAD_NO_FALL * abs(last)
 
 
+THROWN_MIN_EPOCHS = 8  # per-epoch pairs of training and validation loss needed to judge a run thrown around
+THROWN_TRAIN_SWING = 0.05  # the training loss's epoch means moving this share epoch to epoch (median) ...
+THROWN_VAL_SWING = 0.2  # ... and the validation loss this share (median), ...
+THROWN_NO_PROGRESS = 0.85  # ... while the training loss's last third is at or above this share of its first third
+
+
+def _relative_swing(values: list[float]) -> float:
+    """The median epoch-to-epoch move of a positive curve, as a share of the value it moved from."""
+    return _median([abs(b - a) / a for a, b in zip(values, values[1:])])
+
+
+def _thrown_around(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """Per-epoch losses the optimizer throws around without progress: the training loss's epoch means swing
+    (THROWN_TRAIN_SWING) and its last third is no lower than its first (THROWN_NO_PROGRESS), while the validation
+    loss jumps between evaluations (THROWN_VAL_SWING). An epoch mean averages a whole epoch's batches: a stable
+    model's moves little (a stuck one hardly at all), a learning one falls; one that swings and gets nowhere has an
+    LR far too high (or inputs in raw units) -- divergence that never produced a NaN. Per-epoch: a series the log
+    counts by epoch, or training and validation logged one to one."""
+    name = "train_loss_epoch" if series.get("train_loss_epoch") else TRAIN_LOSS
+    train, val = _finite(series.get(name, [])), _finite(series.get(VAL_LOSS, []))
+    per_epoch = name == "train_loss_epoch" or all(p.cadence == "epoch" for p in train) or len(train) == len(val)
+    if not per_epoch or min(len(train), len(val)) < THROWN_MIN_EPOCHS:
+        return []
+    t, v = _values(train), _values(val)
+    if min(t) <= 0 or min(v) <= 0:
+        return []
+    third = len(t) // 3
+    first, last = _median(t[:third]), _median(t[-third:])
+    train_swing, val_swing = _relative_swing(t), _relative_swing(v)
+    if train_swing < THROWN_TRAIN_SWING or val_swing < THROWN_VAL_SWING or last < THROWN_NO_PROGRESS * first:
+        return []
+    evidence = {"series": name, "epochs": len(t), "train_epoch_swing": round(train_swing, 3),
+                "val_epoch_swing": round(val_swing, 3), "first_third_median": round(first, 6),
+                "last_third_median": round(last, 6), **_span(train, 0, len(train) - 1)}
+    return [Finding("diverged", "error",
+                    f"The training loss's epoch values swing by {train_swing:.0%} from epoch to epoch (median) and get "
+                    f"nowhere over {len(t)} epochs ({first:.4g} in the first third, {last:.4g} in the last), while "
+                    f"the validation loss jumps by {val_swing:.0%} between evaluations: the optimizer throws the "
+                    "weights around instead of converging -- divergence without a NaN (the learning rate is far too "
+                    "high, or the inputs are unscaled).",
+                    evidence, _diverged_actions(ctx), confidence="medium")]
+
+
 def detect_blown_up(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
     """A run the optimizer destroyed, whatever its loss does afterwards (the newcomer's SGD at LR 5 and LR 50 of
     issue 37): (1) the loss rose by orders of magnitude (EXPLOSION_FACTOR) and then sat at chance: at or above
@@ -998,7 +1041,8 @@ def detect_not_learning(series: dict[str, list[Point]], ctx: Context) -> list[Fi
                             f"The training loss sits at {level:.4g} = ln({count}) (K={count}, {source}) and does not "
                             "fall: the model predicts every class alike, it is not learning.",
                             evidence, list(NOT_LEARNING_ACTIONS), confidence=confidence)]
-    return _unmoved_at_chance(series, ctx) or _constant_accuracy_unmoved(series) or _converged_at_start(series)
+    return (_unmoved_at_chance(series, ctx) or _constant_accuracy_unmoved(series) or _never_right_unmoved(series)
+            or _converged_at_start(series))
 
 
 NO_MOVE = 0.03  # a loss that moved less than this share of its start over the run, not steadily, has not moved
@@ -1053,6 +1097,31 @@ def _constant_accuracy_unmoved(series: dict[str, list[Point]]) -> list[Finding]:
                     "loss has not moved since the run's start (" + ", ".join(
                         f"{_series_words(n)} {m:+.1%}" for n, m in moved.items()) + "): the model predicts the same "
                     "classes every time (the majority class, typically); it is not learning.",
+                    evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
+
+
+def _never_right_unmoved(series: dict[str, list[Point]]) -> list[Finding]:
+    """The validation accuracy or mAP exactly 0 at every one of CONSTANT_ACC_POINTS+ evaluations (not one correct
+    prediction, ever) while the validation loss, followed from the run's start, has not moved (_unmoved): the
+    model's outputs on held-out data never changed. The training loss is not asked: on a tiny or augmented set
+    its batches wander a few per cent around a start the model never left."""
+    for quality in ("val_acc", "val_map", "val_score"):
+        evaluations = [p for p in series.get(quality, []) if math.isfinite(p.value)]
+        if len(evaluations) >= CONSTANT_ACC_POINTS and all(p.value == 0 for p in evaluations):
+            break
+    else:
+        return []
+    val = _finite(series.get(VAL_LOSS, []))
+    if len(val) < STUCK_FEW_POINTS or not _from_run_start(val) or not _unmoved(val):
+        return []
+    what = {"val_acc": "accuracy", "val_map": "mAP", "val_score": "score"}[quality]
+    moved = _moved(_values(val))
+    evidence = {"series": VAL_LOSS, "moved": round(moved, 5), "quality": quality, "quality_points": len(evaluations),
+                **_span(val, 0, len(val) - 1)}
+    return [Finding("not-learning", "error",
+                    f"The validation {what} is exactly 0 at every one of its {len(evaluations)} evaluations and the "
+                    f"validation loss has not moved since the run's start ({moved:+.1%}): the model never made one "
+                    "correct prediction and its outputs did not change; it is not learning.",
                     evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
 
 
@@ -1220,6 +1289,8 @@ def _validation_improving(series: dict[str, list[Point]], since: Point) -> bool:
 VAL_CALM_POINTS = 8  # validation evaluations, at least, to say the evaluated model is calm
 VAL_CALM_NOISE = 0.05  # ... its second half's point-to-point noise under this share of its level
 VAL_CALM_AT_BEST = 0.05  # ... and its last two evaluations within this share of its best
+VAL_FEW_FALLING = 3  # fewer evaluations (this many, at least) are calm when each is lower than the one before and
+# the last move is under VAL_CALM_NOISE
 
 
 def _validation_calm_at_best(series: dict[str, list[Point]]) -> bool:
@@ -1230,6 +1301,12 @@ def _validation_calm_at_best(series: dict[str, list[Point]]) -> bool:
     15% and 42% above their best, moving 9% and 25% point to point); a calm validation at its best says the training loss's
     spread is the batches' own variety (one batch's loss is a sample), which no batch or LR change would remove."""
     values = _values(_finite(series.get(VAL_LOSS, [])))
+    if VAL_FEW_FALLING <= len(values) < VAL_CALM_POINTS:
+        # Too few evaluations to measure their noise: each one better than the last, the last move under
+        # VAL_CALM_NOISE of the level, says the same -- the evaluated model settled at its best, not thrown around.
+        # (A validation still falling fast, 0.25 -> 0.13, is a model still learning under its batches' jitter.)
+        return (all(b < a for a, b in zip(values, values[1:])) and min(values) > 0
+                and values[-2] - values[-1] < VAL_CALM_NOISE * values[-1])
     if len(values) < VAL_CALM_POINTS or min(values) <= 0:
         return False
     tail = values[len(values) // 2:]
@@ -1485,6 +1562,9 @@ def _recurring_period(train: list[Point]) -> tuple[int, float] | None:
 REPEAT_ACF = 0.9  # the residual this alike one period later: the loss repeats its pattern, not a noise that recurs
 REPEAT_SPIKE = 3.0  # a phase of the repeating pattern this many robust sigmas out of the others: a restart a cycle
 REPEAT_BLOCKS = 0.3  # ... or neighbouring phases this alike (circular lag-1 autocorrelation): swings in blocks
+# Swings this share of the level, at least (half of the slow-block rule's SWING_AMPLITUDE: a pattern REPEAT_ACF alike
+# with a shape is no healthy wander; a class-sorted VAE repeats +-6-7% of its level at 0.93).
+REPEAT_AMPLITUDE = 0.05
 
 
 def _pattern_shape(profile: list[float]) -> tuple[float, float]:
@@ -1503,7 +1583,7 @@ def detect_repeating_swings(series: dict[str, list[Point]], ctx: Context) -> lis
     """Large swings the training loss repeats, period after period, that neither jitter (too small against its start)
     nor the slow-block test (each swing moves in steps as large as the noise) caught: data in the same order every
     epoch. All must hold: the detrended loss one period (8+ log points, 3+ cycles) later is REPEAT_ACF alike; the
-    swings are large (its 5th-95th percentile half-range and the repeating pattern's half-range both SWING_AMPLITUDE
+    swings are large (its 5th-95th percentile half-range and the repeating pattern's half-range both REPEAT_AMPLITUDE
     of the level); and the pattern has a shape, not one fixed offset a batch (an unshuffled loader's batch noise, as
     large as the step noise, recurs too): a restart once a period (a phase REPEAT_SPIKE robust sigmas out) or swings
     in blocks (neighbouring phases REPEAT_BLOCKS alike). World corpus: the labelled periodic runs repeat at
@@ -1520,7 +1600,7 @@ def detect_repeating_swings(series: dict[str, list[Point]], ctx: Context) -> lis
     ordered = sorted(residual)
     amplitude = (ordered[int(0.95 * (len(ordered) - 1))] - ordered[int(0.05 * (len(ordered) - 1))]) / 2
     swing = (max(profile) - min(profile)) / 2
-    if min(amplitude, swing) < SWING_AMPLITUDE * level:
+    if min(amplitude, swing) < REPEAT_AMPLITUDE * level:
         return []
     spike, blocks = _pattern_shape(profile)
     if spike < REPEAT_SPIKE and blocks < REPEAT_BLOCKS:
@@ -1674,6 +1754,15 @@ SAWTOOTH_ACTIONS = (
 
 # ------------------------------------------------------------------ validation
 
+def _drop_from_start(values: list[float]) -> float:
+    """How far a per-epoch training loss fell over the run: from its first tenth's median, or from its first three
+    points' when higher (a long run whose fast fall came inside its first tenth: 44.6 -> 25 in 40 of 500 epochs did
+    not "fall 19%"), to its last tenth's median. slow.py's start is measured the same way."""
+    k = max(2, len(values) // 10)
+    start = max(_median(values[:k]), _median(values[:3]))
+    return (start - _median(values[-k:])) / abs(start) if start else 0.0
+
+
 def _relative_drop(values: list[float]) -> float:
     k = max(2, len(values) // 10)
     first, last = _median(values[:k]), _median(values[-k:])
@@ -1807,7 +1896,11 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
     findings = []
     if len(train) < MIN_POINTS:
         return _few_points_overfitting(train, val, ctx, series)
-    train_drop = _relative_drop(_values(train)) if len(train) >= MIN_POINTS else None
+    # Per-epoch points are epoch means: the first three say where the run started. Per-step points are single
+    # batches, too noisy for that (a batch-1 log's first three were 0.99, 0.48, 1.16).
+    per_epoch = all(p.cadence == "epoch" for p in train)
+    train_drop = ((_drop_from_start if per_epoch else _relative_drop)(_values(train))
+                  if len(train) >= MIN_POINTS else None)
     if len(val) >= 4 and train_drop is not None and train_drop > HEALTHY_TRAIN_DROP:
         values = _values(val)
         best = min(range(len(values)), key=values.__getitem__)
@@ -1956,6 +2049,8 @@ def _few_points_overfitting(train: list[Point], val: list[Point], ctx: Context,
     # turn). Longer logs are judged by the rises; one late rise there is a noisy evaluation as often as not.
     turned = (len(val) < FEW_RISING + 1 and rising >= 1 and rise >= OVERFIT_RISE_HIGH
               and _quality_fell_off_best(series or {}, val[best]))
+    if rise < VAL_RISE:  # within what the long-log rule calls a flat validation: a converged run's wobble
+        return []
     if (rising < FEW_RISING and not turned) or len(steps) != rising or train_fall < FEW_TRAIN_FALL or not falling_since:
         return []
     confidence = ("high" if rising >= 5 and rise > 0.2 else ("medium" if rising >= 4 or (rise > 0.2 and rising >= FEW_RISING)
@@ -2115,7 +2210,8 @@ def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts
                   non_finite: dict[str, Point] | None = None) -> list[Finding]:
     findings = detect_oom(events, counts, ctx, series) + detect_crash(events, counts)
     diverged = (detect_diverged(series, events, counts, ctx, non_finite) or detect_blown_up(series, ctx)
-                or _gave_back(series, ctx) or _collapsed_to_chance(series, ctx) or _jumped_then_frozen(series, ctx))
+                or _gave_back(series, ctx) or _collapsed_to_chance(series, ctx) or _jumped_then_frozen(series, ctx)
+                or _thrown_around(series, ctx))
     findings += diverged or detect_not_learning(series, ctx)
     findings += (detect_periodic(series, ctx) or detect_sawtooth(series, ctx, ctx.elisions or [])
                  or step_oscillation(series, ctx)

@@ -679,12 +679,23 @@ class TextMetricsReader(LineReader):
         # A line that names an epoch and no place within it reports the epoch ("Epoch 3: train_loss=..."); one with
         # a step or a position reports that step. Kept apart (scan.separate_cadences) when a log prints both.
         cadence = "step" if step is not None or position else ("epoch" if epoch is not None else None)
+        if _epoch_summary(position, step, epoch, candidates):
+            cadence = "epoch"
         points = _best_points(candidates, line, step, epoch, cadence=cadence)
         if cadence == "epoch":  # "Epoch 3 - Batch loss: 0.41": one batch's loss stamped with its epoch, not the epoch's
             for point in points:
                 if per_batch.get(point.name, (0, False))[1]:
                     point.cadence = "step"
         return points
+
+
+def _epoch_summary(position, step, epoch, candidates) -> bool:
+    """A line whose only place is a position at its total, with a validation value on it, is the epoch's summary:
+    Keras `fit(verbose=2)` prints "21/21 - 1s - loss: X - val_loss: Y - 63ms/epoch" (its "Epoch N/30" on the line
+    before), verbose=1 ends each epoch with "21/21 [====] - loss: X - val_loss: Y". Validation runs at the epoch's
+    end: the training value beside it is the epoch's mean, not one step's."""
+    return (position is not None and step is None and epoch is None and position[1] > 0
+            and position[0] == position[1] and any(name.startswith("val_") for name, _, _ in candidates))
 
 
 PER_BATCH_WORDS = {"batch", "minibatch", "step", "iter", "iteration"}
@@ -819,9 +830,26 @@ class ResultsRowReader(LineReader):
         return points
 
 
+class DarknetReader(LineReader):
+    """Darknet's (pjreddie, AlexeyAB) console line per iteration: ' 32: 656.247864, 650.1 avg loss, 0.000100 rate,
+    22.9 seconds, 320 images'. The batch loss is the training loss at that iteration; the rate is the LR."""
+
+    name = "darknet"
+    description = "darknet console lines: ' 32: 656.2478, 650.1 avg loss, 0.0001 rate, 22.9 seconds, 320 images'"
+    ROW = re.compile(rf"^\s*(?P<step>\d+):\s*(?P<loss>{NUMBER}),\s*{NUMBER}\s+avg(?: loss)?,\s*(?P<lr>{NUMBER})\s+rate\b")
+
+    def read(self, text, line):
+        m = self.ROW.match(text)
+        if not m:
+            return None
+        step = float(m.group("step"))
+        return [Point(line, TRAIN_LOSS, float(m.group("loss")), step, cadence="step"),
+                Point(line, "lr", float(m.group("lr")), step, cadence="step")]
+
+
 FAILURE_READERS: list[LineReader] = [OOMReader(), TorchrunReader(), OverflowReader()]
 METRIC_READERS: list[LineReader] = [HFDictReader(), DeepSpeedReader(), LightningBarReader(), JSONLineReader(),
-                                    ResultsRowReader(), TextMetricsReader(), TableReader(), BareNumberReader()]
+                                    ResultsRowReader(), DarknetReader(), TextMetricsReader(), TableReader(), BareNumberReader()]
 FORMAT_ALIASES = {"key-value": "plain"}  # the key=value reader of v1 is part of the text reader now
 FILE_FORMATS = {
     "trainer-state": "HF Trainer trainer_state.json (log_history)",

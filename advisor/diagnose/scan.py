@@ -344,8 +344,10 @@ class Scanner:
         if not raw:
             return
         if b"\x00" in raw:
-            stats.skipped_binary_lines += 1
-            return
+            raw = NUL_RUN.sub(b"", raw)  # the text after a block of zeros is still the log's
+            if b"\x00" in raw or not raw:
+                stats.skipped_binary_lines += 1
+                return
         if len(raw) > MAX_LINE_CHARS:
             stats.truncated_lines += 1
             raw = raw[:MAX_LINE_CHARS]
@@ -678,11 +680,20 @@ BINARY_NUL_SHARE = 0.1  # a head with this share of NUL bytes ...
 BINARY_LINE_SHARE = 0.5  # ... or with more than this share of its lines undecodable is a binary file, not a log
 
 
+NUL_RUN = re.compile(rb"\0{64,}")  # a block of zeros: where a restarted or truncated writer's file had its old end
+TEXT_AROUND_ZEROS = 256  # bytes of text around the zero blocks that make the file a log with a gap, not a binary
+
+
 def looks_binary(head: bytes) -> bool:
     """True when the first bytes of a file are not text (a core dump, a checkpoint, a sparse or zeroed file). A log
-    with stray invalid UTF-8 on some lines is text: lines are judged one by one, as _parse_raw does."""
+    with stray invalid UTF-8 on some lines is text: lines are judged one by one, as _parse_raw does. A text log with
+    a block of zeros in it (a writer restarted on an open file, `nohup` after a truncate) is text: the blocks are
+    judged apart from the text around them."""
     if not head:
         return False
+    around = NUL_RUN.sub(b"", head)
+    if len(around) >= TEXT_AROUND_ZEROS and len(around) < len(head):
+        head = around
     if head.count(b"\0") > BINARY_NUL_SHARE * len(head):
         return True
     lines = head.split(b"\n")
@@ -695,10 +706,36 @@ def looks_binary(head: bytes) -> bool:
     return bad > BINARY_LINE_SHARE * len(lines)
 
 
+CARRIAGE_RETURNS = re.compile(rb"\r+")
+
+
+class CarriageReturnLines(io.RawIOBase):
+    """A file whose lines end in carriage returns only ("\r", or "\r\r": Keras's CSVLogger writing through a
+    Windows text-mode file, a classic Mac editor) read with "\n" line ends, as every reader expects. Streamed: a
+    long file is not held whole."""
+
+    def __init__(self, stream: io.BufferedIOBase) -> None:
+        self._stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self._stream.read(len(buffer))
+        if not data:
+            return 0
+        data = CARRIAGE_RETURNS.sub(b"\n", data)  # "\r\r" is one line end, as an editor shows it
+        buffer[:len(data)] = data
+        return len(data)
+
+
 def read_source(stream: io.BufferedIOBase, name: str, forced_format: str | None = None) -> Collected:
     """Read one log (file or stdin) into series and events. A file whose head is binary is not read further: it
     ends at once, whatever its size, with one binary 'line' counted (the CLI says it looks binary)."""
     head = stream.peek(65536)[:65536] if hasattr(stream, "peek") else b""
+    if b"\r" in head and b"\n" not in head:
+        stream = io.BufferedReader(CarriageReturnLines(stream))
+        head = stream.peek(65536)[:65536]
     whole = whole_file_kind(name, head) if forced_format in (None, *WHOLE_FILE_KINDS) else None
     if whole or forced_format in WHOLE_FILE_KINDS:
         return read_whole_source(stream, name, whole or forced_format)

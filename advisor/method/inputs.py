@@ -66,6 +66,11 @@ class MethodSettings:
         return self.nproc * self.cluster_nodes
 
     @property
+    def base_warmup_text(self) -> str | None:
+        """--base-warmup as the recipe's [inputs] records it ("2 epochs", "500 steps"); None when not given."""
+        return f"{self.base_warmup[0]:g} {self.base_warmup[1]}" if self.base_warmup else None
+
+    @property
     def start_precision(self) -> str:
         """The precision asked for, with auto read as fp32; on a GPU the session's ``precision.measure`` is the
         one that runs (choose_precision)."""

@@ -1,12 +1,13 @@
 """When a bigger batch is worth it on speed: the one bar the trial (step 3) and the sweep's tie-break (step 4) share.
 
-A bigger batch must be more than ``FASTER_BY`` (10%) faster, in samples/s, than the smaller one, and faster by that
-at every paired measurement (every seed of a sweep, every round of timing side by side): a step of more samples
-that takes proportionally longer buys nothing (the device, or the loader, is saturated), and moving up is not free
-(a larger LR scale-up, fewer updates per sample). Every paired measurement, not a mean: runs made at the same time
-share the machine's load, so their ratio cancels it, while a mean over rounds can be carried by one burst of
-load on one side. All k pairs above the bar happen by chance at most 0.5^k of the time at a true ratio of
-1 + FASTER_BY.
+A bigger batch must be more than ``FASTER_BY`` (10%) faster, in samples/s, than the smaller one, read from paired
+measurements (the trial's paired runs; the sweep's timing rounds run side by side): a step of more samples that takes
+proportionally longer buys nothing (the device, or the loader, is saturated), and moving up is not free (a larger LR
+scale-up, fewer updates per sample). Counts of pairs over the bar, not a mean: runs made at the same time share the
+machine's load, so their ratio cancels it, while a mean over rounds can be carried by one burst of load on one side.
+The trial asks every pair (``faster_at_every_pair``: all k above the bar happen by chance at most 0.5^k of the time
+at a true ratio of 1 + FASTER_BY); the sweep's walk asks a sign test at the same 1-in-8 level whatever the number of
+rounds, both ways (``shown_faster`` / ``shown_not_faster``, below).
 """
 
 from __future__ import annotations
@@ -31,15 +32,6 @@ def faster_at_every_pair(big: dict, small: dict, bar: float = FASTER_BY) -> bool
     with none shared (no paired evidence)."""
     pairs = sorted(set(big) & set(small))
     return bool(pairs) and all(clears_bar(big[p], small[p], bar) for p in pairs)
-
-
-def faster_at_no_pair(big: dict, small: dict, bar: float = FASTER_BY) -> bool:
-    """Whether ``big`` cleared the bar against ``small`` at no key they share: the two are level within the bar at
-    every paired measurement (False with none shared). The walk among the equals steps down from your setting only
-    on this, the mirror of ``faster_at_every_pair``: each direction needs every measurement to agree, so a noisy
-    mix of rounds moves nothing."""
-    pairs = sorted(set(big) & set(small))
-    return bool(pairs) and not any(clears_bar(big[p], small[p], bar) for p in pairs)
 
 
 # The sweep's walk among equals reads the side-by-side rounds with a sign test, both ways: a step is shown when the

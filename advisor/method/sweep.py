@@ -188,8 +188,17 @@ class WalkStep:
     def mark(self, bar: float) -> str:
         """The ratios against the bar, in words: "5 of 6 over the 1.10x bar: more than 10% faster"."""
         verdict = (f"more than {bar - 1:.0%} faster" if self.paid else f"not more than {bar - 1:.0%} faster"
-                   if self.level else "neither shown")
+                   if self.level else "shown neither way")
         return f"{self.over} of {len(self.ratios)} over the {bar:.2f}x bar: {verdict}"
+
+    def outcome(self, bar: float, where: str) -> str:
+        """What the rounds showed of this pair, for the summary: "16 was shown more than 10% faster than 8 (3 of 3
+        rounds over the bar)", "... shown not more than 10% faster than ...", or "... shown neither way against ..."
+        (the three answers of the sign test; the same words as ``mark``)."""
+        margin = f"{bar - 1:.0%}"
+        shown = (f"shown more than {margin} faster than" if self.paid else
+                 f"shown not more than {margin} faster than" if self.level else "shown neither way against")
+        return f"{self.bigger} was {shown} {self.smaller} ({self.over} of {len(self.ratios)} {where} over the bar)"
 
 
 @dataclass
@@ -341,21 +350,20 @@ class SweepVerdict:
                  }.get(self.walk_start_why, "the smallest")
         down = [step for step in self.walk if step.down]
         up = [step for step in self.walk if not step.down]
+        ratio_bar = 1 + self.policy.throughput_margin
         if self.chosen < self.walk_from:
-            stopped = "" if down[-1].taken else (
-                f"; {down[-1].bigger} was not shown level with {down[-1].smaller} ({down[-1].over} of "
-                f"{len(down[-1].ratios)} {where} over the bar)")
+            stopped = "" if down[-1].taken else f"; {down[-1].outcome(ratio_bar, where)}"
             return (f"walked down from {self.walk_from} ({start} of the equals): the {where} showed the bigger of "
                     f"each step not {bar}{stopped}")
         if self.chosen > self.walk_from:
-            stopped = "" if up[-1].taken else f"; {up[-1].bigger} was not"
+            stopped = "" if up[-1].taken else f"; {up[-1].outcome(ratio_bar, where)}"
             return (f"walked up from {self.walk_from} ({start} of the equals), the {where} showing each step {bar}"
                     f"{stopped}")
         kept = ""
-        if down:
+        if down:  # the step down refused: the rounds showed yours faster than the smaller, or neither way
             counts = f"{down[0].over} of {len(down[0].ratios)} {where} over the bar"
             kept = (f", shown {bar} than {down[0].smaller} ({counts})" if down[0].paid
-                    else f", not shown level with {down[0].smaller} ({counts})")
+                    else f", shown neither way against {down[0].smaller} ({counts})")
         if not up:
             return f"{start} of the equals{kept}, and none is bigger"
         return f"{start} of the equals{kept}; no bigger one was shown {bar}"
@@ -440,7 +448,7 @@ class SweepVerdict:
         if not self.end:
             return ""
         if self.end == PAST_CAP:
-            return f" It is the largest swept; {self.unexplored} is past the cap of {self.cap}."
+            return f" It is the largest swept; {self.unexplored} per device is past the cap of {self.cap} per device."
         side = "smallest" if self.unexplored < self.chosen else "largest"
         if self.end == NO_TREND:
             why = (f"it ties with {self.leader}, which leads" if self.chosen != self.leader
@@ -794,9 +802,9 @@ def _rule_code(verdict: SweepVerdict, tied: list[CandidateScores]) -> str:
 
 def _walk_start(tied: list[CandidateScores], yours: int | None, batchnorm: bool) -> tuple[CandidateScores, str]:
     """Where the walk among the equals starts, and why: the smallest (it needs the smallest LR scale-up); your own
-    setting when it is an equal (a move either way must be shown by every timing round: ``walk_equals``); and for a
-    model with BatchNorm, never below the largest equal under SMALL_MICRO_BATCH (a tie never moves it to a smaller
-    micro-batch, which trains its statistics on fewer samples)."""
+    setting when it is an equal (a move either way must be shown by a sign test on the timing rounds:
+    ``walk_equals``); and for a model with BatchNorm, never below the largest equal under SMALL_MICRO_BATCH (a tie
+    never moves it to a smaller micro-batch, which trains its statistics on fewer samples)."""
     start, why = tied[0], "smallest"
     if batchnorm:
         under = [c for c in tied if c.per_device <= SMALL_MICRO_BATCH]

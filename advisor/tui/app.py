@@ -178,7 +178,7 @@ class AdvisorApp(App):
         try:
             result = call()
         except NodeLost as exc:  # a failure (a node went down), not the user's cancel
-            target.post_message(StepFailed(step, str(exc)))
+            target.post_message(StepFailed(step, str(exc), plan_ended=True))
         except CancelledError as exc:
             target.post_message(StepFailed(step, str(exc), cancelled=True))
         except AdvisorError as exc:

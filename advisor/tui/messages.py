@@ -24,8 +24,11 @@ class StepDone(Message):
 
 
 class StepFailed(Message):
-    """A step raised: an AdvisorError/TrialError (``message`` is its whole text) or a bug (``unexpected``)."""
+    """A step raised: an AdvisorError/TrialError (``message`` is its whole text) or a bug (``unexpected``);
+    ``plan_ended``: a node of a plan across nodes was lost (advisor.cluster.NodeLost), so no step can run again."""
 
-    def __init__(self, step: str, message: str, cancelled: bool = False, unexpected: bool = False) -> None:
+    def __init__(self, step: str, message: str, cancelled: bool = False, unexpected: bool = False,
+                 plan_ended: bool = False) -> None:
         self.step, self.message, self.cancelled, self.unexpected = step, message, cancelled, unexpected
+        self.plan_ended = plan_ended
         super().__init__()

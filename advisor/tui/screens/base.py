@@ -227,6 +227,9 @@ class StepScreen(Screen):
         if message.cancelled:
             self.set_status("[yellow]Cancelled.[/yellow] Press r to run it again.")
             self.show_error(message.message, "Cancelled")
+        elif message.plan_ended:  # the other nodes have stopped: r would meet the lost link, a later Start refuses it
+            self.set_status("[red]Failed.[/red] Quit the app (ctrl+q) and start the plan again on every node.")
+            self.show_error(message.message, f"{self.TITLE} failed")
         else:
             self.set_status("[red]Failed.[/red] Fix what the message says, then r to run again.")
             self.show_error(message.message, "Unexpected error (a bug: please report it)" if message.unexpected

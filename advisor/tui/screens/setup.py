@@ -60,11 +60,12 @@ def cluster_text(spec, nproc: str) -> str:
     world = (f"world size {spec.nnodes} x {per_node} = {spec.nnodes * per_node}" if per_node else
              f"world size {spec.nnodes} x the processes per node")
     source = "from SLURM" if spec.source == "SLURM" else "from the flags"
+    ranks = "--node-rank 1" if spec.nnodes == 2 else f"its own --node-rank (1 to {spec.nnodes - 1})"
     return (f"[b]{spec.nnodes} nodes[/b] x Processes (per node): {world}; every probe, trial and sweep run spans "
             f"them. This is node 0: it runs the method and writes the recipe. Start meets the other nodes at "
             f"{escape(spec.endpoint)} (run id {escape(spec.run_id)}, {source}) and waits up to "
-            f"{spec.join_timeout_s:.0f} s; on each, run `advisor plan` with the same workload and settings and its "
-            f"own --node-rank (1 to {spec.nnodes - 1}).")
+            f"{spec.join_timeout_s:.0f} s; on {'it' if spec.nnodes == 2 else 'each'}, run `advisor plan` with the "
+            f"same workload and settings and {ranks}.")
 
 
 # Above the script door's own message in the app: its examples are `advisor plan` lines.

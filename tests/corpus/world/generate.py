@@ -685,6 +685,8 @@ def task5(cfg):
         return task6(cfg)
     if cfg["task"] in ("tf", "tg", "va", "lr"):
         return task7(cfg)
+    if cfg["task"] == "sp":
+        return task8(cfg)
     if cfg["task"] == "cl":
         train, val, vocab = char_data(cfg.get("train_chars"))
         model = CharGRU(vocab, cfg["width"])
@@ -1055,7 +1057,7 @@ SCENARIOS6 = {
 
 
 def scenario_config(scenario: str) -> dict:
-    return SCENARIOS5.get(scenario) or SCENARIOS6.get(scenario) or SCENARIOS7[scenario]
+    return SCENARIOS5.get(scenario) or SCENARIOS6.get(scenario) or SCENARIOS7.get(scenario) or SCENARIOS8[scenario]
 
 
 def wine_data(n_train: int, sorted_by_class: bool = False):
@@ -1444,6 +1446,89 @@ def tagger_crash(name: str, out: str) -> None:
     crashing_script_log(name, out, "train_tagger.py", TAGGER_CRASH_SCRIPT)
 
 
+# ---- batch 8 (the `gen-sp-*` runs, all held back): a task new to the corpus ----------------------------------------
+# sp: a small MLP (2 -> width -> width -> 1, ReLU) classifying the two interleaved spirals (a seeded 2-D point cloud,
+#     1.5 turns per arm, Gaussian noise 0.3; binary cross-entropy, chance ln 2 = 0.693); validation: 400 fresh points.
+#     "sorted" feeds the points arm by arm, each arm from its centre outwards, never shuffled.
+
+SCENARIOS8 = {
+    "sp-healthy": dict(task="sp", n_train=1000, epochs=40, batch=32, opt="adam", lr=3e-3, width=64),
+    "sp-lr40": dict(task="sp", n_train=1000, epochs=15, batch=32, opt="sgd", lr=40.0, momentum=0.9, width=64),
+    "sp-overfit": dict(task="sp", n_train=30, epochs=400, batch=30, opt="adam", lr=3e-3, width=256, noise=1.0),
+    "sp-stuck": dict(task="sp", n_train=1000, epochs=15, batch=32, opt="sgd", lr=1e-7, width=64),
+    "sp-periodic": dict(task="sp", n_train=1000, epochs=12, batch=25, opt="sgd", lr=0.05, width=64, sorted=True),
+}
+
+
+def spiral_data(n: int, seed: int, noise: float = 0.3, sorted_by_arm: bool = False):
+    """Two interleaved spirals, n points (half an arm each), seeded; x in the plane, y = the arm (0 or 1)."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    arm = torch.arange(n) % 2
+    t = torch.rand(n, generator=g) * 3 * math.pi + 0.5
+    if sorted_by_arm:  # the points exported arm by arm, each arm from the centre outwards
+        order = torch.argsort(arm * 100 + t, stable=True)
+        arm, t = arm[order], t[order]
+    sign = 1 - 2 * arm.float()
+    x = torch.stack([sign * t * torch.cos(t), sign * t * torch.sin(t)], 1) / 3
+    x = x + noise * torch.randn(n, 2, generator=g)
+    return x, arm.float()[:, None]
+
+
+def task8(cfg):
+    """(model, loss_fn, training batches per epoch as a function of the epoch, validation (x, y)) of batch 8."""
+    import torch
+
+    noise = cfg.get("noise", 0.3)
+    xt, yt = spiral_data(cfg["n_train"], 81, noise, cfg.get("sorted", False))
+    xv, yv = spiral_data(400, 82, noise)
+    torch.manual_seed(0)
+    w = cfg["width"]
+    model = torch.nn.Sequential(torch.nn.Linear(2, w), torch.nn.ReLU(), torch.nn.Linear(w, w), torch.nn.ReLU(),
+                                torch.nn.Linear(w, 1))
+
+    def epoch_batches(epoch):
+        return [(xt[i], yt[i]) for i in batches(len(yt), cfg["batch"], not cfg.get("sorted", False), epoch)]
+
+    return model, torch.nn.functional.binary_cross_entropy_with_logits, epoch_batches, (xv, yv)
+
+
+SPIRAL_CRASH_SCRIPT = textwrap.dedent('''
+    """The spiral classifier, switched after epoch 3 to a validation file that carries a third column (the radius,
+    added by a later export): the first layer expects 2 features, and the real RuntimeError ends the run."""
+    import sys
+    import torch
+    sys.path.insert(0, {here!r})
+    from generate import SCENARIOS8, task8
+    torch.set_num_threads(1)
+    cfg = SCENARIOS8["sp-healthy"]
+    model, loss_fn, epoch_batches, (xv, yv) = task8(cfg)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"])
+    step = 0
+    for epoch in range(1, cfg["epochs"] + 1):
+        total = 0.0
+        for x, y in epoch_batches(epoch):
+            loss = loss_fn(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            step += 1
+            total += loss.item()
+            if step % 8 == 0:
+                print(f"epoch={{epoch}} step={{step}} loss={{loss.item():.4f}}", flush=True)
+        if epoch > 3:  # the new export
+            xv = torch.cat([xv, xv.norm(dim=1, keepdim=True)], 1)
+        with torch.no_grad():
+            print(f"epoch={{epoch}} train_loss={{total / len(epoch_batches(epoch)):.4f}} "
+                  f"val_loss={{loss_fn(model(xv), yv).item():.4f}}", flush=True)
+''')
+
+
+def spiral_crash(name: str, out: str) -> None:
+    crashing_script_log(name, out, "train_spirals.py", SPIRAL_CRASH_SCRIPT)
+
+
 # name -> (writer, scenario or death kind)
 RUNS = {
     "gen-sw-01": ("summarywriter", "healthy"),
@@ -1600,6 +1685,13 @@ RUNS = {
     "gen-lr-sw-01": ("summarywriter5", "lr-periodic"),
     "gen-lr-plcsv-01": ("lightning-csv5", "lr-slow"),
     "gen-lr-text-02": ("step-text7", "lr-jitter"),
+    # eighth batch (labels.toml batch = 8, all held back): an MLP on two interleaved spirals
+    "gen-sp-sw-01": ("summarywriter5", "sp-healthy"),
+    "gen-sp-keras-01": ("keras5", "sp-lr40"),
+    "gen-sp-plcsv-01": ("lightning-csv5", "sp-overfit"),
+    "gen-sp-hf-01": ("hf5", "sp-stuck"),
+    "gen-sp-pltb-01": ("lightning-tb5", "sp-periodic"),
+    "gen-sp-text-01": ("spiral-crash", "sp-healthy"),
 }
 
 
@@ -1616,7 +1708,8 @@ def generate(name: str, out: str) -> None:
               "signal-crash": lambda n, w, o: signal_crash(n, o),
               "keras-console7": keras_console7, "step-text7": step_text7,
               "attention-oom": lambda n, w, o: attention_oom(n, o),
-              "tagger-crash": lambda n, w, o: tagger_crash(n, o)}
+              "tagger-crash": lambda n, w, o: tagger_crash(n, o),
+              "spiral-crash": lambda n, w, o: spiral_crash(n, o)}
     if writer in batch5:
         batch5[writer](name, what, out)
     elif writer == "summarywriter":
