@@ -72,9 +72,14 @@ def shown_not_faster(big: dict, small: dict, bar: float = FASTER_BY, level: floa
     return total > 0 and _at_most_by_chance(over, total) <= level
 
 
-def sign_test_words(over: int, total: int) -> str:
-    """"5 of 6 over": how a pair's rounds stood against the bar."""
-    return f"{over} of {total} over"
+def sign_test_counts(rounds_per_look: int = 3, level: float = SIGN_TEST_LEVEL) -> list[str]:
+    """The fewest rounds on one side of the bar that show a step, at each look: ["3 of 3", "5 of 6", "7 of 9",
+    "9 of 12"] (derived from ``level`` and MAX_WALK_ROUNDS, so the explanation cannot drift from the test)."""
+    counts = []
+    for total in range(rounds_per_look, MAX_WALK_ROUNDS + 1, rounds_per_look):
+        needed = next(k for k in range(total + 1) if _at_most_by_chance(total - k, total) <= level)
+        counts.append(f"{needed} of {total}")
+    return counts
 
 
 def gain_words(gain: float, bar: float = FASTER_BY) -> str:

@@ -35,7 +35,8 @@ import statistics
 from dataclasses import dataclass, field
 
 from .health import FLAT, UNSTABLE, judge, rerun_verdict
-from .speed import FASTER_BY, MAX_WALK_ROUNDS, rounds_over_bar, shown_faster, shown_not_faster
+from .speed import (FASTER_BY, MAX_WALK_ROUNDS, SIGN_TEST_LEVEL, rounds_over_bar, shown_faster, shown_not_faster,
+                    sign_test_counts)
 from ..ledger import TrialRecord
 
 # Two-sided 95% Student t quantiles by degrees of freedom; above 30, the normal's 1.96 plus its first
@@ -431,9 +432,12 @@ class SweepVerdict:
         else:
             moves = f"moves up only to a bigger one {faster}"
         where = "timing rounds run side by side" if self.walk and self.walk[0].rounds else "paired seeds"
-        said = (f"Equals: {equals}. The pick starts at {start}, and {moves}, by a sign test on the {where} (3 of 3 "
-                f"on one side of the {bar:.2f}x bar, 5 of 6, 7 of 9 or 9 of 12: at most 1 in 8 by chance; a pair "
-                f"shown neither way is timed again, up to {MAX_WALK_ROUNDS} rounds)")
+        first, *more = sign_test_counts(self.policy.seeds)
+        later = (", ".join(more[:-1]) + " or " + more[-1]) if len(more) > 1 else "".join(more)
+        said = (f"Equals: {equals}. The pick starts at {start}, and {moves}, by a sign test on the {where} ({first} "
+                f"on one side of the {bar:.2f}x bar{', ' + later if later else ''}: at most 1 in "
+                f"{round(1 / SIGN_TEST_LEVEL)} by chance; a pair shown neither way is timed again, up to "
+                f"{MAX_WALK_ROUNDS} rounds)")
         steps = []
         for step in self.walk:
             ratios = ", ".join(f"{r:.3f}x" for r in step.ratios) or "none measured"
