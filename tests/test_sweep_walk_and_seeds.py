@@ -7,7 +7,7 @@ from helpers import StubRunner, settings, sweep_run
 
 from advisor.adapters import load_adapter
 from advisor.device import HostDevices
-from advisor.method.sweep import (EQUALS_BIGGER_FASTER, EQUALS_SMALLER_AS_FAST, EQUALS_YOURS, decide_sweep,
+from advisor.method.sweep import (DEFAULT_POLICY, EQUALS_BIGGER_FASTER, EQUALS_SMALLER_AS_FAST, EQUALS_YOURS, decide_sweep,
                                   needs_timing)
 from advisor.session import Session, validate_setup
 
@@ -229,3 +229,30 @@ def test_a_pair_the_rounds_never_decide_is_timed_at_most_twelve_rounds_and_moves
     assert {r["per_device"] for r in timing} == {16, 32} and len(timing) == 2 * 12
     assert outcome.chosen == 32 and outcome.verdict.walk[0].undecided
     assert "(6 of 12 over the 1.10x bar: shown neither way)" in outcome.reason
+
+
+def test_the_walk_sentence_names_the_counts_the_sign_test_uses_for_any_number_of_seeds():
+    """The counts the reason prints ("3 of 3, 5 of 6, ...") are derived, not written: for every number of rounds a
+    look adds (the policy's seeds), each named "k of n" is the fewest that shows a step, and a look too short to show
+    one (1 or 2 rounds: even all over the bar happens by chance 1 in 2 or 1 in 4) is left out rather than raising
+    (the slow tier's one-seed script plans failed here: StopIteration in sign_test_counts)."""
+    from dataclasses import replace
+
+    from advisor.method.speed import shown_faster, sign_test_counts
+
+    for per_look in range(1, 14):
+        named = sign_test_counts(per_look)
+        assert named, per_look
+        for count in named:
+            needed, total = (int(part) for part in count.split(" of "))
+            small = {r: 1.0 for r in range(total)}
+            assert shown_faster({r: 1.2 if r < needed else 1.0 for r in range(total)}, small), count
+            assert not shown_faster({r: 1.2 if r < needed - 1 else 1.0 for r in range(total)}, small), count
+    assert sign_test_counts(3) == ["3 of 3", "5 of 6", "7 of 9", "9 of 12"]
+    assert sign_test_counts(1)[0] == "3 of 3" and sign_test_counts(2)[0] == "4 of 4"
+    for seeds in (1, 2, 3):
+        policy = replace(DEFAULT_POLICY, seeds=seeds)
+        rows = [sweep_run(batch, seed, 0.95, step_seconds=batch / 1000.0) for batch in (16, 32)
+                for seed in range(seeds)]
+        verdict = decide_sweep(rows, 10, policy=policy, yours=32)
+        assert f"by a sign test on the paired seeds ({sign_test_counts(seeds)[0]} on one side" in verdict.reason

@@ -76,9 +76,13 @@ def sign_test_counts(rounds_per_look: int = 3, level: float = SIGN_TEST_LEVEL) -
     """The fewest rounds on one side of the bar that show a step, at each look: ["3 of 3", "5 of 6", "7 of 9",
     "9 of 12"] (derived from ``level`` and MAX_WALK_ROUNDS, so the explanation cannot drift from the test)."""
     counts = []
-    for total in range(rounds_per_look, MAX_WALK_ROUNDS + 1, rounds_per_look):
-        needed = next(k for k in range(total + 1) if _at_most_by_chance(total - k, total) <= level)
-        counts.append(f"{needed} of {total}")
+    step = max(rounds_per_look, 1)
+    for total in range(step, max(MAX_WALK_ROUNDS, step) + 1, step):  # the first look happens even past the cap
+        # With one or two rounds even a clean sweep happens by chance more often than ``level`` (1/2, 1/4 > 1/8):
+        # such a look cannot decide, so it is not named (a one-seed plan's first deciding look is "3 of 3").
+        needed = next((k for k in range(total + 1) if _at_most_by_chance(total - k, total) <= level), None)
+        if needed is not None:
+            counts.append(f"{needed} of {total}")
     return counts
 
 
