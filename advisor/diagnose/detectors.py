@@ -1901,6 +1901,12 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
     per_epoch = all(p.cadence == "epoch" for p in train)
     train_drop = ((_drop_from_start if per_epoch else _relative_drop)(_values(train))
                   if len(train) >= MIN_POINTS else None)
+    if len(val) >= 4 and train_drop is not None and train_drop <= HEALTHY_TRAIN_DROP:
+        # Training fell too little for the rules below to call it healthy (a fine-tune from trained weights falls
+        # 20%), but validation rising clearly and for long while it falls at all is overfitting all the same.
+        sustained = _sustained_rise(train, val, series, ctx)
+        if sustained:
+            return sustained
     if len(val) >= 4 and train_drop is not None and train_drop > HEALTHY_TRAIN_DROP:
         values = _values(val)
         best = min(range(len(values)), key=values.__getitem__)
@@ -1915,8 +1921,12 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
         # has stopped improving, not merely slowed down near its floor (_validation_stalled).
         train_fall = max(_relative_drop(train_tail), _train_fall_on_plateau(train, val, values[best] + margin))
         flat = val_tail_drop < 0.03 and train_fall > OVERFIT_PLATEAU_FALL and _validation_stalled(val, best, series)
-        if rising and _small_rise(values, best) and _quality_rose_since(val[best], series):
-            rising = False  # a drift of a few per cent while the model still gets better at what it is for
+        if rising and _quality_rose_since(val[best], series) and (
+                _small_rise(values, best) or (_rise(values, best) < OVERFIT_RISE_HIGH and _quality_at_best_end(series))):
+            # A drift of a few per cent while the model still gets better at what it is for; or of up to 20% while
+            # the quality went on rising to its best at the very end (a detector's summed loss creeping up as a
+            # few boxes grow overconfident, its mAP still setting new highs).
+            rising = False
         if rising or flat:
             gap = _median(values[-2:]) - _median(_values(train)[-max(3, len(train) // 20):])
             evidence = {"val_best": round(values[best], 5), "val_best_at": _where(val, best),
@@ -1978,6 +1988,63 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
                 + (f" and validation {val_drop:.0%}" if val_drop is not None else "")
                 + ": both fall slowly.", evidence, actions))
     return findings
+
+
+def _rise(values: list[float], best: int) -> float:
+    """How far the validation loss's last two points' median sits above its best, as a share of the best."""
+    return (_median(values[-2:]) - values[best]) / abs(values[best]) if values[best] else 0.0
+
+
+QUALITY_END_POINTS = 3  # the quality's last this many evaluations (median) ...
+
+
+def _quality_at_best_end(series: dict[str, list[Point]]) -> bool:
+    """The validation accuracy (or mAP, score) ends at its best: the median of its last QUALITY_END_POINTS values
+    within ACC_AT_BEST of the highest it ever reached (4+ evaluations)."""
+    quality = [p.value for p in validation_quality(series)]
+    if len(quality) < 4:
+        return False
+    scale = 100.0 if max(quality) > 1.0 else 1.0
+    return _median(quality[-QUALITY_END_POINTS:]) >= max(quality) - ACC_AT_BEST * scale
+
+
+def _sustained_rise(train: list[Point], val: list[Point], series: dict[str, list[Point]], ctx: Context
+                    ) -> list[Finding]:
+    """Overfitting on a log whose training loss fell too little for the long-log rules (HEALTHY_TRAIN_DROP): the
+    validation loss's best is OVERFIT_SINCE+ evaluations old (and older than VAL_STALE_SHARE of them), it ends
+    OVERFIT_RISE_MEDIUM+ above that best, every evaluation of the second half since the best sits above the best by
+    the rising rule's margin (VAL_RISE of the best, or twice the point-to-point noise: a lone low evaluation in a
+    jumping curve is no turning point), the training loss fell FEW_TRAIN_FALL+ meanwhile (the short-log rule's bar),
+    and the quality did not go on improving to its best at the end."""
+    values = _values(val)
+    best = min(range(len(values)), key=values.__getitem__)
+    since = len(values) - 1 - best
+    if since < max(OVERFIT_SINCE, VAL_STALE_SHARE * len(values)) or _rise(values, best) < OVERFIT_RISE_MEDIUM:
+        return []
+    after = values[best + 1:]
+    noise = _mad_sigma([b - a for a, b in zip(values, values[1:])]) / math.sqrt(2)
+    if min(after[len(after) // 2:]) <= values[best] + max(VAL_RISE * abs(values[best]), 2 * noise):
+        return []
+    if _quality_rose_since(val[best], series) and _quality_at_best_end(series):
+        return []
+    kind, at = _position(val[best])
+    span = [p.value for p in train if _position(p)[0] == kind and _position(p)[1] >= at]
+    if len(span) < STUCK_FEW_POINTS:
+        return []
+    quarter = max(1, len(span) // 4)
+    first = _median(span[:quarter])
+    fall = (first - _median(span[-quarter:])) / abs(first) if first else 0.0
+    if fall < FEW_TRAIN_FALL:
+        return []
+    rise = _rise(values, best)
+    confidence, note = overfitting_confidence(values, best, series)
+    evidence = {"val_best": round(values[best], 5), "val_best_at": _where(val, best),
+                "val_last": round(values[-1], 5), "val_last_at": _where(val, len(val) - 1),
+                "train_fall_since_best": round(fall, 3), "val_points": len(val), **note}
+    return [Finding("overfitting", "warning",
+                    f"Validation loss bottomed at {values[best]:.4g} at {_describe(_where(val, best))} and has stayed "
+                    f"above it since, ending {rise:.0%} higher, while the training loss fell {fall:.0%} more: "
+                    "overfitting.", evidence, overfitting_actions(ctx), confidence=confidence)]
 
 
 def _small_rise(values: list[float], best: int) -> bool:

@@ -189,6 +189,8 @@ def _loss_gap(train, val, series, ctx) -> Finding | None:
     gap = val_end - train_end
     if train_end <= 0 or val_end < LOSS_GAP_RATIO * train_end or came <= 0 or gap <= came:
         return None
+    if _jitters(v):  # the end is one jump of a validation thrown around (0.22, 1.15, 0.32, 2.03): no gap to read
+        return None
     evidence = {"train_end": round(train_end, 6), "val_end": round(val_end, 6), "gap": round(gap, 6),
                 "train_fell_by": round(came, 6), "val_points": len(v)}
     return Finding("overfitting", "warning",
@@ -196,6 +198,19 @@ def _loss_gap(train, val, series, ctx) -> Finding | None:
                    f"({train_end:.4g}); the gap ({gap:.3g}) is wider than all the training loss fell in the log "
                    f"({came:.3g}): overfitting.", evidence, overfitting_actions(ctx),
                    confidence="medium" if val_end >= 5 * train_end else "low")
+
+
+def _point_noise(v: list[float]) -> float:
+    """Point-to-point noise of a curve: the robust spread (MAD) of its neighbour differences / sqrt 2."""
+    diffs = [b - a for a, b in zip(v, v[1:])]
+    centre = _median(diffs)
+    return 1.4826 * _median([abs(d - centre) for d in diffs]) / math.sqrt(2)
+
+
+def _jitters(v: list[float]) -> bool:
+    """The curve jumps point to point by VAL_JITTER_SCORE of its level or more (the validation-jitter rule's own
+    measure): its lowest or last point is one jump, not a level."""
+    return len(v) >= 3 and _point_noise(v) >= VAL_JITTER_SCORE * abs(_median(v))
 
 
 def _flat_validation(train, val, series, ctx) -> Finding | None:
@@ -227,11 +242,8 @@ def _stale_validation(train, val, series, ctx) -> Finding | None:
     # one low jump, not a turning point: the points after it must sit above it by more than twice the point-to-point
     # noise (0.61 -> 0.96 -> 0.39 -> 0.92 is jitter). A steady curve's best stands as it is.
 
-    diffs = [b - a for a, b in zip(v, v[1:])]
-    centre = _median(diffs)
-    noise = 1.4826 * _median([abs(d - centre) for d in diffs]) / math.sqrt(2)
-    jitters = noise >= VAL_JITTER_SCORE * abs(_median(v))
-    if jitters and _median(v[best + 1:]) - v[best] <= 2 * noise:
+    noise = _point_noise(v)
+    if _jitters(v) and _median(v[best + 1:]) - v[best] <= 2 * noise:
         return None
     since = [p.value for p in train if p.line >= val[best].line]
     if len(since) < 2 or not since[0]:
