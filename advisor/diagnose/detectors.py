@@ -1627,6 +1627,17 @@ def step_oscillation(series: dict[str, list[Point]], ctx: Context) -> list[Findi
     return found
 
 
+def short_step_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """Jitter on 10-19 step losses (shortlog.detect_short_jitter), withdrawn, as the long rule's is, when the
+    validation loss is calm at its best (_validation_calm_at_best): 3 evaluations each lower than the last, the last
+    move under 5% of the level (0.636, 0.622, 0.601), say the evaluated model settled, so the steps' spread is
+    their batches' own variety."""
+    found = detect_short_jitter(series, ctx, ctx.elisions or [])
+    if found and _validation_calm_at_best(series):
+        return []
+    return found
+
+
 def recurring_not_jitter(jitter: list[Finding], series: dict[str, list[Point]]) -> list[Finding]:
     """A jitter finding whose step-to-step swings recur with a period (_recurring_period) is the data order, not an
     optimiser's noise: the same batches are hard at the same place of every epoch (data stored by class or topic and
@@ -2285,7 +2296,7 @@ def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts
                  or detect_repeating_swings(series, ctx)
                  or detect_gradient_jitter(series, ctx)
                  or detect_short_periodic(series, ctx, ctx.elisions or [])
-                 or detect_short_jitter(series, ctx, ctx.elisions or [])
+                 or short_step_jitter(series, ctx)
                  or detect_validation_jitter(series, ctx))
     kinds = {f.kind for f in findings}
     findings += detect_validation(series, ctx) or [f for f in detect_short_validation(series, ctx)
