@@ -189,6 +189,8 @@ def _f(kind):
     (["oscillation-jitter", "slow-convergence"], ["oscillation-jitter"], []),
     (["overfitting", "oscillation-periodic"], ["overfitting"], ["oscillation-periodic"]),
     (["crash", "overfitting"], ["crash", "overfitting"], []),
+    # dx-rules9: not learning explains jitter, not a periodic swing (the data order, a cause of its own)
+    (["not-learning", "oscillation-periodic", "oscillation-jitter"], ["not-learning", "oscillation-periodic"], []),
 ])
 def test_cofinding_rules(found, primary, secondary):
     out = apply_cofinding_rules([_f(k) for k in found])

@@ -1042,7 +1042,40 @@ def detect_not_learning(series: dict[str, list[Point]], ctx: Context) -> list[Fi
                             "fall: the model predicts every class alike, it is not learning.",
                             evidence, list(NOT_LEARNING_ACTIONS), confidence=confidence)]
     return (_unmoved_at_chance(series, ctx) or _constant_accuracy_unmoved(series) or _never_right_unmoved(series)
-            or _converged_at_start(series))
+            or _converged_at_start(series) or _epoch_means_at_chance(series, ctx))
+
+
+EPOCH_MEANS_FLAT = 0.01  # epoch means whose second half spans less than this share of its level: flat
+
+
+def _epoch_means_at_chance(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """The training loss's epoch means (LN_K_COMMON_MIN_POINTS+ of them) flat over their second half (its range under
+    EPOCH_MEANS_FLAT of the level) at ln K, within LN_K_TOLERANCE (K from --classes, a chance-level accuracy, or a
+    common class count): a model at chance. An epoch mean averages out what the batches' order does to the step
+    losses (sorted data swinging 0.36-0.91 every epoch), so its flatness is the stronger evidence and the level is
+    read with the tolerance a stated K gets."""
+    points = _finite(series.get("train_loss_epoch", []))
+    if len(points) < LN_K_COMMON_MIN_POINTS:
+        return []
+    values = _values(points)
+    tail = values[len(values) // 2:]
+    level = _median(tail)
+    if level <= 0 or max(tail) - min(tail) > EPOCH_MEANS_FLAT * level:
+        return []
+    k, k_source, acc = _class_count(series, ctx)
+    counts = [(k, k_source)] if k else [(c, "a common class count") for c in COMMON_CLASS_COUNTS]
+    for count, source in counts:
+        ln_k = math.log(count)
+        if abs(level - ln_k) <= LN_K_TOLERANCE * ln_k:
+            evidence = {"series": "train_loss_epoch", "level": round(level, 6), "classes": count, "classes_from": source,
+                        "ln_classes": round(ln_k, 4), "tail_range": round(max(tail) - min(tail), 6),
+                        **_span(points, len(points) - len(tail), len(points) - 1)}
+            return [Finding("not-learning", "error",
+                            f"The training loss's epoch means sit at {level:.4g} = ln({count}) (K={count}, {source}), "
+                            f"flat to {(max(tail) - min(tail)) / level:.1%} over the last {len(tail)} epochs: the model "
+                            "predicts every class alike, it is not learning.",
+                            evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
+    return []
 
 
 NO_MOVE = 0.03  # a loss that moved less than this share of its start over the run, not steadily, has not moved
@@ -2251,8 +2284,10 @@ def detect_crash(events: list[LogEvent], counts: dict) -> list[Finding]:
 COFINDING_RULES = (
     ("diverged", ("oscillation-jitter", "oscillation-periodic", "slow-convergence", "overfitting"), "drop",
      "a diverging run also jitters, stalls and leaves validation behind: the divergence is the cause"),
-    ("not-learning", ("oscillation-jitter", "oscillation-periodic", "slow-convergence", "overfitting"), "drop",
+    ("not-learning", ("oscillation-jitter", "slow-convergence", "overfitting"), "drop",
      "a loss that does not move off its starting level also looks flat, slow and noisy: not learning is the cause"),
+    # Not a periodic swing: a swing that repeats with the data order (sorted, never shuffled: each block learned,
+    # then undone by the next) is a cause of its own beside a model left at chance, and its remedy (shuffle) differs.
     ("oscillation-periodic", ("slow-convergence", "oscillation-jitter"), "drop",
      "a loss that swings with the data order also looks noisy and falls slowly: the swing is the cause"),
     ("oscillation-jitter", ("slow-convergence",), "drop",
