@@ -41,6 +41,8 @@ ABOVE_START = 0.10  # a smoothed first quarter rising this share above the first
 # and up to 0.64 (training under a linearly decaying LR, which has come 65% of the way: not slow by SLOW_PROGRESS).
 STEADY_PACE = 0.6
 GOOD_ACCURACY = 0.7
+SLOW_FEW_EPOCHS = 10  # below this many epochs, a slow verdict needs its target SLOW_FAR times the run away (medium
+SLOW_FAR = 3.0  # confidence); a nearer one is the start of a run still improving (8 YOLO epochs, mAP 0.06 -> 0.27)
 
 
 def _per_epoch(series: dict[str, list[Point]]) -> list[tuple[str, list[Point]]]:
@@ -147,6 +149,11 @@ def detect_slow_epochs(series: dict[str, list[Point]], ctx) -> list[Finding]:
                      if math.isfinite(p.value)]
             floor = median(train[-3:]) if train else 0.0
         pace = slow_pace([p.value for p in points], floor)
+        if pace is not None and len(points) < SLOW_FEW_EPOCHS and (
+                pace["projected_epochs_to_target"] <= SLOW_FAR * len(points)):
+            # A few epochs (quarters of one or two points, a second half of three or four differences) and a target
+            # within reach of a run a few times as long: the start of a run still improving, too early to say slow.
+            continue
         if pace is not None:
             return [_slow_finding(name, points, pace, ctx)]
     return []
@@ -159,7 +166,7 @@ def _slow_finding(name: str, points: list[Point], pace: dict, ctx) -> Finding:
     evidence = {"series": name, **pace, "from": where}
     what = "validation" if name == VAL_LOSS else "training"
     lr = f" (now {ctx.lr:g})" if getattr(ctx, "lr", None) else ""
-    confidence = "medium" if len(points) >= 8 and pace["projected_epochs_to_target"] > 3 * len(points) else "low"
+    confidence = "medium" if len(points) >= 8 and pace["projected_epochs_to_target"] > SLOW_FAR * len(points) else "low"
     return Finding(
         "slow-convergence", "warning",
         f"The {what} loss has come {pace['progress']:.0%} of the way down from its start ({pace['start']:.4g} -> "
