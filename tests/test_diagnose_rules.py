@@ -1265,3 +1265,18 @@ def test_eight_epochs_falling_3_percent_an_epoch_are_too_early_to_call_slow(tmp_
     report = _diagnose(tmp_path, _short_yolo_csv(8, 0.004), name="results2.csv")
     found = [f for f in report.findings if f.kind == "slow-convergence"]
     assert found and found[0].confidence == "medium", [f.evidence for f in report.findings]
+
+
+def test_a_flat_noisy_validation_is_flat_whatever_its_last_evaluation_does(tmp_path):
+    # World batch 4 (spent): a Lightning run, 15 epochs, training halves 0.746 -> 0.371 while validation sits at
+    # 0.69-0.75 from epoch 1, then one low evaluation (0.654) at the last: first to last it "fell 17%", so the
+    # flat-validation rule said nothing. Each end read as the median of its three: 0.736 -> 0.710, flat.
+    train = [0.746, 0.658, 0.610, 0.581, 0.573, 0.522, 0.513, 0.467, 0.462, 0.436, 0.453, 0.411, 0.402, 0.391, 0.371]
+    val = [0.790, 0.736, 0.731, 0.752, 0.704, 0.695, 0.714, 0.704, 0.747, 0.701, 0.686, 0.695, 0.710, 0.712, 0.654]
+    assert _kinds(_diagnose(tmp_path, _regression_log(train, val))) == ["overfitting"]
+    # The guard: a run that converged in its first epoch (training 1.2 -> 0.60, then on to 0.55; validation 1.0 ->
+    # 0.56 -> 0.55, still setting new lows) is at its floor on both curves: from their first three, training fell
+    # 7%, not the 30% that says it learns what validation does not.
+    train = [1.2, 0.60] + [0.59 - 0.003 * e for e in range(13)]
+    val = [1.0, 0.56] + [0.55 - 0.0005 * e for e in range(13)]
+    assert "overfitting" not in _kinds(_diagnose(tmp_path, _regression_log(train, val), "converged.log"))

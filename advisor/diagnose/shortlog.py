@@ -22,6 +22,7 @@ ACC_GAP_TRAIN_MIN = 0.70  # ... once training accuracy is at least this (a model
 LOSS_GAP_RATIO = 2.0  # validation loss above twice the training loss at the end ...
 FLAT_VAL_CHANGE = 0.05  # validation changed less than this share over the run ...
 FLAT_TRAIN_DROP = 0.30  # ... while training fell at least this share: validation is flat, training is not
+FLAT_ROBUST_POINTS = 9  # with this many points each, both ends are read as the median of three (one noisy end)
 STALE_SHARE = 0.5  # validation has not beaten its best for at least half its points ...
 STALE_TRAIN_FALL = 0.05  # ... while training fell at least this share over the same stretch
 CHANCE_ACC_TOLERANCE = 0.02  # validation accuracy within this (absolute) of 1/K: chance
@@ -219,12 +220,20 @@ def _flat_validation(train, val, series, ctx) -> Finding | None:
     drop = _train_drop(train)
     v = _values(val)
     change = (v[0] - v[-1]) / abs(v[0]) if v[0] else 0.0
+    first, last = v[0], v[-1]
+    if len(v) >= FLAT_ROBUST_POINTS and len(train) >= FLAT_ROBUST_POINTS:
+        # Enough points to read each end as the median of its three: one noisy evaluation (0.654 after eleven at
+        # 0.69-0.75) is no end of a flat curve; training's fall is measured the same way, from its first three.
+        first, last = _median(v[:3]), _median(v[-3:])
+        change = (first - last) / abs(first) if first else 0.0
+        t = _values(train)
+        drop = (_median(t[:3]) - _median(t[-3:])) / abs(_median(t[:3])) if _median(t[:3]) else None
     if drop is None or drop < FLAT_TRAIN_DROP or abs(change) >= FLAT_VAL_CHANGE:
         return None
-    evidence = {"val_first": round(v[0], 6), "val_last": round(v[-1], 6), "val_change": round(change, 4),
+    evidence = {"val_first": round(first, 6), "val_last": round(last, 6), "val_change": round(change, 4),
                 "train_drop": round(drop, 3), "val_points": len(v)}
     return Finding("overfitting", "warning",
-                   f"The training loss fell {drop:.0%} while validation stayed flat ({v[0]:.4g} -> {v[-1]:.4g}, "
+                   f"The training loss fell {drop:.0%} while validation stayed flat ({first:.4g} -> {last:.4g}, "
                    f"{-change:+.1%}): what training learns does not carry to new data.",
                    evidence, overfitting_actions(ctx), confidence="medium" if len(v) >= 6 else "low")
 
