@@ -1280,3 +1280,24 @@ def test_a_flat_noisy_validation_is_flat_whatever_its_last_evaluation_does(tmp_p
     train = [1.2, 0.60] + [0.59 - 0.003 * e for e in range(13)]
     val = [1.0, 0.56] + [0.55 - 0.0005 * e for e in range(13)]
     assert "overfitting" not in _kinds(_diagnose(tmp_path, _regression_log(train, val), "converged.log"))
+
+
+def test_epoch_means_thrown_up_100x_for_epochs_are_divergence_even_when_they_come_back(tmp_path):
+    # World batch 5 (spent): a regression at SGD LR 0.5 momentum 0.9, Keras CSVLogger, 20 epochs: 4.72, 1.70, 42.9,
+    # then 59,177 (epoch 3), 40,930, 12,680 ... falling back to 1.04-1.08 (the predict-the-mean level). The explosion
+    # rule asked that the loss never come back; an epoch mean 1,000x its earlier maximum for epochs is weights thrown
+    # off, whatever they land on (it read as healthy).
+    train = [4.722, 1.697, 42.86, 59177, 40930, 12680, 4776, 1697, 528.3, 210.4, 59.65, 23.15, 7.5, 3.807, 2.103,
+             1.076, 1.065, 1.051, 1.039, 1.061]
+    val = [3.275, 0.991, 18.77, 96350, 13590, 6179, 3756, 127.5, 577.5, 6.944, 52.48, 9.405, 3.269, 2.395, 1.108,
+           0.970, 0.960, 0.959, 0.964, 1.164]
+    csv = "epoch,loss,val_loss\n" + "".join(f"{e},{t},{v}\n" for e, (t, v) in enumerate(zip(train, val)))
+    report = _diagnose(tmp_path, csv, name="history.csv")
+    assert _kinds(report) == ["diverged"], [(f.kind, f.evidence) for f in report.findings]
+    # The guard: one bad epoch (100x, back the next epoch) is not this rule's blow-up.
+    train = [4.722, 1.697, 1.5, 180.0] + [1.4 * 0.97 ** e for e in range(16)]
+    val = [3.275, 0.991, 0.95] + [0.93 * 0.98 ** e for e in range(17)]
+    csv = "epoch,loss,val_loss\n" + "".join(f"{e},{t},{v}\n" for e, (t, v) in enumerate(zip(train, val)))
+    report = _diagnose(tmp_path, csv, name="history2.csv")
+    assert not any(f.kind == "diverged" and "epoch mean" in f.summary for f in report.findings), \
+        [(f.kind, f.summary) for f in report.findings]

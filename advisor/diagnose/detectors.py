@@ -414,6 +414,9 @@ def detect_diverged(series: dict[str, list[Point]], events: list[LogEvent], coun
                             {"series": name, "max_before": earlier, "value": points[index].value,
                              "points_after": len(points) - index - 1, **_span(points, index, len(points) - 1)},
                             _diverged_actions(ctx), confidence="high" if len(points) - index >= 2 else "medium")]
+    epoch_blow_up = _epoch_mean_blew_up(series, ctx)
+    if epoch_blow_up:
+        return epoch_blow_up
     for name in (TRAIN_LOSS, VAL_LOSS):
         jump = _lasting_jump(_finite(series.get(name, []) or (series.get("train_loss_epoch", [])
                                                               if name == TRAIN_LOSS else [])))
@@ -859,6 +862,40 @@ def _explosion(points: list[Point]) -> int | None:
         if suffix_min[index] >= EXPLOSION_STAYS * earlier:
             return index
     return None
+
+
+EPOCH_BLOW_UP_LASTS = 2  # epochs, at least, at EXPLOSION_STAYS x the earlier maximum or more: not one bad epoch
+
+
+def _epoch_mean_blew_up(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """The training loss's epoch means (a per-epoch series) jumping EXPLOSION_FACTOR times above every earlier one and
+    staying EXPLOSION_STAYS times above it for EPOCH_BLOW_UP_LASTS+ epochs is divergence even when the loss later comes
+    back (_explosion asks that it never does): an epoch mean averages the whole epoch's batches, so a 100x epoch is
+    the weights thrown orders of magnitude off, not one bad batch, and where they land after is a new start (a
+    regression at SGD LR 0.5: 1.7 -> 59,000 -> back to 1.05, the predict-the-mean level)."""
+    for name in ("train_loss_epoch", TRAIN_LOSS):
+        points = _finite(series.get(name, []))
+        if len(points) >= 3 and (name == "train_loss_epoch" or cadence_of(points) == "epoch"):
+            break
+    else:
+        return []
+    values = _values(points)
+    for index in range(1, len(values) - EPOCH_BLOW_UP_LASTS + 1):
+        earlier = max(abs(v) for v in values[:index])
+        if earlier <= 0 or values[index] < EXPLOSION_FACTOR * earlier:
+            continue
+        lasted = values[index:index + EPOCH_BLOW_UP_LASTS]
+        if min(lasted) < EXPLOSION_STAYS * earlier:
+            continue
+        return [Finding("diverged", "error",
+                        f"The training loss's epoch mean jumped from at most {earlier:.4g} to {values[index]:.4g} at "
+                        f"{_describe(_where(points, index))} and stayed {EXPLOSION_STAYS:g}x+ above it for "
+                        f"{EPOCH_BLOW_UP_LASTS}+ epochs (it ends at {values[-1]:.4g}): training blew up; what it came "
+                        "back to is a restart from thrown-off weights, not the run's progress.",
+                        {"series": name, "max_before": earlier, "value": values[index], "last": values[-1],
+                         "points_after": len(points) - index - 1, **_span(points, index, len(points) - 1)},
+                        _diverged_actions(ctx), confidence="medium")]
+    return []
 
 
 def _framework_floor(ctx: Context, events: list[LogEvent]) -> tuple[str | None, float | None]:
