@@ -1301,3 +1301,19 @@ def test_epoch_means_thrown_up_100x_for_epochs_are_divergence_even_when_they_com
     report = _diagnose(tmp_path, csv, name="history2.csv")
     assert not any(f.kind == "diverged" and "epoch mean" in f.summary for f in report.findings), \
         [(f.kind, f.summary) for f in report.findings]
+
+
+def test_both_losses_thrown_above_their_start_and_never_back_is_divergence(tmp_path):
+    # World batch 7 (spent): a Whisper fine-tune whose LR warmed up to 3e-3 (~100x usual): training 1.24 at its first
+    # log, then 2.03, 2.16, 1.99, 1.79; evaluation 2.55 at epoch 1, then 3.1-4.5 to the end. No nan, no 100x jump,
+    # and training never fell, so no overfitting: it read as nothing. Both curves worse than their start, every
+    # point after it: the weights were thrown off.
+    train = [1.237, 2.028, 2.157, 2.05, 1.985, 1.9, 1.85, 1.787]
+    val = [2.553, 3.615, 3.491, 3.959, 4.457, 3.682, 3.453, 3.141]
+    assert _kinds(_diagnose(tmp_path, _regression_log(train, val))) == ["diverged"]
+    # The guards: validation coming back within 20% of its start (2.9 at the end) is not this rule's divergence,
+    # and a training loss that falls below its start is not either.
+    report = _diagnose(tmp_path, _regression_log(train, val[:-1] + [2.9]), "back.log")
+    assert not any(f.kind == "diverged" and "only got worse" in f.summary for f in report.findings)
+    report = _diagnose(tmp_path, _regression_log([1.237, 1.1, 1.0, 0.95, 0.9, 0.85, 0.82, 0.8], val), "fits.log")
+    assert "diverged" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]

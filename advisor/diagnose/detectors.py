@@ -898,6 +898,33 @@ def _epoch_mean_blew_up(series: dict[str, list[Point]], ctx: Context) -> list[Fi
     return []
 
 
+WORSE_ON_BOTH = 1.2  # every later loss this many times its curve's first value, training and validation alike
+WORSE_MIN_POINTS = 4
+
+
+def _worse_than_start_on_both(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """The training loss (epoch means where logged) and the validation loss, 4+ points each, every value after the
+    first at least WORSE_ON_BOTH times that first value: the run is worse on its training data and on held-out data
+    than when it started, and never came back near it. Overfitting lowers the training loss, a model that does not
+    learn stays level; both curves thrown above their start is the optimizer throwing the weights off (an LR warmed
+    up far too high): diverged, though nothing reached nan or jumped 100x."""
+    train = _finite(series.get("train_loss_epoch", []) or series.get(TRAIN_LOSS, []))
+    val = _finite(series.get(VAL_LOSS, []))
+    if len(train) < WORSE_MIN_POINTS or len(val) < WORSE_MIN_POINTS:
+        return []
+    t, v = _values(train), _values(val)
+    if t[0] <= 0 or v[0] <= 0 or min(t[1:]) < WORSE_ON_BOTH * t[0] or min(v[1:]) < WORSE_ON_BOTH * v[0]:
+        return []
+    evidence = {"train_first": round(t[0], 6), "train_lowest_after": round(min(t[1:]), 6),
+                "val_first": round(v[0], 6), "val_lowest_after": round(min(v[1:]), 6),
+                "train_points": len(t), "val_points": len(v), **_span(train, 0, len(train) - 1)}
+    return [Finding("diverged", "error",
+                    f"Both losses only got worse: training from {t[0]:.4g} to {min(t[1:]):.4g}-{max(t[1:]):.4g}, "
+                    f"validation from {v[0]:.4g} to {min(v[1:]):.4g}-{max(v[1:]):.4g}, never back within "
+                    f"{WORSE_ON_BOTH - 1:.0%} of where they started: the weights were thrown off (training diverged).",
+                    evidence, _diverged_actions(ctx), confidence="medium")]
+
+
 def _framework_floor(ctx: Context, events: list[LogEvent]) -> tuple[str | None, float | None]:
     framework = ctx.framework or next((e.details.get("framework") for e in events
                                        if e.kind == "overflow" and e.details.get("framework")), None)
@@ -2361,7 +2388,7 @@ def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts
     findings = detect_oom(events, counts, ctx, series) + detect_crash(events, counts)
     diverged = (detect_diverged(series, events, counts, ctx, non_finite) or detect_blown_up(series, ctx)
                 or _gave_back(series, ctx) or _collapsed_to_chance(series, ctx) or _jumped_then_frozen(series, ctx)
-                or _thrown_around(series, ctx))
+                or _thrown_around(series, ctx) or _worse_than_start_on_both(series, ctx))
     findings += diverged or detect_not_learning(series, ctx)
     findings += (detect_periodic(series, ctx) or detect_sawtooth(series, ctx, ctx.elisions or [])
                  or step_oscillation(series, ctx)
