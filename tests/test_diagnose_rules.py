@@ -1236,8 +1236,16 @@ def test_epoch_means_flat_at_ln_2_under_a_sawtooth_are_not_learning_and_periodic
     # and not-learning dropped the periodic finding.
     report = _diagnose(tmp_path, _unshuffled_binary_csv(stuck=True), name="metrics.csv")
     assert _kinds(report) == ["not-learning", "oscillation-periodic"], [(f.kind, f.evidence) for f in report.findings]
-    # The guard: the same saw-tooth on epoch means that fall 7% an epoch is a model that learns.
+    # The guards: the same saw-tooth on epoch means that fall 7% an epoch is a model that learns; and epoch means that
+    # came down from 5.0 and settled flat at 2.30 (= ln 10 by chance: a floor) were never at chance.
     report = _diagnose(tmp_path, _unshuffled_binary_csv(stuck=False), name="metrics2.csv")
+    assert "not-learning" not in _kinds(report), [(f.kind, f.evidence) for f in report.findings]
+    rows = ["epoch,step,train_loss_step,train_loss_epoch,val_loss"]
+    for epoch in range(16):
+        mean = 2.30 + 2.7 * 0.3 ** epoch
+        rows += [f"{epoch},{epoch * 40 + i},{mean * (1 + _noise(epoch * 40 + i, 0.1)):.4f},," for i in range(40)]
+        rows += [f"{epoch},{epoch * 40 + 39},,{mean + _noise(epoch, 0.003):.4f},", f"{epoch},{epoch * 40 + 39},,,{mean + 0.1:.4f}"]
+    report = _diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics3.csv")
     assert "not-learning" not in _kinds(report), [(f.kind, f.evidence) for f in report.findings]
 
 

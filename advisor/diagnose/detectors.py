@@ -1110,14 +1110,16 @@ def detect_not_learning(series: dict[str, list[Point]], ctx: Context) -> list[Fi
 
 
 EPOCH_MEANS_FLAT = 0.01  # epoch means whose second half spans less than this share of its level: flat
+EPOCH_MEANS_NEVER_ABOVE = 0.1  # ... and none after the first (which holds the fall from the initialisation) above the
+# level by more than this share: the loss never was far above where it sits
 
 
 def _epoch_means_at_chance(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
     """The training loss's epoch means (LN_K_COMMON_MIN_POINTS+ of them) flat over their second half (its range under
-    EPOCH_MEANS_FLAT of the level) at ln K, within LN_K_TOLERANCE (K from --classes, a chance-level accuracy, or a
-    common class count): a model at chance. An epoch mean averages out what the batches' order does to the step
-    losses (sorted data swinging 0.36-0.91 every epoch), so its flatness is the stronger evidence and the level is
-    read with the tolerance a stated K gets."""
+    EPOCH_MEANS_FLAT of the level), never (after the first) more than EPOCH_MEANS_NEVER_ABOVE above it, at ln K
+    within LN_K_TOLERANCE (K from --classes, a chance-level accuracy, or a common class count): a model at chance.
+    An epoch mean averages out what the batches' order does to the step losses (sorted data swinging 0.36-0.91 every
+    epoch), so its flatness is the stronger evidence and the level is read with the tolerance a stated K gets."""
     points = _finite(series.get("train_loss_epoch", []))
     if len(points) < LN_K_COMMON_MIN_POINTS:
         return []
@@ -1126,6 +1128,8 @@ def _epoch_means_at_chance(series: dict[str, list[Point]], ctx: Context) -> list
     level = _median(tail)
     if level <= 0 or max(tail) - min(tail) > EPOCH_MEANS_FLAT * level:
         return []
+    if max(values[1:]) > (1 + EPOCH_MEANS_NEVER_ABOVE) * level:
+        return []  # it came down to this level from well above (a healthy loss converging near ln K by chance)
     k, k_source, acc = _class_count(series, ctx)
     counts = [(k, k_source)] if k else [(c, "a common class count") for c in COMMON_CLASS_COUNTS]
     for count, source in counts:
