@@ -197,7 +197,7 @@ def test_the_second_fresh_batch_keeps_what_it_scored_once():
     Far below the issue's 90%: it does not claim the target."""
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     outcomes = bench.evaluate(None, LABELS, (UNSCORED_BATCH,))
-    _assert_scored_once_part_holds(outcomes, 41, 37)  # read to learn from since (dx-rules5): 37 (2026-12-07)
+    _assert_scored_once_part_holds(outcomes, 41, 38)  # read to learn from since (dx-rules5): 37, dx-rules9: 38
 
 
 def test_the_third_fresh_batch_keeps_what_it_scored_once():
@@ -209,8 +209,8 @@ def test_the_third_fresh_batch_keeps_what_it_scored_once():
     and trainspotter 0.2.6 (17) in the same hour (bench/diagnose_peers.py)."""
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     outcomes = bench.evaluate(None, LABELS, (NEW_BATCH,))
-    # Read to learn from since: 35 (dx-rules6), 40 (dx-rules7), 42 (dx-rules8).
-    _assert_scored_once_part_holds(outcomes, 50, 42)
+    # Read to learn from since: 35 (dx-rules6), 40 (dx-rules7), 42 (dx-rules8), 43 (dx-rules9).
+    _assert_scored_once_part_holds(outcomes, 50, 43)
 
 
 def test_the_fourth_fresh_batch_keeps_what_it_scored_once():
@@ -243,7 +243,7 @@ def test_the_fifth_fresh_batch_keeps_what_it_scored_once():
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     outcomes = bench.evaluate(None, LABELS, (SEVENTH_BATCH,))
     assert len(outcomes) == 51 and not [o.name for o in outcomes if not o.expected and o.error_level]
-    assert sum(o.right for o in outcomes) >= 50
+    assert sum(o.right for o in outcomes) >= 51  # 51 since dx-rules9 (both losses worse than their start)
 
 
 def test_the_sixth_fresh_batch_keeps_what_it_scored_once():
@@ -252,7 +252,11 @@ def test_the_sixth_fresh_batch_keeps_what_it_scored_once():
     the lead after dx-rules8 (which learned from batch 7) landed (main 64fb28b, 05:54 UTC, load 6.8): 25 of 32 right
     (0.78), every entry read, no error-level finding on its 24 healthy runs (2 with a warning-level finding).
     Below the issue's 90%: this guards against falling back, it does not claim the target. runmedic 0.1.1: 23,
-    trainspotter 0.2.6: 21 on the same entries (bench/diagnose_peers.py)."""
+    trainspotter 0.2.6: 21 on the same entries (bench/diagnose_peers.py). Spent since: dx-rules9 read its misses
+    and raised the count this guards (a sustained validation rise on a fine-tune, a loss creep while the mAP ends at
+    its best, a loss gap off a jumping validation, short jitter beside a settled validation, epoch means at ln 2
+    beside a periodic swing, 8 epochs too early for slow: 30)."""
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     outcomes = bench.evaluate(None, LABELS, (EIGHTH_BATCH,))
-    _assert_scored_once_part_holds(outcomes, 32, 25)
+    # Read to learn from since (dx-rules9): 30.
+    _assert_scored_once_part_holds(outcomes, 32, 30)
