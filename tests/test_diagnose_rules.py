@@ -1244,7 +1244,8 @@ def test_epoch_means_flat_at_ln_2_under_a_sawtooth_are_not_learning_and_periodic
     for epoch in range(16):
         mean = 2.30 + 2.7 * 0.3 ** epoch
         rows += [f"{epoch},{epoch * 40 + i},{mean * (1 + _noise(epoch * 40 + i, 0.1)):.4f},," for i in range(40)]
-        rows += [f"{epoch},{epoch * 40 + 39},,{mean + _noise(epoch, 0.003):.4f},", f"{epoch},{epoch * 40 + 39},,,{mean + 0.1:.4f}"]
+        rows += [f"{epoch},{epoch * 40 + 39},,{mean + _noise(epoch, 0.003):.4f},",
+                 f"{epoch},{epoch * 40 + 39},,,{mean + 0.1:.4f}"]
     report = _diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics3.csv")
     assert "not-learning" not in _kinds(report), [(f.kind, f.evidence) for f in report.findings]
 
@@ -1325,3 +1326,35 @@ def test_both_losses_thrown_above_their_start_and_never_back_is_divergence(tmp_p
     assert not any(f.kind == "diverged" and "only got worse" in f.summary for f in report.findings)
     report = _diagnose(tmp_path, _regression_log([1.237, 1.1, 1.0, 0.95, 0.9, 0.85, 0.82, 0.8], val), "fits.log")
     assert "diverged" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+
+
+def _fine_tune_detector_csv(map_creeps: bool):
+    # Ultralytics results.csv, a fine-tune from trained weights, 100 epochs: training falls 3.45 -> 2.25; the summed
+    # validation loss is best at epoch 2 (3.66), wanders 3.65-4.25, then eases to 3.78 (3% above its best);
+    # mAP50-95 peaks at epoch 2 (0.538) and wanders 0.42-0.52 after, or else creeps to new highs (0.55 -> 0.60) over
+    # the last third.
+    rng = random.Random(17)
+    rows = ["epoch,train/box_loss,train/cls_loss,train/dfl_loss,metrics/mAP50(B),metrics/mAP50-95(B),val/box_loss,"
+            "val/cls_loss,val/dfl_loss"]
+    for e in range(1, 101):
+        train = 3.45 - 1.2 * (e - 1) / 99 + rng.uniform(-0.05, 0.05)
+        val = 3.66 if e == 2 else (3.95 + rng.uniform(-0.3, 0.3) if e < 80 else 3.95 - 0.17 * (e - 79) / 21)
+        m = 0.538 if e == 2 else 0.47 + rng.uniform(-0.05, 0.05)
+        if map_creeps and e > 66:
+            m = 0.55 + 0.05 * (e - 67) / 33
+        rows.append(f"{e},{train / 3:.5f},{train / 3:.5f},{train / 3:.5f},{m + 0.2:.5f},{m:.5f},{val / 3:.5f},"
+                    f"{val / 3:.5f},{val / 3:.5f}")
+    return "\n".join(rows) + "\n"
+
+
+def test_a_fine_tune_whose_loss_and_map_never_beat_their_early_best_is_overfitting(tmp_path):
+    # World batches 1-2 (spent): YOLOv8 fine-tuned on wheat and weeds, 102 epochs: the validation loss's best at
+    # epoch 2, the mAP50-95's too, neither beaten in 100 epochs while the training loss fell 35%. The loss ends only
+    # 3% above its best (no rise to read) and its second half even falls a little (not flat), so the loss rules said
+    # nothing; the quality's stall, which the quality rule reads when no loss is logged, says it.
+    report = _diagnose(tmp_path, _fine_tune_detector_csv(map_creeps=False), name="results.csv")
+    assert _kinds(report) == ["overfitting"], [(f.kind, f.summary) for f in report.findings]
+    assert "validation loss has not beaten its best" in report.findings[0].summary
+    # The guard: the same losses with an mAP that sets new highs over the last third is no stall.
+    report = _diagnose(tmp_path, _fine_tune_detector_csv(map_creeps=True), name="results2.csv")
+    assert "overfitting" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]

@@ -1960,7 +1960,8 @@ def _train_fall_on_plateau(train: list[Point], val: list[Point], level: float, h
     return (first - last) / abs(first) if first else 0.0
 
 
-def _quality_stalled_overfitting(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+def _quality_stalled_overfitting(series: dict[str, list[Point]], ctx: Context, val: list[Point] | None = None
+                                 ) -> list[Finding]:
     """No validation loss, only a quality (accuracy, mAP, BLEU, F1: higher is better): overfitting when the quality
     stopped improving (its best OVERFIT_SINCE+ evaluations old and older than VAL_STALE_SHARE of them, the last ones
     no better than those around the best: _validation_stalled's rule, mirrored) while the training loss fell
@@ -1987,11 +1988,39 @@ def _quality_stalled_overfitting(series: dict[str, list[Point]], ctx: Context) -
                 "quality_last": round(values[-1], 5), "evaluations_since_best": len(values) - 1 - best,
                 "train_fall_on_plateau": round(fall, 3), "val_points": len(values)}
     what = {"val_acc": "accuracy", "val_map": "mAP", "val_score": "score"}.get(name, name)
+    if val:
+        loss = _values(val)
+        at = min(range(len(loss)), key=loss.__getitem__)
+        evidence.update({"val_loss_best": round(loss[at], 6), "val_loss_best_at": _where(val, at)})
+        why = (f"; the validation loss has not beaten its best ({loss[at]:.4g} at {_describe(_where(val, at))}) "
+               "either: overfitting.")
+    else:
+        why = ": overfitting (the log prints no validation loss)."
     return [Finding("overfitting", "warning",
                     f"The validation {what} peaked at {values[best]:.4g} at {_describe(_where(quality, best))} and has "
                     f"not improved in the {len(values) - 1 - best} evaluations since (last {values[-1]:.4g}) while the "
-                    f"training loss fell {fall:.0%} more: overfitting (the log prints no validation loss).",
+                    f"training loss fell {fall:.0%} more" + why,
                     evidence, overfitting_actions(ctx), confidence="medium")]
+
+
+def _stalled_quality(series: dict[str, list[Point]], val: list[Point], ctx: Context) -> list[Finding]:
+    """Overfitting read from the quality (_quality_stalled_overfitting): when the log prints no validation loss, or
+    when its validation loss too never beat a best from its first quarter (_loss_never_beat_early_best: both
+    validation measures stalled early, the loss's best said beside the quality's)."""
+    if len(val) < 4 and not series.get("test_loss"):
+        return _quality_stalled_overfitting(series, ctx)
+    if _loss_never_beat_early_best(val):
+        return _quality_stalled_overfitting(series, ctx, val)
+    return []
+
+
+def _loss_never_beat_early_best(val: list[Point]) -> bool:
+    """The validation loss (2 x OVERFIT_SINCE+ evaluations) set its best in its first quarter and never beat it."""
+    values = _values(val)
+    if len(values) < 2 * OVERFIT_SINCE:
+        return False
+    best = min(range(len(values)), key=values.__getitem__)
+    return len(values) - 1 - best >= max(OVERFIT_SINCE, (1 - VAL_STALE_SHARE) * len(values))
 
 
 OVERFIT_PLATEAU_FALL = 0.15  # training's fall over validation's plateau that says it still fits the training set
@@ -2001,10 +2030,9 @@ QUALITY_ROOM = 0.9  # a quality (0-1 or 0-100 scale) at or above this share of p
 def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
     train = _finite(series.get(TRAIN_LOSS, []) or series.get("train_loss_epoch", []))
     val = _finite(series.get(VAL_LOSS, []))
-    if len(val) < 4 and not series.get("test_loss"):
-        quality = _quality_stalled_overfitting(series, ctx)
-        if quality:
-            return quality
+    quality = _stalled_quality(series, val, ctx)
+    if quality:
+        return quality
     findings = []
     if len(train) < MIN_POINTS:
         return _few_points_overfitting(train, val, ctx, series)
