@@ -161,6 +161,23 @@ def test_the_eighth_batch_is_mostly_committed_files_with_a_few_runs_trained_here
     assert "crash" in {k for n in generated for k in fresh[n]["kinds"]}
 
 
+def test_the_ninth_batch_is_mostly_committed_files_with_a_few_runs_trained_here():
+    """Batch 9 (issue 37) asks for at least 24 files committed in public repositories and at most 10 runs really
+    trained here (on a task no earlier batch used), with an oom among the runs; a third or more of it healthy but not
+    much more than half, and a third or more of its committed files not healthy (committed logs of sick runs, not only
+    healthy ones); nothing here reads the entries' curves."""
+    fresh = {n: e for n, e in LABELS.items() if e.get("batch", 1) == NINTH_BATCH}
+    committed = [n for n, e in fresh.items() if COMMIT.match(e["source"])]
+    generated = [n for n, e in fresh.items() if e["source"].startswith("generated: ")]
+    assert len(committed) >= 24 and 1 <= len(generated) <= 10, (len(committed), len(generated))
+    assert len(committed) + len(generated) == len(fresh)
+    assert all(n.startswith("gen-ts-") for n in generated), "batch 9 trains on the series-forecasting task only"
+    assert "oom" in {k for n in generated for k in fresh[n]["kinds"]}
+    healthy = sum(not e["kinds"] for e in fresh.values())
+    assert 3 * healthy >= len(fresh) and healthy <= 0.55 * len(fresh), (healthy, len(fresh))
+    assert 3 * sum(bool(fresh[n]["kinds"]) for n in committed) >= len(committed)
+
+
 def _assert_scored_once_part_holds(outcomes, entries: int, at_least_right: int) -> None:
     """What a part scored once keeps: its size, every entry read, no error-level finding on a healthy run, and
     no fewer right than it scored."""
