@@ -26,6 +26,9 @@ Batch 7 (the `gen-tf-*`, `gen-tg-*`, `gen-va-*` and `gen-lr-*` runs, all held ba
 Transformer reversing token sequences, a bidirectional GRU tagger, a VAE on the bundled digits, and logistic regression
 on a make_classification table; it adds Keras' `verbose=2` console text, a step-line text format, a real CPU OOM from
 written-out attention scores at a longer sequence length, and a crash from scikit-learn's f1_score on three tags.
+Batch 8 (the `gen-sp-*` runs) trains an MLP on two interleaved spirals. Batch 9 (the `gen-ts-*` runs, all held back)
+trains a new task: one-step-ahead forecasting of a seeded noisy two-sine series with an MLP (mean squared error), and
+adds a real CPU OOM from a torch.cdist nearest-neighbour baseline under a capped data segment.
 """
 
 from __future__ import annotations
@@ -687,6 +690,8 @@ def task5(cfg):
         return task7(cfg)
     if cfg["task"] == "sp":
         return task8(cfg)
+    if cfg["task"] == "ts":
+        return task9(cfg)
     if cfg["task"] == "cl":
         train, val, vocab = char_data(cfg.get("train_chars"))
         model = CharGRU(vocab, cfg["width"])
@@ -1057,7 +1062,8 @@ SCENARIOS6 = {
 
 
 def scenario_config(scenario: str) -> dict:
-    return SCENARIOS5.get(scenario) or SCENARIOS6.get(scenario) or SCENARIOS7.get(scenario) or SCENARIOS8[scenario]
+    return (SCENARIOS5.get(scenario) or SCENARIOS6.get(scenario) or SCENARIOS7.get(scenario)
+            or SCENARIOS8.get(scenario) or SCENARIOS9[scenario])
 
 
 def wine_data(n_train: int, sorted_by_class: bool = False):
@@ -1529,6 +1535,100 @@ def spiral_crash(name: str, out: str) -> None:
     crashing_script_log(name, out, "train_spirals.py", SPIRAL_CRASH_SCRIPT)
 
 
+# ---- batch 9 (the `gen-ts-*` runs, all held back): a task new to the corpus ----------------------------------------
+# ts: one-step-ahead forecasting of a seeded noisy series (two sines, periods 25 and 7, amplitudes 1 and 0.5, Gaussian
+#     noise 0.3): from the last 32 values predict the next one, an MLP (32 -> width -> width -> 1), mean squared error.
+#     Predicting the series' mean scores ~0.72, the noise floor is 0.09. Training windows come from one series (seed
+#     91), validation windows (500) from another (seed 92). "sorted" feeds the windows ordered by their target value,
+#     lowest first, never shuffled; "noise" raises the series' noise (the overfitting run: 32 windows at noise 1.0);
+#     "jump" is the schedule bug of batch 5 (the LR set to 3.0 after 6 good epochs).
+
+SCENARIOS9 = {
+    "ts-healthy": dict(task="ts", n_train=2000, epochs=12, batch=32, opt="adam", lr=1e-4, width=64),
+    "ts-lr": dict(task="ts", n_train=2000, epochs=12, batch=32, opt="adam", lr=1e-3, width=64, jump=(6, 3.0)),
+    "ts-jitter": dict(task="ts", n_train=2000, epochs=4, batch=1, opt="sgd", lr=0.01, width=64),
+    "ts-periodic": dict(task="ts", n_train=2000, epochs=10, batch=25, opt="adam", lr=3e-3, width=64, sorted=True),
+    "ts-overfit": dict(task="ts", n_train=32, epochs=120, batch=32, opt="adam", lr=3e-3, width=256, noise=1.0),
+    "ts-slow": dict(task="ts", n_train=2000, epochs=30, batch=250, opt="sgd", lr=2e-3, width=64),
+}
+SERIES_WINDOW = 32
+
+
+def series_data(n: int, seed: int, sorted_by_target: bool = False, noise: float = 0.3):
+    """n windows of SERIES_WINDOW values of a seeded noisy two-sine series, and the value that follows each."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    t = torch.arange(n + SERIES_WINDOW, dtype=torch.float32)
+    phase = torch.rand(2, generator=g) * 2 * math.pi
+    s = (torch.sin(2 * math.pi * t / 25 + phase[0]) + 0.5 * torch.sin(2 * math.pi * t / 7 + phase[1])
+         + noise * torch.randn(len(t), generator=g))
+    x, y = s.unfold(0, SERIES_WINDOW, 1)[:n].contiguous(), s[SERIES_WINDOW:SERIES_WINDOW + n][:, None].contiguous()
+    if sorted_by_target:  # the windows exported ordered by the value to forecast
+        order = torch.argsort(y[:, 0])
+        x, y = x[order], y[order]
+    return x, y
+
+
+def task9(cfg):
+    """(model, loss_fn, training batches per epoch as a function of the epoch, validation (x, y)) of batch 9."""
+    import torch
+
+    xt, yt = series_data(cfg["n_train"], 91, cfg.get("sorted", False), cfg.get("noise", 0.3))
+    xv, yv = series_data(500, 92, noise=cfg.get("noise", 0.3))
+    torch.manual_seed(0)
+    w = cfg["width"]
+    model = torch.nn.Sequential(torch.nn.Linear(SERIES_WINDOW, w), torch.nn.ReLU(), torch.nn.Linear(w, w),
+                                torch.nn.ReLU(), torch.nn.Linear(w, 1))
+
+    def epoch_batches(epoch):
+        return [(xt[i], yt[i]) for i in batches(len(yt), cfg["batch"], not cfg.get("sorted", False), epoch)]
+
+    return model, torch.nn.functional.mse_loss, epoch_batches, (xv, yv)
+
+
+SERIES_OOM_SCRIPT = textwrap.dedent('''
+    """The series forecaster on a host with ~400 MB left for this process (the data segment capped): from epoch 3 the
+    validation adds a nearest-neighbour baseline, the distance from each of 20000 recent windows to each of 60000
+    history windows in one torch.cdist call (4.8 GB of floats): the real allocator error ends the run."""
+    import resource, sys
+    import torch
+    sys.path.insert(0, {here!r})
+    from generate import SCENARIOS9, series_data, task9
+    torch.set_num_threads(1)
+    cfg = SCENARIOS9["ts-healthy"]
+    model, loss_fn, epoch_batches, (xv, yv) = task9(cfg)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"])
+    history, _ = series_data(60000, 93)
+    recent, _ = series_data(20000, 94)
+    with open("/proc/self/status") as status:
+        used = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmData"))
+    resource.setrlimit(resource.RLIMIT_DATA, (used + 400 * 2**20, resource.RLIM_INFINITY))
+    step = 0
+    for epoch in range(1, cfg["epochs"] + 1):
+        total = 0.0
+        for x, y in epoch_batches(epoch):
+            loss = loss_fn(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            step += 1
+            total += loss.item()
+            if step % 20 == 0:
+                print(f"epoch {{epoch}} | step {{step}} | mse {{loss.item():.4f}}", flush=True)
+        with torch.no_grad():
+            print(f"epoch {{epoch}} | train_mse {{total / len(epoch_batches(epoch)):.4f}} | "
+                  f"val_mse {{loss_fn(model(xv), yv).item():.4f}}", flush=True)
+            if epoch >= 3:  # the nearest-neighbour baseline
+                nearest = torch.cdist(recent, history).argmin(1)
+                print(f"epoch {{epoch}} | knn baseline over {{len(nearest)}} windows", flush=True)
+''')
+
+
+def series_oom(name: str, out: str) -> None:
+    crashing_script_log(name, out, "train_forecaster.py", SERIES_OOM_SCRIPT, env={"MALLOC_MMAP_THRESHOLD_": "65536"})
+
+
 # name -> (writer, scenario or death kind)
 RUNS = {
     "gen-sw-01": ("summarywriter", "healthy"),
@@ -1692,6 +1792,14 @@ RUNS = {
     "gen-sp-hf-01": ("hf5", "sp-stuck"),
     "gen-sp-pltb-01": ("lightning-tb5", "sp-periodic"),
     "gen-sp-text-01": ("spiral-crash", "sp-healthy"),
+    # ninth batch (labels.toml batch = 9, all held back): one-step-ahead forecasting of a noisy two-sine series
+    "gen-ts-sw-01": ("summarywriter5", "ts-healthy"),
+    "gen-ts-keras-01": ("keras5", "ts-lr"),
+    "gen-ts-plcsv-01": ("lightning-csv5", "ts-jitter"),
+    "gen-ts-pltb-01": ("lightning-tb5", "ts-periodic"),
+    "gen-ts-hf-01": ("hf5", "ts-overfit"),
+    "gen-ts-text-01": ("series-oom", "ts-healthy"),
+    "gen-ts-text-02": ("step-text7", "ts-slow"),
 }
 
 
@@ -1709,7 +1817,8 @@ def generate(name: str, out: str) -> None:
               "keras-console7": keras_console7, "step-text7": step_text7,
               "attention-oom": lambda n, w, o: attention_oom(n, o),
               "tagger-crash": lambda n, w, o: tagger_crash(n, o),
-              "spiral-crash": lambda n, w, o: spiral_crash(n, o)}
+              "spiral-crash": lambda n, w, o: spiral_crash(n, o),
+              "series-oom": lambda n, w, o: series_oom(n, o)}
     if writer in batch5:
         batch5[writer](name, what, out)
     elif writer == "summarywriter":
