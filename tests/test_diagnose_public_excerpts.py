@@ -531,3 +531,33 @@ def test_a_text_log_with_a_stretch_of_nul_bytes_is_read_around_it(tmp_path):
     path.write_bytes(b"yolov3_training\n" + b"".join(lines[:3]) + b"\0" * 4000 + b"".join(lines[3:]))
     rep = diagnose_source(str(path))
     assert rep.readable and rep.stats.series_lengths.get("train_loss", 0) >= 190, rep.stats
+
+
+@pytest.mark.parametrize("encoding, mark", [("utf-16-le", b"\xff\xfe"), ("utf-16-be", b"\xfe\xff"), ("utf-8", b"\xef\xbb\xbf")])
+def test_a_log_with_a_byte_order_mark_is_read_as_text(tmp_path, encoding, mark):
+    """PowerShell's `python train.py > train.log` writes UTF-16 with a byte-order mark; Notepad saves UTF-8 with one.
+    Both are text logs: a console log (streamed), a CSV (a whole file) and a CSV in a run folder are read as text,
+    with the same series and findings as their UTF-8 copies, never as binary. Lines long enough to cross a read
+    block's boundary mid-character are read whole."""
+    from advisor.diagnose import diagnose_folder
+
+    console = [f"Epoch {e}/30 - loss: {1.0 / (e + 1):.4f} - val_loss: {0.5 + 0.05 * abs(e - 5):.4f} - lr: 0.001"
+               for e in range(1, 31)] + ["Traceback (most recent call last):", "  File \"train.py\", line 9",
+                                         "KeyError: 'image' " + "é" * 5000]
+    rows = ["epoch,acc,loss,val_acc,val_loss"] + [
+        f"{e},{0.5 + 0.04 * e:.4f},{1.0 / (e + 1):.4f},{0.6 + 0.01 * min(e, 5):.4f},{0.5 + 0.05 * abs(e - 5):.4f}"
+        for e in range(20)]
+    for name, lines in (("train.log", console), ("history.csv", rows)):
+        plain, marked = tmp_path / f"plain-{name}", tmp_path / name
+        plain.write_text("\r\n".join(lines) + "\r\n", encoding="utf-8")
+        marked.write_bytes(mark + ("\r\n".join(lines) + "\r\n").encode(encoding))
+        want, got = diagnose_source(str(plain)), diagnose_source(str(marked))
+        assert got.readable and got.stats.series_lengths == want.stats.series_lengths, (name, got.stats)
+        assert got.stats.series_lengths.get("val_loss", 0) >= 20, (name, got.stats)
+        assert [f.kind for f in got.findings] == [f.kind for f in want.findings], name
+    assert "crash" in {f.kind for f in diagnose_source(str(tmp_path / "train.log")).findings}
+    run = tmp_path / "run" / "version_0"
+    run.mkdir(parents=True)
+    (run / "metrics.csv").write_bytes(mark + ("\n".join(rows) + "\n").encode(encoding))
+    reps = diagnose_folder(str(tmp_path / "run"))
+    assert any(r.stats.series_lengths.get("val_loss") == 20 for r in reps), [r.stats for r in reps]

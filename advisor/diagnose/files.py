@@ -19,6 +19,7 @@ import os
 import struct
 
 from ..errors import AdvisorError
+from .bom import text_bytes
 from .names import classify, position_name, words
 from .readers import _points_from_pairs, to_float
 from .records import Point, dataclass, field
@@ -549,7 +550,7 @@ def read_mlflow_metrics(run_dir: str, files: list[str]) -> FileRead:
 def read_whole_file(path: str, kind: str, data: bytes, stage: str | None = None) -> FileRead:
     if kind == "tensorboard":
         return read_tensorboard(path, data, stage)
-    text = data.decode("utf-8", errors="replace")
+    text = text_bytes(data).decode("utf-8", errors="replace")
     if kind == "csv":
         return read_csv(path, text)
     if kind == "metrics-jsonl":

@@ -17,6 +17,7 @@ import re
 
 from .readers import (FAILURE_READERS, METRIC_READERS, RANK_PREFIX, LineReader, csv_points, known_formats,
                       trainer_state_points)
+from .bom import text_stream
 from .files import whole_file_kind
 from .records import TRAIN_LOSS, VAL_LOSS, LogEvent, Point, ReadStats, dataclass, field
 
@@ -732,6 +733,7 @@ class CarriageReturnLines(io.RawIOBase):
 def read_source(stream: io.BufferedIOBase, name: str, forced_format: str | None = None) -> Collected:
     """Read one log (file or stdin) into series and events. A file whose head is binary is not read further: it
     ends at once, whatever its size, with one binary 'line' counted (the CLI says it looks binary)."""
+    stream = text_stream(stream)
     head = stream.peek(65536)[:65536] if hasattr(stream, "peek") else b""
     if b"\r" in head and b"\n" not in head:
         stream = io.BufferedReader(CarriageReturnLines(stream))
