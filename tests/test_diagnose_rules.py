@@ -180,6 +180,24 @@ def test_a_fine_tune_creeping_at_high_accuracy_is_not_slow(tmp_path):
     assert "slow-convergence" not in _kinds(report)
 
 
+def test_a_loss_falling_along_a_straight_line_is_slow_though_half_its_start_is_near(tmp_path):
+    # Plain SGD at a small LR: 0.73 -> 0.41 in 30 epochs, 0.011 an epoch at the end as at the start, validation at
+    # training's level. At that pace half the start is 5 epochs away, but the curve has not begun to bend towards
+    # any floor: slow (a world-corpus regression run labelled so). A noisy straight line (R^2 under 0.98) is not.
+    rng = random.Random(3)
+    train = [0.7266 - 0.0111 * e for e in range(30)]
+    val = [t + 0.024 - 0.0006 * e for e, t in enumerate(train)]
+    text = "".join(f"Epoch {e}: train_loss={t:.4f} val_loss={v:.4f}\n" for e, (t, v) in enumerate(zip(train, val), 1))
+    assert _kinds(_diagnose(tmp_path, text)) == ["slow-convergence"]
+    noisy = [t + rng.gauss(0, 0.03) for t in train]
+    text = "".join(f"Epoch {e}: train_loss={t:.4f} val_loss={t + 0.02:.4f}\n" for e, t in enumerate(noisy, 1))
+    assert "slow-convergence" not in _kinds(_diagnose(tmp_path, text, "noisy.log"))
+    # Converging (a geometric fall to a floor of 0.3 over the same span) is not slow either.
+    bent = [0.3 + 0.43 * 0.9 ** e for e in range(30)]
+    text = "".join(f"Epoch {e}: train_loss={t:.4f} val_loss={t + 0.02:.4f}\n" for e, t in enumerate(bent, 1))
+    assert "slow-convergence" not in _kinds(_diagnose(tmp_path, text, "bent.log"))
+
+
 def test_a_loss_slowing_down_towards_its_floor_is_not_slow(tmp_path):
     # A detection-style validation loss 6.0 -> 3.4 in 40 epochs: a fast fall, then a slow tail towards its floor
     # (its last quarter falls a fifth as fast as its first) while training goes 6.9 -> 2.3: converging, not slow,

@@ -277,8 +277,8 @@ def test_the_sixth_fresh_batch_keeps_what_it_scored_once():
     beside a periodic swing, 8 epochs too early for slow: 30)."""
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     outcomes = bench.evaluate(None, LABELS, (EIGHTH_BATCH,))
-    # Read to learn from since (dx-rules9): 30.
-    _assert_scored_once_part_holds(outcomes, 32, 30)
+    # Read to learn from since (dx-rules9): 30, dx-rules10: 31.
+    _assert_scored_once_part_holds(outcomes, 32, 31)
 
 
 def test_the_seventh_fresh_batch_keeps_what_it_scored_once():
@@ -293,6 +293,7 @@ def test_the_seventh_fresh_batch_keeps_what_it_scored_once():
     outcomes = bench.evaluate(None, LABELS, (NINTH_BATCH,))
     assert len(outcomes) == 39
     assert not [o.name for o in outcomes if not o.expected and o.error_level]
-    # Read to learn from since (dx-rules10): 31, none unreadable (a UTF-16 log with a byte-order mark is text).
-    assert sum(o.right for o in outcomes) >= 31
+    # Read to learn from since (dx-rules10): 31 (a UTF-16 log with a byte-order mark is text, none unreadable),
+    # then 32 (a loss falling along a straight line is slow).
+    assert sum(o.right for o in outcomes) >= 32
     assert not [o.name for o in outcomes if o.unreadable]

@@ -15,7 +15,9 @@ guessed from an accuracy. The run is slow when all of these hold:
   far from any floor, so no floor has to be known (a run without an accuracy is judged too);
 - at that rate, reaching its target would take more epochs than the run has had so far
   (projected = ln(now / target) / -ln(1 - r)); the target is half its start, or for validation the level the
-  training loss has reached when that is higher (validation is not expected below it);
+  training loss has reached when that is higher (validation is not expected below it); a curve of
+  STRAIGHT_MIN_POINTS+ points falling along a straight line (R^2 STRAIGHT_R2+, its last quarter falling STRAIGHT_PACE+
+  as much as its first, in loss units) is slow whatever this projection: it has not begun to bend towards a floor;
 - the curve begins at the run's start (first epoch 0 or 1, where epochs are printed): a mid-run excerpt's first
   value is not the untrained level; nor is the first value of a curve whose smoothed first quarter climbs more than
   ABOVE_START above it (a fine-tune from trained weights that a warm-up set back first);
@@ -43,6 +45,13 @@ STEADY_PACE = 0.6
 GOOD_ACCURACY = 0.7
 SLOW_FEW_EPOCHS = 10  # below this many epochs, a slow verdict needs its target SLOW_FAR times the run away (medium
 SLOW_FAR = 3.0  # confidence); a nearer one is the start of a run still improving (8 YOLO epochs, mAP 0.06 -> 0.27)
+# A loss falling along a straight line, its last quarter falling (in loss units) as much as its first, has not begun to
+# bend towards any floor: the step size, not the distance left, sets its pace (an SGD at a small LR far from the
+# minimum). Slow however near its half-start target a straight line would take it. World corpus batches 1-9: slow
+# runs R^2 0.98-1.000; healthy curves that keep their absolute pace at 20+ epochs R^2 0.95 at most.
+STRAIGHT_MIN_POINTS = 20
+STRAIGHT_R2 = 0.98
+STRAIGHT_PACE = 0.8
 
 
 def _per_epoch(series: dict[str, list[Point]]) -> list[tuple[str, list[Point]]]:
@@ -114,12 +123,35 @@ def slow_pace(values: list[float], floor: float = 0.0) -> dict | None:
         return None
     rate = 1 - (now / smooth[mid]) ** (1 / span)
     projected = math.log(now / target) / -math.log(1 - rate)
-    if projected <= len(values):
+    straight = straight_fall(values)
+    if projected <= len(values) and straight is None:
         return None
     return {"start": round(start, 6), "now_smoothed": round(now, 6), "progress": round(progress, 4),
             "rate_per_epoch": round(rate, 5), "target": round(target, 6), "projected_epochs_to_target": round(projected, 1),
             "epochs_run": len(values), "second_half_fall": round(fell, 6), "second_half_noise": round(noise, 6),
-            "pace_last_to_first_quarter": round(paces[1] / paces[0], 3)}
+            "pace_last_to_first_quarter": round(paces[1] / paces[0], 3),
+            **({"straight_line_r2": round(straight, 4)} if straight is not None else {})}
+
+
+def straight_fall(values: list[float]) -> float | None:
+    """R^2 of a line fitted to the curve when it falls along a straight line (STRAIGHT_R2+, STRAIGHT_MIN_POINTS+
+    points) with its last quarter falling STRAIGHT_PACE+ as much as its first (medians, in loss units), else None."""
+    n = len(values)
+    if n < STRAIGHT_MIN_POINTS:
+        return None
+    quarter = n // 4
+    q1, q2, q3 = (median(values[i * quarter:(i + 1) * quarter]) for i in (0, 1, 2))
+    q4 = median(values[3 * quarter:])
+    if q1 - q2 <= 0 or q3 - q4 < STRAIGHT_PACE * (q1 - q2):
+        return None
+    mx, my = (n - 1) / 2, sum(values) / n
+    sxx = sum((x - mx) ** 2 for x in range(n))
+    slope = sum((x - mx) * (y - my) for x, y in enumerate(values)) / sxx
+    total = sum((y - my) ** 2 for y in values)
+    if slope >= 0 or total <= 0:
+        return None
+    r2 = 1 - sum((y - my - slope * (x - mx)) ** 2 for x, y in enumerate(values)) / total
+    return r2 if r2 >= STRAIGHT_R2 else None
 
 
 def _training_fell_by_half(series: dict[str, list[Point]]) -> bool:
@@ -182,4 +214,4 @@ def _slow_finding(name: str, points: list[Point], pace: dict, ctx) -> Finding:
         confidence=confidence)
 
 
-__all__ = ["detect_slow_epochs", "quarter_paces", "slow_pace", "steady"]
+__all__ = ["detect_slow_epochs", "quarter_paces", "slow_pace", "steady", "straight_fall"]
