@@ -174,6 +174,17 @@ def test_classifier_creeping_under_ln2_with_majority_accuracy_is_slow(tmp_path):
     assert _kinds(report) == ["slow-convergence"]
 
 
+def test_a_keras_history_csv_without_an_epoch_column_is_read_per_epoch(tmp_path):
+    # `pd.DataFrame(history.history).to_csv(index=False)`: no epoch column, a validation loss on every row. Each row
+    # is an epoch (Keras validates once an epoch): 30 rows creeping 1.1% an epoch are a slow run, judged by the
+    # per-epoch rule (read as 30 steps, the per-step rule needs 50+ points and judged nothing).
+    val, train = _creep(262, 0.0105, 30), _creep(255, 0.011, 30)
+    text = "loss,val_loss\n" + "".join(f"{t:.3f},{v:.3f}\n" for t, v in zip(train, val))
+    report = _diagnose(tmp_path, text, "history.csv")
+    assert _kinds(report) == ["slow-convergence"]
+    assert {p.cadence for p in report.series["val_loss"]} == {"epoch"}
+
+
 def test_a_fine_tune_creeping_at_high_accuracy_is_not_slow(tmp_path):
     val, train = _creep(0.45, 0.01, 10), _creep(0.40, 0.012, 10)
     report = _diagnose(tmp_path, _epoch_log(train, val, [0.88 + 0.002 * e for e in range(10)]))

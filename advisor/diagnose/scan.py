@@ -653,10 +653,24 @@ def scan_file_format(kind: str, stream: io.BufferedIOBase, collected: Collected)
         rows = ((number, row) for number, row in enumerate(reader, start=2))
         points = csv_points(header, rows)
         stats.lines = reader.line_num
+        _history_rows_are_epochs(points)
     stats.parsed_lines = len({p.line for p in points})
     stats.formats[kind] = stats.parsed_lines
     for point in points:
         collected.add_point(point)
+
+
+def _history_rows_are_epochs(points: list[Point]) -> None:
+    """A CSV with no step or epoch column whose every row holds a validation loss is a Keras history dump
+    (``pd.DataFrame(history.history).to_csv()``): validation runs once an epoch, so each row is an epoch. Read as
+    steps, a 40-epoch run is judged by the per-step rules, which need 50+ points."""
+    if not points or any(p.step is not None or p.epoch is not None or p.cadence for p in points):
+        return
+    rows = {p.line for p in points}
+    if {p.line for p in points if p.name == VAL_LOSS} != rows:
+        return
+    for point in points:
+        point.cadence = "epoch"
 
 
 def json_failure(exc: ValueError) -> str:
