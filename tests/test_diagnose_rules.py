@@ -185,6 +185,22 @@ def test_a_keras_history_csv_without_an_epoch_column_is_read_per_epoch(tmp_path)
     assert {p.cadence for p in report.series["val_loss"]} == {"epoch"}
 
 
+def test_a_text_log_with_training_sessions_appended_judges_the_last(tmp_path):
+    # One log file that a script appended to three times (a logging handler in append mode): each session's epoch
+    # counter starts again at 1 and its loss at ~0.23. Joined, each restart is a jump up in a curve near 0.001
+    # (read as jitter); each session alone is a healthy run. A config line's "'epochs': 10" before it is no session.
+    text = "INFO config {'epochs': 10, 'lr': 0.001}\n"
+    for session in range(3):
+        text += "INFO - Training started\n"
+        for e in range(1, 11):
+            text += f"INFO - Epoch {e}: Training Loss = {0.23 * 0.45 ** (e - 1) * (1.3 if e % 3 == 0 else 1):.4f}\n"
+            text += f"INFO - Validation Accuracy: {min(100.0, 94 + e):.2f}%\n"
+    report = _diagnose(tmp_path, text, "training.log")
+    assert _kinds(report) == [], [(f.kind, f.summary) for f in report.findings]
+    assert len(report.series["train_loss"]) == 10
+    assert any("training sessions" in note for note in report.stats.notes)
+
+
 def test_a_fine_tune_creeping_at_high_accuracy_is_not_slow(tmp_path):
     val, train = _creep(0.45, 0.01, 10), _creep(0.40, 0.012, 10)
     report = _diagnose(tmp_path, _epoch_log(train, val, [0.88 + 0.002 * e for e in range(10)]))

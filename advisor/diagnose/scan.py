@@ -774,9 +774,49 @@ def read_source(stream: io.BufferedIOBase, name: str, forced_format: str | None 
             size = None
         scanner.scan_stream(stream, size)
         collected = scanner.collected
+        _last_session(collected)
     collected.stats.sources.append(name)
     finish_collected(collected)
     return collected
+
+
+SESSION_MIN_EPOCHS = 3  # a last session this many epochs long or longer is judged on its own
+
+
+def _last_session(collected: Collected) -> None:
+    """A text log that holds several training sessions appended (`>>` to one file, a script run again, a log
+    handler in append mode): the epoch counter starts again at its first value. Each session is its own run; joined,
+    a new session's start reads as the curve jumping back up (jitter, overfitting). The last one, SESSION_MIN_EPOCHS+
+    epochs long, is judged, as for a per-epoch CSV (files._last_session); the events of every session stay. A lone
+    number read as an epoch before (a config line's 'epochs': 10) counts no session."""
+    points = sorted((p for series in collected.series.values() for p in series
+                     if p.epoch is not None and math.isfinite(p.epoch) and float(p.epoch).is_integer()),
+                    key=lambda p: p.line)  # whole epochs: a fraction (progress within one) counts no session
+    if not points:
+        return
+    restarts, previous, session = [], None, set()  # session: the epochs the current session counted
+    for point in points:
+        if previous is not None and point.epoch < previous and point.epoch <= min(session) and len(session) >= 2:
+            restarts.append(point.line)  # a counter that counted 2+ epochs, back to its first value or below
+            session = set()
+        session.add(point.epoch)
+        previous = point.epoch
+    if not restarts:
+        return
+    start = restarts[-1]
+    if len({p.epoch for p in points if p.line >= start}) < SESSION_MIN_EPOCHS:
+        return
+    for name in list(collected.series):
+        kept = [p for p in collected.series[name] if p.line >= start]
+        if kept:
+            collected.series[name] = kept
+        else:
+            del collected.series[name]
+    collected.non_finite = {k: p for k, p in collected.non_finite.items() if p.line >= start}
+    collected.elisions = [line for line in collected.elisions if line >= start]
+    collected.stats.notes.append(f"the epoch counter starts again {len(restarts)} time(s) (the log holds "
+                                 f"{len(restarts) + 1} training sessions, appended): the last one, from line {start}, "
+                                 "is judged")
 
 
 def finish_collected(collected: Collected) -> None:
