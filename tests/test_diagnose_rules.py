@@ -201,6 +201,20 @@ def test_a_text_log_with_training_sessions_appended_judges_the_last(tmp_path):
     assert any("training sessions" in note for note in report.stats.notes)
 
 
+def test_a_training_loss_repeating_a_few_exact_values_is_not_learning(tmp_path):
+    # A model whose output never changes: each batch's loss depends only on its labels, so the per-step loss takes
+    # the same few 8-digit values (3.3917623, 3.2667623, 3.1417623: one sample's loss over a batch of 8 apart) at
+    # nearly every step. A rounded logger writing "0.0001" repeatedly (a converged fine-tune) is not that.
+    rng = random.Random(5)
+    values = [3.3917622566223145 - 0.125 * rng.choice([0, 0, 0, 1, 1, 2]) for _ in range(120)]
+    text = "".join(f"step {i} loss={v!r}\n" for i, v in enumerate(values, 1))
+    report = _diagnose(tmp_path, text)
+    assert _kinds(report) == ["not-learning"], [(f.kind, f.summary) for f in report.findings]
+    fine = [2.1 * 0.8 ** i for i in range(20)] + [rng.choice([0.0001, 0.0001, 0.0002, 0.0]) for _ in range(100)]
+    text = "".join(f"step {i} loss={v:.4f}\n" for i, v in enumerate(fine, 1))
+    assert "not-learning" not in _kinds(_diagnose(tmp_path, text, "fine.log"))
+
+
 def test_a_fine_tune_creeping_at_high_accuracy_is_not_slow(tmp_path):
     val, train = _creep(0.45, 0.01, 10), _creep(0.40, 0.012, 10)
     report = _diagnose(tmp_path, _epoch_log(train, val, [0.88 + 0.002 * e for e in range(10)]))

@@ -10,6 +10,8 @@ from __future__ import annotations
 import heapq
 import math
 import operator
+import struct
+from collections import Counter
 
 from ..units import format_bytes
 from .records import TRAIN_LOSS, VAL_LOSS, Finding, LogEvent, Point, dataclass
@@ -1106,7 +1108,47 @@ def detect_not_learning(series: dict[str, list[Point]], ctx: Context) -> list[Fi
                             "fall: the model predicts every class alike, it is not learning.",
                             evidence, list(NOT_LEARNING_ACTIONS), confidence=confidence)]
     return (_unmoved_at_chance(series, ctx) or _constant_accuracy_unmoved(series) or _never_right_unmoved(series)
-            or _converged_at_start(series) or _epoch_means_at_chance(series, ctx))
+            or _converged_at_start(series) or _epoch_means_at_chance(series, ctx) or _repeats_exact_values(series))
+
+
+REPEAT_MIN_POINTS = 20  # training-loss points, at least, to judge its values repeat
+REPEAT_SHARE = 0.9  # the three most common values, exactly as written, hold this share of the points after the first tenth
+REPEAT_DIGITS = 5  # ... and are written with this many significant digits or more (a float in full, not a rounding)
+
+
+def _float32_digits(value: float) -> int:
+    """Significant digits of the shortest decimal that reads back as the same float32 (3.3917622566223145: 8;
+    9.999999747378752e-05, a float32 0.0001: 1): how precisely a logger wrote the value, whatever its float type."""
+    single = struct.unpack("f", struct.pack("f", value))[0]
+    for digits in range(1, 9):
+        if struct.unpack("f", struct.pack("f", float(f"{value:.{digits}g}")))[0] == single:
+            return digits
+    return 9
+
+
+def _repeats_exact_values(series: dict[str, list[Point]]) -> list[Finding]:
+    """A training loss (REPEAT_MIN_POINTS+ points) that, after its first tenth, takes the same few values exactly,
+    to all of their REPEAT_DIGITS+ digits, at REPEAT_SHARE of its points: the model's output does not change from
+    step to step, so a batch's loss depends only on which labels it holds (3.3918, 3.2668, 3.1418: a step of one
+    sample's loss over the batch). A learning model, or one that jitters, never writes the same 8-digit loss twice in
+    most steps; a rounded logger does (0.0001), hence the digits."""
+    train = _finite(series.get(TRAIN_LOSS, []) or series.get("train_loss_epoch", []))
+    if len(train) < REPEAT_MIN_POINTS:
+        return []
+    tail = _values(train)[len(train) // 10:]
+    common = Counter(tail).most_common(3)
+    held = sum(count for _, count in common)
+    if held < REPEAT_SHARE * len(tail) or _median(tail) <= 0 or _float32_digits(common[0][0]) < REPEAT_DIGITS:
+        return []
+    evidence = {"series": train[0].name, "values": [round(v, 6) for v, _ in common],
+                "share": round(held / len(tail), 3), "points": len(tail),
+                **_span(train, len(train) - len(tail), len(train) - 1)}
+    return [Finding("not-learning", "error",
+                    f"The training loss takes the same {len(common)} value(s) exactly "
+                    f"({', '.join(f'{v:.6g}' for v, _ in common)}) at {held} of its last {len(tail)} points: the "
+                    "model's output does not change between steps (a batch's loss depends only on its labels), it is "
+                    "not learning.",
+                    evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
 
 
 EPOCH_MEANS_FLAT = 0.01  # epoch means whose second half spans less than this share of its level: flat
