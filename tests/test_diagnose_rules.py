@@ -215,6 +215,18 @@ def test_a_training_loss_repeating_a_few_exact_values_is_not_learning(tmp_path):
     assert "not-learning" not in _kinds(_diagnose(tmp_path, text, "fine.log"))
 
 
+def test_validation_accuracy_at_exactly_one_over_k_with_the_loss_at_ln_k_is_not_learning(tmp_path):
+    # 5 balanced classes, 8 epochs: the losses fall from the initialisation (val 3.9 -> 1.68) to ~ln 5 = 1.61 and the
+    # validation accuracy is 0.2000 at every epoch: every sample gets the same class. A constant accuracy that is no
+    # 1/K (0.75, a majority share) is not judged by this rule.
+    train = [2.017, 1.834, 1.833, 1.779, 1.772, 1.763, 1.770, 1.762]
+    val = [3.912, 2.222, 1.810, 1.655, 1.679, 1.679, 1.666, 1.697]
+    report = _diagnose(tmp_path, _epoch_log(train, val, [0.2] * 8))
+    assert _kinds(report) == ["not-learning"], [(f.kind, f.summary) for f in report.findings]
+    report = _diagnose(tmp_path, _epoch_log(train, val, [0.75] * 8), "majority.log")
+    assert "not-learning" not in _kinds(report)
+
+
 def test_a_fine_tune_creeping_at_high_accuracy_is_not_slow(tmp_path):
     val, train = _creep(0.45, 0.01, 10), _creep(0.40, 0.012, 10)
     report = _diagnose(tmp_path, _epoch_log(train, val, [0.88 + 0.002 * e for e in range(10)]))

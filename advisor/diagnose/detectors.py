@@ -1108,7 +1108,8 @@ def detect_not_learning(series: dict[str, list[Point]], ctx: Context) -> list[Fi
                             "fall: the model predicts every class alike, it is not learning.",
                             evidence, list(NOT_LEARNING_ACTIONS), confidence=confidence)]
     return (_unmoved_at_chance(series, ctx) or _constant_accuracy_unmoved(series) or _never_right_unmoved(series)
-            or _converged_at_start(series) or _epoch_means_at_chance(series, ctx) or _repeats_exact_values(series))
+            or _converged_at_start(series) or _epoch_means_at_chance(series, ctx) or _repeats_exact_values(series)
+            or _accuracy_at_one_over_k(series))
 
 
 REPEAT_MIN_POINTS = 20  # training-loss points, at least, to judge its values repeat
@@ -1213,6 +1214,38 @@ def _unmoved(points: list[Point]) -> bool:
         return True
     paces = quarter_paces(values)
     return moved < NO_MOVE and (paces is None or not steady(paces))
+
+
+ONE_OVER_K_TOLERANCE = 0.001  # an accuracy within this of 1/K (0-1 scale): uniform guessing on a balanced set
+ONE_OVER_K_LOSS = 0.1  # ... with the validation loss's second half within this share of ln K
+
+
+def _accuracy_at_one_over_k(series: dict[str, list[Point]]) -> list[Finding]:
+    """The validation accuracy the same at every one of CONSTANT_ACC_POINTS+ evaluations and exactly 1/K for a whole
+    K >= 2 (0.2: a balanced 5-class set), with the validation loss at ln K (ONE_OVER_K_LOSS): the model gives every
+    sample the same class, whatever its loss did from the initialisation down to ln K. A constant accuracy that is
+    no 1/K (a binary set's majority share, 0.75) can be a model creeping slowly, so it is left to the other rules."""
+    accs = [p.value for p in series.get("val_acc", []) if math.isfinite(p.value)]
+    if len(accs) < CONSTANT_ACC_POINTS:
+        return []
+    scale = 100.0 if max(accs) > 1.0 else 1.0
+    acc = accs[-1] / scale
+    if acc <= 0 or max(accs) - min(accs) > CONSTANT_ACC_SPREAD * scale:
+        return []
+    count = round(1 / acc)
+    losses = _values(_finite(series.get(VAL_LOSS, [])))
+    if count < 2 or abs(acc - 1 / count) > ONE_OVER_K_TOLERANCE or len(losses) < CONSTANT_ACC_POINTS:
+        return []
+    level, ln_k = _median(losses[len(losses) // 2:]), math.log(count)
+    if abs(level - ln_k) > ONE_OVER_K_LOSS * ln_k:
+        return []
+    evidence = {"series": VAL_LOSS, "accuracy": accs[-1], "accuracy_points": len(accs), "classes": count,
+                "level": round(level, 6), "ln_classes": round(ln_k, 4)}
+    return [Finding("not-learning", "error",
+                    f"The validation accuracy is {accs[-1]:.4g} = 1/{count} at every one of its {len(accs)} "
+                    f"evaluations and the validation loss sits at {level:.4g}, near ln({count}) = {ln_k:.4g}: the "
+                    f"model gives every sample the same class of {count}; it is not learning.",
+                    evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
 
 
 def _constant_accuracy_unmoved(series: dict[str, list[Point]]) -> list[Finding]:
