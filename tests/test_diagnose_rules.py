@@ -227,6 +227,20 @@ def test_validation_accuracy_at_exactly_one_over_k_with_the_loss_at_ln_k_is_not_
     assert "not-learning" not in _kinds(report)
 
 
+def test_a_jumpy_small_validation_loss_is_no_jitter_while_the_accuracy_still_rises_to_its_best(tmp_path):
+    # MNIST at 99%: the validation loss, 0.27 -> ~0.04, jumps 30% of its level from epoch to epoch (a few hard
+    # samples), while the validation accuracy keeps rising and ends at its best: no jitter. The same loss with the
+    # accuracy ending below its best is still judged jitter.
+    val = [0.2683, 0.1248, 0.0873, 0.0831, 0.0615, 0.0557, 0.0521, 0.0445, 0.0638, 0.049, 0.0429, 0.0391, 0.0466,
+           0.0608, 0.0388, 0.0353, 0.036, 0.0493, 0.0348, 0.0348, 0.0179]
+    acc = [0.9621, 0.9717, 0.9772, 0.9762, 0.9816, 0.9837, 0.9851, 0.987, 0.9822, 0.9866, 0.988, 0.9884, 0.9866,
+           0.9827, 0.9891, 0.9893, 0.9899, 0.9871, 0.9893, 0.9893, 0.9946]
+    train = [0.5 * 0.85 ** e + 0.03 for e in range(21)]
+    assert "oscillation-jitter" not in _kinds(_diagnose(tmp_path, _epoch_log(train, val, acc)))
+    report = _diagnose(tmp_path, _epoch_log(train, val, acc[:-1] + [0.9880]), "lower.log")
+    assert "oscillation-jitter" in _kinds(report)
+
+
 def test_a_fine_tune_creeping_at_high_accuracy_is_not_slow(tmp_path):
     val, train = _creep(0.45, 0.01, 10), _creep(0.40, 0.012, 10)
     report = _diagnose(tmp_path, _epoch_log(train, val, [0.88 + 0.002 * e for e in range(10)]))

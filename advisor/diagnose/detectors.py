@@ -1590,6 +1590,20 @@ VAL_JITTER_MIN_POINTS = 10  # a validation series (one point an epoch, typically
 VAL_JITTER_TREND = 2.0  # ... with a trend that falls less than this many times the noise over the stretch judged
 
 
+def _accuracy_still_rising(series: dict[str, list[Point]]) -> bool:
+    """The validation accuracy (VAL_JITTER_MIN_POINTS+ evaluations; its second half once it has twice that) ends at
+    its best of the run and rose over the stretch by more than its point-to-point noise: the model still improves on
+    held-out data, and a loss's jumps at a small level are a few samples' (MNIST at 99%: a loss of 0.04 jumping 30%)."""
+    accs = _values(_finite(series.get("val_acc", [])))
+    if len(accs) < VAL_JITTER_MIN_POINTS or accs[-1] < max(accs):
+        return False
+    judged = accs[len(accs) // 2:] if len(accs) >= 2 * VAL_JITTER_MIN_POINTS else accs
+    diffs = [b - a for a, b in zip(judged, judged[1:])]
+    centre = _median(diffs)
+    noise = 1.4826 * _median([abs(d - centre) for d in diffs]) / math.sqrt(2)
+    return _theil_sen(judged) * (len(judged) - 1) > noise
+
+
 def detect_validation_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
     """Validation loss that jumps point to point by VAL_JITTER_SCORE of its level or more, without a trend that
     falls past that noise: judged on a validation series of 10+ points (its second half once it has 20+, where
@@ -1607,7 +1621,7 @@ def detect_validation_jitter(series: dict[str, list[Point]], ctx: Context) -> li
     noise = 1.4826 * _median([abs(d - centre) for d in diffs]) / math.sqrt(2)
     fall = -_theil_sen(values) * (len(values) - 1)
     score = noise / level
-    if score < VAL_JITTER_SCORE or fall > VAL_JITTER_TREND * noise:
+    if score < VAL_JITTER_SCORE or fall > VAL_JITTER_TREND * noise or _accuracy_still_rising(series):
         return []
     evidence = {"series": VAL_LOSS, "noise_sigma": round(noise, 6), "loss_level": round(level, 6),
                 "relative_noise": round(score, 3), "trend_fall": round(fall, 6) + 0.0, "points": len(values),
