@@ -54,6 +54,7 @@ COMMON_CLASS_COUNTS = (2, 3, 4, 5, 10, 100, 1000, 30522, 32000, 50257, 50304, 12
 FEW_RISING = 3  # validation points rising after its best, with training falling: overfitting, even in short logs
 FEW_TRAIN_FALL = 0.05  # ... and the training loss fell at least this share meanwhile
 FEW_TURN_POINTS = 3  # validation points, at least, for one large rise with the accuracy falling to count (below 4)
+FEW_TURN_TRAIN_FALL = 0.3  # ... or for two large rises in a row with the training loss falling this share
 JUMP_TO_SPREAD = 5.0  # a jump this many times the spread before it, that stays: a blow-up in a short log
 JUMP_TO_LEVEL = 1.0  # ... and at least this share of the level before it (1.7 -> 11.5, not 1.7 -> 1.9)
 # With only one or two points before the jump there is no spread to measure it against: the new level must be this
@@ -2343,8 +2344,11 @@ def _few_points_overfitting(train: list[Point], val: list[Point], ctx: Context,
     # A log too short for FEW_RISING rises in a row (3 evaluations: a 3-epoch fine-tune): one large rise
     # (OVERFIT_RISE_HIGH+) counts when the validation accuracy fell off its best with it (two signals of the same
     # turn). Longer logs are judged by the rises; one late rise there is a noisy evaluation as often as not.
+    # Or, with no accuracy falling (a 3-epoch fine-tune whose accuracy holds within 0.5%): both steps after the best
+    # rising, with the training loss falling FEW_TURN_TRAIN_FALL+ (the training set being learnt by heart).
     turned = (len(val) < FEW_RISING + 1 and rising >= 1 and rise >= OVERFIT_RISE_HIGH
-              and _quality_fell_off_best(series or {}, val[best]))
+              and (_quality_fell_off_best(series or {}, val[best])
+                   or (rising >= FEW_RISING - 1 and train_fall >= FEW_TURN_TRAIN_FALL)))
     if rise < VAL_RISE:  # within what the long-log rule calls a flat validation: a converged run's wobble
         return []
     if (rising < FEW_RISING and not turned) or len(steps) != rising or train_fall < FEW_TRAIN_FALL or not falling_since:
