@@ -606,7 +606,8 @@ def clearly_faster(big: CandidateScores, small: CandidateScores, margin: float) 
     free: a bigger batch that ties on the end score can still need more samples on the way (digits-cnn: 32 per
     device measured 1.11x, 1.11x and 0.90x of 8, the median took 32, and 32 took 1.9x 8's time to 0.90). All k
     rounds above the margin happen by chance at most 0.5^k of the time at a true ratio of 1 + margin (1 in 8 at
-    k = 3)."""
+    k = 3). Only a pair still undecided at the last look (12 rounds) is settled by its median
+    (``speed.decided_by_median``), where 12 rounds pin the ratio to a per cent or two."""
     big_speeds, small_speeds, _ = paired_speeds(big, small)  # timing rounds where either was timed, else seeds
     return shown_faster(big_speeds, small_speeds, margin)
 
