@@ -35,8 +35,8 @@ import statistics
 from dataclasses import dataclass, field
 
 from .health import FLAT, UNSTABLE, judge, rerun_verdict
-from .speed import (FASTER_BY, MAX_WALK_ROUNDS, SIGN_TEST_LEVEL, rounds_over_bar, shown_faster, shown_not_faster,
-                    sign_test_counts)
+from .speed import (FASTER_BY, MAX_WALK_ROUNDS, SIGN_TEST_LEVEL, decided_by_median, median_ratio, rounds_over_bar,
+                    shown_faster, shown_not_faster, sign_test_counts)
 from ..ledger import TrialRecord
 
 # Two-sided 95% Student t quantiles by degrees of freedom; above 30, the normal's 1.96 plus its first
@@ -176,6 +176,7 @@ class WalkStep:
     down: bool = False  # a step down from the pick so far (your setting) to a smaller equal
     level: bool = False  # the rounds show the bigger NOT more than the bar faster (a step down is taken only then)
     over: int = 0  # how many of the ratios cleared the bar
+    median: float | None = None  # the median ratio, when it decided the step (speed.decided_by_median: the last look)
 
     @property
     def taken(self) -> bool:
@@ -190,6 +191,8 @@ class WalkStep:
         """The ratios against the bar, in words: "5 of 6 over the 1.10x bar: more than 10% faster"."""
         verdict = (f"more than {bar - 1:.0%} faster" if self.paid else f"not more than {bar - 1:.0%} faster"
                    if self.level else "shown neither way")
+        if self.median is not None:
+            verdict = f"neither way by the sign test; the median, {self.median:.3f}x, decides: {verdict}"
         return f"{self.over} of {len(self.ratios)} over the {bar:.2f}x bar: {verdict}"
 
     def outcome(self, bar: float, where: str) -> str:
@@ -199,7 +202,8 @@ class WalkStep:
         margin = f"{bar - 1:.0%}"
         shown = (f"shown more than {margin} faster than" if self.paid else
                  f"shown not more than {margin} faster than" if self.level else "shown neither way against")
-        return f"{self.bigger} was {shown} {self.smaller} ({self.over} of {len(self.ratios)} {where} over the bar)"
+        median = f"; median {self.median:.3f}x" if self.median is not None else ""
+        return f"{self.bigger} was {shown} {self.smaller} ({self.over} of {len(self.ratios)} {where} over the bar{median})"
 
 
 @dataclass
@@ -437,7 +441,7 @@ class SweepVerdict:
         said = (f"Equals: {equals}. The pick starts at {start}, and {moves}, by a sign test on the {where} ({first} "
                 f"on one side of the {bar:.2f}x bar{', ' + later if later else ''}: at most 1 in "
                 f"{round(1 / SIGN_TEST_LEVEL)} by chance; a pair shown neither way is timed again, up to "
-                f"{MAX_WALK_ROUNDS} rounds)")
+                f"{MAX_WALK_ROUNDS} rounds, where the median ratio decides)")
         steps = []
         for step in self.walk:
             ratios = ", ".join(f"{r:.3f}x" for r in step.ratios) or "none measured"
@@ -602,7 +606,8 @@ def clearly_faster(big: CandidateScores, small: CandidateScores, margin: float) 
     free: a bigger batch that ties on the end score can still need more samples on the way (digits-cnn: 32 per
     device measured 1.11x, 1.11x and 0.90x of 8, the median took 32, and 32 took 1.9x 8's time to 0.90). All k
     rounds above the margin happen by chance at most 0.5^k of the time at a true ratio of 1 + margin (1 in 8 at
-    k = 3)."""
+    k = 3). Only a pair still undecided at the last look (12 rounds) is settled by its median
+    (``speed.decided_by_median``), where 12 rounds pin the ratio to a per cent or two."""
     big_speeds, small_speeds, _ = paired_speeds(big, small)  # timing rounds where either was timed, else seeds
     return shown_faster(big_speeds, small_speeds, margin)
 
@@ -738,8 +743,8 @@ def walk_equals(tied: list[CandidateScores], yours: int | None, batchnorm: bool,
     where a tie may go at the lowest, and a model with BatchNorm never steps down to a batch under
     SMALL_MICRO_BATCH): to the next smaller equal while the rounds show the pick so far NOT faster than it by more
     than ``bar``. Else up: to the next bigger equal while the rounds show it faster than the pick so far by more than
-    ``bar`` (``clearly_faster``). A pair shown neither way moves nothing (``needs_timing`` first times it again, up
-    to MAX_WALK_ROUNDS rounds); the first step refused ends the walk.
+    ``bar`` (``clearly_faster``). A pair shown neither way is timed again (``needs_timing``) up to MAX_WALK_ROUNDS
+    rounds, where the median ratio decides (``speed.decided_by_median``); the first step refused ends the walk.
 
     Why down: a bigger batch needs at least as many samples to reach any score (McCandlish et al. 2018: samples to
     a target grow as 1 + B / B_noise), so of two equals at the end of the sweep's budget, level in samples/s, the
@@ -788,8 +793,10 @@ def _mark_pick_unchanged(verdict: SweepVerdict, tied: list[CandidateScores]) -> 
 def _walk_step(smaller: CandidateScores, bigger: CandidateScores, bar: float, down: bool = False) -> WalkStep:
     ratios, rounds = speed_ratios(bigger, smaller)
     big_speeds, small_speeds, _ = paired_speeds(bigger, smaller)
+    median = median_ratio(big_speeds, small_speeds) if decided_by_median(big_speeds, small_speeds, bar) else None
     return WalkStep(smaller.per_device, bigger.per_device, ratios, rounds, clearly_faster(bigger, smaller, bar), down,
-                    shown_not_faster(big_speeds, small_speeds, bar), rounds_over_bar(big_speeds, small_speeds, bar)[0])
+                    shown_not_faster(big_speeds, small_speeds, bar), rounds_over_bar(big_speeds, small_speeds, bar)[0],
+                    median)
 
 
 def _rule_code(verdict: SweepVerdict, tied: list[CandidateScores]) -> str:

@@ -28,8 +28,8 @@ recipe (TOML) you commit next to your training code.
    change the pick. Among the equals the pick starts at your setting (else the smallest), steps down
    while short runs timed side by side show yours not over 10% faster, and up while they show the
    bigger one over 10% faster (a sign test: 3 of 3 rounds, 5 of 6, 7 of 9 or 9 of 12; a pair shown
-   neither way is timed again, up to 12 rounds, then moves nothing). If an end wins and the scores
-   point past it, one more batch (at most the cap) is swept.
+   neither way is timed again up to 12 rounds, then the median ratio decides). If an end wins and the
+   scores point past it, one more batch (at most the cap) is swept.
 
 Then the **Recipe**: the plan for your cluster (per-device x world size x accumulation), the
 learning rate scaled to the global batch and the warmup, saved as TOML.
