@@ -252,6 +252,24 @@ def test_three_epochs_with_validation_rising_twice_by_39_percent_while_training_
     assert "overfitting" not in _kinds(report)
 
 
+def test_validation_creeping_beside_a_training_loss_that_barely_moved_is_slow(tmp_path):
+    # A binary classifier for 39 epochs (world batch 9, spent): validation creeps 0.690 -> 0.667 smoothly, the
+    # training loss (noisy by +-0.015) only 4% down to 0.663. Training's level is no floor for validation when
+    # training itself barely moved (under 10%): both creep, the run is slow, not "validation has reached training's
+    # level"; training alone is too noisy for its own fall to count.
+    train = [0.6905, 0.696, 0.7066, 0.7018, 0.6855, 0.6826, 0.6727, 0.6816, 0.7059, 0.6746, 0.6845, 0.6907, 0.6818,
+             0.7049, 0.6941, 0.6765, 0.6927, 0.6805, 0.6764, 0.673, 0.6621, 0.6679, 0.6762, 0.6853, 0.659, 0.6752,
+             0.6577, 0.6776, 0.6644, 0.6547, 0.6538, 0.6486, 0.6431, 0.664, 0.6744, 0.6335, 0.6601, 0.6727, 0.6629]
+    val = [0.6899, 0.6876, 0.6858, 0.6853, 0.685, 0.6848, 0.6843, 0.6837, 0.6832, 0.6822, 0.681, 0.68, 0.679, 0.6783,
+           0.6775, 0.6768, 0.676, 0.675, 0.6748, 0.6745, 0.6739, 0.6733, 0.6728, 0.6721, 0.6721, 0.6718, 0.6716,
+           0.6715, 0.6716, 0.6715, 0.6697, 0.6678, 0.666, 0.6649, 0.6641, 0.664, 0.6646, 0.666, 0.6676]
+    acc = [0.5532, 0.5532, 0.5532, 0.5532, 0.5532, 0.5532, 0.5532, 0.5532, 0.5532, 0.5532, 0.5532, 0.5532, 0.5532,
+           0.5532, 0.5532, 0.5532, 0.5532, 0.5745, 0.5532, 0.5532, 0.5532, 0.5532, 0.5532, 0.5106, 0.5745, 0.5745,
+           0.5532, 0.5745, 0.5957, 0.617, 0.5957, 0.5745, 0.617, 0.617, 0.617, 0.617, 0.617, 0.5957, 0.6383]
+    report = _diagnose(tmp_path, _epoch_log(train, val, acc))
+    assert _kinds(report) == ["slow-convergence"], [(f.kind, f.summary) for f in report.findings]
+
+
 def test_a_fine_tune_creeping_at_high_accuracy_is_not_slow(tmp_path):
     val, train = _creep(0.45, 0.01, 10), _creep(0.40, 0.012, 10)
     report = _diagnose(tmp_path, _epoch_log(train, val, [0.88 + 0.002 * e for e in range(10)]))

@@ -296,6 +296,7 @@ def test_the_seventh_fresh_batch_keeps_what_it_scored_once():
     # Read to learn from since (dx-rules10): 31 (a UTF-16 log with a byte-order mark is text, none unreadable),
     # then 32 (a loss falling along a straight line is slow), 33 (a text log's appended sessions: the last judged),
     # 34 (a training loss repeating a few exact values is not learning), 35 (validation accuracy exactly 1/K),
-    # 36 (no validation jitter while the validation accuracy still rises to its best), 37 (3 epochs, two rises).
-    assert sum(o.right for o in outcomes) >= 37
+    # 36 (no validation jitter while the validation accuracy still rises to its best), 37 (3 epochs, two rises),
+    # 38 (a training loss that barely moved sets no floor for validation's slow target).
+    assert sum(o.right for o in outcomes) >= 38
     assert not [o.name for o in outcomes if o.unreadable]
