@@ -268,6 +268,12 @@ def test_validation_creeping_beside_a_training_loss_that_barely_moved_is_slow(tm
            0.5532, 0.5745, 0.5957, 0.617, 0.5957, 0.5745, 0.617, 0.617, 0.617, 0.617, 0.617, 0.5957, 0.6383]
     report = _diagnose(tmp_path, _epoch_log(train, val, acc))
     assert _kinds(report) == ["slow-convergence"], [(f.kind, f.summary) for f in report.findings]
+    # Under 10 epochs training keeps its floor: a Keras excerpt of 8 epochs, training 0.859 -> 0.787 (8%), validation
+    # 0.812 -> 0.800 at its level, is a run still improving (tests/corpus/logs, healthy).
+    train = [0.8586, 0.8168, 0.8095, 0.8032, 0.8001, 0.7941, 0.7898, 0.7872]
+    val = [0.8122, 0.8112, 0.8107, 0.8102, 0.8069, 0.8022, 0.7992, 0.8005]
+    text = "".join(f"Epoch {e}: train_loss={t:.4f} val_loss={v:.4f}\n" for e, (t, v) in enumerate(zip(train, val), 1))
+    assert "slow-convergence" not in _kinds(_diagnose(tmp_path, text, "short.log"))
 
 
 def test_a_fine_tune_creeping_at_high_accuracy_is_not_slow(tmp_path):

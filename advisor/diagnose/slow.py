@@ -16,7 +16,8 @@ guessed from an accuracy. The run is slow when all of these hold:
 - at that rate, reaching its target would take more epochs than the run has had so far
   (projected = ln(now / target) / -ln(1 - r)); the target is half its start, or for validation the level the
   training loss has reached when that is higher (validation is not expected below it), unless training came less
-  than TRAIN_FLOOR_FALL of the way down from its first value (then both creep and training is no floor); a curve of
+  than TRAIN_FLOOR_FALL of the way down from its first value in SLOW_FEW_EPOCHS+ epochs (then both creep and
+  training is no floor); a curve of
   STRAIGHT_MIN_POINTS+ points falling along a straight line (R^2 STRAIGHT_R2+, its last quarter falling STRAIGHT_PACE+
   as much as its first, in loss units) is slow whatever this projection: it has not begun to bend towards a floor;
 - the curve begins at the run's start (first epoch 0 or 1, where epochs are printed): a mid-run excerpt's first
@@ -182,8 +183,9 @@ def detect_slow_epochs(series: dict[str, list[Point]], ctx) -> list[Finding]:
             train = [p.value for p in series.get("train_loss_epoch", []) or series.get(TRAIN_LOSS, [])
                      if math.isfinite(p.value)]
             floor = median(train[-3:]) if train else 0.0
-            if train and train[0] > 0 and (train[0] - floor) / train[0] < TRAIN_FLOOR_FALL:
-                floor = 0.0  # training itself barely moved: no floor for validation, both creep
+            if (len(train) >= SLOW_FEW_EPOCHS and train[0] > 0
+                    and (train[0] - floor) / train[0] < TRAIN_FLOOR_FALL):
+                floor = 0.0  # training itself barely moved in 10+ epochs: no floor for validation, both creep
         pace = slow_pace([p.value for p in points], floor)
         if pace is not None and len(points) < SLOW_FEW_EPOCHS and (
                 pace["projected_epochs_to_target"] <= SLOW_FAR * len(points)):
