@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from advisor.method.speed import MAX_WALK_ROUNDS, decided_by_median, shown_faster, shown_not_faster  # noqa: E402
+from advisor.method.speed import MAX_WALK_ROUNDS, last_look_median, shown_faster, shown_not_faster  # noqa: E402
 
 RATIOS_32_OVER_16 = [0.774, 1.002, 1.041, 1.019, 1.024, 1.031, 0.989, 1.008, 1.035, 1.217, 1.157, 1.052, 1.145, 1.044,
                      1.072, 1.011, 1.031, 1.027, 1.069, 1.016, 1.059, 1.027, 1.015, 1.033, 1.097, 1.021, 1.043]
@@ -54,11 +54,11 @@ def old_rule(pools, rng: random.Random) -> tuple[int, int]:
 
 def sequential(pool: list[float], rng: random.Random, median_decides: bool) -> tuple[bool, int]:
     """(shown not faster, rounds timed): three rounds, then three more while neither way is shown. At the last
-    look the product's rule lets the median decide (speed.decided_by_median); the rule before it moved nothing."""
+    look the product's rule lets the median decide (speed.last_look_median); the rule before it moved nothing."""
     ratios = [rng.choice(pool) for _ in range(3)]
     while True:
         big, small = as_pair(ratios)
-        if not median_decides and decided_by_median(big, small, BAR):
+        if not median_decides and last_look_median(big, small, BAR) is not None:
             return False, len(ratios)
         if shown_not_faster(big, small, BAR):
             return True, len(ratios)

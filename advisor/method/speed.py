@@ -59,32 +59,32 @@ def rounds_over_bar(big: dict, small: dict, bar: float = FASTER_BY) -> tuple[int
     return sum(clears_bar(big[p], small[p], bar) for p in pairs), len(pairs)
 
 
-def decided_by_median(big: dict, small: dict, bar: float = FASTER_BY, level: float = SIGN_TEST_LEVEL) -> bool:
-    """Whether the pair's last look settles it by the median paired ratio: MAX_WALK_ROUNDS rounds or more, and the
-    sign test shows it neither way. Why: a pair whose true ratio sits within a few per cent of the bar is shown
-    neither way, or either way by chance at an early look, so "nothing moves" made the pick a coin toss between two
-    answers (digits-cnn, five quiet plans of one command: 16 over 8 per device at 1.08x in 12 rounds, 5 over the bar:
-    undecided in one plan, shown level in another). The median of 12 rounds misses the true ratio by a per cent or
-    two on a shared CPU, so only a ratio that close to the bar is left to chance; the median of 3 was rejected for
-    moving on noise (``clearly_faster``), which 12 rounds do not."""
+def last_look_median(big: dict, small: dict, bar: float = FASTER_BY, level: float = SIGN_TEST_LEVEL) -> float | None:
+    """The median paired ratio big / small when it settles the pair: at the last look (MAX_WALK_ROUNDS rounds or
+    more) with the sign test showing it neither way; None otherwise. Why: a pair whose true ratio sits within a few
+    per cent of the bar is shown neither way, or either way by chance at an early look, so "nothing moves" made the
+    pick a coin toss between two answers (digits-cnn, five quiet plans of one command: 16 over 8 per device at 1.08x
+    in 12 rounds, 5 over the bar: undecided in one plan, shown level in another). The median of 12 rounds misses the
+    true ratio by a per cent or two on a shared CPU, so only a ratio that close to the bar is left to chance; the
+    median of 3 was rejected for moving on noise (``clearly_faster``), which 12 rounds do not."""
     over, total = rounds_over_bar(big, small, bar)
-    return (total >= MAX_WALK_ROUNDS and _at_most_by_chance(total - over, total) > level
-            and _at_most_by_chance(over, total) > level)
+    return _median_at_last_look(big, small, over, total, level)
 
 
-def median_ratio(big: dict, small: dict) -> float | None:
-    """The median of the paired ratios big / small (None with none paired)."""
-    pairs = sorted(set(big) & set(small))
-    return statistics.median(speed_gain(big[p], small[p]) for p in pairs) if pairs else None
+def _median_at_last_look(big: dict, small: dict, over: int, total: int, level: float) -> float | None:
+    """``last_look_median`` from the counts the caller already has (``rounds_over_bar``)."""
+    if total < MAX_WALK_ROUNDS or min(_at_most_by_chance(total - over, total), _at_most_by_chance(over, total)) <= level:
+        return None
+    return statistics.median(speed_gain(big[p], small[p]) for p in sorted(set(big) & set(small)))
 
 
 def shown_faster(big: dict, small: dict, bar: float = FASTER_BY, level: float = SIGN_TEST_LEVEL) -> bool:
     """Whether the paired measurements show ``big`` more than ``bar`` faster than ``small``: so many over the bar
     that a true ratio at the bar gives as many at most ``level`` of the time (False with none paired); at the last
-    look (``decided_by_median``), a median ratio over the bar."""
+    look (``last_look_median``), a median ratio over the bar."""
     over, total = rounds_over_bar(big, small, bar)
-    if decided_by_median(big, small, bar, level):
-        return median_ratio(big, small) > 1 + bar
+    if (median := _median_at_last_look(big, small, over, total, level)) is not None:
+        return median > 1 + bar
     return total > 0 and _at_most_by_chance(total - over, total) <= level
 
 
@@ -93,8 +93,8 @@ def shown_not_faster(big: dict, small: dict, bar: float = FASTER_BY, level: floa
     ``shown_faster``: so few over the bar that a true ratio at the bar gives as few at most ``level`` of the time;
     at the last look, a median ratio at the bar or under it)."""
     over, total = rounds_over_bar(big, small, bar)
-    if decided_by_median(big, small, bar, level):
-        return median_ratio(big, small) <= 1 + bar
+    if (median := _median_at_last_look(big, small, over, total, level)) is not None:
+        return median <= 1 + bar
     return total > 0 and _at_most_by_chance(over, total) <= level
 
 

@@ -35,8 +35,8 @@ import statistics
 from dataclasses import dataclass, field
 
 from .health import FLAT, UNSTABLE, judge, rerun_verdict
-from .speed import (FASTER_BY, MAX_WALK_ROUNDS, SIGN_TEST_LEVEL, decided_by_median, median_ratio, rounds_over_bar,
-                    shown_faster, shown_not_faster, sign_test_counts)
+from .speed import (FASTER_BY, MAX_WALK_ROUNDS, SIGN_TEST_LEVEL, last_look_median, rounds_over_bar, shown_faster,
+                    shown_not_faster, sign_test_counts)
 from ..ledger import TrialRecord
 
 # Two-sided 95% Student t quantiles by degrees of freedom; above 30, the normal's 1.96 plus its first
@@ -176,7 +176,7 @@ class WalkStep:
     down: bool = False  # a step down from the pick so far (your setting) to a smaller equal
     level: bool = False  # the rounds show the bigger NOT more than the bar faster (a step down is taken only then)
     over: int = 0  # how many of the ratios cleared the bar
-    median: float | None = None  # the median ratio, when it decided the step (speed.decided_by_median: the last look)
+    median: float | None = None  # the median ratio, when it decided the step (speed.last_look_median)
 
     @property
     def taken(self) -> bool:
@@ -607,7 +607,7 @@ def clearly_faster(big: CandidateScores, small: CandidateScores, margin: float) 
     device measured 1.11x, 1.11x and 0.90x of 8, the median took 32, and 32 took 1.9x 8's time to 0.90). All k
     rounds above the margin happen by chance at most 0.5^k of the time at a true ratio of 1 + margin (1 in 8 at
     k = 3). Only a pair still undecided at the last look (12 rounds) is settled by its median
-    (``speed.decided_by_median``), where 12 rounds pin the ratio to a per cent or two."""
+    (``speed.last_look_median``), where 12 rounds pin the ratio to a per cent or two."""
     big_speeds, small_speeds, _ = paired_speeds(big, small)  # timing rounds where either was timed, else seeds
     return shown_faster(big_speeds, small_speeds, margin)
 
@@ -744,7 +744,7 @@ def walk_equals(tied: list[CandidateScores], yours: int | None, batchnorm: bool,
     SMALL_MICRO_BATCH): to the next smaller equal while the rounds show the pick so far NOT faster than it by more
     than ``bar``. Else up: to the next bigger equal while the rounds show it faster than the pick so far by more than
     ``bar`` (``clearly_faster``). A pair shown neither way is timed again (``needs_timing``) up to MAX_WALK_ROUNDS
-    rounds, where the median ratio decides (``speed.decided_by_median``); the first step refused ends the walk.
+    rounds, where the median ratio decides (``speed.last_look_median``); the first step refused ends the walk.
 
     Why down: a bigger batch needs at least as many samples to reach any score (McCandlish et al. 2018: samples to
     a target grow as 1 + B / B_noise), so of two equals at the end of the sweep's budget, level in samples/s, the
@@ -793,10 +793,9 @@ def _mark_pick_unchanged(verdict: SweepVerdict, tied: list[CandidateScores]) -> 
 def _walk_step(smaller: CandidateScores, bigger: CandidateScores, bar: float, down: bool = False) -> WalkStep:
     ratios, rounds = speed_ratios(bigger, smaller)
     big_speeds, small_speeds, _ = paired_speeds(bigger, smaller)
-    median = median_ratio(big_speeds, small_speeds) if decided_by_median(big_speeds, small_speeds, bar) else None
     return WalkStep(smaller.per_device, bigger.per_device, ratios, rounds, clearly_faster(bigger, smaller, bar), down,
                     shown_not_faster(big_speeds, small_speeds, bar), rounds_over_bar(big_speeds, small_speeds, bar)[0],
-                    median)
+                    last_look_median(big_speeds, small_speeds, bar))
 
 
 def _rule_code(verdict: SweepVerdict, tied: list[CandidateScores]) -> str:
