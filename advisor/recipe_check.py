@@ -28,6 +28,7 @@ def recipe_warnings(data: dict) -> list[str]:
     planned_global = _planned_global(lr)
     batch_edited = planned_global is not None and planned_global != batch["global"]
     expected = _rules_lr(data)
+    refused = _never_validated(data)
     if expected is not None and not math.isclose(expected, lr["value"], rel_tol=1e-3):
         rule = f"{expected:.4g} ({_rule_words(data)})"
         if batch_edited:
@@ -38,13 +39,13 @@ def recipe_warnings(data: dict) -> list[str]:
             found.append(f"lr.value {lr['value']:g} is not what the recipe's rule gives at global batch "
                          f"{batch['global']}: {rule}, {lr['value'] / expected:.3g}x off. It looks edited by hand: set "
                          "it back, or re-plan (`advisor plan`, or `advisor replan`) if the base LR changed.")
-    elif expected is None and not batch_edited and not _never_validated(data):
+    elif expected is None and not batch_edited and not refused:
         flagged = check_lr_change(lr["base"], lr["base_global_batch"], lr["value"], batch["global"],
                                   batch["accumulation_steps"])
         found += [flagged] if flagged else []
     # Whatever the LR says, a global batch whose every run failed is named: an edit that also broke the LR rule
     # must not hide it behind the LR's warning (the batch is the edit a re-plan cannot save).
-    if refused := _never_validated(data):
+    if refused:
         found.append(refused)
     warmup = _rules_warmup(data)
     if warmup is not None and warmup != data["warmup"]["steps"]:
