@@ -664,18 +664,7 @@ class TextMetricsReader(LineReader):
             candidates = _caffe_output(candidates)
         if not candidates:
             return None
-        position = None
-        for value, total in steps:
-            if total and epoch is not None:
-                position = (value, total)  # "Epoch [3/20] Step [100/600]": a place within the epoch
-            elif step is None:
-                step = value
-        if position is None and step is None:
-            position = _free_position(body, dll_span)
-        if position and epoch is not None and position[1] > 0:
-            # "Epoch: [0]  [ 100/1504]" (torchvision's MetricLogger) counts epochs from 0; "Epoch [3/20]" from 1.
-            zero_based = epoch_total is None and _ZERO_BASED_EPOCH.match(body) is not None
-            epoch = (epoch - 1 if epoch >= 1 and not zero_based else epoch) + position[0] / position[1]
+        position, step, epoch = _line_place(body, steps, step, epoch, epoch_total, dll_span)
         # A line that names an epoch and no place within it reports the epoch ("Epoch 3: train_loss=..."); one with
         # a step or a position reports that step. Kept apart (scan.separate_cadences) when a log prints both.
         cadence = "step" if step is not None or position else ("epoch" if epoch is not None else None)
@@ -687,6 +676,24 @@ class TextMetricsReader(LineReader):
                 if per_batch.get(point.name, (0, False))[1]:
                     point.cadence = "step"
         return points
+
+
+def _line_place(body: str, steps, step, epoch, epoch_total, dll_span):
+    """(position, step, epoch) of a metrics line: a step counter, or a place within the epoch ("Epoch [3/20] Step
+    [100/600]"), which also makes the epoch fractional."""
+    position = None
+    for value, total in steps:
+        if total and epoch is not None:
+            position = (value, total)  # "Epoch [3/20] Step [100/600]": a place within the epoch
+        elif step is None:
+            step = value
+    if position is None and step is None:
+        position = _free_position(body, dll_span)
+    if position and epoch is not None and position[1] > 0:
+        # "Epoch: [0]  [ 100/1504]" (torchvision's MetricLogger) counts epochs from 0; "Epoch [3/20]" from 1.
+        zero_based = epoch_total is None and _ZERO_BASED_EPOCH.match(body) is not None
+        epoch = (epoch - 1 if epoch >= 1 and not zero_based else epoch) + position[0] / position[1]
+    return position, step, epoch
 
 
 def _epoch_summary(position, step, epoch, candidates) -> bool:
