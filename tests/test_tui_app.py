@@ -316,7 +316,7 @@ async def test_a_probe_row_explains_itself_and_a_number_has_a_hover_tooltip():
 
 async def test_setup_runs_the_workload_check_so_a_nan_loss_is_named_before_anything_starts():
     # The same check as `advisor workloads --check`: it imports fine, but its first loss is NaN.
-    app = stub_app(workload=f"{ROOT / 'tests' / 'workloads' / 'bad_v2.py'}:nan_at_step_one")
+    app = stub_app(workload=f"{ROOT / 'tests' / 'workloads' / 'mistakes.py'}:nan_at_step_one")
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: "checking" not in screen_text(app, "#workload-status"), CHECK_TIMEOUT, "the check")
         assert "loss is nan at step 1" in screen_text(app, "#workload-status")
@@ -743,7 +743,7 @@ async def test_quitting_with_an_unsaved_plan_asks_save_discard_or_cancel(answer,
 
 
 async def test_start_is_refused_with_the_checks_message_when_the_workload_check_failed():
-    app = stub_app(workload=f"{ROOT / 'tests' / 'workloads' / 'bad_v2.py'}:nan_at_step_one")
+    app = stub_app(workload=f"{ROOT / 'tests' / 'workloads' / 'mistakes.py'}:nan_at_step_one")
     async with app.run_test(size=(120, 40)) as pilot:
         setup = app.screen
         await wait_for(pilot, lambda: "nan at step 1" in screen_text(app, "#workload-status"), CHECK_TIMEOUT,

@@ -234,7 +234,7 @@ def test_sample_length_counts_token_lists_and_can_be_stated():
 
 
 def bad(function: str) -> str:
-    return f"{TEST_WORKLOADS / 'bad_v2.py'}:{function}"
+    return f"{TEST_WORKLOADS / 'mistakes.py'}:{function}"
 
 
 @pytest.mark.parametrize("function, expected", [
