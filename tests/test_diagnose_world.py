@@ -27,6 +27,7 @@ SIXTH_BATCH = 6  # held back whole, collected after batch 5 was scored; scored o
 SEVENTH_BATCH = 7  # held back whole, collected after batch 6 was scored; scored once: 39/51 (README)
 EIGHTH_BATCH = 8  # held back whole, collected after batch 7 was scored; scored once: 25/32 (README)
 NINTH_BATCH = 9  # held back whole, collected after batch 8 was scored; scored once: 30/39 (README)
+TENTH_BATCH = 10  # held back whole, collected after batch 9 was scored; not scored yet: the lead's, once
 
 
 def _load(name, path):
@@ -110,7 +111,7 @@ def test_an_entry_the_tool_cannot_read_or_crashes_on_counts_as_wrong(tmp_path, m
 
 
 @pytest.mark.parametrize("batch", [FRESH_BATCH, UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH, SEVENTH_BATCH, EIGHTH_BATCH,
-                                   NINTH_BATCH])
+                                   NINTH_BATCH, TENTH_BATCH])
 def test_the_fresh_batch_is_held_back_whole_and_the_bench_selects_it_without_judging_it(capsys, batch):
     """Batch 3 was collected after batches 1-2's held-back part was spent, batch 4 after batch 3 was scored: each is
     held back whole, at least 30 entries, a third of them healthy. The bench picks a batch by its number and says
@@ -127,9 +128,10 @@ def test_the_fresh_batch_is_held_back_whole_and_the_bench_selects_it_without_jud
     assert bench.main(["--batch", "99"]) == 2 and "no batch [99]" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("batch", [UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH, SEVENTH_BATCH, EIGHTH_BATCH, NINTH_BATCH])
+@pytest.mark.parametrize("batch", [UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH, SEVENTH_BATCH, EIGHTH_BATCH, NINTH_BATCH,
+                                   TENTH_BATCH])
 def test_the_unscored_batch_has_new_sources_and_no_entry_of_an_earlier_batch(batch):
-    """Batches 4 to 9 are new material: no repository file or generated run already in an earlier batch."""
+    """Batches 4 to 10 are new material: no repository file or generated run already in an earlier batch."""
     earlier = {e["source"] for e in LABELS.values() if e.get("batch", 1) < batch}
     earlier_repos = {s.split()[0] for s in earlier if s.startswith("github:")}
     fresh = {n: e for n, e in LABELS.items() if e.get("batch", 1) == batch}
@@ -178,6 +180,22 @@ def test_the_ninth_batch_is_mostly_committed_files_with_a_few_runs_trained_here(
     healthy = sum(not e["kinds"] for e in fresh.values())
     assert 3 * healthy >= len(fresh) and healthy <= 0.55 * len(fresh), (healthy, len(fresh))
     assert 3 * sum(bool(fresh[n]["kinds"]) for n in committed) >= len(committed)
+
+
+def test_the_tenth_batch_is_mostly_committed_files_with_a_few_runs_trained_here():
+    """Batch 10 (issue 37) asks for at least 28 files committed in public repositories and at most 8 runs really
+    trained here (on a task no earlier batch used), with a crash among the runs; 36 to 42 entries, 35-55% of them
+    healthy, and a third or more of its committed files not healthy; nothing here reads the entries' curves (the lead
+    scores it once: `python bench/diagnose_world.py --batch 10`)."""
+    fresh, committed, generated = _batch_by_source(TENTH_BATCH)
+    assert len(committed) >= 28 and 1 <= len(generated) <= 8, (len(committed), len(generated))
+    assert len(committed) + len(generated) == len(fresh) and 36 <= len(fresh) <= 42, len(fresh)
+    assert all(n.startswith("gen-mf-") for n in generated), "batch 10 trains on the rating-model task only"
+    assert "crash" in {k for n in generated for k in fresh[n]["kinds"]}
+    healthy = sum(not e["kinds"] for e in fresh.values())
+    assert 0.35 * len(fresh) <= healthy <= 0.55 * len(fresh), (healthy, len(fresh))
+    assert 3 * sum(bool(fresh[n]["kinds"]) for n in committed) >= len(committed)
+    assert all(_size(WORLD / n.split("/")[0]) < 200 * 1024 for n in fresh), "every folder < 200 KB"
 
 
 def _assert_scored_once_part_holds(outcomes, entries: int, at_least_right: int) -> None:

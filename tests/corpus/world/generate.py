@@ -28,7 +28,9 @@ on a make_classification table; it adds Keras' `verbose=2` console text, a step-
 written-out attention scores at a longer sequence length, and a crash from scikit-learn's f1_score on three tags.
 Batch 8 (the `gen-sp-*` runs) trains an MLP on two interleaved spirals. Batch 9 (the `gen-ts-*` runs, all held back)
 trains a new task: one-step-ahead forecasting of a seeded noisy two-sine series with an MLP (mean squared error), and
-adds a real CPU OOM from a torch.cdist nearest-neighbour baseline under a capped data segment.
+adds a real CPU OOM from a torch.cdist nearest-neighbour baseline under a capped data segment. Batch 10 (the `gen-mf-*`
+runs, all held back) trains a new task: matrix factorization of synthetic user x item ratings (embeddings, mean squared
+error), and adds a real crash from user ids the embedding table does not hold.
 """
 
 from __future__ import annotations
@@ -692,6 +694,8 @@ def task5(cfg):
         return task8(cfg)
     if cfg["task"] == "ts":
         return task9(cfg)
+    if cfg["task"] == "mf":
+        return task10(cfg)
     if cfg["task"] == "cl":
         train, val, vocab = char_data(cfg.get("train_chars"))
         model = CharGRU(vocab, cfg["width"])
@@ -799,7 +803,7 @@ def text5(name: str, scenario: str, out: str) -> None:
         clock[0] += 1
         return f"2026-12-07 01:{50 + clock[0] // 3000:02d}:{clock[0] // 50 % 60:02d},{clock[0] * 37 % 1000:03d} INFO"
 
-    metric = {"cl": "ppl", "rg": "rmse", "ae": "rmse"}.get(cfg["task"], "loss")
+    metric = {"cl": "ppl", "rg": "rmse", "ae": "rmse", "mf": "rmse"}.get(cfg["task"], "loss")
     shown = {"cl": lambda v: math.exp(min(v, 700)), "wn": lambda v: v, "sg": lambda v: v}.get(
         cfg["task"], lambda v: math.sqrt(v) if v >= 0 else v)
     with open(os.path.join(out, name, "train.log"), "w") as f:
@@ -1063,7 +1067,7 @@ SCENARIOS6 = {
 
 def scenario_config(scenario: str) -> dict:
     return (SCENARIOS5.get(scenario) or SCENARIOS6.get(scenario) or SCENARIOS7.get(scenario)
-            or SCENARIOS8.get(scenario) or SCENARIOS9[scenario])
+            or SCENARIOS8.get(scenario) or SCENARIOS9.get(scenario) or SCENARIOS10[scenario])
 
 
 def wine_data(n_train: int, sorted_by_class: bool = False):
@@ -1629,6 +1633,118 @@ def series_oom(name: str, out: str) -> None:
     crashing_script_log(name, out, "train_forecaster.py", SERIES_OOM_SCRIPT, env={"MALLOC_MMAP_THRESHOLD_": "65536"})
 
 
+# ---- batch 10 (the `gen-mf-*` runs, all held back): a task new to the corpus ---------------------------------------
+# mf: matrix factorization of synthetic ratings: 300 users x 200 items whose true rating is 3 + a rank-3 product of
+#     Gaussian factors (variance 3) + Gaussian noise 0.5; training pairs (seed 101) and 2000 validation pairs (seed 102)
+#     drawn at random; the model is user and item embeddings (width w, init std 0.1) with biases, the prediction their
+#     dot product + biases + 3, mean squared error. Predicting 3 everywhere scores ~3.25, the noise floor is 0.25.
+#     "sorted" feeds the pairs ordered by their rating, lowest first, never shuffled.
+
+SCENARIOS10 = {
+    "mf-healthy": dict(task="mf", n_train=20000, epochs=12, batch=256, opt="adam", lr=1e-2, width=4),
+    "mf-overfit": dict(task="mf", n_train=8000, epochs=60, batch=64, opt="adam", lr=3e-3, width=16),
+    "mf-periodic": dict(task="mf", n_train=20000, epochs=8, batch=200, opt="adam", lr=3e-3, width=8, sorted=True),
+    "mf-stuck": dict(task="mf", n_train=20000, epochs=10, batch=256, opt="sgd", lr=1e-4, width=8),
+    "mf-lr": dict(task="mf", n_train=20000, epochs=12, batch=256, opt="sgd", lr=16.0, width=8),
+    "mf-jitter": dict(task="mf", n_train=20000, epochs=3, batch=1, opt="sgd", lr=0.05, width=8),
+    "mf-slow": dict(task="mf", n_train=20000, epochs=25, batch=512, opt="adam", lr=1e-3, width=8),
+}
+MF_USERS, MF_ITEMS, MF_RANK = 300, 200, 3
+
+
+def rating_data(n: int, seed: int, sorted_by_rating: bool = False):
+    """n (user, item) pairs and their ratings, from one seeded ground truth (seed 100)."""
+    import torch
+
+    truth = torch.Generator().manual_seed(100)
+    users = torch.randn(MF_USERS, MF_RANK, generator=truth)
+    items = torch.randn(MF_ITEMS, MF_RANK, generator=truth)
+    g = torch.Generator().manual_seed(seed)
+    u = torch.randint(0, MF_USERS, (n,), generator=g)
+    i = torch.randint(0, MF_ITEMS, (n,), generator=g)
+    r = 3 + (users[u] * items[i]).sum(1) + 0.5 * torch.randn(n, generator=g)
+    x, y = torch.stack([u, i], 1), r[:, None]
+    if sorted_by_rating:  # the pairs exported ordered by rating
+        order = torch.argsort(y[:, 0])
+        x, y = x[order], y[order]
+    return x, y
+
+
+def factorization(width: int, users: int = MF_USERS, items: int = MF_ITEMS):
+    import torch
+
+    class Factorization(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.user, self.item = torch.nn.Embedding(users, width), torch.nn.Embedding(items, width)
+            self.user_bias, self.item_bias = torch.nn.Embedding(users, 1), torch.nn.Embedding(items, 1)
+            for table in (self.user, self.item):
+                torch.nn.init.normal_(table.weight, std=0.1)
+            for table in (self.user_bias, self.item_bias):
+                torch.nn.init.zeros_(table.weight)
+
+        def forward(self, x):
+            u, i = x[:, 0], x[:, 1]
+            dot = (self.user(u) * self.item(i)).sum(1, keepdim=True)
+            return dot + self.user_bias(u) + self.item_bias(i) + 3
+
+    return Factorization()
+
+
+def task10(cfg):
+    """(model, loss_fn, training batches per epoch as a function of the epoch, validation (x, y)) of batch 10."""
+    import torch
+
+    xt, yt = rating_data(cfg["n_train"], 101, cfg.get("sorted", False))
+    xv, yv = rating_data(2000, 102)
+    torch.manual_seed(0)
+    model = factorization(cfg["width"])
+
+    def epoch_batches(epoch):
+        return [(xt[i], yt[i]) for i in batches(len(yt), cfg["batch"], not cfg.get("sorted", False), epoch)]
+
+    return model, torch.nn.functional.mse_loss, epoch_batches, (xv, yv)
+
+
+RATINGS_CRASH_SCRIPT = textwrap.dedent('''
+    """The rating model, refreshed after epoch 3 with the week's new sign-ups (users 300-339) whose ids the embedding
+    table, sized when the run started, does not hold: the real IndexError ends the run."""
+    import sys
+    import torch
+    sys.path.insert(0, {here!r})
+    from generate import SCENARIOS10, rating_data, task10
+    torch.set_num_threads(1)
+    cfg = SCENARIOS10["mf-healthy"]
+    model, loss_fn, epoch_batches, (xv, yv) = task10(cfg)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"])
+    step = 0
+    for epoch in range(1, cfg["epochs"] + 1):
+        batches = epoch_batches(epoch)
+        if epoch > 3:  # the refreshed export: new users appended
+            x, y = rating_data(2000, 103)
+            x[:, 0] = 300 + x[:, 0] % 40
+            batches = batches + [(x[k:k + 256], y[k:k + 256]) for k in range(0, 2000, 256)]
+        total = 0.0
+        for x, y in batches:
+            loss = loss_fn(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            step += 1
+            total += loss.item()
+            if step % 20 == 0:
+                print(f"[{{epoch}}/{{cfg['epochs']}}] step {{step}} train_mse={{loss.item():.4f}}", flush=True)
+        with torch.no_grad():
+            print(f"[{{epoch}}/{{cfg['epochs']}}] train_mse={{total / len(batches):.4f}} "
+                  f"val_mse={{loss_fn(model(xv), yv).item():.4f}}", flush=True)
+''')
+
+
+def ratings_crash(name: str, out: str) -> None:
+    crashing_script_log(name, out, "train_ratings.py", RATINGS_CRASH_SCRIPT)
+
+
+
 # name -> (writer, scenario or death kind)
 RUNS = {
     "gen-sw-01": ("summarywriter", "healthy"),
@@ -1800,6 +1916,15 @@ RUNS = {
     "gen-ts-hf-01": ("hf5", "ts-overfit"),
     "gen-ts-text-01": ("series-oom", "ts-healthy"),
     "gen-ts-text-02": ("step-text7", "ts-slow"),
+    # tenth batch (labels.toml batch = 10, all held back): matrix factorization of synthetic ratings
+    "gen-mf-sw-01": ("summarywriter5", "mf-healthy"),
+    "gen-mf-plcsv-01": ("lightning-csv5", "mf-overfit"),
+    "gen-mf-pltb-01": ("lightning-tb5", "mf-periodic"),
+    "gen-mf-hf-01": ("hf5", "mf-stuck"),
+    "gen-mf-keras-01": ("keras5", "mf-lr"),
+    "gen-mf-text-01": ("step-text7", "mf-jitter"),
+    "gen-mf-text-02": ("ratings-crash", "mf-healthy"),
+    "gen-mf-text-03": ("text5", "mf-slow"),
 }
 
 
@@ -1818,7 +1943,8 @@ def generate(name: str, out: str) -> None:
               "attention-oom": lambda n, w, o: attention_oom(n, o),
               "tagger-crash": lambda n, w, o: tagger_crash(n, o),
               "spiral-crash": lambda n, w, o: spiral_crash(n, o),
-              "series-oom": lambda n, w, o: series_oom(n, o)}
+              "series-oom": lambda n, w, o: series_oom(n, o),
+              "ratings-crash": lambda n, w, o: ratings_crash(n, o)}
     if writer in batch5:
         batch5[writer](name, what, out)
     elif writer == "summarywriter":
