@@ -217,14 +217,31 @@ def test_a_training_loss_repeating_a_few_exact_values_is_not_learning(tmp_path):
 
 def test_validation_accuracy_at_exactly_one_over_k_with_the_loss_at_ln_k_is_not_learning(tmp_path):
     # 5 balanced classes, 8 epochs: the losses fall from the initialisation (val 3.9 -> 1.68) to ~ln 5 = 1.61 and the
-    # validation accuracy is 0.2000 at every epoch: every sample gets the same class. A constant accuracy that is no
-    # 1/K (0.75, a majority share) is not judged by this rule.
+    # validation accuracy is 0.2000 at every epoch: every sample gets the same class.
     train = [2.017, 1.834, 1.833, 1.779, 1.772, 1.763, 1.770, 1.762]
     val = [3.912, 2.222, 1.810, 1.655, 1.679, 1.679, 1.666, 1.697]
     report = _diagnose(tmp_path, _epoch_log(train, val, [0.2] * 8))
     assert _kinds(report) == ["not-learning"], [(f.kind, f.summary) for f in report.findings]
+
+
+def test_a_constant_validation_accuracy_is_not_learning_only_when_the_loss_did_not_change_either(tmp_path):
+    # One rule (_predictions_never_changed) for every constant quality: the same accuracy at every evaluation is a
+    # model whose held-out predictions never changed. It is not learning when the loss has stopped moving and sits at
+    # or above the lowest a constant prediction reaches (the labels' entropy: >= max(H(a), -ln a), 0.562 for 0.75).
+    train = [2.017, 1.834, 1.833, 1.779, 1.772, 1.763, 1.770, 1.762]
+    val = [3.912, 2.222, 1.810, 1.655, 1.679, 1.679, 1.666, 1.697]
     report = _diagnose(tmp_path, _epoch_log(train, val, [0.75] * 8), "majority.log")
-    assert "not-learning" not in _kinds(report)
+    assert _kinds(report) == ["not-learning"], [(f.kind, f.summary) for f in report.findings]
+    # Still creeping down over its second half (slow SGD at the majority share): not judged by this rule.
+    creep = [0.69 * 0.985 ** e for e in range(12)]
+    report = _diagnose(tmp_path, _epoch_log(creep, [v + 0.01 for v in creep], [0.75] * 12), "creep.log")
+    assert "not-learning" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+    # Segmentation: pixel accuracy at the background share (0.9866) every epoch while the loss falls to 0.057 and
+    # settles, 19% under that share's floor (0.071): the model tells pixels apart; it learns (world batch 3, healthy).
+    val = [0.785, 0.196, 0.074, 0.071, 0.067, 0.063, 0.062, 0.0574, 0.0573, 0.0572, 0.0573, 0.0572, 0.0572, 0.0572]
+    train = [1.39, 0.48, 0.105, 0.078, 0.07, 0.066, 0.064, 0.062, 0.061, 0.060, 0.0595, 0.059, 0.0588, 0.0587]
+    report = _diagnose(tmp_path, _epoch_log(train, val, [0.9866] * len(val)), "segmentation.log")
+    assert "not-learning" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]
 
 
 def test_a_jumpy_small_validation_loss_is_no_jitter_while_the_accuracy_still_rises_to_its_best(tmp_path):
