@@ -327,6 +327,20 @@ def test_a_loss_slowing_down_towards_its_floor_is_not_slow(tmp_path):
     assert "slow-convergence" not in _kinds(_diagnose(tmp_path, text))
 
 
+def test_a_creep_whose_pace_eases_to_half_its_start_is_still_slow(tmp_path):
+    # STEADY_PACE 0.5: 40 epochs from 2.3, the log-fall per epoch easing linearly to 20% of its start (the last
+    # quarter falls 0.51x as fast as the first), 18% of the way down and ~150 epochs from half its start: slow. The
+    # bar was 0.6; batches 1-6 score the same anywhere from 0.47 to 0.69 (the nearest healthy curve that passes the
+    # other tests eases to 0.46), and a slow-labelled ConvLSTM of batch 9 eases to 0.58. A loss levelling off
+    # towards a floor (the test above: 0.2) stays healthy.
+    loss, x = [], math.log(2.3)
+    for e in range(40):
+        loss.append(math.exp(x))
+        x -= 0.008 * (1 - 0.8 * e / 40)
+    text = "".join(f"Epoch {e}: train_loss={v:.4f}\n" for e, v in enumerate(loss))
+    assert _kinds(_diagnose(tmp_path, text)) == ["slow-convergence"]
+
+
 def test_a_step_loss_flattening_like_a_fine_tune_is_not_slow(tmp_path):
     # 400 logged steps, 2.00 -> 1.77: most of the fall in the first tenth, then a slow flattening (a T5 fine-tune
     # under a decaying LR), noisy by +-0.02: it fell under 25% but is converging, not slow.
