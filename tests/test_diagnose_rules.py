@@ -215,6 +215,25 @@ def test_a_training_loss_repeating_a_few_exact_values_is_not_learning(tmp_path):
     assert "not-learning" not in _kinds(_diagnose(tmp_path, text, "fine.log"))
 
 
+def test_a_loss_stuck_to_its_printed_digits_for_the_second_half_is_not_learning_at_any_level(tmp_path):
+    # An LSTM regressor answering 0.5 to every sample (world batch 1, Lightning CSV): its MSE falls 1.75 -> 0.25 in
+    # its first logs, then every batch gives 0.25000xx (within 1e-4 of its level) for the rest of the run: the
+    # output no longer depends on the input. Far below its start, so the stuck rule's "near the start" did not hold;
+    # stuck for the whole second half of 20+ points now counts at any level above 1e-3. The guards: the same level
+    # with batch noise (+-1%) is a converged model, and a stretch shorter than half the run is not judged.
+    rng = random.Random(3)
+    fall = [1.75 * 0.6 ** i for i in range(4)]
+    stuck = fall + [0.25 + 0.25 * 0.5 ** i for i in range(6)] + [0.250007 - 1e-7 * i for i in range(50)]
+    text = "".join(f"step {i * 50} loss={v!r}\n" for i, v in enumerate(stuck, 1))
+    assert _kinds(_diagnose(tmp_path, text)) == ["not-learning"]
+    noisy = stuck[:10] + [0.25 * (1 + rng.uniform(-0.01, 0.01)) for _ in range(50)]
+    text = "".join(f"step {i * 50} loss={v!r}\n" for i, v in enumerate(noisy, 1))
+    assert "not-learning" not in _kinds(_diagnose(tmp_path, text, "noisy.log"))
+    short = stuck[:10] + [0.25 * (1 + rng.uniform(-0.01, 0.01)) for _ in range(30)] + stuck[-20:]
+    text = "".join(f"step {i * 50} loss={v!r}\n" for i, v in enumerate(short, 1))
+    assert "not-learning" not in _kinds(_diagnose(tmp_path, text, "short.log"))
+
+
 def test_validation_accuracy_at_exactly_one_over_k_with_the_loss_at_ln_k_is_not_learning(tmp_path):
     # 5 balanced classes, 8 epochs: the losses fall from the initialisation (val 3.9 -> 1.68) to ~ln 5 = 1.61 and the
     # validation accuracy is 0.2000 at every epoch: every sample gets the same class.

@@ -202,6 +202,15 @@ def _assert_scored_once_part_holds(outcomes, entries: int, at_least_right: int) 
     assert sum(o.right for o in outcomes) >= at_least_right
 
 
+def test_the_tune_part_keeps_what_it_scores():
+    """The tune part of batches 1-2 (47 entries, tuned on from the start): 45 right before dx-rules11, then 46 (a
+    training loss stuck to its printed digits for its whole second half is not learning at any level: the
+    LSTM regressor at MSE 0.2500). A floor, like the held-back parts' guards."""
+    bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
+    outcomes = bench.evaluate("tune", LABELS, SCORED_ONCE_BATCHES)
+    _assert_scored_once_part_holds(outcomes, 47, 46)
+
+
 def test_the_held_back_part_keeps_what_it_scored_once():
     """The holdout part of batches 1-2 was scored once, by the lead, after the readers and rules landed (main
     3723682, 19:52 UTC): 23 of 30 right, every entry read, no error-level finding on a healthy run

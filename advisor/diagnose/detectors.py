@@ -44,6 +44,7 @@ STUCK_MIN_POINTS = 10  # a loss identical to the last digit for this many points
 STUCK_SHARE = 0.2  # ... and this share of the run: not learning
 STUCK_TOLERANCE = 1e-5  # relative: "the same value" up to float32 noise in the last printed digit
 STUCK_NEAR_START = 0.5  # a stuck loss at least half its starting level has not learned
+STUCK_MIN_LEVEL = 1e-3  # ... nor one stuck for the second half of the run above this level (a rounded 0.0001 is converged)
 STUCK_FEW_POINTS = 4  # an epoch log stuck for this many points (and most of the run) has not learned
 PRINT_PRECISION = 1e-4  # relative: values this close differ only in the printed digits (2.3026 vs 2.3029)
 LN_K_TOLERANCE = 0.02  # a loss within 2% of ln(K) sits where an untrained K-way classifier starts
@@ -1072,7 +1073,11 @@ def detect_not_learning(series: dict[str, list[Point]], ctx: Context) -> list[Fi
     start_level = min(values[0], _median(values[:3]))
     needed = max(STUCK_FEW_POINTS, STUCK_SHARE * len(values)) if len(values) >= MIN_POINTS else max(
         STUCK_FEW_POINTS, len(values) // 2 + 1)
-    if last != 0 and abs(last) >= STUCK_NEAR_START * abs(start_level) and stuck >= needed:
+    # Near its start for a fifth of the run, or, at any level above STUCK_MIN_LEVEL, for the whole second half of
+    # MIN_POINTS+ points: batch after batch giving one loss to the printed digits is a model whose output no longer
+    # depends on its input (an LSTM regressor answering 0.5 to every sample: MSE 0.2500 from step 100 of 240).
+    long_stuck = len(values) >= MIN_POINTS and stuck > len(values) / 2 and abs(last) > STUCK_MIN_LEVEL
+    if last != 0 and stuck >= needed and (abs(last) >= STUCK_NEAR_START * abs(start_level) or long_stuck):
         confidence = "high" if stuck >= STUCK_MIN_POINTS else ("medium" if stuck >= 6 else "low")
         evidence.update({"stuck_value": last, "stuck_points": stuck,
                          **_span(train, len(train) - stuck, len(train) - 1)})
