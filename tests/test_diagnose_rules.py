@@ -215,16 +215,52 @@ def test_a_training_loss_repeating_a_few_exact_values_is_not_learning(tmp_path):
     assert "not-learning" not in _kinds(_diagnose(tmp_path, text, "fine.log"))
 
 
+def test_a_loss_stuck_to_its_printed_digits_for_the_second_half_is_not_learning_at_any_level(tmp_path):
+    # An LSTM regressor answering 0.5 to every sample (world batch 1, Lightning CSV): its MSE falls 1.75 -> 0.25 in
+    # its first logs, then every batch gives 0.25000xx (within 1e-4 of its level) for the rest of the run: the
+    # output no longer depends on the input. Far below its start, so the stuck rule's "near the start" did not hold;
+    # stuck for the whole second half of 20+ points now counts at any level above 1e-3. The guards: the same level
+    # with batch noise (+-1%) is a converged model, and a stretch shorter than half the run is not judged.
+    rng = random.Random(3)
+    fall = [1.75 * 0.6 ** i for i in range(4)]
+    stuck = fall + [0.25 + 0.25 * 0.5 ** i for i in range(6)] + [0.250007 - 1e-7 * i for i in range(50)]
+    text = "".join(f"step {i * 50} loss={v!r}\n" for i, v in enumerate(stuck, 1))
+    assert _kinds(_diagnose(tmp_path, text)) == ["not-learning"]
+    noisy = stuck[:10] + [0.25 * (1 + rng.uniform(-0.01, 0.01)) for _ in range(50)]
+    text = "".join(f"step {i * 50} loss={v!r}\n" for i, v in enumerate(noisy, 1))
+    assert "not-learning" not in _kinds(_diagnose(tmp_path, text, "noisy.log"))
+    short = stuck[:10] + [0.25 * (1 + rng.uniform(-0.01, 0.01)) for _ in range(30)] + stuck[-20:]
+    text = "".join(f"step {i * 50} loss={v!r}\n" for i, v in enumerate(short, 1))
+    assert "not-learning" not in _kinds(_diagnose(tmp_path, text, "short.log"))
+
+
 def test_validation_accuracy_at_exactly_one_over_k_with_the_loss_at_ln_k_is_not_learning(tmp_path):
     # 5 balanced classes, 8 epochs: the losses fall from the initialisation (val 3.9 -> 1.68) to ~ln 5 = 1.61 and the
-    # validation accuracy is 0.2000 at every epoch: every sample gets the same class. A constant accuracy that is no
-    # 1/K (0.75, a majority share) is not judged by this rule.
+    # validation accuracy is 0.2000 at every epoch: every sample gets the same class.
     train = [2.017, 1.834, 1.833, 1.779, 1.772, 1.763, 1.770, 1.762]
     val = [3.912, 2.222, 1.810, 1.655, 1.679, 1.679, 1.666, 1.697]
     report = _diagnose(tmp_path, _epoch_log(train, val, [0.2] * 8))
     assert _kinds(report) == ["not-learning"], [(f.kind, f.summary) for f in report.findings]
+
+
+def test_a_constant_validation_accuracy_is_not_learning_only_when_the_loss_did_not_change_either(tmp_path):
+    # One rule (_predictions_never_changed) for every constant quality: the same accuracy at every evaluation is a
+    # model whose held-out predictions never changed. It is not learning when the loss has stopped moving and sits at
+    # or above the lowest a constant prediction reaches (the labels' entropy: >= max(H(a), -ln a), 0.562 for 0.75).
+    train = [2.017, 1.834, 1.833, 1.779, 1.772, 1.763, 1.770, 1.762]
+    val = [3.912, 2.222, 1.810, 1.655, 1.679, 1.679, 1.666, 1.697]
     report = _diagnose(tmp_path, _epoch_log(train, val, [0.75] * 8), "majority.log")
-    assert "not-learning" not in _kinds(report)
+    assert _kinds(report) == ["not-learning"], [(f.kind, f.summary) for f in report.findings]
+    # Still creeping down over its second half (slow SGD at the majority share): not judged by this rule.
+    creep = [0.69 * 0.985 ** e for e in range(12)]
+    report = _diagnose(tmp_path, _epoch_log(creep, [v + 0.01 for v in creep], [0.75] * 12), "creep.log")
+    assert "not-learning" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+    # Segmentation: pixel accuracy at the background share (0.9866) every epoch while the loss falls to 0.057 and
+    # settles, 19% under that share's floor (0.071): the model tells pixels apart; it learns (world batch 3, healthy).
+    val = [0.785, 0.196, 0.074, 0.071, 0.067, 0.063, 0.062, 0.0574, 0.0573, 0.0572, 0.0573, 0.0572, 0.0572, 0.0572]
+    train = [1.39, 0.48, 0.105, 0.078, 0.07, 0.066, 0.064, 0.062, 0.061, 0.060, 0.0595, 0.059, 0.0588, 0.0587]
+    report = _diagnose(tmp_path, _epoch_log(train, val, [0.9866] * len(val)), "segmentation.log")
+    assert "not-learning" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]
 
 
 def test_a_jumpy_small_validation_loss_is_no_jitter_while_the_accuracy_still_rises_to_its_best(tmp_path):
@@ -308,6 +344,20 @@ def test_a_loss_slowing_down_towards_its_floor_is_not_slow(tmp_path):
     train = [2.0 + 4.9 * 0.93 ** e for e in range(40)]
     text = "".join(f"Epoch {e}: train_loss={t:.4f} val_loss={v:.4f}\n" for e, (t, v) in enumerate(zip(train, val), 1))
     assert "slow-convergence" not in _kinds(_diagnose(tmp_path, text))
+
+
+def test_a_creep_whose_pace_eases_to_half_its_start_is_still_slow(tmp_path):
+    # STEADY_PACE 0.5: 40 epochs from 2.3, the log-fall per epoch easing linearly to 20% of its start (the last
+    # quarter falls 0.51x as fast as the first), 18% of the way down and ~150 epochs from half its start: slow. The
+    # bar was 0.6; batches 1-6 score the same anywhere from 0.47 to 0.69 (the nearest healthy curve that passes the
+    # other tests eases to 0.46), and a slow-labelled ConvLSTM of batch 9 eases to 0.58. A loss levelling off
+    # towards a floor (the test above: 0.2) stays healthy.
+    loss, x = [], math.log(2.3)
+    for e in range(40):
+        loss.append(math.exp(x))
+        x -= 0.008 * (1 - 0.8 * e / 40)
+    text = "".join(f"Epoch {e}: train_loss={v:.4f}\n" for e, v in enumerate(loss))
+    assert _kinds(_diagnose(tmp_path, text)) == ["slow-convergence"]
 
 
 def test_a_step_loss_flattening_like_a_fine_tune_is_not_slow(tmp_path):

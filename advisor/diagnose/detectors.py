@@ -44,6 +44,7 @@ STUCK_MIN_POINTS = 10  # a loss identical to the last digit for this many points
 STUCK_SHARE = 0.2  # ... and this share of the run: not learning
 STUCK_TOLERANCE = 1e-5  # relative: "the same value" up to float32 noise in the last printed digit
 STUCK_NEAR_START = 0.5  # a stuck loss at least half its starting level has not learned
+STUCK_MIN_LEVEL = 1e-3  # ... nor one stuck for the second half of the run above this level (a rounded 0.0001 is converged)
 STUCK_FEW_POINTS = 4  # an epoch log stuck for this many points (and most of the run) has not learned
 PRINT_PRECISION = 1e-4  # relative: values this close differ only in the printed digits (2.3026 vs 2.3029)
 LN_K_TOLERANCE = 0.02  # a loss within 2% of ln(K) sits where an untrained K-way classifier starts
@@ -1072,7 +1073,11 @@ def detect_not_learning(series: dict[str, list[Point]], ctx: Context) -> list[Fi
     start_level = min(values[0], _median(values[:3]))
     needed = max(STUCK_FEW_POINTS, STUCK_SHARE * len(values)) if len(values) >= MIN_POINTS else max(
         STUCK_FEW_POINTS, len(values) // 2 + 1)
-    if last != 0 and abs(last) >= STUCK_NEAR_START * abs(start_level) and stuck >= needed:
+    # Near its start for a fifth of the run, or, at any level above STUCK_MIN_LEVEL, for the whole second half of
+    # MIN_POINTS+ points: batch after batch giving one loss to the printed digits is a model whose output no longer
+    # depends on its input (an LSTM regressor answering 0.5 to every sample: MSE 0.2500 from step 100 of 240).
+    long_stuck = len(values) >= MIN_POINTS and stuck > len(values) / 2 and abs(last) > STUCK_MIN_LEVEL
+    if last != 0 and stuck >= needed and (abs(last) >= STUCK_NEAR_START * abs(start_level) or long_stuck):
         confidence = "high" if stuck >= STUCK_MIN_POINTS else ("medium" if stuck >= 6 else "low")
         evidence.update({"stuck_value": last, "stuck_points": stuck,
                          **_span(train, len(train) - stuck, len(train) - 1)})
@@ -1108,9 +1113,8 @@ def detect_not_learning(series: dict[str, list[Point]], ctx: Context) -> list[Fi
                             f"The training loss sits at {level:.4g} = ln({count}) (K={count}, {source}) and does not "
                             "fall: the model predicts every class alike, it is not learning.",
                             evidence, list(NOT_LEARNING_ACTIONS), confidence=confidence)]
-    return (_unmoved_at_chance(series, ctx) or _constant_accuracy_unmoved(series) or _never_right_unmoved(series)
-            or _converged_at_start(series) or _epoch_means_at_chance(series, ctx) or _repeats_exact_values(series)
-            or _accuracy_at_one_over_k(series))
+    return (_unmoved_at_chance(series, ctx) or _predictions_never_changed(series)
+            or _converged_at_start(series) or _epoch_means_at_chance(series, ctx) or _repeats_exact_values(series))
 
 
 REPEAT_MIN_POINTS = 20  # training-loss points, at least, to judge its values repeat
@@ -1217,89 +1221,71 @@ def _unmoved(points: list[Point]) -> bool:
     return moved < NO_MOVE and (paces is None or not steady(paces))
 
 
-ONE_OVER_K_TOLERANCE = 0.001  # an accuracy within this of 1/K (0-1 scale): uniform guessing on a balanced set
-ONE_OVER_K_LOSS = 0.1  # ... with the validation loss's second half within this share of ln K
+PRIOR_LOSS_SHARE = 0.9  # a loss at or above this share of the lowest a constant prediction can reach (_prior_floor)
 
 
-def _accuracy_at_one_over_k(series: dict[str, list[Point]]) -> list[Finding]:
-    """The validation accuracy the same at every one of CONSTANT_ACC_POINTS+ evaluations and exactly 1/K for a whole
-    K >= 2 (0.2: a balanced 5-class set), with the validation loss at ln K (ONE_OVER_K_LOSS): the model gives every
-    sample the same class, whatever its loss did from the initialisation down to ln K. A constant accuracy that is
-    no 1/K (a binary set's majority share, 0.75) can be a model creeping slowly, so it is left to the other rules."""
-    accs = [p.value for p in series.get("val_acc", []) if math.isfinite(p.value)]
-    if len(accs) < CONSTANT_ACC_POINTS:
-        return []
-    scale = 100.0 if max(accs) > 1.0 else 1.0
-    acc = accs[-1] / scale
-    if acc <= 0 or max(accs) - min(accs) > CONSTANT_ACC_SPREAD * scale:
-        return []
-    count = round(1 / acc)
-    losses = _values(_finite(series.get(VAL_LOSS, [])))
-    if count < 2 or abs(acc - 1 / count) > ONE_OVER_K_TOLERANCE or len(losses) < CONSTANT_ACC_POINTS:
-        return []
-    level, ln_k = _median(losses[len(losses) // 2:]), math.log(count)
-    if abs(level - ln_k) > ONE_OVER_K_LOSS * ln_k:
-        return []
-    evidence = {"series": VAL_LOSS, "accuracy": accs[-1], "accuracy_points": len(accs), "classes": count,
-                "level": round(level, 6), "ln_classes": round(ln_k, 4)}
-    return [Finding("not-learning", "error",
-                    f"The validation accuracy is {accs[-1]:.4g} = 1/{count} at every one of its {len(accs)} "
-                    f"evaluations and the validation loss sits at {level:.4g}, near ln({count}) = {ln_k:.4g}: the "
-                    f"model gives every sample the same class of {count}; it is not learning.",
-                    evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
+UNTRAINED_FALL = 2.0  # a curve whose first value is this many times its end holds the fall from an untrained level
 
 
-def _constant_accuracy_unmoved(series: dict[str, list[Point]]) -> list[Finding]:
-    """The validation accuracy identical to its printed digits at every one of CONSTANT_ACC_POINTS+ evaluations
-    (the model predicts the same classes every time: the majority class, typically, sitting just under ln 2 for
-    a binary task) while every loss curve, followed from the run's start, has not moved (_unmoved)."""
-    evaluations = [p for p in series.get("val_acc", []) if math.isfinite(p.value)]
-    accs = [p.value for p in evaluations]
-    if len(accs) < CONSTANT_ACC_POINTS:
-        return []
-    scale = 100.0 if max(accs) > 1.0 else 1.0
-    if max(accs) - min(accs) > max(PRINT_PRECISION * max(abs(a) for a in accs), CONSTANT_ACC_SPREAD * scale):
-        return []
-    curves = [(name, _finite(series.get(name, []))) for name in ("train_loss_epoch", TRAIN_LOSS, VAL_LOSS)]
-    curves = [(name, points) for name, points in curves if len(points) >= STUCK_FEW_POINTS]
-    if not curves or not all(_from_run_start(points) and _unmoved(_since(points, evaluations[0]))
-                             for _, points in curves):
-        return []
-    name, points = curves[0]
-    moved = {n: round(_moved(_values(p)), 5) for n, p in curves}
-    evidence = {"series": name, "moved": moved, "accuracy": accs[-1], "accuracy_points": len(accs),
-                **_span(points, 0, len(points) - 1)}
-    return [Finding("not-learning", "error",
-                    f"The validation accuracy is {accs[-1]:.4g} at every one of its {len(accs)} evaluations and the "
-                    "loss has not moved since the run's start (" + ", ".join(
-                        f"{_series_words(n)} {m:+.1%}" for n, m in moved.items()) + "): the model predicts the same "
-                    "classes every time (the majority class, typically); it is not learning.",
-                    evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
+def _prior_floor(accuracy: float) -> float:
+    """The lowest cross-entropy a model giving every sample the same class can reach when that class is a share
+    ``accuracy`` of the set: the labels' entropy, which is at least the larger of the binary entropy of that share
+    (the class against the rest) and -ln(share) (the min-entropy). ln K for a balanced K-class set (0.2: ln 5)."""
+    if not 0 < accuracy < 1:
+        return 0.0
+    binary = -(accuracy * math.log(accuracy) + (1 - accuracy) * math.log(1 - accuracy))
+    return max(binary, -math.log(accuracy))
 
 
-def _never_right_unmoved(series: dict[str, list[Point]]) -> list[Finding]:
-    """The validation accuracy or mAP exactly 0 at every one of CONSTANT_ACC_POINTS+ evaluations (not one correct
-    prediction, ever) while the validation loss, followed from the run's start, has not moved (_unmoved): the
-    model's outputs on held-out data never changed. The training loss is not asked: on a tiny or augmented set
-    its batches wander a few per cent around a start the model never left."""
+def _predictions_never_changed(series: dict[str, list[Point]]) -> list[Finding]:
+    """The validation quality (accuracy, mAP or score) identical, to CONSTANT_ACC_SPREAD, at every one of
+    CONSTANT_ACC_POINTS+ evaluations: the model's predictions on held-out data never changed. Not learning when the
+    loss says the outputs did not change either: for an accuracy, the validation loss (the training loss's when no
+    validation loss is logged), seen from the run's start (or from UNTRAINED_FALL x its end: a log whose epoch counter
+    starts late but whose loss comes down from an untrained level), no longer moves over its second half (_unmoved)
+    and ends at or above PRIOR_LOSS_SHARE of _prior_floor (a model telling samples apart goes below the floor while its arg-max stays put: a segmentation
+    run whose pixel accuracy sits at the background share as its loss falls 19% under the floor learns); for an mAP
+    or a score, the loss followed from the run's start has not moved (a detector in its first epochs, mAP 0 while
+    its loss falls, is learning). One rule for the majority class (a binary set at 0.574), exactly 1/K (0.2000: a
+    5-class set) and never one right prediction (mAP 0 for 100 epochs)."""
     for quality in ("val_acc", "val_map", "val_score"):
         evaluations = [p for p in series.get(quality, []) if math.isfinite(p.value)]
-        if len(evaluations) >= CONSTANT_ACC_POINTS and all(p.value == 0 for p in evaluations):
-            break
-    else:
-        return []
-    val = _finite(series.get(VAL_LOSS, []))
-    if len(val) < STUCK_FEW_POINTS or not _from_run_start(val) or not _unmoved(val):
-        return []
-    what = {"val_acc": "accuracy", "val_map": "mAP", "val_score": "score"}[quality]
-    moved = _moved(_values(val))
-    evidence = {"series": VAL_LOSS, "moved": round(moved, 5), "quality": quality, "quality_points": len(evaluations),
-                **_span(val, 0, len(val) - 1)}
-    return [Finding("not-learning", "error",
-                    f"The validation {what} is exactly 0 at every one of its {len(evaluations)} evaluations and the "
-                    f"validation loss has not moved since the run's start ({moved:+.1%}): the model never made one "
-                    "correct prediction and its outputs did not change; it is not learning.",
-                    evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
+        if len(evaluations) < CONSTANT_ACC_POINTS:
+            continue
+        values = [p.value for p in evaluations]
+        scale = 100.0 if max(values) > 1.0 else 1.0
+        if max(values) - min(values) > CONSTANT_ACC_SPREAD * scale:
+            continue
+        name = next((n for n in (VAL_LOSS, "train_loss_epoch", TRAIN_LOSS)
+                     if len(_finite(series.get(n, []))) >= STUCK_FEW_POINTS), None)
+        if name is None:
+            return []
+        loss = _finite(series[name])
+        share = values[-1] / scale
+        end = _median(_values(loss)[-3:])
+        if quality == "val_acc" and 0 < share < 1:
+            floor = _prior_floor(share)
+            if not (_unmoved(loss[len(loss) // 2:]) and end >= PRIOR_LOSS_SHARE * floor
+                    and (_from_run_start(loss) or loss[0].value >= UNTRAINED_FALL * end)):
+                return []  # (a mid-run excerpt of a converged run holds a constant accuracy as often as not)
+            because = (f"the {_series_words(name)} no longer moves and sits at {end:.4g}, at or above {floor:.4g}, "
+                       "the lowest a model giving every sample the same class can reach: it gives every sample the "
+                       "same class")
+        elif _from_run_start(loss) and _unmoved(loss):
+            floor = None
+            because = (f"the {_series_words(name)} has not moved since the run's start "
+                       f"({_moved(_values(loss)):+.1%}): its outputs did not change")
+        else:
+            return []
+        what = {"val_acc": "accuracy", "val_map": "mAP", "val_score": "score"}[quality]
+        evidence = {"series": name, "quality": quality, "quality_value": values[-1], "quality_points": len(values),
+                    "loss_end": round(end, 6), **({"prior_floor": round(floor, 6)} if floor is not None else {}),
+                    **_span(loss, 0, len(loss) - 1)}
+        return [Finding("not-learning", "error",
+                        f"The validation {what} is {values[-1]:.4g} at every one of its {len(values)} evaluations "
+                        f"and {because}; it is not learning.",
+                        evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
+    return []
 
 
 def _since(points: list[Point], first: Point) -> list[Point]:

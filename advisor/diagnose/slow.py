@@ -43,7 +43,7 @@ ABOVE_START = 0.10  # a smoothed first quarter rising this share above the first
 # The last quarter's fall over the first quarter's (log medians): slow runs in the world corpus (plain SGD at LR
 # 0.004) 0.94-0.99, a geometric creep 1.0; healthy per-epoch curves converging to their floor 0.02-0.24 (validation)
 # and up to 0.64 (training under a linearly decaying LR, which has come 65% of the way: not slow by SLOW_PROGRESS).
-STEADY_PACE = 0.6
+STEADY_PACE = 0.5
 GOOD_ACCURACY = 0.7
 SLOW_FEW_EPOCHS = 10  # below this many epochs, a slow verdict needs its target SLOW_FAR times the run away (medium
 SLOW_FAR = 3.0  # confidence); a nearer one is the start of a run still improving (8 YOLO epochs, mAP 0.06 -> 0.27)
