@@ -27,7 +27,7 @@ SIXTH_BATCH = 6  # held back whole, collected after batch 5 was scored; scored o
 SEVENTH_BATCH = 7  # held back whole, collected after batch 6 was scored; scored once: 39/51 (README)
 EIGHTH_BATCH = 8  # held back whole, collected after batch 7 was scored; scored once: 25/32 (README)
 NINTH_BATCH = 9  # held back whole, collected after batch 8 was scored; scored once: 30/39 (README)
-TENTH_BATCH = 10  # held back whole, collected after batch 9 was scored; not scored yet: the lead's, once
+TENTH_BATCH = 10  # held back whole, collected after batch 9 was scored; scored once: 27/37 (README)
 
 
 def _load(name, path):
@@ -211,11 +211,11 @@ def test_the_tenth_batch_is_mostly_committed_files_with_a_few_runs_trained_here(
     assert all(_size(WORLD / n.split("/")[0]) < 200 * 1024 for n in fresh), "every folder < 200 KB"
 
 
-def _assert_scored_once_part_holds(outcomes, entries: int, at_least_right: int) -> None:
-    """What a part scored once keeps: its size, every entry read, no error-level finding on a healthy run, and
-    no fewer right than it scored."""
+def _assert_scored_once_part_holds(outcomes, entries: int, at_least_right: int, unreadable_at_most: int = 0) -> None:
+    """What a part scored once keeps: its size, no more unreadable entries than it had (none, unless it was scored
+    with some), no error-level finding on a healthy run, and no fewer right than it scored."""
     assert len(outcomes) == entries
-    assert not [o.name for o in outcomes if o.unreadable]
+    assert len([o.name for o in outcomes if o.unreadable]) <= unreadable_at_most, [o.name for o in outcomes if o.unreadable]
     assert not [o.name for o in outcomes if not o.expected and o.error_level]
     assert sum(o.right for o in outcomes) >= at_least_right
 
@@ -340,3 +340,16 @@ def test_the_seventh_fresh_batch_keeps_what_it_scored_once():
     # 38 (a training loss that barely moved sets no floor for validation's slow target), then (dx-rules11) 39
     # (STEADY_PACE 0.5: a ConvLSTM whose creep eases to 0.58 of its first pace is slow).
     _assert_scored_once_part_holds(outcomes, 39, 39)
+
+
+def test_the_eighth_fresh_batch_keeps_what_it_scored_once():
+    """Batch 10 (37 entries, held back whole: 29 files committed in public repositories none of batches 1-9 used,
+    13 of them not healthy, and 8 runs trained here on a new rating-factorisation task) was labelled by a helper who
+    never ran a detector on it, and scored once by the lead after dx-rules11 landed (main b964acc, 14:48 UTC, load
+    4.9 with three plans of a load test running): 27 of 37 right (0.73), 1 unreadable (a PowerShell capture), no
+    error-level finding on its 17 healthy runs (2 with a warning-level finding). Below the issue's 90%: this guards
+    against falling back, it does not claim the target. runmedic 0.1.1: 25, trainspotter 0.2.6: 12 on the same
+    entries (bench/diagnose_peers.py; they could not read 3 and 13)."""
+    bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
+    outcomes = bench.evaluate(None, LABELS, (TENTH_BATCH,))
+    _assert_scored_once_part_holds(outcomes, 37, 27, unreadable_at_most=1)
