@@ -28,6 +28,7 @@ SEVENTH_BATCH = 7  # held back whole, collected after batch 6 was scored; scored
 EIGHTH_BATCH = 8  # held back whole, collected after batch 7 was scored; scored once: 25/32 (README)
 NINTH_BATCH = 9  # held back whole, collected after batch 8 was scored; scored once: 30/39 (README)
 TENTH_BATCH = 10  # held back whole, collected after batch 9 was scored; scored once: 27/37 (README)
+ELEVENTH_BATCH = 11  # held back whole, collected after batch 10 was scored; the lead scores it once
 
 
 def _load(name, path):
@@ -124,7 +125,7 @@ def test_the_calibration_check_scores_batches_1_to_6_and_7_to_9_and_never_a_late
 
 
 @pytest.mark.parametrize("batch", [FRESH_BATCH, UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH, SEVENTH_BATCH, EIGHTH_BATCH,
-                                   NINTH_BATCH, TENTH_BATCH])
+                                   NINTH_BATCH, TENTH_BATCH, ELEVENTH_BATCH])
 def test_the_fresh_batch_is_held_back_whole_and_the_bench_selects_it_without_judging_it(capsys, batch):
     """Batch 3 was collected after batches 1-2's held-back part was spent, batch 4 after batch 3 was scored: each is
     held back whole, at least 30 entries, a third of them healthy. The bench picks a batch by its number and says
@@ -142,7 +143,7 @@ def test_the_fresh_batch_is_held_back_whole_and_the_bench_selects_it_without_jud
 
 
 @pytest.mark.parametrize("batch", [UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH, SEVENTH_BATCH, EIGHTH_BATCH, NINTH_BATCH,
-                                   TENTH_BATCH])
+                                   TENTH_BATCH, ELEVENTH_BATCH])
 def test_the_unscored_batch_has_new_sources_and_no_entry_of_an_earlier_batch(batch):
     """Batches 4 to 10 are new material: no repository file or generated run already in an earlier batch."""
     earlier = {e["source"] for e in LABELS.values() if e.get("batch", 1) < batch}
@@ -205,6 +206,24 @@ def test_the_tenth_batch_is_mostly_committed_files_with_a_few_runs_trained_here(
     assert len(committed) + len(generated) == len(fresh) and 36 <= len(fresh) <= 42, len(fresh)
     assert all(n.startswith("gen-mf-") for n in generated), "batch 10 trains on the rating-model task only"
     assert "crash" in {k for n in generated for k in fresh[n]["kinds"]}
+    healthy = sum(not e["kinds"] for e in fresh.values())
+    assert 0.35 * len(fresh) <= healthy <= 0.55 * len(fresh), (healthy, len(fresh))
+    assert 3 * sum(bool(fresh[n]["kinds"]) for n in committed) >= len(committed)
+    assert all(_size(WORLD / n.split("/")[0]) < 200 * 1024 for n in fresh), "every folder < 200 KB"
+
+
+def test_the_eleventh_batch_is_mostly_committed_files_from_new_repositories():
+    """Batch 11 asks for at least 30 files committed in public repositories none of batches 1-10 used (at most 2
+    entries from any one repository) and at most 6 runs really trained here (on a task no earlier batch used); 36 to
+    42 entries, 35-55% of them healthy, a third or more of its committed files not healthy and every folder < 200 KB;
+    nothing here reads the entries' curves (the lead scores it once: `python bench/diagnose_world.py --batch 11`)."""
+    fresh, committed, generated = _batch_by_source(ELEVENTH_BATCH)
+    assert len(committed) >= 30 and len(generated) <= 6, (len(committed), len(generated))
+    assert len(committed) + len(generated) == len(fresh) and 36 <= len(fresh) <= 42, len(fresh)
+    repos = [fresh[n]["source"].split()[0] for n in committed]
+    assert max(repos.count(r) for r in repos) <= 2, "at most 2 entries per repository"
+    earlier = {e["source"].split()[0].lower() for e in LABELS.values() if e.get("batch", 1) < ELEVENTH_BATCH}
+    assert not {r.lower() for r in repos} & earlier, "a repository used before"
     healthy = sum(not e["kinds"] for e in fresh.values())
     assert 0.35 * len(fresh) <= healthy <= 0.55 * len(fresh), (healthy, len(fresh))
     assert 3 * sum(bool(fresh[n]["kinds"]) for n in committed) >= len(committed)
