@@ -86,12 +86,14 @@ class DiagnoseScreen(Screen):
     def compose(self):
         app = self.app
         yield Header()
-        yield Static("Reads training logs (torchrun, HF Trainer, Lightning, DeepSpeed, plain loops, JSON lines, "
-                     "CSV) and says what went wrong and what to do. A recipe adds the batch and LR the log lacks.",
+        yield Static("Reads training logs and run folders (text logs, CSV and JSON metrics, TensorBoard events, "
+                     "Lightning, HF Trainer, YOLO, detectron2, mmengine, wandb) and says what went wrong and what to "
+                     "do. A recipe adds the batch and LR the log lacks.",
                      classes="intro")
         with Horizontal(classes="field"):
-            yield Label("Log file(s)", classes="field-label")
-            yield Input(compact=True, value=" ".join(app.diagnose_logs), id="logs", placeholder="run.log (several: separated by spaces)")
+            yield Label("Logs or folder", classes="field-label")
+            yield Input(compact=True, value=" ".join(app.diagnose_logs), id="logs",
+                        placeholder="run.log or lightning_logs/version_0 (several: separated by spaces)")
         with Horizontal(classes="field"):
             yield Label("Recipe (optional)", classes="field-label")
             yield Input(compact=True, value=app.diagnose_recipe or "", id="recipe", placeholder="recipes/<workload>.toml")
