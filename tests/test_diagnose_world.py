@@ -110,8 +110,8 @@ def test_an_entry_the_tool_cannot_read_or_crashes_on_counts_as_wrong(tmp_path, m
     assert outcome.unreadable == "RuntimeError: a reader bug" and not outcome.right
 
 
-def test_the_calibration_check_scores_batches_1_to_6_and_7_to_9_and_never_a_later_batch(tmp_path, monkeypatch):
-    # `--calibration-check`: a rule change is calibrated on batches 1-6 and checked on 7-9 (both spent); a later
+def test_the_calibration_check_scores_batches_1_to_6_and_7_to_10_and_never_a_later_batch(tmp_path, monkeypatch):
+    # `--calibration-check`: a rule change is calibrated on batches 1-6 and checked on 7-10 (both spent); a later
     # batch (held back whole, the lead's to score once) is never judged by it, even when labels.toml holds it.
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     judged = []
@@ -119,8 +119,8 @@ def test_the_calibration_check_scores_batches_1_to_6_and_7_to_9_and_never_a_late
         name, set(entry["kinds"]), "text-log"))
     labels = {f"e{b}": {"kinds": [], "split": "holdout", "batch": b} for b in range(1, 12)}
     text = bench.calibration_check(labels)
-    assert sorted(judged) == list(range(1, 10)), judged
-    assert "calibration (batches 1-6): 6 of 6 right" in text and "check (batches 7-9): 3 of 3 right" in text
+    assert sorted(judged) == list(range(1, 11)), judged
+    assert "calibration (batches 1-6): 6 of 6 right" in text and "check (batches 7-10): 4 of 4 right" in text
 
 
 @pytest.mark.parametrize("batch", [FRESH_BATCH, UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH, SEVENTH_BATCH, EIGHTH_BATCH,
