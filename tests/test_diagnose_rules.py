@@ -1078,6 +1078,26 @@ def test_a_loss_falling_steadily_far_above_ln_k_is_not_a_blown_up_model(tmp_path
     assert "diverged" not in _kinds(report), [f.evidence for f in report.findings]
 
 
+def test_a_loss_stuck_a_few_times_ln_k_with_the_accuracy_at_chance_is_not_learning_not_diverged(tmp_path):
+    # batch 10's Phi-3 fine-tune: loss 4.67-4.71 at each of 34 logs (7x ln 2), its token accuracy 0.481-0.488 (read
+    # as chance for K = 2). Diverged needs an order of magnitude (10x ln K, as after a blow-up): a loss stuck at a
+    # few times ln K has not learned; it has not blown up.
+    rng = random.Random(3)
+    lines = [f"step {20 * (i + 1)}: loss {4.688 + rng.uniform(-0.02, 0.02):.4f} "
+             f"train acc {0.485 + rng.uniform(-0.004, 0.004):.4f}" for i in range(34)]
+    report = _diagnose(tmp_path, "\n".join(lines) + "\n")
+    assert _kinds(report) == ["not-learning"], [(f.kind, f.evidence) for f in report.findings]
+
+
+def test_a_loss_ten_times_ln_k_throughout_with_the_accuracy_at_chance_is_diverged(tmp_path):
+    # The rule kept: 25 logs at 7.2-7.4 (10.5x ln 2) with the accuracy at 0.50: blown up before the first log.
+    rng = random.Random(4)
+    lines = [f"step {20 * (i + 1)}: loss {7.3 + rng.uniform(-0.1, 0.1):.4f} "
+             f"train acc {0.50 + rng.uniform(-0.01, 0.01):.4f}" for i in range(25)]
+    report = _diagnose(tmp_path, "\n".join(lines) + "\n")
+    assert "diverged" in _kinds(report), [(f.kind, f.evidence) for f in report.findings]
+
+
 def _floor_steps_csv(val_losses, seed=8):
     # Lightning-like metrics.csv, 25 epochs of 15 logged steps (the first after the fast fall): the step loss sits at
     # 0.3 +- 0.09 (one batch's loss is a sample: 25-30% of its level), its trend flat over the second half; one

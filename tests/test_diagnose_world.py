@@ -352,4 +352,6 @@ def test_the_eighth_fresh_batch_keeps_what_it_scored_once():
     entries (bench/diagnose_peers.py; they could not read 3 and 13)."""
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     outcomes = bench.evaluate(None, LABELS, (TENTH_BATCH,))
-    _assert_scored_once_part_holds(outcomes, 37, 27, unreadable_at_most=1)
+    # Read to learn from since (dx-rules12): 28 (a loss stuck at 7x ln K with the accuracy at chance is not
+    # learning: diverged needs 10x ln K).
+    _assert_scored_once_part_holds(outcomes, 37, 28, unreadable_at_most=1)

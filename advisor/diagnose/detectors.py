@@ -441,11 +441,14 @@ CHANCE_ACC_SPREAD = 0.3  # accuracies within this share of 1/K of their median (
 DEAD_AT_CHANCE = 0.85  # after a blow-up, a loss at or above this share of ln K is back at chance, not recovered
 DEAD_NO_FALL = 0.1  # ... and falls less than this share over the rest of the run
 DEAD_MIN_AFTER = 3  # points after the blow-up, at least, to say where the loss settled
-ABOVE_CHANCE = 3.0  # a cross-entropy this many times ln K with accuracy at chance: worse than guessing
 # A loss this many times ln K at any point of a run whose accuracy never left chance has blown up (a model that never
 # moved from its initialisation sits at ln K): a logger that records every Nth step can miss the peak (7e8 between
 # two logged steps showed as 27.9, 12x ln 10), so the bar is one order of magnitude, not EXPLOSION_FACTOR's two.
 CHANCE_EXPLOSION = 10.0
+# A training loss this many times ln K for the whole run, the accuracy at chance throughout: blown up before the
+# first log. The same order of magnitude: a loss stuck at 3-7x ln K (a language model's token accuracy near 1/2,
+# its loss 4.69 = 7x ln 2) has not learned, it has not diverged.
+ABOVE_CHANCE = CHANCE_EXPLOSION
 
 
 def chance_loss(series: dict[str, list[Point]], ctx: Context) -> tuple[float, int, str, list[float]] | None:
