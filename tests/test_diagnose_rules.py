@@ -28,6 +28,22 @@ def test_a_real_segmentation_fault_under_bash_is_a_crash(tmp_path):
     assert finding.evidence["signal"] == "SIGSEGV" and "SIGSEGV" in finding.summary
 
 
+def test_an_exception_whose_message_wrapped_to_the_next_line_is_a_crash_in_a_log_with_no_metric(tmp_path):
+    # batch 10's PowerShell capture (`2>&1 | Out-File`): UTF-8 with a byte-order mark, CRLF, every line hard-wrapped
+    # at ~27 columns, so "ImportError: numpy.core.multiarray failed to import" ends its line at the colon. An
+    # exception name followed by a colon at the end of its line is the exception line: a crash, readable though no
+    # line holds a metric.
+    wrapped = ("python : 2026-02-21 \r\n12:25:56.109721: I tensorfl\r\now/core/util/port.cc:153] \r\n"
+               "At line:1 char:1\r\n+ python src/train.py \r\n    + FullyQualifiedErrorI \r\n   d : NativeCommandError\r\n"
+               "Traceback (most recent \r\ncall last):  File \r\n\"C:\\Users\\u\\src\\train.py\",\r\n line 2, in <module>\r\n"
+               "    import tensorflow as tf\r\nImportError: \r\nnumpy.core.multiarray \r\nfailed to import\r\n")
+    path = tmp_path / "train_log.txt"
+    path.write_bytes(b"\xef\xbb\xbf" + wrapped.encode())
+    report = diagnose_source(str(path))
+    (finding,) = [f for f in report.findings if f.secondary_to is None]
+    assert (finding.kind, finding.severity, finding.evidence.get("exception")) == ("crash", "error", "ImportError")
+
+
 CAFFE_TAIL = """I0712 10:00:01.000000  1234 solver.cpp:218] Iteration 100 (5.1 iter/s, 19.6s/100 iters), loss = 2.1
 I0712 10:00:21.000000  1234 solver.cpp:218] Iteration 200 (5.1 iter/s, 19.6s/100 iters), loss = 1.9
 *** Aborted at 1499853621 (unix time) try "date -d @1499853621" if you are using GNU date ***
