@@ -44,6 +44,42 @@ def test_an_exception_whose_message_wrapped_to_the_next_line_is_a_crash_in_a_log
     assert (finding.kind, finding.severity, finding.evidence.get("exception")) == ("crash", "error", "ImportError")
 
 
+def _detectron2_sessions(starts, last=999, seed=5):
+    # detectron2 appends each run to metrics.json: one JSON object per logged iteration (every 20), total_loss
+    # falling from ~1.5 to ~0.07 in each session, the iteration counting again from ~19 at each restart.
+    rng = random.Random(seed)
+    lines = []
+    for first, end in starts:
+        for it in range(first, end + 1, 20):
+            loss = 0.07 + 1.45 * math.exp(-it / 200) + rng.gauss(0, 0.005)
+            lines.append(f'{{"iteration": {it}, "total_loss": {loss:.4f}, "lr": 0.00025, "fast_rcnn/cls_accuracy": '
+                         f'{min(0.99, 0.6 + it / 2500):.4f}}}')
+    return "\n".join(lines) + "\n"
+
+
+def test_a_per_step_file_of_appended_sessions_is_judged_on_its_last_session(tmp_path):
+    # batch 10's detectron2 fish detector: six runs appended to one metrics.json (1000 iterations, two short starts,
+    # 300, 1000): joined, each restart is the loss swinging back up (periodic). The step counter falling back into
+    # the first half of the session so far, with no epoch advancing, starts a new session; the last is judged.
+    text = _detectron2_sessions([(19, 999), (14, 29), (19, 44), (19, 299), (17, 999)])
+    report = _diagnose(tmp_path, text, name="metrics.json")
+    assert _kinds(report) == [], [(f.kind, f.evidence) for f in report.findings]
+    assert report.stats.series_lengths["train_loss"] == len(range(17, 1000, 20))
+    assert any("step counter starts again 3 time(s)" in note for note in report.stats.notes), report.stats.notes
+
+
+def test_a_step_counter_that_starts_again_each_epoch_is_one_run(tmp_path):
+    # mmcv's *.log.json counts `iter` again from the start of every epoch: the epoch advances, so it is one run; a
+    # resume from a late checkpoint (step 800 after 950) steps back less than half the way: one run too.
+    lines = [f'{{"mode": "train", "epoch": {e}, "iter": {i}, "lr": 0.01, "loss": {2.0 / (e + i / 500):.4f}}}'
+             for e in range(1, 5) for i in range(50, 501, 50)]
+    report = _diagnose(tmp_path, "\n".join(lines) + "\n", name="20240101.log.json")
+    assert report.stats.series_lengths["train_loss"] == 40
+    resumed = _detectron2_sessions([(19, 959), (799, 1999)])
+    report = _diagnose(tmp_path, resumed, name="metrics.json")
+    assert report.stats.series_lengths["train_loss"] == len(range(19, 960, 20)) + len(range(799, 2000, 20))
+
+
 CAFFE_TAIL = """I0712 10:00:01.000000  1234 solver.cpp:218] Iteration 100 (5.1 iter/s, 19.6s/100 iters), loss = 2.1
 I0712 10:00:21.000000  1234 solver.cpp:218] Iteration 200 (5.1 iter/s, 19.6s/100 iters), loss = 1.9
 *** Aborted at 1499853621 (unix time) try "date -d @1499853621" if you are using GNU date ***
