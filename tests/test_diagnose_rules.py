@@ -44,6 +44,25 @@ def test_an_exception_whose_message_wrapped_to_the_next_line_is_a_crash_in_a_log
     assert (finding.kind, finding.severity, finding.evidence.get("exception")) == ("crash", "error", "ImportError")
 
 
+def test_a_validation_loss_the_same_to_its_printed_digits_from_the_start_is_not_learning(tmp_path):
+    # batch 10's rating model at SGD 1e-4: eval loss 3.20543 .. 3.20548 at each of 10 epochs while the batch losses
+    # swing 2.8-3.5 with no trend; read as slow convergence ("0% of the way down"). Frozen outputs are not slow.
+    rng = random.Random(6)
+    rows = ["epoch,step,train_loss,val_loss"]
+    for epoch in range(10):
+        for i in range(15):
+            rows.append(f"{epoch},{epoch * 15 + i},{3.09 + rng.gauss(0, 0.15):.4f},")
+        rows.append(f"{epoch},{epoch * 15 + 14},,{3.20543 + 0.000005 * epoch:.5f}")
+    report = _diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics.csv")
+    assert _kinds(report) == ["not-learning"], [(f.kind, f.evidence) for f in report.findings]
+    # A validation loss that fell first and then sat still (converged, the LR decayed to 0) is no such thing.
+    rows = ["epoch,step,train_loss,val_loss"]
+    for epoch in range(10):
+        rows.append(f"{epoch},{epoch * 15 + 14},{0.5 + 2.6 * 0.5 ** epoch:.4f},{max(0.61234, 3.2 * 0.4 ** epoch):.5f}")
+    report = _diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics.csv")
+    assert "not-learning" not in _kinds(report), [(f.kind, f.evidence) for f in report.findings]
+
+
 def _detectron2_sessions(starts, last=999, seed=5):
     # detectron2 appends each run to metrics.json: one JSON object per logged iteration (every 20), total_loss
     # falling from ~1.5 to ~0.07 in each session, the iteration counting again from ~19 at each restart.

@@ -355,5 +355,6 @@ def test_the_eighth_fresh_batch_keeps_what_it_scored_once():
     # Read to learn from since (dx-rules12): 28 (a loss stuck at 7x ln K with the accuracy at chance is not
     # learning: diverged needs 10x ln K), 29 (an exception name ending its wrapped line, "ImportError:", is a crash:
     # the PowerShell capture is read, none unreadable), 30 (a per-step file whose step counter starts again is
-    # judged on its last session: the detectron2 metrics.json of six appended runs).
-    _assert_scored_once_part_holds(outcomes, 37, 30, unreadable_at_most=0)
+    # judged on its last session: the detectron2 metrics.json of six appended runs), 31 (a validation loss the same
+    # to its printed digits at every evaluation from the start is not learning: the rating model at SGD 1e-4).
+    _assert_scored_once_part_holds(outcomes, 37, 31, unreadable_at_most=0)

@@ -1116,7 +1116,7 @@ def detect_not_learning(series: dict[str, list[Point]], ctx: Context) -> list[Fi
                             f"The training loss sits at {level:.4g} = ln({count}) (K={count}, {source}) and does not "
                             "fall: the model predicts every class alike, it is not learning.",
                             evidence, list(NOT_LEARNING_ACTIONS), confidence=confidence)]
-    return (_unmoved_at_chance(series, ctx) or _predictions_never_changed(series)
+    return (_unmoved_at_chance(series, ctx) or _predictions_never_changed(series) or _validation_loss_frozen(series)
             or _converged_at_start(series) or _epoch_means_at_chance(series, ctx) or _repeats_exact_values(series))
 
 
@@ -1289,6 +1289,26 @@ def _predictions_never_changed(series: dict[str, list[Point]]) -> list[Finding]:
                         f"and {because}; it is not learning.",
                         evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
     return []
+
+
+def _validation_loss_frozen(series: dict[str, list[Point]]) -> list[Finding]:
+    """The validation loss the same to its printed digits (PRINT_PRECISION of its level) at every one of
+    CONSTANT_ACC_POINTS+ evaluations from the run's start: the evaluated model's outputs never changed, whatever the
+    training loss's batch-to-batch noise does (an SGD at 1e-4 whose embeddings barely move: 3.20543 at each of 10
+    epochs). A loss is continuous: a model that learns anything moves it in the fourth digit."""
+    evaluations = _finite(series.get(VAL_LOSS, []))
+    if len(evaluations) < CONSTANT_ACC_POINTS or not _from_run_start(evaluations):
+        return []
+    values = _values(evaluations)
+    level = _median(values)
+    if level <= STUCK_MIN_LEVEL or max(values) - min(values) > PRINT_PRECISION * level:
+        return []
+    evidence = {"series": VAL_LOSS, "level": round(level, 6), "spread": round(max(values) - min(values), 8),
+                "points": len(values), **_span(evaluations, 0, len(evaluations) - 1)}
+    return [Finding("not-learning", "error",
+                    f"The validation loss is {level:.6g} at every one of its {len(values)} evaluations, the same to "
+                    "its printed digits from the run's start: the model's outputs never changed; it is not learning.",
+                    evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
 
 
 def _since(points: list[Point], first: Point) -> list[Point]:
