@@ -64,6 +64,31 @@ def test_loss_at_ln_k_with_chance_accuracy_is_not_learning(tmp_path):
     assert finding.evidence["classes"] == 10 and finding.confidence == "high"
 
 
+def _chance_csv(val_losses, train_losses, train_accs):
+    rows = ["epoch,step,train_acc,train_loss,val_acc,val_loss"]
+    for epoch, (val, loss, acc) in enumerate(zip(val_losses, train_losses, train_accs)):
+        rows.append(f"{epoch},{epoch * 10 + 9},{acc:.3f},{loss:.4f},,")
+        rows.append(f"{epoch},{epoch * 10 + 9},,,{0.33 + 0.01 * (epoch % 3 - 1):.3f},{val:.4f}")
+    return "\n".join(rows) + "\n"
+
+
+def test_validation_at_chance_and_at_ln_k_throughout_with_a_noisy_batch_accuracy_is_not_learning(tmp_path):
+    # batch 10's 3-class Lightning run: val_loss 1.097-1.111 (within 2% of ln 3 at each of 10 epochs), val_acc
+    # 0.31-0.35, the training loss 1.10 -> 1.00 (9.7%), 32-sample batch accuracies up to 0.53: read as "training
+    # improves" (overfitting). A model learning its training set only grows confident and its validation loss rises
+    # above ln K; one at ln K throughout gives every class alike: not learning.
+    val = [1.0970, 1.0977, 1.0990, 1.1015, 1.0987, 1.0998, 1.1070, 1.1110, 1.1062, 1.0974]
+    train = [1.10, 1.099, 1.10, 1.098, 1.097, 1.099, 1.096, 1.05, 1.02, 1.00]
+    accs = [0.30, 0.41, 0.34, 0.28, 0.44, 0.36, 0.33, 0.53, 0.47, 0.50]
+    [finding] = primary(diagnose_text(tmp_path, _chance_csv(val, train, accs), name="metrics.csv"))
+    assert finding.kind == "not-learning", finding.evidence
+    # The same at chance with the validation loss climbing above ln K while training falls: overfitting still.
+    climbing = [1.0990 + 0.04 * e for e in range(10)]
+    falling = [1.10 - 0.05 * e for e in range(10)]
+    [finding] = primary(diagnose_text(tmp_path, _chance_csv(climbing, falling, accs), name="metrics.csv"))
+    assert finding.kind == "overfitting", finding.evidence
+
+
 def test_stated_classes_pick_k(tmp_path):
     text = "".join(f"iter {i}: loss {1.3863 + (0.0004 if i % 2 else -0.0003):.4f}\n" for i in range(6))
     [finding] = primary(diagnose_text(tmp_path, text, classes=4))

@@ -144,12 +144,22 @@ def _at_chance(train, val, series, ctx) -> Finding | None:
     drop = _train_drop(train)
     learns = (drop is not None and drop >= TRAIN_IMPROVES_DROP) or (
         len(train_accs) >= 2 and _median(train_accs[-3:]) >= chance + 0.15)
+    if learns and len(val_values) >= VAL_MIN_POINTS and all(
+            abs(v - ln_k) <= CHANCE_LN_TOLERANCE * ln_k for v in val_values) and (drop or 0.0) < FLAT_TRAIN_DROP:
+        # A model that learns its training set only grows confident on it, and its validation loss rises above
+        # ln K; one at ln K at every evaluation gives held-out samples every class alike, and a training loss that
+        # fell less than FLAT_TRAIN_DROP (a noisy batch accuracy above chance) is no memorising: not learning.
+        learns = False
+        evidence_extra = {"val_loss_at_ln_k_throughout": True}
+    else:
+        evidence_extra = {}
     evidence = {"classes": k, "classes_from": "stated (--classes)" if ctx.classes else f"accuracy {level:.3g} = 1/K",
                 "val_accuracy": round(level, 4), "val_points_at_chance": near, "val_points": len(accs),
                 "train_drop": None if drop is None else round(drop, 3)}
     if val_values:
         evidence["val_loss"] = round(_median(val_values), 5)
         evidence["ln_classes"] = round(ln_k, 4)
+    evidence.update(evidence_extra)
     if learns:
         return Finding("overfitting", "warning",
                        f"Validation accuracy sits at chance ({level:.3g} = 1/{k}) for {near} of {len(accs)} "
@@ -157,7 +167,8 @@ def _at_chance(train, val, series, ctx) -> Finding | None:
                        evidence, overfitting_actions(ctx), confidence="medium" if near >= 6 else "low")
     return Finding("not-learning", "error",
                    f"Validation accuracy sits at chance ({level:.3g} = 1/{k}) for {near} of {len(accs)} points and "
-                   "training does not improve either: the model is not learning.",
+                   + ("the validation loss at ln K at every evaluation: the model gives every class alike, it is not "
+                      "learning." if evidence_extra else "training does not improve either: the model is not learning."),
                    evidence, list(NOT_LEARNING_ACTIONS), confidence="medium" if near >= 6 else "low")
 
 
