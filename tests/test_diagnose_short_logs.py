@@ -89,6 +89,27 @@ def test_validation_at_chance_and_at_ln_k_throughout_with_a_noisy_batch_accuracy
     assert finding.kind == "overfitting", finding.evidence
 
 
+def _gap_log(val_losses):
+    # CS230 template's text log: train accuracy 0.45 -> 0.92, eval accuracy 0.22 -> 0.71 (a gap of 0.21 at the end)
+    lines = []
+    for epoch, val in enumerate(val_losses):
+        at = f"2018-07-27 17:{epoch + 10}:07,821:INFO: "
+        lines.append(f"{at}Epoch {epoch + 1}/10")
+        lines.append(f"{at}- Train metrics: accuracy: {0.45 + 0.052 * epoch:.3f} ; loss: {1.54 - 0.145 * epoch:.3f}")
+        lines.append(f"{at}- Eval metrics: accuracy: {0.22 + 0.054 * epoch:.3f} ; loss: {val:.3f}")
+    return "\n".join(lines) + "\n"
+
+
+def test_an_accuracy_gap_while_the_validation_loss_is_at_its_best_is_not_overfitting(tmp_path):
+    # batch 10's currency classifier: a train/eval accuracy gap of 0.21 at the end, its eval loss 2.69 -> 0.751 (its
+    # best, epoch 9) -> 0.754: still gaining on new data. A gap with a validation loss that came down 30%+ and is
+    # within 1% of its best over its last two points is no overfitting; the same gap with it rising is.
+    report = diagnose_text(tmp_path, _gap_log([2.692, 1.680, 1.217, 1.246, 1.101, 0.965, 0.969, 0.825, 0.751, 0.754]))
+    assert "overfitting" not in [f.kind for f in primary(report)], [f.evidence for f in report.findings]
+    report = diagnose_text(tmp_path, _gap_log([2.692, 1.680, 1.217, 1.046, 0.901, 0.865, 0.869, 0.925, 0.951, 0.994]))
+    assert "overfitting" in [f.kind for f in primary(report)], [f.evidence for f in report.findings]
+
+
 def test_stated_classes_pick_k(tmp_path):
     text = "".join(f"iter {i}: loss {1.3863 + (0.0004 if i % 2 else -0.0003):.4f}\n" for i in range(6))
     [finding] = primary(diagnose_text(tmp_path, text, classes=4))

@@ -358,5 +358,6 @@ def test_the_eighth_fresh_batch_keeps_what_it_scored_once():
     # judged on its last session: the detectron2 metrics.json of six appended runs), 31 (a validation loss the same
     # to its printed digits at every evaluation from the start is not learning: the rating model at SGD 1e-4), 32
     # (validation at chance with its loss at ln K throughout is not learning, not overfitting, unless training fell
-    # 30%: the 3-class Lightning run whose noisy batch accuracy read as learning).
-    _assert_scored_once_part_holds(outcomes, 37, 32, unreadable_at_most=0)
+    # 30%: the 3-class Lightning run whose noisy batch accuracy read as learning), 33 (a train/validation accuracy
+    # gap is no overfitting while the validation loss, down 30%+, is within 1% of its best at the end).
+    _assert_scored_once_part_holds(outcomes, 37, 33, unreadable_at_most=0)

@@ -19,6 +19,8 @@ VAL_JITTER_SCORE = 0.25  # point-to-point noise / level: tune logs' healthy runs
 VAL_MIN_POINTS = 4  # validation points the generalisation rules need
 ACC_GAP = 0.20  # train accuracy this far above validation accuracy (absolute, on a 0-1 scale): overfitting
 ACC_GAP_TRAIN_MIN = 0.70  # ... once training accuracy is at least this (a model that fits its training set)
+GAP_VAL_AT_BEST = 0.01  # ... unless the validation loss is within this share of its best over its last two points
+GAP_VAL_FELL = 0.30  # ... after falling this share of its start: still improving on new data, a gap is no overfitting
 LOSS_GAP_RATIO = 2.0  # validation loss above twice the training loss at the end ...
 FLAT_VAL_CHANGE = 0.05  # validation changed less than this share over the run ...
 FLAT_TRAIN_DROP = 0.30  # ... while training fell at least this share: validation is flat, training is not
@@ -181,6 +183,12 @@ def _accuracy_gap(train, val, series, ctx) -> Finding | None:
     train_level, val_level = _median(tr[-3:]), _median(va[-3:])
     gap = train_level - val_level
     if gap < ACC_GAP or train_level < ACC_GAP_TRAIN_MIN:
+        return None
+    val_values = _values(val)
+    if len(val_values) >= VAL_MIN_POINTS and min(val_values[-2:]) <= (1 + GAP_VAL_AT_BEST) * min(val_values) and (
+            val_values[0] - min(val_values)) >= GAP_VAL_FELL * abs(val_values[0]):
+        # A validation loss that came down and is at its best at the end still gains on new data: the gap is how
+        # far the model fits its training set better, not a model getting worse where it counts.
         return None
     evidence = {"train_accuracy": round(train_level, 4), "val_accuracy": round(val_level, 4), "gap": round(gap, 4),
                 "val_points": len(va)}
