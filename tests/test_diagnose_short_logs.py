@@ -110,6 +110,19 @@ def test_an_accuracy_gap_while_the_validation_loss_is_at_its_best_is_not_overfit
     assert "overfitting" in [f.kind for f in primary(report)], [f.evidence for f in report.findings]
 
 
+def test_a_jittery_validation_loss_that_ends_far_above_its_best_is_overfitting(tmp_path):
+    # batch 10's river-discharge forecaster: val_loss 0.226, 0.191 (best), 0.245, 0.384, 0.297, 0.221, 0.316, 0.456,
+    # 0.523 while train_loss falls at every epoch 0.745 -> 0.279. The bounce on the way made the stale-best rule read
+    # the curve as jitter; its last three points (median 0.456, 2.4x the best, far above the noise) say it turned.
+    val = [0.2257, 0.1915, 0.2452, 0.3842, 0.2974, 0.2207, 0.3164, 0.4564, 0.5227]
+    train = [0.7448, 0.5896, 0.5270, 0.4829, 0.4239, 0.3954, 0.3338, 0.3009, 0.2793]
+    rows = ["epoch,step,train_loss,val_loss"]
+    for epoch, (t, v) in enumerate(zip(train, val)):
+        rows += [f"{epoch},{55 + 56 * epoch},,{v}", f"{epoch},{55 + 56 * epoch},{t},"]
+    [finding] = primary(diagnose_text(tmp_path, "\n".join(rows) + "\n", name="metrics.csv"))
+    assert finding.kind == "overfitting", finding.evidence
+
+
 def test_stated_classes_pick_k(tmp_path):
     text = "".join(f"iter {i}: loss {1.3863 + (0.0004 if i % 2 else -0.0003):.4f}\n" for i in range(6))
     [finding] = primary(diagnose_text(tmp_path, text, classes=4))

@@ -359,5 +359,7 @@ def test_the_eighth_fresh_batch_keeps_what_it_scored_once():
     # to its printed digits at every evaluation from the start is not learning: the rating model at SGD 1e-4), 32
     # (validation at chance with its loss at ln K throughout is not learning, not overfitting, unless training fell
     # 30%: the 3-class Lightning run whose noisy batch accuracy read as learning), 33 (a train/validation accuracy
-    # gap is no overfitting while the validation loss, down 30%+, is within 1% of its best at the end).
-    _assert_scored_once_part_holds(outcomes, 37, 33, unreadable_at_most=0)
+    # gap is no overfitting while the validation loss, down 30%+, is within 1% of its best at the end), 34 (a
+    # jittery validation loss whose last three points sit 1.5x its best and 2x its noise above it has turned: the
+    # river-discharge forecaster).
+    _assert_scored_once_part_holds(outcomes, 37, 34, unreadable_at_most=0)

@@ -27,6 +27,8 @@ FLAT_TRAIN_DROP = 0.30  # ... while training fell at least this share: validatio
 FLAT_ROBUST_POINTS = 9  # with this many points each, both ends are read as the median of three (one noisy end)
 STALE_SHARE = 0.5  # validation has not beaten its best for at least half its points ...
 STALE_TRAIN_FALL = 0.05  # ... while training fell at least this share over the same stretch
+STALE_END = 3  # the last this many validation points, on a jittery curve, say where it ended ...
+STALE_END_RISE = 1.5  # ... and at this many times its best (and 2x the noise above it) it has turned: overfitting
 CHANCE_ACC_TOLERANCE = 0.02  # validation accuracy within this (absolute) of 1/K: chance
 CHANCE_LN_TOLERANCE = 0.02  # validation loss within this share of ln(K)
 TRAIN_IMPROVES_DROP = 0.10  # training loss fell this share (or its accuracy rose 0.15 above chance): it learns
@@ -270,8 +272,12 @@ def _stale_validation(train, val, series, ctx) -> Finding | None:
     # one low jump, not a turning point: the points after it must sit above it by more than twice the point-to-point
     # noise (0.61 -> 0.96 -> 0.39 -> 0.92 is jitter). A steady curve's best stands as it is.
 
+    # A jittery curve whose end climbs away from its best (its last STALE_END points' median more than twice the
+    # noise above it, as well as STALE_END_RISE times it) has turned, however it bounced on the way.
     noise = _point_noise(v)
-    if _jitters(v) and _median(v[best + 1:]) - v[best] <= 2 * noise:
+    end = _median(v[-STALE_END:])
+    turned = end - v[best] > 2 * noise and end >= STALE_END_RISE * v[best] > 0
+    if _jitters(v) and _median(v[best + 1:]) - v[best] <= 2 * noise and not turned:
         return None
     since = [p.value for p in train if p.line >= val[best].line]
     if len(since) < 2 or not since[0]:
