@@ -1169,6 +1169,24 @@ def test_a_loss_ten_times_ln_k_throughout_with_the_accuracy_at_chance_is_diverge
     assert "diverged" in _kinds(report), [(f.kind, f.evidence) for f in report.findings]
 
 
+def test_step_losses_swinging_by_more_than_their_level_are_jitter_however_calm_validation_is(tmp_path):
+    # batch 10's rating model at batch 1: one rating's squared error a step, 0.0000 to 51 in epoch 1 and up to ~3 in
+    # epochs 2-3 (a step line every 240), while val_loss falls 0.513 -> 0.477 -> 0.454. A calm validation at its best
+    # withdraws jitter when the spread is the batches' own variety; a step noise at or above the loss's level (here
+    # ~1.2x) is a batch too small, jitter all the same.
+    rng = random.Random(9)
+    lines = ["config: {'batch_size': 1, 'lr': 0.05, 'optimizer': 'sgd'}"]
+    val = [0.5132, 0.4765, 0.4543]
+    for epoch in range(1, 4):
+        for i in range(1, 84):
+            scale = 2.0 if epoch == 1 else 0.42
+            lines.append(f"Epoch {epoch:03d} Step {(epoch - 1) * 20000 + 240 * i:05d} | "
+                         f"loss {scale * rng.gauss(0, 1) ** 2:.4f} | lr 0.05")
+        lines.append(f"Epoch {epoch:03d} | train_loss {[2.0353, 0.4439, 0.4176][epoch - 1]} | val_loss {val[epoch - 1]}")
+    report = _diagnose(tmp_path, "\n".join(lines) + "\n")
+    assert _kinds(report) == ["oscillation-jitter"], [(f.kind, f.evidence) for f in report.findings]
+
+
 def _floor_steps_csv(val_losses, seed=8):
     # Lightning-like metrics.csv, 25 epochs of 15 logged steps (the first after the fast fall): the step loss sits at
     # 0.3 +- 0.09 (one batch's loss is a sample: 25-30% of its level), its trend flat over the second half; one

@@ -361,5 +361,6 @@ def test_the_eighth_fresh_batch_keeps_what_it_scored_once():
     # 30%: the 3-class Lightning run whose noisy batch accuracy read as learning), 33 (a train/validation accuracy
     # gap is no overfitting while the validation loss, down 30%+, is within 1% of its best at the end), 34 (a
     # jittery validation loss whose last three points sit 1.5x its best and 2x its noise above it has turned: the
-    # river-discharge forecaster).
-    _assert_scored_once_part_holds(outcomes, 37, 34, unreadable_at_most=0)
+    # river-discharge forecaster), 35 (step losses swinging by their level or more are jitter however calm
+    # validation is: the rating model at batch 1).
+    _assert_scored_once_part_holds(outcomes, 37, 35, unreadable_at_most=0)

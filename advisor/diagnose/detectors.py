@@ -1500,6 +1500,9 @@ def _validation_calm_at_best(series: dict[str, list[Point]]) -> bool:
     return noise < VAL_CALM_NOISE * _median(tail) and _median(values[-2:]) <= (1 + VAL_CALM_AT_BEST) * min(values)
 
 
+# A step noise at or above the level the loss sits at (steps swinging from ~0 to several times that level: a batch
+# of one sample) is jitter however calm validation is: the batch is too small, which a calm validation does not undo.
+JITTER_OVER_LEVEL = 1.0
 JITTER_MIN_TURNS = 0.25  # share of the judged stretch's steps that reverse the previous one's direction, at least
 
 
@@ -1822,7 +1825,8 @@ def step_oscillation(series: dict[str, list[Point]], ctx: Context) -> list[Findi
     period (recurring_not_jitter), and withdrawn when it does not while the validation loss is calm at its best
     (_validation_calm_at_best: the spread is the batches' own variety)."""
     found = recurring_not_jitter(detect_jitter(series, ctx), series)
-    if found and found[0].kind == "oscillation-jitter" and _validation_calm_at_best(series):
+    if found and found[0].kind == "oscillation-jitter" and _validation_calm_at_best(series) and (
+            found[0].evidence["noise_sigma"] < JITTER_OVER_LEVEL * found[0].evidence["loss_level"]):
         return []
     return found
 
