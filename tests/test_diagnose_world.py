@@ -121,6 +121,7 @@ def test_the_calibration_check_scores_batches_1_to_6_and_7_to_10_and_never_a_lat
     text = bench.calibration_check(labels)
     assert sorted(judged) == list(range(1, 11)), judged
     assert "calibration (batches 1-6): 6 of 6 right" in text and "check (batches 7-10): 4 of 4 right" in text
+    assert "by batch: 7 1/1, 8 1/1, 9 1/1, 10 1/1" in text  # batch 10, read to write rules, apart from 7-9
 
 
 @pytest.mark.parametrize("batch", [FRESH_BATCH, UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH, SEVENTH_BATCH, EIGHTH_BATCH,
