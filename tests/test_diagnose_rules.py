@@ -28,6 +28,77 @@ def test_a_real_segmentation_fault_under_bash_is_a_crash(tmp_path):
     assert finding.evidence["signal"] == "SIGSEGV" and "SIGSEGV" in finding.summary
 
 
+def test_an_exception_whose_message_wrapped_to_the_next_line_is_a_crash_in_a_log_with_no_metric(tmp_path):
+    # batch 10's PowerShell capture (`2>&1 | Out-File`): UTF-8 with a byte-order mark, CRLF, every line hard-wrapped
+    # at ~27 columns, so "ImportError: numpy.core.multiarray failed to import" ends its line at the colon. An
+    # exception name followed by a colon at the end of its line is the exception line: a crash, readable though no
+    # line holds a metric.
+    wrapped = ("python : 2026-02-21 \r\n12:25:56.109721: I tensorfl\r\now/core/util/port.cc:153] \r\n"
+               "At line:1 char:1\r\n+ python src/train.py \r\n    + FullyQualifiedErrorI \r\n   d : NativeCommandError\r\n"
+               "Traceback (most recent \r\ncall last):  File \r\n\"C:\\Users\\u\\src\\train.py\",\r\n line 2, in <module>\r\n"
+               "    import tensorflow as tf\r\nImportError: \r\nnumpy.core.multiarray \r\nfailed to import\r\n")
+    path = tmp_path / "train_log.txt"
+    path.write_bytes(b"\xef\xbb\xbf" + wrapped.encode())
+    report = diagnose_source(str(path))
+    (finding,) = [f for f in report.findings if f.secondary_to is None]
+    assert (finding.kind, finding.severity, finding.evidence.get("exception")) == ("crash", "error", "ImportError")
+
+
+def test_a_validation_loss_the_same_to_its_printed_digits_from_the_start_is_not_learning(tmp_path):
+    # batch 10's rating model at SGD 1e-4: eval loss 3.20543 .. 3.20548 at each of 10 epochs while the batch losses
+    # swing 2.8-3.5 with no trend; read as slow convergence ("0% of the way down"). Frozen outputs are not slow.
+    rng = random.Random(6)
+    rows = ["epoch,step,train_loss,val_loss"]
+    for epoch in range(10):
+        for i in range(15):
+            rows.append(f"{epoch},{epoch * 15 + i},{3.09 + rng.gauss(0, 0.15):.4f},")
+        rows.append(f"{epoch},{epoch * 15 + 14},,{3.20543 + 0.000005 * epoch:.5f}")
+    report = _diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics.csv")
+    assert _kinds(report) == ["not-learning"], [(f.kind, f.evidence) for f in report.findings]
+    # A validation loss that fell first and then sat still (converged, the LR decayed to 0) is no such thing.
+    rows = ["epoch,step,train_loss,val_loss"]
+    for epoch in range(10):
+        rows.append(f"{epoch},{epoch * 15 + 14},{0.5 + 2.6 * 0.5 ** epoch:.4f},{max(0.61234, 3.2 * 0.4 ** epoch):.5f}")
+    report = _diagnose(tmp_path, "\n".join(rows) + "\n", name="metrics.csv")
+    assert "not-learning" not in _kinds(report), [(f.kind, f.evidence) for f in report.findings]
+
+
+def _detectron2_sessions(starts, last=999, seed=5):
+    # detectron2 appends each run to metrics.json: one JSON object per logged iteration (every 20), total_loss
+    # falling from ~1.5 to ~0.07 in each session, the iteration counting again from ~19 at each restart.
+    rng = random.Random(seed)
+    lines = []
+    for first, end in starts:
+        for it in range(first, end + 1, 20):
+            loss = 0.07 + 1.45 * math.exp(-it / 200) + rng.gauss(0, 0.005)
+            lines.append(f'{{"iteration": {it}, "total_loss": {loss:.4f}, "lr": 0.00025, "fast_rcnn/cls_accuracy": '
+                         f'{min(0.99, 0.6 + it / 2500):.4f}}}')
+    return "\n".join(lines) + "\n"
+
+
+def test_a_per_step_file_of_appended_sessions_is_judged_on_its_last_session(tmp_path):
+    # batch 10's detectron2 fish detector: six runs appended to one metrics.json (1000 iterations, two short starts,
+    # 300, 1000): joined, each restart is the loss swinging back up (periodic). The step counter falling back into
+    # the first half of the session so far, with no epoch advancing, starts a new session; the last is judged.
+    text = _detectron2_sessions([(19, 999), (14, 29), (19, 44), (19, 299), (17, 999)])
+    report = _diagnose(tmp_path, text, name="metrics.json")
+    assert _kinds(report) == [], [(f.kind, f.evidence) for f in report.findings]
+    assert report.stats.series_lengths["train_loss"] == len(range(17, 1000, 20))
+    assert any("step counter starts again 3 time(s)" in note for note in report.stats.notes), report.stats.notes
+
+
+def test_a_step_counter_that_starts_again_each_epoch_is_one_run(tmp_path):
+    # mmcv's *.log.json counts `iter` again from the start of every epoch: the epoch advances, so it is one run; a
+    # resume from a late checkpoint (step 800 after 950) steps back less than half the way: one run too.
+    lines = [f'{{"mode": "train", "epoch": {e}, "iter": {i}, "lr": 0.01, "loss": {2.0 / (e + i / 500):.4f}}}'
+             for e in range(1, 5) for i in range(50, 501, 50)]
+    report = _diagnose(tmp_path, "\n".join(lines) + "\n", name="20240101.log.json")
+    assert report.stats.series_lengths["train_loss"] == 40
+    resumed = _detectron2_sessions([(19, 959), (799, 1999)])
+    report = _diagnose(tmp_path, resumed, name="metrics.json")
+    assert report.stats.series_lengths["train_loss"] == len(range(19, 960, 20)) + len(range(799, 2000, 20))
+
+
 CAFFE_TAIL = """I0712 10:00:01.000000  1234 solver.cpp:218] Iteration 100 (5.1 iter/s, 19.6s/100 iters), loss = 2.1
 I0712 10:00:21.000000  1234 solver.cpp:218] Iteration 200 (5.1 iter/s, 19.6s/100 iters), loss = 1.9
 *** Aborted at 1499853621 (unix time) try "date -d @1499853621" if you are using GNU date ***
@@ -1076,6 +1147,44 @@ def test_a_loss_falling_steadily_far_above_ln_k_is_not_a_blown_up_model(tmp_path
              f"train acc {0.067 + rng.uniform(-0.001, 0.001):.4f}" for e in range(52)]
     report = _diagnose(tmp_path, "\n".join(lines) + "\n")
     assert "diverged" not in _kinds(report), [f.evidence for f in report.findings]
+
+
+def test_a_loss_stuck_a_few_times_ln_k_with_the_accuracy_at_chance_is_not_learning_not_diverged(tmp_path):
+    # batch 10's Phi-3 fine-tune: loss 4.67-4.71 at each of 34 logs (7x ln 2), its token accuracy 0.481-0.488 (read
+    # as chance for K = 2). Diverged needs an order of magnitude (10x ln K, as after a blow-up): a loss stuck at a
+    # few times ln K has not learned; it has not blown up.
+    rng = random.Random(3)
+    lines = [f"step {20 * (i + 1)}: loss {4.688 + rng.uniform(-0.02, 0.02):.4f} "
+             f"train acc {0.485 + rng.uniform(-0.004, 0.004):.4f}" for i in range(34)]
+    report = _diagnose(tmp_path, "\n".join(lines) + "\n")
+    assert _kinds(report) == ["not-learning"], [(f.kind, f.evidence) for f in report.findings]
+
+
+def test_a_loss_ten_times_ln_k_throughout_with_the_accuracy_at_chance_is_diverged(tmp_path):
+    # The rule kept: 25 logs at 7.2-7.4 (10.5x ln 2) with the accuracy at 0.50: blown up before the first log.
+    rng = random.Random(4)
+    lines = [f"step {20 * (i + 1)}: loss {7.3 + rng.uniform(-0.1, 0.1):.4f} "
+             f"train acc {0.50 + rng.uniform(-0.01, 0.01):.4f}" for i in range(25)]
+    report = _diagnose(tmp_path, "\n".join(lines) + "\n")
+    assert "diverged" in _kinds(report), [(f.kind, f.evidence) for f in report.findings]
+
+
+def test_step_losses_swinging_by_more_than_their_level_are_jitter_however_calm_validation_is(tmp_path):
+    # batch 10's rating model at batch 1: one rating's squared error a step, 0.0000 to 51 in epoch 1 and up to ~3 in
+    # epochs 2-3 (a step line every 240), while val_loss falls 0.513 -> 0.477 -> 0.454. A calm validation at its best
+    # withdraws jitter when the spread is the batches' own variety; a step noise at or above the loss's level (here
+    # ~1.2x) is a batch too small, jitter all the same.
+    rng = random.Random(9)
+    lines = ["config: {'batch_size': 1, 'lr': 0.05, 'optimizer': 'sgd'}"]
+    val = [0.5132, 0.4765, 0.4543]
+    for epoch in range(1, 4):
+        for i in range(1, 84):
+            scale = 2.0 if epoch == 1 else 0.42
+            lines.append(f"Epoch {epoch:03d} Step {(epoch - 1) * 20000 + 240 * i:05d} | "
+                         f"loss {scale * rng.gauss(0, 1) ** 2:.4f} | lr 0.05")
+        lines.append(f"Epoch {epoch:03d} | train_loss {[2.0353, 0.4439, 0.4176][epoch - 1]} | val_loss {val[epoch - 1]}")
+    report = _diagnose(tmp_path, "\n".join(lines) + "\n")
+    assert _kinds(report) == ["oscillation-jitter"], [(f.kind, f.evidence) for f in report.findings]
 
 
 def _floor_steps_csv(val_losses, seed=8):

@@ -64,6 +64,65 @@ def test_loss_at_ln_k_with_chance_accuracy_is_not_learning(tmp_path):
     assert finding.evidence["classes"] == 10 and finding.confidence == "high"
 
 
+def _chance_csv(val_losses, train_losses, train_accs):
+    rows = ["epoch,step,train_acc,train_loss,val_acc,val_loss"]
+    for epoch, (val, loss, acc) in enumerate(zip(val_losses, train_losses, train_accs)):
+        rows.append(f"{epoch},{epoch * 10 + 9},{acc:.3f},{loss:.4f},,")
+        rows.append(f"{epoch},{epoch * 10 + 9},,,{0.33 + 0.01 * (epoch % 3 - 1):.3f},{val:.4f}")
+    return "\n".join(rows) + "\n"
+
+
+def test_validation_at_chance_and_at_ln_k_throughout_with_a_noisy_batch_accuracy_is_not_learning(tmp_path):
+    # batch 10's 3-class Lightning run: val_loss 1.097-1.111 (within 2% of ln 3 at each of 10 epochs), val_acc
+    # 0.31-0.35, the training loss 1.10 -> 1.00 (9.7%), 32-sample batch accuracies up to 0.53: read as "training
+    # improves" (overfitting). A model learning its training set only grows confident and its validation loss rises
+    # above ln K; one at ln K throughout gives every class alike: not learning.
+    val = [1.0970, 1.0977, 1.0990, 1.1015, 1.0987, 1.0998, 1.1070, 1.1110, 1.1062, 1.0974]
+    train = [1.10, 1.099, 1.10, 1.098, 1.097, 1.099, 1.096, 1.05, 1.02, 1.00]
+    accs = [0.30, 0.41, 0.34, 0.28, 0.44, 0.36, 0.33, 0.53, 0.47, 0.50]
+    [finding] = primary(diagnose_text(tmp_path, _chance_csv(val, train, accs), name="metrics.csv"))
+    assert finding.kind == "not-learning", finding.evidence
+    # The same at chance with the validation loss climbing above ln K while training falls: overfitting still.
+    climbing = [1.0990 + 0.04 * e for e in range(10)]
+    falling = [1.10 - 0.05 * e for e in range(10)]
+    [finding] = primary(diagnose_text(tmp_path, _chance_csv(climbing, falling, accs), name="metrics.csv"))
+    assert finding.kind == "overfitting", finding.evidence
+
+
+def _gap_log(val_losses):
+    # CS230 template's text log: train accuracy 0.45 -> 0.92, eval accuracy 0.22 -> 0.71 (a gap of 0.21 at the end)
+    lines = []
+    for epoch, val in enumerate(val_losses):
+        at = f"2018-07-27 17:{epoch + 10}:07,821:INFO: "
+        lines.append(f"{at}Epoch {epoch + 1}/10")
+        lines.append(f"{at}- Train metrics: accuracy: {0.45 + 0.052 * epoch:.3f} ; loss: {1.54 - 0.145 * epoch:.3f}")
+        lines.append(f"{at}- Eval metrics: accuracy: {0.22 + 0.054 * epoch:.3f} ; loss: {val:.3f}")
+    return "\n".join(lines) + "\n"
+
+
+def test_an_accuracy_gap_while_the_validation_loss_is_at_its_best_is_not_overfitting(tmp_path):
+    # batch 10's currency classifier: a train/eval accuracy gap of 0.21 at the end, its eval loss 2.69 -> 0.751 (its
+    # best, epoch 9) -> 0.754: still gaining on new data. A gap with a validation loss that came down 30%+ and is
+    # within 1% of its best over its last two points is no overfitting; the same gap with it rising is.
+    report = diagnose_text(tmp_path, _gap_log([2.692, 1.680, 1.217, 1.246, 1.101, 0.965, 0.969, 0.825, 0.751, 0.754]))
+    assert "overfitting" not in [f.kind for f in primary(report)], [f.evidence for f in report.findings]
+    report = diagnose_text(tmp_path, _gap_log([2.692, 1.680, 1.217, 1.046, 0.901, 0.865, 0.869, 0.925, 0.951, 0.994]))
+    assert "overfitting" in [f.kind for f in primary(report)], [f.evidence for f in report.findings]
+
+
+def test_a_jittery_validation_loss_that_ends_far_above_its_best_is_overfitting(tmp_path):
+    # batch 10's river-discharge forecaster: val_loss 0.226, 0.191 (best), 0.245, 0.384, 0.297, 0.221, 0.316, 0.456,
+    # 0.523 while train_loss falls at every epoch 0.745 -> 0.279. The bounce on the way made the stale-best rule read
+    # the curve as jitter; its last three points (median 0.456, 2.4x the best, far above the noise) say it turned.
+    val = [0.2257, 0.1915, 0.2452, 0.3842, 0.2974, 0.2207, 0.3164, 0.4564, 0.5227]
+    train = [0.7448, 0.5896, 0.5270, 0.4829, 0.4239, 0.3954, 0.3338, 0.3009, 0.2793]
+    rows = ["epoch,step,train_loss,val_loss"]
+    for epoch, (t, v) in enumerate(zip(train, val)):
+        rows += [f"{epoch},{55 + 56 * epoch},,{v}", f"{epoch},{55 + 56 * epoch},{t},"]
+    [finding] = primary(diagnose_text(tmp_path, "\n".join(rows) + "\n", name="metrics.csv"))
+    assert finding.kind == "overfitting", finding.evidence
+
+
 def test_stated_classes_pick_k(tmp_path):
     text = "".join(f"iter {i}: loss {1.3863 + (0.0004 if i % 2 else -0.0003):.4f}\n" for i in range(6))
     [finding] = primary(diagnose_text(tmp_path, text, classes=4))

@@ -441,11 +441,14 @@ CHANCE_ACC_SPREAD = 0.3  # accuracies within this share of 1/K of their median (
 DEAD_AT_CHANCE = 0.85  # after a blow-up, a loss at or above this share of ln K is back at chance, not recovered
 DEAD_NO_FALL = 0.1  # ... and falls less than this share over the rest of the run
 DEAD_MIN_AFTER = 3  # points after the blow-up, at least, to say where the loss settled
-ABOVE_CHANCE = 3.0  # a cross-entropy this many times ln K with accuracy at chance: worse than guessing
 # A loss this many times ln K at any point of a run whose accuracy never left chance has blown up (a model that never
 # moved from its initialisation sits at ln K): a logger that records every Nth step can miss the peak (7e8 between
 # two logged steps showed as 27.9, 12x ln 10), so the bar is one order of magnitude, not EXPLOSION_FACTOR's two.
 CHANCE_EXPLOSION = 10.0
+# A training loss this many times ln K for the whole run, the accuracy at chance throughout: blown up before the
+# first log. The same order of magnitude: a loss stuck at 3-7x ln K (a language model's token accuracy near 1/2,
+# its loss 4.69 = 7x ln 2) has not learned, it has not diverged.
+ABOVE_CHANCE = CHANCE_EXPLOSION
 
 
 def chance_loss(series: dict[str, list[Point]], ctx: Context) -> tuple[float, int, str, list[float]] | None:
@@ -1113,7 +1116,7 @@ def detect_not_learning(series: dict[str, list[Point]], ctx: Context) -> list[Fi
                             f"The training loss sits at {level:.4g} = ln({count}) (K={count}, {source}) and does not "
                             "fall: the model predicts every class alike, it is not learning.",
                             evidence, list(NOT_LEARNING_ACTIONS), confidence=confidence)]
-    return (_unmoved_at_chance(series, ctx) or _predictions_never_changed(series)
+    return (_unmoved_at_chance(series, ctx) or _predictions_never_changed(series) or _validation_loss_frozen(series)
             or _converged_at_start(series) or _epoch_means_at_chance(series, ctx) or _repeats_exact_values(series))
 
 
@@ -1286,6 +1289,26 @@ def _predictions_never_changed(series: dict[str, list[Point]]) -> list[Finding]:
                         f"and {because}; it is not learning.",
                         evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
     return []
+
+
+def _validation_loss_frozen(series: dict[str, list[Point]]) -> list[Finding]:
+    """The validation loss the same to its printed digits (PRINT_PRECISION of its level) at every one of
+    CONSTANT_ACC_POINTS+ evaluations from the run's start: the evaluated model's outputs never changed, whatever the
+    training loss's batch-to-batch noise does (an SGD at 1e-4 whose embeddings barely move: 3.20543 at each of 10
+    epochs). A loss is continuous: a model that learns anything moves it in the fourth digit."""
+    evaluations = _finite(series.get(VAL_LOSS, []))
+    if len(evaluations) < CONSTANT_ACC_POINTS or not _from_run_start(evaluations):
+        return []
+    values = _values(evaluations)
+    level = _median(values)
+    if level <= STUCK_MIN_LEVEL or max(values) - min(values) > PRINT_PRECISION * level:
+        return []
+    evidence = {"series": VAL_LOSS, "level": round(level, 6), "spread": round(max(values) - min(values), 8),
+                "points": len(values), **_span(evaluations, 0, len(evaluations) - 1)}
+    return [Finding("not-learning", "error",
+                    f"The validation loss is {level:.6g} at every one of its {len(values)} evaluations, the same to "
+                    "its printed digits from the run's start: the model's outputs never changed; it is not learning.",
+                    evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
 
 
 def _since(points: list[Point], first: Point) -> list[Point]:
@@ -1477,6 +1500,9 @@ def _validation_calm_at_best(series: dict[str, list[Point]]) -> bool:
     return noise < VAL_CALM_NOISE * _median(tail) and _median(values[-2:]) <= (1 + VAL_CALM_AT_BEST) * min(values)
 
 
+# A step noise at or above the level the loss sits at (steps swinging from ~0 to several times that level: a batch
+# of one sample) is jitter however calm validation is: the batch is too small, which a calm validation does not undo.
+JITTER_OVER_LEVEL = 1.0
 JITTER_MIN_TURNS = 0.25  # share of the judged stretch's steps that reverse the previous one's direction, at least
 
 
@@ -1799,7 +1825,8 @@ def step_oscillation(series: dict[str, list[Point]], ctx: Context) -> list[Findi
     period (recurring_not_jitter), and withdrawn when it does not while the validation loss is calm at its best
     (_validation_calm_at_best: the spread is the batches' own variety)."""
     found = recurring_not_jitter(detect_jitter(series, ctx), series)
-    if found and found[0].kind == "oscillation-jitter" and _validation_calm_at_best(series):
+    if found and found[0].kind == "oscillation-jitter" and _validation_calm_at_best(series) and (
+            found[0].evidence["noise_sigma"] < JITTER_OVER_LEVEL * found[0].evidence["loss_level"]):
         return []
     return found
 

@@ -500,7 +500,43 @@ def read_metrics_jsonl(path: str, text: str) -> FileRead:
     for point in read.points:
         if point.cadence is None:
             point.cadence = "step" if point.step is not None else ("epoch" if point.epoch is not None else None)
+    read.points = _last_step_session(read)
     return read
+
+
+SESSION_MIN_STEP_RECORDS = 10  # a last session of this many logged steps or more is judged on its own
+SESSION_BACK_TO_START = 0.5  # a step back into the first half of the session so far starts a new one (a resume from a
+# late checkpoint steps back less, and is the same run)
+
+
+def _last_step_session(read: FileRead) -> list[Point]:
+    """The points of the last training session of a per-step file whose step counter starts again (detectron2
+    appends each run to metrics.json: iterations 19..999, then 19..999 again). Each session is its own run: joined,
+    each restart reads as the loss swinging back up (periodic, jitter). A restart: the step falls back into the
+    first half of the session so far (a new run may log its first step a few iterations off the last one's) while
+    the epoch (where one is written) does not advance (mmcv's per-epoch `iter` counts again from the start of each
+    epoch: one run). The last session is judged when it holds SESSION_MIN_STEP_RECORDS logged steps or more; a
+    shorter one leaves the file whole."""
+    rows: dict[int, tuple[float, float | None]] = {}
+    for point in read.points:
+        if point.step is not None and point.cadence == "step" and math.isfinite(point.step):
+            rows.setdefault(point.line, (point.step, point.epoch))
+    restarts, previous, first = [], None, None
+    for line in sorted(rows):
+        step, epoch = rows[line]
+        back = previous is not None and step < previous[0]
+        if back and step <= first + SESSION_BACK_TO_START * (previous[0] - first) and (
+                epoch is None or previous[1] is None or epoch <= previous[1]):
+            restarts.append(line)
+            first = None
+        first = step if first is None else min(first, step)
+        previous = (step, epoch)
+    if not restarts or sum(line >= restarts[-1] for line in rows) < SESSION_MIN_STEP_RECORDS:
+        return read.points
+    start = restarts[-1]
+    read.notes.append(f"the step counter starts again {len(restarts)} time(s) (the file holds {len(restarts) + 1} "
+                      f"training sessions, appended): the last one, from line {start}, is judged")
+    return [p for p in read.points if p.line >= start]
 
 
 def _record_points(obj: dict, number: int) -> list[Point]:

@@ -175,7 +175,7 @@ CRASH_CLASSES = (
         r"|mat1 and mat2|is invalid for input of size|The size of tensor a|Sizes of tensors must match", re.I)),
 )
 _RANK_IN_TEXT = _lazy(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
-_EXCEPTION = _lazy(r"^(?:[\w.]+\.)?(?P<name>\w*(?:Error|Exception)): ")
+_EXCEPTION = _lazy(r"^(?:[\w.]+\.)?(?P<name>\w*(?:Error|Exception)):(?: |$)")
 
 
 def crash_class(text: str) -> str | None:

@@ -19,12 +19,16 @@ VAL_JITTER_SCORE = 0.25  # point-to-point noise / level: tune logs' healthy runs
 VAL_MIN_POINTS = 4  # validation points the generalisation rules need
 ACC_GAP = 0.20  # train accuracy this far above validation accuracy (absolute, on a 0-1 scale): overfitting
 ACC_GAP_TRAIN_MIN = 0.70  # ... once training accuracy is at least this (a model that fits its training set)
+GAP_VAL_AT_BEST = 0.01  # ... unless the validation loss is within this share of its best over its last two points
+GAP_VAL_FELL = 0.30  # ... after falling this share of its start: still improving on new data, a gap is no overfitting
 LOSS_GAP_RATIO = 2.0  # validation loss above twice the training loss at the end ...
 FLAT_VAL_CHANGE = 0.05  # validation changed less than this share over the run ...
 FLAT_TRAIN_DROP = 0.30  # ... while training fell at least this share: validation is flat, training is not
 FLAT_ROBUST_POINTS = 9  # with this many points each, both ends are read as the median of three (one noisy end)
 STALE_SHARE = 0.5  # validation has not beaten its best for at least half its points ...
 STALE_TRAIN_FALL = 0.05  # ... while training fell at least this share over the same stretch
+STALE_END = 3  # the last this many validation points, on a jittery curve, say where it ended ...
+STALE_END_RISE = 1.5  # ... and at this many times its best (and 2x the noise above it) it has turned: overfitting
 CHANCE_ACC_TOLERANCE = 0.02  # validation accuracy within this (absolute) of 1/K: chance
 CHANCE_LN_TOLERANCE = 0.02  # validation loss within this share of ln(K)
 TRAIN_IMPROVES_DROP = 0.10  # training loss fell this share (or its accuracy rose 0.15 above chance): it learns
@@ -144,12 +148,22 @@ def _at_chance(train, val, series, ctx) -> Finding | None:
     drop = _train_drop(train)
     learns = (drop is not None and drop >= TRAIN_IMPROVES_DROP) or (
         len(train_accs) >= 2 and _median(train_accs[-3:]) >= chance + 0.15)
+    if learns and len(val_values) >= VAL_MIN_POINTS and all(
+            abs(v - ln_k) <= CHANCE_LN_TOLERANCE * ln_k for v in val_values) and (drop or 0.0) < FLAT_TRAIN_DROP:
+        # A model that learns its training set only grows confident on it, and its validation loss rises above
+        # ln K; one at ln K at every evaluation gives held-out samples every class alike, and a training loss that
+        # fell less than FLAT_TRAIN_DROP (a noisy batch accuracy above chance) is no memorising: not learning.
+        learns = False
+        evidence_extra = {"val_loss_at_ln_k_throughout": True}
+    else:
+        evidence_extra = {}
     evidence = {"classes": k, "classes_from": "stated (--classes)" if ctx.classes else f"accuracy {level:.3g} = 1/K",
                 "val_accuracy": round(level, 4), "val_points_at_chance": near, "val_points": len(accs),
                 "train_drop": None if drop is None else round(drop, 3)}
     if val_values:
         evidence["val_loss"] = round(_median(val_values), 5)
         evidence["ln_classes"] = round(ln_k, 4)
+    evidence.update(evidence_extra)
     if learns:
         return Finding("overfitting", "warning",
                        f"Validation accuracy sits at chance ({level:.3g} = 1/{k}) for {near} of {len(accs)} "
@@ -157,7 +171,8 @@ def _at_chance(train, val, series, ctx) -> Finding | None:
                        evidence, overfitting_actions(ctx), confidence="medium" if near >= 6 else "low")
     return Finding("not-learning", "error",
                    f"Validation accuracy sits at chance ({level:.3g} = 1/{k}) for {near} of {len(accs)} points and "
-                   "training does not improve either: the model is not learning.",
+                   + ("the validation loss at ln K at every evaluation: the model gives every class alike, it is not "
+                      "learning." if evidence_extra else "training does not improve either: the model is not learning."),
                    evidence, list(NOT_LEARNING_ACTIONS), confidence="medium" if near >= 6 else "low")
 
 
@@ -170,6 +185,12 @@ def _accuracy_gap(train, val, series, ctx) -> Finding | None:
     train_level, val_level = _median(tr[-3:]), _median(va[-3:])
     gap = train_level - val_level
     if gap < ACC_GAP or train_level < ACC_GAP_TRAIN_MIN:
+        return None
+    val_values = _values(val)
+    if len(val_values) >= VAL_MIN_POINTS and min(val_values[-2:]) <= (1 + GAP_VAL_AT_BEST) * min(val_values) and (
+            val_values[0] - min(val_values)) >= GAP_VAL_FELL * abs(val_values[0]):
+        # A validation loss that came down and is at its best at the end still gains on new data: the gap is how
+        # far the model fits its training set better, not a model getting worse where it counts.
         return None
     evidence = {"train_accuracy": round(train_level, 4), "val_accuracy": round(val_level, 4), "gap": round(gap, 4),
                 "val_points": len(va)}
@@ -251,8 +272,12 @@ def _stale_validation(train, val, series, ctx) -> Finding | None:
     # one low jump, not a turning point: the points after it must sit above it by more than twice the point-to-point
     # noise (0.61 -> 0.96 -> 0.39 -> 0.92 is jitter). A steady curve's best stands as it is.
 
+    # A jittery curve whose end climbs away from its best (its last STALE_END points' median more than twice the
+    # noise above it, as well as STALE_END_RISE times it) has turned, however it bounced on the way.
     noise = _point_noise(v)
-    if _jitters(v) and _median(v[best + 1:]) - v[best] <= 2 * noise:
+    end = _median(v[-STALE_END:])
+    turned = end - v[best] > 2 * noise and end >= STALE_END_RISE * v[best] > 0
+    if _jitters(v) and _median(v[best + 1:]) - v[best] <= 2 * noise and not turned:
         return None
     since = [p.value for p in train if p.line >= val[best].line]
     if len(since) < 2 or not since[0]:
