@@ -1637,3 +1637,38 @@ def test_a_fine_tune_whose_loss_and_map_never_beat_their_early_best_is_overfitti
     # The guard: the same losses with an mAP that sets new highs over the last third is no stall.
     report = _diagnose(tmp_path, _fine_tune_detector_csv(map_creeps=True), name="results2.csv")
     assert "overfitting" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+
+
+def _coin_flip_csv(val_acc, val_loss, seed=3):
+    # A Lightning CSVLogger metrics.csv: a noisy per-step training row and a validation row per epoch.
+    rng = random.Random(seed)
+    rows = ["epoch,step,train_acc,train_loss,val_acc,val_loss"]
+    for epoch, (acc, loss) in enumerate(zip(val_acc, val_loss)):
+        rows.append(f"{epoch},{epoch * 69 + 49},{rng.uniform(0.35, 0.75):.4f},{rng.uniform(0.6, 0.8):.4f},,")
+        rows.append(f"{epoch},{epoch * 69 + 68},,,{acc},{loss}")
+    return "\n".join(rows) + "\n"
+
+
+def test_a_validation_accuracy_at_chance_with_its_loss_at_its_start_is_not_learning(tmp_path):
+    # batch 11's stock-direction classifiers: val_acc 0.507-0.524 for 16 epochs (1/2: a coin flip), val_loss
+    # 0.706 -> 0.693 (ln 2) -> 0.704, within 3% of its start; the per-step training rows too noisy to say anything.
+    acc = [0.5074, 0.5188, 0.5178, 0.522, 0.5105, 0.5214, 0.5101, 0.5201, 0.5206, 0.5197, 0.5241, 0.5233, 0.5221,
+           0.5218, 0.5163, 0.5067]
+    loss = [0.7063, 0.6937, 0.6982, 0.6932, 0.7031, 0.6952, 0.6988, 0.6962, 0.6943, 0.6963, 0.6947, 0.6941, 0.6953,
+            0.6954, 0.6972, 0.7042]
+    report = _diagnose(tmp_path, _coin_flip_csv(acc, loss), "metrics.csv")
+    assert _kinds(report) == ["not-learning"], [(f.kind, f.summary) for f in report.findings]
+    # An accuracy that climbs off its first value (0.51 -> 0.60), the same losses: learning, slowly.
+    rising = [a + 0.006 * i for i, a in enumerate(acc)]
+    assert "not-learning" not in _kinds(_diagnose(tmp_path, _coin_flip_csv(rising, loss), "rising.csv"))
+    # A validation loss that fell 10% from its start, the same accuracy: not this rule's to call.
+    falling = [v * (1 - 0.007 * i) for i, v in enumerate(loss)]
+    assert "not-learning" not in _kinds(_diagnose(tmp_path, _coin_flip_csv(acc, falling), "falling.csv"))
+
+
+def test_validation_curves_without_a_training_loss_are_still_judged_for_not_learning(tmp_path):
+    # batch 11's architecture-search candidate: only val_loss and val_acc, 10 epochs, val_acc 0.5 at every epoch and
+    # val_loss 2.7725 -> 2.7610 (0.4%): a log with no training loss once returned before any not-learning rule ran.
+    rows = ["epoch,step,val_acc,val_loss"] + [f"{e},{3 * e + 2},0.5,{2.7725 - 0.00128 * e:.6f}" for e in range(10)]
+    report = _diagnose(tmp_path, "\n".join(rows) + "\n", "metrics.csv")
+    assert _kinds(report) == ["not-learning"], [(f.kind, f.summary) for f in report.findings]

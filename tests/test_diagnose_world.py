@@ -111,18 +111,18 @@ def test_an_entry_the_tool_cannot_read_or_crashes_on_counts_as_wrong(tmp_path, m
     assert outcome.unreadable == "RuntimeError: a reader bug" and not outcome.right
 
 
-def test_the_calibration_check_scores_batches_1_to_6_and_7_to_10_and_never_a_later_batch(tmp_path, monkeypatch):
-    # `--calibration-check`: a rule change is calibrated on batches 1-6 and checked on 7-10 (both spent); a later
+def test_the_calibration_check_scores_batches_1_to_6_and_7_to_11_and_never_a_later_batch(tmp_path, monkeypatch):
+    # `--calibration-check`: a rule change is calibrated on batches 1-6 and checked on 7-11 (all spent); a later
     # batch (held back whole, the lead's to score once) is never judged by it, even when labels.toml holds it.
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     judged = []
     monkeypatch.setattr(bench, "judge", lambda name, entry: judged.append(entry["batch"]) or bench.Outcome(
         name, set(entry["kinds"]), "text-log"))
-    labels = {f"e{b}": {"kinds": [], "split": "holdout", "batch": b} for b in range(1, 12)}
+    labels = {f"e{b}": {"kinds": [], "split": "holdout", "batch": b} for b in range(1, 13)}
     text = bench.calibration_check(labels)
-    assert sorted(judged) == list(range(1, 11)), judged
-    assert "calibration (batches 1-6): 6 of 6 right" in text and "check (batches 7-10): 4 of 4 right" in text
-    assert "by batch: 7 1/1, 8 1/1, 9 1/1, 10 1/1" in text  # batch 10, read to write rules, apart from 7-9
+    assert sorted(judged) == list(range(1, 12)), judged
+    assert "calibration (batches 1-6): 6 of 6 right" in text and "check (batches 7-11): 5 of 5 right" in text
+    assert "by batch: 7 1/1, 8 1/1, 9 1/1, 10 1/1, 11 1/1" in text  # batches 10 and 11, read to write rules, apart
 
 
 @pytest.mark.parametrize("batch", [FRESH_BATCH, UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH, SEVENTH_BATCH, EIGHTH_BATCH,
@@ -392,7 +392,9 @@ def test_the_ninth_fresh_batch_keeps_what_it_scored_once():
     once by the lead after dx-rules12 (which learned from batch 10) landed (main cdd9745, 15:45 UTC, load 1.8 with
     the slow tier running): 29 of 36 right (0.81), none unreadable, no error-level finding on its 19 healthy runs (1
     with a warning-level finding). Below the issue's 90%: this guards against falling back, it does not claim the
-    target. runmedic 0.1.1: 26, trainspotter 0.2.6: 19 on the same entries (bench/diagnose_peers.py)."""
+    target. runmedic 0.1.1: 26, trainspotter 0.2.6: 19 on the same entries (bench/diagnose_peers.py). Spent since;
+    dx-rules13 learned from it (a validation accuracy at chance with its loss at its start; validation curves judged
+    without a training loss): 32 of 36, guarded here."""
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     outcomes = bench.evaluate(None, LABELS, (ELEVENTH_BATCH,))
-    _assert_scored_once_part_holds(outcomes, 36, 29)
+    _assert_scored_once_part_holds(outcomes, 36, 32)

@@ -1061,8 +1061,8 @@ def detect_not_learning(series: dict[str, list[Point]], ctx: Context) -> list[Fi
     log's chance-level accuracy, or a common class count), or constant to its printed digits for most of the
     run near where it started. Judged on short epoch logs too; the confidence says how much it stands on."""
     train = _finite(series.get(TRAIN_LOSS, []) or series.get("train_loss_epoch", []))
-    if len(train) < STUCK_FEW_POINTS:
-        return []
+    if len(train) < STUCK_FEW_POINTS:  # no training loss: the validation curves alone may still tell
+        return _predictions_never_changed(series) or _validation_at_chance(series, ctx)
     values = _values(train)
     last = values[-1]
     tail = values[len(values) // 2:]
@@ -1117,7 +1117,7 @@ def detect_not_learning(series: dict[str, list[Point]], ctx: Context) -> list[Fi
                             "fall: the model predicts every class alike, it is not learning.",
                             evidence, list(NOT_LEARNING_ACTIONS), confidence=confidence)]
     return (_unmoved_at_chance(series, ctx) or _predictions_never_changed(series) or _validation_loss_frozen(series)
-            or _converged_at_start(series) or _epoch_means_at_chance(series, ctx) or _repeats_exact_values(series))
+            or _validation_at_chance(series, ctx) or _converged_at_start(series) or _epoch_means_at_chance(series, ctx) or _repeats_exact_values(series))
 
 
 REPEAT_MIN_POINTS = 20  # training-loss points, at least, to judge its values repeat
@@ -1349,6 +1349,47 @@ def _unmoved_at_chance(series: dict[str, list[Point]], ctx: Context) -> list[Fin
                                                              moved.items()) + " over the run): the model is not "
                     "learning.", evidence, list(NOT_LEARNING_ACTIONS),
                     confidence="high" if len(accs) >= 5 and len(points) >= 8 else "medium")]
+
+
+CHANCE_BAND = 0.02  # a validation accuracy (0-1) never more than this from its first value never left it
+CHANCE_NEAR = 0.03  # ... and whose median is this close to 1/K sits at chance
+
+
+def _validation_at_chance(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """The validation accuracy, CONSTANT_ACC_POINTS+ evaluations from the run's start, at chance (its median within
+    CHANCE_NEAR of 1/K, K from --classes or the nearest common class count) and never more than CHANCE_BAND from its
+    first value, while the validation loss, followed from the run's start, never moved NO_MOVE off its first value
+    and ends at or above PRIOR_LOSS_SHARE of _prior_floor: the held-out predictions never got better than a coin
+    flip, whatever a noisy per-step training accuracy or loss does (an up/down stock classifier at 0.51-0.52 for 50
+    epochs, its validation loss 0.711 -> 0.693 = ln 2). A slow run's accuracy climbs off chance, however little its
+    loss moves; a fine-tune starts far above chance."""
+    evaluations = _finite(series.get("val_acc", []))
+    loss = _finite(series.get(VAL_LOSS, []))
+    if (len(evaluations) < CONSTANT_ACC_POINTS or len(loss) < CONSTANT_ACC_POINTS
+            or not _from_run_start(evaluations) or not _from_run_start(loss)):
+        return []
+    accs = _values(evaluations)
+    accs = [a / 100 for a in accs] if max(accs) > 1.0 else accs
+    level = _median(accs)
+    k = ctx.classes if ctx.classes and ctx.classes >= 2 else min(COMMON_CLASS_COUNTS, key=lambda c: abs(level - 1 / c))
+    if not 0 < level < 1 or abs(level - 1 / k) > CHANCE_NEAR or max(abs(a - accs[0]) for a in accs) > CHANCE_BAND:
+        return []
+    values = _values(loss)
+    floor = _prior_floor(level)
+    end = _median(values[-3:])
+    if values[0] <= 0 or max(abs(v - values[0]) for v in values) > NO_MOVE * values[0] or end < PRIOR_LOSS_SHARE * floor:
+        return []
+    fell = (values[0] - min(values)) / values[0]
+    evidence = {"series": VAL_LOSS, "quality": "val_acc", "accuracy": round(level, 4), "accuracy_points": len(accs),
+                "classes": k, "first_accuracy": round(accs[0], 4), "best_accuracy": round(max(accs), 4),
+                "loss_start": round(values[0], 6), "loss_best_fall": round(fell, 5), "loss_end": round(end, 6),
+                "prior_floor": round(floor, 6), **_span(loss, 0, len(loss) - 1)}
+    return [Finding("not-learning", "error",
+                    f"The validation accuracy sits at chance ({level:.3g}, about 1/{k}) for all {len(accs)} "
+                    f"evaluations, never more than {max(abs(a - accs[0]) for a in accs):.3f} from its first value, and the "
+                    f"validation loss never fell more than {fell:.1%} below its start ({values[0]:.4g} -> "
+                    f"{end:.4g}): the model's held-out predictions never beat chance; it is not learning.",
+                    evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
 
 
 def _from_run_start(points: list[Point]) -> bool:
