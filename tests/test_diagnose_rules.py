@@ -1672,3 +1672,24 @@ def test_validation_curves_without_a_training_loss_are_still_judged_for_not_lear
     rows = ["epoch,step,val_acc,val_loss"] + [f"{e},{3 * e + 2},0.5,{2.7725 - 0.00128 * e:.6f}" for e in range(10)]
     report = _diagnose(tmp_path, "\n".join(rows) + "\n", "metrics.csv")
     assert _kinds(report) == ["not-learning"], [(f.kind, f.summary) for f in report.findings]
+
+
+def test_training_and_validation_losses_that_never_leave_their_start_are_not_learning(tmp_path):
+    # batch 11's LSTM on daily BTC prices, a hand-written CSV with no accuracy, 10 epochs: train 0.1026 -> 0.1015
+    # (0.1006-0.1026), val 0.1012 -> 0.0998 (0.0983 at best): both within 3% of where they began, up and down.
+    train = [0.10259, 0.10168, 0.10090, 0.10140, 0.10140, 0.10170, 0.10080, 0.10056, 0.10144, 0.10149]
+    val = [0.10116, 0.09970, 0.09935, 0.09882, 0.09915, 0.09827, 0.09867, 0.09943, 0.09947, 0.09981]
+
+    def csv(train, val):
+        return "epoch,train_loss,val_loss\n" + "".join(f"{e},{t:.6f},{v:.6f}\n" for e, (t, v) in
+                                                       enumerate(zip(train, val)))
+
+    report = _diagnose(tmp_path, csv(train, val), "metrics.csv")
+    assert _kinds(report) == ["not-learning"], [(f.kind, f.summary) for f in report.findings]
+    assert report.findings[0].severity == "warning"  # no accuracy: the level is not known to be a failure
+    # A steady creep inside the same band (batch 6's wine MLP at SGD 0.003: -1.4% epoch after epoch) is slow.
+    creep = [1.079 - 0.0015 * e for e in range(10)]
+    assert "not-learning" not in _kinds(_diagnose(tmp_path, csv(creep, [c + 0.017 for c in creep]), "creep.csv"))
+    # A validation loss that leaves the band (down 8%): the model does better on new data.
+    fell = [v * (1 - 0.009 * e) for e, v in enumerate(val)]
+    assert "not-learning" not in _kinds(_diagnose(tmp_path, csv(train, fell), "fell.csv"))

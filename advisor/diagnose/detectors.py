@@ -1117,7 +1117,7 @@ def detect_not_learning(series: dict[str, list[Point]], ctx: Context) -> list[Fi
                             "fall: the model predicts every class alike, it is not learning.",
                             evidence, list(NOT_LEARNING_ACTIONS), confidence=confidence)]
     return (_unmoved_at_chance(series, ctx) or _predictions_never_changed(series) or _validation_loss_frozen(series)
-            or _validation_at_chance(series, ctx) or _converged_at_start(series) or _epoch_means_at_chance(series, ctx) or _repeats_exact_values(series))
+            or _validation_at_chance(series, ctx) or _converged_at_start(series) or _both_losses_at_start(series) or _epoch_means_at_chance(series, ctx) or _repeats_exact_values(series))
 
 
 REPEAT_MIN_POINTS = 20  # training-loss points, at least, to judge its values repeat
@@ -1454,6 +1454,42 @@ def _converged_at_start(series: dict[str, list[Point]]) -> list[Finding]:
                     f"The training loss started at {values[0]:.6g} and levelled off at {evidence['level']:.6g}, "
                     f"{abs(moved):.1%} from its start, over {len(values)} points from the run's start: the model settled "
                     "where it began and is not learning (for a regression: the loss of predicting a constant).",
+                    evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
+
+
+FLAT_PAIR_MIN_POINTS = 8  # training and validation losses, each this many points or more, to judge both never moved
+
+
+def _both_losses_at_start(series: dict[str, list[Point]]) -> list[Finding]:
+    """No accuracy printed: a training loss (its epoch means when logged) and a validation loss, FLAT_PAIR_MIN_POINTS+
+    points each from the run's start, every point of both within NO_MOVE of its curve's first value and neither
+    falling at a steady pace (_unmoved; a wine MLP at SGD 0.003 creeping 1.4% epoch after epoch is slow): the model neither
+    fits its training data nor does better on new data than where it began (an LSTM on daily BTC prices, 0.1026 ->
+    0.1015 and 0.1012 -> 0.0998 over 10 epochs; an N-BEATS forecaster, 1.3475 -> 1.3427 and 1.3755 -> 1.3741). A slow
+    run leaves its band on one curve at least; a loss that fell first and then sat does not start in it. A warning
+    like _converged_at_start: without an accuracy the level is not known to be a failure."""
+    if any(series.get(name) for name in ("val_acc", "train_acc", "test_acc", "val_map", "test_map", "val_score",
+                                          "test_score")):
+        return []
+    epoch_means = _finite(series.get("train_loss_epoch", []))
+    train = epoch_means if len(epoch_means) >= FLAT_PAIR_MIN_POINTS else _finite(series.get(TRAIN_LOSS, []))
+    val = _finite(series.get(VAL_LOSS, []))
+    moves = {}
+    for points in (train, val):
+        if len(points) < FLAT_PAIR_MIN_POINTS or not _from_run_start(points):
+            return []
+        values = _values(points)
+        if (values[0] <= 0 or max(abs(v - values[0]) for v in values) > NO_MOVE * values[0]
+                or not _unmoved(points)):
+            return []  # (_unmoved: a steady creep, however small, is a slow run: slow.py)
+        moves[points[0].name] = round((values[-1] - values[0]) / values[0], 5)
+    evidence = {"series": train[0].name, "moved": moves, "band": NO_MOVE,
+                "points": {train[0].name: len(train), VAL_LOSS: len(val)}, **_span(train, 0, len(train) - 1)}
+    return [Finding("not-learning", "warning",
+                    "The training and validation losses stay within "
+                    f"{NO_MOVE:.0%} of their first values for the whole run (" + ", ".join(
+                        f"{_series_words(n)} {m:+.1%}" for n, m in moves.items()) + "): the model fits its training "
+                    "data no better than where it began, nor new data; it is not learning.",
                     evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
 
 
