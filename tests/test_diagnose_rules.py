@@ -1693,3 +1693,20 @@ def test_training_and_validation_losses_that_never_leave_their_start_are_not_lea
     # A validation loss that leaves the band (down 8%): the model does better on new data.
     fell = [v * (1 - 0.009 * e) for e, v in enumerate(val)]
     assert "not-learning" not in _kinds(_diagnose(tmp_path, csv(train, fell), "fell.csv"))
+
+
+def test_allocator_out_of_memory_retries_the_run_trained_past_are_a_note_not_a_finding(tmp_path):
+    # batch 11's Windows console (Keras on TF 2.4, an RTX 2060): info-level `failed to allocate 613.15M ...
+    # CUDA_ERROR_OUT_OF_MEMORY` lines from TensorFlow's CUDA driver wrapper in epoch 15, then all 30 epochs and exit 0.
+    # The allocator retried smaller and no tensor failed: not the run's failure, a note. Ending on them is an OOM.
+    retry = ("2021-05-09 18:30:53.337423: I tensorflow/stream_executor/cuda/cuda_driver.cc:789] failed to allocate "
+             "{size}M ({size}000000 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY: out of memory\n")
+    epochs = [f"Epoch {e}/30\n19/19 - 12s - loss: {0.34 * 0.93 ** e:.4f} - accuracy: {0.34 + 0.02 * e:.4f}\n"
+              for e in range(1, 31)]
+    burst = "".join(retry.format(size=s) for s in (613, 551, 496))
+    report = _diagnose(tmp_path, "".join(epochs[:15]) + burst + "".join(epochs[15:]) + "Process finished with exit "
+                       "code 0\n", "train_log.txt")
+    assert "oom" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+    assert any("allocator out-of-memory retries" in note for note in report.stats.notes), report.stats.notes
+    ended = _diagnose(tmp_path, "".join(epochs[:15]) + burst, "ended.txt")
+    assert "oom" in _kinds(ended), [(f.kind, f.summary) for f in ended.findings]

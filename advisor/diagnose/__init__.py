@@ -8,7 +8,7 @@ import os
 import sys
 
 from ..errors import AdvisorError
-from .detectors import Context, run_detectors
+from .detectors import Context, run_detectors, survived_oom_note
 from .readers import FORMAT_ALIASES, known_formats
 from .records import Finding, ReadStats, asdict, dataclass, field
 from .scan import read_source
@@ -119,6 +119,9 @@ def judge(collected, context: Context | None, path: str) -> SourceReport:
                            + (" (validation lines too frequent to read all were sampled the same way)"
                               if stats.validation_sampled else ", and every validation line"))
     findings = run_detectors(collected.series, collected.events, collected.event_counts, ctx, collected.non_finite)
+    survived = survived_oom_note(collected.events, findings)
+    if survived:
+        stats.notes.append(survived)
     reason, ran, needed = assess(collected.series, findings)
     if collected.elisions:
         stats.notes.append(f"{len(collected.elisions)} elided stretch(es) ('...'): read as gaps in the curves")

@@ -177,8 +177,11 @@ def detect_oom(events: list[LogEvent], counts: dict, ctx: Context,
     auto_find_batch_size, Accelerate's find_executable_batch_size, fairseq skipping the batch) and trained on.
     A worker killed by SIGKILL is not assumed to be an OOM: detect_crash names it."""
     ooms = [e for e in events if e.kind == "oom"]
+    retries = [e for e in events if e.kind == "oom-retry"]
+    if not ooms and retries and _oom_recovery(retries[-1], events, series or {}) is None:
+        ooms = retries  # the allocator's refusals are the last thing the run did: they ended it
     if not ooms:
-        return []
+        return []  # (allocator retries the run trained past are no failure of the run: a note, survived_oom_note)
     first, last = ooms[0], ooms[-1]
     d = dict(first.details)
     for later in ooms[1:]:  # a device named on any OOM line of the run
@@ -221,6 +224,17 @@ def detect_oom(events: list[LogEvent], counts: dict, ctx: Context,
                     f"{lowered} and trained on ({recovery['points_after']} logged point(s) after the last OOM).",
                     evidence, ["The run survived, but each OOM costs a batch (or a restart at a smaller batch): "
                                "plan the batch below the ceiling so it stops happening."] + actions)]
+
+
+def survived_oom_note(events: list[LogEvent], findings: list[Finding]) -> str | None:
+    """A note for allocator out-of-memory retries (TensorFlow's `failed to allocate ... CUDA_ERROR_OUT_OF_MEMORY`)
+    that the run trained past: worth knowing (memory is tight), not the run's failure."""
+    retries = [e for e in events if e.kind == "oom-retry"]
+    if not retries or any(f.kind == "oom" for f in findings):
+        return None
+    return (f"{len(retries)} allocator out-of-memory retr{'y' if len(retries) == 1 else 'ies'} (line "
+            f"{retries[0].line}: the allocator was refused a chunk and retried smaller); the run trained on past "
+            "them: memory is tight, not a failure")
 
 
 def _oom_device(d: dict) -> str:

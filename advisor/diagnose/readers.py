@@ -125,6 +125,11 @@ class OOMReader(LineReader):
                 if m:
                     return [LogEvent(line, "batch-lowered", text.strip()[:300], {"batch": int(m.group("batch"))})]
             return None
+        if "failed to allocate" in lowered and "CUDA_ERROR_OUT_OF_MEMORY" in text:
+            # TensorFlow's CUDA driver wrapper, at info level: the allocator asked for a chunk, was refused and
+            # retries smaller; no tensor failed. An OOM only when the run ends there (detect_oom).
+            return [LogEvent(line, "oom-retry", text.strip()[:400], self._device(text, {"device": "gpu",
+                                                                                  "framework": "tensorflow"}))]
         return self._read_oom(text, line, lowered)
 
     def _device(self, text: str, details: dict) -> dict:
