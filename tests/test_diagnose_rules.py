@@ -1710,3 +1710,23 @@ def test_allocator_out_of_memory_retries_the_run_trained_past_are_a_note_not_a_f
     assert any("allocator out-of-memory retries" in note for note in report.stats.notes), report.stats.notes
     ended = _diagnose(tmp_path, "".join(epochs[:15]) + burst, "ended.txt")
     assert "oom" in _kinds(ended), [(f.kind, f.summary) for f in ended.findings]
+
+
+def test_a_training_accuracy_that_never_rose_out_of_its_first_band_is_not_learning(tmp_path):
+    # batch 11's probe on frozen language-model embeddings: a Lightning row every 50 steps, no validation, 28 rows:
+    # train_loss 2.3-3.8 with no trend, train_acc 0.0-0.25 on 32-sample batches, 0.094 at the start and the end.
+    def csv(accs, losses):
+        return "train_loss,train_acc,epoch,step\n" + "".join(f"{loss:.6f},{acc:.5f},{i * 20 // len(accs)},{50 * i + 49}\n"
+                                                             for i, (acc, loss) in enumerate(zip(accs, losses)))
+
+    losses = [3.479, 2.715, 3.176, 3.780, 3.166, 3.370, 3.258, 3.810, 3.026, 3.046, 2.306, 3.460, 3.808, 3.272, 2.592,
+              3.156, 2.766, 2.872, 2.534, 2.941, 3.419, 2.797, 3.383, 3.096, 2.618, 3.569, 3.316, 3.072]
+    accs = [n / 32 for n in (3, 6, 3, 4, 3, 1, 1, 2, 3, 0, 6, 0, 4, 5, 4, 7, 5, 6, 3, 4, 2, 8, 3, 2, 4, 2, 2, 3)]
+    report = _diagnose(tmp_path, csv(accs, losses), "metrics.csv")
+    assert _kinds(report) == ["not-learning"], [(f.kind, f.summary) for f in report.findings]
+    # The same noise on an accuracy that climbs 0.1 -> 0.4: learning, however noisy its batches.
+    rising = [a + 0.012 * i for i, a in enumerate(accs)]
+    assert "not-learning" not in _kinds(_diagnose(tmp_path, csv(rising, losses), "rising.csv"))
+    # A fine-tune already at 0.9 has little left to climb: not judged.
+    tuned = [0.85 + a / 2 for a in accs]
+    assert "not-learning" not in _kinds(_diagnose(tmp_path, csv(tuned, [v / 10 for v in losses]), "tuned.csv"))

@@ -1131,7 +1131,8 @@ def detect_not_learning(series: dict[str, list[Point]], ctx: Context) -> list[Fi
                             "fall: the model predicts every class alike, it is not learning.",
                             evidence, list(NOT_LEARNING_ACTIONS), confidence=confidence)]
     return (_unmoved_at_chance(series, ctx) or _predictions_never_changed(series) or _validation_loss_frozen(series)
-            or _validation_at_chance(series, ctx) or _converged_at_start(series) or _both_losses_at_start(series) or _epoch_means_at_chance(series, ctx) or _repeats_exact_values(series))
+            or _validation_at_chance(series, ctx) or _converged_at_start(series) or _both_losses_at_start(series)
+            or _accuracy_never_rose(series) or _epoch_means_at_chance(series, ctx) or _repeats_exact_values(series))
 
 
 REPEAT_MIN_POINTS = 20  # training-loss points, at least, to judge its values repeat
@@ -1505,6 +1506,48 @@ def _both_losses_at_start(series: dict[str, list[Point]]) -> list[Finding]:
                         f"{_series_words(n)} {m:+.1%}" for n, m in moves.items()) + "): the model fits its training "
                     "data no better than where it began, nor new data; it is not learning.",
                     evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
+
+
+NEVER_ROSE_MIN_POINTS = 20  # training accuracy and loss points, at least, from the run's start
+NEVER_ROSE_LOSS_FALL = 0.1  # the training loss's second half at least this share below its first half: it fell
+NEVER_ROSE_MAX_ACC = 0.5  # a first quarter above this accuracy (0-1) is a model already good at its task (a fine-tune)
+
+
+def _accuracy_never_rose(series: dict[str, list[Point]]) -> list[Finding]:
+    """No validation accuracy: a training accuracy, NEVER_ROSE_MIN_POINTS+ points from the run's start, whose last
+    quarter's median is no higher than its first quarter's plus its noise band (its point-to-point noise, MAD sigma,
+    over the square root of a quarter's points: how far a median of that many noisy batch accuracies moves by
+    chance), while the training loss's second half's median is less than NEVER_ROSE_LOSS_FALL below its first
+    half's: a noisy per-step log of a
+    model that never got better at its task (a probe on frozen embeddings, accuracy 0.0-0.25 and loss 2.3-3.8 with no
+    trend over 20 epochs). A learning run's accuracy climbs out of its early band, however noisy its batches; one
+    that starts above NEVER_ROSE_MAX_ACC (a fine-tune near its best) has little left to climb and is not judged."""
+    if series.get("val_acc"):
+        return []
+    accs = _finite(series.get("train_acc", []))
+    train = _finite(series.get(TRAIN_LOSS, []))
+    if (len(accs) < NEVER_ROSE_MIN_POINTS or len(train) < NEVER_ROSE_MIN_POINTS or not _from_run_start(accs)
+            or not _from_run_start(train)):
+        return []
+    a = _values(accs)
+    a = [v / 100 for v in a] if max(a) > 1.0 else a
+    quarter = len(a) // 4
+    first, second = a[:quarter], a[-quarter:]
+    band = _mad_sigma([y - x for x, y in zip(a, a[1:])]) / math.sqrt(2) / math.sqrt(quarter)
+    losses = _values(train)
+    loss_first, loss_second = _median(losses[:len(losses) // 2]), _median(losses[len(losses) // 2:])
+    if (band <= 0 or _median(first) > NEVER_ROSE_MAX_ACC or _median(second) > _median(first) + band
+            or loss_first <= 0 or loss_first - loss_second > NEVER_ROSE_LOSS_FALL * loss_first):
+        return []
+    evidence = {"series": TRAIN_LOSS, "quality": "train_acc", "accuracy_first_quarter": round(_median(first), 4),
+                "accuracy_last_quarter": round(_median(second), 4), "band": round(band, 4),
+                "loss_first_half": round(loss_first, 6), "loss_second_half": round(loss_second, 6),
+                "points": len(a), **_span(train, 0, len(train) - 1)}
+    return [Finding("not-learning", "error",
+                    f"The training accuracy's last quarter ({_median(second):.3g}) is no better than its first "
+                    f"({_median(first):.3g}, within its noise {band:.3g}) and the training loss fell "
+                    f"{(loss_first - loss_second) / loss_first:.1%} between the halves: the model never got better "
+                    "at its task; it is not learning.", evidence, list(NOT_LEARNING_ACTIONS), confidence="low")]
 
 
 def _diverged_actions(ctx: Context) -> list[str]:
