@@ -29,6 +29,7 @@ EIGHTH_BATCH = 8  # held back whole, collected after batch 7 was scored; scored 
 NINTH_BATCH = 9  # held back whole, collected after batch 8 was scored; scored once: 30/39 (README)
 TENTH_BATCH = 10  # held back whole, collected after batch 9 was scored; scored once: 27/37 (README)
 ELEVENTH_BATCH = 11  # held back whole, collected after batch 10 was scored; scored once: 29/36 (README)
+TWELFTH_BATCH = 12  # held back whole, collected after batch 11 was scored; for the lead to score once
 
 
 def _load(name, path):
@@ -126,7 +127,7 @@ def test_the_calibration_check_scores_batches_1_to_6_and_7_to_11_and_never_a_lat
 
 
 @pytest.mark.parametrize("batch", [FRESH_BATCH, UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH, SEVENTH_BATCH, EIGHTH_BATCH,
-                                   NINTH_BATCH, TENTH_BATCH, ELEVENTH_BATCH])
+                                   NINTH_BATCH, TENTH_BATCH, ELEVENTH_BATCH, TWELFTH_BATCH])
 def test_the_fresh_batch_is_held_back_whole_and_the_bench_selects_it_without_judging_it(capsys, batch):
     """Batch 3 was collected after batches 1-2's held-back part was spent, batch 4 after batch 3 was scored: each is
     held back whole, at least 30 entries, a third of them healthy. The bench picks a batch by its number and says
@@ -144,7 +145,7 @@ def test_the_fresh_batch_is_held_back_whole_and_the_bench_selects_it_without_jud
 
 
 @pytest.mark.parametrize("batch", [UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH, SEVENTH_BATCH, EIGHTH_BATCH, NINTH_BATCH,
-                                   TENTH_BATCH, ELEVENTH_BATCH])
+                                   TENTH_BATCH, ELEVENTH_BATCH, TWELFTH_BATCH])
 def test_the_unscored_batch_has_new_sources_and_no_entry_of_an_earlier_batch(batch):
     """Batches 4 to 10 are new material: no repository file or generated run already in an earlier batch."""
     earlier = {e["source"] for e in LABELS.values() if e.get("batch", 1) < batch}
@@ -228,6 +229,24 @@ def test_the_eleventh_batch_is_mostly_committed_files_from_new_repositories():
     healthy = sum(not e["kinds"] for e in fresh.values())
     assert 0.35 * len(fresh) <= healthy <= 0.55 * len(fresh), (healthy, len(fresh))
     assert 3 * sum(bool(fresh[n]["kinds"]) for n in committed) >= len(committed)
+    assert all(_size(WORLD / n.split("/")[0]) < 200 * 1024 for n in fresh), "every folder < 200 KB"
+
+
+def test_the_twelfth_batch_is_committed_files_from_new_repositories():
+    """Batch 12 asks for at least 24 files committed in public repositories none of batches 1-11 used (at most 2
+    entries from any one repository, every repository checked case-insensitively) and no run trained here; 24 to 35
+    entries, 30-60% of them healthy, a third or more not healthy and every folder < 200 KB; nothing here reads the
+    entries' curves (the lead scores it once: `python bench/diagnose_world.py --batch 12`)."""
+    fresh, committed, generated = _batch_by_source(TWELFTH_BATCH)
+    assert len(committed) >= 24 and not generated, (len(committed), len(generated))
+    assert len(committed) == len(fresh) and 24 <= len(fresh) <= 35, len(fresh)
+    repos = [fresh[n]["source"].split()[0].lower() for n in committed]
+    assert max(repos.count(r) for r in repos) <= 2, "at most 2 entries per repository"
+    earlier = {e["source"].split()[0].lower() for e in LABELS.values() if e.get("batch", 1) < TWELFTH_BATCH}
+    assert not set(repos) & earlier, "a repository used before"
+    healthy = sum(not e["kinds"] for e in fresh.values())
+    assert 0.30 * len(fresh) <= healthy <= 0.60 * len(fresh), (healthy, len(fresh))
+    assert 3 * sum(bool(e["kinds"]) for e in fresh.values()) >= len(fresh)
     assert all(_size(WORLD / n.split("/")[0]) < 200 * 1024 for n in fresh), "every folder < 200 KB"
 
 
