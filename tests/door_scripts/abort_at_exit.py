@@ -15,6 +15,7 @@ parser.add_argument("--shared", required=True)  # a folder both ranks see
 parser.add_argument("--early", action="store_true")
 args = parser.parse_args()
 rank, done = int(os.environ["RANK"]), Path(args.shared) / "rank1-done"
+printed = Path(args.shared) / "rank0-printed"
 
 
 def gloo_like_abort():
@@ -27,6 +28,11 @@ if rank == 1:
     if args.early:
         gloo_like_abort()
     done.write_text("ok")
+    # The teardown abort comes after the last collective, when every rank's work is done: wait until rank 0 has
+    # printed its result (else torchrun may stop rank 0 before its poll sees the file: a race the real job lacks).
+    deadline = time.monotonic() + 60
+    while not printed.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
     atexit.register(gloo_like_abort)
 else:
     deadline = time.monotonic() + 60
@@ -34,3 +40,4 @@ else:
         time.sleep(0.05)
     if done.exists():
         print("result: every rank finished", flush=True)
+        printed.write_text("ok")
