@@ -188,8 +188,7 @@ def calibration_check(labels: dict[str, dict]) -> str:
                      f"({_ratio(right, len(outcomes)).strip()}); error-level on a healthy run: "
                      f"{sum(bool(o.error_level) for o in outcomes if not o.expected)}")
         if what == "check":  # a batch read to write the rules it checks is no confirmation: each apart
-            by_batch = {b: [o for o, e in zip(outcomes, selected(labels, None, batches).values())
-                            if e.get("batch", 1) == b] for b in batches}
+            by_batch = {b: [o for o in outcomes if labels[o.name].get("batch", 1) == b] for b in batches}
             lines.append("  by batch: " + ", ".join(f"{b} {sum(o.right for o in group)}/{len(group)}"
                                                     for b, group in by_batch.items()))
         lines += [f"  wrong: {o.name}: labelled {sorted(o.expected)}, "

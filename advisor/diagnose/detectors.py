@@ -114,6 +114,16 @@ def _values(points: list[Point]) -> list[float]:
     return [p.value for p in points]
 
 
+def _as_fraction(accuracies: list[float]) -> list[float]:
+    """Accuracies on a 0-1 scale: a log that prints them in per cent (any value above 1) divided by 100."""
+    return [a / 100 for a in accuracies] if max(accuracies) > 1.0 else accuracies
+
+
+def _stays_near_first(values: list[float], share: float) -> bool:
+    """Every value within ``share`` of the first (a positive one): the curve never left where it began."""
+    return values[0] > 0 and max(abs(v - values[0]) for v in values) <= share * values[0]
+
+
 _median = median
 
 
@@ -475,7 +485,7 @@ def chance_loss(series: dict[str, list[Point]], ctx: Context) -> tuple[float, in
         accs = [p.value for p in series.get(name, []) if math.isfinite(p.value)]
         if len(accs) < STUCK_FEW_POINTS:
             continue
-        accs = [a / 100 for a in accs] if max(accs) > 1.0 else accs
+        accs = _as_fraction(accs)
         level = _median(accs)
         if not 0 < level <= 0.5:
             continue
@@ -670,7 +680,7 @@ def _collapsed_to_chance(series: dict[str, list[Point]], ctx: Context) -> list[F
         tail_n = max(COLLAPSE_TAIL, len(points) // 4)
         if len(points) < tail_n + 2:
             continue
-        accs = [p.value / 100 for p in points] if max(p.value for p in points) > 1.0 else _values(points)
+        accs = _as_fraction(_values(points))
         tail = accs[-tail_n:]
         chance = chance_loss({name: [Point(p.line, name, a) for p, a in zip(points[-tail_n:], tail)]}, ctx) \
             if len(tail) >= STUCK_FEW_POINTS else _tail_chance(tail, ctx)
@@ -1383,16 +1393,16 @@ def _validation_at_chance(series: dict[str, list[Point]], ctx: Context) -> list[
     if (len(evaluations) < CONSTANT_ACC_POINTS or len(loss) < CONSTANT_ACC_POINTS
             or not _from_run_start(evaluations) or not _from_run_start(loss)):
         return []
-    accs = _values(evaluations)
-    accs = [a / 100 for a in accs] if max(accs) > 1.0 else accs
+    accs = _as_fraction(_values(evaluations))
     level = _median(accs)
     k = ctx.classes if ctx.classes and ctx.classes >= 2 else min(COMMON_CLASS_COUNTS, key=lambda c: abs(level - 1 / c))
-    if not 0 < level < 1 or abs(level - 1 / k) > CHANCE_NEAR or max(abs(a - accs[0]) for a in accs) > CHANCE_BAND:
+    drift = max(abs(a - accs[0]) for a in accs)
+    if not 0 < level < 1 or abs(level - 1 / k) > CHANCE_NEAR or drift > CHANCE_BAND:
         return []
     values = _values(loss)
     floor = _prior_floor(level)
     end = _median(values[-3:])
-    if values[0] <= 0 or max(abs(v - values[0]) for v in values) > NO_MOVE * values[0] or end < PRIOR_LOSS_SHARE * floor:
+    if not _stays_near_first(values, NO_MOVE) or end < PRIOR_LOSS_SHARE * floor:
         return []
     fell = (values[0] - min(values)) / values[0]
     evidence = {"series": VAL_LOSS, "quality": "val_acc", "accuracy": round(level, 4), "accuracy_points": len(accs),
@@ -1401,7 +1411,7 @@ def _validation_at_chance(series: dict[str, list[Point]], ctx: Context) -> list[
                 "prior_floor": round(floor, 6), **_span(loss, 0, len(loss) - 1)}
     return [Finding("not-learning", "error",
                     f"The validation accuracy sits at chance ({level:.3g}, about 1/{k}) for all {len(accs)} "
-                    f"evaluations, never more than {max(abs(a - accs[0]) for a in accs):.3f} from its first value, and the "
+                    f"evaluations, never more than {drift:.3f} from its first value, and the "
                     f"validation loss never fell more than {fell:.1%} below its start ({values[0]:.4g} -> "
                     f"{end:.4g}): the model's held-out predictions never beat chance; it is not learning.",
                     evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
@@ -1494,8 +1504,7 @@ def _both_losses_at_start(series: dict[str, list[Point]]) -> list[Finding]:
         if len(points) < FLAT_PAIR_MIN_POINTS or not _from_run_start(points):
             return []
         values = _values(points)
-        if (values[0] <= 0 or max(abs(v - values[0]) for v in values) > NO_MOVE * values[0]
-                or not _unmoved(points)):
+        if not _stays_near_first(values, NO_MOVE) or not _unmoved(points):
             return []  # (_unmoved: a steady creep, however small, is a slow run: slow.py)
         moves[points[0].name] = round((values[-1] - values[0]) / values[0], 5)
     evidence = {"series": train[0].name, "moved": moves, "band": NO_MOVE,
@@ -1529,23 +1538,22 @@ def _accuracy_never_rose(series: dict[str, list[Point]]) -> list[Finding]:
     if (len(accs) < NEVER_ROSE_MIN_POINTS or len(train) < NEVER_ROSE_MIN_POINTS or not _from_run_start(accs)
             or not _from_run_start(train)):
         return []
-    a = _values(accs)
-    a = [v / 100 for v in a] if max(a) > 1.0 else a
+    a = _as_fraction(_values(accs))
     quarter = len(a) // 4
-    first, second = a[:quarter], a[-quarter:]
+    first, second = _median(a[:quarter]), _median(a[-quarter:])
     band = _mad_sigma([y - x for x, y in zip(a, a[1:])]) / math.sqrt(2) / math.sqrt(quarter)
     losses = _values(train)
     loss_first, loss_second = _median(losses[:len(losses) // 2]), _median(losses[len(losses) // 2:])
-    if (band <= 0 or _median(first) > NEVER_ROSE_MAX_ACC or _median(second) > _median(first) + band
+    if (band <= 0 or first > NEVER_ROSE_MAX_ACC or second > first + band
             or loss_first <= 0 or loss_first - loss_second > NEVER_ROSE_LOSS_FALL * loss_first):
         return []
-    evidence = {"series": TRAIN_LOSS, "quality": "train_acc", "accuracy_first_quarter": round(_median(first), 4),
-                "accuracy_last_quarter": round(_median(second), 4), "band": round(band, 4),
+    evidence = {"series": TRAIN_LOSS, "quality": "train_acc", "accuracy_first_quarter": round(first, 4),
+                "accuracy_last_quarter": round(second, 4), "band": round(band, 4),
                 "loss_first_half": round(loss_first, 6), "loss_second_half": round(loss_second, 6),
                 "points": len(a), **_span(train, 0, len(train) - 1)}
     return [Finding("not-learning", "error",
-                    f"The training accuracy's last quarter ({_median(second):.3g}) is no better than its first "
-                    f"({_median(first):.3g}, within its noise {band:.3g}) and the training loss fell "
+                    f"The training accuracy's last quarter ({second:.3g}) is no better than its first "
+                    f"({first:.3g}, within its noise {band:.3g}) and the training loss fell "
                     f"{(loss_first - loss_second) / loss_first:.1%} between the halves: the model never got better "
                     "at its task; it is not learning.", evidence, list(NOT_LEARNING_ACTIONS), confidence="low")]
 
