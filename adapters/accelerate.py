@@ -75,6 +75,9 @@ class AccelerateAdapter(AdapterBase):
         where = [f"--num_processes={nproc}", "--num_machines=1"] + (["--multi_gpu"] if nproc > 1 else [])
         return [sys.executable, "-m", "accelerate.commands.launch", *where, "--module", module, "--job", job_path]
 
+    def script_server_module(self, module: str, device_type: str) -> str | None:
+        return module if device_type == "cpu" else None  # torchrun's launch on CPU (script_command), not accelerate's
+
     def script_launcher(self, nproc: int, device_type: str) -> list[str]:
         if device_type == "cpu":  # the launch env carries ACCELERATE_USE_CPU=1
             return super().script_launcher(nproc, device_type)

@@ -144,6 +144,9 @@ class DeepSpeedAdapter(AdapterBase):
         return [sys.executable, "-m", "deepspeed.launcher.runner", f"--num_gpus={nproc}", f"--master_port={port}",
                 "--module", module, "--job", job_path]
 
+    def script_server_module(self, module: str, device_type: str) -> str | None:
+        return None  # DeepSpeed's launcher hands every process --local_rank, which a forked rank would miss
+
     def script_launcher(self, nproc: int, device_type: str) -> list[str]:
         return ["deepspeed", f"--num_gpus={nproc}"]
 

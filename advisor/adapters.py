@@ -226,6 +226,12 @@ class AdapterBase:
         users launch their scripts (the script door runs the shim through it)."""
         return torchrun_command(module, job_path, nproc)
 
+    def script_server_module(self, module: str, device_type: str) -> str | None:
+        """The module a fork server (advisor/probe_server.py) may run in place of ``script_command``'s launch:
+        ``module`` where that launch is torchrun's (the server gives each rank torchrun's environment), None where
+        the launcher adds something of its own to the processes (DeepSpeed's ``--local_rank``)."""
+        return module
+
     def script_launcher(self, nproc: int, device_type: str) -> list[str]:
         """The launcher words in front of the user's script in the recipe's launch example."""
         return ["torchrun", "--standalone", "--nnodes=1", f"--nproc-per-node={nproc}"]

@@ -2,7 +2,8 @@
 
 Every run starts the script under the adapter's own launcher through ``python -m advisor.shim`` (see
 advisor/shim.py), which counts the script's optimizer steps and reports in the worker event protocol; the
-four steps (ceiling, starting value, trial, sweep) run exactly as for a Workload.
+four steps (ceiling, starting value, trial, sweep) run exactly as for a Workload. On CPU, where the launcher is
+torchrun, the shim's ranks fork from the fork server instead (advisor/probe_server.py), as a Workload's do.
 
 How the advisor sets the batch in the script, decided from the script and its arguments without importing it:
 
@@ -313,13 +314,12 @@ class ScriptAdapter:
     Everything else (capabilities, options, environment, recipe extras) is the adapter's own; the engine
     never asks which one it is. The adapter's ``script_command`` says how its launcher starts a module."""
 
-    # Probes launch the shim fresh through the launcher: the probe server forks the adapter's own worker
-    # module, which would measure the adapter's worker instead of the user's script.
-    worker_module = None
-
     def __init__(self, inner):
         self._inner = inner
         self.name, self.summary = inner.name, inner.summary
+        # On CPU (the only place jobs fork: advisor/runner.py) the fork server runs the shim in place of the
+        # launcher where the adapter's launcher is torchrun, whose environment the server gives each rank.
+        self.worker_module = inner.script_server_module(SHIM_MODULE, "cpu")
         # The user's script runs its own loop: no noise meter sits between its micro-batches.
         self.capabilities = replace(Capabilities.declared(inner.capabilities), noise_by_accumulation=False)
 
@@ -408,13 +408,51 @@ def _toml_safe(value):
     return value
 
 
+SCRIPT_WORKLOAD_PREFIX = "script:"  # a job's workload field names the script it runs: "script:train.py"
+
+
+def installed_imports(script: Path) -> list[str]:
+    """The modules ``script`` imports at its top level (inside top-level ``try`` and ``if`` blocks too) that come
+    from installed packages, not from the script's own folder: what a fork server imports once for every job
+    (torch, transformers, accelerate), so no job pays for them again. The user's own modules are left out: their
+    top-level code runs in each job, as in a fresh process. Read with ``ast``, never by running the script."""
+    import ast
+    import importlib.util
+
+    try:
+        tree = ast.parse(script.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return []
+    names: list[str] = []
+    body = list(tree.body)
+    while body:
+        node = body.pop(0)
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+        elif isinstance(node, (ast.Try, ast.If)):
+            body[:0] = [*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", [])]
+    own_folder = script.resolve().parent
+    found = []
+    for name in dict.fromkeys(names):
+        try:
+            spec = importlib.util.find_spec(name.partition(".")[0])
+        except (ImportError, ValueError):
+            continue
+        origin = getattr(spec, "origin", None) if spec else None
+        if origin and own_folder not in Path(origin).resolve().parents:
+            found.append(name)
+    return found
+
+
 def look(adapter, settings, spec: ScriptSpec, cancel=None) -> dict:
     """One short run of the script on one process at a small batch, with the user's own LR: what it trains
     (data length, optimizer and its LR, batch structure). Raises TrialError with the script's own failure."""
     from .job import TrialJob
     from .launch import run_job
 
-    job = TrialJob(kind="look", workload=f"script:{spec.path}", per_device_batch=2, steps=1,
+    job = TrialJob(kind="look", workload=f"{SCRIPT_WORKLOAD_PREFIX}{spec.path}", per_device_batch=2, steps=1,
                    lr=settings.base_lr or 0.01,
                    device=settings.device, collective_timeout_s=settings.collective_timeout_s,
                    workdir=settings.workdir, extra={"script": spec.to_dict()})
@@ -480,7 +518,7 @@ def script_session(script_argv: list[str], adapter, settings, host, on_event=Non
     if refused:  # `--trial-steps 1` was refused only after the first look had run the script ("Nothing was run.")
         raise SetupRefused(refused)
     door = open_door(script_argv, adapter, settings, cancel)  # refuses a script it cannot set before anything runs
-    settings.workload = f"script:{door.spec.path}"
+    settings.workload = f"{SCRIPT_WORKLOAD_PREFIX}{door.spec.path}"
     setup = validate_setup(settings, wrapped, host, workload=door.workload)
     setup.notes.extend(door.base_notes)
     if settings.sweep_seeds > 1:

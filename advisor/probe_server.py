@@ -45,6 +45,7 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 from .errors import TrialError
 
@@ -415,9 +416,20 @@ def _cuda_driver_loaded() -> bool:
 
 
 def _preload_workload(spec: str) -> None:
-    """Import the module of the workload ``spec`` (not its function); a failure is the job's to report."""
+    """Import the module of the workload ``spec`` (not its function), or for a script the installed packages it
+    imports (not the script: it runs in each job); a failure is the job's to report."""
+    import importlib
+
+    from .door import SCRIPT_WORKLOAD_PREFIX, installed_imports
     from .workload import load_workload_function
 
+    if spec.startswith(SCRIPT_WORKLOAD_PREFIX):
+        for module in installed_imports(Path(spec[len(SCRIPT_WORKLOAD_PREFIX):])):
+            try:
+                importlib.import_module(module)
+            except Exception:  # noqa: BLE001 - the script imports it again in its job and reports the error
+                pass
+        return
     try:
         load_workload_function(spec)
     except Exception:  # noqa: BLE001 - every job imports it again and reports the error as its own

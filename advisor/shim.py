@@ -1,7 +1,7 @@
 """`python -m advisor.shim --job JOB`: run the user's training script unchanged, measure it, report events.
 
 Started under the adapter's own launcher (torchrun, ``accelerate launch``, ``deepspeed``) in place of the
-script. It rewrites ``sys.argv`` with the run's values (advisor.door.script_arguments), installs hooks that
+script, or on CPU forked as a torchrun rank from the fork server (advisor/probe_server.py). It rewrites ``sys.argv`` with the run's values (advisor.door.script_arguments), installs hooks that
 see every optimizer of the process whichever framework built it, and runs the script with runpy as
 ``__main__``. The events are worker_main's (``started``, ``model``, ``optimizer``, ``probe``, ``progress``,
 ``eval``, ``result``, ``oom``, ``error``), so the engine reads both the same way; ``look`` reports what a

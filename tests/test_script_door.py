@@ -107,6 +107,64 @@ def test_the_shim_reports_a_training_run_like_a_worker(no_leftover_processes):
     assert [e["step"] for e in outcome.all("progress")] == [1, 2, 3, 4, 5, 6]
 
 
+@pytest.mark.distributed
+def test_a_door_job_forked_from_the_warm_server_reports_what_its_fresh_launch_reports(no_leftover_processes):
+    """On CPU the script door's jobs fork from a server that imported torch (and the script's installed imports)
+    once, where the adapter's launcher is torchrun: the same seeded run, forked and launched fresh, trains to the
+    same losses and measures the same peak within 5% (the server's preloaded modules are not tensors)."""
+    from advisor.adapters import load_adapter
+    from advisor.door import SHIM_MODULE, ScriptAdapter
+    from advisor.launch import run_job, worker_env
+    from advisor.probe_server import ProbeServer
+
+    adapter = load_adapter("ddp")
+    assert ScriptAdapter(adapter).worker_module == SHIM_MODULE
+    job = _shim_job()
+    env = adapter.environment("cpu")
+    server = ProbeServer(SHIM_MODULE, worker_env(job, env), job.workdir, job.workload)
+    try:
+        assert server.start(), server.unavailable
+        forked = run_job(ScriptAdapter(adapter).command, job, 2, 300.0, 120.0, None, "door test", env=env,
+                         server=server)
+    finally:
+        server.close()
+    fresh = _run(job)
+    for outcome in (forked, fresh):
+        assert sorted(r["rank"] for r in outcome.all("result")) == [0, 1]
+    forked_lead, fresh_lead = (next(r for r in o.all("result") if r["rank"] == 0) for o in (forked, fresh))
+    assert forked_lead["seen"]["optimizer"] == "torch.optim.sgd.SGD"  # the shim ran the script, not a worker
+    assert forked_lead["losses"] == pytest.approx(fresh_lead["losses"], rel=1e-5)
+    assert forked_lead["peak_bytes"] == pytest.approx(fresh_lead["peak_bytes"], rel=0.05)
+
+
+def test_door_jobs_fork_only_where_the_adapters_launcher_is_torchruns():
+    from advisor.adapters import load_adapter
+    from advisor.door import SHIM_MODULE, ScriptAdapter
+
+    forked = {name: ScriptAdapter(load_adapter(name)).worker_module for name in ("ddp", "fsdp", "accelerate",
+                                                                                   "deepspeed")}
+    # DeepSpeed's launcher hands each process --local_rank; accelerate on CPU launches through torchrun
+    assert forked == {"ddp": SHIM_MODULE, "fsdp": SHIM_MODULE, "accelerate": SHIM_MODULE, "deepspeed": None}
+    assert load_adapter("accelerate").script_server_module(SHIM_MODULE, "cuda") is None
+
+
+def test_a_fork_server_preloads_a_scripts_installed_imports_never_its_own_modules(tmp_path, monkeypatch):
+    from advisor.door import installed_imports
+
+    monkeypatch.syspath_prepend(str(tmp_path))  # as in a job: the script's folder is on the path
+    (tmp_path / "my_model.py").write_text("raise SystemExit('the user module ran in the server')\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    script = tmp_path / "train.py"
+    script.write_text("import torch, json\nfrom torch.utils.data import DataLoader\nimport my_model\n"
+                      "from pkg import thing\nfrom . import sibling\ntry:\n    import yaml\nexcept ImportError:\n"
+                      "    yaml = None\nif True:\n    import csv\n\ndef main():\n    import sklearn\n"
+                      "import not_installed_anywhere\n")
+    assert installed_imports(script) == ["torch", "json", "torch.utils.data", "yaml", "csv"]
+    (tmp_path / "broken.py").write_text("def (:\n")
+    assert installed_imports(tmp_path / "broken.py") == [] and installed_imports(tmp_path / "missing.py") == []
+
+
 FAULTS = [
     ("ends early", ["--batch-size", "{per_device}", "--steps", "3"], "ended after 3 optimizer step(s)"),
     ("ignores the batch", [*PLAIN_ARGS, "--fixed-batch", "8"], "first training batch holds 8"),
