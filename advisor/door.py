@@ -25,6 +25,7 @@ from pathlib import Path
 
 from .adapters import Capabilities
 from .errors import SetupError
+from .script_source import SCRIPT_WORKLOAD_PREFIX
 
 PLACEHOLDERS = ("per_device", "accumulation", "steps", "lr", "warmup", "precision")
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
@@ -406,44 +407,6 @@ def _toml_safe(value):
     if isinstance(value, (list, tuple)):
         return [_toml_safe(v) for v in value if v is not None]
     return value
-
-
-SCRIPT_WORKLOAD_PREFIX = "script:"  # a job's workload field names the script it runs: "script:train.py"
-
-
-def installed_imports(script: Path) -> list[str]:
-    """The modules ``script`` imports at its top level (inside top-level ``try`` and ``if`` blocks too) that come
-    from installed packages, not from the script's own folder: what a fork server imports once for every job
-    (torch, transformers, accelerate), so no job pays for them again. The user's own modules are left out: their
-    top-level code runs in each job, as in a fresh process. Read with ``ast``, never by running the script."""
-    import ast
-    import importlib.util
-
-    try:
-        tree = ast.parse(script.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, SyntaxError, ValueError):
-        return []
-    names: list[str] = []
-    body = list(tree.body)
-    while body:
-        node = body.pop(0)
-        if isinstance(node, ast.Import):
-            names += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.append(node.module)
-        elif isinstance(node, (ast.Try, ast.If)):
-            body[:0] = [*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", [])]
-    own_folder = script.resolve().parent
-    found = []
-    for name in dict.fromkeys(names):
-        try:
-            spec = importlib.util.find_spec(name.partition(".")[0])
-        except (ImportError, ValueError):
-            continue
-        origin = getattr(spec, "origin", None) if spec else None
-        if origin and own_folder not in Path(origin).resolve().parents:
-            found.append(name)
-    return found
 
 
 def look(adapter, settings, spec: ScriptSpec, cancel=None) -> dict:

@@ -420,7 +420,7 @@ def _preload_workload(spec: str) -> None:
     imports (not the script: it runs in each job); a failure is the job's to report."""
     import importlib
 
-    from .door import SCRIPT_WORKLOAD_PREFIX, installed_imports
+    from .script_source import SCRIPT_WORKLOAD_PREFIX, installed_imports
     from .workload import load_workload_function
 
     if spec.startswith(SCRIPT_WORKLOAD_PREFIX):

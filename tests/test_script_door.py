@@ -149,7 +149,7 @@ def test_door_jobs_fork_only_where_the_adapters_launcher_is_torchruns():
 
 
 def test_a_fork_server_preloads_a_scripts_installed_imports_never_its_own_modules(tmp_path, monkeypatch):
-    from advisor.door import installed_imports
+    from advisor.script_source import installed_imports
 
     monkeypatch.syspath_prepend(str(tmp_path))  # as in a job: the script's folder is on the path
     (tmp_path / "my_model.py").write_text("raise SystemExit('the user module ran in the server')\n")
