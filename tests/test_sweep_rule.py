@@ -26,6 +26,12 @@ def grid(values: dict, speeds: dict | None = None, **kw) -> list[TrialRecord]:
             for s, v in enumerate(per_seed)]
 
 
+def side_by_side(speeds: dict, rounds: int = 6) -> dict:
+    """Timing rounds run side by side: batch -> {round: samples/s}, ``rounds`` of each (six all over the bar against
+    another show a step: 6 of 6)."""
+    return {b: {r: float(v) for r in range(rounds)} for b, v in speeds.items()}
+
+
 def test_the_t_quantile_is_students_not_the_normals():
     assert t95(1) == pytest.approx(12.706) and t95(2) == pytest.approx(4.303)
     assert t95(60) == pytest.approx(2.000, abs=0.002) and t95(1000) == pytest.approx(1.962, abs=0.001)
@@ -89,36 +95,46 @@ def test_the_margin_is_absolute_for_accuracy_and_relative_for_a_loss():
 
 def test_among_the_tied_the_smallest_within_the_throughput_margin_of_the_fastest_wins():
     tied = {16: [0.95, 0.95, 0.95], 32: [0.95, 0.951, 0.949], 64: [0.951, 0.95, 0.95]}
-    faster = decide_sweep(grid(tied, {16: 1000.0, 32: 1500.0, 64: 1600.0}), 10)
+    faster = decide_sweep(grid(tied), 10, timing=side_by_side({16: 1000.0, 32: 1500.0, 64: 1600.0}))
     assert faster.rule == EQUALS_BIGGER_FASTER and faster.tied == [16, 32, 64] and faster.chosen == 32  # 1500 >= 0.9 x 1600
-    assert ("32 over 16: 1.500x, 1.500x, 1.500x (3 of 3 over the 1.10x bar: more than 10% faster); 64 over 32: "
-            "1.067x, 1.067x, 1.067x (0 of 3 over the 1.10x bar: not more than 10% faster)") in faster.reason
-    level = decide_sweep(grid(tied, {16: 1000.0, 32: 1050.0, 64: 1080.0}), 10)
+    assert ("1.500x (6 of 6 over the 1.10x bar: shown more than 10% faster); 64 over 32: 1.067x, 1.067x, 1.067x, "
+            "1.067x, 1.067x, 1.067x (0 of 6 over the 1.10x bar: not shown more than 10% faster, nor can it be in 12 "
+            "rounds)") in faster.reason
+    level = decide_sweep(grid(tied), 10, timing=side_by_side({16: 1000.0, 32: 1050.0, 64: 1080.0}))
     assert level.chosen == 16  # within 10% of each other: the same speed, and the smaller batch wins
 
 
-def test_a_bigger_tied_batch_must_be_faster_at_every_seed():
-    """The per-seed speed ratio (a seed's runs shared the machine's load), above 1.10 at every seed: not a
-    t-interval of three ratios (t = 4.3), which keeps the smaller batch unless the mean ratio is near 1.6, and not
-    a mean or a median, which move up on noise where speeds are level (and a tie on the end score can hide the
-    samples a bigger batch spends on the way)."""
+def test_a_bigger_tied_batch_must_be_faster_at_every_round_in_counts_not_a_mean():
+    """The per-round speed ratio (a round's runs shared the machine's load), counted over the bar: not a t-interval
+    of the ratios (t = 4.3 at three), which keeps the smaller batch unless the mean ratio is near 1.6, and not a mean
+    or a median, which move up on noise where speeds are level (and a tie on the end score can hide the samples a
+    bigger batch spends on the way). The sweep runs' own seeds, made at different times, show no step by themselves:
+    three all over the bar happen 1 in 8 by chance, and the session times every pair of equals side by side."""
     def runs(batch, speeds):
         return [sweep_run(batch, seed, 0.9, step_seconds=batch / speed) for seed, speed in enumerate(speeds)]
 
+    def twice(speeds):  # six rounds: the measured three, twice
+        return dict(enumerate(speeds * 2))
+
     # Regression (bench, a GRU): 64 per device measured 1.84x, 1.28x and 1.29x of 32; the t-interval kept 32.
-    gru = decide_sweep(runs(32, [8730, 8828, 8920]) + runs(64, [16055, 11296, 11486]), 10)
+    gru_32, gru_64 = [8730, 8828, 8920], [16055, 11296, 11486]
+    gru = decide_sweep(runs(32, gru_32) + runs(64, gru_64), 10, timing={32: twice(gru_32), 64: twice(gru_64)})
     assert gru.tied == [32, 64] and gru.chosen == 64
-    assert "64 over 32: 1.839x, 1.280x, 1.288x (3 of 3 over the 1.10x bar: more than 10% faster)" in gru.reason
+    assert "64 over 32: 1.839x, 1.280x, 1.288x, 1.839x, 1.280x, 1.288x (6 of 6 over the 1.10x bar: shown" in gru.reason
     scored = {c["per_device"]: c for c in gru.summary()["candidates_scored"]}
     assert scored[64]["samples_per_s_by_seed"] == [16055.0, 11296.0, 11486.0]  # the evidence, in the recipe
+    assert decide_sweep(runs(32, gru_32) + runs(64, gru_64), 10).chosen == 32  # its three seeds alone show nothing
     # Regression (bench, digits-cnn): 32 per device measured 1.106x, 1.110x and 0.904x of 8 (level speeds, load);
     # a median took 32, which then needed 1.9x 8's time to 0.90 accuracy.
-    digits = decide_sweep(runs(8, [586, 628, 720]) + runs(32, [648, 697, 651]), 10)
+    digits_8, digits_32 = [586, 628, 720], [648, 697, 651]
+    digits = decide_sweep(runs(8, digits_8) + runs(32, digits_32), 10, timing={8: twice(digits_8), 32: twice(digits_32)})
     assert digits.tied == [8, 32] and digits.chosen == 8
-    # Regression (CI, two plans of digits-cnn): +14% on average, by seed 1.15x, 1.00x, 1.27x: a mean took 32.
-    noisy = decide_sweep(runs(16, [330, 330, 330]) + runs(32, [380, 330, 420]), 10)
+    # Regression (CI, two plans of digits-cnn): +14% on average, by round 1.15x, 1.00x, 1.27x: a mean took 32.
+    noisy = decide_sweep(runs(16, [330] * 3) + runs(32, [380, 330, 420]), 10,
+                         timing={16: twice([330] * 3), 32: twice([380, 330, 420])})
     assert noisy.chosen == 16
-    steady = decide_sweep(runs(16, [330, 340, 320]) + runs(32, [420, 430, 410]), 10)  # +27% at every seed
+    steady = decide_sweep(runs(16, [330] * 3) + runs(32, [420] * 3), 10,
+                          timing={16: twice([330, 340, 320]), 32: twice([420, 430, 410])})  # +27% at every round
     assert steady.chosen == 32
 
 
@@ -267,13 +283,14 @@ def test_the_pick_walks_up_the_tied_one_step_at_a_time_and_stops_at_the_first_th
     eight, sixteen, thirtytwo = [500, 505, 534], [539, 552, 717], [587, 594, 777]
     digits = decide_sweep(runs(8, eight) + runs(16, sixteen) + runs(32, thirtytwo), 10)
     assert digits.tied == [8, 16, 32] and digits.chosen == 8
-    assert "16 over 8: 1.078x, 1.093x, 1.343x (1 of 3 over the 1.10x bar: shown neither way)" in digits.reason
+    assert "16 over 8: 1.078x, 1.093x, 1.343x (1 of 3 over the 1.10x bar: not shown more than 10% faster yet)" \
+        in digits.reason
     assert "Pick: 8 per device, the smallest of the equals; no bigger one was shown more than 10% faster" in digits.reason
-    # Each step paying, the walk goes on: 16 at 1.2x of 8, 32 at 1.2x of 16.
-    paying = decide_sweep(runs(8, [500] * 3) + runs(16, [600] * 3) + runs(32, [720] * 3), 10)
+    # Each step paying at six paired seeds, the walk goes on: 16 at 1.2x of 8, 32 at 1.2x of 16.
+    paying = decide_sweep(runs(8, [500] * 6) + runs(16, [600] * 6) + runs(32, [720] * 6), 10)
     assert paying.chosen == 32
     # The first step pays, the second does not: 16.
-    assert decide_sweep(runs(8, [500] * 3) + runs(16, [600] * 3) + runs(32, [630] * 3), 10).chosen == 16
+    assert decide_sweep(runs(8, [500] * 6) + runs(16, [600] * 6) + runs(32, [630] * 6), 10).chosen == 16
 
 
 def test_timing_rounds_decide_only_pairs_timed_together():
@@ -283,17 +300,18 @@ def test_timing_rounds_decide_only_pairs_timed_together():
         return [sweep_run(batch, seed, 0.9, step_seconds=batch / speed) for seed, speed in enumerate(speeds)]
 
     rows = runs(16, [540, 573, 579]) + runs(8, [474, 476, 430])  # 8 swept later: 16 looks 1.14x+ at every seed
-    assert decide_sweep(rows, 10).chosen == 16  # the pure rule's fallback, with no timing rounds given
+    assert decide_sweep(rows, 10).chosen == 8  # the pure rule with no timing rounds: three seeds show no step
     assert needs_timing(decide_sweep(rows, 10)) == [8, 16]  # the session never lets that stand: equals are timed
     level = {8: {0: 700.0, 1: 690.0, 2: 710.0}, 16: {0: 720.0, 1: 760.0, 2: 800.0}}  # 1.03x, 1.10x, 1.13x
     timed = decide_sweep(rows, 10, timing=level)
-    # 2 of 3 rounds over the bar shows neither way: the pair is timed again (the sign test's next look), and six
-    # more level rounds (2 of 9 over) show 16 not 10% faster: 8 stands, and nothing more is timed.
+    # 2 of 3 rounds over the bar settles nothing: the pair is timed again (the sign test's next look), and six
+    # more level rounds (2 of 9 over) leave 16 no way to be shown 10% faster: 8 stands, and nothing more is timed.
     assert timed.chosen == 8 and needs_timing(timed) == [8, 16] and timed.walk[0].undecided
     more = {b: {**speeds, **{r: 700.0 for r in range(3, 9)}} for b, speeds in level.items()}
     settled = decide_sweep(rows, 10, timing=more)
-    assert settled.chosen == 8 and needs_timing(settled) == [] and settled.walk[0].level
-    assert decide_sweep(rows, 10, timing={8: level[8], 16: {r: 1.2 * v for r, v in level[8].items()}}).chosen == 16
+    assert settled.chosen == 8 and needs_timing(settled) == [] and settled.walk[0].settled
+    faster = {8: more[8], 16: {r: 1.2 * v for r, v in more[8].items()}}  # 9 of 9 over the bar
+    assert decide_sweep(rows, 10, timing=faster).chosen == 16
     # Once timed side by side, only those rounds pair: a side with none (its timing failed) has no evidence.
     assert decide_sweep(rows, 10, timing={8: level[8], 16: {}}).chosen == 8
 
@@ -387,7 +405,8 @@ def test_the_range_grows_only_where_the_sweep_points():
     failed = grid({8: [0.95] * 3, 16: [0.95] * 3}, level) + [sweep_run(32, 0, 0.1, losses=DIVERGED_TRIAL)]
     assert decide_sweep(failed, 10, cap=64, extensions_left=1).extend_to == 4
     # At the top, a tie won on speed points up (more batch may be faster still).
-    faster = decide_sweep(grid({8: [0.95] * 3, 16: [0.95] * 3, 32: [0.95] * 3}), 10, cap=64, extensions_left=1)
+    faster = decide_sweep(grid({8: [0.95] * 3, 16: [0.95] * 3, 32: [0.95] * 3}), 10, cap=64, extensions_left=1,
+                          timing=side_by_side({8: 800.0, 16: 1600.0, 32: 3200.0}))
     assert faster.chosen == 32 and faster.extend_to == 64
 
 

@@ -226,13 +226,14 @@ def test_verdict_sentences_say_what_the_numbers_say():
     verdict = decide_sweep(runs(8, level) + runs(16, level), 10, timing=rounds)
     assert verdict.chosen == 8 and verdict.rule == EQUALS_SMALLEST
     # A miss reads as one: 1.099 under a 1.10 bar is not "+10%".
-    assert "16 over 8: 1.099x, 1.099x, 1.200x (1 of 3 over the 1.10x bar: shown neither way)" in verdict.reason
+    assert "16 over 8: 1.099x, 1.099x, 1.200x (1 of 3 over the 1.10x bar: not shown more than 10% faster yet)" \
+        in verdict.reason
     assert verdict.headline == ("an equal of the best; the smallest of the equals; no bigger one was shown more "
                                 "than 10% faster")
     assert "fastest" not in verdict.reason and "fastest" not in verdict.headline
     # A walk that paid says where it started and that each step paid.
     paid = decide_sweep(runs(8, level) + runs(16, level), 10,
-                        timing={8: rounds[8], 16: {0: 1200.0, 1: 1250.0, 2: 1300.0}})
+                        timing={8: {r: 1000.0 for r in range(6)}, 16: {r: 1200.0 + 20 * r for r in range(6)}})
     assert paid.chosen == 16 and paid.headline.endswith(
         "walked up from 8 (the smallest of the equals), the rounds showing each step more than 10% faster")
     # "equal" only for a true tie; a worse candidate is called worse.
@@ -290,11 +291,12 @@ def test_a_timing_run_lasts_long_enough_that_a_scheduler_stall_cannot_decide_it(
 def test_the_speed_ratio_against_yours_is_a_ratio_with_a_ratios_interval():
     """Regression (session m-v3, held-out adam-edge under load ~15): timing rounds of 4.44x, 4.02x and 2.20x (and a
     walk on to 128) printed "9.87x the samples/s of yours (..., 95% interval -11.69-31.43x)": a mean of ratios with
-    a symmetric interval. The ratio is the geometric mean of the paired ratios, its interval taken on their logs."""
+    a symmetric interval. The ratio is the geometric mean of the paired ratios, its interval taken on their logs
+    (the three rounds twice: six all over the bar show the step)."""
     import math
 
     level = [0.95] * 3
-    rounds = {16: {0: 1000.0, 1: 1000.0, 2: 1000.0}, 32: {0: 4440.0, 1: 4020.0, 2: 2200.0}}
+    rounds = {16: {r: 1000.0 for r in range(6)}, 32: dict(enumerate([4440.0, 4020.0, 2200.0] * 2))}
     verdict = decide_sweep(runs(16, level) + runs(32, level), 10, timing=rounds, yours=16)
     against = verdict.against_yours
     assert verdict.chosen == 32 and against.speed_side_by_side
@@ -303,5 +305,5 @@ def test_the_speed_ratio_against_yours_is_a_ratio_with_a_ratios_interval():
     assert 0 < against.speed_low < against.speed_ratio < against.speed_high
     low, high = verdict.summary()["against_yours"]["samples_per_s_ratio_interval"]
     assert low == pytest.approx(against.speed_low, abs=1e-4) and high == pytest.approx(against.speed_high, abs=1e-4)
-    assert f"{against.speed_ratio:.2f}x the samples/s of yours (3 timing round(s) side by side, 95% interval " \
+    assert f"{against.speed_ratio:.2f}x the samples/s of yours (6 timing round(s) side by side, 95% interval " \
            f"{against.speed_low:.2f}-{against.speed_high:.2f}x)" in verdict.reason

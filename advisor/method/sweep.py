@@ -11,14 +11,14 @@
    out of memory, was unstable in any seed, never learned, or whose (global batch, LR) another run of the plan saw
    fail (the trial's: advisor.method.validated) cannot lead or tie.
 3. Among the equals, speed is read only from timing rounds run side by side (short runs, interleaved, the order
-   reversed every other round), and the pick walks up from the smallest while the rounds show the next bigger one
-   more than 10% faster. Your own setting (the base batch, at the base LR), when it is an equal, is where the walk
-   starts, and from it the walk steps down to the next smaller equal while the rounds show yours NOT more than 10%
-   faster (a bigger batch needs at least as many samples to any score, so it must pay in speed), else up as above.
-   A step is shown by a sign test on the paired rounds, one way or the other: 3 of 3 rounds on its side of the
-   bar, 5 of 6, 7 of 9 or 9 of 12 (at most 1 in 8 by chance at a ratio at the bar); a pair neither way is timed
-   again, three rounds at a time, up to 12, and then moves nothing; for a model with BatchNorm it starts no lower than the largest equal under the
-   small-micro-batch threshold, and never steps down under it. The range (half / chosen / double, double at most the cap; never 1 per
+   reversed every other round), and the burden of proof is on the bigger batch: the pick walks up from the
+   smallest while the rounds show the next bigger one more than 10% faster. Your own setting (the base batch, at
+   the base LR), when it is an equal, is where the walk starts, and from it the walk steps down to the next smaller
+   equal unless the rounds show yours more than 10% faster (a bigger batch needs at least as many samples to any
+   score, so it must pay in speed), else up as above. Shown means a sign test on the paired rounds: 6 of 6 over the
+   bar, 8 of 9 or 10 of 12 (at most 1 in 40 by chance at a ratio at the bar); rounds are added three at a time, up
+   to 12, while the bigger could still be shown, and the smaller stands otherwise. For a model with BatchNorm the
+   walk starts no lower than the largest equal under the small-micro-batch threshold, and never steps down under it. The range (half / chosen / double, double at most the cap; never 1 per
    device with BatchNorm) grows once past the winner's end when the sweep points there: the winner leads with a
    worse or failed candidate behind it, or it is the largest and won on speed.
 
@@ -35,8 +35,8 @@ import statistics
 from dataclasses import dataclass, field
 
 from .health import FLAT, UNSTABLE, judge, rerun_verdict
-from .speed import (FASTER_BY, MAX_WALK_ROUNDS, SIGN_TEST_LEVEL, last_look_median, rounds_over_bar, shown_faster,
-                    shown_not_faster, sign_test_counts)
+from .speed import (FASTER_BY, MAX_WALK_ROUNDS, SHOWN_FASTER_LEVEL, cannot_be_shown_faster, rounds_over_bar,
+                    shown_faster, shown_faster_counts)
 from ..ledger import TrialRecord
 
 # Two-sided 95% Student t quantiles by degrees of freedom; above 30, the normal's 1.96 plus its first
@@ -165,8 +165,8 @@ class Comparison:
 @dataclass
 class WalkStep:
     """One step of the tie-break's walk among the equals, by paired speed ratio: up, ``bigger`` against the pick so
-    far (taken when it paid); down, the pick so far (``bigger``) against the next ``smaller`` (taken when it did
-    not pay)."""
+    far (taken when it was shown faster); down, the pick so far (``bigger``) against the next ``smaller`` (taken when
+    it cannot be shown faster: the burden of proof is the bigger batch's either way)."""
 
     smaller: int
     bigger: int
@@ -174,36 +174,36 @@ class WalkStep:
     rounds: bool  # the ratios are timing rounds run side by side (else the sweep runs' own seeds)
     paid: bool  # the rounds show the bigger more than the bar faster (speed.shown_faster)
     down: bool = False  # a step down from the pick so far (your setting) to a smaller equal
-    level: bool = False  # the rounds show the bigger NOT more than the bar faster (a step down is taken only then)
+    settled: bool = False  # no further rounds could show the bigger faster (speed.cannot_be_shown_faster)
     over: int = 0  # how many of the ratios cleared the bar
-    median: float | None = None  # the median ratio, when it decided the step (speed.last_look_median)
 
     @property
     def taken(self) -> bool:
-        return self.level if self.down else self.paid
+        return self.settled if self.down else self.paid
 
     @property
     def undecided(self) -> bool:
-        """Neither way shown: more rounds could decide the step (``needs_timing`` asks for them)."""
-        return not self.paid and not self.level
+        """Not shown, and more rounds could still show it: ``needs_timing`` asks for them."""
+        return not self.paid and not self.settled
 
     def mark(self, bar: float) -> str:
-        """The ratios against the bar, in words: "5 of 6 over the 1.10x bar: more than 10% faster"."""
-        verdict = (f"more than {bar - 1:.0%} faster" if self.paid else f"not more than {bar - 1:.0%} faster"
-                   if self.level else "shown neither way")
-        if self.median is not None:
-            verdict = f"neither way by the sign test; the median, {self.median:.3f}x, decides: {verdict}"
-        return f"{self.over} of {len(self.ratios)} over the {bar:.2f}x bar: {verdict}"
+        """The ratios against the bar, in words: "6 of 6 over the 1.10x bar: shown more than 10% faster"."""
+        return f"{self.over} of {len(self.ratios)} over the {bar:.2f}x bar: {self._verdict(bar)}"
+
+    def _verdict(self, bar: float) -> str:
+        margin = f"more than {bar - 1:.0%} faster"
+        if self.paid:
+            return f"shown {margin}"
+        if self.settled:
+            return f"not shown {margin}, nor can it be in {max(MAX_WALK_ROUNDS, len(self.ratios))} rounds"
+        return f"not shown {margin} yet"
 
     def outcome(self, bar: float, where: str) -> str:
-        """What the rounds showed of this pair, for the summary: "16 was shown more than 10% faster than 8 (3 of 3
-        rounds over the bar)", "... shown not more than 10% faster than ...", or "... shown neither way against ..."
-        (the three answers of the sign test; the same words as ``mark``)."""
-        margin = f"{bar - 1:.0%}"
-        shown = (f"shown more than {margin} faster than" if self.paid else
-                 f"shown not more than {margin} faster than" if self.level else "shown neither way against")
-        median = f"; median {self.median:.3f}x" if self.median is not None else ""
-        return f"{self.bigger} was {shown} {self.smaller} ({self.over} of {len(self.ratios)} {where} over the bar{median})"
+        """What the rounds showed of this pair, for the summary: "16 was shown more than 10% faster than 8 (6 of 6
+        rounds over the bar)", "16 against 8: not shown more than 10% faster, nor can it be in 12 rounds (4 of 12
+        rounds over the bar)" (the same words as ``mark``)."""
+        return (f"{self.bigger} against {self.smaller}: {self._verdict(bar)} ({self.over} of {len(self.ratios)} "
+                f"{where} over the bar)")
 
 
 @dataclass
@@ -240,8 +240,8 @@ class AgainstYours:
         speed = self.speed_words()
         if self.by in ("apart", "inconclusive"):  # the leader outscored yours by more than the margin
             return f"Against {own}: better than yours ({gap}), {speed}."
-        smaller = (f"; smaller, and the paired measurements showed yours not more than {self.bar:.0%} faster, so it "
-                   "needs no more samples to any score") if self.chosen < self.yours else ""
+        smaller = (f"; smaller, and the paired measurements could not show yours more than {self.bar:.0%} faster, "
+                   "so it needs no more samples to any score") if self.chosen < self.yours else ""
         return f"Against {own}: as good as yours ({gap}), {speed}{smaller}."
 
     def speed_words(self) -> str:
@@ -358,17 +358,17 @@ class SweepVerdict:
         ratio_bar = 1 + self.policy.throughput_margin
         if self.chosen < self.walk_from:
             stopped = "" if down[-1].taken else f"; {down[-1].outcome(ratio_bar, where)}"
-            return (f"walked down from {self.walk_from} ({start} of the equals): the {where} showed the bigger of "
-                    f"each step not {bar}{stopped}")
+            return (f"walked down from {self.walk_from} ({start} of the equals): the {where} could not show the "
+                    f"bigger of each step {bar}{stopped}")
         if self.chosen > self.walk_from:
             stopped = "" if up[-1].taken else f"; {up[-1].outcome(ratio_bar, where)}"
             return (f"walked up from {self.walk_from} ({start} of the equals), the {where} showing each step {bar}"
                     f"{stopped}")
         kept = ""
-        if down:  # the step down refused: the rounds showed yours faster than the smaller, or neither way
+        if down:  # the step down refused: the rounds showed yours faster than the smaller, or could not tell yet
             counts = f"{down[0].over} of {len(down[0].ratios)} {where} over the bar"
             kept = (f", shown {bar} than {down[0].smaller} ({counts})" if down[0].paid
-                    else f", shown neither way against {down[0].smaller} ({counts})")
+                    else f", not settled against {down[0].smaller} ({counts})")
         if not up:
             return f"{start} of the equals{kept}, and none is bigger"
         return f"{start} of the equals{kept}; no bigger one was shown {bar}"
@@ -430,18 +430,17 @@ class SweepVerdict:
         margin = f"{self.policy.throughput_margin:.0%}"
         faster = f"shown faster by more than {margin}"
         if self.walk_start_why == "yours":
-            moves = (f"moves down to a smaller one while the bigger was shown NOT faster by more than {margin} (a "
-                     f"bigger batch needs at least as many samples to any score, so it must pay in speed), else up "
-                     f"to a bigger one {faster}")
+            moves = (f"moves down to a smaller one unless the bigger is {faster} (a bigger batch needs at least as "
+                     f"many samples to any score, so it must pay in speed), else up to a bigger one {faster}")
         else:
             moves = f"moves up only to a bigger one {faster}"
         where = "timing rounds run side by side" if self.walk and self.walk[0].rounds else "paired seeds"
-        first, *more = sign_test_counts(self.policy.seeds)
-        later = (", ".join(more[:-1]) + " or " + more[-1]) if len(more) > 1 else "".join(more)
-        said = (f"Equals: {equals}. The pick starts at {start}, and {moves}, by a sign test on the {where} ({first} "
-                f"on one side of the {bar:.2f}x bar{', ' + later if later else ''}: at most 1 in "
-                f"{round(1 / SIGN_TEST_LEVEL)} by chance; a pair shown neither way is timed again, up to "
-                f"{MAX_WALK_ROUNDS} rounds, where the median ratio decides)")
+        counts = shown_faster_counts(self.policy.seeds)
+        needed = (", ".join(counts[:-1]) + " or " + counts[-1]) if len(counts) > 1 else "".join(counts)
+        said = (f"Equals: {equals}. The pick starts at {start}, and {moves}. Shown means by a sign test on the "
+                f"{where}: {needed} over the {bar:.2f}x bar (at most 1 in {round(1 / SHOWN_FASTER_LEVEL)} by chance "
+                f"at a ratio at the bar); rounds are added while it still could be shown, up to {MAX_WALK_ROUNDS}, "
+                "and the smaller stands otherwise")
         steps = []
         for step in self.walk:
             ratios = ", ".join(f"{r:.3f}x" for r in step.ratios) or "none measured"
@@ -597,17 +596,16 @@ def speed_ratios(big: CandidateScores, small: CandidateScores) -> tuple[list[flo
 def clearly_faster(big: CandidateScores, small: CandidateScores, margin: float) -> bool:
     """Whether the timing rounds ``big`` and ``small`` ran side by side (``needs_timing``), or, where neither was
     timed, the seeds they share, show ``big`` faster by more than ``margin``: a sign test (``speed.shown_faster``:
-    3 of 3 over the bar, 5 of 6, 7 of 9, 9 of 12). A round's two runs shared the machine's load, so its ratio
-    cancels it.
+    6 of 6 over the bar, 8 of 9, 10 of 12). A round's two runs shared the machine's load, so its ratio cancels it.
 
     Counts of rounds over the bar, not a t-interval or a median of the ratios. A t-interval of three ratios (t = 4.3) asks a mean
     ratio near 1.6 at a shared CPU's spread: a GRU measured 64 per device 1.84x, 1.28x and 1.29x as fast as 32 at
     its seeds and the interval kept 32. A median moves up on noise where speeds are level, and moving up is not
     free: a bigger batch that ties on the end score can still need more samples on the way (digits-cnn: 32 per
     device measured 1.11x, 1.11x and 0.90x of 8, the median took 32, and 32 took 1.9x 8's time to 0.90). All k
-    rounds above the margin happen by chance at most 0.5^k of the time at a true ratio of 1 + margin (1 in 8 at
-    k = 3). Only a pair still undecided at the last look (12 rounds) is settled by its median
-    (``speed.last_look_median``), where 12 rounds pin the ratio to a per cent or two."""
+    rounds above the margin happen by chance at most 0.5^k of the time at a true ratio of 1 + margin; the walk asks
+    for 1 in 40 (``speed.SHOWN_FASTER_LEVEL``), as the median of 12 rounds and a 1-in-8 test split fresh plans of
+    one command between two answers where the ratio sat near the bar."""
     big_speeds, small_speeds, _ = paired_speeds(big, small)  # timing rounds where either was timed, else seeds
     return shown_faster(big_speeds, small_speeds, margin)
 
@@ -619,7 +617,7 @@ def needs_timing(verdict: SweepVerdict) -> list[int]:
     your own setting with the pick (the advice says its samples/s against yours). A set that grew (the range, or
     the equals) is timed only where it grew: the new candidate with its neighbours (and your setting, in every set),
     in new rounds; a pair's ratio reads only rounds the two ran in together. When every pair has its rounds: the
-    walk's refused step that its rounds show neither way (``WalkStep.undecided``), timed again while it has fewer
+    walk's refused step that more rounds could still show (``WalkStep.undecided``), timed again while it has fewer
     than MAX_WALK_ROUNDS (the sign test's next look: more rounds can decide it, and nothing else is timed again)."""
     pairs = set()
     for batches in _walk_sets(verdict):
@@ -632,9 +630,20 @@ def needs_timing(verdict: SweepVerdict) -> list[int]:
     if batches and yours is not None and yours.status == "ok":
         batches.add(verdict.yours)  # in every set: whatever the pick becomes, its ratio to yours is then side by side
     if not batches:
-        batches = {batch for step in verdict.walk if not step.taken and step.undecided and step.rounds
-                   and len(step.ratios) < MAX_WALK_ROUNDS for batch in (step.smaller, step.bigger)}
+        batches = {batch for step in _unsettled_steps(verdict) for batch in (step.smaller, step.bigger)}
     return sorted(batches)
+
+
+def _unsettled_steps(verdict: SweepVerdict, tied: list[CandidateScores] | None = None) -> list[WalkStep]:
+    """The steps more timing rounds could still decide: of the walk among the equals, and of the walk each
+    inconclusive candidate under the seed budget would make as an equal (``Comparison.pick_unchanged`` waits for
+    them: a pick that more rounds could still change is not yet a reason to skip seeds)."""
+    tied = tied if tied is not None else [verdict.candidate(b) for b in sorted(verdict.tied)]
+    steps = list(verdict.walk)
+    for comparison in verdict.unresolved():
+        together = sorted(tied + [verdict.candidate(comparison.per_device)], key=lambda c: c.per_device)
+        steps += walk_equals(together, verdict.yours, verdict.batchnorm, verdict.policy.throughput_margin)[3]
+    return [step for step in steps if step.undecided and step.rounds and len(step.ratios) < MAX_WALK_ROUNDS]
 
 
 def _walk_sets(verdict: SweepVerdict) -> list[list[int]]:
@@ -737,22 +746,20 @@ def _walk(verdict: SweepVerdict, tied: list[CandidateScores]) -> None:
 def walk_equals(tied: list[CandidateScores], yours: int | None, batchnorm: bool, bar: float
                 ) -> tuple[int, int, str, list[WalkStep]]:
     """The tie-break among ``tied`` (smallest first): (pick, where the walk started, why there, its steps). One test
-    steps from where the walk starts (``_walk_start``) one neighbour at a time, and each step must be shown by the
-    paired measurements (timing rounds, or seeds) through a sign test (``speed.shown_faster`` /
-    ``shown_not_faster``). Down, from your own setting only (the smallest has nothing below, BatchNorm's floor is
-    where a tie may go at the lowest, and a model with BatchNorm never steps down to a batch under
-    SMALL_MICRO_BATCH): to the next smaller equal while the rounds show the pick so far NOT faster than it by more
-    than ``bar``. Else up: to the next bigger equal while the rounds show it faster than the pick so far by more than
-    ``bar`` (``clearly_faster``). A pair shown neither way is timed again (``needs_timing``) up to MAX_WALK_ROUNDS
-    rounds, where the median ratio decides (``speed.last_look_median``); the first step refused ends the walk.
+    steps from where the walk starts (``_walk_start``) one neighbour at a time, the burden of proof always on the
+    bigger batch of a pair (``speed.shown_faster`` / ``cannot_be_shown_faster``). Down, from your own setting only
+    (the smallest has nothing below, BatchNorm's floor is where a tie may go at the lowest, and a model with
+    BatchNorm never steps down to a batch under SMALL_MICRO_BATCH): to the next smaller equal once the rounds cannot
+    show the pick so far faster than it by more than ``bar``. Else up: to the next bigger equal while the rounds show
+    it faster than the pick so far by more than ``bar`` (``clearly_faster``). A pair not settled yet is timed again
+    (``needs_timing``) up to MAX_WALK_ROUNDS rounds; the first step refused ends the walk.
 
     Why down: a bigger batch needs at least as many samples to reach any score (McCandlish et al. 2018: samples to
     a target grow as 1 + B / B_noise), so of two equals at the end of the sweep's budget, level in samples/s, the
     smaller reaches every earlier target no later (digits-cnn in a plain loop, samples/s level: 16 per device to
-    0.90 in 3.3 s, 32 in 4.3 s; a tagger: 16 in 0.17 s, 32 in 0.35 s). Why a sign test both ways: the same evidence
-    for either move, whatever the number of rounds (at three rounds it is unanimity, as before); "at no round over
-    the bar" grew harder to meet with every round, so one burst of load in six rounds kept a level pair apart
-    (docs/method.md, step 4: five fresh digits-cnn plans, 16 three times and 32 twice)."""
+    0.90 in 3.3 s, 32 in 4.3 s; a tagger: 16 in 0.17 s, 32 in 0.35 s). Why the burden on the bigger either way: the
+    same evidence for the same pair whichever way the walk meets it, and a pair near the bar goes to the smaller in
+    every plan instead of to whichever side a burst of load favoured (docs/method.md, step 4)."""
     start, why = _walk_start(tied, yours, batchnorm)
     steps: list[WalkStep] = []
     current = start
@@ -786,7 +793,9 @@ def _mark_pick_unchanged(verdict: SweepVerdict, tied: list[CandidateScores]) -> 
         together = sorted(tied + [other], key=lambda c: c.per_device)
         if not all((c.timed or c.timing_failed) and _timed_together(c, d) for c, d in zip(together, together[1:])):
             continue
-        pick = walk_equals(together, verdict.yours, verdict.batchnorm, verdict.policy.throughput_margin)[0]
+        pick, _, _, steps = walk_equals(together, verdict.yours, verdict.batchnorm, verdict.policy.throughput_margin)
+        if any(step.undecided and step.rounds and len(step.ratios) < MAX_WALK_ROUNDS for step in steps):
+            continue  # more rounds could still change that walk's pick: needs_timing asks for them first
         comparison.pick_unchanged = pick == verdict.chosen
 
 
@@ -794,8 +803,7 @@ def _walk_step(smaller: CandidateScores, bigger: CandidateScores, bar: float, do
     ratios, rounds = speed_ratios(bigger, smaller)
     big_speeds, small_speeds, _ = paired_speeds(bigger, smaller)
     return WalkStep(smaller.per_device, bigger.per_device, ratios, rounds, clearly_faster(bigger, smaller, bar), down,
-                    shown_not_faster(big_speeds, small_speeds, bar), rounds_over_bar(big_speeds, small_speeds, bar)[0],
-                    last_look_median(big_speeds, small_speeds, bar))
+                    cannot_be_shown_faster(big_speeds, small_speeds, bar), rounds_over_bar(big_speeds, small_speeds, bar)[0])
 
 
 def _rule_code(verdict: SweepVerdict, tied: list[CandidateScores]) -> str:

@@ -26,9 +26,9 @@ recipe (TOML) you commit next to your training code.
    equal only when their mean paired gap is under the margin (a point of accuracy); a bigger gap
    whose paired 95% t-interval holds 0 is inconclusive and gets more paired seeds where they could
    change the pick. Among the equals the pick starts at your setting (else the smallest), steps down
-   while short runs timed side by side show yours not over 10% faster, and up while they show the
-   bigger one over 10% faster (a sign test: 3 of 3 rounds, 5 of 6, 7 of 9 or 9 of 12; a pair shown
-   neither way is timed again up to 12 rounds, then the median ratio decides). If an end wins and the
+   unless short runs timed side by side show yours over 10% faster, and up while they show the
+   bigger one over 10% faster (shown: 6 of 6 rounds over the bar, 8 of 9 or 10 of 12; rounds are
+   added up to 12 while it still could be, else the smaller stands). If an end wins and the
    scores point past it, one more batch (at most the cap) is swept.
 
 Then the **Recipe**: the plan for your cluster (per-device x world size x accumulation), the
