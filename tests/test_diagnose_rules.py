@@ -1730,3 +1730,126 @@ def test_a_training_accuracy_that_never_rose_out_of_its_first_band_is_not_learni
     # A fine-tune already at 0.9 has little left to climb: not judged.
     tuned = [0.85 + a / 2 for a in accs]
     assert "not-learning" not in _kinds(_diagnose(tmp_path, csv(tuned, [v / 10 for v in losses]), "tuned.csv"))
+
+
+def _pose_csv(train, val):
+    # A Lightning CSVLogger metrics.csv: a training row every 50 steps, a validation row at each epoch's end.
+    rows, per = ["train_loss,epoch,step,val_loss"], len(train) // len(val)
+    for epoch, v in enumerate(val):
+        steps = train[epoch * per:(epoch + 1) * per]
+        rows += [f"{t:.6f},{epoch},{50 * (epoch * per + i) + 49}," for i, t in enumerate(steps)]
+        rows.append(f",{epoch},{50 * (epoch + 1) * per + 17},{v:.6f}")
+    return "\n".join(rows) + "\n"
+
+
+def _at_ln_k(report):
+    return [f for f in report.findings if "val_median" in f.evidence]  # _validation_loss_at_ln_k's findings
+
+
+def test_a_validation_loss_that_never_went_below_ln_k_is_not_learning(tmp_path):
+    # batch 12's binary pose classifiers: 20 epochs, val_loss 0.69315 at epoch 0 and 0.6931-0.7227 after (ln 2 =
+    # 0.69315, never below), no accuracy logged, step losses 0.64-0.76 on small batches with no trend: missed, as
+    # the training loss's ln K test needs a quiet curve and the flat-pair test a validation within 3% of its first.
+    rng = random.Random(12)
+    val = [0.69315, 0.72267, 0.69519, 0.69379, 0.70248, 0.69543, 0.70273, 0.69342, 0.69383, 0.69314, 0.69534,
+           0.69321, 0.69319, 0.69323, 0.69469, 0.69328, 0.6932, 0.6932, 0.69399, 0.69313]
+    train = [0.69 + rng.uniform(-0.045, 0.035) for _ in range(2 * len(val))]
+    report = _diagnose(tmp_path, _pose_csv(train, val), "metrics.csv")
+    assert _kinds(report) == ["not-learning"], [(f.kind, f.summary) for f in report.findings]
+    assert report.findings[0].evidence["classes"] == 2 and "ln(2)" in report.findings[0].summary
+    # A validation loss that goes below ln 2 (0.693 -> 0.62) has beaten the uniform guess: not this rule's.
+    fell = [v - 0.004 * e for e, v in enumerate(val)]
+    assert not _at_ln_k(_diagnose(tmp_path, _pose_csv(train, fell), "fell.csv"))
+    # A training loss fitted far below ln 2 (0.69 -> 0.2) beside it is a gap, not a model that learns nothing.
+    fitted = [t * (1 - 0.7 * i / len(train)) for i, t in enumerate(train)]
+    assert not _at_ln_k(_diagnose(tmp_path, _pose_csv(fitted, val), "fit.csv"))
+    # A validation loss that came down to ln 2 from far above (1.20 -> 0.695, a curve converging near it by chance) was
+    # not at ln 2 throughout.
+    came = [0.695 + 0.5 * math.exp(-e / 2) for e in range(len(val))]
+    assert not _at_ln_k(_diagnose(tmp_path, _pose_csv(train, came), "came.csv"))
+
+
+def test_step_losses_repeated_to_the_digit_every_epoch_under_a_frozen_model_are_no_periodic_swing(tmp_path):
+    # batch 12's EEG-to-fMRI decoders: 4 batches an epoch, never shuffled, each giving the same loss to 5 digits for
+    # 68 epochs (2.89e8, 2.88e8, 2.55e8, 2.11e8; the epoch means move 0.015%): not learning, and the swing between
+    # the fixed batches was said as a second, periodic cause (shuffle the data), which would change nothing.
+    batches = [2.890e8, 2.884e8, 2.548e8, 2.114e8]
+    rows = ["epoch,step,train_loss_epoch,train_loss_step,val_loss_epoch"]
+    for epoch in range(68):
+        drift = 1 - 2e-6 * epoch
+        rows += [f"{epoch},{4 * epoch + i},,{b * drift:.1f}," for i, b in enumerate(batches)]
+        rows.append(f"{epoch},{4 * epoch + 3},,,{2.68768e8 * drift:.1f}")
+        rows.append(f"{epoch},{4 * epoch + 3},{2.68777e8 * drift:.1f},,")
+    report = _diagnose(tmp_path, "\n".join(rows) + "\n", "metrics.csv")
+    assert _kinds(report) == ["not-learning"], [(f.kind, f.summary) for f in report.findings]
+
+
+def test_a_loss_that_changes_batch_for_batch_from_epoch_to_epoch_is_no_frozen_repeat():
+    # The frozen test itself: the same pattern repeated to 0.01% of its swing is a frozen model; the pattern with
+    # each batch's loss moving 2% of the swing between epochs (sorted data a learning model goes through) is not.
+    from advisor.diagnose.detectors import _same_batches_same_losses
+    from advisor.diagnose.records import Finding, Point
+
+    rng = random.Random(4)
+    pattern = [1.0, 0.9, 0.5, 0.3, 0.8]
+    swing = [Finding("oscillation-periodic", "warning", "", {"period_points": 5}, [])]
+
+    def points(wobble):
+        return {"train_loss": [Point(i, "train_loss", pattern[i % 5] + rng.gauss(0, wobble), step=i, epoch=i // 5)
+                               for i in range(200)]}
+
+    assert _same_batches_same_losses(points(0.00003), swing)
+    assert not _same_batches_same_losses(points(0.01), swing)
+
+
+def test_a_lone_low_evaluation_in_a_noisy_validation_is_no_turn_to_overfitting(tmp_path):
+    # batch 12's spectrogram classifiers: 138 epochs, val_loss 1.10 -> ~0.47 with +-0.04 from epoch to epoch, its
+    # lowest a lone 0.414 (neighbours 0.498 and 0.435) 16 epochs before the end, which sits at ~0.47: read as a 14%
+    # rise off the best, overfitting. The level it sits at is where its running median bottoms out.
+    rng = random.Random(9)
+
+    def csv(val):
+        rows = ["epoch,step,train_loss,val_loss"]
+        for e, v in enumerate(val):
+            for i in range(2):
+                rows.append(f"{e},{100 * e + 50 * i + 49},{(0.05 + math.exp(-e / 25)) * rng.uniform(0.95, 1.05):.5f},")
+            rows.append(f"{e},{100 * e + 99},,{v:.5f}")
+        return "\n".join(rows) + "\n"
+
+    val = [0.46 + 0.64 * math.exp(-e / 35) + rng.gauss(0, 0.02) for e in range(138)]
+    val[121] = 0.425
+    report = _diagnose(tmp_path, csv(val), "metrics.csv")
+    assert "overfitting" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+    # A validation that turns and climbs (+0.003 an epoch over the last 45 epochs) is overfitting all the same.
+    risen = [v + 0.003 * max(0, e - 92) for e, v in enumerate(val)]
+    risen[121] = val[121] + 0.003 * 29
+    report = _diagnose(tmp_path, csv(risen), "risen.csv")
+    assert "overfitting" in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+
+
+def test_noisy_steps_of_a_loss_still_falling_while_validation_improves_are_not_jitter(tmp_path):
+    # batch 12's spectrogram classifier (batches of 16, 138 epochs): step losses 0.01-0.5 around a trend still
+    # falling to 0.24, their noise 15% of the start and under the level, while val_acc climbs 0.78 -> 0.85: the
+    # optimiser makes progress under its batches' variety. The jitter rule stood down for such steps only once the
+    # trend had stalled.
+    import csv
+    import io
+    from pathlib import Path
+
+    text = (Path(__file__).parent / "corpus" / "world" / "gh-lightning-spectro-v9" / "metrics.csv").read_text()
+    report = _diagnose(tmp_path, text, "metrics.csv")
+    assert not any(f.kind == "oscillation-jitter" for f in report.findings), [(f.kind, f.summary)
+                                                                               for f in report.findings]
+    # The same steps with the validation accuracy and loss held, noisy, where they were at mid-run: the evaluated model
+    # no longer improves, and the steps' jitter is said.
+    rows = list(csv.DictReader(io.StringIO(text)))
+    rng = random.Random(5)
+    for row in rows:
+        if row["val_acc"]:
+            row["val_acc"], row["val_loss"] = f"{0.78 + rng.gauss(0, 0.015):.4f}", f"{0.55 + rng.gauss(0, 0.04):.4f}"
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    report = _diagnose(tmp_path, out.getvalue(), "flat.csv")
+    assert any(f.kind == "oscillation-jitter" for f in report.findings), [(f.kind, f.summary) for f in report.findings]

@@ -112,18 +112,18 @@ def test_an_entry_the_tool_cannot_read_or_crashes_on_counts_as_wrong(tmp_path, m
     assert outcome.unreadable == "RuntimeError: a reader bug" and not outcome.right
 
 
-def test_the_calibration_check_scores_batches_1_to_6_and_7_to_11_and_never_a_later_batch(tmp_path, monkeypatch):
-    # `--calibration-check`: a rule change is calibrated on batches 1-6 and checked on 7-11 (all spent); a later
+def test_the_calibration_check_scores_batches_1_to_6_and_7_to_12_and_never_a_later_batch(tmp_path, monkeypatch):
+    # `--calibration-check`: a rule change is calibrated on batches 1-6 and checked on 7-12 (all spent); a later
     # batch (held back whole, the lead's to score once) is never judged by it, even when labels.toml holds it.
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     judged = []
     monkeypatch.setattr(bench, "judge", lambda name, entry: judged.append(entry["batch"]) or bench.Outcome(
         name, set(entry["kinds"]), "text-log"))
-    labels = {f"e{b}": {"kinds": [], "split": "holdout", "batch": b} for b in range(1, 13)}
+    labels = {f"e{b}": {"kinds": [], "split": "holdout", "batch": b} for b in range(1, 14)}
     text = bench.calibration_check(labels)
-    assert sorted(judged) == list(range(1, 12)), judged
-    assert "calibration (batches 1-6): 6 of 6 right" in text and "check (batches 7-11): 5 of 5 right" in text
-    assert "by batch: 7 1/1, 8 1/1, 9 1/1, 10 1/1, 11 1/1" in text  # batches 10 and 11, read to write rules, apart
+    assert sorted(judged) == list(range(1, 13)), judged
+    assert "calibration (batches 1-6): 6 of 6 right" in text and "check (batches 7-12): 6 of 6 right" in text
+    assert "by batch: 7 1/1, 8 1/1, 9 1/1, 10 1/1, 11 1/1, 12 1/1" in text  # batches read to write rules, apart
 
 
 @pytest.mark.parametrize("batch", [FRESH_BATCH, UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH, SEVENTH_BATCH, EIGHTH_BATCH,
@@ -427,7 +427,11 @@ def test_the_tenth_fresh_batch_keeps_what_it_scored_once():
     once by the lead after dx-rules13 (which learned from batch 11) landed (main ca3c312, 16:24 UTC, load 0.1): 24 of
     30 right (0.80), none unreadable, no error-level finding on its 17 healthy runs (2 with a warning-level
     overfitting finding). Not-learning 6 of 8 (batches 9-11 first scored 1/3, 1/5, 2/8). Below the issue's 90%: this
-    guards against falling back. runmedic 0.1.1: 16, trainspotter 0.2.6: 16 on the same entries."""
+    guards against falling back. runmedic 0.1.1: 16, trainspotter 0.2.6: 16 on the same entries. Spent since;
+    dx-rules14 learned from it (a validation loss at ln K at every evaluation is not learning; a lone low evaluation
+    of a noisy validation is no best to rise from; frozen weights repeating each batch's loss every epoch give no
+    periodic swing; noisy steps of a loss still falling while validation improves are no jitter): 30 of 30, guarded
+    here (a score after tuning on it, not a fresh one)."""
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     outcomes = bench.evaluate(None, LABELS, (TWELFTH_BATCH,))
-    _assert_scored_once_part_holds(outcomes, 30, 24)
+    _assert_scored_once_part_holds(outcomes, 30, 30)

@@ -1086,7 +1086,8 @@ def detect_not_learning(series: dict[str, list[Point]], ctx: Context) -> list[Fi
     run near where it started. Judged on short epoch logs too; the confidence says how much it stands on."""
     train = _finite(series.get(TRAIN_LOSS, []) or series.get("train_loss_epoch", []))
     if len(train) < STUCK_FEW_POINTS:  # no training loss: the validation curves alone may still tell
-        return _predictions_never_changed(series) or _validation_at_chance(series, ctx)
+        return (_predictions_never_changed(series) or _validation_at_chance(series, ctx)
+                or _validation_loss_at_ln_k(series, ctx))
     values = _values(train)
     last = values[-1]
     tail = values[len(values) // 2:]
@@ -1142,7 +1143,8 @@ def detect_not_learning(series: dict[str, list[Point]], ctx: Context) -> list[Fi
                             evidence, list(NOT_LEARNING_ACTIONS), confidence=confidence)]
     return (_unmoved_at_chance(series, ctx) or _predictions_never_changed(series) or _validation_loss_frozen(series)
             or _validation_at_chance(series, ctx) or _converged_at_start(series) or _both_losses_at_start(series)
-            or _accuracy_never_rose(series) or _epoch_means_at_chance(series, ctx) or _repeats_exact_values(series))
+            or _accuracy_never_rose(series) or _epoch_means_at_chance(series, ctx) or _repeats_exact_values(series)
+            or _validation_loss_at_ln_k(series, ctx))
 
 
 REPEAT_MIN_POINTS = 20  # training-loss points, at least, to judge its values repeat
@@ -1415,6 +1417,56 @@ def _validation_at_chance(series: dict[str, list[Point]], ctx: Context) -> list[
                     f"validation loss never fell more than {fell:.1%} below its start ({values[0]:.4g} -> "
                     f"{end:.4g}): the model's held-out predictions never beat chance; it is not learning.",
                     evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
+
+
+VAL_LN_K_BELOW = 0.005  # no evaluation of the validation loss more than this share under ln K: it never beat chance ...
+VAL_LN_K_ABOVE = 0.05  # ... none more than this share above it (it was never far above: it did not come down to ln K) ...
+VAL_LN_K_LEVEL = LN_K_COMMON_TOLERANCE  # ... and its median within this share of ln K: it sits there ...
+VAL_LN_K_TRAIN = 0.9  # ... and the training loss's second half (median) at or above this share of ln K: no fit either
+
+
+def _validation_loss_at_ln_k(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """The validation loss at ln K at every evaluation (CONSTANT_ACC_POINTS+): none more than VAL_LN_K_BELOW under it
+    or VAL_LN_K_ABOVE over it, its median within VAL_LN_K_LEVEL of it (K from --classes, else a chance-level accuracy
+    or a common class count), while the training loss, when logged, did not fit either (its second half's median at
+    or above VAL_LN_K_TRAIN of ln K): a classifier whose held-out cross-entropy never beat the uniform guess. Whatever
+    a noisy per-step training loss does (a binary pose classifier's batches at 0.64-0.76), a model that learns
+    anything goes below ln K on new data within an evaluation or two; a loss that came down to ln K from above (a
+    healthy curve converging near it by chance) was far above it first. Not said for a curve more than
+    VAL_LN_K_BELOW under ln K (a regression flat at 0.991 ln 4 is a coincidence of levels: other rules judge it). With a
+    validation accuracy (mAP, score) logged, the rules reading it judge: an accuracy that climbs off chance while the
+    loss sits at ln K is a model learning, slowly."""
+    val = _finite(series.get(VAL_LOSS, []))
+    if len(val) < CONSTANT_ACC_POINTS or validation_quality(series):
+        return []
+    values = _values(val)
+    low, level = min(values), _median(values)
+    if ctx.classes and ctx.classes >= 2:
+        counts = [(ctx.classes, "stated (--classes)")]
+    else:
+        k, source, _ = _class_count(series, ctx)
+        counts = ([(k, source)] if k else []) + [(c, "a common class count") for c in COMMON_CLASS_COUNTS if c != k]
+    train = _finite(series.get("train_loss_epoch", []))
+    train = train if len(train) >= STUCK_FEW_POINTS else _finite(series.get(TRAIN_LOSS, []))
+    train_level = _median(_values(train)[len(train) // 2:]) if len(train) >= STUCK_FEW_POINTS else None
+    for count, source in counts:
+        ln_k = math.log(count)
+        if (low < (1 - VAL_LN_K_BELOW) * ln_k or max(values) > (1 + VAL_LN_K_ABOVE) * ln_k
+                or abs(level - ln_k) > VAL_LN_K_LEVEL * ln_k):
+            continue
+        if train_level is not None and train_level < VAL_LN_K_TRAIN * ln_k:
+            return []  # the training set is being fitted: a gap, judged by the overfitting rules
+        evidence = {"series": VAL_LOSS, "classes": count, "classes_from": source, "ln_classes": round(ln_k, 4),
+                    "val_lowest": round(low, 6), "val_median": round(level, 6), "val_points": len(values),
+                    **_span(val, 0, len(val) - 1)}
+        if train_level is not None:
+            evidence["train_second_half"] = round(train_level, 6)
+        return [Finding("not-learning", "error",
+                        f"The validation loss sits at ln({count}) = {ln_k:.4g} (K={count}, {source}) at every one of its "
+                        f"{len(values)} evaluations (lowest {low:.4g}, median {level:.4g}), never below it: the model's "
+                        "held-out predictions never beat giving every class alike; it is not learning.",
+                        evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
+    return []
 
 
 def _from_run_start(points: list[Point]) -> bool:
@@ -1701,6 +1753,7 @@ def detect_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]
         return []
     evidence = {"series": TRAIN_LOSS, "noise_sigma": round(noise, 5), "loss_level": round(level, 5),
                 "jitter_score": round(score, 3), "starting_loss": round(start_level, 5), "points": len(tail),
+                "still_falling": clearly_falling,
                 **_span(train, half, len(train) - 1)}
     if ctx.per_device is not None:
         evidence["per_device_batch"] = ctx.per_device
@@ -1967,8 +2020,13 @@ def step_oscillation(series: dict[str, list[Point]], ctx: Context) -> list[Findi
     period (recurring_not_jitter), and withdrawn when it does not while the validation loss is calm at its best
     (_validation_calm_at_best: the spread is the batches' own variety)."""
     found = recurring_not_jitter(detect_jitter(series, ctx), series)
-    if found and found[0].kind == "oscillation-jitter" and _validation_calm_at_best(series) and (
-            found[0].evidence["noise_sigma"] < JITTER_OVER_LEVEL * found[0].evidence["loss_level"]):
+    if found and found[0].kind == "oscillation-jitter" and (
+            found[0].evidence["noise_sigma"] < JITTER_OVER_LEVEL * found[0].evidence["loss_level"]) and (
+            _validation_calm_at_best(series) or (found[0].evidence.get("still_falling") and _validation_improving(
+                series, _finite(series[TRAIN_LOSS])[len(_finite(series[TRAIN_LOSS])) // 2]))):
+        # A calm validation at its best; or a training loss still falling clearly while the evaluated model keeps
+        # improving (a batch-16 spectrogram classifier, steps 0.01-0.5 around 0.24, val_acc 0.78 -> 0.85): the
+        # optimiser makes progress under its batches' variety, nothing to fix. Swings that recur are periodic first.
         return []
     return found
 
@@ -2298,7 +2356,7 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
         noise = _mad_sigma([b - a for a, b in zip(values, values[1:])]) / math.sqrt(2)
         margin = max(VAL_RISE * abs(values[best]), 2 * noise)
         after = values[best + 1:]
-        rising = len(after) >= 2 and _median(after[-max(2, len(after) // 2):]) > values[best] + margin
+        rising = len(after) >= 2 and _median(after[-max(2, len(after) // 2):]) > _smoothed_low(values, noise) + margin
         tail = values[len(values) // 2:]
         val_tail_drop = _relative_drop(tail) if len(tail) >= 2 else 0.0
         train_tail = _values(train)[len(train) // 2:]
@@ -2373,6 +2431,27 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
                 + (f" and validation {val_drop:.0%}" if val_drop is not None else "")
                 + ": both fall slowly.", evidence, actions))
     return findings
+
+
+VAL_SMOOTH_POINTS = 20  # validation evaluations, at least, to read its low on running medians ...
+VAL_SMOOTH_WINDOW = 5  # ... of this many evaluations (centred; fewer at the ends) ...
+VAL_DIP_NOISE = 3.0  # ... when the lowest evaluation lies no more than this many noise sigmas under that low
+
+
+def _smoothed_low(values: list[float], noise: float) -> float:
+    """The lowest the validation loss's level went: with VAL_SMOOTH_POINTS+ evaluations, the minimum of its centred
+    running medians of VAL_SMOOTH_WINDOW (shorter at the ends), when its lowest evaluation lies within VAL_DIP_NOISE
+    times the point-to-point ``noise`` under it: a lone low evaluation of a noisy curve is not where it turned (a
+    spectrogram classifier's 0.414 between 0.498 and 0.435, its level ~0.47, 1.6 sigmas under); else its lowest
+    value (a smooth curve's first evaluation at 1.185, the rest at 1.27-1.29 moving 0.002 a point: 37 sigmas under,
+    a real best). A curve that turned and rose keeps its low: a median moves a bottom only by what its neighbours
+    allow."""
+    low = min(values)
+    if len(values) < VAL_SMOOTH_POINTS:
+        return low
+    half = VAL_SMOOTH_WINDOW // 2
+    level = min(_median(values[max(0, i - half):i + half + 1]) for i in range(len(values)))
+    return level if level - low <= VAL_DIP_NOISE * noise else low
 
 
 def _rise(values: list[float], best: int) -> float:
@@ -2663,6 +2742,38 @@ def apply_cofinding_rules(findings: list[Finding]) -> list[Finding]:
     return sorted(kept, key=lambda f: f.secondary_to is not None)
 
 
+FROZEN_REPEAT = 1e-3  # each step loss one cycle later the same to this share of the swing (median): the weights froze
+
+
+def _same_batches_same_losses(series: dict[str, list[Point]], oscillation: list[Finding]) -> bool:
+    """The training loss's second half repeats itself point for point one cycle later (the median change under
+    FROZEN_REPEAT of its 5th-95th percentile half-range), the cycle being a finding's period or the log's points per
+    epoch: the same batches, in the same order, give the same losses epoch after epoch, so the weights do not move
+    and the swing is only how the fixed batches differ. Said with a not-learning finding, a periodic or jittery
+    swing is no second cause and the data-order remedy would change nothing (an EEG-to-fMRI decoder: 4 batches an
+    epoch at 2.89e8, 2.88e8, 2.55e8, 2.11e8, the same to 5 digits for 68 epochs). A model that learns, even one left
+    at chance by class-sorted data, changes each batch's loss from one epoch to the next (the world corpus's
+    periodic runs: 1% to 25% of the swing)."""
+    train = _finite(series.get(TRAIN_LOSS, []))
+    half = _values(train)[len(train) // 2:]
+    if not oscillation or len(half) < 2 * STUCK_FEW_POINTS:
+        return False
+    periods = {f.evidence.get("period_points") for f in oscillation}
+    per_epoch = Counter(p.epoch for p in train if p.epoch is not None)
+    if per_epoch:
+        periods.add(Counter(per_epoch.values()).most_common(1)[0][0])
+    ordered = sorted(half)
+    swing = (ordered[int(0.95 * (len(half) - 1))] - ordered[int(0.05 * (len(half) - 1))]) / 2
+    if swing <= 0:
+        return False
+    for period in periods:
+        if isinstance(period, int) and 1 <= period <= len(half) // 2:
+            change = _median([abs(b - a) for a, b in zip(half, half[period:])])
+            if change <= FROZEN_REPEAT * swing:
+                return True
+    return False
+
+
 def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts: dict, ctx: Context,
                   non_finite: dict[str, Point] | None = None) -> list[Finding]:
     findings = detect_oom(events, counts, ctx, series) + detect_crash(events, counts)
@@ -2670,13 +2781,16 @@ def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts
                 or _gave_back(series, ctx) or _collapsed_to_chance(series, ctx) or _jumped_then_frozen(series, ctx)
                 or _thrown_around(series, ctx) or _worse_than_start_on_both(series, ctx))
     findings += diverged or detect_not_learning(series, ctx)
-    findings += (detect_periodic(series, ctx) or detect_sawtooth(series, ctx, ctx.elisions or [])
-                 or step_oscillation(series, ctx)
-                 or detect_repeating_swings(series, ctx)
-                 or detect_gradient_jitter(series, ctx)
-                 or detect_short_periodic(series, ctx, ctx.elisions or [])
-                 or short_step_jitter(series, ctx)
-                 or detect_validation_jitter(series, ctx))
+    oscillation = (detect_periodic(series, ctx) or detect_sawtooth(series, ctx, ctx.elisions or [])
+                   or step_oscillation(series, ctx)
+                   or detect_repeating_swings(series, ctx)
+                   or detect_gradient_jitter(series, ctx)
+                   or detect_short_periodic(series, ctx, ctx.elisions or [])
+                   or short_step_jitter(series, ctx)
+                   or detect_validation_jitter(series, ctx))
+    if any(f.kind == "not-learning" for f in findings) and _same_batches_same_losses(series, oscillation):
+        oscillation = []
+    findings += oscillation
     kinds = {f.kind for f in findings}
     findings += detect_validation(series, ctx) or [f for f in detect_short_validation(series, ctx)
                                                     if f.kind not in kinds]
