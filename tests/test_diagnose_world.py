@@ -30,6 +30,7 @@ NINTH_BATCH = 9  # held back whole, collected after batch 8 was scored; scored o
 TENTH_BATCH = 10  # held back whole, collected after batch 9 was scored; scored once: 27/37 (README)
 ELEVENTH_BATCH = 11  # held back whole, collected after batch 10 was scored; scored once: 29/36 (README)
 TWELFTH_BATCH = 12  # held back whole, collected after batch 11 was scored; scored once: 24/30 (README)
+THIRTEENTH_BATCH = 13  # held back whole, collected after batch 12 was scored; not scored yet (the lead scores it once)
 
 
 def _load(name, path):
@@ -127,7 +128,8 @@ def test_the_calibration_check_scores_batches_1_to_6_and_7_to_12_and_never_a_lat
 
 
 @pytest.mark.parametrize("batch", [FRESH_BATCH, UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH, SEVENTH_BATCH, EIGHTH_BATCH,
-                                   NINTH_BATCH, TENTH_BATCH, ELEVENTH_BATCH, TWELFTH_BATCH])
+                                   NINTH_BATCH, TENTH_BATCH, ELEVENTH_BATCH, TWELFTH_BATCH,
+                                   THIRTEENTH_BATCH])
 def test_the_fresh_batch_is_held_back_whole_and_the_bench_selects_it_without_judging_it(capsys, batch):
     """Batch 3 was collected after batches 1-2's held-back part was spent, batch 4 after batch 3 was scored: each is
     held back whole, at least 30 entries, a third of them healthy. The bench picks a batch by its number and says
@@ -145,7 +147,7 @@ def test_the_fresh_batch_is_held_back_whole_and_the_bench_selects_it_without_jud
 
 
 @pytest.mark.parametrize("batch", [UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH, SEVENTH_BATCH, EIGHTH_BATCH, NINTH_BATCH,
-                                   TENTH_BATCH, ELEVENTH_BATCH, TWELFTH_BATCH])
+                                   TENTH_BATCH, ELEVENTH_BATCH, TWELFTH_BATCH, THIRTEENTH_BATCH])
 def test_the_unscored_batch_has_new_sources_and_no_entry_of_an_earlier_batch(batch):
     """Batches 4 to 10 are new material: no repository file or generated run already in an earlier batch."""
     earlier = {e["source"] for e in LABELS.values() if e.get("batch", 1) < batch}
@@ -247,6 +249,28 @@ def test_the_twelfth_batch_is_committed_files_from_new_repositories():
     healthy = sum(not e["kinds"] for e in fresh.values())
     assert 0.30 * len(fresh) <= healthy <= 0.60 * len(fresh), (healthy, len(fresh))
     assert 3 * sum(bool(e["kinds"]) for e in fresh.values()) >= len(fresh)
+    assert all(_size(WORLD / n.split("/")[0]) < 200 * 1024 for n in fresh), "every folder < 200 KB"
+
+
+def test_the_thirteenth_batch_is_committed_files_from_new_repositories_in_varied_formats_and_kinds():
+    """Batch 13 asks for about 36 files committed in public repositories none of batches 1-12 used (at most 2
+    entries from any one repository, checked case-insensitively) and no run trained here, in varied formats (no more
+    than 8 of any one) and kinds (a crash, an oom and at least five other not-healthy kinds among them); 30-60% of it
+    healthy and every folder < 200 KB; nothing here reads the entries' curves (the lead scores it once:
+    `python bench/diagnose_world.py --batch 13`)."""
+    fresh, committed, generated = _batch_by_source(THIRTEENTH_BATCH)
+    assert len(committed) >= 30 and not generated, (len(committed), len(generated))
+    assert len(committed) == len(fresh) and 30 <= len(fresh) <= 42, len(fresh)
+    repos = [fresh[n]["source"].split()[0].lower() for n in committed]
+    assert max(repos.count(r) for r in repos) <= 2, "at most 2 entries per repository"
+    earlier = {e["source"].split()[0].lower() for e in LABELS.values() if e.get("batch", 1) < THIRTEENTH_BATCH}
+    assert not set(repos) & earlier, "a repository used before"
+    formats = [e["format"] for e in fresh.values()]
+    assert len(set(formats)) >= 8 and max(formats.count(f) for f in formats) <= 8, sorted(formats)
+    kinds = {k for e in fresh.values() for k in e["kinds"]}
+    assert {"crash", "oom"} <= kinds and len(kinds) >= 7, kinds
+    healthy = sum(not e["kinds"] for e in fresh.values())
+    assert 0.30 * len(fresh) <= healthy <= 0.60 * len(fresh), (healthy, len(fresh))
     assert all(_size(WORLD / n.split("/")[0]) < 200 * 1024 for n in fresh), "every folder < 200 KB"
 
 
