@@ -113,18 +113,18 @@ def test_an_entry_the_tool_cannot_read_or_crashes_on_counts_as_wrong(tmp_path, m
     assert outcome.unreadable == "RuntimeError: a reader bug" and not outcome.right
 
 
-def test_the_calibration_check_scores_batches_1_to_6_and_7_to_12_and_never_a_later_batch(tmp_path, monkeypatch):
-    # `--calibration-check`: a rule change is calibrated on batches 1-6 and checked on 7-12 (all spent); a later
-    # batch (held back whole, the lead's to score once) is never judged by it, even when labels.toml holds it.
+def test_the_calibration_check_scores_batches_1_to_6_and_7_to_13_and_never_a_later_batch(tmp_path, monkeypatch):
+    # `--calibration-check`: a rule change is calibrated on batches 1-6 and checked on 7-13 (all spent); a later
+    # batch (held back whole, the lead's to score once: 14) is never judged by it, even when labels.toml holds it.
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     judged = []
     monkeypatch.setattr(bench, "judge", lambda name, entry: judged.append(entry["batch"]) or bench.Outcome(
         name, set(entry["kinds"]), "text-log"))
-    labels = {f"e{b}": {"kinds": [], "split": "holdout", "batch": b} for b in range(1, 14)}
+    labels = {f"e{b}": {"kinds": [], "split": "holdout", "batch": b} for b in range(1, 15)}
     text = bench.calibration_check(labels)
-    assert sorted(judged) == list(range(1, 13)), judged
-    assert "calibration (batches 1-6): 6 of 6 right" in text and "check (batches 7-12): 6 of 6 right" in text
-    assert "by batch: 7 1/1, 8 1/1, 9 1/1, 10 1/1, 11 1/1, 12 1/1" in text  # batches read to write rules, apart
+    assert sorted(judged) == list(range(1, 14)), judged
+    assert "calibration (batches 1-6): 6 of 6 right" in text and "check (batches 7-13): 7 of 7 right" in text
+    assert "by batch: 7 1/1, 8 1/1, 9 1/1, 10 1/1, 11 1/1, 12 1/1, 13 1/1" in text  # read to write rules, apart
 
 
 @pytest.mark.parametrize("batch", [FRESH_BATCH, UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH, SEVENTH_BATCH, EIGHTH_BATCH,

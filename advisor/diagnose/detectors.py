@@ -1796,6 +1796,7 @@ def detect_gradient_jitter(series: dict[str, list[Point]], ctx: Context) -> list
 
 VAL_JITTER_MIN_POINTS = 10  # a validation series (one point an epoch, typically) this long, at least
 VAL_JITTER_TREND = 2.0  # ... with a trend that falls less than this many times the noise over the stretch judged
+VAL_JITTER_OF_START = 0.05  # ... and a noise of at least this share of where the validation loss started
 
 
 def _accuracy_still_rising(series: dict[str, list[Point]]) -> bool:
@@ -1815,7 +1816,11 @@ def _accuracy_still_rising(series: dict[str, list[Point]]) -> bool:
 def detect_validation_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
     """Validation loss that jumps point to point by VAL_JITTER_SCORE of its level or more, without a trend that
     falls past that noise: judged on a validation series of 10+ points (its second half once it has 20+, where
-    the first descent is over), whatever reader produced it (a CSV logger, TensorBoard, text lines)."""
+    the first descent is over), whatever reader produced it (a CSV logger, TensorBoard, text lines). As the training
+    loss's jitter is (detect_jitter), the noise is also judged against where the curve started: under
+    VAL_JITTER_OF_START of its first evaluations' median it is tiny against the distance the validation has come (a
+    loss fallen 30x to 0.04 moving 0.013 point to point is a few samples of a well-fit model, 28% of its level but
+    1.3% of its start), and no jitter."""
     val = _finite(series.get(VAL_LOSS, []))
     if len(val) < VAL_JITTER_MIN_POINTS:
         return []
@@ -1829,10 +1834,14 @@ def detect_validation_jitter(series: dict[str, list[Point]], ctx: Context) -> li
     noise = 1.4826 * _median([abs(d - centre) for d in diffs]) / math.sqrt(2)
     fall = -_theil_sen(values) * (len(values) - 1)
     score = noise / level
+    start = _median(_values(val[:max(3, len(val) // 20)]))
     if score < VAL_JITTER_SCORE or fall > VAL_JITTER_TREND * noise or _accuracy_still_rising(series):
         return []
+    if start > 0 and noise < VAL_JITTER_OF_START * start:
+        return []
     evidence = {"series": VAL_LOSS, "noise_sigma": round(noise, 6), "loss_level": round(level, 6),
-                "relative_noise": round(score, 3), "trend_fall": round(fall, 6) + 0.0, "points": len(values),
+                "relative_noise": round(score, 3), "starting_loss": round(start, 6),
+                "trend_fall": round(fall, 6) + 0.0, "points": len(values),
                 **_span(val, len(val) - len(judged), len(val) - 1)}
     shown = " -> ".join(f"{v:.3g}" for v in values[:4])
     return [Finding("oscillation-jitter", "warning",
