@@ -1872,3 +1872,18 @@ def test_validation_noise_tiny_against_where_the_validation_started_is_not_jitte
     flat = [0.06 + rng.gauss(0, 0.005) for _ in range(25)] + [max(0.02, v) for v in tail]
     report = _diagnose(tmp_path, _epoch_log(train, flat, acc), "flat.log")
     assert "oscillation-jitter" in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+
+
+def test_a_frozen_validation_loss_is_not_learning_when_no_training_loss_is_logged(tmp_path):
+    # batch 13's recommender: a Lightning CSV holding val_loss only, 615.2858 -> 615.2849 -> 615.28473 at 59 of its
+    # 65 epochs. The frozen-validation rule (the evaluated model's outputs never changed) ran only beside a training
+    # loss; with none logged the validation curve alone tells the same. A validation-only curve that moves is not so.
+    def csv(val):
+        return "epoch,step,val_loss\n" + "".join(f"{e},{100 * e + 99},{v:.5f}\n" for e, v in enumerate(val))
+
+    frozen = [615.2858, 615.2849, 615.2848] + [615.28467 if e % 20 == 7 else 615.28473 for e in range(62)]
+    report = _diagnose(tmp_path, csv(frozen), "metrics.csv")
+    assert _kinds(report) == ["not-learning"], [(f.kind, f.summary) for f in report.findings]
+    moving = [615.2858 - 0.5 * e for e in range(65)]
+    report = _diagnose(tmp_path, csv(moving), "moving.csv")
+    assert "not-learning" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]

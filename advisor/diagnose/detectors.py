@@ -1086,8 +1086,8 @@ def detect_not_learning(series: dict[str, list[Point]], ctx: Context) -> list[Fi
     run near where it started. Judged on short epoch logs too; the confidence says how much it stands on."""
     train = _finite(series.get(TRAIN_LOSS, []) or series.get("train_loss_epoch", []))
     if len(train) < STUCK_FEW_POINTS:  # no training loss: the validation curves alone may still tell
-        return (_predictions_never_changed(series) or _validation_at_chance(series, ctx)
-                or _validation_loss_at_ln_k(series, ctx))
+        return (_predictions_never_changed(series) or _validation_loss_frozen(series)
+                or _validation_at_chance(series, ctx) or _validation_loss_at_ln_k(series, ctx))
     values = _values(train)
     last = values[-1]
     tail = values[len(values) // 2:]
