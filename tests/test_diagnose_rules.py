@@ -1887,3 +1887,18 @@ def test_a_frozen_validation_loss_is_not_learning_when_no_training_loss_is_logge
     moving = [615.2858 - 0.5 * e for e in range(65)]
     report = _diagnose(tmp_path, csv(moving), "moving.csv")
     assert "not-learning" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+
+
+def test_epoch_means_climbing_tenfold_off_their_best_and_staying_there_have_diverged(tmp_path):
+    # batch 13's power-outage regressor on unscaled targets: the epoch mean 1.0e13 (first epoch) -> 1.56e8 (fifth)
+    # -> 1.7e9, 5.4e9, 1.14e10, 1.21e10 at its last four: never back above its first epoch, never 100x above every
+    # earlier one, so no divergence rule read it (called jitter). Ten times its best for epochs on end is the weights
+    # thrown off. The same run ending 3x above its best (a rough late patch) is no divergence.
+    def csv(losses):
+        return "epoch,loss\n" + "".join(f"{e},{v:.6g}\n" for e, v in enumerate(losses))
+
+    head = [1.03e13, 2.2e9, 7.27e8, 1.82e8, 1.555e8, 1.72e8, 2.27e8, 1.92e8, 3.85e8]
+    report = _diagnose(tmp_path, csv(head + [1.71e9, 5.42e9, 1.14e10, 1.21e10]), "history.csv")
+    assert _kinds(report) == ["diverged"], [(f.kind, f.summary) for f in report.findings]
+    report = _diagnose(tmp_path, csv(head + [4.1e8, 4.4e8, 4.6e8, 4.7e8]), "rough.csv")
+    assert "diverged" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]

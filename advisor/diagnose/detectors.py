@@ -442,7 +442,7 @@ def detect_diverged(series: dict[str, list[Point]], events: list[LogEvent], coun
                             {"series": name, "max_before": earlier, "value": points[index].value,
                              "points_after": len(points) - index - 1, **_span(points, index, len(points) - 1)},
                             _diverged_actions(ctx), confidence="high" if len(points) - index >= 2 else "medium")]
-    epoch_blow_up = _epoch_mean_blew_up(series, ctx)
+    epoch_blow_up = _epoch_mean_blew_up(series, ctx) or _epoch_mean_climbed(series, ctx)
     if epoch_blow_up:
         return epoch_blow_up
     for name in (TRAIN_LOSS, VAL_LOSS):
@@ -927,6 +927,42 @@ def _epoch_mean_blew_up(series: dict[str, list[Point]], ctx: Context) -> list[Fi
                          "points_after": len(points) - index - 1, **_span(points, index, len(points) - 1)},
                         _diverged_actions(ctx), confidence="medium")]
     return []
+
+
+EPOCH_CLIMB_FACTOR = 10.0  # epoch means this many times the lowest one before them ...
+EPOCH_CLIMB_LASTS = 3  # ... at each of the run's last this many epochs: an order of magnitude off its best, held
+
+
+def _epoch_mean_climbed(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """The training loss's epoch means (a per-epoch series, EPOCH_CLIMB_LASTS + 3 or more) each EPOCH_CLIMB_FACTOR
+    times the lowest epoch mean before them or more over the run's last EPOCH_CLIMB_LASTS epochs: the loss climbed an
+    order of magnitude off the best the same model had already reached, and stayed there. An epoch mean averages the
+    whole epoch's batches, and fitting the training set harder (overfitting) only lowers it; ten times its best for
+    epochs on end is the weights being thrown off, whatever the run's first epoch was (a regressor on unscaled
+    targets: 1e13 at its first epoch, 1.6e8 at its fifth, then 1.7e9, 5.4e9, 1.1e10, 1.2e10: diverged, though never
+    above its start nor 100x above every earlier epoch, what _gave_back and _epoch_mean_blew_up ask)."""
+    for name in ("train_loss_epoch", TRAIN_LOSS):
+        points = _finite(series.get(name, []))
+        if len(points) >= 3 and (name == "train_loss_epoch" or cadence_of(points) == "epoch"):
+            break
+    else:
+        return []
+    values = _values(points)
+    if len(values) < EPOCH_CLIMB_LASTS + 3:
+        return []
+    head = values[:-EPOCH_CLIMB_LASTS]
+    index = min(range(len(head)), key=head.__getitem__)
+    lowest = head[index]
+    if lowest < CONVERGED_LEVEL or min(values[-EPOCH_CLIMB_LASTS:]) < EPOCH_CLIMB_FACTOR * lowest:
+        return []
+    return [Finding("diverged", "error",
+                    f"The training loss's epoch mean fell to {lowest:.4g} at {_describe(_where(points, index))}, then "
+                    f"climbed to {values[-1]:.4g}: each of its last {EPOCH_CLIMB_LASTS} epochs is "
+                    f"{EPOCH_CLIMB_FACTOR:g}x+ above that best (the lowest {min(values[-EPOCH_CLIMB_LASTS:]):.4g}): "
+                    "training diverged.",
+                    {"series": name, "lowest": lowest, "lowest_at": _where(points, index), "last": values[-1],
+                     "lowest_of_last": min(values[-EPOCH_CLIMB_LASTS:]), **_span(points, index, len(points) - 1)},
+                    _diverged_actions(ctx), confidence="medium")]
 
 
 WORSE_ON_BOTH = 1.2  # every later loss this many times its curve's first value, training and validation alike
