@@ -1929,3 +1929,30 @@ def test_one_spiking_evaluation_does_not_hide_a_validation_still_improving_under
     flat = improving[:5] + [0.961, 0.990, 0.950, 1.091, 0.975]
     report = _diagnose(tmp_path, csv(flat), "flat.csv")
     assert "oscillation-jitter" in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+
+
+def test_a_lone_low_evaluation_of_a_calm_validation_is_not_the_best_it_must_end_near(tmp_path):
+    # Step losses stalled at 1.0 +- 20% after falling from ~1.7 ("stalled" jitter, 11% of the start) beside a
+    # validation calm at ~1.0 +- 2% for 20 epochs, its lowest a lone 0.957 (neighbours 1.008 and 1.025, 2.5 noise
+    # sigmas under the level): the validation's "best" was that one evaluation, the last two (1.036) 8% above it,
+    # so it did not "end at its best" and the batches' own spread was called jitter. The low of its running median
+    # (~1.0, the overfitting rule's reading of a best) is where it settled. A validation that drifts off that level
+    # (to 1.10 at the end) still leaves the steps' jitter said (secondary to the overfitting that drift is).
+    rng = random.Random(20)
+
+    def csv(val):
+        rows = ["epoch,step,train_loss,val_loss"]
+        for e in range(20):
+            for i in range(40):
+                step = 40 * e + i
+                rows.append(f"{e},{step},{(1.0 + math.exp(-step / 100)) * (1 + rng.gauss(0, 0.2)):.4f},")
+            rows.append(f"{e},{40 * e + 39},,{val[e]:.4f}")
+        return "\n".join(rows) + "\n"
+
+    calm = [1.385, 1.177, 1.086, 1.085, 1.027, 1.022, 1.008, 0.957, 1.025, 1.0, 1.053, 1.01, 0.987, 1.032, 1.008,
+            1.012, 1.002, 1.03, 1.024, 1.048]
+    report = _diagnose(tmp_path, csv(calm), "metrics.csv")
+    assert "oscillation-jitter" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+    drifting = calm[:14] + [1.03, 1.05, 1.06, 1.08, 1.09, 1.10]
+    report = _diagnose(tmp_path, csv(drifting), "drifting.csv")
+    assert any(f.kind == "oscillation-jitter" for f in report.findings), [(f.kind, f.summary) for f in report.findings]

@@ -1718,7 +1718,9 @@ VAL_FEW_FALLING = 3  # fewer evaluations (this many, at least) are calm when eac
 def _validation_calm_at_best(series: dict[str, list[Point]]) -> bool:
     """The validation loss, over VAL_CALM_POINTS+ evaluations, is calm (its second half moves point to point by under
     VAL_CALM_NOISE of its level) and ends at its best (the last two evaluations' median within VAL_CALM_AT_BEST of
-    the lowest). A batch too small or an LR too high for it keeps the weights moving, which the evaluated model shows
+    the lowest level it reached: with 20+ evaluations the low of its running median, _smoothed_low, as the
+    overfitting rule reads it, so one lucky evaluation 2-3 noise sigmas under a calm level is not the best it must
+    end near). A batch too small or an LR too high for it keeps the weights moving, which the evaluated model shows
     (a noisy validation, or one that drifts off its best: the world corpus's jitter runs with 8+ evaluations end
     15% and 42% above their best, moving 9% and 25% point to point); a calm validation at its best says the training loss's
     spread is the batches' own variety (one batch's loss is a sample), which no batch or LR change would remove."""
@@ -1733,7 +1735,8 @@ def _validation_calm_at_best(series: dict[str, list[Point]]) -> bool:
         return False
     tail = values[len(values) // 2:]
     noise = _mad_sigma([b - a for a, b in zip(tail, tail[1:])]) / math.sqrt(2)
-    return noise < VAL_CALM_NOISE * _median(tail) and _median(values[-2:]) <= (1 + VAL_CALM_AT_BEST) * min(values)
+    return noise < VAL_CALM_NOISE * _median(tail) and _median(values[-2:]) <= (1 + VAL_CALM_AT_BEST) * _smoothed_low(
+        values, noise)
 
 
 # A step noise at or above the level the loss sits at (steps swinging from ~0 to several times that level: a batch
