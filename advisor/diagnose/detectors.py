@@ -1689,22 +1689,16 @@ VAL_IMPROVING_POINTS = 4  # validation points over the judged stretch, at least,
 def _validation_improving(series: dict[str, list[Point]], since: Point) -> bool:
     """Over the stretch judged (from ``since``'s place on), the validation's accuracy or mAP (else its loss) still
     improves: its Theil-Sen trend over the stretch moves the right way by more than VAL_JITTER_TREND times its
-    noise, on VAL_IMPROVING_POINTS+ evaluations. A training loss that "stopped falling" under its noise while
-    validation still improves has not stalled: a label-smoothed or augmented loss sits at a floor far above zero
-    while the model goes on getting better. The noise is the smaller of the point-to-point one (the MAD of
-    neighbouring differences over sqrt 2: right on a bending curve) and the MAD of the residuals around the trend
-    line: one outlying evaluation enters two neighbouring differences, so on the few evaluations of a short stretch
-    (5: 0.96, 0.92, 0.88, 1.09, 0.89) it is half of them and their MAD is the spike itself, while it is one residual
-    of five."""
+    point-to-point noise, on VAL_IMPROVING_POINTS+ evaluations. A training loss that "stopped falling" under its
+    noise while validation still improves has not stalled: a label-smoothed or augmented loss sits at a floor far
+    above zero while the model goes on getting better."""
     kind, at = _position(since)
     for points, sign in ((validation_quality(series), 1.0), (_finite(series.get(VAL_LOSS, [])), -1.0)):
         values = [sign * p.value for p in points if _position(p)[0] == kind and _position(p)[1] >= at]
         if len(values) < VAL_IMPROVING_POINTS:
             continue
-        slope = _theil_sen(values)
-        noise = min(_mad_sigma([b - a for a, b in zip(values, values[1:])]) / math.sqrt(2),
-                    _mad_sigma([v - slope * i for i, v in enumerate(values)]))
-        return slope * (len(values) - 1) > VAL_JITTER_TREND * noise
+        noise = _mad_sigma([b - a for a, b in zip(values, values[1:])]) / math.sqrt(2)
+        return _theil_sen(values) * (len(values) - 1) > VAL_JITTER_TREND * noise
     return False
 
 
