@@ -4,7 +4,7 @@ reading them before any detector read them (tests/corpus/world/labels.toml).
     python bench/diagnose_world.py                 # the tune split (tune on it as often as you like)
     python bench/diagnose_world.py --split holdout # the held-back split: for the lead, scored once
     python bench/diagnose_world.py --batch 3       # one batch only (batch 3 is held back whole: the lead's, once)
-    python bench/diagnose_world.py --calibration-check  # batches 1-6 vs 7-12 (all spent), for a rule change
+    python bench/diagnose_world.py --calibration-check  # batches 1-6 vs 7-13 (all spent), for a rule change
 
 Each entry is judged through the command line a user runs (`advisor diagnose --json PATH`, in-process), so a
 folder reader added at the CLI or in the engine counts alike. Per kind: precision and recall of the primary
@@ -175,7 +175,7 @@ def evaluate(split: str | None, labels: dict[str, dict] | None = None,
 # A rule change is calibrated on these batches (spent) and checked on the next ones (spent too, but not used to set
 # it): named here, so no later batch (a fresh one, held back) is ever scored by this option.
 CALIBRATION_BATCHES = (1, 2, 3, 4, 5, 6)
-CHECK_BATCHES = (7, 8, 9, 10, 11, 12)
+CHECK_BATCHES = (7, 8, 9, 10, 11, 12, 13)
 
 
 def calibration_check(labels: dict[str, dict]) -> str:
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="score only the entries of batch N (repeat for several); batch 3 is held back whole")
     parser.add_argument("--json", metavar="FILE", help="also write each entry's outcome to FILE")
     parser.add_argument("--calibration-check", action="store_true",
-                        help="score batches 1-6 (where a rule change is calibrated) and 7-12 (where it is checked) "
+                        help="score batches 1-6 (where a rule change is calibrated) and 7-13 (where it is checked) "
                              "apart; never a later batch")
     args = parser.parse_args(argv)
     if args.calibration_check:

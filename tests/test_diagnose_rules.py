@@ -1853,3 +1853,79 @@ def test_noisy_steps_of_a_loss_still_falling_while_validation_improves_are_not_j
     writer.writerows(rows)
     report = _diagnose(tmp_path, out.getvalue(), "flat.csv")
     assert any(f.kind == "oscillation-jitter" for f in report.findings), [(f.kind, f.summary) for f in report.findings]
+
+
+def test_validation_noise_tiny_against_where_the_validation_started_is_not_jitter(tmp_path):
+    # batch 13's Alzheimer classifier (100 epochs): val_loss 1.01 -> 0.03-0.09, moving ~0.013 point to point over its
+    # second half: 28% of the level it sits at, 1.3% of where it started; val_acc 0.50 -> 0.99, noisy at the end.
+    # Near a floor 30x under its start a well-fit model's loss moves by a few samples; the training-jitter rule
+    # already judges its noise against the starting loss. The same tail on a curve that started where it sits (a
+    # validation that never came down) is jitter.
+    rng = random.Random(13)
+    tail = [0.045 + rng.gauss(0, 0.013) for _ in range(75)]
+    val = [1.0 * 0.85 ** e + 0.03 for e in range(25)] + [max(0.02, v) for v in tail]
+    acc = [min(0.99, 0.5 + 0.02 * e) - abs(rng.gauss(0, 0.003)) for e in range(100)]
+    acc[-1] = max(acc) - 0.004  # below its best: the accuracy-still-rising exemption does not apply
+    train = [1.27 * 0.88 ** e + 0.009 for e in range(100)]
+    report = _diagnose(tmp_path, _epoch_log(train, val, acc))
+    assert "oscillation-jitter" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+    flat = [0.06 + rng.gauss(0, 0.005) for _ in range(25)] + [max(0.02, v) for v in tail]
+    report = _diagnose(tmp_path, _epoch_log(train, flat, acc), "flat.log")
+    assert "oscillation-jitter" in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+
+
+def test_a_frozen_validation_loss_is_not_learning_when_no_training_loss_is_logged(tmp_path):
+    # batch 13's recommender: a Lightning CSV holding val_loss only, 615.2858 -> 615.2849 -> 615.28473 at 59 of its
+    # 65 epochs. The frozen-validation rule (the evaluated model's outputs never changed) ran only beside a training
+    # loss; with none logged the validation curve alone tells the same. A validation-only curve that moves is not so.
+    def csv(val):
+        return "epoch,step,val_loss\n" + "".join(f"{e},{100 * e + 99},{v:.5f}\n" for e, v in enumerate(val))
+
+    frozen = [615.2858, 615.2849, 615.2848] + [615.28467 if e % 20 == 7 else 615.28473 for e in range(62)]
+    report = _diagnose(tmp_path, csv(frozen), "metrics.csv")
+    assert _kinds(report) == ["not-learning"], [(f.kind, f.summary) for f in report.findings]
+    moving = [615.2858 - 0.5 * e for e in range(65)]
+    report = _diagnose(tmp_path, csv(moving), "moving.csv")
+    assert "not-learning" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+
+
+def test_epoch_means_climbing_tenfold_off_their_best_and_staying_there_have_diverged(tmp_path):
+    # batch 13's power-outage regressor on unscaled targets: the epoch mean 1.0e13 (first epoch) -> 1.56e8 (fifth)
+    # -> 1.7e9, 5.4e9, 1.14e10, 1.21e10 at its last four: never back above its first epoch, never 100x above every
+    # earlier one, so no divergence rule read it (called jitter). Ten times its best for epochs on end is the weights
+    # thrown off. The same run ending 3x above its best (a rough late patch) is no divergence.
+    def csv(losses):
+        return "epoch,loss\n" + "".join(f"{e},{v:.6g}\n" for e, v in enumerate(losses))
+
+    head = [1.03e13, 2.2e9, 7.27e8, 1.82e8, 1.555e8, 1.72e8, 2.27e8, 1.92e8, 3.85e8]
+    report = _diagnose(tmp_path, csv(head + [1.71e9, 5.42e9, 1.14e10, 1.21e10]), "history.csv")
+    assert _kinds(report) == ["diverged"], [(f.kind, f.summary) for f in report.findings]
+    report = _diagnose(tmp_path, csv(head + [4.1e8, 4.4e8, 4.6e8, 4.7e8]), "rough.csv")
+    assert "diverged" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+
+
+def test_a_lone_low_evaluation_of_a_calm_validation_is_not_the_best_it_must_end_near(tmp_path):
+    # Step losses stalled at 1.0 +- 20% after falling from ~1.7 ("stalled" jitter, 11% of the start) beside a
+    # validation calm at ~1.0 +- 2% for 20 epochs, its lowest a lone 0.957 (neighbours 1.008 and 1.025, 2.5 noise
+    # sigmas under the level): the validation's "best" was that one evaluation, the last two (1.036) 8% above it,
+    # so it did not "end at its best" and the batches' own spread was called jitter. The low of its running median
+    # (~1.0, the overfitting rule's reading of a best) is where it settled. A validation that drifts off that level
+    # (to 1.10 at the end) still leaves the steps' jitter said (secondary to the overfitting that drift is).
+    rng = random.Random(20)
+
+    def csv(val):
+        rows = ["epoch,step,train_loss,val_loss"]
+        for e in range(20):
+            for i in range(40):
+                step = 40 * e + i
+                rows.append(f"{e},{step},{(1.0 + math.exp(-step / 100)) * (1 + rng.gauss(0, 0.2)):.4f},")
+            rows.append(f"{e},{40 * e + 39},,{val[e]:.4f}")
+        return "\n".join(rows) + "\n"
+
+    calm = [1.385, 1.177, 1.086, 1.085, 1.027, 1.022, 1.008, 0.957, 1.025, 1.0, 1.053, 1.01, 0.987, 1.032, 1.008,
+            1.012, 1.002, 1.03, 1.024, 1.048]
+    report = _diagnose(tmp_path, csv(calm), "metrics.csv")
+    assert "oscillation-jitter" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+    drifting = calm[:14] + [1.03, 1.05, 1.06, 1.08, 1.09, 1.10]
+    report = _diagnose(tmp_path, csv(drifting), "drifting.csv")
+    assert any(f.kind == "oscillation-jitter" for f in report.findings), [(f.kind, f.summary) for f in report.findings]

@@ -113,18 +113,18 @@ def test_an_entry_the_tool_cannot_read_or_crashes_on_counts_as_wrong(tmp_path, m
     assert outcome.unreadable == "RuntimeError: a reader bug" and not outcome.right
 
 
-def test_the_calibration_check_scores_batches_1_to_6_and_7_to_12_and_never_a_later_batch(tmp_path, monkeypatch):
-    # `--calibration-check`: a rule change is calibrated on batches 1-6 and checked on 7-12 (all spent); a later
-    # batch (held back whole, the lead's to score once) is never judged by it, even when labels.toml holds it.
+def test_the_calibration_check_scores_batches_1_to_6_and_7_to_13_and_never_a_later_batch(tmp_path, monkeypatch):
+    # `--calibration-check`: a rule change is calibrated on batches 1-6 and checked on 7-13 (all spent); a later
+    # batch (held back whole, the lead's to score once: 14) is never judged by it, even when labels.toml holds it.
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     judged = []
     monkeypatch.setattr(bench, "judge", lambda name, entry: judged.append(entry["batch"]) or bench.Outcome(
         name, set(entry["kinds"]), "text-log"))
-    labels = {f"e{b}": {"kinds": [], "split": "holdout", "batch": b} for b in range(1, 14)}
+    labels = {f"e{b}": {"kinds": [], "split": "holdout", "batch": b} for b in range(1, 15)}
     text = bench.calibration_check(labels)
-    assert sorted(judged) == list(range(1, 13)), judged
-    assert "calibration (batches 1-6): 6 of 6 right" in text and "check (batches 7-12): 6 of 6 right" in text
-    assert "by batch: 7 1/1, 8 1/1, 9 1/1, 10 1/1, 11 1/1, 12 1/1" in text  # batches read to write rules, apart
+    assert sorted(judged) == list(range(1, 14)), judged
+    assert "calibration (batches 1-6): 6 of 6 right" in text and "check (batches 7-13): 7 of 7 right" in text
+    assert "by batch: 7 1/1, 8 1/1, 9 1/1, 10 1/1, 11 1/1, 12 1/1, 13 1/1" in text  # read to write rules, apart
 
 
 @pytest.mark.parametrize("batch", [FRESH_BATCH, UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH, SEVENTH_BATCH, EIGHTH_BATCH,
@@ -466,7 +466,10 @@ def test_the_eleventh_fresh_batch_keeps_what_it_scored_once():
     of them not healthy, in 12 formats) was labelled by a helper who never ran a detector on it, and scored once by
     the lead after dx-rules14 (which learned from batch 12) landed (main 13239f7, 18:24 UTC, load ~1): 28 of 37 right
     (0.76), none unreadable, no error-level finding on its 17 healthy runs (2 with a jitter finding). Below the
-    issue's 90%: this guards against falling back. runmedic 0.1.1: 18, trainspotter 0.2.6: 17 on the same entries."""
+    issue's 90%: this guards against falling back. runmedic 0.1.1: 18, trainspotter 0.2.6: 17 on the same entries.
+    Spent since; dx-rules15 learned from it (validation jitter judged against where the validation started too;
+    a frozen validation loss is not learning without a training loss logged; epoch means held 10x above their best
+    have diverged): 31 of 37, guarded here (a score after tuning on it, not a fresh one)."""
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     outcomes = bench.evaluate(None, LABELS, (THIRTEENTH_BATCH,))
-    _assert_scored_once_part_holds(outcomes, 37, 28)
+    _assert_scored_once_part_holds(outcomes, 37, 31)

@@ -442,7 +442,7 @@ def detect_diverged(series: dict[str, list[Point]], events: list[LogEvent], coun
                             {"series": name, "max_before": earlier, "value": points[index].value,
                              "points_after": len(points) - index - 1, **_span(points, index, len(points) - 1)},
                             _diverged_actions(ctx), confidence="high" if len(points) - index >= 2 else "medium")]
-    epoch_blow_up = _epoch_mean_blew_up(series, ctx)
+    epoch_blow_up = _epoch_mean_blew_up(series, ctx) or _epoch_mean_climbed(series, ctx)
     if epoch_blow_up:
         return epoch_blow_up
     for name in (TRAIN_LOSS, VAL_LOSS):
@@ -929,6 +929,42 @@ def _epoch_mean_blew_up(series: dict[str, list[Point]], ctx: Context) -> list[Fi
     return []
 
 
+EPOCH_CLIMB_FACTOR = 10.0  # epoch means this many times the lowest one before them ...
+EPOCH_CLIMB_LASTS = 3  # ... at each of the run's last this many epochs: an order of magnitude off its best, held
+
+
+def _epoch_mean_climbed(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """The training loss's epoch means (a per-epoch series, EPOCH_CLIMB_LASTS + 3 or more) each EPOCH_CLIMB_FACTOR
+    times the lowest epoch mean before them or more over the run's last EPOCH_CLIMB_LASTS epochs: the loss climbed an
+    order of magnitude off the best the same model had already reached, and stayed there. An epoch mean averages the
+    whole epoch's batches, and fitting the training set harder (overfitting) only lowers it; ten times its best for
+    epochs on end is the weights being thrown off, whatever the run's first epoch was (a regressor on unscaled
+    targets: 1e13 at its first epoch, 1.6e8 at its fifth, then 1.7e9, 5.4e9, 1.1e10, 1.2e10: diverged, though never
+    above its start nor 100x above every earlier epoch, what _gave_back and _epoch_mean_blew_up ask)."""
+    for name in ("train_loss_epoch", TRAIN_LOSS):
+        points = _finite(series.get(name, []))
+        if len(points) >= 3 and (name == "train_loss_epoch" or cadence_of(points) == "epoch"):
+            break
+    else:
+        return []
+    values = _values(points)
+    if len(values) < EPOCH_CLIMB_LASTS + 3:
+        return []
+    head = values[:-EPOCH_CLIMB_LASTS]
+    index = min(range(len(head)), key=head.__getitem__)
+    lowest = head[index]
+    if lowest < CONVERGED_LEVEL or min(values[-EPOCH_CLIMB_LASTS:]) < EPOCH_CLIMB_FACTOR * lowest:
+        return []
+    return [Finding("diverged", "error",
+                    f"The training loss's epoch mean fell to {lowest:.4g} at {_describe(_where(points, index))}, then "
+                    f"climbed to {values[-1]:.4g}: each of its last {EPOCH_CLIMB_LASTS} epochs is "
+                    f"{EPOCH_CLIMB_FACTOR:g}x+ above that best (the lowest {min(values[-EPOCH_CLIMB_LASTS:]):.4g}): "
+                    "training diverged.",
+                    {"series": name, "lowest": lowest, "lowest_at": _where(points, index), "last": values[-1],
+                     "lowest_of_last": min(values[-EPOCH_CLIMB_LASTS:]), **_span(points, index, len(points) - 1)},
+                    _diverged_actions(ctx), confidence="medium")]
+
+
 WORSE_ON_BOTH = 1.2  # every later loss this many times its curve's first value, training and validation alike
 WORSE_MIN_POINTS = 4
 
@@ -1086,8 +1122,8 @@ def detect_not_learning(series: dict[str, list[Point]], ctx: Context) -> list[Fi
     run near where it started. Judged on short epoch logs too; the confidence says how much it stands on."""
     train = _finite(series.get(TRAIN_LOSS, []) or series.get("train_loss_epoch", []))
     if len(train) < STUCK_FEW_POINTS:  # no training loss: the validation curves alone may still tell
-        return (_predictions_never_changed(series) or _validation_at_chance(series, ctx)
-                or _validation_loss_at_ln_k(series, ctx))
+        return (_predictions_never_changed(series) or _validation_loss_frozen(series)
+                or _validation_at_chance(series, ctx) or _validation_loss_at_ln_k(series, ctx))
     values = _values(train)
     last = values[-1]
     tail = values[len(values) // 2:]
@@ -1676,7 +1712,9 @@ VAL_FEW_FALLING = 3  # fewer evaluations (this many, at least) are calm when eac
 def _validation_calm_at_best(series: dict[str, list[Point]]) -> bool:
     """The validation loss, over VAL_CALM_POINTS+ evaluations, is calm (its second half moves point to point by under
     VAL_CALM_NOISE of its level) and ends at its best (the last two evaluations' median within VAL_CALM_AT_BEST of
-    the lowest). A batch too small or an LR too high for it keeps the weights moving, which the evaluated model shows
+    the lowest level it reached: with 20+ evaluations the low of its running median, _smoothed_low, as the
+    overfitting rule reads it, so one lucky evaluation 2-3 noise sigmas under a calm level is not the best it must
+    end near). A batch too small or an LR too high for it keeps the weights moving, which the evaluated model shows
     (a noisy validation, or one that drifts off its best: the world corpus's jitter runs with 8+ evaluations end
     15% and 42% above their best, moving 9% and 25% point to point); a calm validation at its best says the training loss's
     spread is the batches' own variety (one batch's loss is a sample), which no batch or LR change would remove."""
@@ -1691,7 +1729,8 @@ def _validation_calm_at_best(series: dict[str, list[Point]]) -> bool:
         return False
     tail = values[len(values) // 2:]
     noise = _mad_sigma([b - a for a, b in zip(tail, tail[1:])]) / math.sqrt(2)
-    return noise < VAL_CALM_NOISE * _median(tail) and _median(values[-2:]) <= (1 + VAL_CALM_AT_BEST) * min(values)
+    return noise < VAL_CALM_NOISE * _median(tail) and _median(values[-2:]) <= (1 + VAL_CALM_AT_BEST) * _smoothed_low(
+        values, noise)
 
 
 # A step noise at or above the level the loss sits at (steps swinging from ~0 to several times that level: a batch
@@ -1796,6 +1835,7 @@ def detect_gradient_jitter(series: dict[str, list[Point]], ctx: Context) -> list
 
 VAL_JITTER_MIN_POINTS = 10  # a validation series (one point an epoch, typically) this long, at least
 VAL_JITTER_TREND = 2.0  # ... with a trend that falls less than this many times the noise over the stretch judged
+VAL_JITTER_OF_START = 0.05  # ... and a noise of at least this share of where the validation loss started
 
 
 def _accuracy_still_rising(series: dict[str, list[Point]]) -> bool:
@@ -1815,7 +1855,11 @@ def _accuracy_still_rising(series: dict[str, list[Point]]) -> bool:
 def detect_validation_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
     """Validation loss that jumps point to point by VAL_JITTER_SCORE of its level or more, without a trend that
     falls past that noise: judged on a validation series of 10+ points (its second half once it has 20+, where
-    the first descent is over), whatever reader produced it (a CSV logger, TensorBoard, text lines)."""
+    the first descent is over), whatever reader produced it (a CSV logger, TensorBoard, text lines). As the training
+    loss's jitter is (detect_jitter), the noise is also judged against where the curve started: under
+    VAL_JITTER_OF_START of its first evaluations' median it is tiny against the distance the validation has come (a
+    loss fallen 30x to 0.04 moving 0.013 point to point is a few samples of a well-fit model, 28% of its level but
+    1.3% of its start), and no jitter."""
     val = _finite(series.get(VAL_LOSS, []))
     if len(val) < VAL_JITTER_MIN_POINTS:
         return []
@@ -1829,10 +1873,14 @@ def detect_validation_jitter(series: dict[str, list[Point]], ctx: Context) -> li
     noise = 1.4826 * _median([abs(d - centre) for d in diffs]) / math.sqrt(2)
     fall = -_theil_sen(values) * (len(values) - 1)
     score = noise / level
+    start = _median(_values(val[:max(3, len(val) // 20)]))
     if score < VAL_JITTER_SCORE or fall > VAL_JITTER_TREND * noise or _accuracy_still_rising(series):
         return []
+    if start > 0 and noise < VAL_JITTER_OF_START * start:
+        return []
     evidence = {"series": VAL_LOSS, "noise_sigma": round(noise, 6), "loss_level": round(level, 6),
-                "relative_noise": round(score, 3), "trend_fall": round(fall, 6) + 0.0, "points": len(values),
+                "relative_noise": round(score, 3), "starting_loss": round(start, 6),
+                "trend_fall": round(fall, 6) + 0.0, "points": len(values),
                 **_span(val, len(val) - len(judged), len(val) - 1)}
     shown = " -> ".join(f"{v:.3g}" for v in values[:4])
     return [Finding("oscillation-jitter", "warning",
