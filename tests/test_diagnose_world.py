@@ -31,6 +31,7 @@ TENTH_BATCH = 10  # held back whole, collected after batch 9 was scored; scored 
 ELEVENTH_BATCH = 11  # held back whole, collected after batch 10 was scored; scored once: 29/36 (README)
 TWELFTH_BATCH = 12  # held back whole, collected after batch 11 was scored; scored once: 24/30 (README)
 THIRTEENTH_BATCH = 13  # held back whole, collected after batch 12 was scored; scored once: 28/37 (README)
+FOURTEENTH_BATCH = 14  # held back whole, collected after batch 13 was scored; nobody has run a detector on it
 
 
 def _load(name, path):
@@ -129,7 +130,7 @@ def test_the_calibration_check_scores_batches_1_to_6_and_7_to_13_and_never_a_lat
 
 @pytest.mark.parametrize("batch", [FRESH_BATCH, UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH, SEVENTH_BATCH, EIGHTH_BATCH,
                                    NINTH_BATCH, TENTH_BATCH, ELEVENTH_BATCH, TWELFTH_BATCH,
-                                   THIRTEENTH_BATCH])
+                                   THIRTEENTH_BATCH, FOURTEENTH_BATCH])
 def test_the_fresh_batch_is_held_back_whole_and_the_bench_selects_it_without_judging_it(capsys, batch):
     """Batch 3 was collected after batches 1-2's held-back part was spent, batch 4 after batch 3 was scored: each is
     held back whole, at least 30 entries, a third of them healthy. The bench picks a batch by its number and says
@@ -147,7 +148,8 @@ def test_the_fresh_batch_is_held_back_whole_and_the_bench_selects_it_without_jud
 
 
 @pytest.mark.parametrize("batch", [UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH, SEVENTH_BATCH, EIGHTH_BATCH, NINTH_BATCH,
-                                   TENTH_BATCH, ELEVENTH_BATCH, TWELFTH_BATCH, THIRTEENTH_BATCH])
+                                   TENTH_BATCH, ELEVENTH_BATCH, TWELFTH_BATCH, THIRTEENTH_BATCH,
+                                   FOURTEENTH_BATCH])
 def test_the_unscored_batch_has_new_sources_and_no_entry_of_an_earlier_batch(batch):
     """Batches 4 to 10 are new material: no repository file or generated run already in an earlier batch."""
     earlier = {e["source"] for e in LABELS.values() if e.get("batch", 1) < batch}
@@ -269,6 +271,32 @@ def test_the_thirteenth_batch_is_committed_files_from_new_repositories_in_varied
     assert len(set(formats)) >= 8 and max(formats.count(f) for f in formats) <= 8, sorted(formats)
     kinds = {k for e in fresh.values() for k in e["kinds"]}
     assert {"crash", "oom"} <= kinds and len(kinds) >= 7, kinds
+    healthy = sum(not e["kinds"] for e in fresh.values())
+    assert 0.30 * len(fresh) <= healthy <= 0.60 * len(fresh), (healthy, len(fresh))
+    assert all(_size(WORLD / n.split("/")[0]) < 200 * 1024 for n in fresh), "every folder < 200 KB"
+
+
+def test_the_fourteenth_batch_is_committed_files_from_new_repositories_with_the_kinds_fresh_batches_miss():
+    """Batch 14 asks for about 36 files committed in public repositories none of batches 1-13 used (at most 2
+    entries from any one repository, checked case-insensitively) and no run trained here, in varied formats (no more
+    than 8 of any one), with the kinds earlier fresh batches held too few of: 5 or more not-learning runs, 3 or more
+    diverged, 3 or more slow-convergence, 3 or more jitter or periodic oscillation, besides overfitting, a crash and
+    an oom; 30-60% of it healthy and every folder < 200 KB; nothing here reads the entries' curves (the lead scores
+    it once: `python bench/diagnose_world.py --batch 14`)."""
+    fresh, committed, generated = _batch_by_source(FOURTEENTH_BATCH)
+    assert len(committed) >= 30 and not generated, (len(committed), len(generated))
+    assert len(committed) == len(fresh) and 30 <= len(fresh) <= 42, len(fresh)
+    repos = [fresh[n]["source"].split()[0].lower() for n in committed]
+    assert max(repos.count(r) for r in repos) <= 2, "at most 2 entries per repository"
+    earlier = {e["source"].split()[0].lower() for e in LABELS.values() if e.get("batch", 1) < FOURTEENTH_BATCH}
+    assert not set(repos) & earlier, "a repository used before"
+    formats = [e["format"] for e in fresh.values()]
+    assert len(set(formats)) >= 8 and max(formats.count(f) for f in formats) <= 8, sorted(formats)
+    labelled = {k for e in LABELS.values() for k in e["kinds"]}
+    count = {k: sum(k in e["kinds"] for e in fresh.values()) for k in labelled}
+    assert count["not-learning"] >= 5 and count["diverged"] >= 3 and count["slow-convergence"] >= 3, count
+    assert count["oscillation-jitter"] + count["oscillation-periodic"] >= 3, count
+    assert count["overfitting"] and count["crash"] and count["oom"], count
     healthy = sum(not e["kinds"] for e in fresh.values())
     assert 0.30 * len(fresh) <= healthy <= 0.60 * len(fresh), (healthy, len(fresh))
     assert all(_size(WORLD / n.split("/")[0]) < 200 * 1024 for n in fresh), "every folder < 200 KB"
