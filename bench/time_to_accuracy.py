@@ -270,7 +270,9 @@ def run_one(args) -> tuple[float, float, str]:
     trainer = Trainer(parse_size(args.device_memory), recipe, train_size, args.loop)
     from advisor.method.plan import largest_learnable_global
 
-    learnable = largest_learnable_global(train_size) // NPROC  # per device, DOMAIN 8.5's cap
+    # per device, DOMAIN 8.5's cap, read as the plan reads it: over the planned run when the recipe knows its length
+    # (its warmup table's run_epochs), else one epoch (read per epoch, the adam-edge plan's 256 looked past it)
+    learnable = largest_learnable_global(train_size, recipe.get("warmup", {}).get("run_epochs")) // NPROC
     grid = sorted(set(grid_for(largest, advised)) | ({learnable} if learnable <= largest else set()))
     times: dict[int, list[float]] = {b: [] for b in grid}
     finals: dict[int, list[float]] = {b: [] for b in grid}
