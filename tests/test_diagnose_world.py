@@ -236,22 +236,30 @@ def test_the_eleventh_batch_is_mostly_committed_files_from_new_repositories():
     assert all(_size(WORLD / n.split("/")[0]) < 200 * 1024 for n in fresh), "every folder < 200 KB"
 
 
+def _committed_from_new_repositories(batch: int, fewest: int, most: int) -> dict:
+    """What batches 12-14 share, asserted: ``fewest`` to ``most`` entries, every one a file committed in a public
+    repository (no run trained here), at most 2 from any one repository and none from a repository an earlier batch
+    used (checked case-insensitively), 30-60% of them healthy, every folder < 200 KB. The batch's entries."""
+    fresh, committed, generated = _batch_by_source(batch)
+    assert len(committed) >= fewest and not generated, (len(committed), len(generated))
+    assert len(committed) == len(fresh) and fewest <= len(fresh) <= most, len(fresh)
+    repos = [fresh[n]["source"].split()[0].lower() for n in committed]
+    assert max(repos.count(r) for r in repos) <= 2, "at most 2 entries per repository"
+    earlier = {e["source"].split()[0].lower() for e in LABELS.values() if e.get("batch", 1) < batch}
+    assert not set(repos) & earlier, "a repository used before"
+    healthy = sum(not e["kinds"] for e in fresh.values())
+    assert 0.30 * len(fresh) <= healthy <= 0.60 * len(fresh), (healthy, len(fresh))
+    assert all(_size(WORLD / n.split("/")[0]) < 200 * 1024 for n in fresh), "every folder < 200 KB"
+    return fresh
+
+
 def test_the_twelfth_batch_is_committed_files_from_new_repositories():
     """Batch 12 asks for at least 24 files committed in public repositories none of batches 1-11 used (at most 2
     entries from any one repository, every repository checked case-insensitively) and no run trained here; 24 to 35
     entries, 30-60% of them healthy, a third or more not healthy and every folder < 200 KB; nothing here reads the
     entries' curves (the lead scores it once: `python bench/diagnose_world.py --batch 12`)."""
-    fresh, committed, generated = _batch_by_source(TWELFTH_BATCH)
-    assert len(committed) >= 24 and not generated, (len(committed), len(generated))
-    assert len(committed) == len(fresh) and 24 <= len(fresh) <= 35, len(fresh)
-    repos = [fresh[n]["source"].split()[0].lower() for n in committed]
-    assert max(repos.count(r) for r in repos) <= 2, "at most 2 entries per repository"
-    earlier = {e["source"].split()[0].lower() for e in LABELS.values() if e.get("batch", 1) < TWELFTH_BATCH}
-    assert not set(repos) & earlier, "a repository used before"
-    healthy = sum(not e["kinds"] for e in fresh.values())
-    assert 0.30 * len(fresh) <= healthy <= 0.60 * len(fresh), (healthy, len(fresh))
+    fresh = _committed_from_new_repositories(TWELFTH_BATCH, 24, 35)
     assert 3 * sum(bool(e["kinds"]) for e in fresh.values()) >= len(fresh)
-    assert all(_size(WORLD / n.split("/")[0]) < 200 * 1024 for n in fresh), "every folder < 200 KB"
 
 
 def test_the_thirteenth_batch_is_committed_files_from_new_repositories_in_varied_formats_and_kinds():
@@ -260,20 +268,11 @@ def test_the_thirteenth_batch_is_committed_files_from_new_repositories_in_varied
     than 8 of any one) and kinds (a crash, an oom and at least five other not-healthy kinds among them); 30-60% of it
     healthy and every folder < 200 KB; nothing here reads the entries' curves (the lead scores it once:
     `python bench/diagnose_world.py --batch 13`)."""
-    fresh, committed, generated = _batch_by_source(THIRTEENTH_BATCH)
-    assert len(committed) >= 30 and not generated, (len(committed), len(generated))
-    assert len(committed) == len(fresh) and 30 <= len(fresh) <= 42, len(fresh)
-    repos = [fresh[n]["source"].split()[0].lower() for n in committed]
-    assert max(repos.count(r) for r in repos) <= 2, "at most 2 entries per repository"
-    earlier = {e["source"].split()[0].lower() for e in LABELS.values() if e.get("batch", 1) < THIRTEENTH_BATCH}
-    assert not set(repos) & earlier, "a repository used before"
+    fresh = _committed_from_new_repositories(THIRTEENTH_BATCH, 30, 42)
     formats = [e["format"] for e in fresh.values()]
     assert len(set(formats)) >= 8 and max(formats.count(f) for f in formats) <= 8, sorted(formats)
     kinds = {k for e in fresh.values() for k in e["kinds"]}
     assert {"crash", "oom"} <= kinds and len(kinds) >= 7, kinds
-    healthy = sum(not e["kinds"] for e in fresh.values())
-    assert 0.30 * len(fresh) <= healthy <= 0.60 * len(fresh), (healthy, len(fresh))
-    assert all(_size(WORLD / n.split("/")[0]) < 200 * 1024 for n in fresh), "every folder < 200 KB"
 
 
 def test_the_fourteenth_batch_is_committed_files_from_new_repositories_with_the_kinds_fresh_batches_miss():
@@ -283,13 +282,7 @@ def test_the_fourteenth_batch_is_committed_files_from_new_repositories_with_the_
     diverged, 3 or more slow-convergence, 3 or more jitter or periodic oscillation, besides overfitting, a crash and
     an oom; 30-60% of it healthy and every folder < 200 KB; nothing here reads the entries' curves (the lead scores
     it once: `python bench/diagnose_world.py --batch 14`)."""
-    fresh, committed, generated = _batch_by_source(FOURTEENTH_BATCH)
-    assert len(committed) >= 30 and not generated, (len(committed), len(generated))
-    assert len(committed) == len(fresh) and 30 <= len(fresh) <= 42, len(fresh)
-    repos = [fresh[n]["source"].split()[0].lower() for n in committed]
-    assert max(repos.count(r) for r in repos) <= 2, "at most 2 entries per repository"
-    earlier = {e["source"].split()[0].lower() for e in LABELS.values() if e.get("batch", 1) < FOURTEENTH_BATCH}
-    assert not set(repos) & earlier, "a repository used before"
+    fresh = _committed_from_new_repositories(FOURTEENTH_BATCH, 30, 42)
     formats = [e["format"] for e in fresh.values()]
     assert len(set(formats)) >= 8 and max(formats.count(f) for f in formats) <= 8, sorted(formats)
     labelled = {k for e in LABELS.values() for k in e["kinds"]}
@@ -297,9 +290,6 @@ def test_the_fourteenth_batch_is_committed_files_from_new_repositories_with_the_
     assert count["not-learning"] >= 5 and count["diverged"] >= 3 and count["slow-convergence"] >= 3, count
     assert count["oscillation-jitter"] + count["oscillation-periodic"] >= 3, count
     assert count["overfitting"] and count["crash"] and count["oom"], count
-    healthy = sum(not e["kinds"] for e in fresh.values())
-    assert 0.30 * len(fresh) <= healthy <= 0.60 * len(fresh), (healthy, len(fresh))
-    assert all(_size(WORLD / n.split("/")[0]) < 200 * 1024 for n in fresh), "every folder < 200 KB"
 
 
 def _assert_scored_once_part_holds(outcomes, entries: int, at_least_right: int, unreadable_at_most: int = 0) -> None:

@@ -7,7 +7,9 @@ its key, stage and cadence, so a picture never draws two of them as one line.
 
 from __future__ import annotations
 
-from .records import Finding, Point
+import math
+
+from .records import TRAIN_LOSS, Finding, Point
 
 STAGES = {"train": "train", "val": "val", "test": "test"}
 # Series that belong to training whatever their name says: the optimizer's state.
@@ -37,6 +39,16 @@ def cadence_of(points: list[Point]) -> str:
     if points and all(p.step is None and p.epoch is not None and float(p.epoch).is_integer() for p in points):
         return "epoch"
     return "step"
+
+
+def epoch_loss_curve(series: dict[str, list[Point]], min_points: int) -> tuple[str, list[Point]] | None:
+    """The training loss by epoch: Lightning's ``train_loss_epoch`` means, else a training loss logged once an epoch;
+    (its series name, its finite points) when it has ``min_points`` or more, else None."""
+    for name in ("train_loss_epoch", TRAIN_LOSS):
+        points = [p for p in series.get(name, []) if math.isfinite(p.value)]
+        if len(points) >= min_points and (name == "train_loss_epoch" or cadence_of(points) == "epoch"):
+            return name, points
+    return None
 
 
 def curves(series: dict[str, list[Point]]) -> dict[tuple[str, str, str], list[Point]]:

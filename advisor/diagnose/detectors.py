@@ -18,7 +18,7 @@ from .records import TRAIN_LOSS, VAL_LOSS, Finding, LogEvent, Point, dataclass
 from .advice import NOT_LEARNING_ACTIONS, PERIODIC_ACTIONS, jitter_actions, overfitting_actions
 from .shortlog import (CONVERGED_LEVEL, VAL_JITTER_SCORE, _theil_sen, adjacent, detect_short_jitter,
                        detect_short_periodic, detect_short_validation, median)
-from .curves import cadence_of
+from .curves import cadence_of, epoch_loss_curve
 from .slow import detect_slow_epochs, quarter_paces, steady
 
 MIN_POINTS = 20
@@ -904,12 +904,10 @@ def _epoch_mean_blew_up(series: dict[str, list[Point]], ctx: Context) -> list[Fi
     back (_explosion asks that it never does): an epoch mean averages the whole epoch's batches, so a 100x epoch is
     the weights thrown orders of magnitude off, not one bad batch, and where they land after is a new start (a
     regression at SGD LR 0.5: 1.7 -> 59,000 -> back to 1.05, the predict-the-mean level)."""
-    for name in ("train_loss_epoch", TRAIN_LOSS):
-        points = _finite(series.get(name, []))
-        if len(points) >= 3 and (name == "train_loss_epoch" or cadence_of(points) == "epoch"):
-            break
-    else:
+    found = epoch_loss_curve(series, 3)
+    if found is None:
         return []
+    name, points = found
     values = _values(points)
     for index in range(1, len(values) - EPOCH_BLOW_UP_LASTS + 1):
         earlier = max(abs(v) for v in values[:index])
@@ -941,12 +939,10 @@ def _epoch_mean_climbed(series: dict[str, list[Point]], ctx: Context) -> list[Fi
     epochs on end is the weights being thrown off, whatever the run's first epoch was (a regressor on unscaled
     targets: 1e13 at its first epoch, 1.6e8 at its fifth, then 1.7e9, 5.4e9, 1.1e10, 1.2e10: diverged, though never
     above its start nor 100x above every earlier epoch, what _gave_back and _epoch_mean_blew_up ask)."""
-    for name in ("train_loss_epoch", TRAIN_LOSS):
-        points = _finite(series.get(name, []))
-        if len(points) >= 3 and (name == "train_loss_epoch" or cadence_of(points) == "epoch"):
-            break
-    else:
+    found = epoch_loss_curve(series, 3)
+    if found is None:
         return []
+    name, points = found
     values = _values(points)
     if len(values) < EPOCH_CLIMB_LASTS + 3:
         return []

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 
-from .curves import cadence_of
+from .curves import cadence_of, epoch_loss_curve
 from .records import TRAIN_LOSS, VAL_LOSS, Finding, Point
 from .shortlog import median
 
@@ -63,11 +63,9 @@ def _per_epoch(series: dict[str, list[Point]]) -> list[tuple[str, list[Point]]]:
     val = [p for p in series.get(VAL_LOSS, []) if math.isfinite(p.value)]
     if len(val) >= SLOW_EPOCH_MIN_POINTS and cadence_of(val) == "epoch":
         curves.append((VAL_LOSS, val))
-    for name in ("train_loss_epoch", TRAIN_LOSS):
-        points = [p for p in series.get(name, []) if math.isfinite(p.value)]
-        if len(points) >= SLOW_EPOCH_MIN_POINTS and (name == "train_loss_epoch" or cadence_of(points) == "epoch"):
-            curves.append((name, points))
-            break
+    train = epoch_loss_curve(series, SLOW_EPOCH_MIN_POINTS)
+    if train is not None:
+        curves.append(train)
     return curves
 
 
