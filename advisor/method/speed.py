@@ -81,7 +81,8 @@ def cannot_be_shown_faster(big: dict, small: dict, bar: float = FASTER_BY, level
     further rounds up to ``max_rounds``, all of them over the bar, would show it (with rounds still to come, and at
     least one paired measurement; at ``max_rounds`` or past it, not shown is settled)."""
     over, total = rounds_over_bar(big, small, bar)
-    if total == 0 or shown_faster(big, small, bar, level):
+    needed = rounds_needed(total, level)
+    if total == 0 or (needed is not None and over >= needed):  # none paired, or shown faster (``shown_faster``)
         return False
     return not any(over + (more - total) >= (rounds_needed(more, level) or more + 1)
                    for more in range(total + 1, max_rounds + 1))

@@ -186,6 +186,11 @@ class WalkStep:
         """Not shown, and more rounds could still show it: ``needs_timing`` asks for them."""
         return not self.paid and not self.settled
 
+    @property
+    def awaits_rounds(self) -> bool:
+        """Undecided on timing rounds still under MAX_WALK_ROUNDS: more rounds can settle it (seeds cannot grow)."""
+        return self.undecided and self.rounds and len(self.ratios) < MAX_WALK_ROUNDS
+
     def mark(self, bar: float) -> str:
         """The ratios against the bar, in words: "6 of 6 over the 1.10x bar: shown more than 10% faster"."""
         return f"{self.over} of {len(self.ratios)} over the {bar:.2f}x bar: {self._verdict(bar)}"
@@ -643,7 +648,7 @@ def _unsettled_steps(verdict: SweepVerdict, tied: list[CandidateScores] | None =
     for comparison in verdict.unresolved():
         together = sorted(tied + [verdict.candidate(comparison.per_device)], key=lambda c: c.per_device)
         steps += walk_equals(together, verdict.yours, verdict.batchnorm, verdict.policy.throughput_margin)[3]
-    return [step for step in steps if step.undecided and step.rounds and len(step.ratios) < MAX_WALK_ROUNDS]
+    return [step for step in steps if step.awaits_rounds]
 
 
 def _walk_sets(verdict: SweepVerdict) -> list[list[int]]:
@@ -794,7 +799,7 @@ def _mark_pick_unchanged(verdict: SweepVerdict, tied: list[CandidateScores]) -> 
         if not all((c.timed or c.timing_failed) and _timed_together(c, d) for c, d in zip(together, together[1:])):
             continue
         pick, _, _, steps = walk_equals(together, verdict.yours, verdict.batchnorm, verdict.policy.throughput_margin)
-        if any(step.undecided and step.rounds and len(step.ratios) < MAX_WALK_ROUNDS for step in steps):
+        if any(step.awaits_rounds for step in steps):
             continue  # more rounds could still change that walk's pick: needs_timing asks for them first
         comparison.pick_unchanged = pick == verdict.chosen
 
