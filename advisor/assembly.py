@@ -121,9 +121,13 @@ def assemble(steps: StepResults, parts: PlanParts, *, env: dict, launch: list[st
              workload_notes: dict) -> MethodResult:
     """The MethodResult, every field by name: the one place a plan's result is built."""
     sweep, trial, start, info = steps.sweep, steps.trial, steps.start, steps.info
-    headline = (f"No sweep candidate learned: check the base LR ({info.base_lr:g} at global batch "
-                f"{info.base_global_batch}). This plan is that base setting, not a validated one."
-                if sweep.failed else "")
+    headline = ""
+    if sweep.failed:
+        blame = ("every sweep candidate ran out of memory in its sweep run: plan again with more --headroom"
+                 if sweep.verdict.out_of_memory_only else
+                 f"check the base LR ({info.base_lr:g} at global batch {info.base_global_batch})")
+        headline = (f"No sweep candidate learned: {blame}. This plan is the base setting (global batch "
+                    f"{info.base_global_batch}), not a validated one.")
     return MethodResult(
         settings=steps.settings, workload=info, ceiling=parts.ceiling,
         start_value=start.per_device if start else sweep.chosen, start_reason=start.reason if start else "",
@@ -177,15 +181,21 @@ def launch_line(adapter: Adapter, settings: MethodSettings, parts: PlanParts, en
                                              optimizer=optimizer, optimizer_hyperparameters=hyperparameters))
 
 
-def precision_reason(choice: PrecisionChoice, trial: TrialOutcome | None, accumulation_note: str) -> str:
-    """Why the plan runs in its precision: the choice made before the probes, then what the runs showed."""
+def precision_reason(choice: PrecisionChoice, trial: TrialOutcome | None, accumulation_note: str,
+                     training_oom: str = "", accumulation_steps: int = 1) -> str:
+    """Why the plan runs in its precision: the choice made before the probes, then what the runs showed.
+    ``training_oom``: why the plan's own training runs capped the batch (their OOM), if they did;
+    ``accumulation_steps``: the plan's, so the text never says none was needed where the plan has some."""
     measured = choice.measure
     if trial and trial.precision != measured:
         outcome = (f"The trial ran out of memory in {measured} and fit in {trial.precision}, so the plan uses "
                    f"{trial.precision} (mixed precision before shrinking the batch).")
     elif accumulation_note:
         outcome = accumulation_note
-    elif choice.mixed:
+    elif training_oom:
+        outcome = (f"It stays {measured}: {training_oom}, after the precision was chosen"
+                   + (f" ({choice.mixed} was not measured at that length)." if choice.mixed else "."))
+    elif choice.mixed and accumulation_steps == 1:
         outcome = f"Nothing ran out of memory in {measured} and no accumulation was needed, so the plan keeps it."
     else:
         outcome = ""
@@ -224,8 +234,9 @@ def base_fallback_plan(settings: MethodSettings, info: WorkloadInfo, sweep: Swee
     plan.warnings.insert(0, Warning_(
         "no-candidate-learned",
         f"{sweep.verdict.reason} The plan is the base setting (global batch {info.base_global_batch}, LR "
-        f"{lr.value:.4g}), which this plan did not validate either: check that the base LR trains at the base "
-        "batch in a plain run before planning again."))
+        f"{lr.value:.4g}), which this plan did not validate either: "
+        + ("give the runs more memory before planning again." if sweep.verdict.out_of_memory_only else
+           "check that the base LR trains at the base batch in a plain run before planning again.")))
     return plan, lr, warmup
 
 

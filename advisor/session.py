@@ -369,7 +369,8 @@ class Session:
         if self.precision.tf32:
             plan.precision_advice += TF32_ADVICE
         return PlanParts(ceiling, plan, lr, warmup, cap, self.cap_reason if cap < ceiling.per_device_max else "",
-                         estimate, goodput, precision_reason(self.precision, self.trial_outcome, accumulation_note))
+                         estimate, goodput, precision_reason(self.precision, self.trial_outcome, accumulation_note,
+                                                             ran_why, plan.accumulation_steps))
 
     def _plan_precision_and_cap(self, mixed_cap) -> tuple[str, int, CeilingResult, str]:
         """(precision, per-device cap before the training runs' own OOM cap, the ceiling it came from, what mixed

@@ -11,7 +11,11 @@ import math
 from pathlib import Path
 
 import pytest
-from helpers import DIVERGED_TRIAL, FLAT_RUN, HEALTHY_RUN, MIB, swept_session
+from helpers import DIVERGED_TRIAL, FLAT_RUN, HEALTHY_RUN, MIB, StubRunner, settings, swept_session
+
+from advisor.adapters import load_adapter
+from advisor.device import HostDevices
+from advisor.session import Session, validate_setup
 
 from advisor.ledger import TrialRecord
 from advisor.method.sweep import (BEST_BY_MARGIN, EQUALS_BIGGER_FASTER, NONE_LEARNED, NO_RUNS, SweepPolicy, decide_sweep, run_score,
@@ -548,6 +552,44 @@ def test_when_no_candidate_learned_the_plan_is_the_base_setting_with_a_headline_
     assert json_summary(result, None)["validated"] is False
     learned = swept_session({8: 0.80, 16: 0.95, 32: 0.70}.__getitem__, centre=16, extensions=0)[0].finish()
     assert not learned.headline and json_summary(learned, None)["validated"] is True
+
+
+class LongRunsRunOutOfMemory(StubRunner):
+    """The probes and the trial fit; every sweep run (hundreds of steps) runs out of memory, as bn-small's did under
+    an 8 MiB CPU budget (the process's own allocations grew ~2 MiB a rank over 375 steps)."""
+
+    def train(self, phase, per_device, *args, **kw):
+        record = super().train(phase, per_device, *args, **kw)
+        if phase == "sweep":
+            record.status, record.note = "oom", "out of memory"
+        return record
+
+
+def test_when_every_sweep_candidate_ran_out_of_memory_the_text_blames_memory_not_the_lr():
+    """Regression: a plan whose sweep runs all ran out of memory was told "No sweep candidate learned: check the
+    base LR", and its precision reason said "Nothing ran out of memory in fp32 and no accumulation was needed" beside
+    a plan with 4 accumulation steps."""
+    from advisor.report import build_recipe
+
+    adapter = load_adapter("ddp")
+    s = settings(nproc=2, sweep_steps=40, sweep_extensions=0, precision="auto")
+    session = Session(adapter, s, validate_setup(s, adapter, HostDevices("cpu")), runner=LongRunsRunOutOfMemory(
+        saturate=None))
+    session.ceiling()
+    outcome = session.sweep(16)
+    assert outcome.failed and outcome.verdict.out_of_memory_only
+    result = session.finish()
+    assert result.headline.startswith("No sweep candidate learned: every sweep candidate ran out of memory")
+    assert "base LR" not in result.headline and "base LR" not in outcome.verdict.reason
+    assert "--headroom" in outcome.verdict.reason
+    recipe = build_recipe(result)
+    assert recipe["warnings"][0]["code"] == "no-candidate-learned"
+    assert "more memory" in recipe["warnings"][0]["message"]
+    assert "Nothing ran out of memory" not in result.precision_reason
+    assert "ran out of memory in fp32" in result.precision_reason
+    # The other reason (runs at chance) still blames the LR.
+    chance = swept_session(lambda batch: 0.10, centre=16, extensions=0)[2]
+    assert not chance.verdict.out_of_memory_only and "Check the base LR" in chance.verdict.reason
 
 
 def test_advisor_plan_exits_with_code_3_and_still_writes_the_base_setting_when_nothing_learned(

@@ -312,6 +312,11 @@ class SweepVerdict:
     def left_out(self) -> list[CandidateScores]:
         return [c for c in self.candidates if c.status != "ok"]
 
+    @property
+    def out_of_memory_only(self) -> bool:
+        """No candidate learned because every one ran out of memory: memory is to blame, not the LR."""
+        return bool(self.candidates) and all(c.status == "oom" for c in self.candidates)
+
     def candidate(self, per_device: int | None) -> CandidateScores | None:
         return next((c for c in self.candidates if c.per_device == per_device), None)
 
@@ -389,6 +394,10 @@ class SweepVerdict:
         left = f" Out of the comparison: {left}." if left else ""
         if self.rule == NO_RUNS:
             return "No sweep run could be made (no candidate batch fits)."
+        if self.rule == NONE_LEARNED and self.out_of_memory_only:
+            return (f"Every sweep candidate ran out of memory in its sweep run, so the comparison cannot pick a "
+                    f"batch.{left} The ceiling's probes are a few steps; a long run held more than they did. Plan "
+                    "again with more --headroom, or for a device with more --device-memory.")
         if self.rule == NONE_LEARNED:
             return (f"No sweep candidate learned, so the comparison cannot pick a batch.{left} Check the base LR "
                     "and the base batch it was validated at, or run a longer sweep (--sweep-steps).")

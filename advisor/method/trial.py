@@ -407,4 +407,4 @@ def trained_cap(rows: list[TrialRecord], precision: str) -> tuple[int | None, st
                      f"trained is {cap} per device")
     return smallest - 1, (f"the {phase} run at {smallest} per device ran out of memory in {precision} and nothing "
                           f"smaller trained in it: capped just below it, {smallest - 1} per device, unmeasured "
-                          "(rerun the plan with a smaller --device-memory headroom to measure it)")
+                          "(no run trained at it)")
