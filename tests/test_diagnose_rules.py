@@ -1929,3 +1929,21 @@ def test_a_lone_low_evaluation_of_a_calm_validation_is_not_the_best_it_must_end_
     drifting = calm[:14] + [1.03, 1.05, 1.06, 1.08, 1.09, 1.10]
     report = _diagnose(tmp_path, csv(drifting), "drifting.csv")
     assert any(f.kind == "oscillation-jitter" for f in report.findings), [(f.kind, f.summary) for f in report.findings]
+
+
+def test_a_periodic_swing_beside_overfitting_is_said_as_a_cause_of_its_own(tmp_path):
+    # dx-rules16: a per-step loss that repeats the same shape every epoch (data served in a fixed order) beside a
+    # validation loss that turned and rose while training fell. Both are primary: the swing's remedy (shuffle,
+    # rebalance) is not the overfitting one and neither explains the other (batch 13's TCNN was labelled both).
+    # Jitter stays secondary to overfitting (its remedy, a larger batch, pulls against the smaller one).
+    rng = random.Random(16)
+    rows = ["epoch,step,train_loss,val_loss"]
+    for e in range(30):
+        for i in range(20):
+            step = 20 * e + i
+            shape = 1.0 + 0.6 * math.sin(2 * math.pi * i / 20)
+            rows.append(f"{e},{step},{(0.2 + math.exp(-step / 150)) * shape * (1 + rng.gauss(0, 0.03)):.5f},")
+        val = 0.5 + 0.5 * 0.7 ** min(e, 10) + 0.02 * max(0, e - 10)
+        rows.append(f"{e},{20 * e + 19},,{val:.5f}")
+    report = _diagnose(tmp_path, "\n".join(rows) + "\n", "metrics.csv")
+    assert _kinds(report) == ["oscillation-periodic", "overfitting"], [(f.kind, f.secondary_to) for f in report.findings]

@@ -2761,9 +2761,13 @@ COFINDING_RULES = (
      "an oscillating loss falls slowly: the oscillation is the cause"),
     ("overfitting", ("slow-convergence",), "drop",
      "validation that stopped improving while training falls is overfitting; its slow creep is not a second cause"),
-    ("overfitting", ("oscillation-periodic", "oscillation-jitter"), "secondary",
-     "with a clear train/validation gap the gap is what to fix first; on small data the training loss also "
-     "repeats its pattern every epoch"),
+    # Not a periodic swing (round 16): a swing that repeats with the data order is a cause of its own whose remedy
+    # (shuffle, rebalance) neither contradicts nor waits for the overfitting one, as beside not learning above.
+    # Jitter stays secondary: its remedy (a larger batch or a lower LR) pulls against overfitting's (a smaller
+    # batch), and the gap is what to fix first.
+    ("overfitting", ("oscillation-jitter",), "secondary",
+     "with a clear train/validation gap the gap is what to fix first, and jitter's remedy (a larger batch) pulls "
+     "against overfitting's (a smaller one)"),
 )
 
 
