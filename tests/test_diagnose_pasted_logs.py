@@ -187,7 +187,11 @@ def _f(kind):
 @pytest.mark.parametrize("found, primary, secondary", [
     (["diverged", "oscillation-jitter", "slow-convergence"], ["diverged"], []),
     (["oscillation-jitter", "slow-convergence"], ["oscillation-jitter"], []),
-    (["overfitting", "oscillation-periodic"], ["overfitting"], ["oscillation-periodic"]),
+    # dx-rules16: a periodic swing (the data order) is a cause of its own beside overfitting, as beside not learning;
+    # jitter stays secondary to overfitting (its remedy, a larger batch, pulls against overfitting's)
+    (["overfitting", "oscillation-periodic"], ["overfitting", "oscillation-periodic"], []),
+    (["overfitting", "oscillation-jitter"], ["overfitting"], ["oscillation-jitter"]),
+    (["overfitting", "oscillation-periodic", "oscillation-jitter"], ["overfitting", "oscillation-periodic"], []),
     (["crash", "overfitting"], ["crash", "overfitting"], []),
     # dx-rules9: not learning explains jitter, not a periodic swing (the data order, a cause of its own)
     (["not-learning", "oscillation-periodic", "oscillation-jitter"], ["not-learning", "oscillation-periodic"], []),

@@ -1929,3 +1929,66 @@ def test_a_lone_low_evaluation_of_a_calm_validation_is_not_the_best_it_must_end_
     drifting = calm[:14] + [1.03, 1.05, 1.06, 1.08, 1.09, 1.10]
     report = _diagnose(tmp_path, csv(drifting), "drifting.csv")
     assert any(f.kind == "oscillation-jitter" for f in report.findings), [(f.kind, f.summary) for f in report.findings]
+
+
+def test_a_periodic_swing_beside_overfitting_is_said_as_a_cause_of_its_own(tmp_path):
+    # dx-rules16: a per-step loss that repeats the same shape every epoch (data served in a fixed order) beside a
+    # validation loss that turned and rose while training fell. Both are primary: the swing's remedy (shuffle,
+    # rebalance) is not the overfitting one and neither explains the other (batch 13's TCNN was labelled both).
+    # Jitter stays secondary to overfitting (its remedy, a larger batch, pulls against the smaller one).
+    rng = random.Random(16)
+    rows = ["epoch,step,train_loss,val_loss"]
+    for e in range(30):
+        for i in range(20):
+            step = 20 * e + i
+            shape = 1.0 + 0.6 * math.sin(2 * math.pi * i / 20)
+            rows.append(f"{e},{step},{(0.2 + math.exp(-step / 150)) * shape * (1 + rng.gauss(0, 0.03)):.5f},")
+        val = 0.5 + 0.5 * 0.7 ** min(e, 10) + 0.02 * max(0, e - 10)
+        rows.append(f"{e},{20 * e + 19},,{val:.5f}")
+    report = _diagnose(tmp_path, "\n".join(rows) + "\n", "metrics.csv")
+    assert _kinds(report) == ["oscillation-periodic", "overfitting"], [(f.kind, f.secondary_to) for f in report.findings]
+
+
+@pytest.mark.parametrize("name,series", [
+    ("metrics/accuracy_top1", "val_acc"), ("metrics/accuracy", "val_acc"), ("accuracy", "train_acc"),
+    ("metrics/train_acc", "train_acc"), ("train/accuracy", "train_acc")])
+def test_an_accuracy_under_a_metrics_group_naming_no_split_is_the_validation_one(name, series):
+    # dx-rules16: Ultralytics classification writes metrics/accuracy_top1 (computed on the validation set) beside
+    # train/loss and val/loss, as its detection runs write metrics/mAP50(B); it was read as a training accuracy, so
+    # the validation loss's rules never saw the accuracy still rising (batch 14's cloud classifier, healthy, was
+    # called overfitting on a flat validation loss while top-1 rose to 0.99).
+    from advisor.diagnose.names import classify
+
+    assert classify(name) == (series, 0)
+
+
+def _ultralytics_cls(train, val, top1):
+    header = "                  epoch,             train/loss,  metrics/accuracy_top1,               val/loss\n"
+    return header + "".join(f"{e + 1:>23},{t:>23.5g},{a:>23.5g},{v:>23.5g}\n"
+                            for e, (t, v, a) in enumerate(zip(train, val, top1)))
+
+
+def test_a_flat_validation_loss_beside_a_top1_accuracy_still_rising_is_not_overfitting(tmp_path):
+    # A cloud classifier's shape: training loss 0.98 -> 0.09, validation loss 0.87 -> 0.76 and flat over its second
+    # half, top-1 still creeping up to its best at the last epochs: the model still gets better at what it is for.
+    n = 50
+    train = [0.09 + 0.9 * 0.9 ** e for e in range(n)]
+    val = [0.76 + 0.11 * 0.8 ** e + 0.004 * math.sin(1.7 * e) for e in range(n)]
+    top1 = [0.90 + 0.09 * e / (n - 1) for e in range(n)]
+    report = _diagnose(tmp_path, _ultralytics_cls(train, val, top1), "results.csv")
+    assert "overfitting" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+
+
+def test_a_frozen_validation_beside_a_training_loss_that_fell_by_half_is_not_not_learning(tmp_path):
+    # dx-rules16: a validation accuracy at 0 at every epoch and a validation loss that never moves say the evaluated
+    # outputs never changed; but a training loss that fell by half or more (TRAIN_LEARNED) has learned: the model is
+    # not dead, the validation set does not match what it learns (batch 5's traffic-sign classifier, 2.52 -> 0.05,
+    # top-1 0 throughout, labelled overfitting). With a training loss that did not move, it is not learning.
+    n = 22
+    val = [3.972 + 0.0004 * min(e, 5) for e in range(n)]
+    learned = [0.05 + 2.5 * 0.6 ** e for e in range(n)]
+    report = _diagnose(tmp_path, _ultralytics_cls(learned, val, [0.0] * n), "results.csv")
+    assert "not-learning" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+    flat = [2.52 + 0.01 * math.sin(e) for e in range(n)]
+    report = _diagnose(tmp_path, _ultralytics_cls(flat, val, [0.0] * n), "flat.csv")
+    assert "not-learning" in _kinds(report), [(f.kind, f.summary) for f in report.findings]

@@ -1299,6 +1299,9 @@ def _prior_floor(accuracy: float) -> float:
     return max(binary, -math.log(accuracy))
 
 
+TRAIN_LEARNED = 0.5  # a training loss that fell this share of its start over the run has learned its training set
+
+
 def _predictions_never_changed(series: dict[str, list[Point]]) -> list[Finding]:
     """The validation quality (accuracy, mAP or score) identical, to CONSTANT_ACC_SPREAD, at every one of
     CONSTANT_ACC_POINTS+ evaluations: the model's predictions on held-out data never changed. Not learning when the
@@ -1310,6 +1313,9 @@ def _predictions_never_changed(series: dict[str, list[Point]]) -> list[Finding]:
     or a score, the loss followed from the run's start has not moved (a detector in its first epochs, mAP 0 while
     its loss falls, is learning). One rule for the majority class (a binary set at 0.574), exactly 1/K (0.2000: a
     5-class set) and never one right prediction (mAP 0 for 100 epochs)."""
+    train = _finite(series.get("train_loss_epoch", []) or series.get(TRAIN_LOSS, []))
+    if len(train) >= STUCK_FEW_POINTS and _moved(_values(train)) >= TRAIN_LEARNED:
+        return []
     for quality in ("val_acc", "val_map", "val_score"):
         evaluations = [p for p in series.get(quality, []) if math.isfinite(p.value)]
         if len(evaluations) < CONSTANT_ACC_POINTS:
@@ -2761,9 +2767,13 @@ COFINDING_RULES = (
      "an oscillating loss falls slowly: the oscillation is the cause"),
     ("overfitting", ("slow-convergence",), "drop",
      "validation that stopped improving while training falls is overfitting; its slow creep is not a second cause"),
-    ("overfitting", ("oscillation-periodic", "oscillation-jitter"), "secondary",
-     "with a clear train/validation gap the gap is what to fix first; on small data the training loss also "
-     "repeats its pattern every epoch"),
+    # Not a periodic swing (round 16): a swing that repeats with the data order is a cause of its own whose remedy
+    # (shuffle, rebalance) neither contradicts nor waits for the overfitting one, as beside not learning above.
+    # Jitter stays secondary: its remedy (a larger batch or a lower LR) pulls against overfitting's (a smaller
+    # batch), and the gap is what to fix first.
+    ("overfitting", ("oscillation-jitter",), "secondary",
+     "with a clear train/validation gap the gap is what to fix first, and jitter's remedy (a larger batch) pulls "
+     "against overfitting's (a smaller one)"),
 )
 
 
