@@ -32,6 +32,7 @@ ELEVENTH_BATCH = 11  # held back whole, collected after batch 10 was scored; sco
 TWELFTH_BATCH = 12  # held back whole, collected after batch 11 was scored; scored once: 24/30 (README)
 THIRTEENTH_BATCH = 13  # held back whole, collected after batch 12 was scored; scored once: 28/37 (README)
 FOURTEENTH_BATCH = 14  # held back whole, collected after batch 13 was scored; scored once: 23/36 (README)
+FIFTEENTH_BATCH = 15  # held back whole, collected after batch 14 was scored; the lead scores it once
 
 
 def _load(name, path):
@@ -116,12 +117,13 @@ def test_an_entry_the_tool_cannot_read_or_crashes_on_counts_as_wrong(tmp_path, m
 
 def test_the_calibration_check_scores_batches_1_to_6_and_7_to_13_and_never_a_later_batch(tmp_path, monkeypatch):
     # `--calibration-check`: a rule change is calibrated on batches 1-6 and checked on 7-13 (all spent); a later
-    # batch (held back whole, the lead's to score once: 14) is never judged by it, even when labels.toml holds it.
+    # batch (14, spent but not in the check; 15, held back whole, the lead's to score once) is never judged by it, even
+    # when labels.toml holds it.
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     judged = []
     monkeypatch.setattr(bench, "judge", lambda name, entry: judged.append(entry["batch"]) or bench.Outcome(
         name, set(entry["kinds"]), "text-log"))
-    labels = {f"e{b}": {"kinds": [], "split": "holdout", "batch": b} for b in range(1, 15)}
+    labels = {f"e{b}": {"kinds": [], "split": "holdout", "batch": b} for b in range(1, 16)}
     text = bench.calibration_check(labels)
     assert sorted(judged) == list(range(1, 14)), judged
     assert "calibration (batches 1-6): 6 of 6 right" in text and "check (batches 7-13): 7 of 7 right" in text
@@ -130,7 +132,7 @@ def test_the_calibration_check_scores_batches_1_to_6_and_7_to_13_and_never_a_lat
 
 @pytest.mark.parametrize("batch", [FRESH_BATCH, UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH, SEVENTH_BATCH, EIGHTH_BATCH,
                                    NINTH_BATCH, TENTH_BATCH, ELEVENTH_BATCH, TWELFTH_BATCH,
-                                   THIRTEENTH_BATCH, FOURTEENTH_BATCH])
+                                   THIRTEENTH_BATCH, FOURTEENTH_BATCH, FIFTEENTH_BATCH])
 def test_the_fresh_batch_is_held_back_whole_and_the_bench_selects_it_without_judging_it(capsys, batch):
     """Batch 3 was collected after batches 1-2's held-back part was spent, batch 4 after batch 3 was scored: each is
     held back whole, at least 30 entries, a third of them healthy. The bench picks a batch by its number and says
@@ -149,7 +151,7 @@ def test_the_fresh_batch_is_held_back_whole_and_the_bench_selects_it_without_jud
 
 @pytest.mark.parametrize("batch", [UNSCORED_BATCH, NEW_BATCH, SIXTH_BATCH, SEVENTH_BATCH, EIGHTH_BATCH, NINTH_BATCH,
                                    TENTH_BATCH, ELEVENTH_BATCH, TWELFTH_BATCH, THIRTEENTH_BATCH,
-                                   FOURTEENTH_BATCH])
+                                   FOURTEENTH_BATCH, FIFTEENTH_BATCH])
 def test_the_unscored_batch_has_new_sources_and_no_entry_of_an_earlier_batch(batch):
     """Batches 4 to 10 are new material: no repository file or generated run already in an earlier batch."""
     earlier = {e["source"] for e in LABELS.values() if e.get("batch", 1) < batch}
@@ -237,7 +239,7 @@ def test_the_eleventh_batch_is_mostly_committed_files_from_new_repositories():
 
 
 def _committed_from_new_repositories(batch: int, fewest: int, most: int) -> dict:
-    """What batches 12-14 share, asserted: ``fewest`` to ``most`` entries, every one a file committed in a public
+    """What batches 12-15 share, asserted: ``fewest`` to ``most`` entries, every one a file committed in a public
     repository (no run trained here), at most 2 from any one repository and none from a repository an earlier batch
     used (checked case-insensitively), 30-60% of them healthy, every folder < 200 KB. The batch's entries."""
     fresh, committed, generated = _batch_by_source(batch)
@@ -291,6 +293,23 @@ def test_the_fourteenth_batch_is_committed_files_from_new_repositories_with_the_
     assert count["oscillation-jitter"] + count["oscillation-periodic"] >= 3, count
     assert count["overfitting"] and count["crash"] and count["oom"], count
 
+
+
+def test_the_fifteenth_batch_is_committed_files_from_new_repositories_in_varied_formats_and_kinds():
+    """Batch 15 asks, as batch 14 did, for 30-42 files committed in public repositories none of batches 1-14 used (at
+    most 2 entries from any one repository, checked case-insensitively) and no run trained here, in 8 or more formats
+    (no more than 8 of any one), with 5 or more not-learning runs, 3 or more diverged, 3 or more slow-convergence, 3 or
+    more jitter or periodic oscillation, 2 or more overfitting, a crash and an oom; 30-60% of it healthy and every folder
+    < 200 KB; nothing here reads the entries' curves and no score is asserted (the lead scores it once:
+    `python bench/diagnose_world.py --batch 15`)."""
+    fresh = _committed_from_new_repositories(FIFTEENTH_BATCH, 30, 42)
+    formats = [e["format"] for e in fresh.values()]
+    assert len(set(formats)) >= 8 and max(formats.count(f) for f in formats) <= 8, sorted(formats)
+    labelled = {k for e in LABELS.values() for k in e["kinds"]}
+    count = {k: sum(k in e["kinds"] for e in fresh.values()) for k in labelled}
+    assert count["not-learning"] >= 5 and count["diverged"] >= 3 and count["slow-convergence"] >= 3, count
+    assert count["oscillation-jitter"] + count["oscillation-periodic"] >= 3, count
+    assert count["overfitting"] >= 2 and count["crash"] and count["oom"], count
 
 def _assert_scored_once_part_holds(outcomes, entries: int, at_least_right: int, unreadable_at_most: int = 0) -> None:
     """What a part scored once keeps: its size, no more unreadable entries than it had (none, unless it was scored
