@@ -463,6 +463,27 @@ def test_a_seed_that_rules_a_candidate_out_skips_its_other_seeds():
     assert "32 per device ran out of memory" in outcome.reason
 
 
+def test_your_setting_swept_far_from_the_range_leaves_the_gap_to_the_winner_an_end():
+    """Regression (bench/time_to_accuracy.py adam-edge, 21:35): your own 16 per device was swept beside 512 / 1024 /
+    1500; it failed, 1024 and 1500 never learned, and 512 won "by more than the margin" without 256 being compared:
+    with your setting swept, 512 was not the smallest swept, so the range did not grow. An end is where no swept
+    batch lies within a factor 2 of the winner on that side."""
+    rows = grid({16: [0.20] * 3, 512: [0.64] * 3, 1024: [0.25] * 3})
+    far = decide_sweep(rows, 5, cap=1500, extensions_left=1, yours=16)
+    assert far.chosen == 512 and far.extend_to == 256
+    spent = decide_sweep(rows, 5, cap=1500, extensions_left=0, yours=16)
+    assert spent.unexplored == 256 and spent.end == "walk-spent"
+    assert "Nothing within a factor 2 below it was swept and the range has grown" in spent.reason
+    # Within a factor 2 the neighbour counts, yours or not: 256 swept, so 512 is no end.
+    near = decide_sweep(grid({256: [0.20] * 3, 512: [0.64] * 3, 1024: [0.25] * 3}), 5, cap=1500, extensions_left=1,
+                        yours=256)
+    assert near.chosen == 512 and near.extend_to is None and near.unexplored is None
+    # The same above: your 256 far above a winner at 16 whose double was not swept.
+    above = decide_sweep(grid({8: [0.30] * 3, 16: [0.64] * 3, 256: [0.20] * 3}), 5, cap=512, extensions_left=1,
+                         yours=256)
+    assert above.chosen == 16 and above.extend_to == 32
+
+
 def test_the_range_grows_once_past_a_winning_end_then_says_what_was_not_compared():
     smaller_is_better = {2: 0.99, 4: 0.97, 8: 0.95, 16: 0.90, 32: 0.85, 64: 0.80}.__getitem__
     _, runner, outcome = swept_session(smaller_is_better, centre=16, extensions=1)

@@ -19,8 +19,9 @@
    bar, 8 of 9 or 10 of 12 (at most 1 in 40 by chance at a ratio at the bar); rounds are added three at a time, up
    to 12, while the bigger could still be shown, and the smaller stands otherwise. For a model with BatchNorm the
    walk starts no lower than the largest equal under the small-micro-batch threshold, and never steps down under it. The range (half / chosen / double, double at most the cap; never 1 per
-   device with BatchNorm) grows once past the winner's end when the sweep points there: the winner leads with a
-   worse or failed candidate behind it, or it is the largest and won on speed.
+   device with BatchNorm) grows once past the winner's end (a side with no swept batch within a factor 2 of it)
+   when the sweep points there: the winner leads with a worse or failed candidate behind it, or it is the largest
+   and won on speed.
 
 Why each part of the rule, with the measurements behind it: docs/method.md, step 4.
 
@@ -470,14 +471,18 @@ class SweepVerdict:
             return ""
         if self.end == PAST_CAP:
             return f" It is the largest swept; {self.unexplored} per device is past the cap of {self.cap} per device."
-        side = "smallest" if self.unexplored < self.chosen else "largest"
+        below = self.unexplored < self.chosen
+        farther = [c.per_device for c in self.candidates if c.per_device != self.chosen
+                   and (c.per_device < self.chosen) == below]
+        where = (f"It is the {'smallest' if below else 'largest'} swept" if not farther else
+                 f"Nothing within a factor 2 {'below' if below else 'above'} it was swept")
         if self.end == NO_TREND:
             why = (f"it ties with {self.leader}, which leads" if self.chosen != self.leader
                    else "no other candidate scored worse or failed")
-            return (f" It is the {side} swept, but nothing points past it ({why}), so {self.unexplored} per device "
+            return (f" {where}, but nothing points past it ({why}), so {self.unexplored} per device "
                     "was not compared.")
         if self.end == WALK_SPENT:
-            return (f" It is the {side} swept and the range has grown {self.policy.extensions} time(s) "
+            return (f" {where} and the range has grown {self.policy.extensions} time(s) "
                     f"(--sweep-extensions {self.policy.extensions}): {self.unexplored} per device was not compared.")
         return ""
 
@@ -887,7 +892,10 @@ def _past_the_end(verdict: SweepVerdict, batches: list[int], extensions_left: in
     ``smallest_sweepable``, or double but at most the cap) swept next when the sweep points there (``_points_past``)
     and the walk allows; else the verdict names that batch unexplored, and why."""
     chosen, cap = verdict.chosen, verdict.cap
-    low, high = chosen == batches[0], chosen == batches[-1]
+    # An end is where no swept batch lies within a factor 2 of the winner on that side: your own setting swept far
+    # below or above the half / chosen / double range leaves the gap between it and the winner unexplored.
+    low = all(b < chosen // 2 for b in batches if b < chosen)
+    high = all(b > double_within(chosen, cap) for b in batches if b > chosen)
     half_ok = chosen // 2 >= smallest_sweepable(verdict.batchnorm)
     beyond = chosen // 2 if low and half_ok else double_within(chosen, cap) if high else 0
     if beyond < 1 or len(batches) < 2:  # a lone candidate is no range, and has no trend
