@@ -430,6 +430,17 @@ def detect_diverged(series: dict[str, list[Point]], events: list[LogEvent], coun
                             {"series": TRAIN_LOSS, "start": start_level, "early_min": early_min, "late_median": late,
                              "peak": max(values),
                              **_span(train, 0, len(train) - 1)}, _diverged_actions(ctx))]
+        # Below zero as well: a loss that can go negative (a vocoder or flow term, an NLL) has no floor to settle
+        # on, and one that ends EXPLOSION_FACTOR times further from zero than anything in its first tenth has run
+        # off, not improved (a TTS loss 1.56 -> -1.8e9).
+        early_size = max(abs(v) for v in values[:k])
+        if late < 0 and abs(late) > EXPLOSION_FACTOR * early_size:
+            return [Finding("diverged", "error",
+                            f"The training loss started at {values[0]:.4g} and runs off below zero to about "
+                            f"{late:.4g} (at most {early_size:.4g} in size over its first tenth): training diverged.",
+                            {"series": TRAIN_LOSS, "start": values[0], "early_size": early_size,
+                             "late_median": late, "lowest": min(values),
+                             **_span(train, 0, len(train) - 1)}, _diverged_actions(ctx))]
     for name in (TRAIN_LOSS, VAL_LOSS):
         points = _finite(series.get(name, []) or (series.get("train_loss_epoch", []) if name == TRAIN_LOSS else []))
         index = _explosion(points)
