@@ -2025,3 +2025,18 @@ def test_a_step_loss_with_fewer_points_than_the_epoch_means_is_not_the_training_
             rows.append(f",{e},{step},,{loss * (1.1 + 0.01 * e):.6g}")  # a batch loss, not a mean
     report = _diagnose(tmp_path, "\n".join(rows) + "\n", "metrics.csv")
     assert "not-learning" in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+
+
+def test_a_creeping_training_loss_beside_a_validation_loss_that_fell_by_half_is_not_slow(tmp_path):
+    # dx-rules17, batch 15's Keras run: the training loss creeps 1.93 -> 1.34 in 10 epochs at a steady pace (slow by
+    # its own numbers) while the validation loss falls 2.86 -> 1.15 (here 1.93 -> 1.55 beside 2.86 -> 1.14). Slow is both falling slowly (DOMAIN): a
+    # validation that came half the way down is a model improving at a good pace; the same creep with a validation
+    # creeping beside it is slow.
+    def csv(train, val):
+        return "epoch,loss,val_loss\n" + "".join(f"{e},{t:.5f},{v:.5f}\n" for e, (t, v) in enumerate(zip(train, val)))
+
+    train = [1.93 * 0.98 ** e for e in range(12)]
+    report = _diagnose(tmp_path, csv(train, [2.86 * 0.92 ** e for e in range(12)]), "training_log.csv")
+    assert "slow-convergence" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+    report = _diagnose(tmp_path, csv(train, [2.0 * 0.98 ** e for e in range(12)]), "creep.csv")
+    assert "slow-convergence" in _kinds(report), [(f.kind, f.summary) for f in report.findings]
