@@ -2040,3 +2040,25 @@ def test_a_creeping_training_loss_beside_a_validation_loss_that_fell_by_half_is_
     assert "slow-convergence" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]
     report = _diagnose(tmp_path, csv(train, [2.0 * 0.98 ** e for e in range(12)]), "creep.csv")
     assert "slow-convergence" in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+
+
+def test_a_creeping_loss_whose_validation_accuracy_keeps_none_of_its_gain_is_not_learning(tmp_path):
+    # dx-rules17, batch 15's 9-class Keras run: the loss creeps 2.21 -> 2.11 in 35 epochs (slow by its pace) while
+    # val_accuracy goes 0.13 -> 0.19 -> 0.11: it ends nearer its first value than its best, so the creep carries
+    # nothing to held-out data: not learning. The same creep with the accuracy ending at its best is slow; with the
+    # training accuracy ACC_GAP above the validation one, the model learns its training set (no not-learning).
+    def csv(val_acc, train_acc):
+        rows = "".join(f"{e},{2.21 - 0.003 * e:.5f},{ta:.4f},{2.19 - 0.002 * e:.5f},{va:.4f}\n"
+                       for e, (va, ta) in enumerate(zip(val_acc, train_acc)))
+        return "epoch,loss,accuracy,val_loss,val_accuracy\n" + rows
+
+    n = 35
+    rise = [0.13 + 0.06 * min(e, 25) / 25 for e in range(n)]
+    fell_back = rise[:28] + [0.17, 0.15, 0.13, 0.125, 0.13, 0.12, 0.11]
+    low_train = [0.12 + 0.06 * e / n for e in range(n)]
+    report = _diagnose(tmp_path, csv(fell_back, low_train), "training_log.csv")
+    assert _kinds(report) == ["not-learning"], [(f.kind, f.summary) for f in report.findings]
+    report = _diagnose(tmp_path, csv(rise, low_train), "kept.csv")
+    assert _kinds(report) == ["slow-convergence"], [(f.kind, f.summary) for f in report.findings]
+    report = _diagnose(tmp_path, csv(fell_back, [0.4 + 0.01 * e for e in range(n)]), "gap.csv")
+    assert "not-learning" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]
