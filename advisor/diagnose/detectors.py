@@ -2860,7 +2860,8 @@ def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts
     findings += detect_validation(series, ctx) or [f for f in detect_short_validation(series, ctx)
                                                     if f.kind not in kinds]
     if not any(f.kind == "slow-convergence" for f in findings):
-        findings += [_gain_not_kept(f, series) for f in detect_slow_epochs(series, ctx)]
+        settled = any(f.kind in ("diverged", "not-learning") for f in findings)  # the loss already explained
+        findings += [f if settled else _gain_not_kept(f, series) for f in detect_slow_epochs(series, ctx)]
     return apply_cofinding_rules(findings)
 
 
@@ -2882,8 +2883,8 @@ def _gain_not_kept(slow: Finding, series: dict[str, list[Point]]) -> Finding:
     first, best, end = values[0], max(values), _median(values[-3:])
     if best <= first or end - first >= KEPT_SHARE * (best - first):
         return slow
-    train = _as_fraction(_values(_finite(series.get("train_acc", []))))
-    if len(train) >= 3 and _median(train[-3:]) - _median(_as_fraction(values)[-3:]) >= ACC_GAP:
+    train = _values(_finite(series.get("train_acc", [])))
+    if len(train) >= 3 and _median(_as_fraction(train)[-3:]) - _median(_as_fraction(values)[-3:]) >= ACC_GAP:
         return slow  # the training accuracy climbed clear of it: the model learns its training set (a gap)
     evidence = {**slow.evidence, "quality": quality[0].name, "quality_first": first, "quality_best": best,
                 "quality_end": round(end, 6)}
