@@ -1992,3 +1992,73 @@ def test_a_frozen_validation_beside_a_training_loss_that_fell_by_half_is_not_not
     flat = [2.52 + 0.01 * math.sin(e) for e in range(n)]
     report = _diagnose(tmp_path, _ultralytics_cls(flat, val, [0.0] * n), "flat.csv")
     assert "not-learning" in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+
+
+def test_a_loss_running_off_below_zero_has_diverged(tmp_path):
+    # dx-rules17, batch 15's TTS log: a vocoder term that can go below zero runs the total loss 1.56 -> -1.8e9 over
+    # 1692 steps, growing a few times per stretch, never 100x in one step and never NaN; it was called jitter. A
+    # loss ending EXPLOSION_FACTOR times further from zero than anything in its first tenth has run off. An NLL
+    # that goes below zero and settles (1.2 -> -2.5) is no divergence.
+    def log(losses):
+        return "".join(f"step {i} loss {v:.6g}\n" for i, v in enumerate(losses))
+
+    rng = random.Random(3)
+    run_off = [1.5 - 0.05 * i for i in range(40)] + [-2.5 * 1.12 ** i * (1 + 0.2 * rng.random()) for i in range(160)]
+    report = _diagnose(tmp_path, log(run_off), "overnight.log")
+    assert _kinds(report) == ["diverged"], [(f.kind, f.summary) for f in report.findings]
+    settles = [1.2 - 3.7 * (1 - 0.97 ** i) + 0.05 * rng.random() for i in range(200)]
+    report = _diagnose(tmp_path, log(settles), "nll.log")
+    assert "diverged" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+
+
+def test_a_step_loss_with_fewer_points_than_the_epoch_means_is_not_the_training_curve(tmp_path):
+    # dx-rules17, batch 15's Lightning run logging train_loss_step every 50 steps of a 5-step epoch: 6 step points
+    # beside 62 epoch means, and the detectors judged the 6 ("too few points"). The per-epoch loss is then the
+    # training curve: here it is stuck to the digit for its last 40 epochs, not learning.
+    rows = ["val_loss,epoch,step,train_loss_epoch,train_loss_step"]
+    for e in range(62):
+        step = 5 * e + 4
+        loss = 3.8501 if e >= 22 else 3.8501 + 20 * 0.8 ** e
+        rows.append(f"{loss + 0.01:.6g},{e},{step},,")
+        rows.append(f",{e},{step},{loss:.6g},")
+        if e % 10 == 0:
+            rows.append(f",{e},{step},,{loss * (1.1 + 0.01 * e):.6g}")  # a batch loss, not a mean
+    report = _diagnose(tmp_path, "\n".join(rows) + "\n", "metrics.csv")
+    assert "not-learning" in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+
+
+def test_a_creeping_training_loss_beside_a_validation_loss_that_fell_by_half_is_not_slow(tmp_path):
+    # dx-rules17, batch 15's Keras run: the training loss creeps 1.93 -> 1.34 in 10 epochs at a steady pace (slow by
+    # its own numbers) while the validation loss falls 2.86 -> 1.15 (here 1.93 -> 1.55 beside 2.86 -> 1.14). Slow is both falling slowly (DOMAIN): a
+    # validation that came half the way down is a model improving at a good pace; the same creep with a validation
+    # creeping beside it is slow.
+    def csv(train, val):
+        return "epoch,loss,val_loss\n" + "".join(f"{e},{t:.5f},{v:.5f}\n" for e, (t, v) in enumerate(zip(train, val)))
+
+    train = [1.93 * 0.98 ** e for e in range(12)]
+    report = _diagnose(tmp_path, csv(train, [2.86 * 0.92 ** e for e in range(12)]), "training_log.csv")
+    assert "slow-convergence" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+    report = _diagnose(tmp_path, csv(train, [2.0 * 0.98 ** e for e in range(12)]), "creep.csv")
+    assert "slow-convergence" in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+
+
+def test_a_creeping_loss_whose_validation_accuracy_keeps_none_of_its_gain_is_not_learning(tmp_path):
+    # dx-rules17, batch 15's 9-class Keras run: the loss creeps 2.21 -> 2.11 in 35 epochs (slow by its pace) while
+    # val_accuracy goes 0.13 -> 0.19 -> 0.11: it ends nearer its first value than its best, so the creep carries
+    # nothing to held-out data: not learning. The same creep with the accuracy ending at its best is slow; with the
+    # training accuracy ACC_GAP above the validation one, the model learns its training set (no not-learning).
+    def csv(val_acc, train_acc):
+        rows = "".join(f"{e},{2.21 - 0.003 * e:.5f},{ta:.4f},{2.19 - 0.002 * e:.5f},{va:.4f}\n"
+                       for e, (va, ta) in enumerate(zip(val_acc, train_acc)))
+        return "epoch,loss,accuracy,val_loss,val_accuracy\n" + rows
+
+    n = 35
+    rise = [0.13 + 0.06 * min(e, 25) / 25 for e in range(n)]
+    fell_back = rise[:28] + [0.17, 0.15, 0.13, 0.125, 0.13, 0.12, 0.11]
+    low_train = [0.12 + 0.06 * e / n for e in range(n)]
+    report = _diagnose(tmp_path, csv(fell_back, low_train), "training_log.csv")
+    assert _kinds(report) == ["not-learning"], [(f.kind, f.summary) for f in report.findings]
+    report = _diagnose(tmp_path, csv(rise, low_train), "kept.csv")
+    assert _kinds(report) == ["slow-convergence"], [(f.kind, f.summary) for f in report.findings]
+    report = _diagnose(tmp_path, csv(fell_back, [0.4 + 0.01 * e for e in range(n)]), "gap.csv")
+    assert "not-learning" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]

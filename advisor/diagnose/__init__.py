@@ -103,6 +103,15 @@ def _diagnose_source(path: str, forced_format: str | None, context: Context | No
     return judge(collected, context, path)
 
 
+def _training_curve(series: dict) -> dict:
+    """The series the detectors judge: a per-step training loss with fewer points than the per-epoch one (a step
+    loss logged every 50 steps of a 5-step epoch) is not the training curve; the per-epoch means are."""
+    step, epoch = series.get("train_loss") or [], series.get("train_loss_epoch") or []
+    if step and len(step) < len(epoch):
+        return {name: points for name, points in series.items() if name != "train_loss"}
+    return series
+
+
 def judge(collected, context: Context | None, path: str) -> SourceReport:
     """Run the detectors on what one source (a log, or a run folder's files) held."""
     ctx = Context(**vars(context)) if context else Context()
@@ -118,11 +127,12 @@ def judge(collected, context: Context | None, path: str) -> SourceReport:
                            "a failure, a non-finite value or an fp16 overflow was read"
                            + (" (validation lines too frequent to read all were sampled the same way)"
                               if stats.validation_sampled else ", and every validation line"))
-    findings = run_detectors(collected.series, collected.events, collected.event_counts, ctx, collected.non_finite)
+    judged = _training_curve(collected.series)
+    findings = run_detectors(judged, collected.events, collected.event_counts, ctx, collected.non_finite)
     survived = survived_oom_note(collected.events, findings)
     if survived:
         stats.notes.append(survived)
-    reason, ran, needed = assess(collected.series, findings)
+    reason, ran, needed = assess(judged, findings)
     if collected.elisions:
         stats.notes.append(f"{len(collected.elisions)} elided stretch(es) ('...'): read as gaps in the curves")
     if not findings and collected.series:

@@ -16,7 +16,7 @@ from collections import Counter
 from ..units import format_bytes
 from .records import TRAIN_LOSS, VAL_LOSS, Finding, LogEvent, Point, dataclass
 from .advice import NOT_LEARNING_ACTIONS, PERIODIC_ACTIONS, jitter_actions, overfitting_actions
-from .shortlog import (CONVERGED_LEVEL, VAL_JITTER_SCORE, _theil_sen, adjacent, detect_short_jitter,
+from .shortlog import (ACC_GAP, CONVERGED_LEVEL, VAL_JITTER_SCORE, _theil_sen, adjacent, detect_short_jitter,
                        detect_short_periodic, detect_short_validation, median)
 from .curves import cadence_of, epoch_loss_curve
 from .slow import detect_slow_epochs, quarter_paces, steady
@@ -429,6 +429,17 @@ def detect_diverged(series: dict[str, list[Point]], events: list[LogEvent], coun
                             f"{max(values):.4g}): training diverged.",
                             {"series": TRAIN_LOSS, "start": start_level, "early_min": early_min, "late_median": late,
                              "peak": max(values),
+                             **_span(train, 0, len(train) - 1)}, _diverged_actions(ctx))]
+        # Below zero as well: a loss that can go negative (a vocoder or flow term, an NLL) has no floor to settle
+        # on, and one that ends EXPLOSION_FACTOR times further from zero than anything in its first tenth has run
+        # off, not improved (a TTS loss 1.56 -> -1.8e9).
+        early_size = max(abs(v) for v in values[:k])
+        if late < 0 and abs(late) > EXPLOSION_FACTOR * early_size:
+            return [Finding("diverged", "error",
+                            f"The training loss started at {values[0]:.4g} and runs off below zero to about "
+                            f"{late:.4g} (at most {early_size:.4g} in size over its first tenth): training diverged.",
+                            {"series": TRAIN_LOSS, "start": values[0], "early_size": early_size,
+                             "late_median": late, "lowest": min(values),
                              **_span(train, 0, len(train) - 1)}, _diverged_actions(ctx))]
     for name in (TRAIN_LOSS, VAL_LOSS):
         points = _finite(series.get(name, []) or (series.get("train_loss_epoch", []) if name == TRAIN_LOSS else []))
@@ -2849,6 +2860,38 @@ def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts
     findings += detect_validation(series, ctx) or [f for f in detect_short_validation(series, ctx)
                                                     if f.kind not in kinds]
     if not any(f.kind == "slow-convergence" for f in findings):
-        findings += detect_slow_epochs(series, ctx)
+        settled = any(f.kind in ("diverged", "not-learning") for f in findings)  # the loss already explained
+        findings += [f if settled else _gain_not_kept(f, series) for f in detect_slow_epochs(series, ctx)]
     return apply_cofinding_rules(findings)
+
+
+KEPT_MIN_POINTS = 5  # validation evaluations, at least, to say whether the quality kept what it gained
+KEPT_SHARE = 0.5  # ... its last three's median keeping less than this share of its best gain over its first value
+
+
+def _gain_not_kept(slow: Finding, series: dict[str, list[Point]]) -> Finding:
+    """A loss creeping down (slow by slow.py's pace) is learning only if the held-out quality keeps what it gains:
+    when the validation accuracy (mAP, score) ends, as the median of its last three evaluations, nearer its first
+    value than its best (less than KEPT_SHARE of its best gain kept), the creep is not learning anything that carries
+    to held-out data (a 9-class run at 0.13 -> 0.19 -> 0.11 while its loss creeps 4% near ln 9): not-learning, not
+    slow. Slow runs' accuracies end at or near their best. Not when the training accuracy ends ACC_GAP or more above
+    the validation one: that model learns its training set, and the gap is overfitting's reading."""
+    quality = [p for p in series.get("val_acc", []) if math.isfinite(p.value)]
+    if slow.kind != "slow-convergence" or len(quality) < KEPT_MIN_POINTS:
+        return slow
+    values = _values(quality)
+    first, best, end = values[0], max(values), _median(values[-3:])
+    if best <= first or end - first >= KEPT_SHARE * (best - first):
+        return slow
+    train = _values(_finite(series.get("train_acc", [])))
+    if len(train) >= 3 and _median(_as_fraction(train)[-3:]) - _median(_as_fraction(values)[-3:]) >= ACC_GAP:
+        return slow  # the training accuracy climbed clear of it: the model learns its training set (a gap)
+    evidence = {**slow.evidence, "quality": quality[0].name, "quality_first": first, "quality_best": best,
+                "quality_end": round(end, 6)}
+    return Finding("not-learning", "error",
+                   f"The loss creeps down ({slow.evidence.get('progress', 0):.0%} of the way in "
+                   f"{slow.evidence.get('epochs_run', '?')} epochs) but the validation {quality[0].name} ends at "
+                   f"{end:.4g}, nearer its first value {first:.4g} than its best {best:.4g}: the model keeps nothing "
+                   "it learns on held-out data; it is not learning.",
+                   evidence, list(NOT_LEARNING_ACTIONS), confidence="low")
 

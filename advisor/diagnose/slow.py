@@ -25,6 +25,8 @@ guessed from an accuracy. The run is slow when all of these hold:
   ABOVE_START above it (a fine-tune from trained weights that a warm-up set back first);
 - for validation: the training loss has not come SLOW_PROGRESS of the way down from its first logged value (DOMAIN:
   slow is both falling slowly; validation lagging a training loss that fell is a gap, judged by other rules);
+- for training: likewise, the per-epoch validation loss (5+ points) has not come SLOW_PROGRESS of the way down from
+  its first value (a training loss creeping beside a validation loss that fell by half is no slow run);
 - no printed accuracy says the model already does its job (last accuracy >= GOOD_ACCURACY: a fine-tune starts low
   and creeps, and is fine).
 """
@@ -166,6 +168,18 @@ def _training_fell_by_half(series: dict[str, list[Point]]) -> bool:
     return (train[0] - now) / train[0] >= SLOW_PROGRESS
 
 
+def _validation_fell_by_half(series: dict[str, list[Point]]) -> bool:
+    """The per-epoch validation loss (SLOW_EPOCH_MIN_POINTS+ points), from its first value to its smoothed last
+    value, came SLOW_PROGRESS or more of the way down: the model improves on held-out data at a good pace, so a
+    training loss that creeps (augmentation, dropout, a regulariser in it) is no slow run. The mirror of
+    _training_fell_by_half (DOMAIN: slow is BOTH falling slowly)."""
+    val = [p for p in series.get(VAL_LOSS, []) if math.isfinite(p.value)]
+    if len(val) < SLOW_EPOCH_MIN_POINTS or cadence_of(val) != "epoch" or val[0].value <= 0:
+        return False
+    now = _smoothed([p.value for p in val[-2:]])[-1]
+    return (val[0].value - now) / val[0].value >= SLOW_PROGRESS
+
+
 def detect_slow_epochs(series: dict[str, list[Point]], ctx) -> list[Finding]:
     """Slow convergence on a per-epoch curve (see the module's rule)."""
     accuracy = _last_accuracy(series)
@@ -177,6 +191,8 @@ def detect_slow_epochs(series: dict[str, list[Point]], ctx) -> list[Finding]:
         floor = 0.0
         if name == VAL_LOSS and _training_fell_by_half(series):
             continue  # DOMAIN: slow is BOTH falling slowly; validation lagging a training loss that fell is no pace
+        if name != VAL_LOSS and _validation_fell_by_half(series):
+            continue  # ... and a training loss lagging a validation loss that fell by half is no pace either
         if name == VAL_LOSS:  # validation cannot be expected below what training has reached
             train = [p.value for p in series.get("train_loss_epoch", []) or series.get(TRAIN_LOSS, [])
                      if math.isfinite(p.value)]
