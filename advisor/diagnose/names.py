@@ -162,12 +162,16 @@ def classify(name: str, stage: str | None = None) -> tuple[str, int] | None:
         # (scan.separate_series), never merged into it.
         return ("test_loss", rank) if split == "test" else (VAL_LOSS, rank)
     if token_set & ACC_WORDS:
-        # An accuracy under a `metrics/` group that names no split is the validation set's, as its mAP is
-        # (Ultralytics classification: metrics/accuracy_top1 beside train/loss and val/loss).
-        if tokens[0] == "metrics" and not token_set & set(SPLITS) and stage is None:
-            split = "val"
-        return {"train": "train_acc", "test": "test_acc"}.get(split, "val_acc"), 0
+        return _accuracy_series(tokens, split, stage), 0
     return None
+
+
+def _accuracy_series(tokens: list[str], split: str, stage: str | None) -> str:
+    """The accuracy's series. One under a `metrics/` group that names no split is the validation set's, as its
+    mAP is (Ultralytics classification: metrics/accuracy_top1 beside train/loss and val/loss)."""
+    if tokens[0] == "metrics" and not set(tokens) & set(SPLITS) and stage is None:
+        split = "val"
+    return {"train": "train_acc", "test": "test_acc"}.get(split, "val_acc")
 
 
 __all__ = ["classify", "position_name", "words", "SPLITS", "STEP_NAMES", "EPOCH_NAMES"]
