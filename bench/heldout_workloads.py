@@ -123,7 +123,14 @@ class SmallBatchNormCNN(nn.Module):
 def bn_small_ceiling() -> Workload:
     """A BatchNorm CNN on noisy stripe images, 2000 training samples; SGD with momentum at 0.05 for global 32. Planned
     under a small device budget (bench/time_to_accuracy.py's preset passes --device-memory), so that its memory
-    ceiling is a few samples per device and the sweep meets the small-micro-batch BatchNorm rule."""
+    ceiling is a few samples per device and the sweep meets the small-micro-batch BatchNorm rule.
+
+    Measured 2026-12-07 (21:05): at 8 MiB this budget is below what the CPU's RLIMIT_DATA enforcement holds over a
+    sweep run. A rank's data segment grew 2.3 MiB over 375 steps at 6 per device (VmData every 25 steps), while the
+    Python objects it allocated grew under 0.2 MiB (tracemalloc): native allocator growth, not the model's tensors,
+    and more than the ceiling's 15% headroom (1.2 MiB). The probes (2 steps) and the trial (40) fit at 12; the sweep
+    runs (200-400 steps) ran out of memory at 6 and 12, so no candidate learned (exit 3, said as memory since); with
+    --headroom 0.5 the ceiling was 7 and the sweep's 7 ran out again, leaving 3. A GPU budget counts tensors only."""
     return Workload(name="bn-small-ceiling", build_model=SmallBatchNormCNN, train_data=_patterns(2000, 0),
                     val_data=_patterns(600, 1), loss_fn=nn.functional.cross_entropy, task="image-classification",
                     num_classes=IMAGE_CLASSES, optimizer="sgd", current_batch_size=32, current_lr=0.05,
