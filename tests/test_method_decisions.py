@@ -813,6 +813,23 @@ def test_a_batch_that_ran_out_of_memory_in_training_is_never_planned():
     assert trained_cap(rows[:1], "bf16")[0] == 14 and "unmeasured" in trained_cap(rows[:1], "bf16")[1]
 
 
+def test_an_oom_under_a_batch_that_trained_caps_nothing():
+    """Regression (bench bn-small, 8 MiB on CPU, 21:55): the sweep's run at 6 per device (400 steps) ran out of memory
+    while 12 per device (200 steps, equal samples) trained at all three seeds; the OOM at 6 capped the plan at 5,
+    unmeasured, and the recipe advised 4 per device x 3 accumulation (BatchNorm on 4) where 12 had trained. An OOM
+    under a batch that trained is the run's length, not the batch's memory. One at the batch itself still counts."""
+    from advisor.method import trained_cap
+
+    longer = TrialRecord("sweep", 6, 2, 1, 12, "oom", 1.0, precision="fp32", steps=400)
+    held = [TrialRecord("sweep", 12, 2, 1, 24, "ok", 1.0, precision="fp32", steps=200)] * 3
+    assert trained_cap([longer, *held], "fp32") == (None, "")
+    # An OOM at 12 itself (a fourth seed) caps just under 12; one above every trained batch caps at the largest trained.
+    at_twelve = TrialRecord("sweep", 12, 2, 1, 24, "oom", 1.0, precision="fp32")
+    assert trained_cap([longer, *held, at_twelve], "fp32")[0] == 11
+    above = TrialRecord("sweep", 24, 2, 1, 48, "oom", 1.0, precision="fp32")
+    assert trained_cap([longer, *held, above], "fp32")[0] == 12
+
+
 def test_the_trial_never_halves_a_batchnorm_model_to_one_per_device():
     """DOMAIN 2: BatchNorm cannot train on 1 sample per device. Seen on a held-out BatchNorm CNN under a tiny budget
     (session m-v3): the trial halved on OOM to 1 per device and the sweep then trained 1 per device."""

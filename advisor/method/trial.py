@@ -388,18 +388,23 @@ def _trial_choice(state: TrialState, ceiling: CeilingResult, notes: list[str]) -
 
 def trained_cap(rows: list[TrialRecord], precision: str) -> tuple[int | None, str]:
     """The per-device cap the plan's own training runs set in ``precision`` (None and "" when none ran out of
-    memory): a trial or sweep run that ran out of memory at b caps the plan at the largest batch below b that
-    trained (the probes' ceiling is two steps on the probe's processes; a longer N-process run can hold more).
+    memory): a trial or sweep run that ran out of memory at b, where no bigger batch trained, caps the plan at the
+    largest batch below b that trained (the probes' ceiling is two steps on the probe's processes; a longer
+    N-process run can hold more).
     A run that trained in fp32 counts for a mixed-precision plan too (mixed precision holds less), not the
     other way round. A recipe never advises a batch its own runs saw run out of memory."""
     runs = [r for r in rows if r.phase in ("trial", "noise", "sweep")]
-    ooms = [r for r in runs if r.status == "oom" and r.precision == precision]
+    holds_as_much = {precision} | ({"fp32"} if precision in MIXED_PRECISIONS else set())
+    held = [r.per_device for r in runs if r.status == "ok" and r.precision in holds_as_much]
+    # An OOM under a batch that trained is not that batch's memory but its run's length (a smaller batch runs more
+    # steps on equal samples, and the process's allocations grow over them): it caps nothing, and that candidate
+    # stays out of the comparison on its own.
+    ooms = [r for r in runs if r.status == "oom" and r.precision == precision
+            and not any(b > r.per_device for b in held)]
     if not ooms:
         return None, ""
     smallest = min(r.per_device for r in ooms)
-    holds_as_much = {precision} | ({"fp32"} if precision in MIXED_PRECISIONS else set())
-    trained = [r.per_device for r in runs if r.status == "ok" and r.precision in holds_as_much
-               and r.per_device < smallest]
+    trained = [b for b in held if b < smallest]
     phase = next(r.phase for r in ooms if r.per_device == smallest)
     if trained:
         cap = max(trained)
