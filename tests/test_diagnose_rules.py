@@ -1326,6 +1326,32 @@ def test_validation_losses_written_as_zero_are_not_a_curve(tmp_path):
     assert len(report.series["val_loss"]) == 60 and _kinds(report) == ["overfitting"]
 
 
+def _nan_validation_detector_csv(rows_nan: int):
+    # An Ultralytics detector (world batch 16's court-vision run, healthy): training 3.7 -> 0.8, mAP50-95 0.001 ->
+    # 0.67 at its best at the end; its validation losses are nan at the first `rows_nan` epochs, finite after.
+    rows = ["epoch,train/box_loss,train/cls_loss,train/dfl_loss,metrics/mAP50(B),metrics/mAP50-95(B),"
+            "val/box_loss,val/cls_loss,val/dfl_loss"]
+    for e in range(1, 41):
+        train = 0.8 + 2.9 * 0.9 ** e
+        m = 0.67 * (1 - 0.92 ** e)
+        val = "nan" if e <= rows_nan else f"{(1.0 + 2.0 * 0.9 ** e) / 3:.4f}"
+        rows.append(f"{e},{train / 3:.4f},{train / 3:.4f},{train / 3:.4f},{m + 0.15:.4f},{m:.4f},{val},{val},{val}")
+    return "\n".join(rows) + "\n"
+
+
+def test_validation_losses_nan_at_every_epoch_are_not_computed_not_divergence(tmp_path):
+    # nan at every epoch, the first included, while training falls and the mAP climbs to its best: a loss nobody
+    # computed (a diverged model had a finite loss before its first nan). It was an error-level false alarm.
+    report = _diagnose(tmp_path, _nan_validation_detector_csv(40), name="results.csv")
+    assert "val_loss" not in report.series and any("not computed" in n for n in report.stats.notes)
+    assert _kinds(report) == [], [f.summary for f in report.findings]
+    # The guard: finite validation losses that then turn nan are a divergence, as before.
+    rows = _nan_validation_detector_csv(0).splitlines()
+    rows[-5:] = [",".join(r.split(",")[:6] + ["nan"] * 3) for r in rows[-5:]]
+    report = _diagnose(tmp_path, "\n".join(rows) + "\n", name="results2.csv")
+    assert "diverged" in _kinds(report), [f.summary for f in report.findings]
+
+
 def test_epoch_losses_thrown_around_without_progress_are_divergence(tmp_path):
     # An LR far too high (or inputs in raw units): the training loss's epoch means swing 10-30% from epoch to epoch
     # and end where they started, the validation loss jumps 2-4x between evaluations. Averaged over a whole epoch,
