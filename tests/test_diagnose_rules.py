@@ -2088,3 +2088,24 @@ def test_a_creeping_loss_whose_validation_accuracy_keeps_none_of_its_gain_is_not
     assert _kinds(report) == ["slow-convergence"], [(f.kind, f.summary) for f in report.findings]
     report = _diagnose(tmp_path, csv(fell_back, [0.4 + 0.01 * e for e in range(n)]), "gap.csv")
     assert "not-learning" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+
+
+def _high_from_the_first_epoch_csv(first: float) -> str:
+    # World batch 16's multi-task keypoint model (labelled not learning): a summed loss of several tasks, 82 at the
+    # first epoch, then 35-38 (10x ln 26), its mean accuracy 0.037-0.039 (1/26) throughout.
+    rows = ["Epoch,TrainLoss,ValLoss,mAcc"]
+    train = [first, 37.8939, 34.7004, 34.7138, 34.9201, 34.7048]
+    val = [36.8141, 35.6861, 36.3520, 36.1546, 36.2183, 35.8548]
+    acc = [0.0384, 0.0386, 0.0372, 0.0384, 0.0385, 0.0390]
+    rows += [f"{e + 1},{t},{v},{a}" for e, (t, v, a) in enumerate(zip(train, val, acc))]
+    return "\n".join(rows) + "\n"
+
+
+def test_a_loss_falling_from_its_first_value_on_another_scale_than_ln_k_is_no_blow_up(tmp_path):
+    # 82 -> 35, sitting at 10x ln K: a loss on another scale falling from its initialisation, not a dead K-way
+    # classifier (it was an error-level "diverged").
+    report = _diagnose(tmp_path, _high_from_the_first_epoch_csv(82.4678), name="training_log.csv")
+    assert "diverged" not in _kinds(report), [f.summary for f in report.findings]
+    # The guard: a first value EXPLOSION_FACTOR times where the loss then sits, at chance, has blown up.
+    report = _diagnose(tmp_path, _high_from_the_first_epoch_csv(3.2e7), name="training_log2.csv")
+    assert "diverged" in _kinds(report), [f.summary for f in report.findings]

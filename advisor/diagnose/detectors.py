@@ -475,6 +475,11 @@ def detect_diverged(series: dict[str, list[Point]], events: list[LogEvent], coun
 CHANCE_ACC_SPREAD = 0.3  # accuracies within this share of 1/K of their median (or 0.02) never left chance
 DEAD_AT_CHANCE = 0.85  # after a blow-up, a loss at or above this share of ln K is back at chance, not recovered
 DEAD_NO_FALL = 0.1  # ... and falls less than this share over the rest of the run
+# A loss high from its first logged value (nothing before it to compare with: ln K is the only reference) has
+# blown up only if that value is EXPLOSION_FACTOR times where the loss then sits (3e7 -> 19), or the loss then sits
+# on ln K's scale, at most this many times ln K (2.6e18 -> 2.76 = 1.2x ln 10). One that falls 82 -> 35 and sits at
+# 10x ln K is a loss on another scale (a sum of several tasks' losses) falling from its initialisation.
+DEAD_CHANCE_CEILING = 2.0
 DEAD_MIN_AFTER = 3  # points after the blow-up, at least, to say where the loss settled
 # A loss this many times ln K at any point of a run whose accuracy never left chance has blown up (a model that never
 # moved from its initialisation sits at ln K): a logger that records every Nth step can miss the peak (7e8 between
@@ -792,6 +797,8 @@ def _exploded_past_chance(series: dict[str, list[Point]], chance) -> tuple[str, 
         after = values[index + 1:]
         settled = _median(after[len(after) // 2:])
         third = max(1, len(after) // 3)
+        if index == 0 and settled > DEAD_CHANCE_CEILING * ln_k and values[0] < EXPLOSION_FACTOR * settled:
+            continue
         if settled >= DEAD_AT_CHANCE * ln_k and _median(after[:third]) - _median(after[-third:]) <= DEAD_NO_FALL * settled:
             return name, points, index, settled
     return None
