@@ -2109,3 +2109,22 @@ def test_a_loss_falling_from_its_first_value_on_another_scale_than_ln_k_is_no_bl
     # The guard: a first value EXPLOSION_FACTOR times where the loss then sits, at chance, has blown up.
     report = _diagnose(tmp_path, _high_from_the_first_epoch_csv(3.2e7), name="training_log2.csv")
     assert "diverged" in _kinds(report), [f.summary for f in report.findings]
+
+
+def _bar_log(bad_at: int) -> str:
+    # A tqdm bar per epoch whose postfix is a running average (world batch 16's Faster R-CNN wandb output.log): it
+    # prints total_loss=inf at 0/N, before the first step, then finite values.
+    lines = []
+    for epoch in range(6):
+        for done in (0, 25, 50, 75, 100):
+            loss = "inf" if done == bad_at else f"{1.2 * 0.9 ** epoch + 0.1 * (100 - done) / 100:.4f}"
+            lines.append(f"{done:3d}%|#####     | {done}/100 [00:10<00:10,  5.00it/s, rpn_loss=0.2, total_loss={loss}]")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_non_finite_value_on_a_progress_bar_before_its_first_step_is_no_divergence(tmp_path):
+    report = _diagnose(tmp_path, _bar_log(0), name="output.log")
+    assert report.series["train_loss"] and "diverged" not in _kinds(report), [f.summary for f in report.findings]
+    # The guard: inf once steps were taken is a loss that went non-finite.
+    report = _diagnose(tmp_path, _bar_log(50), name="output2.log")
+    assert "diverged" in _kinds(report), [f.summary for f in report.findings]

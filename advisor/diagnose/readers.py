@@ -670,6 +670,9 @@ class TextMetricsReader(LineReader):
         if not candidates:
             return None
         position, step, epoch = _line_place(body, steps, step, epoch, epoch_total, dll_span)
+        candidates = _measured(candidates, position)
+        if not candidates:
+            return []
         # A line that names an epoch and no place within it reports the epoch ("Epoch 3: train_loss=..."); one with
         # a step or a position reports that step. Kept apart (scan.separate_cadences) when a log prints both.
         cadence = "step" if step is not None or position else ("epoch" if epoch is not None else None)
@@ -681,6 +684,15 @@ class TextMetricsReader(LineReader):
                 if per_batch.get(point.name, (0, False))[1]:
                     point.cadence = "step"
         return points
+
+
+def _measured(candidates: list, position) -> list:
+    """The values a line measured: a line at position 0 of N (a progress bar before its first step) that prints a
+    nan or inf is the bar's placeholder frame (running averages that start at inf), not a loss: none of its values
+    is read (a component beside it would stand in for the total). Lines at any later position are read as they are."""
+    if not position or position[0] != 0 or all(math.isfinite(c[1]) for c in candidates):
+        return candidates
+    return []
 
 
 def _line_place(body: str, steps, step, epoch, epoch_total, dll_span):
