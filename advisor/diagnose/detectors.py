@@ -2279,6 +2279,22 @@ def _validation_stalled(val: list[Point], best: int, series: dict[str, list[Poin
     return not _quality_rose_since(val[best], series)
 
 
+ERROR_CUT = 0.5  # the validation error (1 - accuracy or mAP) cut by this share since the loss's best ...
+
+
+def _error_halved_since(best_loss: Point, series: dict[str, list[Point]]) -> bool:
+    """The validation error (1 - accuracy, mAP or score, on its scale) of the last QUALITY_END_POINTS evaluations'
+    median is at most (1 - ERROR_CUT) of the error at the validation loss's best: the model generalises better than
+    at that best, whatever the loss does (a few confident mistakes grow the loss)."""
+    quality = validation_quality(series)
+    upto = [p.value for p in quality if p.line <= best_loss.line]
+    if len(quality) < 4 or not upto:
+        return False
+    scale = 100.0 if max(p.value for p in quality) > 1.0 else 1.0
+    then, now = scale - upto[-1], scale - _median([p.value for p in quality[-QUALITY_END_POINTS:]])
+    return then > 0 and now <= (1 - ERROR_CUT) * then
+
+
 def _quality_rose_since(best_loss: Point, series: dict[str, list[Point]]) -> bool:
     """The validation accuracy (or mAP, score) went on improving after the validation loss's best: the median of its
     last OVERFIT_SINCE values above the median of the OVERFIT_SINCE values around the loss's best by more than twice
@@ -2433,7 +2449,8 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
         train_fall = max(_relative_drop(train_tail), _train_fall_on_plateau(train, val, values[best] + margin))
         flat = val_tail_drop < 0.03 and train_fall > OVERFIT_PLATEAU_FALL and _validation_stalled(val, best, series)
         if rising and _quality_rose_since(val[best], series) and (
-                _small_rise(values, best) or (_rise(values, best) < OVERFIT_RISE_HIGH and _quality_at_best_end(series))):
+                _small_rise(values, best) or (_rise(values, best) < OVERFIT_RISE_HIGH and _quality_at_best_end(series))
+                or _error_halved_since(val[best], series)):
             # A drift of a few per cent while the model still gets better at what it is for; or of up to 20% while
             # the quality went on rising to its best at the very end (a detector's summed loss creeping up as a
             # few boxes grow overconfident, its mAP still setting new highs).
