@@ -2149,3 +2149,18 @@ def test_a_rising_validation_loss_beside_a_validation_error_cut_by_half_is_not_o
     # The guard: the same loss with the error cut by a quarter (0.19 -> 0.14) is overfitting, as before.
     report = _diagnose(tmp_path, _loss_rises_accuracy_climbs_log(0.86), name="run2.log")
     assert "overfitting" in _kinds(report), [f.summary for f in report.findings]
+
+
+def _three_epoch_fine_tune(last_acc: float) -> str:
+    # World batch 16's 3-epoch text classifier (HF, healthy): loss 0.308 -> 0.201 -> 0.142, eval_loss 0.2548 ->
+    # 0.2881 -> 0.3752, eval accuracy 0.8925 -> 0.9032 -> 0.9084 (a new best at the last epoch).
+    rows = [(0.308, 0.2548, 0.8925), (0.201, 0.2881, 0.9032), (0.142, 0.3752, last_acc)]
+    return "".join(f"Epoch {e + 1}: train_loss={t} val_loss={v} val_acc={a}\n" for e, (t, v, a) in enumerate(rows))
+
+
+def test_three_evaluations_rising_beside_an_accuracy_at_a_new_best_are_not_overfitting(tmp_path):
+    report = _diagnose(tmp_path, _three_epoch_fine_tune(0.9084))
+    assert "overfitting" not in _kinds(report), [f.summary for f in report.findings]
+    # The guard: the accuracy below its second-epoch best at the end: both steps rising, overfitting as before.
+    report = _diagnose(tmp_path, _three_epoch_fine_tune(0.9000), name="run2.log")
+    assert "overfitting" in _kinds(report), [f.summary for f in report.findings]

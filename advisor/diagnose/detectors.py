@@ -2641,6 +2641,18 @@ def _quality_fell_off_best(series: dict[str, list[Point]], best_loss: Point) -> 
     return quality[-1].line > best_loss.line and quality[-1].value < max(upto) - ACC_AT_BEST * scale
 
 
+def _quality_new_best_at_end(series: dict[str, list[Point]], best_loss: Point) -> bool:
+    """The validation accuracy (or mAP, score) sets its best at its last evaluation, more than ACC_AT_BEST above
+    where it was at the validation loss's best: the model still generalises better, whatever the loss does."""
+    quality = validation_quality(series)
+    upto = [p.value for p in quality if p.line <= best_loss.line]
+    if len(quality) < 2 or not upto or quality[-1].line <= best_loss.line:
+        return False
+    scale = 100.0 if max(p.value for p in quality) > 1.0 else 1.0
+    last = quality[-1].value
+    return last >= max(p.value for p in quality) and last > upto[-1] + ACC_AT_BEST * scale
+
+
 def _few_points_overfitting(train: list[Point], val: list[Point], ctx: Context,
                             series: dict[str, list[Point]] | None = None) -> list[Finding]:
     """Short (epoch-level) logs: validation rising FEW_RISING+ points in a row after its best while training
@@ -2667,7 +2679,8 @@ def _few_points_overfitting(train: list[Point], val: list[Point], ctx: Context,
     # rising, with the training loss falling FEW_TURN_TRAIN_FALL+ (the training set being learnt by heart).
     turned = (len(val) < FEW_RISING + 1 and rising >= 1 and rise >= OVERFIT_RISE_HIGH
               and (_quality_fell_off_best(series or {}, val[best])
-                   or (rising >= FEW_RISING - 1 and train_fall >= FEW_TURN_TRAIN_FALL)))
+                   or (rising >= FEW_RISING - 1 and train_fall >= FEW_TURN_TRAIN_FALL
+                       and not _quality_new_best_at_end(series or {}, val[best]))))
     if rise < VAL_RISE:  # within what the long-log rule calls a flat validation: a converged run's wobble
         return []
     if (rising < FEW_RISING and not turned) or len(steps) != rising or train_fall < FEW_TRAIN_FALL or not falling_since:
