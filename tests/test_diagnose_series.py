@@ -244,3 +244,16 @@ def test_a_csv_with_catalan_headers_is_read(tmp_path):
     assert [round(p.value, 4) for p in report.series["train_loss"]][:2] == [2.07, 1.863]
     assert [p.epoch for p in report.series["train_loss"]][:2] == [1, 2]
     assert len(report.series["train_acc"]) == 20
+
+
+def test_a_metric_named_at_an_epoch_then_its_value_reads_the_epoch_as_the_counter(tmp_path):
+    # World batch 16's NumPy MLP (wandb output.log): "The cross entropy loss at epoch N is X". Read as written, the
+    # epoch number was the loss (0, 1, 2, ...) and a loss frozen to 13 digits went unseen.
+    lines = ["The evaluation accuracy at epoch 0 is 0.0604"]
+    lines += [f"The cross entropy loss at epoch {e} is {60.945 if e == 0 else 60.9427988282928}" for e in range(10)]
+    path = tmp_path / "output.log"
+    path.write_text("\n".join(lines) + "\n")
+    report = diagnose_source(str(path))
+    loss = report.series.get("train_loss") or report.series["train_loss_epoch"]
+    assert [p.epoch for p in loss] == list(range(10)) and loss[-1].value == 60.9427988282928
+    assert [f.kind for f in report.findings] == ["not-learning"]
