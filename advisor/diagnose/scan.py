@@ -912,10 +912,10 @@ UNWRITTEN_MIN_POINTS = 3
 
 
 def _drop_unwritten_losses(collected: Collected) -> None:
-    """A validation or test loss that is exactly 0, or nan/inf, at every one of its UNWRITTEN_MIN_POINTS+ points, the
-    first included, was not computed (YOLOv9's results.csv writes its validation losses as 0 when it skips them, an
-    Ultralytics run without validation losses writes nan): no model starts at a loss of 0, and a diverged model had a
-    finite loss before its first nan. It is not read as a curve (said in a note), so the rules that need a validation
+    """A validation or test loss that is exactly 0, or nan/inf (beside a training loss that never is), at every one
+    of its UNWRITTEN_MIN_POINTS+ points, the first included, was not computed (YOLOv9's results.csv writes its
+    validation losses as 0 when it skips them, an Ultralytics run without validation losses writes nan): no model
+    starts at a loss of 0, and a model whose training loss stays finite has not diverged. It is not read as a curve (said in a note), so the rules that need a validation
     loss fall back on the accuracy or mAP."""
     for name in [n for n in collected.series if n in (VAL_LOSS, "test_loss")]:
         points = collected.series[name]
@@ -923,8 +923,9 @@ def _drop_unwritten_losses(collected: Collected) -> None:
             continue
         if all(p.value == 0 for p in points):
             what = "0"
-        elif not any(math.isfinite(p.value) for p in points):
-            what = "nan or inf"
+        elif not any(math.isfinite(p.value) for p in points) and not any(
+                name in collected.non_finite for name in (TRAIN_LOSS, "train_loss_epoch")):
+            what = "nan or inf"  # beside a finite training loss: one that diverged makes validation nan too
         else:
             continue
         del collected.series[name]
