@@ -216,3 +216,44 @@ def test_a_lightning_epoch_column_with_a_dataloader_index_stays_apart_from_the_s
     report = diagnose_source(str(path))
     assert len(report.series["train_loss"]) == 36
     assert [p.value for p in report.series["train_loss_epoch"]] == [round(0.94 - 0.01 * e, 4) for e in range(6)]
+
+
+# ------------------------------------------------------------------ dx-rules18: header words in other languages
+
+@pytest.mark.parametrize("name, expected", [
+    ("Perdua", ("train_loss", 0)),  # Catalan
+    ("Pérdida", ("train_loss", 0)),  # Spanish, the accent dropped
+    ("perda_validacao", ("val_loss", 0)),  # Portuguese
+    ("Verlust", ("train_loss", 0)),
+    ("val_perte", ("val_loss", 0)),
+    ("Genauigkeit", ("train_acc", 0)),
+])
+def test_loss_and_accuracy_words_in_other_languages_are_named(name, expected):
+    from advisor.diagnose.names import classify
+
+    assert classify(name) == expected
+
+
+def test_a_csv_with_catalan_headers_is_read(tmp_path):
+    # World batch 16's two audio-classifier CSVs ("Epoca,Perdua,Accuracy,Items") were unreadable: no column was a
+    # position or a loss by its English name.
+    rows = ["Època,Pèrdua,Accuracy,Items"] + [f"{e},{2.3 * 0.9 ** e:.4f},{0.1 + 0.02 * e:.4f},6986" for e in range(1, 21)]
+    path = tmp_path / "training_log.csv"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    report = diagnose_source(str(path))
+    assert [round(p.value, 4) for p in report.series["train_loss"]][:2] == [2.07, 1.863]
+    assert [p.epoch for p in report.series["train_loss"]][:2] == [1, 2]
+    assert len(report.series["train_acc"]) == 20
+
+
+def test_a_metric_named_at_an_epoch_then_its_value_reads_the_epoch_as_the_counter(tmp_path):
+    # World batch 16's NumPy MLP (wandb output.log): "The cross entropy loss at epoch N is X". Read as written, the
+    # epoch number was the loss (0, 1, 2, ...) and a loss frozen to 13 digits went unseen.
+    lines = ["The evaluation accuracy at epoch 0 is 0.0604"]
+    lines += [f"The cross entropy loss at epoch {e} is {60.945 if e == 0 else 60.9427988282928}" for e in range(10)]
+    path = tmp_path / "output.log"
+    path.write_text("\n".join(lines) + "\n")
+    report = diagnose_source(str(path))
+    loss = report.series.get("train_loss") or report.series["train_loss_epoch"]
+    assert [p.epoch for p in loss] == list(range(10)) and loss[-1].value == 60.9427988282928
+    assert [f.kind for f in report.findings] == ["not-learning"]

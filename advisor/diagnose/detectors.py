@@ -475,6 +475,11 @@ def detect_diverged(series: dict[str, list[Point]], events: list[LogEvent], coun
 CHANCE_ACC_SPREAD = 0.3  # accuracies within this share of 1/K of their median (or 0.02) never left chance
 DEAD_AT_CHANCE = 0.85  # after a blow-up, a loss at or above this share of ln K is back at chance, not recovered
 DEAD_NO_FALL = 0.1  # ... and falls less than this share over the rest of the run
+# A loss high from its first logged value (nothing before it to compare with: ln K is the only reference) has
+# blown up only if that value is EXPLOSION_FACTOR times where the loss then sits (3e7 -> 19), or the loss then sits
+# on ln K's scale, at most this many times ln K (2.6e18 -> 2.76 = 1.2x ln 10). One that falls 82 -> 35 and sits at
+# 10x ln K is a loss on another scale (a sum of several tasks' losses) falling from its initialisation.
+DEAD_CHANCE_CEILING = 2.0
 DEAD_MIN_AFTER = 3  # points after the blow-up, at least, to say where the loss settled
 # A loss this many times ln K at any point of a run whose accuracy never left chance has blown up (a model that never
 # moved from its initialisation sits at ln K): a logger that records every Nth step can miss the peak (7e8 between
@@ -792,6 +797,8 @@ def _exploded_past_chance(series: dict[str, list[Point]], chance) -> tuple[str, 
         after = values[index + 1:]
         settled = _median(after[len(after) // 2:])
         third = max(1, len(after) // 3)
+        if index == 0 and settled > DEAD_CHANCE_CEILING * ln_k and values[0] < EXPLOSION_FACTOR * settled:
+            continue
         if settled >= DEAD_AT_CHANCE * ln_k and _median(after[:third]) - _median(after[-third:]) <= DEAD_NO_FALL * settled:
             return name, points, index, settled
     return None
@@ -2272,6 +2279,22 @@ def _validation_stalled(val: list[Point], best: int, series: dict[str, list[Poin
     return not _quality_rose_since(val[best], series)
 
 
+ERROR_CUT = 0.5  # the validation error (1 - accuracy or mAP) cut by this share since the loss's best ...
+
+
+def _error_halved_since(best_loss: Point, series: dict[str, list[Point]]) -> bool:
+    """The validation error (1 - accuracy, mAP or score, on its scale) of the last QUALITY_END_POINTS evaluations'
+    median is at most (1 - ERROR_CUT) of the error at the validation loss's best: the model generalises better than
+    at that best, whatever the loss does (a few confident mistakes grow the loss)."""
+    quality = validation_quality(series)
+    upto = [p.value for p in quality if p.line <= best_loss.line]
+    if len(quality) < 4 or not upto:
+        return False
+    scale = 100.0 if max(p.value for p in quality) > 1.0 else 1.0
+    then, now = scale - upto[-1], scale - _median([p.value for p in quality[-QUALITY_END_POINTS:]])
+    return then > 0 and now <= (1 - ERROR_CUT) * then
+
+
 def _quality_rose_since(best_loss: Point, series: dict[str, list[Point]]) -> bool:
     """The validation accuracy (or mAP, score) went on improving after the validation loss's best: the median of its
     last OVERFIT_SINCE values above the median of the OVERFIT_SINCE values around the loss's best by more than twice
@@ -2426,7 +2449,8 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
         train_fall = max(_relative_drop(train_tail), _train_fall_on_plateau(train, val, values[best] + margin))
         flat = val_tail_drop < 0.03 and train_fall > OVERFIT_PLATEAU_FALL and _validation_stalled(val, best, series)
         if rising and _quality_rose_since(val[best], series) and (
-                _small_rise(values, best) or (_rise(values, best) < OVERFIT_RISE_HIGH and _quality_at_best_end(series))):
+                _small_rise(values, best) or (_rise(values, best) < OVERFIT_RISE_HIGH and _quality_at_best_end(series))
+                or _error_halved_since(val[best], series)):
             # A drift of a few per cent while the model still gets better at what it is for; or of up to 20% while
             # the quality went on rising to its best at the very end (a detector's summed loss creeping up as a
             # few boxes grow overconfident, its mAP still setting new highs).
@@ -2617,6 +2641,18 @@ def _quality_fell_off_best(series: dict[str, list[Point]], best_loss: Point) -> 
     return quality[-1].line > best_loss.line and quality[-1].value < max(upto) - ACC_AT_BEST * scale
 
 
+def _quality_new_best_at_end(series: dict[str, list[Point]], best_loss: Point) -> bool:
+    """The validation accuracy (or mAP, score) sets its best at its last evaluation, more than ACC_AT_BEST above
+    where it was at the validation loss's best: the model still generalises better, whatever the loss does."""
+    quality = validation_quality(series)
+    upto = [p.value for p in quality if p.line <= best_loss.line]
+    if len(quality) < 2 or not upto or quality[-1].line <= best_loss.line:
+        return False
+    scale = 100.0 if max(p.value for p in quality) > 1.0 else 1.0
+    last = quality[-1].value
+    return last >= max(p.value for p in quality) and last > upto[-1] + ACC_AT_BEST * scale
+
+
 def _few_points_overfitting(train: list[Point], val: list[Point], ctx: Context,
                             series: dict[str, list[Point]] | None = None) -> list[Finding]:
     """Short (epoch-level) logs: validation rising FEW_RISING+ points in a row after its best while training
@@ -2643,7 +2679,8 @@ def _few_points_overfitting(train: list[Point], val: list[Point], ctx: Context,
     # rising, with the training loss falling FEW_TURN_TRAIN_FALL+ (the training set being learnt by heart).
     turned = (len(val) < FEW_RISING + 1 and rising >= 1 and rise >= OVERFIT_RISE_HIGH
               and (_quality_fell_off_best(series or {}, val[best])
-                   or (rising >= FEW_RISING - 1 and train_fall >= FEW_TURN_TRAIN_FALL)))
+                   or (rising >= FEW_RISING - 1 and train_fall >= FEW_TURN_TRAIN_FALL
+                       and not _quality_new_best_at_end(series or {}, val[best]))))
     if rise < VAL_RISE:  # within what the long-log rule calls a flat validation: a converged run's wobble
         return []
     if (rising < FEW_RISING and not turned) or len(steps) != rising or train_fall < FEW_TRAIN_FALL or not falling_since:

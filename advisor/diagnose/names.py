@@ -11,6 +11,7 @@ below the plain loss) or, as the last word, not a metric at all ("Validation los
 from __future__ import annotations
 
 import re
+import unicodedata
 from functools import lru_cache
 
 from .records import TRAIN_LOSS, VAL_LOSS
@@ -19,16 +20,24 @@ SPLITS = {
     "train": "train", "training": "train", "trn": "train", "tr": "train",
     "val": "val", "vali": "val", "valid": "val", "validation": "val", "eval": "val", "evaluation": "val",
     "dev": "val", "test": "test", "testing": "test",
+    # The same words in the languages people write their own loggers in (Spanish, Catalan, Portuguese, Italian,
+    # French, German; accents are dropped before a name is read): a header like "Epoca,Perdua,Accuracy".
+    "entrenamiento": "train", "entrenament": "train", "treino": "train", "treinamento": "train",
+    "addestramento": "train", "entrainement": "train", "validacion": "val", "validacio": "val", "validacao": "val",
+    "validazione": "val", "validierung": "val", "prueba": "test",
 }
-LOSS_WORDS = {"loss", "losses", "nll", "xent"}
-ACC_WORDS = {"acc", "accuracy", "acc1", "acc@1", "top1", "top-1"}
+LOSS_WORDS = {"loss", "losses", "nll", "xent",
+              "perdida", "perdua", "perda", "perdita", "perte", "verlust"}  # loss in es, ca, pt, it, fr, de
+ACC_WORDS = {"acc", "accuracy", "acc1", "acc@1", "top1", "top-1",
+             "exactitud", "acuracia", "accuratezza", "exactitude", "genauigkeit"}
 AVERAGE_WORDS = {"avg", "average", "mean", "running", "smooth", "smoothed", "ema", "reduced"}
 PLAIN_QUALIFIERS = {"step", "batch", "value", "cur", "current", "iter", "inner"}
 TOTAL_WORDS = {"total", "lm", "overall", "full", "all", "sum", "combined"}
 STEP_NAMES = {"step", "global step", "global_step", "globalstep", "iter", "iters", "iteration", "it",
               "num_updates", "updates", "update", "trainer/global_step", "train/global_step", "train step",
               "training iteration", "train iteration", "training step"}
-EPOCH_NAMES = {"epoch", "ep", "train epoch", "training epoch", "epoch num", "epochs", "train"}  # timm: "Train: 3 [ 100/390 ..."
+EPOCH_NAMES = {"epoch", "ep", "train epoch", "training epoch", "epoch num", "epochs", "train",  # timm: "Train: 3 [ 100/390 ..."
+               "epoca", "epocas", "epoque", "epoche", "epochen"}  # epoch in es, ca, pt, it, fr, de (accents dropped)
 POSITION_NAMES = {"batch", "step", "iter", "iteration", "it"}  # "Step [100/600]": a position within the epoch
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -37,14 +46,21 @@ _KNOWN_LAST = (set(SPLITS) | LOSS_WORDS | ACC_WORDS | AVERAGE_WORDS | PLAIN_QUAL
                | {"lr", "rate", "norm", "gnorm", "scale", "scaler", "epoch", "1"})
 
 
+def _unaccented(name: str) -> str:
+    """"Época" -> "Epoca", "Pèrdua" -> "Perdua": a letter without its accent (ASCII names pass as they are)."""
+    if name.isascii():
+        return name
+    return "".join(c for c in unicodedata.normalize("NFKD", name) if not unicodedata.combining(c))
+
+
 def words(name: str) -> list[str]:
-    return [w for w in _SPLIT.split(_CAMEL.sub(" ", name.strip().strip("'\"")).lower()) if w]
+    return [w for w in _SPLIT.split(_CAMEL.sub(" ", _unaccented(name.strip().strip("'\""))).lower()) if w]
 
 
 @lru_cache(maxsize=4096)  # a log repeats a handful of names millions of times
 def position_name(name: str) -> str | None:
     """'step' / 'epoch' when the name is a step or epoch counter, else None."""
-    keys = {" ".join(words(name)), name.strip().lower()}
+    keys = {" ".join(words(name)), _unaccented(name.strip()).lower()}
     if keys & STEP_NAMES:
         return "step"
     if keys & EPOCH_NAMES:

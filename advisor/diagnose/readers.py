@@ -573,7 +573,30 @@ def _named_pairs(body: str) -> list[tuple[str, str, str]]:
                 if start <= span[0] < end and position_name(name) is None:
                     qualified = f"{body[label_start:label_end]}/{name}".replace(" ", "_")
                     pairs[index] = (qualified,) + pairs[index][1:]
-    return pairs
+    return _counter_then_value(pairs) if len(pairs) > 1 else pairs
+
+
+_PLACE_WORDS = {"at", "for", "of", "after", "in"}
+_LINK_WORDS = {"is", "was", "are", "were", "equals"}
+
+
+def _counter_then_value(pairs: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """Prose that names a metric at a counter, then its value: "The cross entropy loss at epoch 3 is 60.94" reads
+    as ("cross entropy loss at epoch", "3"), ("is", "60.94"): the number after the counter word is the counter's
+    (epoch 3), the one after the linking word ("is", "was") the metric's. Read as written, the epoch number was the
+    loss (0, 1, 2, ...)."""
+    out = list(pairs)
+    for index in range(len(out) - 1):
+        nxt = out[index + 1]
+        if nxt[0].strip().lower() not in _LINK_WORDS:  # the cheap test first: this runs on every line read
+            continue
+        name, value, total = out[index]
+        tokens = words(name)
+        if len(tokens) >= 3 and tokens[-2] in _PLACE_WORDS and position_name(tokens[-1]):
+            metric = name[:name.lower().rindex(tokens[-2])].strip()
+            out[index] = (tokens[-1], value, total)
+            out[index + 1] = (metric, nxt[1], nxt[2])
+    return out
 
 
 def strip_prefix(text: str) -> str:
@@ -670,6 +693,9 @@ class TextMetricsReader(LineReader):
         if not candidates:
             return None
         position, step, epoch = _line_place(body, steps, step, epoch, epoch_total, dll_span)
+        candidates = _measured(candidates, position)
+        if not candidates:
+            return []
         # A line that names an epoch and no place within it reports the epoch ("Epoch 3: train_loss=..."); one with
         # a step or a position reports that step. Kept apart (scan.separate_cadences) when a log prints both.
         cadence = "step" if step is not None or position else ("epoch" if epoch is not None else None)
@@ -681,6 +707,15 @@ class TextMetricsReader(LineReader):
                 if per_batch.get(point.name, (0, False))[1]:
                     point.cadence = "step"
         return points
+
+
+def _measured(candidates: list, position) -> list:
+    """The values a line measured: a line at position 0 of N (a progress bar before its first step) that prints a
+    nan or inf is the bar's placeholder frame (running averages that start at inf), not a loss: none of its values
+    is read (a component beside it would stand in for the total). Lines at any later position are read as they are."""
+    if not position or position[0] != 0 or all(math.isfinite(c[1]) for c in candidates):
+        return candidates
+    return []
 
 
 def _line_place(body: str, steps, step, epoch, epoch_total, dll_span):

@@ -912,14 +912,26 @@ UNWRITTEN_MIN_POINTS = 3
 
 
 def _drop_unwritten_losses(collected: Collected) -> None:
-    """A validation or test loss that is exactly 0 at every one of its UNWRITTEN_MIN_POINTS+ points, the first included, was not computed
-    (YOLOv9's results.csv writes its validation losses as 0 when it skips them): no model starts at a loss of 0. It is
-    not read as a curve (said in a note), so the rules that need a validation loss fall back on the accuracy or mAP."""
+    """A validation or test loss that is exactly 0, or nan/inf (beside a training loss that never is), at every one
+    of its UNWRITTEN_MIN_POINTS+ points, the first included, was not computed (YOLOv9's results.csv writes its
+    validation losses as 0 when it skips them, an Ultralytics run without validation losses writes nan): no model
+    starts at a loss of 0, and a model whose training loss stays finite has not diverged. It is not read as a curve (said in a note), so the rules that need a validation
+    loss fall back on the accuracy or mAP."""
     for name in [n for n in collected.series if n in (VAL_LOSS, "test_loss")]:
         points = collected.series[name]
-        if len(points) >= UNWRITTEN_MIN_POINTS and all(p.value == 0 for p in points):
-            del collected.series[name]
-            collected.stats.notes.append(f"{name} is 0 at all {len(points)} points (not computed): not read as a curve")
+        if len(points) < UNWRITTEN_MIN_POINTS:
+            continue
+        if all(p.value == 0 for p in points):
+            what = "0"
+        elif not any(math.isfinite(p.value) for p in points) and not any(
+                name in collected.non_finite for name in (TRAIN_LOSS, "train_loss_epoch")):
+            what = "nan or inf"  # beside a finite training loss: one that diverged makes validation nan too
+        else:
+            continue
+        del collected.series[name]
+        collected.non_finite.pop(name, None)
+        collected.stats.notes.append(f"{name} is {what} at all {len(points)} points (not computed): not read as a "
+                                     "curve")
 
 
 def _losses_from_perplexity(collected: Collected) -> None:
