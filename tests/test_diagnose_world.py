@@ -336,7 +336,7 @@ def test_the_seventeenth_batch_is_committed_files_from_new_repositories_in_varie
     """Batch 17 asks, as batch 16 did, for 30-42 files committed in public repositories none of batches 1-16 used (at
     most 2 entries from any one repository, checked case-insensitively) and no run trained here, in 8 or more formats
     (no more than 8 of any one), 30-60% of it healthy and every folder < 200 KB. Its collector found fewer failing
-    runs than batch 16's aim in the time given: 3 not-learning, 3 slow-convergence, 3 jitter, 1 diverged, 1
+    runs than batch 16's aim in the time given: 3 not-learning, 3 slow-convergence, 3 jitter, 2 diverged, 1
     overfitting and 1 crash, no oom (README, batch 17); these floors are what it holds. Nothing here reads the
     entries' curves and no score is asserted (the lead scores it once: `python bench/diagnose_world.py --batch 17`)."""
     fresh = _committed_from_new_repositories(SEVENTEENTH_BATCH, 30, 42)
@@ -344,7 +344,7 @@ def test_the_seventeenth_batch_is_committed_files_from_new_repositories_in_varie
     assert len(set(formats)) >= 8 and max(formats.count(f) for f in formats) <= 8, sorted(formats)
     labelled = {k for e in LABELS.values() for k in e["kinds"]}
     count = {k: sum(k in e["kinds"] for e in fresh.values()) for k in labelled}
-    assert count["not-learning"] >= 3 and count["diverged"] >= 1 and count["slow-convergence"] >= 3, count
+    assert count["not-learning"] >= 3 and count["diverged"] >= 2 and count["slow-convergence"] >= 3, count
     assert count["oscillation-jitter"] + count["oscillation-periodic"] >= 3, count
     assert count["overfitting"] >= 1 and count["crash"] >= 1, count
 
