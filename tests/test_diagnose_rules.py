@@ -308,6 +308,21 @@ def test_a_loss_stuck_to_its_printed_digits_for_the_second_half_is_not_learning_
     assert "not-learning" not in _kinds(_diagnose(tmp_path, text, "short.log"))
 
 
+def test_a_loss_stuck_below_three_printed_digits_far_from_its_start_is_no_evidence(tmp_path):
+    # World batch 17's PaiNN run (healthy): an epoch loss printed at 4 decimals falls 0.0286 -> 0.0047 in 160
+    # epochs, then reads 0.0047 for the last 500 of 650 while the learning rate has decayed: one unit of its last
+    # place is 2% of its level, so a converged loss creeping below it looks frozen. It was an error-level
+    # "not-learning". The same curve printed at 6 decimals (a step of 0.02%) still frozen is not learning, and a
+    # stray line with more digits does not make the 4-decimal values finer.
+    fall = [0.0047 + 0.0239 * 0.97 ** i for i in range(150)]
+    coarse = "".join(f"Epoch [{e}/650], Train Loss: {v:.4f}\n" for e, v in enumerate(fall + [0.0047] * 500, 1))
+    assert "not-learning" not in _kinds(_diagnose(tmp_path, coarse, "coarse.log"))
+    stray = coarse.replace("Train Loss: 0.0110\n", "Train Loss: 0.01103\n", 1)  # one line with a digit more
+    assert stray != coarse and "not-learning" not in _kinds(_diagnose(tmp_path, stray, "stray.log"))
+    fine = "".join(f"Epoch [{e}/650], Train Loss: {v:.6f}\n" for e, v in enumerate(fall + [0.004712] * 500, 1))
+    assert _kinds(_diagnose(tmp_path, fine, "fine.log")) == ["not-learning"]
+
+
 def test_validation_accuracy_at_exactly_one_over_k_with_the_loss_at_ln_k_is_not_learning(tmp_path):
     # 5 balanced classes, 8 epochs: the losses fall from the initialisation (val 3.9 -> 1.68) to ~ln 5 = 1.61 and the
     # validation accuracy is 0.2000 at every epoch: every sample gets the same class.

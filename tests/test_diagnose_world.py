@@ -599,11 +599,8 @@ def test_the_seventeenth_batch_keeps_what_it_scored_once():
     of them not healthy, in 8 formats) was labelled by a helper who never ran a detector on it, and scored once by
     the lead after dx-rules18 landed (main 7c676ee, 22:04 UTC, load ~0.4): 19 of 32 right (0.59), none unreadable,
     one error-level finding on a healthy run (a PaiNN training log kept in a Markdown file, called not learning).
-    Below the issue's 90%: this guards against falling back (the one false alarm is allowed only because the first
-    score had it)."""
+    Below the issue's 90%: this guards against falling back. Rules round 19 (dx-rules19) read its misses: the PaiNN
+    log's loss, printed with 2 significant digits, is no longer taken as frozen (20 of 32, no false alarm left)."""
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     outcomes = bench.evaluate(None, LABELS, (SEVENTEENTH_BATCH,))
-    assert len(outcomes) == 32
-    assert not [o for o in outcomes if o.unreadable]
-    assert len([o for o in outcomes if not o.expected and o.error_level]) <= 1
-    assert sum(o.right for o in outcomes) >= 19
+    _assert_scored_once_part_holds(outcomes, 32, 20)

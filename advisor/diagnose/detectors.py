@@ -12,6 +12,7 @@ import math
 import operator
 import struct
 from collections import Counter
+from decimal import Decimal
 
 from ..units import format_bytes
 from .records import TRAIN_LOSS, VAL_LOSS, Finding, LogEvent, Point, dataclass
@@ -46,6 +47,7 @@ STUCK_TOLERANCE = 1e-5  # relative: "the same value" up to float32 noise in the 
 STUCK_NEAR_START = 0.5  # a stuck loss at least half its starting level has not learned
 STUCK_MIN_LEVEL = 1e-3  # ... nor one stuck for the second half of the run above this level (a rounded 0.0001 is converged)
 STUCK_FEW_POINTS = 4  # an epoch log stuck for this many points (and most of the run) has not learned
+STUCK_MAX_STEP = 0.01  # a loss stuck away from its start tells only when printed finer than 1% of its level
 PRINT_PRECISION = 1e-4  # relative: values this close differ only in the printed digits (2.3026 vs 2.3029)
 LN_K_TOLERANCE = 0.02  # a loss within 2% of ln(K) sits where an untrained K-way classifier starts
 LN_K_COMMON_TOLERANCE = 0.015  # ... tighter when K is guessed from the common class counts below
@@ -1116,6 +1118,20 @@ def _overflows_at_floor(overflows: list[LogEvent], floor_value: float | None) ->
 
 
 
+def _decimals(value: float) -> int:
+    exponent = Decimal(repr(value)).as_tuple().exponent if math.isfinite(value) else 0
+    return max(0, -exponent) if isinstance(exponent, int) else 0
+
+
+def _print_step(values: list[float], stuck: int) -> float:
+    """The step the values were printed with: one unit of the decimal place most of the values before the stuck
+    stretch show, or the stuck value's own if finer (0.0286, 0.0105, ... then 0.0047: 1e-4; a 0.2500 after 0.2531
+    shows its 4 decimals through the values before it). A stray summary line with more digits does not count."""
+    before = Counter(_decimals(v) for v in values[:-stuck] if v != 0)
+    places = max(_decimals(values[-1]), before.most_common(1)[0][0] if before else 0)
+    return 10.0 ** -places
+
+
 def _class_count(series: dict[str, list[Point]], ctx: Context) -> tuple[int | None, str | None, float | None]:
     """(K, where it came from, the accuracy it came from) for a K-way task: --classes, or chance-level accuracy."""
     if ctx.classes and ctx.classes >= 2:
@@ -1154,7 +1170,10 @@ def detect_not_learning(series: dict[str, list[Point]], ctx: Context) -> list[Fi
     # Near its start for a fifth of the run, or, at any level above STUCK_MIN_LEVEL, for the whole second half of
     # MIN_POINTS+ points: batch after batch giving one loss to the printed digits is a model whose output no longer
     # depends on its input (an LSTM regressor answering 0.5 to every sample: MSE 0.2500 from step 100 of 240).
-    long_stuck = len(values) >= MIN_POINTS and stuck > len(values) / 2 and abs(last) > STUCK_MIN_LEVEL
+    # A value printed with fewer than 3 significant digits (0.0047 at 4 decimals: a step of 2%) is the same to the
+    # printed digits while a converged loss still creeps below them: away from its start, that is no evidence.
+    long_stuck = (len(values) >= MIN_POINTS and stuck > len(values) / 2 and abs(last) > STUCK_MIN_LEVEL
+                  and _print_step(values, stuck) <= STUCK_MAX_STEP * abs(last))
     if last != 0 and stuck >= needed and (abs(last) >= STUCK_NEAR_START * abs(start_level) or long_stuck):
         confidence = "high" if stuck >= STUCK_MIN_POINTS else ("medium" if stuck >= 6 else "low")
         evidence.update({"stuck_value": last, "stuck_points": stuck,
