@@ -2939,6 +2939,8 @@ def _gain_not_kept(slow: Finding, series: dict[str, list[Point]]) -> Finding:
     first, best, end = values[0], max(values), _median(values[-3:])
     if best <= first or end - first >= KEPT_SHARE * (best - first):
         return slow
+    if _mad_sigma([b - a for a, b in zip(values, values[1:])]) / math.sqrt(2) >= best - first:
+        return slow  # the quality swings by its whole gain from one evaluation to the next: first, best, end are draws
     train = _values(_finite(series.get("train_acc", [])))
     if len(train) >= 3 and _median(_as_fraction(train)[-3:]) - _median(_as_fraction(values)[-3:]) >= ACC_GAP:
         return slow  # the training accuracy climbed clear of it: the model learns its training set (a gap)
