@@ -2107,6 +2107,8 @@ def test_a_creeping_loss_whose_validation_accuracy_keeps_none_of_its_gain_is_not
     low_train = [0.12 + 0.06 * e / n for e in range(n)]
     report = _diagnose(tmp_path, csv(fell_back, low_train), "training_log.csv")
     assert _kinds(report) == ["not-learning"], [(f.kind, f.summary) for f in report.findings]
+    # Three points of a held-out curve (its confidence is always low): a warning, never an error (dx-rules19).
+    assert [f.severity for f in report.findings] == ["warning"]
     report = _diagnose(tmp_path, csv(rise, low_train), "kept.csv")
     assert _kinds(report) == ["slow-convergence"], [(f.kind, f.summary) for f in report.findings]
     report = _diagnose(tmp_path, csv(fell_back, [0.4 + 0.01 * e for e in range(n)]), "gap.csv")

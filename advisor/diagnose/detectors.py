@@ -2946,7 +2946,7 @@ def _gain_not_kept(slow: Finding, series: dict[str, list[Point]]) -> Finding:
         return slow  # the training accuracy climbed clear of it: the model learns its training set (a gap)
     evidence = {**slow.evidence, "quality": quality[0].name, "quality_first": first, "quality_best": best,
                 "quality_end": round(end, 6)}
-    return Finding("not-learning", "error",
+    return Finding("not-learning", "warning",  # it stands on three points of a held-out curve: never an error
                    f"The loss creeps down ({slow.evidence.get('progress', 0):.0%} of the way in "
                    f"{slow.evidence.get('epochs_run', '?')} epochs) but the validation {quality[0].name} ends at "
                    f"{end:.4g}, nearer its first value {first:.4g} than its best {best:.4g}: the model keeps nothing "
