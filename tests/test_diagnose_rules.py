@@ -2133,6 +2133,25 @@ def _high_from_the_first_epoch_csv(first: float) -> str:
     return "\n".join(rows) + "\n"
 
 
+def test_a_training_loss_climbing_steadily_off_its_best_is_a_slow_divergence(tmp_path):
+    # World batch 17's peptide VAE (and batch 5's T5 fine-tune, both labelled diverged, both called jitter): the
+    # loss falls 3.5 -> 0.08, then climbs steadily to 0.6 over 150 logs, no nan: a trend 5x+ its noise, 3x+ its
+    # best, giving back a quarter of its fall. Guards: the same trend under a swing of 0.5 every other log (jitter),
+    # and a memorised loss at 1e-8 creeping to 1e-3 (nothing given back of a fall from 2), are not divergence.
+    rng = random.Random(5)
+    fall = [0.08 + 3.42 * 0.3 ** i for i in range(50)]
+    climb = [0.08 + 0.52 * i / 150 + rng.uniform(-0.04, 0.04) for i in range(150)]
+    report = _diagnose(tmp_path, "".join(f"iter {500 * i} loss_vae {v:.4f}\n" for i, v in enumerate(fall + climb)))
+    assert _kinds(report) == ["diverged"], [(f.kind, f.summary) for f in report.findings]
+    assert report.findings[0].severity == "warning"
+    noisy = [0.08 + 0.52 * i / 150 + (0.5 if i % 2 else 0.0) for i in range(150)]
+    text = "".join(f"iter {500 * i} loss_vae {v:.4f}\n" for i, v in enumerate(fall + noisy))
+    assert "diverged" not in _kinds(_diagnose(tmp_path, text, "noisy.log"))
+    memorised = [2.0 * 0.6 ** i for i in range(40)] + [1e-8 + 1e-3 * i / 150 for i in range(150)]
+    text = "".join(f"iter {500 * i} loss {v!r}\n" for i, v in enumerate(memorised))
+    assert "diverged" not in _kinds(_diagnose(tmp_path, text, "memorised.log"))
+
+
 def test_a_loss_falling_from_its_first_value_on_another_scale_than_ln_k_is_no_blow_up(tmp_path):
     # 82 -> 35, sitting at 10x ln K: a loss on another scale falling from its initialisation, not a dead K-way
     # classifier (it was an error-level "diverged").

@@ -688,6 +688,43 @@ def _gave_back(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
     return []
 
 
+CLIMB_TO_BEST = 3.0  # a training loss climbing steadily off its smoothed best by this many times that best ...
+CLIMB_TO_NOISE = 5.0  # ... the climb (Theil-Sen, over every point after the best) this many times its noise
+CLIMB_GIVE_BACK = 0.25  # ... and this share of its decrease from the start given back (a loss at ~0 may creep)
+
+
+def _climbed_from_best(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """A training loss that climbs steadily from its smoothed best to several times it, giving back a quarter of its
+    decrease: over the MIN_POINTS+ points after the best, the Theil-Sen trend rises CLIMB_TO_BEST times the best,
+    CLIMB_TO_NOISE times the noise around the trend (a steady climb, not spikes: a jittering loss's end sits as high,
+    but its trend is flat against its noise) and CLIMB_GIVE_BACK of the fall from the start (_gave_back's bar, all
+    of it, lowered for a steady climb; a loss memorised to 1e-8 creeping to 1e-3 gives back nothing). The model is
+    driven away from what it learned, without a nan: a slow divergence. A warning: a schedule that raises the loss on
+    purpose (a growing KL weight, an added term) climbs the same way."""
+    for name in (TRAIN_LOSS, "train_loss_epoch"):
+        points = _finite(series.get(name, []))
+        if len(points) < 2 * MIN_POINTS:
+            continue
+        values = _values(points)
+        index, best = _smoothed_best(values)
+        after = values[index:]
+        if best <= 0 or len(after) < MIN_POINTS:
+            continue
+        climb = _theil_sen(after) * (len(after) - 1)
+        noise = _trend_and_noise(after)[1]
+        start = max(_median(values[:3]), _median(values[:max(1, len(values) // 10)]))
+        if climb < max(CLIMB_TO_BEST * best, CLIMB_TO_NOISE * noise, CLIMB_GIVE_BACK * (start - best)):
+            continue
+        evidence = {"series": name, "best_smoothed": round(best, 6), "best_at": _where(points, index),
+                    "climb": round(climb, 6), "noise_sigma": round(noise, 6), **_span(points, index, len(points) - 1)}
+        return [Finding("diverged", "warning",
+                        f"The {_series_words(name)} climbs steadily from its best {best:.4g} (smoothed, "
+                        f"{_describe(_where(points, index))}) by {climb:.4g}, {climb / best:.1f}x that best and "
+                        f"{climb / noise if noise else float('inf'):.0f}x its noise: training is diverging slowly.",
+                        evidence, _diverged_actions(ctx), confidence="medium")]
+    return []
+
+
 def _collapsed_to_chance(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
     """An accuracy that learned (rose COLLAPSE_LEARNED of the way from chance to 1) and then fell back to chance,
     1/K, for its last COLLAPSE_TAIL+ evaluations (its last quarter when longer), while a loss rose off its best: the
@@ -2899,7 +2936,7 @@ def run_detectors(series: dict[str, list[Point]], events: list[LogEvent], counts
                   non_finite: dict[str, Point] | None = None) -> list[Finding]:
     findings = detect_oom(events, counts, ctx, series) + detect_crash(events, counts)
     diverged = (detect_diverged(series, events, counts, ctx, non_finite) or detect_blown_up(series, ctx)
-                or _gave_back(series, ctx) or _collapsed_to_chance(series, ctx) or _jumped_then_frozen(series, ctx)
+                or _gave_back(series, ctx) or _climbed_from_best(series, ctx) or _collapsed_to_chance(series, ctx) or _jumped_then_frozen(series, ctx)
                 or _thrown_around(series, ctx) or _worse_than_start_on_both(series, ctx))
     findings += diverged or detect_not_learning(series, ctx)
     oscillation = (detect_periodic(series, ctx) or detect_sawtooth(series, ctx, ctx.elisions or [])
