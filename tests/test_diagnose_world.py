@@ -600,7 +600,9 @@ def test_the_seventeenth_batch_keeps_what_it_scored_once():
     the lead after dx-rules18 landed (main 7c676ee, 22:04 UTC, load ~0.4): 19 of 32 right (0.59), none unreadable,
     one error-level finding on a healthy run (a PaiNN training log kept in a Markdown file, called not learning).
     Below the issue's 90%: this guards against falling back. Rules round 19 (dx-rules19) read its misses: the PaiNN
-    log's loss, printed with 2 significant digits, is no longer taken as frozen (20 of 32, no false alarm left)."""
+    log's loss, printed with 2 significant digits, is no longer taken as frozen (no false alarm left), a validation
+    accuracy swinging by its whole gain no longer reads as "gain not kept", and a loss climbing steadily off its best
+    is a slow divergence: 22 of 32."""
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     outcomes = bench.evaluate(None, LABELS, (SEVENTEENTH_BATCH,))
-    _assert_scored_once_part_holds(outcomes, 32, 20)
+    _assert_scored_once_part_holds(outcomes, 32, 22)
