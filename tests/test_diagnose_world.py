@@ -35,7 +35,7 @@ FOURTEENTH_BATCH = 14  # held back whole, collected after batch 13 was scored; s
 FIFTEENTH_BATCH = 15  # held back whole, collected after batch 14 was scored; scored once: 24/37 (COMMON notes)
 SIXTEENTH_BATCH = 16  # held back whole, collected after batch 15 was scored; scored once: 21/36 (README)
 SEVENTEENTH_BATCH = 17  # held back whole, collected after batch 16 was scored; scored once: 19/32 (README)
-EIGHTEENTH_BATCH = 18  # held back whole, collected after batch 17 was scored; not scored yet (the lead scores it once)
+EIGHTEENTH_BATCH = 18  # held back whole, collected after batch 17 was scored; scored once: 15/30 (README)
 
 
 def _load(name, path):
@@ -627,3 +627,15 @@ def test_the_seventeenth_batch_keeps_what_it_scored_once():
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     outcomes = bench.evaluate(None, LABELS, (SEVENTEENTH_BATCH,))
     _assert_scored_once_part_holds(outcomes, 32, 22)
+
+
+def test_the_eighteenth_batch_keeps_what_it_scored_once():
+    """Batch 18 (30 entries, held back whole: files committed in 25 public repositories none of batches 1-17 used, 13
+    of them not healthy, in 10 formats) was labelled by a helper who never ran a detector on it, and scored once by
+    the lead after dx-rules19 landed (main 0b5a032, 22:21 UTC, load ~0.6): 15 of 30 right (0.50), 1 unreadable (a
+    folder whose train_log.txt holds no metric the readers know), no error-level finding on its 17 healthy runs.
+    runmedic was right on 17 of the same 30: the first fresh batch a peer scored higher on. This guards against
+    falling back."""
+    bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
+    outcomes = bench.evaluate(None, LABELS, (EIGHTEENTH_BATCH,))
+    _assert_scored_once_part_holds(outcomes, 30, 15, unreadable_at_most=1)
