@@ -283,91 +283,35 @@ def test_the_thirteenth_batch_is_committed_files_from_new_repositories_in_varied
     assert {"crash", "oom"} <= kinds and len(kinds) >= 7, kinds
 
 
-def test_the_fourteenth_batch_is_committed_files_from_new_repositories_with_the_kinds_fresh_batches_miss():
-    """Batch 14 asks for about 36 files committed in public repositories none of batches 1-13 used (at most 2
-    entries from any one repository, checked case-insensitively) and no run trained here, in varied formats (no more
-    than 8 of any one), with the kinds earlier fresh batches held too few of: 5 or more not-learning runs, 3 or more
-    diverged, 3 or more slow-convergence, 3 or more jitter or periodic oscillation, besides overfitting, a crash and
-    an oom; 30-60% of it healthy and every folder < 200 KB; nothing here reads the entries' curves (the lead scores
-    it once: `python bench/diagnose_world.py --batch 14`)."""
-    fresh = _committed_from_new_repositories(FOURTEENTH_BATCH, 30, 42)
+# The floors of each batch's kinds: (not-learning, diverged, slow-convergence, jitter or periodic, overfitting, crash,
+# oom). Batches 14-16 asked for the kinds earlier fresh batches held too few of (5, 3, 3, 3, besides overfitting, a
+# crash and an oom); batches 17 and 18's collectors found fewer failing runs than that aim in the time given, and
+# their floors are what they hold (README, batches 17-18).
+NEW_REPOSITORY_BATCH_FLOORS = {
+    FOURTEENTH_BATCH: (5, 3, 3, 3, 1, 1, 1),
+    FIFTEENTH_BATCH: (5, 3, 3, 3, 2, 1, 1),
+    SIXTEENTH_BATCH: (5, 3, 3, 3, 2, 1, 1),
+    SEVENTEENTH_BATCH: (3, 2, 3, 3, 1, 1, 0),
+    EIGHTEENTH_BATCH: (5, 1, 2, 2, 2, 1, 0),
+}
+
+
+@pytest.mark.parametrize("batch", sorted(NEW_REPOSITORY_BATCH_FLOORS))
+def test_batches_14_on_are_committed_files_from_new_repositories_in_varied_formats_and_kinds(batch):
+    """Each of batches 14-18 holds 30-42 files committed in public repositories no earlier batch used (at most 2 entries
+    from any one repository, checked case-insensitively) and no run trained here, in 8 or more formats (no more than 8
+    of any one), its kinds at the floors above, 30-60% of it healthy and every folder < 200 KB. Nothing here reads the
+    entries' curves and no score is asserted: the lead scores each batch once (`python bench/diagnose_world.py
+    --batch N`), and the guards below keep those scores."""
+    fresh = _committed_from_new_repositories(batch, 30, 42)
     formats = [e["format"] for e in fresh.values()]
     assert len(set(formats)) >= 8 and max(formats.count(f) for f in formats) <= 8, sorted(formats)
     labelled = {k for e in LABELS.values() for k in e["kinds"]}
     count = {k: sum(k in e["kinds"] for e in fresh.values()) for k in labelled}
-    assert count["not-learning"] >= 5 and count["diverged"] >= 3 and count["slow-convergence"] >= 3, count
-    assert count["oscillation-jitter"] + count["oscillation-periodic"] >= 3, count
-    assert count["overfitting"] and count["crash"] and count["oom"], count
-
-
-
-def test_the_fifteenth_batch_is_committed_files_from_new_repositories_in_varied_formats_and_kinds():
-    """Batch 15 asks, as batch 14 did, for 30-42 files committed in public repositories none of batches 1-14 used (at
-    most 2 entries from any one repository, checked case-insensitively) and no run trained here, in 8 or more formats
-    (no more than 8 of any one), with 5 or more not-learning runs, 3 or more diverged, 3 or more slow-convergence, 3 or
-    more jitter or periodic oscillation, 2 or more overfitting, a crash and an oom; 30-60% of it healthy and every folder
-    < 200 KB; nothing here reads the entries' curves and no score is asserted (the lead scores it once:
-    `python bench/diagnose_world.py --batch 15`)."""
-    fresh = _committed_from_new_repositories(FIFTEENTH_BATCH, 30, 42)
-    formats = [e["format"] for e in fresh.values()]
-    assert len(set(formats)) >= 8 and max(formats.count(f) for f in formats) <= 8, sorted(formats)
-    labelled = {k for e in LABELS.values() for k in e["kinds"]}
-    count = {k: sum(k in e["kinds"] for e in fresh.values()) for k in labelled}
-    assert count["not-learning"] >= 5 and count["diverged"] >= 3 and count["slow-convergence"] >= 3, count
-    assert count["oscillation-jitter"] + count["oscillation-periodic"] >= 3, count
-    assert count["overfitting"] >= 2 and count["crash"] and count["oom"], count
-
-
-def test_the_sixteenth_batch_is_committed_files_from_new_repositories_in_varied_formats_and_kinds():
-    """Batch 16 asks, as batch 15 did, for 30-42 files committed in public repositories none of batches 1-15 used (at
-    most 2 entries from any one repository, checked case-insensitively) and no run trained here, in 8 or more formats
-    (no more than 8 of any one), with 5 or more not-learning runs, 3 or more diverged, 3 or more slow-convergence, 3 or
-    more jitter or periodic oscillation, 2 or more overfitting, a crash and an oom; 30-60% of it healthy and every folder
-    < 200 KB; nothing here reads the entries' curves and no score is asserted (the lead scores it once:
-    `python bench/diagnose_world.py --batch 16`)."""
-    fresh = _committed_from_new_repositories(SIXTEENTH_BATCH, 30, 42)
-    formats = [e["format"] for e in fresh.values()]
-    assert len(set(formats)) >= 8 and max(formats.count(f) for f in formats) <= 8, sorted(formats)
-    labelled = {k for e in LABELS.values() for k in e["kinds"]}
-    count = {k: sum(k in e["kinds"] for e in fresh.values()) for k in labelled}
-    assert count["not-learning"] >= 5 and count["diverged"] >= 3 and count["slow-convergence"] >= 3, count
-    assert count["oscillation-jitter"] + count["oscillation-periodic"] >= 3, count
-    assert count["overfitting"] >= 2 and count["crash"] and count["oom"], count
-
-
-def test_the_seventeenth_batch_is_committed_files_from_new_repositories_in_varied_formats_and_kinds():
-    """Batch 17 asks, as batch 16 did, for 30-42 files committed in public repositories none of batches 1-16 used (at
-    most 2 entries from any one repository, checked case-insensitively) and no run trained here, in 8 or more formats
-    (no more than 8 of any one), 30-60% of it healthy and every folder < 200 KB. Its collector found fewer failing
-    runs than batch 16's aim in the time given: 3 not-learning, 3 slow-convergence, 3 jitter, 2 diverged, 1
-    overfitting and 1 crash, no oom (README, batch 17); these floors are what it holds. Nothing here reads the
-    entries' curves and no score is asserted (the lead scores it once: `python bench/diagnose_world.py --batch 17`)."""
-    fresh = _committed_from_new_repositories(SEVENTEENTH_BATCH, 30, 42)
-    formats = [e["format"] for e in fresh.values()]
-    assert len(set(formats)) >= 8 and max(formats.count(f) for f in formats) <= 8, sorted(formats)
-    labelled = {k for e in LABELS.values() for k in e["kinds"]}
-    count = {k: sum(k in e["kinds"] for e in fresh.values()) for k in labelled}
-    assert count["not-learning"] >= 3 and count["diverged"] >= 2 and count["slow-convergence"] >= 3, count
-    assert count["oscillation-jitter"] + count["oscillation-periodic"] >= 3, count
-    assert count["overfitting"] >= 1 and count["crash"] >= 1, count
-
-
-def test_the_eighteenth_batch_is_committed_files_from_new_repositories_in_varied_formats_and_kinds():
-    """Batch 18 asks, as batches 16-17 did, for 30-42 files committed in public repositories none of batches 1-17 used
-    (at most 2 entries from any one repository, checked case-insensitively) and no run trained here, in 8 or more
-    formats (no more than 8 of any one), 30-60% of it healthy and every folder < 200 KB. Its collector found fewer
-    failing runs than the aim in the time given: 5 not-learning, 2 slow-convergence, 2 overfitting, 1 jitter and 1
-    periodic oscillation, 1 diverged and 1 crash, no oom (README, batch 18); these floors are what it holds. Nothing here
-    reads the entries' curves and no score is asserted (the lead scores it once:
-    `python bench/diagnose_world.py --batch 18`)."""
-    fresh = _committed_from_new_repositories(EIGHTEENTH_BATCH, 30, 42)
-    formats = [e["format"] for e in fresh.values()]
-    assert len(set(formats)) >= 8 and max(formats.count(f) for f in formats) <= 8, sorted(formats)
-    labelled = {k for e in LABELS.values() for k in e["kinds"]}
-    count = {k: sum(k in e["kinds"] for e in fresh.values()) for k in labelled}
-    assert count["not-learning"] >= 5 and count["diverged"] >= 1 and count["slow-convergence"] >= 2, count
-    assert count["oscillation-jitter"] + count["oscillation-periodic"] >= 2, count
-    assert count["overfitting"] >= 2 and count["crash"] >= 1, count
+    found = (count["not-learning"], count["diverged"], count["slow-convergence"],
+             count["oscillation-jitter"] + count["oscillation-periodic"], count["overfitting"], count["crash"],
+             count["oom"])
+    assert all(n >= floor for n, floor in zip(found, NEW_REPOSITORY_BATCH_FLOORS[batch])), (found, count)
 
 
 def _assert_scored_once_part_holds(outcomes, entries: int, at_least_right: int, unreadable_at_most: int = 0) -> None:
@@ -590,7 +534,7 @@ def test_the_twelfth_fresh_batch_keeps_what_it_scored_once():
 def test_the_thirteenth_fresh_batch_keeps_what_it_scored_once():
     """Batch 15 (37 entries, held back whole: files committed in 33 public repositories none of batches 1-14 used, 22
     of them not healthy, in 9 formats) was labelled by a helper who never ran a detector on it, and scored once by
-    the lead after dx-rules16 landed (main 11366ec, 21:27 UTC, load ~1): 24 of 37 right (0.65), none unreadable, no
+    the lead after dx-rules16 landed (main 11366ec, 21:25 UTC, load ~1): 24 of 37 right (0.65), none unreadable, no
     error-level finding on its 15 healthy runs (3 with a primary finding). Below the issue's 90%: this guards against
     falling back. Spent since; dx-rules17 learned from it (a loss running off below zero has diverged; a training
     loss creeping beside a validation loss that fell by half is not slow; a creep whose validation accuracy keeps
