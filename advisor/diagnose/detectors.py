@@ -17,7 +17,7 @@ from decimal import Decimal
 from ..units import format_bytes
 from .records import TRAIN_LOSS, VAL_LOSS, Finding, LogEvent, Point, dataclass
 from .advice import NOT_LEARNING_ACTIONS, PERIODIC_ACTIONS, jitter_actions, overfitting_actions
-from .shortlog import (ACC_GAP, CONVERGED_LEVEL, VAL_JITTER_SCORE, _theil_sen, adjacent, detect_short_jitter,
+from .shortlog import (ACC_GAP, CONVERGED_LEVEL, _as_fraction, VAL_JITTER_SCORE, _theil_sen, adjacent, detect_short_jitter,
                        detect_short_periodic, detect_short_validation, median)
 from .curves import cadence_of, epoch_loss_curve
 from .slow import detect_slow_epochs, quarter_paces, steady
@@ -116,9 +116,9 @@ def _values(points: list[Point]) -> list[float]:
     return [p.value for p in points]
 
 
-def _as_fraction(accuracies: list[float]) -> list[float]:
-    """Accuracies on a 0-1 scale: a log that prints them in per cent (any value above 1) divided by 100."""
-    return [a / 100 for a in accuracies] if max(accuracies) > 1.0 else accuracies
+def _percent_scale(values: list[float]) -> float:
+    """100 for accuracies (mAP, scores) printed in per cent (any value above 1), else 1: their scale."""
+    return 100.0 if max(values) > 1.0 else 1.0
 
 
 def _stays_near_first(values: list[float], share: float) -> bool:
@@ -1395,7 +1395,7 @@ def _predictions_never_changed(series: dict[str, list[Point]]) -> list[Finding]:
         if len(evaluations) < CONSTANT_ACC_POINTS:
             continue
         values = [p.value for p in evaluations]
-        scale = 100.0 if max(values) > 1.0 else 1.0
+        scale = _percent_scale(values)
         if max(values) - min(values) > CONSTANT_ACC_SPREAD * scale:
             continue
         name = next((n for n in (VAL_LOSS, "train_loss_epoch", TRAIN_LOSS)
@@ -2342,11 +2342,10 @@ def _error_halved_since(best_loss: Point, series: dict[str, list[Point]]) -> boo
     """The validation error (1 - accuracy, mAP or score, on its scale) of the last QUALITY_END_POINTS evaluations'
     median is at most (1 - ERROR_CUT) of the error at the validation loss's best: the model generalises better than
     at that best, whatever the loss does (a few confident mistakes grow the loss)."""
-    quality = validation_quality(series)
-    upto = [p.value for p in quality if p.line <= best_loss.line]
-    if len(quality) < 4 or not upto:
+    found = _quality_up_to(series, best_loss, 4)
+    if found is None:
         return False
-    scale = 100.0 if max(p.value for p in quality) > 1.0 else 1.0
+    quality, upto, scale = found
     then, now = scale - upto[-1], scale - _median([p.value for p in quality[-QUALITY_END_POINTS:]])
     return then > 0 and now <= (1 - ERROR_CUT) * then
 
@@ -2361,7 +2360,7 @@ def _quality_rose_since(best_loss: Point, series: dict[str, list[Point]]) -> boo
     if len(quality) < 2 * OVERFIT_SINCE or not at_best or len(quality) - 1 - at_best[-1] < OVERFIT_SINCE:
         return False
     centre, values = at_best[-1], [p.value for p in quality]
-    scale = 100.0 if max(values) > 1.0 else 1.0
+    scale = _percent_scale(values)
     then = _median(values[max(0, centre - OVERFIT_SINCE // 2):centre + OVERFIT_SINCE // 2 + 1])
     now = _median(values[-OVERFIT_SINCE:])
     later = values[centre:]
@@ -2418,7 +2417,7 @@ def _quality_stalled_overfitting(series: dict[str, list[Point]], ctx: Context, v
     best = max(range(len(values)), key=values.__getitem__)
     if len(values) - 1 - best < max(OVERFIT_SINCE, VAL_STALE_SHARE * len(values)):
         return []
-    scale = 100.0 if max(values) > 1.0 else 1.0
+    scale = _percent_scale(values)
     if values[best] >= QUALITY_ROOM * scale:  # within a tenth of perfect: no room left to show a stall
         return []
     noise = _mad_sigma([b - a for a, b in zip(values, values[1:])]) / math.sqrt(2)
@@ -2609,7 +2608,7 @@ def _quality_at_best_end(series: dict[str, list[Point]]) -> bool:
     quality = [p.value for p in validation_quality(series)]
     if len(quality) < 4:
         return False
-    scale = 100.0 if max(quality) > 1.0 else 1.0
+    scale = _percent_scale(quality)
     return _median(quality[-QUALITY_END_POINTS:]) >= max(quality) - ACC_AT_BEST * scale
 
 
@@ -2678,7 +2677,7 @@ def overfitting_confidence(values: list[float], best: int, series: dict[str, lis
     note: dict = {"val_rise": round(rise, 4), "points_since_best": since}
     accs = [p.value for p in validation_quality(series)]
     if len(accs) >= 4:
-        scale = 100.0 if max(accs) > 1.0 else 1.0
+        scale = _percent_scale(accs)
         at_best = accs[-1] >= max(accs) - ACC_AT_BEST * scale
         note["val_acc_at_best"] = at_best
         if at_best and rise < OVERFIT_RISE_MEDIUM:
@@ -2689,22 +2688,31 @@ def overfitting_confidence(values: list[float], best: int, series: dict[str, lis
 def _quality_fell_off_best(series: dict[str, list[Point]], best_loss: Point) -> bool:
     """The validation accuracy (or mAP, score) ends more than ACC_AT_BEST below the best it had up to the validation
     loss's best."""
+    found = _quality_up_to(series, best_loss, 2)
+    if found is None:
+        return False
+    quality, upto, scale = found
+    return quality[-1].line > best_loss.line and quality[-1].value < max(upto) - ACC_AT_BEST * scale
+
+
+def _quality_up_to(series: dict[str, list[Point]], best_loss: Point,
+                   min_points: int) -> tuple[list[Point], list[float], float] | None:
+    """The validation quality (accuracy, mAP or score), its values up to the validation loss's best, and its scale
+    (100 when printed in per cent, else 1); None with fewer than ``min_points`` evaluations or none by that best."""
     quality = validation_quality(series)
     upto = [p.value for p in quality if p.line <= best_loss.line]
-    if len(quality) < 2 or not upto:
-        return False
-    scale = 100.0 if max(p.value for p in quality) > 1.0 else 1.0
-    return quality[-1].line > best_loss.line and quality[-1].value < max(upto) - ACC_AT_BEST * scale
+    if len(quality) < min_points or not upto:
+        return None
+    return quality, upto, _percent_scale([p.value for p in quality])
 
 
 def _quality_new_best_at_end(series: dict[str, list[Point]], best_loss: Point) -> bool:
     """The validation accuracy (or mAP, score) sets its best at its last evaluation, more than ACC_AT_BEST above
     where it was at the validation loss's best: the model still generalises better, whatever the loss does."""
-    quality = validation_quality(series)
-    upto = [p.value for p in quality if p.line <= best_loss.line]
-    if len(quality) < 2 or not upto or quality[-1].line <= best_loss.line:
+    found = _quality_up_to(series, best_loss, 2)
+    if found is None or found[0][-1].line <= best_loss.line:
         return False
-    scale = 100.0 if max(p.value for p in quality) > 1.0 else 1.0
+    quality, upto, scale = found
     last = quality[-1].value
     return last >= max(p.value for p in quality) and last > upto[-1] + ACC_AT_BEST * scale
 

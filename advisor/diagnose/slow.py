@@ -162,10 +162,7 @@ def _training_fell_by_half(series: dict[str, list[Point]]) -> bool:
     smoothed last value, came SLOW_PROGRESS or more of the way down: the optimiser does its job, whatever
     validation (whose first value is already after an epoch of training) shows."""
     train = [p.value for p in series.get("train_loss_epoch", []) or series.get(TRAIN_LOSS, []) if math.isfinite(p.value)]
-    if len(train) < SLOW_EPOCH_MIN_POINTS or train[0] <= 0:
-        return False
-    now = _smoothed(train[-2:])[-1]  # where slow_pace reads "now": the centred moving average's last value
-    return (train[0] - now) / train[0] >= SLOW_PROGRESS
+    return _came_half_way_down(train)
 
 
 def _validation_fell_by_half(series: dict[str, list[Point]]) -> bool:
@@ -174,10 +171,16 @@ def _validation_fell_by_half(series: dict[str, list[Point]]) -> bool:
     training loss that creeps (augmentation, dropout, a regulariser in it) is no slow run. The mirror of
     _training_fell_by_half (DOMAIN: slow is BOTH falling slowly)."""
     val = [p for p in series.get(VAL_LOSS, []) if math.isfinite(p.value)]
-    if len(val) < SLOW_EPOCH_MIN_POINTS or cadence_of(val) != "epoch" or val[0].value <= 0:
+    return cadence_of(val) == "epoch" and _came_half_way_down([p.value for p in val])
+
+
+def _came_half_way_down(values: list[float]) -> bool:
+    """SLOW_EPOCH_MIN_POINTS+ values, a positive first one, and SLOW_PROGRESS or more of the way down from it to the
+    smoothed last value (where slow_pace reads "now": the centred moving average's last value)."""
+    if len(values) < SLOW_EPOCH_MIN_POINTS or values[0] <= 0:
         return False
-    now = _smoothed([p.value for p in val[-2:]])[-1]
-    return (val[0].value - now) / val[0].value >= SLOW_PROGRESS
+    now = _smoothed(values[-2:])[-1]
+    return (values[0] - now) / values[0] >= SLOW_PROGRESS
 
 
 def detect_slow_epochs(series: dict[str, list[Point]], ctx) -> list[Finding]:
