@@ -182,7 +182,7 @@ def launch_line(adapter: Adapter, settings: MethodSettings, parts: PlanParts, en
 
 
 def precision_reason(choice: PrecisionChoice, trial: TrialOutcome | None, accumulation_note: str,
-                     training_oom: str = "", accumulation_steps: int = 1) -> str:
+                     training_oom: str, accumulation_steps: int) -> str:
     """Why the plan runs in its precision: the choice made before the probes, then what the runs showed.
     ``training_oom``: why the plan's own training runs capped the batch (their OOM), if they did;
     ``accumulation_steps``: the plan's, so the text never says none was needed where the plan has some."""
