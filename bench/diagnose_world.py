@@ -31,6 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORLD = os.path.join(ROOT, "tests", "corpus", "world")
 SPLITS = ("tune", "holdout")
 PER_ENTRY_SECONDS = 120
+JUDGEMENT_CALL = "judgement call"  # how a label's `why` marks a reading the labeller hesitated over
 
 
 @dataclass
@@ -42,6 +43,9 @@ class Outcome:
     error_level: list[str] = field(default_factory=list)
     unreadable: str | None = None  # why, when the command could not read it
     seconds: float = 0.0
+    # The labeller named another reading in the label's `why` ("judgement call: ... is the other reading"): scored by
+    # its label like every entry, and counted apart too, so a score says how much of it hangs on contested labels.
+    judgement_call: bool = False
 
     @property
     def right(self) -> bool:
@@ -84,7 +88,8 @@ def run_cli(path: str) -> tuple[int, str, str]:
 
 
 def judge(name: str, entry: dict) -> Outcome:
-    outcome = Outcome(name, set(entry["kinds"]), entry.get("format", "?"))
+    outcome = Outcome(name, set(entry["kinds"]), entry.get("format", "?"),
+                      judgement_call=JUDGEMENT_CALL in entry.get("why", ""))
     start = time.perf_counter()
     code, stdout, stderr = run_cli(os.path.join(WORLD, name))
     outcome.seconds = time.perf_counter() - start
@@ -145,6 +150,11 @@ def report(split: str | None, outcomes: list[Outcome], batches: tuple[int, ...] 
     lines.append(f"unreadable: {len(unreadable)} of {len(outcomes)}")
     lines.append(f"right (readable, primary kinds exactly the labels): {len(right)} of {len(outcomes)}"
                  f" ({_ratio(len(right), len(outcomes)).strip()})")
+    contested = [o for o in outcomes if o.judgement_call]
+    clear = [o for o in outcomes if not o.judgement_call]
+    lines.append(f"  of them, labels marked a judgement call: {sum(o.right for o in contested)} of {len(contested)}; "
+                 f"the other labels: {sum(o.right for o in clear)} of {len(clear)}"
+                 f" ({_ratio(sum(o.right for o in clear), len(clear)).strip()})")
     formats = sorted({o.fmt for o in outcomes})
     lines.append("by format (right / entries, unreadable): " + "; ".join(
         f"{fmt} {sum(o.right for o in outcomes if o.fmt == fmt)}/{sum(o.fmt == fmt for o in outcomes)}"

@@ -98,6 +98,19 @@ def test_the_bench_scores_and_prints_the_tune_split(capsys):
     assert "unreadable:" in text and "false alarm" in text
 
 
+def test_the_report_counts_labels_marked_a_judgement_call_apart():
+    """A label whose `why` names another reading is scored by its label like any other, and counted apart too."""
+    bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
+    contested_right = bench.Outcome("a", set(), "csv", judgement_call=True)
+    contested_wrong = bench.Outcome("b", {"overfitting"}, "csv", judgement_call=True)
+    clear = [bench.Outcome(n, set(), "csv") for n in "cde"] + [bench.Outcome("f", {"diverged"}, "csv")]
+    text = bench.report(None, [contested_right, contested_wrong, *clear])
+    assert "right (readable, primary kinds exactly the labels): 4 of 6" in text
+    assert "labels marked a judgement call: 1 of 2; the other labels: 3 of 4 (0.75)" in text
+    (marked,) = bench.evaluate(None, {"x": {"kinds": [], "split": "tune", "why": "flat (judgement call: ...)"}})
+    assert marked.judgement_call
+
+
 def test_an_entry_the_tool_cannot_read_or_crashes_on_counts_as_wrong(tmp_path, monkeypatch):
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     empty = tmp_path / "empty.log"
