@@ -496,6 +496,19 @@ def test_the_range_grows_once_past_a_winning_end_then_says_what_was_not_compared
     assert never.extended == [] and never.chosen == 8
 
 
+def test_by_default_the_range_grows_twice_so_a_start_4x_off_the_best_still_gets_the_best_compared():
+    """The default (no --sweep-extensions) grows the range twice: a start value at 16 whose best lies at 2 (4x below;
+    adam-edge's 128 was left unexplored after one step) sweeps 4, then 2, and picks 2."""
+    from advisor.method.inputs import MethodSettings
+
+    assert MethodSettings.__dataclass_fields__["sweep_extensions"].default == 2
+    smaller_is_better = {1: 0.99, 2: 0.99, 4: 0.97, 8: 0.95, 16: 0.90, 32: 0.85}.__getitem__
+    _, _, outcome = swept_session(smaller_is_better, centre=16, extensions=2)
+    assert outcome.extended == [4, 2] and outcome.chosen == 2
+    assert "It is the smallest swept and the range has grown 2 time(s) (--sweep-extensions 2): 1 per device was not " \
+           "compared." in outcome.reason
+
+
 def test_the_range_steps_up_to_the_cap_not_past_it_and_says_so():
     def bigger_is_better(batch):
         return min(0.99, 0.5 + batch / 640)

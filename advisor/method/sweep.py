@@ -68,7 +68,10 @@ class SweepPolicy:
     loss_margin: float = 0.02  # a gap under this share of the leader's score ties, for a loss or other metric
     throughput_margin: float = FASTER_BY  # a bigger tied batch must be more than this share faster (speed.py)
     chance_factor: float = 1.5  # accuracy under this multiple of 1/classes: the candidate did not learn
-    extensions: int = 1  # how many times the range may grow past an end that wins
+    # How many times the range may grow past an end that wins. Twice: the range spans 4x around the start value, so a
+    # start 4x off the best (adam-edge: an Adam model near its LR edge, advised 256 with 128, its grid's best, left
+    # unexplored after one step) still gets the best compared; each step runs only while the scores point past the end.
+    extensions: int = 2
 
 
 DEFAULT_POLICY = SweepPolicy()
