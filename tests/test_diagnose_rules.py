@@ -352,6 +352,32 @@ def test_a_constant_validation_accuracy_is_not_learning_only_when_the_loss_did_n
     assert "not-learning" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]
 
 
+def test_a_constant_validation_accuracy_beside_a_training_accuracy_that_never_rose_is_not_learning(tmp_path):
+    # Round 20 (world batch 15's graph network): the validation accuracy is 0.7241 (21 of 29) at every one of 20
+    # epochs and the training accuracy wanders 0.42-0.46 without rising, while both losses settle below the
+    # constant-prediction floor for 0.7241 (0.589): the model matches its probabilities to the class shares but no
+    # class decision ever changed, on either set. Not learning. The same losses with a training accuracy rising
+    # 0.45 -> 0.85 are a model that tells its training samples apart: not this rule's.
+    epochs = 20
+    train = [0.643, 0.624, 0.594] + [0.570 + 0.004 * (-1) ** e for e in range(epochs - 3)]
+    val = [0.518, 0.482, 0.467] + [0.450 + 0.003 * (-1) ** e for e in range(epochs - 3)]
+    flat = [0.44 + 0.02 * (-1) ** e for e in range(epochs)]
+    rising = [0.45 + 0.4 * e / (epochs - 1) for e in range(epochs)]
+
+    def log(train_acc):
+        return "".join(f"Epoch {e}: train_loss={t:.4f} train_acc={a:.4f} val_loss={v:.4f} val_acc=0.7241\n"
+                       for e, (t, a, v) in enumerate(zip(train, train_acc, val), start=1))
+
+    report = _diagnose(tmp_path, log(flat), "flat.log")
+    assert _kinds(report) == ["not-learning"], [(f.kind, f.summary) for f in report.findings]
+    assert "training accuracy never rose" in report.findings[0].summary
+    report = _diagnose(tmp_path, log(rising), "rising.log")
+    assert "not-learning" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+    # A training accuracy flat at 0.98 (a fine-tune with nothing left to rise) is no evidence either.
+    report = _diagnose(tmp_path, log([a + 0.54 for a in flat]), "good.log")
+    assert "not-learning" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]
+
+
 def test_a_jumpy_small_validation_loss_is_no_jitter_while_the_accuracy_still_rises_to_its_best(tmp_path):
     # MNIST at 99%: the validation loss, 0.27 -> ~0.04, jumps 30% of its level from epoch to epoch (a few hard
     # samples), while the validation accuracy keeps rising and ends at its best: no jitter. The same loss with the

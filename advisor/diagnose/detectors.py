@@ -1374,6 +1374,29 @@ def _prior_floor(accuracy: float) -> float:
 
 
 TRAIN_LEARNED = 0.5  # a training loss that fell this share of its start over the run has learned its training set
+# Round 20, calibrated on the odd batches 1-17: of the 102 runs there with 5+ training-accuracy points, 42 have one
+# whose second half's median is within 0.02 of its first half's (converged fine-tunes near 1.0 among them); 13 of
+# those stay under FLAT_TRAIN_ACC_CEILING (7 labelled not-learning, 4 diverged, 1 slow, 1 healthy), and one of the 13
+# has a validation accuracy identical at every evaluation: a graph network answering one class (not-learning).
+TRAIN_ACC_FLAT = 0.02  # a training accuracy (0-1) whose second half's median is within this of its first half's ...
+FLAT_TRAIN_ACC_CEILING = 0.7  # ... and never this high (slow.py's GOOD_ACCURACY: a model already doing its job)
+
+
+def _training_accuracy_flat(series: dict[str, list[Point]]) -> bool:
+    """The training accuracy, CONSTANT_ACC_POINTS+ points not known to start mid-run (_mid_run: a CSV without an epoch
+    column is read from its first row), never rose and never got good: its second half's median no more than
+    TRAIN_ACC_FLAT (0-1 scale) above its first half's, every value under FLAT_TRAIN_ACC_CEILING. Beside a
+    validation accuracy identical at every evaluation, a loss that falls below the constant-prediction floor is the
+    model matching its probabilities to the class shares, not telling the classes apart: no class decision changed
+    on either set. (A fine-tune whose training accuracy sits at 0.99 from the start has nothing left to rise.)"""
+    accs = _finite(series.get("train_acc", []))
+    if len(accs) < CONSTANT_ACC_POINTS or _mid_run(accs):
+        return False
+    values = _values(accs)
+    scale = _percent_scale(values)
+    half = len(values) // 2
+    return (max(values) / scale < FLAT_TRAIN_ACC_CEILING
+            and (_median(values[half:]) - _median(values[:half])) / scale <= TRAIN_ACC_FLAT)
 
 
 def _predictions_never_changed(series: dict[str, list[Point]]) -> list[Finding]:
@@ -1383,7 +1406,9 @@ def _predictions_never_changed(series: dict[str, list[Point]]) -> list[Finding]:
     validation loss is logged), seen from the run's start (or from UNTRAINED_FALL x its end: a log whose epoch counter
     starts late but whose loss comes down from an untrained level), no longer moves over its second half (_unmoved)
     and ends at or above PRIOR_LOSS_SHARE of _prior_floor (a model telling samples apart goes below the floor while its arg-max stays put: a segmentation
-    run whose pixel accuracy sits at the background share as its loss falls 19% under the floor learns); for an mAP
+    run whose pixel accuracy sits at the background share as its loss falls 19% under the floor learns), or, below
+    the floor, beside a training accuracy that never rose nor got good (_training_accuracy_flat, round 20: no class
+    decision changed on either set; a log without epochs or steps is then read from its first row); for an mAP
     or a score, the loss followed from the run's start has not moved (a detector in its first epochs, mAP 0 while
     its loss falls, is learning). One rule for the majority class (a binary set at 0.574), exactly 1/K (0.2000: a
     5-class set) and never one right prediction (mAP 0 for 100 epochs)."""
@@ -1407,12 +1432,16 @@ def _predictions_never_changed(series: dict[str, list[Point]]) -> list[Finding]:
         end = _median(_values(loss)[-3:])
         if quality == "val_acc" and 0 < share < 1:
             floor = _prior_floor(share)
-            if not (_unmoved(loss[len(loss) // 2:]) and end >= PRIOR_LOSS_SHARE * floor
-                    and (_from_run_start(loss) or loss[0].value >= UNTRAINED_FALL * end)):
+            flat_acc = _training_accuracy_flat(series)
+            if not (_unmoved(loss[len(loss) // 2:]) and (end >= PRIOR_LOSS_SHARE * floor or flat_acc)
+                    and (_from_run_start(loss) or loss[0].value >= UNTRAINED_FALL * end
+                         or (flat_acc and not _mid_run(loss)))):
                 return []  # (a mid-run excerpt of a converged run holds a constant accuracy as often as not)
             because = (f"the {_series_words(name)} no longer moves and sits at {end:.4g}, at or above {floor:.4g}, "
                        "the lowest a model giving every sample the same class can reach: it gives every sample the "
-                       "same class")
+                       "same class") if end >= PRIOR_LOSS_SHARE * floor else (
+                f"the {_series_words(name)} no longer moves ({end:.4g}) and the training accuracy never rose: the "
+                "model never told the classes apart better than at its start")
         elif _from_run_start(loss) and _unmoved(loss):
             floor = None
             because = (f"the {_series_words(name)} has not moved since the run's start "
