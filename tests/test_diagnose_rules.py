@@ -846,6 +846,11 @@ def test_one_validation_pass_that_gave_nan_then_recovered_is_no_divergence(tmp_p
     vals = [0.9, "nan"] + [round(0.8 - 0.01 * i, 3) for i in range(20)]
     report = _diagnose(tmp_path, _epoch_csv(vals), "metrics.csv")
     assert "diverged" not in {f.kind for f in report.findings}
+    # Several evaluations in a row (batch 19, after its one scoring: a YOLOv5 run's val losses nan at epochs 3-6 of
+    # 150), then finite to the end: the same.
+    several = [0.9, 0.85, 0.83] + ["nan"] * 4 + [round(0.8 - 0.01 * i, 3) for i in range(20)]
+    report = _diagnose(tmp_path, _epoch_csv(several), "metrics3.csv")
+    assert "diverged" not in {f.kind for f in report.findings}
     # A validation loss that stays non-finite is divergence, as before.
     stays = [0.9, 0.8, 0.7] + ["nan"] * 19
     report = _diagnose(tmp_path, _epoch_csv(stays), "metrics2.csv")

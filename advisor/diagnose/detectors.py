@@ -364,14 +364,15 @@ def _halving_run(scales: list[float]) -> tuple[int, float, float]:
 
 
 def _a_validation_pass_that_recovered(name: str, non_finite: dict[str, Point], series: dict[str, list[Point]]) -> bool:
-    """A validation loss that was nan/inf at one evaluation and finite at every later one, while no training loss
-    ever was: one evaluation went wrong (an empty or corrupt validation batch, an fp16 overflow in eval), the
-    training it measures did not diverge (a diverged model stays non-finite)."""
+    """A validation loss that was nan/inf at some evaluations and finite again at the later ones (at least one after
+    its last non-finite value), while no training loss ever was: those evaluations went wrong (an empty or corrupt
+    validation batch, an fp16 overflow in eval), the training they measure did not diverge (a diverged model stays
+    non-finite: its validation never comes back)."""
     if name != VAL_LOSS or any(other in non_finite for other in (TRAIN_LOSS, "train_loss_epoch")):
         return False
-    bad = non_finite[name]
-    later = [p.value for p in series.get(name, []) if p.line > bad.line]
-    return bool(later) and all(math.isfinite(v) for v in later)
+    points = series.get(name, [])
+    last_bad = max((p.line for p in points if not math.isfinite(p.value)), default=non_finite[name].line)
+    return any(p.line > last_bad for p in points)
 
 
 def detect_diverged(series: dict[str, list[Point]], events: list[LogEvent], counts: dict,
