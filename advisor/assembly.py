@@ -233,10 +233,9 @@ def base_fallback_plan(settings: MethodSettings, info: WorkloadInfo, sweep: Swee
                    f"{info.base_global_batch} ({info.base_source}) at the base LR. " + plan.reason)
     plan.warnings.insert(0, Warning_(
         "no-candidate-learned",
+        # The verdict's reason ends in what to do (memory or the LR): said once, here too.
         f"{sweep.verdict.reason} The plan is the base setting (global batch {info.base_global_batch}, LR "
-        f"{lr.value:.4g}), which this plan did not validate either: "
-        + ("give the runs more memory before planning again." if sweep.verdict.out_of_memory_only else
-           "check that the base LR trains at the base batch in a plain run before planning again.")))
+        f"{lr.value:.4g}), which this plan did not validate either."))
     return plan, lr, warmup
 
 

@@ -403,8 +403,8 @@ class SweepVerdict:
                     f"batch.{left} The ceiling's probes are a few steps; a long run held more than they did. Plan "
                     "again with more --headroom, or for a device with more --device-memory.")
         if self.rule == NONE_LEARNED:
-            return (f"No sweep candidate learned, so the comparison cannot pick a batch.{left} Check the base LR "
-                    "and the base batch it was validated at, or run a longer sweep (--sweep-steps).")
+            return (f"No sweep candidate learned, so the comparison cannot pick a batch.{left} Check that the base LR "
+                    "trains at the base batch in a plain run, or run a longer sweep (--sweep-steps).")
         said = self._scores_sentence()
         yours = f" {self.against_yours.sentence(self.fmt)}" if self.against_yours else ""
         if self.rule == BEST_BY_MARGIN:
