@@ -1142,6 +1142,18 @@ def test_small_slow_wander_of_a_converged_loss_is_no_periodic_swing(tmp_path):
     assert "oscillation-periodic" not in _kinds(report), [f.evidence for f in report.findings]
 
 
+def test_swings_in_epoch_means_are_no_data_order(tmp_path):
+    # Blocks of 12 high and 12 low losses (+-30% of a level falling 1.5 -> 0.5): logged within epochs, the data's
+    # order (sorted or grouped data). The same values as epoch means cannot be: an epoch's mean averages every
+    # sample once, whatever the order (a neural ODE's 200 epoch means falling 1000x read as blocks: world batch 19).
+    rng = random.Random(3)
+    values = [(0.5 + 0.98 ** i) * (1.3 if math.sin(2 * math.pi * i / 24) > 0 else 0.7) * (1 + rng.gauss(0, 0.02))
+              for i in range(240)]
+    assert _kinds(_diagnose(tmp_path, _step_log(values, first_step=0, every=10))) == ["oscillation-periodic"]
+    epochs = "epoch,train_loss\n" + "".join(f"{e},{v:.5f}\n" for e, v in enumerate(values))
+    assert "oscillation-periodic" not in _kinds(_diagnose(tmp_path, epochs, name="metrics.csv"))
+
+
 def test_validation_that_lags_a_training_loss_that_fell_by_half_is_not_slow_convergence(tmp_path):
     # A character LM validated on a different text, 6 epochs: the training loss falls from the untrained 4.5 to 1.3
     # (the optimiser does its job), validation 2.70 -> 2.09, still falling 2-4% an epoch. Validation's first value is

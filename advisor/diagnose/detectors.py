@@ -2007,8 +2007,12 @@ def _autocorrelations(values: list[float], lags: range, mean: float, var: float)
 
 
 def detect_periodic(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
+    """Swings of the training loss in the data's order: a regular period, or slow blocks far larger than the step
+    noise. Judged on losses logged within epochs only: an epoch's mean averages over every sample once, whatever
+    their order, so a per-epoch curve cannot show the data order (a neural ODE's loss falling 1000x over 200 epoch
+    means left residuals of its curvature that read as blocks: world corpus batch 19, after its one scoring)."""
     train = _finite(series.get(TRAIN_LOSS, []))
-    if len(train) < 3 * MIN_POINTS:
+    if len(train) < 3 * MIN_POINTS or cadence_of(train) == "epoch":
         return []
     raw = _values(train)
     values, block = _block_means(raw, MAX_ANALYSIS_POINTS)
@@ -2140,9 +2144,9 @@ def detect_repeating_swings(series: dict[str, list[Point]], ctx: Context) -> lis
     large as the step noise, recurs too): a restart once a period (a phase REPEAT_SPIKE robust sigmas out) or swings
     in blocks (neighbouring phases REPEAT_BLOCKS alike). World corpus: the labelled periodic runs repeat at
     0.86-0.996 (those this rule adds: 0.96 and 0.99), healthy runs at most 0.97 (an unshuffled MNIST loader's batch
-    noise: no shape, spike 1.2, blocks -0.05)."""
+    noise: no shape, spike 1.2, blocks -0.05). Losses logged within epochs only, as detect_periodic's."""
     train = _finite(series.get(TRAIN_LOSS, []))
-    if len(train) < 3 * MIN_POINTS:
+    if len(train) < 3 * MIN_POINTS or cadence_of(train) == "epoch":
         return []
     found = _recurrence(train, REPEAT_ACF)
     if found is None:
