@@ -1154,6 +1154,20 @@ def test_swings_in_epoch_means_are_no_data_order(tmp_path):
     assert "oscillation-periodic" not in _kinds(_diagnose(tmp_path, epochs, name="metrics.csv"))
 
 
+@pytest.mark.parametrize("shape", ["plateau-then-drop", "two-knees"])
+def test_a_smooth_fall_with_sharp_knees_is_no_periodic_swing(tmp_path, shape):
+    # Per-step losses that only fall, smoothly (0.3% noise): a plateau then a sudden drop (1.5 -> 0.002), or a fast
+    # start, a plateau and a second drop. A moving average leaves each knee as a block of residuals far larger than
+    # the step noise, which read as "slow blocks"; a swing climbs back up, and these never do.
+    rng = random.Random(5)
+    if shape == "plateau-then-drop":
+        values = [(0.002 + 1.5 / (1 + math.exp((i - 120) / 8))) * (1 + rng.gauss(0, 0.003)) for i in range(240)]
+    else:
+        values = [(0.7 * math.exp(-i / 15) + 0.7 / (1 + math.exp((i - 130) / 6)) + 0.002) * (1 + rng.gauss(0, 0.003))
+                  for i in range(240)]
+    assert "oscillation-periodic" not in _kinds(_diagnose(tmp_path, _step_log(values, first_step=0, every=10)))
+
+
 def test_validation_that_lags_a_training_loss_that_fell_by_half_is_not_slow_convergence(tmp_path):
     # A character LM validated on a different text, 6 epochs: the training loss falls from the untrained 4.5 to 1.3
     # (the optimiser does its job), validation 2.70 -> 2.09, still falling 2-4% an epoch. Validation's first value is

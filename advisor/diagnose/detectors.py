@@ -2006,6 +2006,20 @@ def _autocorrelations(values: list[float], lags: range, mean: float, var: float)
     return {lag: sum(map(operator.mul, centred[:n - lag], centred[lag:])) / ((n - lag) * var) for lag in lags}
 
 
+SWING_RISES = 2  # a swing goes back up: a loss that never climbs its swing's size again has a curved trend, no swings
+
+
+def _rises(values: list[float], size: float) -> int:
+    """How many times the loss climbs ``size`` above its lowest point since the last climb: a swing goes up as well as
+    down; a smooth fall, however curved (a moving average leaves its knee as residual blocks), never does."""
+    count, low = 0, math.inf
+    for v in values:
+        low = min(low, v)
+        if v - low >= size:
+            count, low = count + 1, v
+    return count
+
+
 def detect_periodic(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:
     """Swings of the training loss in the data's order: a regular period, or slow blocks far larger than the step
     noise. Judged on losses logged within epochs only: an epoch's mean averages over every sample once, whatever
@@ -2035,7 +2049,7 @@ def detect_periodic(series: dict[str, list[Point]], ctx: Context) -> list[Findin
     # Large swings only (DOMAIN: periodic LARGE swings): a converged loss that wanders by a few percent of its level,
     # however smoothly, is healthy (two healthy world runs: 7-8%; the labelled periodic runs of both corpora: 14.5%+).
     swings = (swing_to_noise >= SWING_TO_NOISE and swing / level >= SWING_TO_LEVEL
-              and amplitude / level >= SWING_AMPLITUDE)
+              and amplitude / level >= SWING_AMPLITUDE and _rises(values[start:], amplitude) >= SWING_RISES)
     if not swings:
         # No finding whatever the peaks (and the O(n^2) autocorrelation is not computed): a pattern no larger than
         # the step-to-step noise is batch noise that recurs (a loader that repeats its batches each epoch), not
