@@ -37,7 +37,7 @@ SIXTEENTH_BATCH = 16  # held back whole, collected after batch 15 was scored; sc
 SEVENTEENTH_BATCH = 17  # held back whole, collected after batch 16 was scored; scored once: 19/32 (README)
 EIGHTEENTH_BATCH = 18  # held back whole, collected after batch 17 was scored; scored once: 15/30 (README)
 NINETEENTH_BATCH = 19  # held back whole, collected after batch 18 was scored; scored once: 19/31 (README)
-TWENTIETH_BATCH = 20  # held back whole, collected after batch 19 landed; not scored yet (the lead scores it once)
+TWENTIETH_BATCH = 20  # held back whole, collected after batch 19 landed; scored once: 24/34 (README)
 
 
 def _load(name, path):
@@ -615,3 +615,14 @@ def test_the_nineteenth_batch_keeps_what_it_scored_once():
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     outcomes = bench.evaluate(None, LABELS, (NINETEENTH_BATCH,))
     _assert_scored_once_part_holds(outcomes, 31, 21)
+
+
+def test_the_twentieth_batch_keeps_what_it_scored_once():
+    """Batch 20 (34 entries, held back whole: files committed in 30 public repositories none of batches 1-19 used, 19
+    of them not healthy, in 11 formats) was labelled by a helper who never ran a detector on it, and scored once by
+    the lead after batch 19's two rule fixes landed (main 87316df, 00:29 UTC, load ~1.7): 24 of 34 right (0.71; 5 of
+    the 10 labels marked a judgement call, 19 of the other 24), none unreadable, no error-level finding on its 15
+    healthy runs. runmedic was right on 14 and trainspotter on 15 of the same 34. This guards against falling back."""
+    bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
+    outcomes = bench.evaluate(None, LABELS, (TWENTIETH_BATCH,))
+    _assert_scored_once_part_holds(outcomes, 34, 24)
