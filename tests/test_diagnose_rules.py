@@ -1168,6 +1168,22 @@ def test_a_smooth_fall_with_sharp_knees_is_no_periodic_swing(tmp_path, shape):
     assert "oscillation-periodic" not in _kinds(_diagnose(tmp_path, _step_log(values, first_step=0, every=10)))
 
 
+def test_a_pixel_accuracy_pinned_at_the_background_share_beside_a_rising_dice_is_no_constant_prediction(tmp_path):
+    # A lesion segmentation (world batch 20, after its scoring): pixel accuracy 0.9991 at every evaluation (the
+    # background's share), a Dice loss far above the cross-entropy floor of that share, but validation Dice rising
+    # 0.64 -> 0.70: another measure of the same predictions changed, so they changed: no not-learning error.
+    rows = ["epoch,accuracy,dice_score,loss,val_accuracy,val_dice_score,val_loss"]
+    for e in range(30):
+        rows.append(f"{e},{0.9977 + 0.0001 * min(e, 10):.4f},{0.34 + 0.01 * e:.4f},{0.59 - 0.006 * e:.4f},0.9991,"
+                    f"{0.64 + 0.06 * min(e, 15) / 15:.4f},{0.95 - 0.01 * min(e, 10) + 0.005 * (e % 2):.4f}")
+    kinds = _kinds(_diagnose(tmp_path, "\n".join(rows) + "\n", name="training_log.csv"))
+    assert "not-learning" not in kinds, kinds
+    # Without the Dice columns, the same pinned accuracy and unmoved loss are the constant prediction, as before.
+    plain = ["epoch,accuracy,loss,val_accuracy,val_loss"] + [
+        ",".join(r.split(",")[i] for i in (0, 1, 3, 4, 6)) for r in rows[1:]]
+    assert "not-learning" in _kinds(_diagnose(tmp_path, "\n".join(plain) + "\n", name="plain_log.csv"))
+
+
 def test_validation_that_lags_a_training_loss_that_fell_by_half_is_not_slow_convergence(tmp_path):
     # A character LM validated on a different text, 6 epochs: the training loss falls from the untrained 4.5 to 1.3
     # (the optimiser does its job), validation 2.70 -> 2.09, still falling 2-4% an epoch. Validation's first value is

@@ -156,6 +156,11 @@ def test_one_finding_start_for_the_plot_and_the_curves():
     ("val/dfl_oo", None, ("val_loss", 3)),
     ("bleu_weight", None, None),
     ("f1_loss", None, ("train_loss", 3)),
+    ("val_dice_score", None, ("val_score", 0)),  # segmentation overlap: Keras CSVLogger columns, mIoU in mmseg
+    ("val_iou_score", None, ("val_score", 0)),
+    ("mIoU", "val", ("val_score", 0)),
+    ("train_jaccard", None, ("train_score", 0)),
+    ("dice_loss", None, ("train_loss", 3)),
 ])
 def test_quality_metrics_perplexity_and_head_losses_are_named(name, stage, expected):
     from advisor.diagnose.names import classify

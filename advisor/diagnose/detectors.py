@@ -1400,6 +1400,13 @@ def _training_accuracy_flat(series: dict[str, list[Point]]) -> bool:
             and (_median(values[half:]) - _median(values[:half])) / scale <= TRAIN_ACC_FLAT)
 
 
+def _quality_moved(points: list[Point]) -> bool:
+    """A validation quality of CONSTANT_ACC_POINTS+ evaluations whose values spread more than CONSTANT_ACC_SPREAD."""
+    values = [p.value for p in points if math.isfinite(p.value)]
+    return len(values) >= CONSTANT_ACC_POINTS and max(values) - min(values) > CONSTANT_ACC_SPREAD * _percent_scale(
+        values)
+
+
 def _predictions_never_changed(series: dict[str, list[Point]]) -> list[Finding]:
     """The validation quality (accuracy, mAP or score) identical, to CONSTANT_ACC_SPREAD, at every one of
     CONSTANT_ACC_POINTS+ evaluations: the model's predictions on held-out data never changed. Not learning when the
@@ -1415,6 +1422,10 @@ def _predictions_never_changed(series: dict[str, list[Point]]) -> list[Finding]:
     5-class set) and never one right prediction (mAP 0 for 100 epochs)."""
     train = _finite(series.get("train_loss_epoch", []) or series.get(TRAIN_LOSS, []))
     if len(train) >= STUCK_FEW_POINTS and _moved(_values(train)) >= TRAIN_LEARNED:
+        return []
+    if any(_quality_moved(series.get(quality, [])) for quality in ("val_acc", "val_map", "val_score")):
+        # Another measure of the same held-out predictions changed (a segmentation's pixel accuracy pinned at the
+        # background share while its Dice rose 0.64 -> 0.70: world batch 20): the predictions did change.
         return []
     for quality in ("val_acc", "val_map", "val_score"):
         evaluations = [p for p in series.get(quality, []) if math.isfinite(p.value)]

@@ -103,10 +103,12 @@ def _map_rank(tokens: list[str]) -> int | None:
     return None
 
 
-# Quality scores of generated or extracted text, higher is better (BLEU, ROUGE, chrF, METEOR, exact match, F1): the
-# validation quality of what the model is for, like an accuracy or a detection mAP. Rank 0 for the headline variant
-# (BLEU-4, ROUGE-L / ROUGE-Lsum, F1, exact match), 1 for the others (BLEU-1..3, ROUGE-1/2): one point a line.
-_QUALITY = re.compile(r"(?:sacre)?bleu(?P<bleu>\d)?|rouge(?P<rouge>1|2|l|lsum)?|chrf|meteor|exactmatch|em|f1")
+# Quality scores, higher is better, of generated or extracted text (BLEU, ROUGE, chrF, METEOR, exact match, F1) and
+# of segmentation masks (Dice, IoU / Jaccard, mean IoU): the validation quality of what the model is for, like an
+# accuracy or a detection mAP. Rank 0 for the headline variant (BLEU-4, ROUGE-L / ROUGE-Lsum, F1, exact match, Dice,
+# IoU), 1 for the others (BLEU-1..3, ROUGE-1/2): one point a line.
+_QUALITY = re.compile(r"(?:sacre)?bleu(?P<bleu>\d)?|rouge(?P<rouge>1|2|l|lsum)?|chrf|meteor|exactmatch|em|f1"
+                      r"|dice|m?iou|jaccard")
 QUALITY_QUALIFIERS = {"score", "macro", "micro", "weighted", "avg", "mean", "overall", "final", "epoch", "step"}
 PERPLEXITY_WORDS = {"ppl", "perplexity"}
 # YOLOv10's loss columns name a component and a head, no "loss": train/box_om (one-to-many), val/dfl_oo (one-to-one).
