@@ -1753,6 +1753,7 @@ def _accuracy_never_rose(series: dict[str, list[Point]]) -> list[Finding]:
 
 
 def _diverged_actions(ctx: Context) -> list[str]:
+    from ..method.lr import LARGE_BATCH_THRESHOLD
     from ..recipe import SCALED_LR_RULES
 
     actions = []
@@ -1763,8 +1764,13 @@ def _diverged_actions(ctx: Context) -> list[str]:
     else:
         actions.append("Lower the learning rate (try half) and warm up from a small LR over the first epoch(s).")
     actions += ["Clip gradients (torch.nn.utils.clip_grad_norm_, e.g. max_norm=1.0).",
-                "Check the data for corrupt samples or labels (a NaN input poisons every later step).",
-                "Under fp16, prefer bf16 or keep a GradScaler; past a global batch of ~4096 use LAMB/LARS."]
+                "Check the data for corrupt samples or labels (a NaN input poisons every later step)."]
+    # Only what the run is known to do (a recipe, a printed batch): a YOLO csv or a batch-1 fine-tune says neither.
+    if ctx.precision == "fp16":
+        actions.append("It trains in fp16: prefer bf16, or keep a GradScaler (fp16 overflows to inf past 65504).")
+    if ctx.global_batch and ctx.global_batch >= LARGE_BATCH_THRESHOLD:
+        actions.append(f"At a global batch of {ctx.global_batch} (past ~{LARGE_BATCH_THRESHOLD}) a layer-wise "
+                       "optimizer keeps training stable: LAMB (Adam-style) or LARS (SGD-style).")
     return actions
 
 
