@@ -2555,8 +2555,10 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
             summary = (f"Validation loss bottomed at {values[best]:.4g} at {_describe(_where(val, best))} and rose to "
                        f"{values[-1]:.4g} while the training loss kept falling: overfitting."
                        if rising else
-                       f"Validation loss is flat ({val_tail_drop:+.1%} over the second half) while the training "
-                       f"loss still falls: overfitting.")
+                       "Validation loss has stopped improving: over its second half it "
+                       + (f"rose {-val_tail_drop:.1%}" if val_tail_drop < 0 else f"fell only {val_tail_drop:.1%}")
+                       + f", its best is still {values[best]:.4g} at {_describe(_where(val, best))}, and the "
+                       "training loss still falls: overfitting.")
             confidence, note = overfitting_confidence(values, best, series)
             evidence.update(note)
             if note.get("val_acc_at_best") and confidence == "low":
