@@ -23,3 +23,13 @@ def test_an_overfitting_validation_loss_that_rose_is_not_called_flat():
     assert "flat" not in birds and "rose 606.9%" in birds and "its best is still 3e-05 at epoch 21" in birds
     car = _finding("gh-keras-carcnn/training.log", "overfitting").summary
     assert "rose 0.6%" in car and "its best is still 0.717 at epoch 42" in car
+
+
+def test_a_slow_run_names_its_target_and_why_a_projection_shorter_than_the_run_is_still_slow():
+    # "at that pace it needs ~36 epochs to reach 5.969. It converges slowly." after 40 epochs: 5.969 unexplained
+    # (half the start) and 36 < 40 read as a contradiction; the rule called it slow for its straight-line fall.
+    balloons = _finding("gh-yolov8-balloons/results.csv", "slow-convergence").summary
+    assert "~36 more epochs to reach half its start (5.969)" in balloons
+    assert "straight line" in balloons and "R^2 0.98" in balloons
+    eurosat = _finding("gh-lightning-eurosat/metrics.csv", "slow-convergence").summary
+    assert "~27 more epochs to reach half its start (1.153)" in eurosat and "straight line" not in eurosat
