@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from advisor.diagnose import diagnose_source
+from advisor.diagnose import diagnose
 
 WORLD = Path(__file__).resolve().parent / "corpus" / "world"
 
 
 def _finding(name: str, kind: str):
-    report = diagnose_source(str(WORLD / name))
-    return next(f for f in report.findings if f.kind == kind)
+    reports = diagnose([str(WORLD / name)]).reports
+    return next(f for report in reports for f in report.findings if f.kind == kind)
 
 
 def test_an_overfitting_validation_loss_that_rose_is_not_called_flat():
@@ -33,3 +33,15 @@ def test_a_slow_run_names_its_target_and_why_a_projection_shorter_than_the_run_i
     assert "straight line" in balloons and "R^2 0.98" in balloons
     eurosat = _finding("gh-lightning-eurosat/metrics.csv", "slow-convergence").summary
     assert "~27 more epochs to reach half its start (1.153)" in eurosat and "straight line" not in eurosat
+
+
+def test_an_unmoved_loss_at_chance_says_which_accuracy_and_which_way_the_loss_moved():
+    # "The accuracy sits at chance (0.485, about 1/2) for all 34 evaluations and the loss has not moved (training
+    # loss +0.1% over the run)": a training accuracy (an LLM's token accuracy) called evaluations and chance outright,
+    # and "+0.1%" for a loss that fell 0.1%.
+    phi3 = _finding("gh-hf-phi3-synthetic/trainer_state.json", "not-learning").summary
+    assert "The training accuracy stays at 0.485 (about 1/2: chance for a 2-way classifier)" in phi3
+    assert "at all 34 logged points" in phi3 and "training loss fell 0.1% over the run" in phi3
+    sign = _finding("gh-wandb-mlnsasl-5ksovh3k", "not-learning").summary
+    assert "The validation accuracy stays at 0.0631 (about 1/16: chance for a 16-way classifier)" in sign
+    assert "at all 30 evaluations" in sign and "training loss fell 0.6%, validation loss moved 0.0%" in sign

@@ -844,6 +844,14 @@ def _exploded_past_chance(series: dict[str, list[Point]], chance) -> tuple[str, 
     return None
 
 
+def _fell_or_rose(share: float, fell: str = "fell") -> str:
+    """A change given as a share of the start, fall positive (_moved, _relative_drop), in words: a sign left to
+    the reader ("+0.1%") reads as a rise."""
+    if round(abs(share), 3) == 0:
+        return f"moved {abs(share):.1%}"
+    return f"{fell} {share:.1%}" if share > 0 else f"rose {-share:.1%}"
+
+
 def _series_words(name: str) -> str:
     return {TRAIN_LOSS: "training loss", "train_loss_epoch": "per-epoch training loss",
             VAL_LOSS: "validation loss"}.get(name, name)
@@ -1512,11 +1520,14 @@ def _unmoved_at_chance(series: dict[str, list[Point]], ctx: Context) -> list[Fin
     moved = {n: round(_moved(_values(p)), 5) for n, p in curves}
     evidence = {"series": name, "moved": moved, "classes": k, "classes_from": source, "ln_classes": round(ln_k, 4),
                 "accuracy": round(_median(accs), 4), "accuracy_points": len(accs), **_span(points, 0, len(points) - 1)}
+    validation = source.startswith("val_acc") or (not source.startswith("train_acc")
+                                                  and len(_finite(series.get("val_acc", []))) >= STUCK_FEW_POINTS)
+    which, counted = ("validation", "evaluations") if validation else ("training", "logged points")
     return [Finding("not-learning", "error",
-                    f"The accuracy sits at chance ({_median(accs):.3g}, about 1/{k}) for all {len(accs)} evaluations "
-                    "and the loss has not moved (" + ", ".join(f"{_series_words(n)} {m:+.1%}" for n, m in
-                                                             moved.items()) + " over the run): the model is not "
-                    "learning.", evidence, list(NOT_LEARNING_ACTIONS),
+                    f"The {which} accuracy stays at {_median(accs):.3g} (about 1/{k}: chance for a {k}-way "
+                    f"classifier) at all {len(accs)} {counted} and the loss has not moved ("
+                    + ", ".join(f"{_series_words(n)} {_fell_or_rose(m)}" for n, m in moved.items())
+                    + " over the run): the model is not learning.", evidence, list(NOT_LEARNING_ACTIONS),
                     confidence="high" if len(accs) >= 5 and len(points) >= 8 else "medium")]
 
 
@@ -2556,8 +2567,7 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
                        f"{values[-1]:.4g} while the training loss kept falling: overfitting."
                        if rising else
                        "Validation loss has stopped improving: over its second half it "
-                       + (f"rose {-val_tail_drop:.1%}" if val_tail_drop < 0 else f"fell only {val_tail_drop:.1%}")
-                       + f", its best is still {values[best]:.4g} at {_describe(_where(val, best))}, and the "
+                       + _fell_or_rose(val_tail_drop, fell="fell only") + f", its best is still {values[best]:.4g} at {_describe(_where(val, best))}, and the "
                        "training loss still falls: overfitting.")
             confidence, note = overfitting_confidence(values, best, series)
             evidence.update(note)
