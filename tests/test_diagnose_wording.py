@@ -45,3 +45,14 @@ def test_an_unmoved_loss_at_chance_says_which_accuracy_and_which_way_the_loss_mo
     sign = _finding("gh-wandb-mlnsasl-5ksovh3k", "not-learning").summary
     assert "The validation accuracy stays at 0.0631 (about 1/16: chance for a 16-way classifier)" in sign
     assert "at all 30 evaluations" in sign and "training loss fell 0.6%, validation loss moved 0.0%" in sign
+
+
+def test_what_is_missing_for_overfitting_is_a_validation_loss_not_any_validation_series():
+    # "val_map 3 points" in the header, then "the training loss has 15 point(s) and validation 0; needed: a validation
+    # series of 4+ points for overfitting (none was read)"; and "val_acc 36 points" beside "not checked: a validation
+    # series ... (none was read)": the check wants a validation LOSS, and the sentence must say so.
+    detectron = diagnose([str(WORLD / "gh-detectron2-ghailen")]).reports[0]
+    assert "the training loss has 15 point(s) and validation loss 0" in detectron.cannot_judge
+    assert "a validation-loss series of 4+ points for overfitting (none was read)" in detectron.cannot_judge
+    text = diagnose([str(WORLD / "gh-text-cifar10-net/training.log")]).reports[0]
+    assert "not checked: a validation-loss series of 4+ points for overfitting (none was read)" in text.stats.notes
