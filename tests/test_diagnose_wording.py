@@ -56,3 +56,12 @@ def test_what_is_missing_for_overfitting_is_a_validation_loss_not_any_validation
     assert "a validation-loss series of 4+ points for overfitting (none was read)" in detectron.cannot_judge
     text = diagnose([str(WORLD / "gh-text-cifar10-net/training.log")]).reports[0]
     assert "not checked: a validation-loss series of 4+ points for overfitting (none was read)" in text.stats.notes
+
+
+def test_a_loss_non_finite_from_its_first_value_did_not_become_non_finite():
+    # "val_loss became nan at line 1151 (then train_loss)" with last_finite None: it never was finite. And the
+    # series' own key (val_loss) where the other findings say "validation loss".
+    reclor = _finding("gh-wandb-reclor-nanloss", "diverged").summary
+    assert reclor.startswith("The validation loss was nan from its first value, at line 1151 (then the training loss)")
+    pinn = _finding("gh-lightning-pinn14/metrics.csv", "diverged").summary
+    assert pinn.startswith("The training loss became nan at step 218 (line 220), after 1.043:")

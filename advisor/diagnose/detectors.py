@@ -402,9 +402,10 @@ def detect_diverged(series: dict[str, list[Point]], events: list[LogEvent], coun
         later = sorted({p.name for p in bad_losses if p.line > bad.line})
         if later:
             evidence["then_non_finite"] = later
-        return [Finding("diverged", "error",
-                        f"{name} became {bad.value} at {_describe(where)}"
-                        + (f" (then {', '.join(later)})" if later else "") + ": training diverged.",
+        how = (f"became {bad.value} at {_describe(where)}, after {before[-1]:.4g}" if before else
+               f"was {bad.value} from its first value, at {_describe(where)}")
+        then = f" (then the {', the '.join(_series_words(n) for n in later)})" if later else ""
+        return [Finding("diverged", "error", f"The {_series_words(name)} {how}{then}: training diverged.",
                         evidence, _diverged_actions(ctx))]
     run, start = _non_finite_run(norms)
     if norms and (run >= GRAD_NORM_NON_FINITE_RUN or (run and not math.isfinite(norms[-1].value))):
@@ -854,7 +855,7 @@ def _fell_or_rose(share: float, fell: str = "fell") -> str:
 
 def _series_words(name: str) -> str:
     return {TRAIN_LOSS: "training loss", "train_loss_epoch": "per-epoch training loss",
-            VAL_LOSS: "validation loss"}.get(name, name)
+            VAL_LOSS: "validation loss", "grad_norm": "gradient norm"}.get(name, name)
 
 
 def _blown_up_finding(name: str, points: list[Point], index: int, settled: float, chance, ctx: Context) -> Finding:
