@@ -65,3 +65,11 @@ def test_a_loss_non_finite_from_its_first_value_did_not_become_non_finite():
     assert reclor.startswith("The validation loss was nan from its first value, at line 1151 (then the training loss)")
     pinn = _finding("gh-lightning-pinn14/metrics.csv", "diverged").summary
     assert pinn.startswith("The training loss became nan at step 218 (line 220), after 1.043:")
+
+
+def test_the_perplexity_note_says_its_logarithm_is_read_as_the_loss():
+    # "the log prints a train perplexity and no train loss: its log is read as the loss": "its log" reads as the
+    # log file.
+    notes = diagnose([str(WORLD / "gh-yolo-da-oom/finetune_da.log")]).reports[0].stats.notes
+    assert ("the log prints a train perplexity and no train loss: its natural logarithm (the cross-entropy loss "
+            "it comes from) is read as the loss") in notes
