@@ -73,3 +73,16 @@ def test_the_perplexity_note_says_its_logarithm_is_read_as_the_loss():
     notes = diagnose([str(WORLD / "gh-yolo-da-oom/finetune_da.log")]).reports[0].stats.notes
     assert ("the log prints a train perplexity and no train loss: its natural logarithm (the cross-entropy loss "
             "it comes from) is read as the loss") in notes
+
+
+def test_an_oom_on_a_gpu_other_processes_fill_says_so_before_the_training_changes():
+    # "Tried to allocate 128.00 MiB. GPU 0 has a total capacity of 23.69 GiB of which 11.31 MiB is free. Process
+    # 574341 has 18.41 GiB memory in use. Including non-PyTorch memory, this process has 5.24 GiB": the advice began
+    # with mixed precision for a run that held a fifth of the card.
+    crowded = _finding("gh-yolo-da-oom/finetune_da.log", "oom").actions
+    first = next(a for a in crowded if not a.startswith("The run survived"))
+    assert first.startswith("Other processes hold 18.4 GiB of this 23.7 GiB GPU (this run: 5.2 GiB)")
+    assert crowded[crowded.index(first) + 1].startswith("Then, in the training, enable mixed precision")
+    # A message that does not say what this process holds is left as it was.
+    alone = _finding("gh-wandb-nanogpt-oom/wandb/latest-run", "oom").actions
+    assert alone[0].startswith("Enable mixed precision first") and not any("Other processes" in a for a in alone)

@@ -305,10 +305,14 @@ def _oom_actions(ctx: Context, fragmented: bool, details: dict | None = None) ->
     if device == "mps":
         actions.append("Apple MPS shares unified memory with the system: close other GPU users; "
                        "PYTORCH_MPS_HIGH_WATERMARK_RATIO raises the cap only at the risk of swapping the machine.")
+    crowded = _others_on_the_gpu(details)
+    if crowded:
+        actions.append(crowded)
     precision = ctx.precision or "unknown"
     if precision in ("fp32", "unknown"):
-        actions.append("Enable mixed precision first (torch.autocast with bf16 on Ampere+/Hopper, or fp16 with a "
-                       "GradScaler): it roughly halves activation memory.")
+        actions.append(("Then, in the training, enable mixed precision" if crowded else "Enable mixed precision first")
+                       + " (torch.autocast with bf16 on Ampere+/Hopper, or fp16 with a GradScaler): it roughly "
+                       "halves activation memory.")
     else:
         actions.append(f"Mixed precision ({precision}) is already on; go on with the next checks.")
     empty_cache = "torch.mps.empty_cache()" if device == "mps" else "torch.cuda.empty_cache()"
@@ -333,6 +337,23 @@ def _oom_actions(ctx: Context, fragmented: bool, details: dict | None = None) ->
         actions.append("Only then reduce the per-device batch and restore the global batch with gradient "
                        "accumulation (the LR stays unchanged). `advisor plan` finds the real ceiling.")
     return actions
+
+
+OTHERS_SHARE = 0.25  # other processes holding this share of the card or more: the first thing to free
+
+
+def _others_on_the_gpu(details: dict) -> str | None:
+    """The first action when PyTorch's message shows other processes filling the card: its total, what is free
+    and what this process holds ("Including non-PyTorch memory, this process has ...") leave the rest to others."""
+    total, free, own = (details.get(key) for key in ("total_bytes", "free_bytes", "in_use_bytes"))
+    if not (total and own is not None and free is not None):
+        return None
+    others = total - free - own
+    if others < OTHERS_SHARE * total:
+        return None
+    return (f"Other processes hold {format_bytes(others)} of this {format_bytes(total)} GPU (this run: "
+            f"{format_bytes(own)}): free it (nvidia-smi lists them) or move to an idle GPU before changing the "
+            "training; the run may fit as it is.")
 
 
 # ------------------------------------------------------------------ divergence
