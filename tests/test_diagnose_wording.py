@@ -86,3 +86,12 @@ def test_an_oom_on_a_gpu_other_processes_fill_says_so_before_the_training_change
     # A message that does not say what this process holds is left as it was.
     alone = _finding("gh-wandb-nanogpt-oom/wandb/latest-run", "oom").actions
     assert alone[0].startswith("Enable mixed precision first") and not any("Other processes" in a for a in alone)
+
+
+def test_a_slow_climb_says_where_the_loss_went_in_plain_numbers():
+    # "climbs steadily from its best 0.0022 (smoothed, step 750 (line 75)) by 0.008007, 3.6x that best and 15x its
+    # noise": nested brackets, seven digits, and no end point.
+    t5 = _finding("gh-hf-t5-simplify/trainer_state.json", "diverged").summary
+    assert t5.startswith("The training loss climbs steadily from its best, 0.0022 (smoothed) at step 750 (line 75), "
+                         "to about 0.0102 by step 3330 (line 333), a rise of 0.008 (3.6x that best, 15x its noise): training is "
+                         "diverging slowly.")

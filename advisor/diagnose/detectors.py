@@ -741,9 +741,11 @@ def _climbed_from_best(series: dict[str, list[Point]], ctx: Context) -> list[Fin
         evidence = {"series": name, "best_smoothed": round(best, 6), "best_at": _where(points, index),
                     "climb": round(climb, 6), "noise_sigma": round(noise, 6), **_span(points, index, len(points) - 1)}
         return [Finding("diverged", "warning",
-                        f"The {_series_words(name)} climbs steadily from its best {best:.4g} (smoothed, "
-                        f"{_describe(_where(points, index))}) by {climb:.4g}, {climb / best:.1f}x that best and "
-                        f"{climb / noise if noise else float('inf'):.0f}x its noise: training is diverging slowly.",
+                        f"The {_series_words(name)} climbs steadily from its best, {best:.4g} (smoothed) at "
+                        f"{_describe(_where(points, index))}, to about {best + climb:.3g} by "
+                        f"{_describe(_where(points, len(points) - 1))}, a rise of {climb:.2g} ({climb / best:.1f}x "
+                        f"that best, {climb / noise if noise else float('inf'):.0f}x its noise): training is "
+                        "diverging slowly.",
                         evidence, _diverged_actions(ctx), confidence="medium")]
     return []
 
