@@ -95,3 +95,17 @@ def test_a_slow_climb_says_where_the_loss_went_in_plain_numbers():
     assert t5.startswith("The training loss climbs steadily from its best, 0.0022 (smoothed) at step 750 (line 75), "
                          "to about 0.0102 by step 3330 (line 333), a rise of 0.008 (3.6x that best, 15x its noise): training is "
                          "diverging slowly.")
+
+
+def test_an_exception_that_names_nccl_or_cudnn_gets_advice_for_it():
+    # "RuntimeError: NCCL Error 2: unhandled system error" was told "the run stopped on a Python exception that is
+    # not a memory or distributed failure"; "cuDNN error: CUDNN_STATUS_INTERNAL_ERROR" (often a hidden OOM) was told
+    # "This is not an out-of-memory error."
+    nccl = _finding("gh-dual-d-nccl/train_all_weather.log", "crash")
+    assert "from NCCL" in nccl.summary and nccl.actions[0].startswith("The exception comes from NCCL")
+    assert not any("not a memory or distributed failure" in a for a in nccl.actions)
+    cudnn = _finding("gh-text-supcon-cudnn/pipeline_20260124_231614.log", "crash")
+    assert "This is not an out-of-memory error" not in cudnn.summary and "often hide one" in cudnn.summary
+    assert "out of memory in disguise" in cudnn.actions[0]
+    plain = _finding("gh-text-codeclone-crash/train.log", "crash")  # a KeyError: as before
+    assert plain.summary.endswith("This is not an out-of-memory error.") and plain.actions[0].startswith("Read the")

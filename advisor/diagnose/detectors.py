@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 import math
 import operator
+import re
 import struct
 from collections import Counter
 from decimal import Decimal
@@ -2890,7 +2891,30 @@ CRASH_ACTIONS = {
         "Read the traceback around the quoted line: the run stopped on a Python exception that is not a memory or "
         "distributed failure.",
         "Fix it and resume from the last checkpoint; the batch size is not the cause."],
+    # An exception whose message names the library that failed (EXCEPTION_FROM): advice for that library.
+    "exception-nccl": [
+        "The exception comes from NCCL, the library the GPUs communicate through: a distributed failure, not a bug "
+        "in the training code. Re-run with NCCL_DEBUG=INFO to see which rank and which transport failed.",
+        "The usual causes are the machine's: too little shared memory (/dev/shm; a container's --shm-size or "
+        "--ipc=host), the wrong network interface (NCCL_SOCKET_IFNAME), or peer-to-peer transfers between the GPUs "
+        "(re-running with NCCL_P2P_DISABLE=1 tells whether it is that).",
+        "Fix it and resume from the last checkpoint; the batch size is not the cause."],
+    "exception-cuda-library": [
+        "cuDNN/cuBLAS failed inside the library: CUDNN_STATUS_INTERNAL_ERROR, CUBLAS_STATUS_ALLOC_FAILED and "
+        "CUBLAS_STATUS_EXECUTION_FAILED are often a GPU out of memory in disguise: watch the memory (nvidia-smi) "
+        "and re-run once with half the batch to tell.",
+        "Re-run with CUDA_LAUNCH_BLOCKING=1: CUDA reports errors asynchronously, so the stack shown may not be the "
+        "failing operation.",
+        "Check that torch, its CUDA build and the driver match; torch.backends.cudnn.benchmark = False rules out "
+        "one cuDNN algorithm choice."],
 }
+# (name, what the quote names, how the summary says it): an exception's library, read from its message
+EXCEPTION_FROM = (
+    ("exception-nccl", re.compile(r"\bNCCL\b|\bnccl\w*Error\b"),
+     " from NCCL, the GPUs' communication library. This is not an out-of-memory error."),
+    ("exception-cuda-library", re.compile(r"CUDNN_STATUS_|CUBLAS_STATUS_|cuDNN error", re.I),
+     " inside cuDNN/cuBLAS; no out-of-memory message was printed, but these errors often hide one."),
+)
 
 
 def detect_crash(events: list[LogEvent], counts: dict) -> list[Finding]:
@@ -2930,8 +2954,12 @@ def detect_crash(events: list[LogEvent], counts: dict) -> list[Finding]:
         if key in first.details:
             evidence[key] = first.details[key]
     where = f"line {first.line}" + (f", rank {first.details['rank']}" if "rank" in first.details else "")
-    return [Finding("crash", "error", f"The run crashed: {label} ({where}). This is not an out-of-memory error.",
-                    evidence, list(CRASH_ACTIONS[cls]))]
+    actions, tail = cls, ". This is not an out-of-memory error."
+    if cls == "exception":
+        actions, tail = next(((name, said) for name, named, said in EXCEPTION_FROM if named.search(first.text)),
+                             (actions, tail))
+    return [Finding("crash", "error", f"The run crashed: {label} ({where}){tail}", evidence,
+                    list(CRASH_ACTIONS[actions]))]
 
 
 # ------------------------------------------------------------------ co-findings
