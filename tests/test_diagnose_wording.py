@@ -109,3 +109,14 @@ def test_an_exception_that_names_nccl_or_cudnn_gets_advice_for_it():
     assert "out of memory in disguise" in cudnn.actions[0]
     plain = _finding("gh-text-codeclone-crash/train.log", "crash")  # a KeyError: as before
     assert plain.summary.endswith("This is not an out-of-memory error.") and plain.actions[0].startswith("Read the")
+
+
+def test_a_period_in_whole_steps_is_said_without_a_decimal_and_one_point_is_not_points(capsys):
+    # "every ~50.0 steps"; and the header's "val_loss 1 points".
+    periodic = _finding("gen-sw-06", "oscillation-periodic").summary
+    assert "every ~50 steps," in periodic
+    from advisor.cli import main
+
+    main(["diagnose", str(WORLD / "gh-lightning-tb-mnist/lightning_logs/mnist_cnn/version_0")])
+    out = capsys.readouterr().out
+    assert "val_loss 1 point, " in out and "train_loss 5 points" in out and "1 points" not in out

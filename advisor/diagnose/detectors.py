@@ -2104,7 +2104,7 @@ def detect_periodic(series: dict[str, list[Point]], ctx: Context) -> list[Findin
     if steps_per_point:
         evidence["period_steps"] = round(period_points * steps_per_point, 1)
     regular = bool(peaks) and amplitude / level >= PERIODIC_AMPLITUDE
-    what = (f"swings periodically (every ~{evidence.get('period_steps', period_points)} "
+    what = (f"swings periodically (every ~{evidence.get('period_steps', period_points):g} "
             f"{'steps' if steps_per_point else 'log points'}, ±{amplitude:.3g}, autocorrelation {acf[period]:.2f})"
             if regular else
             f"swings in slow blocks {swing_to_noise:.1f}x larger than its step-to-step noise (±{amplitude:.3g})")
