@@ -120,3 +120,12 @@ def test_a_period_in_whole_steps_is_said_without_a_decimal_and_one_point_is_not_
     main(["diagnose", str(WORLD / "gh-lightning-tb-mnist/lightning_logs/mnist_cnn/version_0")])
     out = capsys.readouterr().out
     assert "val_loss 1 point, " in out and "train_loss 5 points" in out and "1 points" not in out
+
+
+def test_overfitting_beside_an_accuracy_still_at_its_best_says_so_at_any_confidence():
+    # A bird classifier at 100% validation accuracy at every epoch but one: "overfitting (confidence: high)" with
+    # nothing in the sentence about the accuracy ("val_acc_at_best: True" only in the evidence).
+    birds = _finding("gh-ultralytics-birds/results.csv", "overfitting").summary
+    assert birds.endswith("Validation accuracy is still at its best: so far only the loss shows it.")
+    car = _finding("gh-keras-carcnn/training.log", "overfitting").summary  # accuracy past its best: nothing added
+    assert "Validation accuracy" not in car

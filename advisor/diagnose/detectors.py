@@ -2596,8 +2596,10 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
                        "training loss still falls: overfitting.")
             confidence, note = overfitting_confidence(values, best, series)
             evidence.update(note)
-            if note.get("val_acc_at_best") and confidence == "low":
-                summary += " Validation accuracy is still at its best, so this is an early sign at most."
+            if note.get("val_acc_at_best"):
+                summary += (" Validation accuracy is still at its best, so this is an early sign at most."
+                            if confidence == "low" else
+                            " Validation accuracy is still at its best: so far only the loss shows it.")
             findings.append(Finding("overfitting", "warning", summary, evidence, overfitting_actions(ctx),
                                     confidence=confidence))
             return findings
