@@ -129,3 +129,11 @@ def test_overfitting_beside_an_accuracy_still_at_its_best_says_so_at_any_confide
     assert birds.endswith("Validation accuracy is still at its best: so far only the loss shows it.")
     car = _finding("gh-keras-carcnn/training.log", "overfitting").summary  # accuracy past its best: nothing added
     assert "Validation accuracy" not in car
+
+
+def test_jitter_kept_secondary_to_overfitting_claims_no_gap_the_evidence_does_not_show():
+    # "secondary_because: with a clear train/validation gap the gap is what to fix first" beside an overfitting whose
+    # train_val_gap is -0.00494 (validation below training).
+    jitter = _finding("gh-ultralytics-birds/results.csv", "oscillation-jitter")
+    because = jitter.evidence["secondary_because"]
+    assert "clear train/validation gap" not in because and because.startswith("overfitting is what to fix first")

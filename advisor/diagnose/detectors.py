@@ -2984,9 +2984,9 @@ COFINDING_RULES = (
     # Not a periodic swing (round 16): a swing that repeats with the data order is a cause of its own whose remedy
     # (shuffle, rebalance) neither contradicts nor waits for the overfitting one, as beside not learning above.
     # Jitter stays secondary: its remedy (a larger batch or a lower LR) pulls against overfitting's (a smaller
-    # batch), and the gap is what to fix first.
+    # batch), and overfitting is what to fix first.
     ("overfitting", ("oscillation-jitter",), "secondary",
-     "with a clear train/validation gap the gap is what to fix first, and jitter's remedy (a larger batch) pulls "
+     "overfitting is what to fix first, and jitter's remedy (a larger batch) pulls "
      "against overfitting's (a smaller one)"),
 )
 
