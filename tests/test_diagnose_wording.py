@@ -137,3 +137,13 @@ def test_jitter_kept_secondary_to_overfitting_claims_no_gap_the_evidence_does_no
     jitter = _finding("gh-ultralytics-birds/results.csv", "oscillation-jitter")
     because = jitter.evidence["secondary_because"]
     assert "clear train/validation gap" not in because and because.startswith("overfitting is what to fix first")
+
+
+def test_a_wandb_run_folder_is_one_report_its_debug_logs_named_not_read():
+    # A crashed wandb run printed the crash, then a second block for logs/debug.log (wandb's own log, whose config
+    # line gave "lr 1 point"): "Nothing conclusive ... no training loss was read (lr 1)".
+    folder = WORLD / "gh-wandb-epilepsy-crash/run-20250531_235508-x944f4eo"
+    reports = diagnose([str(folder)]).reports
+    assert len(reports) == 1 and [f.kind for f in reports[0].findings] == ["crash"]
+    skipped = "\n".join(reports[0].stats.notes)
+    assert "wandb's own log" in skipped and "logs/debug.log" in skipped and "logs/debug-internal.log" in skipped
