@@ -147,3 +147,12 @@ def test_a_wandb_run_folder_is_one_report_its_debug_logs_named_not_read():
     assert len(reports) == 1 and [f.kind for f in reports[0].findings] == ["crash"]
     skipped = "\n".join(reports[0].stats.notes)
     assert "wandb's own log" in skipped and "logs/debug.log" in skipped and "logs/debug-internal.log" in skipped
+
+
+def test_an_hf_output_dir_with_its_events_in_logs_is_one_run():
+    # trainer_state.json and logs/events.out.tfevents.* (TrainingArguments(logging_dir="logs")) were two reports of
+    # the same run, each with its own verdict; as with runs/<name>, one run, the fuller source read.
+    reports = diagnose([str(WORLD / "gh-hf-hatespeech")]).reports
+    assert len(reports) == 1 and reports[0].verdict == "healthy"
+    assert any("the same run's metrics are read from" in note and "trainer_state.json" in note
+               for note in reports[0].stats.notes)

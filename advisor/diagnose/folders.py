@@ -183,6 +183,10 @@ class _Walk:
                 siblings = [f for f in self.by_folder if os.path.dirname(f) == parent]
                 if len(siblings) == 1:
                     self.by_folder[grandparent] += self.by_folder.pop(folder)
+            elif os.path.basename(folder) == "logs" and parent in self.by_folder and any(
+                    f.kind == "trainer-state" for f in self.by_folder[parent]) and all(
+                    f.kind == "tensorboard" for f in self.by_folder[folder]):
+                self.by_folder[parent] += self.by_folder.pop(folder)  # TrainingArguments(logging_dir="logs")
             elif self._wandb_debug_logs(folder):
                 for log in self.by_folder.pop(folder):
                     self.skip(log.path, "wandb's own log (the training's output is the run's files/output.log)")
