@@ -156,3 +156,9 @@ def test_an_hf_output_dir_with_its_events_in_logs_is_one_run():
     assert len(reports) == 1 and reports[0].verdict == "healthy"
     assert any("the same run's metrics are read from" in note and "trainer_state.json" in note
                for note in reports[0].stats.notes)
+
+
+def test_a_skipped_file_note_says_skipped_once():
+    # "note: skipped: 1 skipped, not a log file: 0/meta.yaml"
+    notes = diagnose([str(WORLD.parent.parent / "fixtures" / "diagnose_files" / "mlruns")]).reports[0].stats.notes
+    assert "1 skipped, not a log file: 0/meta.yaml" in notes and not any("skipped: " in n for n in notes)
