@@ -162,3 +162,12 @@ def test_a_skipped_file_note_says_skipped_once():
     # "note: skipped: 1 skipped, not a log file: 0/meta.yaml"
     notes = diagnose([str(WORLD.parent.parent / "fixtures" / "diagnose_files" / "mlruns")]).reports[0].stats.notes
     assert "1 skipped, not a log file: 0/meta.yaml" in notes and not any("skipped: " in n for n in notes)
+
+
+def test_every_unmoved_loss_says_which_way_it_moved_in_words():
+    # "(training loss -1.1%, validation loss -1.3%)" for losses that fell, and "(+0.2%)" for one that fell too:
+    # two sign conventions in one report; words say it.
+    btc = _finding("gh-csv-btc-lstm/lstm_BTC_1d_metrics.csv", "not-learning").summary
+    assert "(training loss fell 1.1%, validation loss fell 1.3%)" in btc
+    ghost = _finding("gh-yolo-ghost-coco8/results.csv", "not-learning").summary
+    assert "has not moved since the run's start (it fell 0.2%)" in ghost

@@ -1479,7 +1479,7 @@ def _predictions_never_changed(series: dict[str, list[Point]]) -> list[Finding]:
         elif _from_run_start(loss) and _unmoved(loss):
             floor = None
             because = (f"the {_series_words(name)} has not moved since the run's start "
-                       f"({_moved(_values(loss)):+.1%}): its outputs did not change")
+                       f"(it {_fell_or_rose(_moved(_values(loss)))}): its outputs did not change")
         else:
             return []
         what = {"val_acc": "accuracy", "val_map": "mAP", "val_score": "score"}[quality]
@@ -1742,7 +1742,7 @@ def _both_losses_at_start(series: dict[str, list[Point]]) -> list[Finding]:
     return [Finding("not-learning", "warning",
                     "The training and validation losses stay within "
                     f"{NO_MOVE:.0%} of their first values for the whole run (" + ", ".join(
-                        f"{_series_words(n)} {m:+.1%}" for n, m in moves.items()) + "): the model fits its training "
+                        f"{_series_words(n)} {_fell_or_rose(-m)}" for n, m in moves.items()) + "): the model fits its training "
                     "data no better than where it began, nor new data; it is not learning.",
                     evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
 
