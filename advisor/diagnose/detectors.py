@@ -353,7 +353,7 @@ def _others_on_the_gpu(details: dict) -> str | None:
     if others < OTHERS_SHARE * total:
         return None
     return (f"Other processes hold {format_bytes(others)} of this {format_bytes(total)} GPU (this run: "
-            f"{format_bytes(own)}): free it (nvidia-smi lists them) or move to an idle GPU before changing the "
+            f"{format_bytes(own)}): free the GPU (nvidia-smi lists those processes) or move to an idle one before changing the "
             "training; the run may fit as it is.")
 
 
