@@ -171,3 +171,13 @@ def test_every_unmoved_loss_says_which_way_it_moved_in_words():
     assert "(training loss fell 1.1%, validation loss fell 1.3%)" in btc
     ghost = _finding("gh-yolo-ghost-coco8/results.csv", "not-learning").summary
     assert "has not moved since the run's start (it fell 0.2%)" in ghost
+
+
+def test_overfitting_read_from_a_quality_without_a_validation_loss_checkpoints_on_that_quality():
+    # "...: overfitting (the log prints no validation loss)." then "Stop early at the best validation step
+    # (checkpoint on val loss)".
+    t5 = _finding("gh-text-t5-finetune/train.log", "overfitting")
+    assert "the log prints no validation loss" in t5.summary
+    assert t5.actions[-1] == "Stop early at the best validation step (checkpoint on the validation score)."
+    wheat = _finding("gh-yolov8-wheatweed/results.csv", "overfitting")  # a validation loss printed: as before
+    assert wheat.actions[-1] == "Stop early at the best validation step (checkpoint on val loss)."

@@ -2514,7 +2514,8 @@ def _quality_stalled_overfitting(series: dict[str, list[Point]], ctx: Context, v
                     f"The validation {what} peaked at {values[best]:.4g} at {_describe(_where(quality, best))} and has "
                     f"not improved in the {len(values) - 1 - best} evaluations since (last {values[-1]:.4g}) while the "
                     f"training loss fell {fall:.0%} more" + why,
-                    evidence, overfitting_actions(ctx), confidence="medium")]
+                    evidence, overfitting_actions(ctx, "val loss" if val else f"the validation {what}"),
+                    confidence="medium")]
 
 
 def _stalled_quality(series: dict[str, list[Point]], val: list[Point], ctx: Context) -> list[Finding]:
