@@ -768,7 +768,8 @@ def _print_reports(reports) -> None:
             continue  # explained on stderr by the caller
         stats = report.stats
         formats = ", ".join(f"{k} ({v})" for k, v in stats.formats.items()) or "nothing recognised"
-        series = ", ".join(f"{k} {v} points" for k, v in stats.series_lengths.items()) or "no metric series"
+        series = (", ".join(f"{k} {v} point{'' if v == 1 else 's'}" for k, v in stats.series_lengths.items())
+                  or "no metric series")
         print(f"{report.source}: {stats.lines} lines; read as {formats}; {series}.")
         for note in stats.notes:
             print(f"  note: {note}")

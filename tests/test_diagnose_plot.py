@@ -152,6 +152,21 @@ def test_without_colour_the_curves_differ_by_their_marks(tmp_path, capsys):
     assert "⢕⢕ train loss" in text and "•• validation loss" in text, text  # the legend shows each curve's mark
 
 
+def test_a_drawing_of_a_run_in_a_deep_folder_keeps_its_name_in_the_title(tmp_path, capsys):
+    """plotext drops a title wider than the plot: the two drawings of lightning_logs/mnist_cnn/version_0 and
+    version_1 (long paths) came out unnamed and alike. The title keeps the path's end."""
+    folder = tmp_path / ("a-folder-with-a-long-name-" * 3) / "lightning_logs"
+    for version in (0, 1):
+        run_dir = folder / f"version_{version}"
+        run_dir.mkdir(parents=True)
+        (run_dir / "train.log").write_text(
+            "".join(f"Epoch {e}: train_loss={2 / e:.4f} val_loss={2.1 / e:.4f}\n" for e in range(1, 31)))
+    target = tmp_path / "curves.txt"
+    run(capsys, folder, "--plot", target)
+    titles = [line.strip() for line in target.read_text(encoding="utf-8").splitlines() if ": loss" in line]
+    assert titles == ["…/lightning_logs/version_0: loss", "…/lightning_logs/version_1: loss"]
+
+
 def test_plot_alone_draws_in_the_terminal_after_the_report(capsys):
     code, out, _ = run(capsys, OVERFIT_EPOCHS, "--plot")
     assert code == 1

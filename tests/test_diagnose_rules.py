@@ -867,6 +867,19 @@ def test_divergence_advice_blames_every_lr_rule_that_scaled_the_lr(rule):
     assert _diverged_actions(Context(lr=0.1, lr_rule="unchanged"))[0].startswith("Lower the learning rate")
 
 
+def test_divergence_advice_names_fp16_and_lamb_only_where_the_run_is_known_to_use_them():
+    # dx-review: every diverged run (a YOLO csv, a batch-1 T5 fine-tune, a RoBERTa run with fp16 off) was told
+    # "Under fp16, prefer bf16 ...; past a global batch of ~4096 use LAMB/LARS" though nothing said fp16 or a large batch.
+    from advisor.diagnose.detectors import Context, _diverged_actions
+
+    plain = " ".join(_diverged_actions(Context()))
+    assert "fp16" not in plain and "LAMB" not in plain
+    assert "bf16" in " ".join(_diverged_actions(Context(precision="fp16")))
+    assert "LAMB" not in " ".join(_diverged_actions(Context(precision="bf16", global_batch=1024)))
+    large = " ".join(_diverged_actions(Context(global_batch=8192)))
+    assert "LAMB" in large and "LARS" in large and "8192" in large and "fp16" not in large
+
+
 # ------------------------------------------------------------------ dx-rules5: a run that learned, then died
 
 def _steps(values, every=10):

@@ -172,7 +172,7 @@ def diagnose_folder(path: str, context: Context | None = None) -> list[SourceRep
         raise AdvisorError(no_logs_message(path, found))
     for report, skipped in zip(reports, _skipped_by_run(found.skipped, [r.source for r in reports])):
         report.stats.skipped = [f"{os.path.relpath(p, path)}: {why}" for p, why in skipped]
-        report.stats.notes += ["skipped: " + line for line in skipped_summary(skipped, path)]
+        report.stats.notes += skipped_summary(skipped, path)
     reports[0].stats.notes += ["not walked: " + line for line in found.capped]
     return reports
 

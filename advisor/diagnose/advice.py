@@ -46,8 +46,9 @@ def jitter_actions(ctx) -> list[str]:
     return actions
 
 
-def overfitting_actions(ctx) -> list[str]:
-    """What to do about overfitting, for every rule that finds it (the long logs' and the short ones')."""
+def overfitting_actions(ctx, checkpoint_on: str = "val loss") -> list[str]:
+    """What to do about overfitting, for every rule that finds it (the long logs' and the short ones');
+    ``checkpoint_on``: the measure to keep the best checkpoint by (a quality, where the log prints no loss)."""
     actions = []
     if ctx.per_device and ctx.global_batch and ctx.global_batch >= 128:
         actions.append(f"Try a smaller global batch than {ctx.global_batch} (half, LR scaled down with "
@@ -55,4 +56,4 @@ def overfitting_actions(ctx) -> list[str]:
     else:
         actions.append("Try a smaller batch (LR scaled down with it): smaller batches regularise.")
     return actions + ["Add augmentation, dropout or weight decay.",
-                      "Stop early at the best validation step (checkpoint on val loss)."]
+                      f"Stop early at the best validation step (checkpoint on {checkpoint_on})."]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 import math
 import operator
+import re
 import struct
 from collections import Counter
 from decimal import Decimal
@@ -305,10 +306,14 @@ def _oom_actions(ctx: Context, fragmented: bool, details: dict | None = None) ->
     if device == "mps":
         actions.append("Apple MPS shares unified memory with the system: close other GPU users; "
                        "PYTORCH_MPS_HIGH_WATERMARK_RATIO raises the cap only at the risk of swapping the machine.")
+    crowded = _others_on_the_gpu(details)
+    if crowded:
+        actions.append(crowded)
     precision = ctx.precision or "unknown"
     if precision in ("fp32", "unknown"):
-        actions.append("Enable mixed precision first (torch.autocast with bf16 on Ampere+/Hopper, or fp16 with a "
-                       "GradScaler): it roughly halves activation memory.")
+        actions.append(("Then, in the training, enable mixed precision" if crowded else "Enable mixed precision first")
+                       + " (torch.autocast with bf16 on Ampere+/Hopper, or fp16 with a GradScaler): it roughly "
+                       "halves activation memory.")
     else:
         actions.append(f"Mixed precision ({precision}) is already on; go on with the next checks.")
     empty_cache = "torch.mps.empty_cache()" if device == "mps" else "torch.cuda.empty_cache()"
@@ -333,6 +338,23 @@ def _oom_actions(ctx: Context, fragmented: bool, details: dict | None = None) ->
         actions.append("Only then reduce the per-device batch and restore the global batch with gradient "
                        "accumulation (the LR stays unchanged). `advisor plan` finds the real ceiling.")
     return actions
+
+
+OTHERS_SHARE = 0.25  # other processes holding this share of the card or more: the first thing to free
+
+
+def _others_on_the_gpu(details: dict) -> str | None:
+    """The first action when PyTorch's message shows other processes filling the card: its total, what is free
+    and what this process holds ("Including non-PyTorch memory, this process has ...") leave the rest to others."""
+    total, free, own = (details.get(key) for key in ("total_bytes", "free_bytes", "in_use_bytes"))
+    if not (total and own is not None and free is not None):
+        return None
+    others = total - free - own
+    if others < OTHERS_SHARE * total:
+        return None
+    return (f"Other processes hold {format_bytes(others)} of this {format_bytes(total)} GPU (this run: "
+            f"{format_bytes(own)}): free the GPU (nvidia-smi lists those processes) or move to an idle one before changing the "
+            "training; the run may fit as it is.")
 
 
 # ------------------------------------------------------------------ divergence
@@ -402,9 +424,10 @@ def detect_diverged(series: dict[str, list[Point]], events: list[LogEvent], coun
         later = sorted({p.name for p in bad_losses if p.line > bad.line})
         if later:
             evidence["then_non_finite"] = later
-        return [Finding("diverged", "error",
-                        f"{name} became {bad.value} at {_describe(where)}"
-                        + (f" (then {', '.join(later)})" if later else "") + ": training diverged.",
+        how = (f"became {bad.value} at {_describe(where)}, after {before[-1]:.4g}" if before else
+               f"was {bad.value} from its first value, at {_describe(where)}")
+        then = f" (then the {', the '.join(_series_words(n) for n in later)})" if later else ""
+        return [Finding("diverged", "error", f"The {_series_words(name)} {how}{then}: training diverged.",
                         evidence, _diverged_actions(ctx))]
     run, start = _non_finite_run(norms)
     if norms and (run >= GRAD_NORM_NON_FINITE_RUN or (run and not math.isfinite(norms[-1].value))):
@@ -719,9 +742,11 @@ def _climbed_from_best(series: dict[str, list[Point]], ctx: Context) -> list[Fin
         evidence = {"series": name, "best_smoothed": round(best, 6), "best_at": _where(points, index),
                     "climb": round(climb, 6), "noise_sigma": round(noise, 6), **_span(points, index, len(points) - 1)}
         return [Finding("diverged", "warning",
-                        f"The {_series_words(name)} climbs steadily from its best {best:.4g} (smoothed, "
-                        f"{_describe(_where(points, index))}) by {climb:.4g}, {climb / best:.1f}x that best and "
-                        f"{climb / noise if noise else float('inf'):.0f}x its noise: training is diverging slowly.",
+                        f"The {_series_words(name)} climbs steadily from its best, {best:.4g} (smoothed) at "
+                        f"{_describe(_where(points, index))}, to about {best + climb:.3g} by "
+                        f"{_describe(_where(points, len(points) - 1))}, a rise of {climb:.2g} ({climb / best:.1f}x "
+                        f"that best, {climb / noise if noise else float('inf'):.0f}x its noise): training is "
+                        "diverging slowly.",
                         evidence, _diverged_actions(ctx), confidence="medium")]
     return []
 
@@ -844,9 +869,17 @@ def _exploded_past_chance(series: dict[str, list[Point]], chance) -> tuple[str, 
     return None
 
 
+def _fell_or_rose(share: float, fell: str = "fell") -> str:
+    """A change given as a share of the start, fall positive (_moved, _relative_drop), in words: a sign left to
+    the reader ("+0.1%") reads as a rise."""
+    if round(abs(share), 3) == 0:
+        return f"moved {abs(share):.1%}"
+    return f"{fell} {share:.1%}" if share > 0 else f"rose {-share:.1%}"
+
+
 def _series_words(name: str) -> str:
     return {TRAIN_LOSS: "training loss", "train_loss_epoch": "per-epoch training loss",
-            VAL_LOSS: "validation loss"}.get(name, name)
+            VAL_LOSS: "validation loss", "grad_norm": "gradient norm"}.get(name, name)
 
 
 def _blown_up_finding(name: str, points: list[Point], index: int, settled: float, chance, ctx: Context) -> Finding:
@@ -1457,7 +1490,7 @@ def _predictions_never_changed(series: dict[str, list[Point]]) -> list[Finding]:
         elif _from_run_start(loss) and _unmoved(loss):
             floor = None
             because = (f"the {_series_words(name)} has not moved since the run's start "
-                       f"({_moved(_values(loss)):+.1%}): its outputs did not change")
+                       f"(it {_fell_or_rose(_moved(_values(loss)))}): its outputs did not change")
         else:
             return []
         what = {"val_acc": "accuracy", "val_map": "mAP", "val_score": "score"}[quality]
@@ -1523,11 +1556,14 @@ def _unmoved_at_chance(series: dict[str, list[Point]], ctx: Context) -> list[Fin
     moved = {n: round(_moved(_values(p)), 5) for n, p in curves}
     evidence = {"series": name, "moved": moved, "classes": k, "classes_from": source, "ln_classes": round(ln_k, 4),
                 "accuracy": round(_median(accs), 4), "accuracy_points": len(accs), **_span(points, 0, len(points) - 1)}
+    validation = source.startswith("val_acc") or (not source.startswith("train_acc")
+                                                  and len(_finite(series.get("val_acc", []))) >= STUCK_FEW_POINTS)
+    which, counted = ("validation", "evaluations") if validation else ("training", "logged points")
     return [Finding("not-learning", "error",
-                    f"The accuracy sits at chance ({_median(accs):.3g}, about 1/{k}) for all {len(accs)} evaluations "
-                    "and the loss has not moved (" + ", ".join(f"{_series_words(n)} {m:+.1%}" for n, m in
-                                                             moved.items()) + " over the run): the model is not "
-                    "learning.", evidence, list(NOT_LEARNING_ACTIONS),
+                    f"The {which} accuracy stays at {_median(accs):.3g} (about 1/{k}: chance for a {k}-way "
+                    f"classifier) at all {len(accs)} {counted} and the loss has not moved ("
+                    + ", ".join(f"{_series_words(n)} {_fell_or_rose(m)}" for n, m in moved.items())
+                    + " over the run): the model is not learning.", evidence, list(NOT_LEARNING_ACTIONS),
                     confidence="high" if len(accs) >= 5 and len(points) >= 8 else "medium")]
 
 
@@ -1717,7 +1753,7 @@ def _both_losses_at_start(series: dict[str, list[Point]]) -> list[Finding]:
     return [Finding("not-learning", "warning",
                     "The training and validation losses stay within "
                     f"{NO_MOVE:.0%} of their first values for the whole run (" + ", ".join(
-                        f"{_series_words(n)} {m:+.1%}" for n, m in moves.items()) + "): the model fits its training "
+                        f"{_series_words(n)} {_fell_or_rose(-m)}" for n, m in moves.items()) + "): the model fits its training "
                     "data no better than where it began, nor new data; it is not learning.",
                     evidence, list(NOT_LEARNING_ACTIONS), confidence="medium")]
 
@@ -1764,6 +1800,7 @@ def _accuracy_never_rose(series: dict[str, list[Point]]) -> list[Finding]:
 
 
 def _diverged_actions(ctx: Context) -> list[str]:
+    from ..method.lr import LARGE_BATCH_THRESHOLD
     from ..recipe import SCALED_LR_RULES
 
     actions = []
@@ -1774,8 +1811,13 @@ def _diverged_actions(ctx: Context) -> list[str]:
     else:
         actions.append("Lower the learning rate (try half) and warm up from a small LR over the first epoch(s).")
     actions += ["Clip gradients (torch.nn.utils.clip_grad_norm_, e.g. max_norm=1.0).",
-                "Check the data for corrupt samples or labels (a NaN input poisons every later step).",
-                "Under fp16, prefer bf16 or keep a GradScaler; past a global batch of ~4096 use LAMB/LARS."]
+                "Check the data for corrupt samples or labels (a NaN input poisons every later step)."]
+    # Only what the run is known to do (a recipe, a printed batch): a YOLO csv or a batch-1 fine-tune says neither.
+    if ctx.precision == "fp16":
+        actions.append("It trains in fp16: prefer bf16, or keep a GradScaler (fp16 overflows to inf past 65504).")
+    if ctx.global_batch and ctx.global_batch >= LARGE_BATCH_THRESHOLD:
+        actions.append(f"At a global batch of {ctx.global_batch} (past ~{LARGE_BATCH_THRESHOLD}) a layer-wise "
+                       "optimizer keeps training stable: LAMB (Adam-style) or LARS (SGD-style).")
     return actions
 
 
@@ -2091,7 +2133,7 @@ def detect_periodic(series: dict[str, list[Point]], ctx: Context) -> list[Findin
     if steps_per_point:
         evidence["period_steps"] = round(period_points * steps_per_point, 1)
     regular = bool(peaks) and amplitude / level >= PERIODIC_AMPLITUDE
-    what = (f"swings periodically (every ~{evidence.get('period_steps', period_points)} "
+    what = (f"swings periodically (every ~{evidence.get('period_steps', period_points):g} "
             f"{'steps' if steps_per_point else 'log points'}, ±{amplitude:.3g}, autocorrelation {acf[period]:.2f})"
             if regular else
             f"swings in slow blocks {swing_to_noise:.1f}x larger than its step-to-step noise (±{amplitude:.3g})")
@@ -2501,7 +2543,8 @@ def _quality_stalled_overfitting(series: dict[str, list[Point]], ctx: Context, v
                     f"The validation {what} peaked at {values[best]:.4g} at {_describe(_where(quality, best))} and has "
                     f"not improved in the {len(values) - 1 - best} evaluations since (last {values[-1]:.4g}) while the "
                     f"training loss fell {fall:.0%} more" + why,
-                    evidence, overfitting_actions(ctx), confidence="medium")]
+                    evidence, overfitting_actions(ctx, "val loss" if val else f"the validation {what}"),
+                    confidence="medium")]
 
 
 def _stalled_quality(series: dict[str, list[Point]], val: list[Point], ctx: Context) -> list[Finding]:
@@ -2578,12 +2621,15 @@ def detect_validation(series: dict[str, list[Point]], ctx: Context) -> list[Find
             summary = (f"Validation loss bottomed at {values[best]:.4g} at {_describe(_where(val, best))} and rose to "
                        f"{values[-1]:.4g} while the training loss kept falling: overfitting."
                        if rising else
-                       f"Validation loss is flat ({val_tail_drop:+.1%} over the second half) while the training "
-                       f"loss still falls: overfitting.")
+                       "Validation loss has stopped improving: over its second half it "
+                       + _fell_or_rose(val_tail_drop, fell="fell only") + f", its best is still {values[best]:.4g} at {_describe(_where(val, best))}, and the "
+                       "training loss still falls: overfitting.")
             confidence, note = overfitting_confidence(values, best, series)
             evidence.update(note)
-            if note.get("val_acc_at_best") and confidence == "low":
-                summary += " Validation accuracy is still at its best, so this is an early sign at most."
+            if note.get("val_acc_at_best"):
+                summary += (" Validation accuracy is still at its best, so this is an early sign at most."
+                            if confidence == "low" else
+                            " Validation accuracy is still at its best: so far only the loss shows it.")
             findings.append(Finding("overfitting", "warning", summary, evidence, overfitting_actions(ctx),
                                     confidence=confidence))
             return findings
@@ -2877,7 +2923,30 @@ CRASH_ACTIONS = {
         "Read the traceback around the quoted line: the run stopped on a Python exception that is not a memory or "
         "distributed failure.",
         "Fix it and resume from the last checkpoint; the batch size is not the cause."],
+    # An exception whose message names the library that failed (EXCEPTION_FROM): advice for that library.
+    "exception-nccl": [
+        "The exception comes from NCCL, the library the GPUs communicate through: a distributed failure, not a bug "
+        "in the training code. Re-run with NCCL_DEBUG=INFO to see which rank and which transport failed.",
+        "The usual causes are the machine's: too little shared memory (/dev/shm; a container's --shm-size or "
+        "--ipc=host), the wrong network interface (NCCL_SOCKET_IFNAME), or peer-to-peer transfers between the GPUs "
+        "(re-running with NCCL_P2P_DISABLE=1 tells whether it is that).",
+        "Fix it and resume from the last checkpoint; the batch size is not the cause."],
+    "exception-cuda-library": [
+        "cuDNN/cuBLAS failed inside the library: CUDNN_STATUS_INTERNAL_ERROR, CUBLAS_STATUS_ALLOC_FAILED and "
+        "CUBLAS_STATUS_EXECUTION_FAILED are often a GPU out of memory in disguise: watch the memory (nvidia-smi) "
+        "and re-run once with half the batch to tell.",
+        "Re-run with CUDA_LAUNCH_BLOCKING=1: CUDA reports errors asynchronously, so the stack shown may not be the "
+        "failing operation.",
+        "Check that torch, its CUDA build and the driver match; torch.backends.cudnn.benchmark = False rules out "
+        "one cuDNN algorithm choice."],
 }
+# (name, what the quote names, how the summary says it): an exception's library, read from its message
+EXCEPTION_FROM = (
+    ("exception-nccl", re.compile(r"\bNCCL\b|\bnccl\w*Error\b"),
+     " from NCCL, the GPUs' communication library. This is not an out-of-memory error."),
+    ("exception-cuda-library", re.compile(r"CUDNN_STATUS_|CUBLAS_STATUS_|cuDNN error", re.I),
+     " inside cuDNN/cuBLAS; no out-of-memory message was printed, but these errors often hide one."),
+)
 
 
 def detect_crash(events: list[LogEvent], counts: dict) -> list[Finding]:
@@ -2917,8 +2986,12 @@ def detect_crash(events: list[LogEvent], counts: dict) -> list[Finding]:
         if key in first.details:
             evidence[key] = first.details[key]
     where = f"line {first.line}" + (f", rank {first.details['rank']}" if "rank" in first.details else "")
-    return [Finding("crash", "error", f"The run crashed: {label} ({where}). This is not an out-of-memory error.",
-                    evidence, list(CRASH_ACTIONS[cls]))]
+    actions, tail = cls, ". This is not an out-of-memory error."
+    if cls == "exception":
+        actions, tail = next(((name, said) for name, named, said in EXCEPTION_FROM if named.search(first.text)),
+                             (actions, tail))
+    return [Finding("crash", "error", f"The run crashed: {label} ({where}){tail}", evidence,
+                    list(CRASH_ACTIONS[actions]))]
 
 
 # ------------------------------------------------------------------ co-findings
@@ -2941,9 +3014,9 @@ COFINDING_RULES = (
     # Not a periodic swing (round 16): a swing that repeats with the data order is a cause of its own whose remedy
     # (shuffle, rebalance) neither contradicts nor waits for the overfitting one, as beside not learning above.
     # Jitter stays secondary: its remedy (a larger batch or a lower LR) pulls against overfitting's (a smaller
-    # batch), and the gap is what to fix first.
+    # batch), and overfitting is what to fix first.
     ("overfitting", ("oscillation-jitter",), "secondary",
-     "with a clear train/validation gap the gap is what to fix first, and jitter's remedy (a larger batch) pulls "
+     "overfitting is what to fix first, and jitter's remedy (a larger batch) pulls "
      "against overfitting's (a smaller one)"),
 )
 

@@ -183,10 +183,25 @@ class _Walk:
                 siblings = [f for f in self.by_folder if os.path.dirname(f) == parent]
                 if len(siblings) == 1:
                     self.by_folder[grandparent] += self.by_folder.pop(folder)
+            elif os.path.basename(folder) == "logs" and parent in self.by_folder and any(
+                    f.kind == "trainer-state" for f in self.by_folder[parent]) and all(
+                    f.kind == "tensorboard" for f in self.by_folder[folder]):
+                self.by_folder[parent] += self.by_folder.pop(folder)  # TrainingArguments(logging_dir="logs")
+            elif self._wandb_debug_logs(folder):
+                for log in self.by_folder.pop(folder):
+                    self.skip(log.path, "wandb's own log (the training's output is the run's files/output.log)")
             elif os.path.basename(folder) == "files" and parent in self.by_folder:
                 self.by_folder[parent] += self.by_folder.pop(folder)
             elif os.path.basename(folder) == "files" and os.path.basename(parent).startswith(("run-", "offline-run-")):
                 self.by_folder[parent] = self.by_folder.pop(folder)
+
+
+    def _wandb_debug_logs(self, folder: str) -> bool:
+        """A wandb run's logs/ folder beside its files/: debug.log and debug-internal.log are the wandb client's own
+        records (its config, its sync), not the training's."""
+        names = [os.path.basename(f.path) for f in self.by_folder[folder]]
+        return (os.path.basename(folder) == "logs" and os.path.isdir(os.path.join(os.path.dirname(folder), "files"))
+                and all(re.fullmatch(r"debug(-internal|-core)?\.log", name) for name in names))
 
 
 def discover(root: str) -> Discovery:

@@ -205,7 +205,7 @@ def nothing_to_draw(picture: Picture) -> str:
 def draw_plotext(plt, picture: Picture, highlight: int | None = None) -> None:
     """Draw ``picture`` on a plotext figure: the plotext module itself (the CLI) or the app's chart widget."""
     plt.clear_figure()
-    plt.title(f"{picture.source}: loss" + (" (log scale)" if picture.log_y else ""))
+    plt.title(f"{_title_source(picture.source)}: loss" + (" (log scale)" if picture.log_y else ""))
     plt.xlabel(picture.x_axis)
     if picture.log_y:
         plt.yscale("log")
@@ -224,6 +224,19 @@ def draw_plotext(plt, picture: Picture, highlight: int | None = None) -> None:
         plt.vline(mark.x, color)
         label = f"{mark.number} {mark.kind}" if mark.number == highlight else str(mark.number)
         plt.text(label, mark.x, bottom, color="black", background=color)  # a badge, readable on any canvas
+
+
+TITLE_SOURCE_MAX = 50  # plotext drops a title wider than the plot (80 columns off a terminal): a longer path keeps its end
+
+
+def _title_source(source: str) -> str:
+    """The source as a terminal title can show it: a long path's end from a folder boundary (the run's own folders
+    and file name, what tells one run's drawing from the next), after an ellipsis."""
+    if len(source) <= TITLE_SOURCE_MAX:
+        return source
+    tail = source[-(TITLE_SOURCE_MAX - 1):]
+    cut = tail.find("/")
+    return "…" + (tail[cut:] if 0 <= cut < len(tail) - 1 else tail)
 
 
 def mark_key(picture: Picture) -> list[str]:

@@ -950,8 +950,8 @@ def _losses_from_perplexity(collected: Collected) -> None:
                 collected.non_finite[loss] = point
         collected.non_finite.pop(f"{stage}_ppl", None)
         collected.series[loss] = points
-        collected.stats.notes.append(f"the log prints a {stage} perplexity and no {stage} loss: its log is read as the "
-                                     "loss")
+        collected.stats.notes.append(f"the log prints a {stage} perplexity and no {stage} loss: its natural logarithm "
+                                     "(the cross-entropy loss it comes from) is read as the loss")
 
 
 BARE_MIN_POINTS = 4

@@ -418,7 +418,7 @@ def assess(series: dict[str, list[Point]], findings: list[Finding]) -> tuple[str
     if nv >= VAL_MIN_POINTS and n >= 2:
         ran.append(f"overfitting ({nv} validation points)")
     else:
-        needed.append(f"a validation series of {VAL_MIN_POINTS}+ points for overfitting"
+        needed.append(f"a validation-loss series of {VAL_MIN_POINTS}+ points for overfitting"
                       + (f" (has {nv})" if nv else " (none was read)"))
     if n >= 50:
         ran.append("slow convergence")
@@ -429,5 +429,5 @@ def assess(series: dict[str, list[Point]], findings: list[Finding]) -> tuple[str
     general_ok = (nv >= VAL_MIN_POINTS) or n >= SHORT_MAX_POINTS
     if trend_ok and general_ok:
         return None, ran, needed
-    return (f"nothing conclusive: the training loss has {n} point(s) and validation {nv}; needed: "
+    return (f"nothing conclusive: the training loss has {n} point(s) and validation loss {nv}; needed: "
             + "; ".join(needed)), ran, needed

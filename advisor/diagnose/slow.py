@@ -222,12 +222,17 @@ def _slow_finding(name: str, points: list[Point], pace: dict, ctx) -> Finding:
     what = "validation" if name == VAL_LOSS else "training"
     lr = f" (now {ctx.lr:g})" if getattr(ctx, "lr", None) else ""
     confidence = "medium" if len(points) >= 8 and pace["projected_epochs_to_target"] > SLOW_FAR * len(points) else "low"
+    # slow_pace's target: half the start, or (validation) the level the training loss has reached when higher.
+    target = ("half its start" if math.isclose(pace["target"], pace["start"] / 2, rel_tol=1e-4)
+              else "the training loss's level")
+    straight = (f"; and it falls along a straight line (R^2 {pace['straight_line_r2']:.2f}), as fast at the end as "
+                "at the start, with no sign of levelling off" if "straight_line_r2" in pace else "")
     return Finding(
         "slow-convergence", "warning",
         f"The {what} loss has come {pace['progress']:.0%} of the way down from its start ({pace['start']:.4g} -> "
         f"{pace['now_smoothed']:.4g}) in {len(points)} epochs and improves {pace['rate_per_epoch']:.1%} an epoch: "
-        f"at that pace it needs ~{pace['projected_epochs_to_target']:.0f} epochs to reach {pace['target']:.4g}. "
-        "It converges slowly.",
+        f"at that pace it needs ~{pace['projected_epochs_to_target']:.0f} more epochs to reach {target} "
+        f"({pace['target']:.4g}){straight}. It converges slowly.",
         evidence,
         [f"Run a short trial with the LR 3-10x higher{lr}, or with Adam instead of plain SGD, and compare the first "
          "epochs.",
