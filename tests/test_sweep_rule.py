@@ -756,3 +756,24 @@ def test_the_command_line_shows_step_4s_decisions_on_the_way_and_leaves_the_verd
     progress(Decision(4, "By validation accuracy, ... 16 per device.", verdict=True))
     assert stream.getvalue() == ("   -> 8, 16, 32 per device tie, and were swept at different times as the range grew: "
                                  "timing them again side by side (3 round(s) of 40 steps) before the faster is read.\n")
+
+
+def test_one_seed_is_said_as_one_seed_not_as_paired_seeds():
+    """A script plan runs one seed per candidate, and its first look says the advisor cannot seed the script; the
+    reason, the comparison with yours and `advisor explain` then said "1 paired seed(s)"."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from advisor.explain import _why_line
+    from advisor.recipe import MethodTable, RecipeDocument, SweepTable
+
+    verdict = decide_sweep(grid({16: [0.84], 32: [0.75]}), 10, yours=32, policy=SweepPolicy(seeds=1))  # as a script plan
+    assert "over 1 seed at equal training samples" in verdict.reason
+    assert "(score gap +0.090 over 1 seed)" in verdict.reason and "paired seed" not in verdict.reason
+    sweep = {**verdict.summary(), "pick": verdict.chosen}
+    method = replace(RecipeDocument.table_of(MethodTable, {"method": {}}, "method"),
+                     sweep=RecipeDocument.table_of(SweepTable, {"method.sweep": sweep}, "method.sweep"))
+    line = _why_line(SimpleNamespace(method=method))
+    assert "(1 seed; by validation accuracy)" in line and "paired seed" not in line, line
+    # Three seeds are still paired seeds.
+    assert "over 3 paired seed(s)" in decide_sweep(grid({16: [0.84] * 3, 32: [0.75] * 3}), 10).reason

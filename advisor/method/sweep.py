@@ -48,6 +48,11 @@ _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8
         29: 2.045, 30: 2.042}
 
 
+def seeds_words(k) -> str:
+    """How many seeds a comparison rests on: one seed is one run each, nothing paired (a script plan's case)."""
+    return "1 seed" if k == 1 else f"{k} paired seed(s)"
+
+
 def t95(degrees_of_freedom: int) -> float:
     """The two-sided 95% Student t quantile."""
     if degrees_of_freedom < 1:
@@ -245,7 +250,7 @@ class AgainstYours:
                    f"no equal of it was shown more than {self.bar:.0%} faster in paired measurements")
             return f"Against {own}: no better than yours: keep it ({why})."
         gap = "" if self.score_gap is None else f"score gap {fmt(self.score_gap, signed=True)}" + (
-            f" ±{fmt(self.score_half)}" if self.score_half is not None else "") + f" over {self.seeds} paired seed(s)"
+            f" ±{fmt(self.score_half)}" if self.score_half is not None else "") + f" over {seeds_words(self.seeds)}"
         speed = self.speed_words()
         if self.by in ("apart", "inconclusive"):  # the leader outscored yours by more than the margin
             return f"Against {own}: better than yours ({gap}), {speed}."
@@ -418,7 +423,7 @@ class SweepVerdict:
         seeds = sorted({len(c.scores) for c in self.candidates if c.status == "ok"})
         k = seeds[0] if len(seeds) == 1 else "-".join(map(str, (seeds[0], seeds[-1])))
         scores = ", ".join(f"{c.per_device}: {self.fmt(c.mean)}" for c in self.candidates if c.status == "ok")
-        said = (f"By {self.metric}, {self._scored_by()}over {k} paired seed(s) at equal "
+        said = (f"By {self.metric}, {self._scored_by()}over {seeds_words(k)} at equal "
                 f"training samples ({scores}), {self.leader} per device leads.")
         parts = []
         for c in self.comparisons:
