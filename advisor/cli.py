@@ -160,8 +160,8 @@ def cmd_plan(args) -> int:
     if getattr(args, "script_command", None) is not None:  # `advisor plan [options] -- SCRIPT ARGS`
         from .door import script_session
 
-        progress.line(f"== a first look at {args.script_command[0] if args.script_command else 'the script'}")
-        session, door = script_session(args.script_command, adapter, settings, host, progress)
+        session, door = script_session(args.script_command, adapter, settings, host, progress,
+                                       on_look=lambda spec: progress.line(f"== a first look at {args.script_command[0]}"))
         setup = session.setup
         known, recorder = None, None  # the history keys on workloads; a script's runs are not recorded yet
     else:

@@ -146,7 +146,7 @@ def _refuse_a_mistyped_placeholder(path: str, args: list[str]) -> None:
     import difflib
 
     for arg in args:
-        for word in re.findall(r"\{([A-Za-z_]+)\}", arg):
+        for word in re.findall(r"\{([A-Za-z_-]+)\}", arg):  # a hyphen too: --batch-size {per-device}
             close = difflib.get_close_matches(word, PLACEHOLDERS, n=1, cutoff=0.75)
             if word not in PLACEHOLDERS and close:
                 raise SetupError(f"The arguments of {path} hold {{{word}}}, which is no placeholder: did you mean "
@@ -434,11 +434,13 @@ def look(adapter, settings, spec: ScriptSpec, cancel=None) -> dict:
             "hyperparameters": optimizer.get("hyperparameters") or {}}
 
 
-def open_door(script_argv: list[str], adapter, settings, cancel=None) -> Door:
+def open_door(script_argv: list[str], adapter, settings, cancel=None, on_look=None) -> Door:
     """Check the script (refused before anything runs when the advisor cannot set its batch), then look at it
-    once (``cancel``: a CancelToken that stops the look and its process); returns the Door whose workload the
-    session plans for."""
+    once (``cancel``: a CancelToken that stops the look and its process; ``on_look(spec)``: called as the look
+    starts, after every check passed); returns the Door whose workload the session plans for."""
     spec = detect_form(script_argv, settings.workdir)
+    if on_look is not None:
+        on_look(spec)
     seen = look(adapter, settings, spec, cancel=cancel)
     notes = []
     if spec.form == "hf":
@@ -469,9 +471,11 @@ def open_door(script_argv: list[str], adapter, settings, cancel=None) -> Door:
     return Door(spec, workload, seen, notes)
 
 
-def script_session(script_argv: list[str], adapter, settings, host, on_event=None, known=None, cancel=None):
+def script_session(script_argv: list[str], adapter, settings, host, on_event=None, known=None, cancel=None,
+                   on_look=None):
     """(a Session over the user's script, its Door): the look run done, the setup checked (SetupError, exit 2).
-    ``cancel`` (a CancelToken) stops the look run: the app's Esc while it runs."""
+    ``cancel`` (a CancelToken) stops the look run: the app's Esc while it runs. ``on_look(spec)``: called as the
+    look starts, once the flags and the script passed their checks (a refusal announces no look)."""
     from .batches import ProbeSelection
     from .session import Session
     from .setup_checks import SetupRefused, settings_problems, validate_setup
@@ -480,7 +484,7 @@ def script_session(script_argv: list[str], adapter, settings, host, on_event=Non
     refused, _ = settings_problems(settings, wrapped, host)
     if refused:  # `--trial-steps 1` was refused only after the first look had run the script ("Nothing was run.")
         raise SetupRefused(refused)
-    door = open_door(script_argv, adapter, settings, cancel)  # refuses a script it cannot set before anything runs
+    door = open_door(script_argv, adapter, settings, cancel, on_look)  # refuses a script it cannot set before anything runs
     settings.workload = f"{SCRIPT_WORKLOAD_PREFIX}{door.spec.path}"
     setup = validate_setup(settings, wrapped, host, workload=door.workload)
     setup.notes.extend(door.base_notes)

@@ -85,7 +85,9 @@ def _why_line(doc: RecipeDocument) -> str:
     if len(tied) > 1:  # equal: a mean paired gap under the margin (never "not shown different")
         detail.append(f"equal: {', '.join(map(str, tied))}")
     if sweep.seeds:
-        detail.append(f"{sweep.seeds} paired seed(s)")
+        from .method.sweep import seeds_words
+
+        detail.append(seeds_words(sweep.seeds))
     if sweep.metric:
         detail.append(f"by {sweep.metric}")
     out = [c["per_device"] for c in sweep.candidates_scored if c.get("status") not in (None, "ok")]

@@ -257,7 +257,10 @@ def test_a_mistyped_placeholder_is_named_with_the_one_meant(tmp_path):
     (tmp_path / "train.py").write_text("import torch\n")
     with pytest.raises(SetupError, match=r"hold \{per_devise\}, which is no placeholder: did you mean \{per_device\}"):
         detect_form(["train.py", "--bs", "{per_devise}"], workdir=str(tmp_path))
-    spec = detect_form(["train.py", "--bs", "{per_device}", "--cfg", '{"tag": 1}', "--fmt", "{name}"],
+    # The flag's own spelling, hyphenated (a newcomer's `--batch-size {per-device}`): it too read as no placeholder.
+    with pytest.raises(SetupError, match=r"hold \{per-device\}, which is no placeholder: did you mean \{per_device\}"):
+        detect_form(["train.py", "--batch-size", "{per-device}"], workdir=str(tmp_path))
+    spec = detect_form(["train.py", "--bs", "{per_device}", "--cfg", '{"tag": 1}', "--fmt", "{name}", "--x", "{a-b}"],
                        workdir=str(tmp_path))
     assert spec.form == "placeholders"  # braces that are no near miss are the script's own
 
@@ -346,3 +349,17 @@ def test_argparses_own_refusals_are_one_paragraph_without_the_usage(capsys, argv
     err = capsys.readouterr().err
     assert said in err and f"`advisor {argv[0]} --help` lists what it takes" in err
     assert "usage:" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("flags, said", [(["--nproc", "0"], "--nproc must be at least 1, not 0"),
+                                         ([], "does not exist")])
+def test_a_refused_script_plan_announces_no_first_look(tmp_path, capsys, flags, said):
+    """A newcomer's `advisor plan --nproc 0 ... -- train.py ...` printed '== a first look at train.py' and then
+    '... Nothing was run.'; a mistyped script path printed the same header before 'does not exist'."""
+    script = tmp_path / "train.py"
+    script.write_text("raise SystemExit('the script ran')\n")
+    target = str(script) if flags else str(tmp_path / "trian.py")
+    code, err = in_process(capsys, "plan", "--device-memory", "1GiB", *flags, "--out", str(tmp_path / "r.toml"),
+                           "--", target, "--bs", "{per_device}")
+    assert code == 2 and said in err and "Traceback" not in err, err
+    assert "a first look" not in err, err

@@ -295,3 +295,20 @@ def test_a_not_validated_plan_tells_one_story_in_the_recipe_summary_explain_app_
     assert table.startswith("NOT VALIDATED.") and "kept: the recipe's base setting, NOT VALIDATED" in table
     written = replanned_recipe(again)
     assert "validated_global" not in written["batch"] and written["method"]["headline"] == result.headline
+
+
+def test_runs_that_carry_no_gradient_norms_say_so_not_that_more_processes_are_needed():
+    """A newcomer's 2-process plan of a plain DDP script (advisor plan -- train.py): the shim meters no gradient
+    norms at any process count, and the reason read "it needs 2+ processes (or one process and ...), an adapter that
+    reports the gradient norms, and steps past the warm-up", a list the plan seemed to meet."""
+    rows = [TrialRecord(phase, b, 2, 1, 2 * b, "ok", 1.0, seed=0, losses=list(FALLING))
+            for phase, b in (("trial", 32), ("sweep", 16), ("sweep", 32))]
+    for pick in (None, 16):
+        estimate = noise_estimate(rows, pick=pick)
+        assert not estimate.known
+        assert "no run of this plan reported gradient norms" in estimate.reason, estimate.reason
+        assert "advisor plan -- SCRIPT" in estimate.reason and "it needs 2+ processes" not in estimate.reason
+    # Runs that did meter, too few steps past the warm-up: the old list of what it needs still stands.
+    short = [run("trial", 16, 100)]
+    short[0].gradient_norms.update(small_sq_steps=[1.0], big_sq_steps=[0.9])
+    assert "no run of this plan reported" not in noise_estimate(short).reason

@@ -329,6 +329,24 @@ def test_the_score_is_the_mean_of_the_last_two_checkpoints():
     assert run_score(bare, by_loss=True) == pytest.approx(0.4)
 
 
+def test_the_reason_says_what_each_score_averaged_one_checkpoint_two_or_a_training_tail():
+    # A script's runs validate once, at their end (advisor.shim reports one checkpoint): a newcomer's plan said
+    # "mean of each run's last two checkpoints" over runs that each had one.
+    once = [sweep_run(b, 0, v, evals=[{"step": 10, "val_metric": v}]) for b, v in ((16, 0.84), (32, 0.75))]
+    reason = decide_sweep(once, 10).reason
+    assert "last two checkpoints" not in reason and "each run's one validation checkpoint" in reason
+    twice = decide_sweep(grid({16: [0.84], 32: [0.75]}), 10).reason
+    assert "mean of each run's last two checkpoints" in twice
+    mixed = decide_sweep(once[:1] + grid({32: [0.75]}), 10).reason
+    assert "last two checkpoints (the one checkpoint of a run that validated once)" in mixed
+    # No validation at all: the metric already says "mean of each run's last quarter"; no checkpoints are named.
+    bare = [TrialRecord("sweep", b, 1, 1, b, "ok", 1.0, seed=0, step_seconds=0.01, losses=[1.0] * 12 + [t] * 4)
+            for b, t in ((16, 0.3), (32, 0.6))]
+    reason = decide_sweep(bare).reason
+    assert "last quarter" in reason and "checkpoint" not in reason
+    assert "1-1 paired" not in decide_sweep(once, 10).reason  # one seed each under a 3-seed policy: "1", not "1-1"
+
+
 def test_a_run_without_validation_is_ranked_by_its_training_tail_not_one_steps_loss():
     def bare(batch, seed, tail):
         return TrialRecord("sweep", batch, 1, 1, batch, "ok", 1.0, seed=seed, step_seconds=0.01,
@@ -740,3 +758,24 @@ def test_the_command_line_shows_step_4s_decisions_on_the_way_and_leaves_the_verd
     progress(Decision(4, "By validation accuracy, ... 16 per device.", verdict=True))
     assert stream.getvalue() == ("   -> 8, 16, 32 per device tie, and were swept at different times as the range grew: "
                                  "timing them again side by side (3 round(s) of 40 steps) before the faster is read.\n")
+
+
+def test_one_seed_is_said_as_one_seed_not_as_paired_seeds():
+    """A script plan runs one seed per candidate, and its first look says the advisor cannot seed the script; the
+    reason, the comparison with yours and `advisor explain` then said "1 paired seed(s)"."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from advisor.explain import _why_line
+    from advisor.recipe import MethodTable, RecipeDocument, SweepTable
+
+    verdict = decide_sweep(grid({16: [0.84], 32: [0.75]}), 10, yours=32, policy=SweepPolicy(seeds=1))  # as a script plan
+    assert "over 1 seed at equal training samples" in verdict.reason
+    assert "(score gap +0.090 over 1 seed)" in verdict.reason and "paired seed" not in verdict.reason
+    sweep = {**verdict.summary(), "pick": verdict.chosen}
+    method = replace(RecipeDocument.table_of(MethodTable, {"method": {}}, "method"),
+                     sweep=RecipeDocument.table_of(SweepTable, {"method.sweep": sweep}, "method.sweep"))
+    line = _why_line(SimpleNamespace(method=method))
+    assert "(1 seed; by validation accuracy)" in line and "paired seed" not in line, line
+    # Three seeds are still paired seeds.
+    assert "over 3 paired seed(s)" in decide_sweep(grid({16: [0.84] * 3, 32: [0.75] * 3}), 10).reason

@@ -123,7 +123,7 @@ def step_terms(sample: GradNormSample) -> list[tuple[float, float]]:
 
 def estimate_noise(samples: list[GradNormSample], optimizer: str = "sgd", resamples: int = BOOTSTRAP_RESAMPLES,
                    seed: int = 0, accumulation_run: bool = False, left_out: str = "", by_run: bool = False,
-                   whose: str = "") -> NoiseEstimate:
+                   whose: str = "", metered: bool = True) -> NoiseEstimate:
     """B_simple over every step of ``samples`` (runs at any batch sizes), with a percentile bootstrap interval.
 
     |G|^2 and tr(Sigma) are each averaged over the steps, then divided; the bootstrap resamples steps and
@@ -131,7 +131,8 @@ def estimate_noise(samples: list[GradNormSample], optimizer: str = "sgd", resamp
     a one-device run with accumulation was made to measure it (the "unknown" sentence says so). ``left_out``:
     a sentence naming measured runs the caller left out, and why; it ends the reason. ``by_run``: the runs are
     seeds of one setting: the interval resamples steps within each (run_bootstrap_interval), and the seeds' own
-    estimates must agree within RUN_DISAGREEMENT. ``whose``: which runs, said in the reason.
+    estimates must agree within RUN_DISAGREEMENT. ``whose``: which runs, said in the reason. ``metered`` False: no
+    run of the plan carried gradient norms at all (the "unknown" sentence says so, not what more it needs).
     """
     import numpy as np
 
@@ -150,6 +151,10 @@ def estimate_noise(samples: list[GradNormSample], optimizer: str = "sgd", resamp
             needs = ("the one-device run with accumulation 2 (micro-batch vs accumulated gradient) gave too few: "
                      "only steps past the warm-up and the run's first half count, and only a run whose loss fell; "
                      "a longer --trial-steps gives more")
+        elif not metered:
+            needs = ("no run of this plan reported gradient norms. They come from 2+ processes whose adapter meters "
+                     "them (or one process and an adapter that runs an accumulation run); a script planned through "
+                     "`advisor plan -- SCRIPT` reports none at any process count")
         else:
             needs = ("it needs 2+ processes (or one process and an adapter that runs an accumulation run), an "
                      "adapter that reports the gradient norms, and steps past the warm-up")
@@ -300,16 +305,17 @@ def noise_estimate(rows: list[TrialRecord], optimizer: str = "sgd", pick: int | 
             "Gradient noise scale: not estimated, the plan is NOT VALIDATED (no sweep candidate learned); an "
             "estimate from runs that did not learn would measure nothing the plan can use."), stage="none")
     healthy, left_out = _measured_healthy(rows)
+    metered = any(r.status == "ok" and r.gradient_norms.get("small_sq_steps") for r in rows)
     early_rows = [r for r in healthy if r.phase in EARLY_PHASES]
     picked = [r for r in healthy if r.phase == "sweep" and pick is not None and r.per_device == pick
               and r.accumulation == 1]
     early = None
     if early_rows or not picked:
-        early = estimate_noise(_samples(early_rows), optimizer,
-                               accumulation_run=any(r.phase == "noise" for r in rows), left_out=left_out)
+        early = estimate_noise(_samples(early_rows), optimizer, accumulation_run=any(r.phase == "noise" for r in rows),
+                               left_out=left_out, metered=metered)
     if not picked:
         if early is None or not early.known or pick is None:
-            return early if early is not None else estimate_noise([], optimizer, left_out=left_out)
+            return early if early is not None else estimate_noise([], optimizer, left_out=left_out, metered=metered)
         why = ("Taken from the trial's early runs: the sweep's runs at the chosen " + f"{pick} per device carry no "
                "gradient norms (one device meters them only in the trial's accumulation run). B_simple grows as the "
                "loss falls, so this early value is a lower bound on the one later in training.")

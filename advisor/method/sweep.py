@@ -48,6 +48,11 @@ _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8
         29: 2.045, 30: 2.042}
 
 
+def seeds_words(k) -> str:
+    """How many seeds a comparison rests on: one seed is one run each, nothing paired (a script plan's case)."""
+    return "1 seed" if k == 1 else f"{k} paired seed(s)"
+
+
 def t95(degrees_of_freedom: int) -> float:
     """The two-sided 95% Student t quantile."""
     if degrees_of_freedom < 1:
@@ -245,7 +250,7 @@ class AgainstYours:
                    f"no equal of it was shown more than {self.bar:.0%} faster in paired measurements")
             return f"Against {own}: no better than yours: keep it ({why})."
         gap = "" if self.score_gap is None else f"score gap {fmt(self.score_gap, signed=True)}" + (
-            f" ±{fmt(self.score_half)}" if self.score_half is not None else "") + f" over {self.seeds} paired seed(s)"
+            f" ±{fmt(self.score_half)}" if self.score_half is not None else "") + f" over {seeds_words(self.seeds)}"
         speed = self.speed_words()
         if self.by in ("apart", "inconclusive"):  # the leader outscored yours by more than the margin
             return f"Against {own}: better than yours ({gap}), {speed}."
@@ -300,6 +305,9 @@ class SweepVerdict:
     walk_start_why: str = ""  # "smallest" | "yours" | "batchnorm"
     walk: list[WalkStep] = field(default_factory=list)
     against_yours: AgainstYours | None = None
+    # How many validation checkpoints the scored runs' scores averaged (run_score: 2, or 1 where a run validated
+    # once, as a script's runs do); empty when no run validated (the metric names the training tail). Reason text only.
+    checkpoints: list[int] = field(default_factory=lambda: [2])
 
     @property
     def tied(self) -> list[int]:
@@ -413,9 +421,9 @@ class SweepVerdict:
 
     def _scores_sentence(self) -> str:
         seeds = sorted({len(c.scores) for c in self.candidates if c.status == "ok"})
-        k = self.policy.seeds if seeds == [self.policy.seeds] else "-".join(map(str, (seeds[0], seeds[-1])))
+        k = seeds[0] if len(seeds) == 1 else "-".join(map(str, (seeds[0], seeds[-1])))
         scores = ", ".join(f"{c.per_device}: {self.fmt(c.mean)}" for c in self.candidates if c.status == "ok")
-        said = (f"By {self.metric}, mean of each run's last two checkpoints over {k} paired seed(s) at equal "
+        said = (f"By {self.metric}, {self._scored_by()}over {seeds_words(k)} at equal "
                 f"training samples ({scores}), {self.leader} per device leads.")
         parts = []
         for c in self.comparisons:
@@ -436,6 +444,16 @@ class SweepVerdict:
         if parts:
             said += f" Against it (margin {self.fmt(self.margin)}): " + "; ".join(parts) + "."
         return said
+
+    def _scored_by(self) -> str:
+        """What each run's score averaged (run_score), said as the runs had it: a script validates once."""
+        if not self.checkpoints:
+            return ""
+        if self.checkpoints == [1]:
+            return "each run's one validation checkpoint "
+        if self.checkpoints == [2]:
+            return "mean of each run's last two checkpoints "
+        return "mean of each run's last two checkpoints (the one checkpoint of a run that validated once) "
 
     def _walk_sentence(self) -> str:
         """The tie-break: where the walk started and why, each step's paired speed ratios against the bar."""
@@ -531,6 +549,21 @@ def run_score(record: TrialRecord, by_loss: bool) -> float | None:
     if end is not None:
         return end
     return training_tail(record) if by_loss else None
+
+
+def _checkpoints_scored(rows: list[TrialRecord], by_loss: bool) -> list[int]:
+    """The distinct counts of validation checkpoints (at most 2) that run_score averaged over the learned runs; a
+    run with only an end value counts 1, one scored by its training tail counts none."""
+    key = "val_loss" if by_loss else "val_metric"
+    counts = set()
+    for r in rows:
+        if r.status != "ok":
+            continue
+        points = sum(1 for p in r.evals if p.get(key) is not None)
+        end = r.val_loss if by_loss else r.val_metric
+        if points or end is not None:
+            counts.add(min(2, points) or 1)
+    return sorted(counts)
 
 
 def score_candidate(batch: int, runs: list[TrialRecord], by_loss: bool, num_classes: int | None,
@@ -721,7 +754,8 @@ def decide_sweep(rows: list[TrialRecord], num_classes: int | None = None, cap: i
         c.timing_failed = c.per_device in (timing or {}) and not c.timed
     alive = [c for c in candidates if c.status == "ok"]
     verdict = SweepVerdict(None, NONE_LEARNED, metric, higher, candidates=candidates, cap=cap, policy=policy,
-                           batchnorm=batchnorm, yours=yours if yours in batches else None)
+                           batchnorm=batchnorm, yours=yours if yours in batches else None,
+                           checkpoints=_checkpoints_scored(rows, by_loss))
     if not alive:
         return verdict
     sign = 1.0 if higher else -1.0
