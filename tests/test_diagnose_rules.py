@@ -1197,6 +1197,18 @@ def test_a_pixel_accuracy_pinned_at_the_background_share_beside_a_rising_dice_is
     assert "not-learning" in _kinds(_diagnose(tmp_path, "\n".join(plain) + "\n", name="plain_log.csv"))
 
 
+def test_a_heavy_tailed_step_loss_whose_first_value_was_a_low_draw_has_not_diverged(tmp_path):
+    # A return-forecasting net's step loss (world batch 18, read by a newcomer review): values from ~1e-8 to ~30, the
+    # same median in every fifth of the run; its first value a low draw. "Ended far above where it started" held for
+    # the medians while a quarter of the last tenth sat under that start: no climb, no error-level divergence.
+    rng = random.Random(7)
+    values = [0.0017] + [0.005 * math.exp(rng.gauss(0, 2.2)) for _ in range(600)]
+    assert "diverged" not in _kinds(_diagnose(tmp_path, _step_log(values, first_step=49, every=50)))
+    # A loss that really climbs (2.3 -> 18-22, noisy) is still divergence.
+    climb = [2.3, 2.2, 2.1] + [min(2.0 + 0.2 * i, 20.0) * (1 + 0.1 * rng.gauss(0, 1)) for i in range(200)]
+    assert "diverged" in _kinds(_diagnose(tmp_path, _step_log(climb), name="climb.log"))
+
+
 def test_validation_that_lags_a_training_loss_that_fell_by_half_is_not_slow_convergence(tmp_path):
     # A character LM validated on a different text, 6 epochs: the training loss falls from the untrained 4.5 to 1.3
     # (the optimiser does its job), validation 2.70 -> 2.09, still falling 2-4% an epoch. Validation's first value is
