@@ -4,6 +4,7 @@ the pick (issue 36: the plan's cost). Hand-made runs and a stub session: millise
 from __future__ import annotations
 
 import math
+import random
 
 from helpers import StubRunner, settings, sweep_run
 
@@ -256,6 +257,26 @@ def test_a_pair_is_timed_again_only_while_the_bigger_could_still_be_shown():
         timing = [r for r in runner.runs if r["phase"] == "timing"]
         assert {r["per_device"] for r in timing} == {16, 32} and len(timing) == 2 * 6, runner_class
         assert outcome.chosen == chosen and not outcome.verdict.walk[0].undecided
+
+
+def test_timing_rounds_come_three_at_a_time_with_one_seed_too():
+    """A script plan runs one seed (the advisor cannot seed the script); its timing rounds still come three at a
+    time: a newcomer's plan said 1.34x the samples/s of yours from one round where its own sweep runs measured 0.36x."""
+    class Level(StubRunner):
+        def train(self, phase, per_device, *args, **kw):
+            record = super().train(phase, per_device, *args, **kw)
+            jitter = random.Random(len(self.runs)).uniform(0.8, 1.25)  # every batch ~1000 samples/s, a noisy host
+            record.step_seconds = record.global_batch / (1000.0 * jitter)
+            return record
+
+    s = settings(nproc=2, sweep_steps=40, sweep_extensions=0, trial_steps=8, base_batch=64, sweep_seeds=1)
+    runner = Level(saturate=None, val={8: 0.95, 16: 0.95, 32: 0.95, 64: 0.80}.__getitem__)
+    session = Session(load_adapter("ddp"), s, validate_setup(s, load_adapter("ddp"), HostDevices("cpu")), runner=runner)
+    session.ceiling()
+    outcome = session.sweep(32)
+    timing = [r for r in runner.runs if r["phase"] == "timing"]
+    assert timing and all(sum(r["per_device"] == b for r in timing) % 3 == 0 for b in {r["per_device"] for r in timing})
+    assert outcome.chosen == 16 and "(9 timing round(s) side by side" in outcome.reason  # one round at a time: 5
 
 
 def test_the_walk_sentence_names_the_counts_the_sign_test_uses_for_any_number_of_seeds():

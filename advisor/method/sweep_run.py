@@ -18,7 +18,7 @@ from .blame import blame_lr_or_batch
 from .candidates import SweepOutcome, sweep_candidates, sweep_run_settings, sweep_samples, your_setting
 from .caps import Cap
 from .health import judge, unstable
-from .speed import MAX_WALK_ROUNDS, MIN_TIMING_SECONDS, timing_steps
+from .speed import MAX_WALK_ROUNDS, MIN_TIMING_SECONDS, ROUNDS_AT_A_TIME, timing_steps
 from .inputs import SWEEP_EVAL_POINTS, Decide, MethodSettings, ReusingRunner, WorkloadInfo
 from .validated import seen_failing
 from .sweep import DEFAULT_POLICY, SweepPolicy, SweepVerdict, decide_sweep, needs_timing, smallest_sweepable
@@ -205,9 +205,9 @@ class SweepRun:
         while True:
             verdict = self.verdict_now(yours)
             to_time = tuple(needs_timing(verdict))
-            if to_time and asked.get(to_time, 0) * self.policy.seeds < MAX_WALK_ROUNDS:
+            if to_time and asked.get(to_time, 0) * ROUNDS_AT_A_TIME < MAX_WALK_ROUNDS:
                 asked[to_time] = asked.get(to_time, 0) + 1
-                for batch, speeds in self.time_side_by_side(list(to_time), self.policy.seeds).items():
+                for batch, speeds in self.time_side_by_side(list(to_time), ROUNDS_AT_A_TIME).items():
                     self.timing.setdefault(batch, {}).update(speeds)
                 continue
             ran = {(r.per_device, r.seed or 0) for r in self.rows}
