@@ -483,7 +483,7 @@ def test_a_seed_that_rules_a_candidate_out_skips_its_other_seeds():
 
 def test_your_setting_swept_far_from_the_range_leaves_the_gap_to_the_winner_an_end():
     """Regression (bench/time_to_accuracy.py adam-edge, 21:35): your own 16 per device was swept beside 512 / 1024 /
-    1500; it failed, 1024 and 1500 never learned, and 512 won "by more than the margin" without 256 being compared:
+    1500; it failed, 1024 and 1500 never learned, and 512 won "by the margin or more" without 256 being compared:
     with your setting swept, 512 was not the smallest swept, so the range did not grow. An end is where no swept
     batch lies within a factor 2 of the winner on that side."""
     rows = grid({16: [0.20] * 3, 512: [0.64] * 3, 1024: [0.25] * 3})

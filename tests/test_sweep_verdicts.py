@@ -211,7 +211,7 @@ def test_the_advice_against_yours_gives_the_score_gap_and_the_speed_ratio_side_b
     assert against.speed_ratio == pytest.approx(2.0)
     assert ("Against your setting (8 per device at the base LR): as good as yours (score gap +0.000 ±0.000 over 3 "
             "paired seed(s)), 2.00x the samples/s of yours (3 timing round(s) side by side") in outcome.reason
-    # Yours worse by more than the margin: the advice is better, and its speed against yours is timed side by side.
+    # Yours worse by the margin or more: the advice is better, and its speed against yours is timed side by side.
     worse = {8: 0.80, 16: 0.88, 32: 0.86, 64: 0.86}.get
     runner, outcome = yours_plan(worse, centre=32, base_batch=16, speed=speed)
     assert outcome.chosen == 16 and outcome.verdict.rule == BEST_BY_MARGIN
@@ -238,8 +238,8 @@ def test_verdict_sentences_say_what_the_numbers_say():
         "walked up from 8 (the smallest of the equals), the rounds showing each step more than 10% faster")
     # "equal" only for a true tie; a worse candidate is called worse.
     apart = decide_sweep(runs(8, level) + runs(16, [0.90] * 3), 10)
-    assert "16: gap 0.050" in apart.reason and "worse by more than the margin" in apart.reason
-    assert "equal (" not in apart.reason and apart.headline == "best, by more than the margin"
+    assert "16: gap 0.050" in apart.reason and "worse by the margin or more" in apart.reason
+    assert "equal (" not in apart.reason and apart.headline == "best, by the margin or more"
 
 
 def test_a_seeds_budget_no_larger_than_k_asks_for_no_extra_seeds():

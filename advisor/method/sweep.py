@@ -5,7 +5,7 @@
 2. The candidate with the best mean score leads; another is its equal only when their mean paired gap is under a
    practical margin. A gap over the margin whose 95% paired t-interval (k - 1 degrees of freedom) still holds 0 is
    inconclusive: those two run more paired seeds, up to a stated budget (6 in all), and then the better-scoring
-   one stands; a candidate worse by more than the margin is never picked, whatever its speed. The extra seeds run
+   one stands; a candidate worse by the margin or more is never picked, whatever its speed. The extra seeds run
    only where they could change the pick: an inconclusive candidate is first timed side by side with the equals,
    and when the walk (sentence 3) would make the same pick with it as an equal, it runs none. A candidate that ran
    out of memory, was unstable in any seed, never learned, or whose (global batch, LR) another run of the plan saw
@@ -246,13 +246,13 @@ class AgainstYours:
         if self.status != "ok":
             return f"Against {own}: it {self.why}, so it is out of the comparison; {self.chosen} per device learned."
         if self.chosen == self.yours:
-            why = ("it scored best, by more than the margin" if self.by == "leader" and not self.equals else
+            why = ("it scored best, by the margin or more" if self.by == "leader" and not self.equals else
                    f"no equal of it was shown more than {self.bar:.0%} faster in paired measurements")
             return f"Against {own}: no better than yours: keep it ({why})."
         gap = "" if self.score_gap is None else f"score gap {fmt(self.score_gap, signed=True)}" + (
             f" ±{fmt(self.score_half)}" if self.score_half is not None else "") + f" over {seeds_words(self.seeds)}"
         speed = self.speed_words()
-        if self.by in ("apart", "inconclusive"):  # the leader outscored yours by more than the margin
+        if self.by in ("apart", "inconclusive"):  # the leader outscored yours by the margin or more
             return f"Against {own}: better than yours ({gap}), {speed}."
         smaller = (f"; smaller, and the paired measurements could not show yours more than {self.bar:.0%} faster, "
                    "so it needs no more samples to any score") if self.chosen < self.yours else ""
@@ -364,7 +364,7 @@ class SweepVerdict:
     def headline(self) -> str:
         if self.rule in EQUALS_RULES:
             return "an equal of the best; " + self.walk_summary
-        return {BEST_BY_MARGIN: "best, by more than the margin",
+        return {BEST_BY_MARGIN: "best, by the margin or more",
                 NO_RUNS: "no sweep run could be made",
                 NONE_LEARNED: "no candidate learned"}[self.rule]
 
@@ -439,7 +439,7 @@ class SweepVerdict:
                     verdict += (f"; no more seeds: as an equal {c.per_device} would not change the pick (timed side "
                                 "by side)")
             else:
-                verdict = "worse by more than the margin"
+                verdict = "worse by the margin or more"
             parts.append(f"{c.per_device}: {gap}: {verdict}")
         if parts:
             said += f" Against it (margin {self.fmt(self.margin)}): " + "; ".join(parts) + "."
