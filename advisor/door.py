@@ -301,7 +301,9 @@ def guess_task(seen: dict) -> tuple[str, str]:
         return "nlp-classification", "the batches hold input_ids (token sequences)"
     if any(len(s) == 4 for s in shapes.values()):
         return "image-classification", "the batches hold 4-D tensors (images)"
-    return "nlp-classification", "nothing in the batches named the task"
+    # Not a text task by default: "Global batch 8 is below the usual 32-256 for NLP classification" was said of a
+    # waveform classifier. The "regression / other" row gives no usual range to measure the plan against.
+    return "regression", "nothing in the batches named the task (the 'regression / other' row; --task names it)"
 
 
 # ---------------------------------------------------------------------------------------------- the engine side

@@ -421,3 +421,15 @@ def test_a_sweep_without_validation_ranks_by_training_loss_and_says_so():
     pick, reason = verdict.chosen, verdict.reason
     assert pick == 32 and "training loss" in reason and "reported no validation" in reason
     assert all(r.val_loss is None for r in rows)  # the ledger's rows keep saying no validation was seen
+
+
+def test_a_batch_that_names_no_task_gets_the_regression_or_other_row_not_a_text_task():
+    """A newcomer's waveform classifier (float tensors of 3 dims) was planned as 'NLP classification' and warned
+    "Global batch 8 is below the usual 32-256 for NLP classification"; the 'regression / other' row has no range."""
+    from advisor.door import guess_task
+    from advisor.tasks import TASKS
+
+    task, why = guess_task({"batch_shapes": {"0": [32, 1, 256], "1": [32]}})
+    assert task == "regression" and TASKS[task].global_range is None and "--task" in why
+    assert guess_task({"batch_shapes": {"input_ids": [8, 128]}})[0] == "nlp-classification"
+    assert guess_task({"batch_shapes": {"0": [8, 3, 32, 32]}})[0] == "image-classification"
