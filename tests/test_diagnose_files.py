@@ -463,3 +463,23 @@ def test_a_csv_logger_appended_by_two_sessions_judges_the_last_one(tmp_path):
     assert report.stats.series_lengths["train_loss"] == 50 and report.series["train_loss"][0].line == 52
     assert any("2 training sessions" in n for n in report.stats.notes)
     assert not report.findings, [f.evidence for f in report.findings]
+
+
+@pytest.mark.parametrize("delimiter, decimal", [(";", ","), (";", "."), ("\t", ".")])
+def test_a_csv_with_semicolons_or_tabs_reads_as_a_csv(tmp_path, delimiter, decimal):
+    """A Keras CSVLogger file written with `;` between fields (world batch 21, after its scoring: unreadable, "none of
+    its 5 lines is in a known format"), as Excel and pandas write CSV where the comma is the decimal mark, and a
+    tab-separated table: each column is a series, decimal commas included."""
+    from advisor.diagnose import diagnose_source
+
+    rows = [delimiter.join(["epoch", "accuracy", "loss", "val_accuracy", "val_loss"])]
+    for epoch in range(12):
+        values = [0.6 + 0.02 * epoch, 0.9 - 0.05 * epoch, 0.62 + 0.02 * epoch, 0.92 - 0.05 * epoch]
+        rows.append(delimiter.join([str(epoch)] + [f"{v:.4f}".replace(".", decimal) for v in values]))
+    path = tmp_path / "log.csv"
+    path.write_text("\n".join(rows) + "\n")
+    report = diagnose_source(str(path))
+    assert report.stats.formats == {"csv": 12}, report.stats.formats
+    assert [p.value for p in report.series["val_loss"]][:2] == [0.92, 0.87]
+    assert [p.value for p in report.series["train_acc"]][-1] == pytest.approx(0.82)
+

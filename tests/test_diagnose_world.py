@@ -641,7 +641,8 @@ def test_the_twenty_first_batch_keeps_what_it_scored_once():
     the lead after the fixes drawn from batches 18-20 and a newcomer's review landed (main 088cd7d, 00:49 UTC, load
     ~2.1 with the slow tier running): 20 of 33 right (0.61; 6 of the 13 labels marked a judgement call, 14 of the
     other 20), 1 unreadable (a Keras CSV with semicolons), no error-level finding on its 18 healthy runs. runmedic
-    was right on 13 and trainspotter on 17 of the same 33. This guards against falling back."""
+    was right on 13 and trainspotter on 17 of the same 33. After that scoring, a CSV's fields may be separated by
+    semicolons (decimal commas read) or tabs: 21 of 33, none unreadable. This guards against falling back."""
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     outcomes = bench.evaluate(None, LABELS, (TWENTY_FIRST_BATCH,))
-    _assert_scored_once_part_holds(outcomes, 33, 20, unreadable_at_most=1)
+    _assert_scored_once_part_holds(outcomes, 33, 21)

@@ -71,12 +71,31 @@ def whole_file_kind(name: str, head: bytes) -> str | None:
     return None
 
 
+# A CSV's field separators, in the order tried: a comma; a semicolon where the comma is the decimal mark (Excel and
+# pandas exports in much of Europe: "epoch;accuracy;loss", values "0,83"); a tab (to_csv(sep="\t")).
+CSV_DELIMITERS = (",", ";", "\t")
+
+
+def csv_delimiter(first_line: str) -> str:
+    """The separator of a CSV whose header is ``first_line``: the first of CSV_DELIMITERS in it (a comma when none)."""
+    return next((d for d in CSV_DELIMITERS if d in first_line), ",")
+
+
+def csv_value(text: str, delimiter: str) -> str:
+    """A field as a number reads: under a semicolon or a tab, a decimal comma ("0,83") is a decimal point."""
+    if delimiter != "," and text.count(",") == 1 and "." not in text:
+        return text.replace(",", ".")
+    return text
+
+
 def metrics_header(first_line: str) -> list[str] | None:
-    """The columns of a CSV metrics header (padded names stripped, as YOLOv5 writes them), or None when the line
-    is not one: at least two named columns, one a step or epoch counter and one a metric the readers know."""
-    if "," not in first_line:
+    """The columns of a CSV metrics header (padded names stripped, as YOLOv5 writes them; fields separated by any of
+    CSV_DELIMITERS), or None when the line is not one: at least two named columns, one a step or epoch counter and
+    one a metric the readers know."""
+    delimiter = csv_delimiter(first_line)
+    if delimiter not in first_line:
         return None
-    columns = [c.strip().strip('"') for c in first_line.strip().split(",")]
+    columns = [c.strip().strip('"') for c in first_line.strip().split(delimiter)]
     if len(columns) < 2 or any(not c or to_float(c) is not None or len(c) > 80 for c in columns):
         return None
     if not any(position_name(c) for c in columns) or not any(classify(c) for c in columns):
@@ -381,9 +400,11 @@ def read_csv(path: str, text: str) -> FileRead:
     import csv
 
     read = FileRead(path, "csv")
-    rows = csv.reader(io.StringIO(text, newline=""))
+    delimiter = csv_delimiter(text.split("\n", 1)[0])
+    rows = ([csv_value(v, delimiter) for v in row] for row in csv.reader(io.StringIO(text, newline=""),
+                                                                        delimiter=delimiter))
     header = next(rows, None)
-    columns = metrics_header(",".join(header)) if header else None
+    columns = metrics_header(delimiter.join(header)) if header else None
     if columns is None:
         read.problem = "its first line is not a metrics header (named columns, one of them a step or an epoch)"
         return read
@@ -594,5 +615,6 @@ def read_whole_file(path: str, kind: str, data: bytes, stage: str | None = None)
     raise ValueError(f"not a whole-file format: {kind}")
 
 
-__all__ = ["FORMATS", "FileRead", "TENSORBOARD_INSTALL", "assign_cadence", "is_event_file", "iter_tfrecords",
+__all__ = ["FORMATS", "FileRead", "TENSORBOARD_INSTALL", "assign_cadence", "csv_delimiter", "csv_value",
+           "is_event_file", "iter_tfrecords",
            "metrics_header", "read_whole_file", "read_mlflow_metrics", "row_points", "whole_file_kind"]

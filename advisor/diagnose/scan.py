@@ -18,7 +18,7 @@ import re
 from .readers import (FAILURE_READERS, METRIC_READERS, RANK_PREFIX, LineReader, csv_points, known_formats,
                       trainer_state_points)
 from .bom import text_stream
-from .files import whole_file_kind
+from .files import csv_delimiter, csv_value, whole_file_kind
 from .records import TRAIN_LOSS, VAL_LOSS, LogEvent, Point, ReadStats, dataclass, field
 
 _TRACEBACK_LINE = re.compile(r"^(?:-+>|\S+ in [<\w]|File \"|\^+\s*$)")  # IPython "---->", "x.py in fit(", File "
@@ -617,7 +617,7 @@ def sniff_file_format(head: bytes, name: str) -> str | None:
     if stripped.startswith(b"{") and b'"log_history"' in head:
         return "trainer-state"
     first = head.split(b"\n", 1)[0].decode("utf-8", errors="replace").strip().lower()
-    fields = [f.strip() for f in first.split(",")]
+    fields = [f.strip() for f in first.split(csv_delimiter(first))]
     # A metrics header: identifier-like column names, one of them a loss; a step/epoch column, or none (one row per
     # log in order: Keras's history saved with pandas, `pd.DataFrame(history.history).to_csv()`, whose unnamed index
     # column leaves the first name empty).
@@ -648,9 +648,12 @@ def scan_file_format(kind: str, stream: io.BufferedIOBase, collected: Collected)
     else:
         import csv
 
-        reader = csv.reader(io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline=""))
+        text = io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline="")
+        first = text.readline()
+        delimiter = csv_delimiter(first)
+        reader = csv.reader(itertools.chain([first], text), delimiter=delimiter)
         header = next(reader, [])
-        rows = ((number, row) for number, row in enumerate(reader, start=2))
+        rows = ((number, [csv_value(v, delimiter) for v in row]) for number, row in enumerate(reader, start=2))
         points = csv_points(header, rows)
         stats.lines = reader.line_num
         _history_rows_are_epochs(points)
