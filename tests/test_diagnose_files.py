@@ -483,3 +483,20 @@ def test_a_csv_with_semicolons_or_tabs_reads_as_a_csv(tmp_path, delimiter, decim
     assert [p.value for p in report.series["val_loss"]][:2] == [0.92, 0.87]
     assert [p.value for p in report.series["train_acc"]][-1] == pytest.approx(0.82)
 
+
+def test_a_validation_curve_logged_per_epoch_beside_one_step_value_is_judged_by_its_epochs():
+    """A Lightning TensorBoard run (world batch 1, read by a newcomer's review) logs val_loss at one step and 5 times
+    per epoch: the rules judged the 1-point per-step series ("a validation-loss series of 4+ points for overfitting
+    (has 1)"). The evaluations that outnumber the others are the validation curve; the other stays apart."""
+    import contextlib
+    import io
+    import json
+
+    run = Path(__file__).parent / "corpus" / "world" / "gh-lightning-tb-mnist" / "lightning_logs" / "mnist_cnn" / "version_0"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(["diagnose", "--json", str(run)])
+    (read,) = json.loads(out.getvalue())["read"]
+    assert read["series_lengths"]["val_loss"] == 5 and read["series_lengths"]["val_loss_step"] == 1
+    assert "overfitting (5 validation points)" in read["checks_ran"]
+

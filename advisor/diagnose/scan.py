@@ -888,6 +888,16 @@ def separate_series(collected: Collected) -> None:
         epochs = [p for p in points if p.cadence == "epoch"]
         if not epochs or not any(_is_step_point(p) for p in points):
             continue
+        steps = [p for p in points if p.cadence != "epoch"]
+        if name.startswith("val_") and len(epochs) > len(steps):
+            # A validation curve is its evaluations: where the per-epoch ones outnumber those logged at a step (a
+            # Lightning run's 5 epoch values beside 1 logged at a step), the epochs are the curve the rules judge.
+            collected.series[name] = epochs
+            _rename(collected, steps, f"{name}_step")
+            collected.series[f"{name}_step"] = steps
+            stats.notes.append(f"{name}: the {len(steps)} value(s) logged at a step are kept apart from the "
+                               f"{len(epochs)} per-epoch one(s) (as {name}_step)")
+            continue
         target = epoch_series_name(name)
         collected.series[name] = [p for p in points if p.cadence != "epoch"]
         first_bad = collected.non_finite.get(name)
