@@ -119,7 +119,7 @@ def test_a_period_in_whole_steps_is_said_without_a_decimal_and_one_point_is_not_
 
     main(["diagnose", str(WORLD / "gh-lightning-tb-mnist/lightning_logs/mnist_cnn/version_0")])
     out = capsys.readouterr().out
-    assert "val_loss 1 point, " in out and "train_loss 5 points" in out and "1 points" not in out
+    assert "val_loss_step 1 point, " in out and "train_loss 5 points" in out and "1 points" not in out
 
 
 def test_overfitting_beside_an_accuracy_still_at_its_best_says_so_at_any_confidence():
