@@ -909,7 +909,7 @@ def build_parser() -> argparse.ArgumentParser:
                                           "divergence; exit 0 none, 1 findings (see --fail-on), 2 unreadable")
     diag.add_argument("logs", nargs="+", help="log files or run folders ('-' reads standard input): text logs, "
                                               "TensorBoard event files, metrics.csv / results.csv, "
-                                              "trainer_state.json, metrics.json, mlruns/, wandb/; a folder is "
+                                              "trainer_state.json, metrics.json, a Keras history.json, mlruns/, wandb/; a folder is "
                                               "searched for its runs, each judged")
     diag.add_argument("--json", action="store_true", help="one JSON object: findings and what was read")
     diag.add_argument("--recipe", help="a recipe that adds the batch/LR context the log lacks")

@@ -500,3 +500,35 @@ def test_a_validation_curve_logged_per_epoch_beside_one_step_value_is_judged_by_
     assert read["series_lengths"]["val_loss"] == 5 and read["series_lengths"]["val_loss_step"] == 1
     assert "overfitting (5 validation points)" in read["checks_ran"]
 
+
+def test_a_keras_history_saved_as_json_reads_per_epoch_alone_in_a_report_and_in_a_folder(tmp_path, capsys):
+    """json.dump(history.history): each metric's list, one value an epoch (world batches 7 and 18: a history.json a
+    folder skipped as "not a log file", and a training report read as 679 bare numbers). Also under a "history" key
+    beside a config and test results; in a run folder, wandb's summary (which may hold lists too) stays skipped."""
+    import json
+
+    from advisor.diagnose import diagnose_source
+
+    history = {"loss": [2.0 - 0.1 * e for e in range(12)], "accuracy": [0.3 + 0.05 * e for e in range(12)],
+               "val_loss": [2.1 - 0.1 * e for e in range(12)], "val_accuracy": [0.3 + 0.05 * e for e in range(12)]}
+    alone = tmp_path / "history.json"
+    alone.write_text(json.dumps(history))
+    report = diagnose_source(str(alone))
+    assert report.stats.formats == {"keras-history": 12}
+    assert {p.cadence for p in report.series["val_loss"]} == {"epoch"} and len(report.series["train_acc"]) == 12
+    nested = tmp_path / "train_report.json"
+    nested.write_text(json.dumps({"config": {"layers": [64, 64], "lr": 1e-3}, "history": history, "test": {"loss": 0.1}}))
+    assert len(diagnose_source(str(nested)).series["val_loss"]) == 12
+    run = tmp_path / "run"
+    (run / "files").mkdir(parents=True)
+    (run / "output").mkdir()
+    (run / "output" / "history.json").write_text(json.dumps(history))
+    (run / "files" / "wandb-summary.json").write_text(json.dumps({"table": {"val_loss": [1.0, 0.9]}}))
+    assert main(["diagnose", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "read as keras-history (12)" in out and "not a log file: files/wandb-summary.json" in out
+    broken = tmp_path / "cut.json"
+    broken.write_text(json.dumps(history)[:200])
+    assert main(["diagnose", str(broken)]) == 2
+    assert "does not parse" in capsys.readouterr().err
+

@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import re
 import struct
 
 from ..errors import AdvisorError
@@ -36,7 +37,16 @@ FORMATS = {
     "metrics-jsonl": "JSON-lines metric files: detectron2 metrics.json, mmengine scalars.json and *.log.json, "
                      "wandb-history.jsonl",
     "mlflow": "an MLflow metric file (mlruns/<experiment>/<run>/metrics/<key>: 'timestamp value step' lines)",
+    "keras-history": "a Keras History saved as JSON (json.dump(history.history): each metric's list, one value an "
+                     "epoch), alone or under a 'history' key",
 }
+# A Keras History dump: a JSON object with a loss that holds a list ("loss": [2.03, 0.96, ...]), at its top or under
+# "history".
+KERAS_HISTORY_LOSS = re.compile(rb'"(?:val_)?loss"\s*:\s*\[')
+
+
+def keras_history_head(head: bytes) -> bool:
+    return head.lstrip()[:1] == b"{" and KERAS_HISTORY_LOSS.search(head) is not None
 JSONL_NAMES = ("metrics.json", "scalars.json", "wandb-history.jsonl")
 
 
@@ -66,6 +76,8 @@ def whole_file_kind(name: str, head: bytes) -> str | None:
     if base in JSONL_NAMES or base.endswith(".log.json"):
         first = head.lstrip()[:1]
         return "metrics-jsonl" if first == b"{" else None
+    if base.endswith(".json") and keras_history_head(head):
+        return "keras-history"
     if metrics_header(head.split(b"\n", 1)[0].decode("utf-8", errors="replace")) is not None:
         return "csv"
     return None
@@ -602,6 +614,44 @@ def read_mlflow_metrics(run_dir: str, files: list[str]) -> FileRead:
     return read
 
 
+# ---------------------------------------------------------------- Keras History JSON
+
+def _history_table(obj) -> dict[str, list] | None:
+    """The metric lists of a History dump: the object itself, or its "history" (a report that also holds a config
+    and test results); None when neither maps names to lists."""
+    for table in (obj, obj.get("history") if isinstance(obj, dict) else None):
+        if isinstance(table, dict):
+            lists = {k: v for k, v in table.items() if isinstance(v, list)}
+            if lists and any("loss" in k for k in lists):
+                return lists
+    return None
+
+
+def read_keras_history(path: str, text: str) -> FileRead:
+    """json.dump(history.history): metric name -> one value per epoch (Keras's History callback)."""
+    import json
+
+    read = FileRead(path, "keras-history")
+    try:
+        table = _history_table(json.loads(text))
+    except ValueError as exc:
+        read.problem = f"it starts as a Keras History saved as JSON but does not parse ({exc})"
+        return read
+    if table is None:
+        read.problem = "it is JSON, but no metric in it holds a list of values per epoch"
+        return read
+    for epoch in range(max(len(v) for v in table.values())):
+        pairs = [(k, repr(v[epoch])) for k, v in table.items()
+                 if epoch < len(v) and isinstance(v[epoch], (int, float)) and not isinstance(v[epoch], bool)]
+        read.points += row_points(pairs + [("epoch", str(epoch))], epoch + 1)
+        read.records += 1
+    for point in read.points:
+        point.cadence = "epoch"
+    if not read.points:
+        read.problem = "its lists hold no value of a training metric"
+    return read
+
+
 # ---------------------------------------------------------------- one file
 
 def read_whole_file(path: str, kind: str, data: bytes, stage: str | None = None) -> FileRead:
@@ -612,9 +662,11 @@ def read_whole_file(path: str, kind: str, data: bytes, stage: str | None = None)
         return read_csv(path, text)
     if kind == "metrics-jsonl":
         return read_metrics_jsonl(path, text)
+    if kind == "keras-history":
+        return read_keras_history(path, text)
     raise ValueError(f"not a whole-file format: {kind}")
 
 
 __all__ = ["FORMATS", "FileRead", "TENSORBOARD_INSTALL", "assign_cadence", "csv_delimiter", "csv_value",
-           "is_event_file", "iter_tfrecords",
+           "is_event_file", "iter_tfrecords", "keras_history_head",
            "metrics_header", "read_whole_file", "read_mlflow_metrics", "row_points", "whole_file_kind"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 
-from .files import JSONL_NAMES, is_event_file
+from .files import JSONL_NAMES, is_event_file, keras_history_head
 from .names import SPLITS
 from .records import dataclass, field
 
@@ -29,7 +29,7 @@ _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 @dataclass
 class LogFile:
     path: str
-    kind: str  # tensorboard | csv | metrics-jsonl | trainer-state | text | mlflow | wandb-binary
+    kind: str  # tensorboard | csv | metrics-jsonl | keras-history | trainer-state | text | mlflow | wandb-binary
     stage: str | None = None  # what its folder says it holds (Keras's TensorBoard callback: train/, validation/)
 
 
@@ -63,6 +63,25 @@ def file_kind(name: str) -> str | None:
     if lowered.endswith(TEXT_LOG_SUFFIXES) and lowered not in NOT_LOG_TEXT:
         return "text"
     return None
+
+
+# JSON files a run folder holds that are no history, whatever lists they carry: wandb's summary and metadata (its
+# output.log is the run's log), a model's config.
+NOT_HISTORY_JSON = {"wandb-summary.json", "wandb-metadata.json", "config.json"}
+
+
+def _json_history_kind(path: str) -> str | None:
+    """"keras-history" for a .json file that holds a Keras History dump (read from its first 4 KiB: only JSON files
+    whose name says nothing are opened), else None."""
+    name = os.path.basename(path).lower()
+    if not name.endswith(".json") or name in NOT_HISTORY_JSON:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return None
+    return "keras-history" if keras_history_head(head) else None
 
 
 class _Walk:
@@ -129,7 +148,7 @@ class _Walk:
         if not regular:
             self.skip(entry.path, "not a regular file (a broken link, a pipe or a device)")
             return
-        kind = file_kind(entry.name)
+        kind = file_kind(entry.name) or _json_history_kind(entry.path)
         if kind is None:
             self.skip(entry.path, "not a log file")
             return

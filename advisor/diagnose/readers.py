@@ -905,6 +905,7 @@ FILE_FORMATS = {
     "tensorboard": "TensorBoard event files (events.out.tfevents.*; needs the tensorboard extra)",
     "metrics-jsonl": "JSON-lines metric files: detectron2 metrics.json, mmengine scalars.json / *.log.json, "
                      "wandb-history.jsonl",
+    "keras-history": "a Keras History saved as JSON (json.dump(history.history)), alone or under a 'history' key",
 }
 
 

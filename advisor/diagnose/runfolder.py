@@ -71,7 +71,7 @@ def read_run(run: Run, skipped: list[tuple[str, str]]) -> tuple[list[_Source], l
     """(metric sources, text logs) of one run; files that held nothing readable go to ``skipped`` with why."""
     sources: list[_Source] = []
     texts: list[_Source] = []
-    whole = [f for f in run.files if f.kind in ("tensorboard", "csv", "metrics-jsonl", "mlflow")]
+    whole = [f for f in run.files if f.kind in ("tensorboard", "csv", "metrics-jsonl", "mlflow", "keras-history")]
     reads = _whole_reads(whole, skipped)
     board = _tensorboard_source([r for r in reads if r.format == "tensorboard"])
     if board:
@@ -159,7 +159,7 @@ def no_logs_message(path: str, found: Discovery) -> str:
     capped = ("; " + "; ".join(found.capped)) if found.capped else ""
     return (f"{path}: no training log found in this folder ({said or 'it is empty'}{capped}). advisor diagnose reads "
             "TensorBoard event files (events.out.tfevents.*), metrics.csv / results.csv / summary.csv, "
-            "trainer_state.json, metrics.json / scalars.json, mlruns/ and wandb run folders, and text logs (*.log, "
+            "trainer_state.json, metrics.json / scalars.json, a Keras History saved as JSON, mlruns/ and wandb run folders, and text logs (*.log, "
             "*.txt, *.out). Point it at the folder your training wrote (for example lightning_logs/version_0 or the "
             "Trainer's output_dir), or at the log file itself.")
 

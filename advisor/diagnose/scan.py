@@ -831,7 +831,7 @@ def finish_collected(collected: Collected) -> None:
     collected.stats.series_lengths = {k: len(v) for k, v in collected.series.items()}
 
 
-WHOLE_FILE_KINDS = ("tensorboard", "metrics-jsonl", "csv")
+WHOLE_FILE_KINDS = ("tensorboard", "metrics-jsonl", "csv", "keras-history")
 
 
 def read_whole_source(stream: io.BufferedIOBase, name: str, kind: str) -> Collected:
