@@ -18,7 +18,7 @@ from .method.ceiling import CeilingResult
 from .method.goodput import GoodputResult, fit_step_time, goodput_optimum, timed_points
 from .method.inputs import LauncherReports, lr_for, warmup_for
 from .method.validated import largest_validated_global, never_a_failed_lr
-from .method.lr import LRDecision, WarmupDecision
+from .method.lr import DEFAULT_WARMUP_SOURCE, LRDecision, WarmupDecision
 from .method.noise import NoiseEstimate
 from .method.plan import Plan, Warning_, largest_learnable_global
 
@@ -161,6 +161,14 @@ def plan_at_cap(settings: MethodSettings, info: WorkloadInfo, sweep: SweepOutcom
     lr, lowered = never_a_failed_lr(info, lr, trained)
     if lowered is not None:
         plan.warnings.append(Warning_(lowered.code, lowered.message))
+    if sweep.verdict.against_yours is not None and info.base_warmup_source.startswith(DEFAULT_WARMUP_SOURCE):
+        # A newcomer's script had no warmup: with the default one, yours tied with a smaller batch and lost the pick;
+        # with --base-warmup 0 the advice was "keep yours".
+        plan.warnings.append(Warning_("yours-ran-with-default-warmup", (
+            f"The sweep ran your setting ({sweep.verdict.against_yours.yours} per device), like every candidate, "
+            f"with the advisor's default warmup ({info.base_warmup_epochs:g} epoch(s) at the base batch): the "
+            "comparison with yours holds for a job that warms up so. If yours warms up otherwise, plan again "
+            "with --base-warmup (0 for none) to compare with the job you run.")))
     # The goodput-optimal batch from the runs' step times, against the rule of thumb's per-device x accumulation.
     goodput = goodput_optimum(fit_step_time(timed_points(ledger, precision)), estimate.value, estimate.reason,
                               info.base_global_batch, plan.world_size, cap, info.optimizer,

@@ -307,3 +307,20 @@ def test_the_speed_ratio_against_yours_is_a_ratio_with_a_ratios_interval():
     assert low == pytest.approx(against.speed_low, abs=1e-4) and high == pytest.approx(against.speed_high, abs=1e-4)
     assert f"{against.speed_ratio:.2f}x the samples/s of yours (6 timing round(s) side by side, 95% interval " \
            f"{against.speed_low:.2f}-{against.speed_high:.2f}x)" in verdict.reason
+
+
+def test_a_comparison_with_yours_under_the_default_warmup_says_so_in_a_warning():
+    """A newcomer's script used no warmup; the plan ran yours and every candidate with the advisor's default one, and
+    yours lost the pick to a smaller equal (with --base-warmup 0: "keep yours"). The recipe says the comparison
+    assumed that warmup; with a warmup you gave, nothing is said."""
+    from helpers import swept_session
+
+    from advisor.report import build_recipe
+
+    for base_warmup, warned in ((None, True), ((0.0, "steps"), False)):
+        session, _, outcome = swept_session({8: 0.95, 16: 0.95, 32: 0.95}.__getitem__, centre=16, extensions=0,
+                                            base_batch=64, base_warmup=base_warmup)
+        assert outcome.verdict.against_yours is not None
+        codes = [w["code"] for w in build_recipe(session.finish())["warnings"]]
+        assert ("yours-ran-with-default-warmup" in codes) is warned, codes
+

@@ -243,6 +243,9 @@ def plan_warmup(
                           capped)
 
 
+DEFAULT_WARMUP_SOURCE = "the advisor's default"  # how a warmup source reads when neither you nor the workload gave one
+
+
 def base_warmup_epochs(given: tuple[float, str] | None, current_steps: int | None, base_global_batch: int,
                        train_size: int) -> tuple[float, str]:
     """Today's warmup in epochs, and where it came from: --base-warmup, the workload's current_warmup_steps
@@ -252,7 +255,7 @@ def base_warmup_epochs(given: tuple[float, str] | None, current_steps: int | Non
     elif current_steps is not None:
         amount, unit, source = current_steps, "steps", "the workload's current_warmup_steps"
     else:
-        return DEFAULT_BASE_WARMUP_EPOCHS, ("the advisor's default; pass --base-warmup or set the workload's "
+        return DEFAULT_BASE_WARMUP_EPOCHS, (f"{DEFAULT_WARMUP_SOURCE}; pass --base-warmup or set the workload's "
                                             "current_warmup_steps to plan from yours")
     if unit == "epochs":
         return amount, f"{source}: {amount:g} epochs"
