@@ -532,3 +532,25 @@ def test_a_keras_history_saved_as_json_reads_per_epoch_alone_in_a_report_and_in_
     assert main(["diagnose", str(broken)]) == 2
     assert "does not parse" in capsys.readouterr().err
 
+
+@pytest.mark.parametrize("order", ["value step", "step value", "two metrics"])
+def test_lines_of_a_loss_and_its_step_read_as_a_training_loss_whichever_column_counts_up(tmp_path, order):
+    """A text file of 'loss step' lines (world batch 22, after its scoring: "none of its 55 lines is in a known
+    format"), as np.savetxt writes two columns: the column that counts up in whole numbers is the step. Two columns
+    of which neither counts up are no loss curve."""
+    from advisor.diagnose import diagnose_source
+
+    losses = [2.0 * 0.97 ** i + 0.05 * (i % 3) for i in range(40)]
+    lines = {"value step": [f"{v:.6f} {100 * i}" for i, v in enumerate(losses)],
+             "step value": [f"{100 * i} {v:.6f}" for i, v in enumerate(losses)],
+             "two metrics": [f"{v:.6f} {1 - v / 3:.6f}" for v in losses]}[order]
+    path = tmp_path / "loss.log"
+    path.write_text("\n".join(lines) + "\n")
+    if order == "two metrics":
+        assert main(["diagnose", str(path)]) == 2
+        return
+    report = diagnose_source(str(path))
+    series = report.series["train_loss"]
+    assert [p.value for p in series[:2]] == [pytest.approx(losses[0], abs=1e-6), pytest.approx(losses[1], abs=1e-6)]
+    assert [p.step for p in series[:2]] == [0, 100]
+

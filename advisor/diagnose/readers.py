@@ -843,15 +843,24 @@ class BareNumberReader(LineReader):
     training loss only when the log is such a list and names no loss (and says that it assumed so)."""
 
     name = "bare-numbers"
-    description = "a list of numbers, one a line, read as a training-loss series when the log names no metric"
+    description = ("a list of numbers, one a line (or a value and its step: '0.52 100'), read as a training-loss "
+                   "series when the log names no metric")
     NUMBER_LINE = re.compile(rf"^\s*(?P<value>{_NUM})\s*,?\s*$")
+    # Two numbers, one of them a whole step count (which one, the whole file decides: scan._bare_numbers).
+    PAIR_LINE = re.compile(rf"^\s*(?P<first>{_NUM})\s*[,\s]\s*(?P<second>{_NUM})\s*$")
 
     def read(self, text, line):
         m = self.NUMBER_LINE.match(text)
+        if m:
+            value = to_float(m.group("value"))
+            return [Point(line, "bare_number", value)] if value is not None else None
+        m = self.PAIR_LINE.match(text)
         if not m:
             return None
-        value = to_float(m.group("value"))
-        return [Point(line, "bare_number", value)] if value is not None else None
+        first, second = to_float(m.group("first")), to_float(m.group("second"))
+        if first is None or second is None:
+            return None
+        return [Point(line, "bare_pair", first, step=second)]
 
 
 class ResultsRowReader(LineReader):

@@ -971,10 +971,31 @@ BARE_MIN_POINTS = 4
 BARE_SHARE = 0.5
 
 
+def _counts_up(values: list[float]) -> bool:
+    """Whole numbers, strictly increasing: a step (or epoch) counter."""
+    return all(v.is_integer() for v in values) and all(b > a for a, b in zip(values, values[1:]))
+
+
+def _bare_pairs(pairs: list[Point]) -> list[Point]:
+    """Lines of two numbers: a loss and its step ("0.52 100", np.savetxt of both), whichever column counts up is the
+    step. None of them when neither column does (a table of two metrics, not a loss curve)."""
+    firsts, seconds = [p.value for p in pairs], [p.step for p in pairs]
+    if all(s is not None and math.isfinite(s) for s in seconds) and _counts_up(seconds):
+        return [Point(p.line, "bare_number", p.value, step=p.step) for p in pairs]
+    if all(math.isfinite(f) for f in firsts) and _counts_up(firsts):
+        return [Point(p.line, "bare_number", p.step, step=p.value) for p in pairs]
+    return []
+
+
 def _bare_numbers(collected: Collected) -> None:
-    """Lines that are one number each: a pasted loss list when they are most of what was read and the log names no
-    training loss (said in a note); otherwise stray numbers, dropped."""
+    """Lines that are one number each, or a number and its step: a pasted loss list when they are most of what was
+    read and the log names no training loss (said in a note); otherwise stray numbers, dropped."""
+    pairs = collected.series.pop("bare_pair", [])
+    collected.non_finite.pop("bare_pair", None)
     bare = collected.series.pop("bare_number", [])
+    stepped = len(pairs) > len(bare)
+    if stepped:
+        bare = _bare_pairs(pairs)
     collected.non_finite.pop("bare_number", None)
     stats = collected.stats
     named = any(collected.series.get(k) for k in ("train_loss", "train_loss_epoch"))
@@ -987,8 +1008,8 @@ def _bare_numbers(collected: Collected) -> None:
         if not math.isfinite(point.value) and "train_loss" not in collected.non_finite:
             collected.non_finite["train_loss"] = point
     collected.series["train_loss"] = bare
-    stats.notes.append(f"assumed the {len(bare)} bare number(s), one a line, are a training-loss series (the log names "
-                       "no metric)")
+    what = "number(s), each with its step," if stepped else "number(s), one a line,"
+    stats.notes.append(f"assumed the {len(bare)} bare {what} are a training-loss series (the log names no metric)")
 
 
 
