@@ -4,6 +4,7 @@ import math
 import random
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -388,7 +389,10 @@ def test_a_jumpy_small_validation_loss_is_no_jitter_while_the_accuracy_still_ris
            0.9827, 0.9891, 0.9893, 0.9899, 0.9871, 0.9893, 0.9893, 0.9946]
     train = [0.5 * 0.85 ** e + 0.03 for e in range(21)]
     assert "oscillation-jitter" not in _kinds(_diagnose(tmp_path, _epoch_log(train, val, acc)))
-    report = _diagnose(tmp_path, _epoch_log(train, val, acc[:-1] + [0.9880]), "lower.log")
+    # (The accuracy here swings by a point from epoch to epoch, as the loss does: a calm accuracy withdraws the
+    # jitter on its own, test_a_validation_loss_bouncing_beside_a_calm_validation_accuracy_is_no_jitter.)
+    swinging = [a - (0.012 if e % 2 else 0.0) for e, a in enumerate(acc[:-1])] + [0.9780]
+    report = _diagnose(tmp_path, _epoch_log(train, val, swinging), "lower.log")
     assert "oscillation-jitter" in _kinds(report)
 
 
@@ -1209,6 +1213,23 @@ def test_a_heavy_tailed_step_loss_whose_first_value_was_a_low_draw_has_not_diver
     assert "diverged" in _kinds(_diagnose(tmp_path, _step_log(climb), name="climb.log"))
 
 
+@pytest.mark.parametrize("accuracy_swing, jitter", [(0.0, False), (0.03, True)])
+def test_a_validation_loss_bouncing_beside_a_calm_validation_accuracy_is_no_jitter(tmp_path, accuracy_swing, jitter):
+    # A digit classifier's Keras history (world batch 22, after its scoring): validation accuracy 99.2-99.4% from
+    # epoch 8, its loss bouncing 0.024-0.044 (30% of its level): a few confident mistakes, not predictions that
+    # swing. The same rows with the accuracy 3 points lower at every other epoch keep the jitter.
+    import csv
+
+    source = Path(__file__).parent / "corpus" / "world" / "gh-keras-aiproject2-resnet" / "train_history.csv"
+    header, *rows = list(csv.reader(source.open()))
+    column = header.index("val_accuracy")
+    for i, row in enumerate(rows):
+        row[column] = f"{float(row[column]) - (accuracy_swing if i % 2 else 0.0):.4f}"
+    text = "\n".join(",".join(r) for r in [header, *rows]) + "\n"
+    kinds = _kinds(_diagnose(tmp_path, text, name="train_history.csv"))
+    assert ("oscillation-jitter" in kinds) is jitter, kinds
+
+
 def test_validation_that_lags_a_training_loss_that_fell_by_half_is_not_slow_convergence(tmp_path):
     # A character LM validated on a different text, 6 epochs: the training loss falls from the untrained 4.5 to 1.3
     # (the optimiser does its job), validation 2.70 -> 2.09, still falling 2-4% an epoch. Validation's first value is
@@ -2017,7 +2038,8 @@ def test_validation_noise_tiny_against_where_the_validation_started_is_not_jitte
     report = _diagnose(tmp_path, _epoch_log(train, val, acc))
     assert "oscillation-jitter" not in _kinds(report), [(f.kind, f.summary) for f in report.findings]
     flat = [0.06 + rng.gauss(0, 0.005) for _ in range(25)] + [max(0.02, v) for v in tail]
-    report = _diagnose(tmp_path, _epoch_log(train, flat, acc), "flat.log")
+    swinging = [a - (0.015 if e % 2 else 0.0) for e, a in enumerate(acc)]  # not calm: a calm accuracy withdraws it too
+    report = _diagnose(tmp_path, _epoch_log(train, flat, swinging), "flat.log")
     assert "oscillation-jitter" in _kinds(report), [(f.kind, f.summary) for f in report.findings]
 
 

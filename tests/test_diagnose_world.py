@@ -657,7 +657,8 @@ def test_the_twenty_second_batch_keeps_what_it_scored_once():
     running): 25 of 39 right (0.64; 3 of the 13 labels marked a judgement call, 22 of the other 26), 1 unreadable (a
     text log of bare loss values), no error-level finding on its 20 healthy runs. runmedic was right on 19 and
     trainspotter on 15 of the same 39. After that scoring, lines of a loss and its step are a training loss: 26 of
-    39, none unreadable. This guards against falling back."""
+    39, none unreadable; a validation loss bouncing beside a calm validation accuracy is no jitter: 27 of 39. This
+    guards against falling back."""
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     outcomes = bench.evaluate(None, LABELS, (TWENTY_SECOND_BATCH,))
-    _assert_scored_once_part_holds(outcomes, 39, 26)
+    _assert_scored_once_part_holds(outcomes, 39, 27)
