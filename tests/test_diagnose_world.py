@@ -317,7 +317,7 @@ NEW_REPOSITORY_BATCH_FLOORS = {
     TWENTIETH_BATCH: (6, 2, 2, 2, 5, 2, 0),
     TWENTY_FIRST_BATCH: (4, 0, 2, 4, 3, 2, 0),
     TWENTY_SECOND_BATCH: (4, 3, 3, 3, 4, 2, 0),
-    TWENTY_THIRD_BATCH: (2, 0, 2, 6, 5, 1, 0),
+    TWENTY_THIRD_BATCH: (2, 0, 2, 6, 7, 2, 0),
 }
 
 
