@@ -40,7 +40,7 @@ NINETEENTH_BATCH = 19  # held back whole, collected after batch 18 was scored; s
 TWENTIETH_BATCH = 20  # held back whole, collected after batch 19 landed; scored once: 24/34 (README)
 TWENTY_FIRST_BATCH = 21  # held back whole, collected after batch 20 was scored; scored once: 20/33 (README)
 TWENTY_SECOND_BATCH = 22  # held back whole, collected after batch 21 was scored; scored once: 25/39 (README)
-TWENTY_THIRD_BATCH = 23  # held back whole, collected after batch 22 was scored; not scored yet (README)
+TWENTY_THIRD_BATCH = 23  # held back whole, collected after batch 22 was scored; scored once: 23/37 (README)
 
 
 def _load(name, path):
@@ -664,3 +664,18 @@ def test_the_twenty_second_batch_keeps_what_it_scored_once():
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     outcomes = bench.evaluate(None, LABELS, (TWENTY_SECOND_BATCH,))
     _assert_scored_once_part_holds(outcomes, 39, 27)
+
+
+def test_the_twenty_third_batch_keeps_what_it_scored_once():
+    """Batch 23 (37 entries, held back whole: files committed in 29 public repositories none of batches 1-22 used, 19
+    of them not healthy, in 10 formats) was labelled by a helper who never ran a detector on it, and scored once by
+    the lead after batch 22's fixes landed (main 05bf392, 01:16 UTC, load ~2.1 with the slow tier running): 23 of 37
+    right (0.62; 7 of the 18 labels marked a judgement call, 16 of the other 19), 3 unreadable (two Lightning CSVs
+    whose metric columns are empty, a wandb folder), one error-level finding on its 18 healthy runs (a Lua MNIST log
+    called not learning). runmedic was right on 19 and trainspotter on 12 of the same 37. The error-level false
+    alarm is let through here as scored, until a fix removes it; this guards against falling back."""
+    bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
+    outcomes = bench.evaluate(None, LABELS, (TWENTY_THIRD_BATCH,))
+    assert len(outcomes) == 37 and sum(o.right for o in outcomes) >= 23
+    assert len([o for o in outcomes if o.unreadable]) <= 3
+    assert len([o for o in outcomes if not o.expected and o.error_level]) <= 1

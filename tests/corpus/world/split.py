@@ -42,7 +42,7 @@ LABELS = Path(__file__).with_name("labels.toml")
 # batch 20: collected while batch 19 was scored (00:13), from repositories no earlier batch used; all of it held back, scored once by the lead (24/34)
 # batch 21: collected after batch 20 had been scored once (24/34) and so spent, from repositories no earlier batch used; all of it held back, scored once by the lead (20/33)
 # batch 22: collected after batch 21 had been scored once (20/33) and so spent, from repositories no earlier batch used; all of it held back, scored once by the lead (25/39)
-# batch 23: collected after batch 22 had been scored once (25/39) and so spent, from repositories no earlier batch used; all of it held back, scored once by the lead
+# batch 23: collected after batch 22 had been scored once (25/39) and so spent, from repositories no earlier batch used; all of it held back, scored once by the lead (23/37)
 FRESH_BATCHES = frozenset({3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23})
 
 
