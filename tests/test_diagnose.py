@@ -306,9 +306,11 @@ def test_every_reader_reads_real_output_in_the_corpus():
         for fmt, count in diagnose_source(str(CORPUS / "logs" / name)).stats.formats.items():
             seen[fmt] = seen.get(fmt, 0) + count
     # darknet's console log: a real one committed in a public repository, in the world corpus (batch 7).
-    world = CORPUS / "world" / "gh-darknet-yolov3" / "train.log"
-    for fmt, count in diagnose_source(str(world)).stats.formats.items():
-        seen[fmt] = seen.get(fmt, 0) + count
+    # And a Keras History saved as JSON, committed in a public repository (world corpus batch 7).
+    for world in (CORPUS / "world" / "gh-darknet-yolov3" / "train.log",
+                  CORPUS / "world" / "gh-keras-fruits-history" / "history.json"):
+        for fmt, count in diagnose_source(str(world)).stats.formats.items():
+            seen[fmt] = seen.get(fmt, 0) + count
     # Event files and JSON-lines metric files are read from what the real libraries write, in test_diagnose_files.py.
     whole_files = {"tensorboard", "metrics-jsonl"}
     assert set(known_formats()) - whole_files <= set(seen), set(known_formats()) - whole_files - set(seen)
