@@ -339,12 +339,15 @@ def test_batches_14_on_are_committed_files_from_new_repositories_in_varied_forma
     assert all(n >= floor for n, floor in zip(found, NEW_REPOSITORY_BATCH_FLOORS[batch])), (found, count)
 
 
-def _assert_scored_once_part_holds(outcomes, entries: int, at_least_right: int, unreadable_at_most: int = 0) -> None:
+def _assert_scored_once_part_holds(outcomes, entries: int, at_least_right: int, unreadable_at_most: int = 0,
+                                   false_alarms_at_most: int = 0) -> None:
     """What a part scored once keeps: its size, no more unreadable entries than it had (none, unless it was scored
-    with some), no error-level finding on a healthy run, and no fewer right than it scored."""
+    with some), no more error-level findings on healthy runs than it had (none, unless a fix is still owed), and no
+    fewer right than it scored."""
     assert len(outcomes) == entries
     assert len([o.name for o in outcomes if o.unreadable]) <= unreadable_at_most, [o.name for o in outcomes if o.unreadable]
-    assert not [o.name for o in outcomes if not o.expected and o.error_level]
+    alarms = [o.name for o in outcomes if not o.expected and o.error_level]
+    assert len(alarms) <= false_alarms_at_most, alarms
     assert sum(o.right for o in outcomes) >= at_least_right
 
 
@@ -676,6 +679,4 @@ def test_the_twenty_third_batch_keeps_what_it_scored_once():
     alarm is let through here as scored, until a fix removes it; this guards against falling back."""
     bench = _load("diagnose_world", REPO / "bench" / "diagnose_world.py")
     outcomes = bench.evaluate(None, LABELS, (TWENTY_THIRD_BATCH,))
-    assert len(outcomes) == 37 and sum(o.right for o in outcomes) >= 23
-    assert len([o for o in outcomes if o.unreadable]) <= 3
-    assert len([o for o in outcomes if not o.expected and o.error_level]) <= 1
+    _assert_scored_once_part_holds(outcomes, 37, 23, unreadable_at_most=3, false_alarms_at_most=1)

@@ -1472,10 +1472,8 @@ def _predictions_never_changed(series: dict[str, list[Point]]) -> list[Finding]:
         evaluations = [p for p in series.get(quality, []) if math.isfinite(p.value)]
         if len(evaluations) < CONSTANT_ACC_POINTS:
             continue
-        values = [p.value for p in evaluations]
+        values = [p.value for p in evaluations]  # identical to CONSTANT_ACC_SPREAD: none moved (_quality_moved above)
         scale = _percent_scale(values)
-        if max(values) - min(values) > CONSTANT_ACC_SPREAD * scale:
-            continue
         name = next((n for n in (VAL_LOSS, "train_loss_epoch", TRAIN_LOSS)
                      if len(_finite(series.get(n, []))) >= STUCK_FEW_POINTS), None)
         if name is None:
@@ -2030,9 +2028,7 @@ def _validation_accuracy_calm(series: dict[str, list[Point]], skip: int) -> bool
     if len(accs) < VAL_JITTER_MIN_POINTS:
         return False
     scale = _percent_scale(accs)
-    diffs = [(b - a) / scale for a, b in zip(accs, accs[1:])]
-    centre = _median(diffs)
-    return 1.4826 * _median([abs(d - centre) for d in diffs]) / math.sqrt(2) < VAL_ACC_CALM
+    return _mad_sigma([(b - a) / scale for a, b in zip(accs, accs[1:])]) / math.sqrt(2) < VAL_ACC_CALM
 
 
 def detect_validation_jitter(series: dict[str, list[Point]], ctx: Context) -> list[Finding]:

@@ -11,7 +11,7 @@ import os
 
 from .files import FileRead, read_mlflow_metrics, read_whole_file
 from .folders import MAX_ENTRIES, Discovery, LogFile, Run, discover, skipped_summary
-from .scan import Collected, collected_from_points, finish_collected, read_source
+from .scan import WHOLE_FILE_KINDS, Collected, collected_from_points, finish_collected, read_source
 
 MAX_FILE_BYTES = 2 << 30  # a whole-file format is read into memory: past this, the file is named and skipped
 
@@ -71,7 +71,7 @@ def read_run(run: Run, skipped: list[tuple[str, str]]) -> tuple[list[_Source], l
     """(metric sources, text logs) of one run; files that held nothing readable go to ``skipped`` with why."""
     sources: list[_Source] = []
     texts: list[_Source] = []
-    whole = [f for f in run.files if f.kind in ("tensorboard", "csv", "metrics-jsonl", "mlflow", "keras-history")]
+    whole = [f for f in run.files if f.kind in (*WHOLE_FILE_KINDS, "mlflow")]
     reads = _whole_reads(whole, skipped)
     board = _tensorboard_source([r for r in reads if r.format == "tensorboard"])
     if board:
